@@ -1,0 +1,51 @@
+// The one place where operating errors become gRPC statuses. Clients act on the code:
+// UNAVAILABLE means "try another node", FAILED_PRECONDITION means "re-read and decide".
+import { Metadata, status } from '@grpc/grpc-js';
+import type { ServiceError } from '@grpc/grpc-js';
+import { RaftError } from '../raft/core/types.js';
+import { InvalidCommandError } from '../state/command.js';
+
+export const leaderHintKey = 'x-slipway-leader';
+
+export class ApiError extends Error {
+  readonly code: status;
+  constructor(code: status, message: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+  }
+}
+
+export function toServiceError(err: unknown): Partial<ServiceError> {
+  const metadata = new Metadata();
+  if (err instanceof ApiError) return { code: err.code, details: err.message, metadata };
+  if (err instanceof InvalidCommandError) return { code: status.INVALID_ARGUMENT, details: err.message, metadata };
+  if (err instanceof RaftError) {
+    if (err.leader !== '') metadata.set(leaderHintKey, err.leader);
+    return { code: raftCodeToStatus(err), details: err.message, metadata };
+  }
+  if (isServiceError(err)) return { code: err.code, details: err.details, metadata: err.metadata };
+  const message = err instanceof Error ? err.message : String(err);
+  return { code: status.INTERNAL, details: `internal error: ${message}`, metadata };
+}
+
+function raftCodeToStatus(err: RaftError): status {
+  switch (err.code) {
+    case 'E_NOT_LEADER':
+    case 'E_PROPOSAL_DROPPED':
+    case 'E_TRANSFER_IN_PROGRESS':
+      return status.UNAVAILABLE;
+    case 'E_BACKPRESSURE':
+      return status.RESOURCE_EXHAUSTED;
+    case 'E_CONF_CHANGE_PENDING':
+      return status.FAILED_PRECONDITION;
+    case 'E_UNKNOWN_MEMBER':
+      return status.NOT_FOUND;
+    case 'E_BAD_REQUEST':
+      return status.INVALID_ARGUMENT;
+  }
+}
+
+export function isServiceError(err: unknown): err is ServiceError {
+  return err instanceof Error && typeof (err as Partial<ServiceError>).code === 'number' && 'metadata' in err;
+}

@@ -1,0 +1,284 @@
+// The Kv gRPC service: the replicated key-value store and cluster administration. Any node
+// answers: writes on a follower are forwarded to the leader, reads are linearizable
+// (ReadIndex, through the leader) unless the caller asks for a local read.
+import { credentials, Metadata, status } from '@grpc/grpc-js';
+import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type {
+  KeyValue as KeyValueProto,
+  MemberInfo,
+  KvServer,
+  StatusResponse,
+} from '../gen/kv.js';
+import { KvClient, Role, Suffrage } from '../gen/kv.js';
+import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
+import { RaftError } from '../raft/core/types.js';
+import type { RaftNode } from '../raft/node.js';
+import type { Command, CommandResult } from '../state/command.js';
+import { decodeResult, encodeCommand } from '../state/command.js';
+import type { KeyValue, KvStore } from '../state/kv-store.js';
+import { ApiError, toServiceError } from './errors.js';
+
+/** The namespace the operator-facing `kv` commands use; the control plane has its own. */
+export const operatorNamespace = 'kv';
+const forwardedKey = 'x-slipway-forwarded';
+const leaderWaitMs = 2000;
+const forwardDeadlineMs = 10_000;
+
+export interface KvServiceContext {
+  readonly node: RaftNode;
+  readonly store: KvStore;
+  readonly logger: Logger;
+}
+
+type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
+
+/** Runs `work`, mapping any error to a gRPC status for the caller. */
+function unary<Req, Res>(work: (req: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>): Handler<Req, Res> {
+  return (call, callback) => {
+    work(call.request, call).then(
+      (res) => callback(null, res),
+      (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+    );
+  };
+}
+
+export class KvService {
+  private readonly ctx: KvServiceContext;
+  private readonly clients = new Map<string, KvClient>();
+
+  constructor(ctx: KvServiceContext) {
+    this.ctx = ctx;
+  }
+
+  handlers(): KvServer {
+    return {
+      put: unary(async (req, call) => {
+        checkKey(req.key);
+        if (!(await this.leaderHere())) return this.forward(call, 'put', req);
+        if (req.prevRevision !== undefined) {
+          const res = await this.write({
+            type: 'put',
+            ns: operatorNamespace,
+            key: req.key,
+            value: req.value,
+            prevRevision: req.prevRevision,
+            stampMs: 0,
+          });
+          if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
+            throw new ApiError(status.FAILED_PRECONDITION, res.message);
+          }
+          return { revision: revisionOf(res) };
+        }
+        const res = await this.write({
+          type: 'put',
+          ns: operatorNamespace,
+          key: req.key,
+          value: req.value,
+          stampMs: 0,
+        });
+        return { revision: revisionOf(res) };
+      }),
+      delete: unary(async (req, call) => {
+        checkKey(req.key);
+        if (!(await this.leaderHere())) return this.forward(call, 'delete', req);
+        const res = await this.write({
+          type: 'delete',
+          ns: operatorNamespace,
+          key: req.key,
+          stampMs: 0,
+        });
+        if (res.type === 'error' && res.code === 'E_NOT_FOUND') return { deleted: false, revision: this.ctx.store.revision };
+        return { deleted: true, revision: revisionOf(res) };
+      }),
+      compareAndSet: unary(async (req, call) => {
+        checkKey(req.key);
+        if (!(await this.leaderHere())) return this.forward(call, 'compareAndSet', req);
+        const res = await this.write({
+          type: 'put',
+          ns: operatorNamespace,
+          key: req.key,
+          value: req.value,
+          prevRevision: req.expectedRevision,
+          stampMs: 0,
+        });
+        if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
+          return { succeeded: false, revision: this.ctx.store.get(operatorNamespace, req.key)?.modRevision ?? 0 };
+        }
+        return { succeeded: true, revision: revisionOf(res) };
+      }),
+      get: unary(async (req) => {
+        checkKey(req.key);
+        if (!req.local) await this.ctx.node.linearizableRead();
+        const kv = this.ctx.store.get(operatorNamespace, req.key);
+        if (kv === undefined) return { found: false, value: Buffer.alloc(0), revision: 0, createRevision: 0 };
+        return { found: true, value: asBuffer(kv.value), revision: kv.modRevision, createRevision: kv.createRevision };
+      }),
+      range: unary(async (req) => {
+        if (!req.local) await this.ctx.node.linearizableRead();
+        const limit = req.limit === 0 ? Number.MAX_SAFE_INTEGER : req.limit;
+        const kvs = this.ctx.store.range(operatorNamespace, req.prefix, limit === Number.MAX_SAFE_INTEGER ? limit : limit + 1);
+        const more = kvs.length > limit;
+        return { kvs: kvs.slice(0, limit).map(toProto), more };
+      }),
+      status: unary(() => Promise.resolve(this.status())),
+      memberList: unary(async (req) => {
+        if (!req.local) await this.ctx.node.linearizableRead();
+        return { members: membersOf(this.ctx.node.membership()) };
+      }),
+      memberAdd: unary(async (req, call) => {
+        if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(req.id)) {
+          throw new ApiError(status.INVALID_ARGUMENT, `member id "${req.id}" must be 1-63 letters, digits, '.', '_' or '-'`);
+        }
+        checkAddr(req.raftAddr, 'raft address');
+        if (req.apiAddr !== '') checkAddr(req.apiAddr, 'API address');
+        if (!(await this.leaderHere())) return this.forward(call, 'memberAdd', req);
+        const member: Member = { id: req.id, addr: req.raftAddr, apiAddr: req.apiAddr };
+        if (req.learner) await this.ctx.node.proposeConfChange({ type: 'addLearner', member });
+        else await this.ctx.node.addMember(member);
+        return { members: membersOf(this.ctx.node.membership()) };
+      }),
+      memberRemove: unary(async (req, call) => {
+        if (!(await this.leaderHere())) return this.forward(call, 'memberRemove', req);
+        await this.ctx.node.removeMember(req.id);
+        return { members: membersOf(this.ctx.node.membership()) };
+      }),
+      leaderTransfer: unary(async (req, call) => {
+        if (!(await this.leaderHere())) return this.forward(call, 'leaderTransfer', req);
+        await this.ctx.node.transferLeadership(req.to);
+        const s = this.ctx.node.softState();
+        return { leader: s.leader, term: s.term };
+      }),
+    };
+  }
+
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+  }
+
+  status(): StatusResponse {
+    const st = this.ctx.node.status();
+    return {
+      id: st.id,
+      leader: st.leader,
+      term: st.term,
+      commit: st.commit,
+      applied: st.appliedToStateMachine,
+      role: roleToProto(st.role),
+      members: membersOf(st.membership),
+    };
+  }
+
+  private isLeader(): boolean {
+    return this.ctx.node.softState().role === 'leader';
+  }
+
+  /** True when this node leads; false when another does (forward); throws when none does. */
+  private async leaderHere(): Promise<boolean> {
+    if (this.isLeader()) return true;
+    const leader = await this.awaitLeader();
+    return leader.id === this.ctx.node.id;
+  }
+
+  /** Stamps the leader's time into a command, proposes it and waits until it is applied. */
+  private async write(command: Command): Promise<CommandResult> {
+    const stamped = { ...command, stampMs: Date.now() };
+    const result = decodeResult(await this.ctx.node.propose(encodeCommand(stamped)));
+    if (result.type === 'error' && result.code !== 'E_CAS_FAILED' && result.code !== 'E_NOT_FOUND') {
+      throw new ApiError(
+        result.code === 'E_BAD_COMMAND' ? status.INVALID_ARGUMENT : status.FAILED_PRECONDITION,
+        result.message,
+      );
+    }
+    return result;
+  }
+
+  private async awaitLeader(): Promise<Member> {
+    const deadline = Date.now() + leaderWaitMs;
+    for (;;) {
+      const leader = this.ctx.node.leaderMember();
+      if (leader !== null) return leader;
+      if (Date.now() > deadline) throw new ApiError(status.UNAVAILABLE, 'no leader is elected; retry shortly');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  private async forward<Req, Res>(call: ServerUnaryCall<Req, Res>, method: ForwardMethod, req: Req): Promise<Res> {
+    if (call.metadata.get(forwardedKey).length > 0) {
+      // Never forward twice: two nodes that each think the other leads would loop.
+      throw new RaftError('E_NOT_LEADER', `${this.ctx.node.id} is not the leader`, this.ctx.node.softState().leader);
+    }
+    const leader = await this.awaitLeader();
+    const client = this.clientFor(leader.addr);
+    const md = new Metadata();
+    md.set(forwardedKey, this.ctx.node.id);
+    const deadline = Date.now() + forwardDeadlineMs;
+    return new Promise<Res>((resolve, reject) => {
+      const fn = client[method].bind(client) as unknown as (
+        r: Req,
+        m: Metadata,
+        o: { deadline: number },
+        cb: (e: ServiceError | null, res: Res) => void,
+      ) => void;
+      fn(req, md, { deadline }, (err, res) => {
+        if (err !== null) reject(err);
+        else resolve(res);
+      });
+    });
+  }
+
+  private clientFor(addr: string): KvClient {
+    let c = this.clients.get(addr);
+    if (c === undefined) {
+      c = new KvClient(addr, credentials.createInsecure());
+      this.clients.set(addr, c);
+    }
+    return c;
+  }
+}
+
+type ForwardMethod = 'put' | 'delete' | 'compareAndSet' | 'memberAdd' | 'memberRemove' | 'leaderTransfer';
+
+/** A view, not a copy: proto fields want Buffer, the store keeps Uint8Array. */
+function asBuffer(v: Uint8Array): Buffer {
+  return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+}
+
+function revisionOf(res: CommandResult): number {
+  return res.type === 'put' || res.type === 'delete' || res.type === 'noop' ? res.revision : 0;
+}
+
+function checkKey(key: string): void {
+  if (key === '') throw new ApiError(status.INVALID_ARGUMENT, 'the key must not be empty');
+}
+
+function checkAddr(addr: string, what: string): void {
+  if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(addr)) {
+    throw new ApiError(status.INVALID_ARGUMENT, `${what} "${addr}" must be HOST:PORT`);
+  }
+}
+
+function toProto(kv: KeyValue): KeyValueProto {
+  return { key: kv.key, value: asBuffer(kv.value), revision: kv.modRevision, createRevision: kv.createRevision };
+}
+
+function membersOf(m: Membership): MemberInfo[] {
+  return [
+    ...m.voters.map((v) => ({ id: v.id, raftAddr: v.addr, apiAddr: v.apiAddr, suffrage: Suffrage.SUFFRAGE_VOTER })),
+    ...m.learners.map((v) => ({ id: v.id, raftAddr: v.addr, apiAddr: v.apiAddr, suffrage: Suffrage.SUFFRAGE_LEARNER })),
+  ];
+}
+
+function roleToProto(r: RaftRole): Role {
+  switch (r) {
+    case 'follower':
+      return Role.ROLE_FOLLOWER;
+    case 'preCandidate':
+      return Role.ROLE_PRE_CANDIDATE;
+    case 'candidate':
+      return Role.ROLE_CANDIDATE;
+    case 'leader':
+      return Role.ROLE_LEADER;
+  }
+}

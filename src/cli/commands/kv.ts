@@ -1,0 +1,75 @@
+// `slipway kv put|get|del|range`: the replicated store for operators and scripts.
+import type { Command } from '@commander-js/extra-typings';
+import type { ClusterClient } from '../client.js';
+import type { OutputFormat } from '../output.js';
+import { render, UsageError } from '../output.js';
+
+type Connect = () => { client: ClusterClient; output: OutputFormat };
+
+export function kvCommand(program: Command, connect: Connect): void {
+  const kv = program.command('kv').description('read and write the replicated key-value store');
+  kv.command('put')
+    .description('write KEY=VALUE; exits 0 only once the write is committed and applied')
+    .argument('<key>')
+    .argument('<value>')
+    .option('--prev-revision <n>', 'write only if the key is at this revision (0: only if absent)')
+    .action(async (key, value, o) => {
+      const { client, output } = connect();
+      const req = {
+        key,
+        value: Buffer.from(value, 'utf8'),
+        prevRevision: o.prevRevision === undefined ? undefined : revisionFlag(o.prevRevision),
+      };
+      const res = await client.call((c) => c.put, req);
+      print(output, { key, revision: res.revision });
+    });
+  kv.command('get')
+    .description('read a key (linearizable unless --local)')
+    .argument('<key>')
+    .option('--local', 'read this node\'s applied state without confirming leadership')
+    .action(async (key, o) => {
+      const { client, output } = connect();
+      const res = await client.call((c) => c.get, { key, local: o.local === true });
+      if (!res.found) {
+        process.exitCode = 1;
+        process.stderr.write(`key "${key}" not found\n`);
+        return;
+      }
+      const doc = { key, value: res.value.toString('utf8'), revision: res.revision, createRevision: res.createRevision };
+      if (output === 'table') process.stdout.write(`${doc.value}\n`);
+      else print(output, doc);
+    });
+  kv.command('del')
+    .description('delete a key')
+    .argument('<key>')
+    .action(async (key) => {
+      const { client, output } = connect();
+      const res = await client.call((c) => c.delete, { key });
+      if (!res.deleted) {
+        process.exitCode = 1;
+        process.stderr.write(`key "${key}" not found\n`);
+        return;
+      }
+      print(output, { key, deleted: true, revision: res.revision });
+    });
+  kv.command('range')
+    .description('list keys starting with PREFIX')
+    .argument('[prefix]', 'key prefix', '')
+    .option('--limit <n>', 'at most this many keys', '0')
+    .option('--local', 'read this node\'s applied state without confirming leadership')
+    .action(async (prefix, o) => {
+      const { client, output } = connect();
+      const res = await client.call((c) => c.range, { prefix, limit: revisionFlag(o.limit), local: o.local === true });
+      const kvs = res.kvs.map((k) => ({ key: k.key, value: k.value.toString('utf8'), revision: k.revision }));
+      process.stdout.write(`${render(output, { kvs, more: res.more }, kvs)}\n`);
+    });
+}
+
+function revisionFlag(v: string): number {
+  if (!/^\d+$/.test(v)) throw new UsageError(`expected a whole number, got "${v}"`);
+  return Number(v);
+}
+
+function print(output: OutputFormat, doc: Record<string, string | number | boolean>): void {
+  process.stdout.write(`${render(output, doc, [doc])}\n`);
+}

@@ -1,0 +1,62 @@
+// The `slipway` command. Exit codes: 0 success, 1 the operation failed, 2 bad usage or input.
+import { Command, CommanderError, Option } from '@commander-js/extra-typings';
+import { status } from '@grpc/grpc-js';
+import { ConfigError } from '../api/server-config.js';
+import { isServiceError } from '../api/errors.js';
+import { ClusterClient, parseServers } from './client.js';
+import { clusterCommand } from './commands/cluster.js';
+import { kvCommand } from './commands/kv.js';
+import { memberCommand } from './commands/member.js';
+import { serverCommand } from './commands/server.js';
+import { outputFormats, parseOutputFormat, UsageError } from './output.js';
+
+const program = new Command()
+  .name('slipway')
+  .description('Slipway: a highly available bare-metal provisioner')
+  .option('--server <list>', 'node API addresses HOST:PORT,... (env SLIPWAY_SERVER; default the local cluster)')
+  .addOption(new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const))
+  .option('--timeout <ms>', 'give up on a command after this long', '10000')
+  .exitOverride()
+  .showHelpAfterError();
+
+const clients: ClusterClient[] = [];
+function connect(): { client: ClusterClient; output: ReturnType<typeof parseOutputFormat> } {
+  const o = program.opts();
+  const timeout = Number(o.timeout);
+  if (!Number.isInteger(timeout) || timeout <= 0) throw new UsageError('--timeout must be a positive number of ms');
+  const client = new ClusterClient(parseServers(o.server), timeout);
+  clients.push(client);
+  return { client, output: parseOutputFormat(o.output) };
+}
+
+serverCommand(program);
+kvCommand(program, connect);
+memberCommand(program, connect);
+clusterCommand(program, () => parseOutputFormat(program.opts().output));
+
+const usageStatuses = new Set<number>([status.INVALID_ARGUMENT, status.NOT_FOUND, status.ALREADY_EXISTS]);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  process.exitCode = exitCodeFor(err);
+} finally {
+  for (const c of clients) c.close();
+}
+
+function exitCodeFor(err: unknown): number {
+  if (err instanceof CommanderError) {
+    // Help and version are not failures; commander already printed its message.
+    return err.exitCode === 0 ? 0 : 2;
+  }
+  if (err instanceof UsageError || err instanceof ConfigError) {
+    process.stderr.write(`slipway: ${err.message}\n`);
+    return 2;
+  }
+  if (isServiceError(err)) {
+    process.stderr.write(`slipway: ${err.details || err.message}\n`);
+    return usageStatuses.has(err.code) ? 2 : 1;
+  }
+  process.stderr.write(`slipway: ${err instanceof Error ? err.message : String(err)}\n`);
+  return 1;
+}

@@ -1,0 +1,115 @@
+// The leader's view of one follower's replication (etcd's Progress): what it has, what to
+// send next, and how much may be in flight before waiting for acknowledgements.
+
+export type ProgressState = 'probe' | 'replicate' | 'snapshot';
+
+interface Inflight {
+  readonly lastIndex: number;
+  readonly bytes: number;
+}
+
+export class Progress {
+  match = 0;
+  next: number;
+  state: ProgressState = 'probe';
+  /** In probe state: an append is outstanding; wait for its answer or the next heartbeat. */
+  probeSent = false;
+  /** In snapshot state: the index of the snapshot being sent. */
+  pendingSnapshot = 0;
+  /** Heard from since the last check-quorum round. */
+  recentActive = false;
+  /** The newest read-confirmation round this follower acknowledged in the current term. */
+  ackedReadRound = 0;
+  readonly isLearner: boolean;
+  private inflights: Inflight[] = [];
+  private inflightBytes = 0;
+
+  constructor(next: number, isLearner: boolean) {
+    this.next = next;
+    this.isLearner = isLearner;
+  }
+
+  becomeProbe(): void {
+    // From snapshot state the follower has at least the snapshot; resume after it.
+    this.next =
+      this.state === 'snapshot' ? Math.max(this.match + 1, this.pendingSnapshot + 1) : this.match + 1;
+    this.state = 'probe';
+    this.probeSent = false;
+    this.pendingSnapshot = 0;
+    this.resetInflights();
+  }
+
+  becomeReplicate(): void {
+    this.state = 'replicate';
+    this.next = this.match + 1;
+    this.pendingSnapshot = 0;
+    this.resetInflights();
+  }
+
+  becomeSnapshot(index: number): void {
+    this.state = 'snapshot';
+    this.pendingSnapshot = index;
+    this.resetInflights();
+  }
+
+  /** Returns true if the follower's match advanced. */
+  maybeUpdate(index: number): boolean {
+    const updated = index > this.match;
+    if (updated) {
+      this.match = index;
+      this.probeSent = false;
+    }
+    this.next = Math.max(this.next, index + 1);
+    return updated;
+  }
+
+  /** A rejection: step back. Returns false for a stale rejection that changes nothing. */
+  maybeDecrTo(rejected: number, nextProbe: number): boolean {
+    if (this.state === 'replicate') {
+      if (rejected <= this.match) return false;
+      this.next = this.match + 1;
+      return true;
+    }
+    if (this.next - 1 !== rejected) return false;
+    this.next = Math.max(Math.min(rejected, nextProbe + 1), this.match + 1);
+    this.probeSent = false;
+    return true;
+  }
+
+  /** Record an append sent in replicate state, or mark the probe as sent. */
+  sentEntries(lastIndex: number, bytes: number): void {
+    if (this.state === 'replicate') {
+      this.inflights.push({ lastIndex, bytes });
+      this.inflightBytes += bytes;
+      this.next = lastIndex + 1;
+    } else if (this.state === 'probe') {
+      this.probeSent = true;
+    }
+  }
+
+  /** Free in-flight slots acknowledged up to index. */
+  freeTo(index: number): void {
+    let n = 0;
+    while (n < this.inflights.length && this.inflights[n]!.lastIndex <= index) {
+      this.inflightBytes -= this.inflights[n]!.bytes;
+      n++;
+    }
+    if (n > 0) this.inflights.splice(0, n);
+  }
+
+  isPaused(maxMsgs: number, maxBytes: number): boolean {
+    switch (this.state) {
+      case 'probe':
+        return this.probeSent;
+      case 'replicate':
+        return this.inflights.length >= maxMsgs || this.inflightBytes >= maxBytes;
+      case 'snapshot':
+        return true;
+    }
+  }
+
+  private resetInflights(): void {
+    this.inflights = [];
+    this.inflightBytes = 0;
+  }
+}

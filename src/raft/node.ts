@@ -1,0 +1,483 @@
+// The raft driver (etcd's Ready loop): owns the timers, persists what the core asks for in
+// one synced write, sends messages, applies committed entries to the state machine, and
+// turns proposals and reads into promises. All I/O of consensus lives here.
+import { randomInt } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { StateMachine } from '../state/machine.js';
+import { encodeConfChange, isVoter } from './core/membership.js';
+import type { ProposalResult, RaftStatus } from './core/raft.js';
+import { RaftCore } from './core/raft.js';
+import type {
+  ConfChange,
+  Entry,
+  InitialState,
+  Member,
+  Membership,
+  Message,
+  NodeId,
+  RaftConfig,
+  Ready,
+  SnapshotMeta,
+  SoftState,
+} from './core/types.js';
+import { defaultRaftConfig, message, RaftError } from './core/types.js';
+import type { LogStore, Snapshot } from './storage/log-store.js';
+import type { Transport } from './transport/transport.js';
+
+export interface RaftNodeOptions {
+  readonly id: NodeId;
+  readonly store: LogStore;
+  readonly transport: Transport;
+  readonly stateMachine: StateMachine;
+  readonly logger: Logger;
+  /** The initial voters, used only when the data directory is new. */
+  readonly bootstrapPeers: readonly Member[];
+  readonly tickMs?: number;
+  readonly raft?: Partial<Omit<RaftConfig, 'id'>>;
+  /** Take a snapshot after this many applied entries (0 disables). */
+  readonly snapshotEntries?: number;
+  /** Entries kept behind a snapshot for followers that lag a little. */
+  readonly trailingEntries?: number;
+  /** Called after every applied entry, for changefeeds and metrics. */
+  readonly onApplied?: (entry: Entry) => void;
+  readonly onSoftState?: (s: SoftState) => void;
+}
+
+export const defaultTickMs = 50;
+/** 50 ms ticks: heartbeats every 50 ms, elections after 300-600 ms of silence. */
+export const defaultTimingConfig = { electionTicks: 6, heartbeatTicks: 1 } as const;
+
+interface ProposalWaiter {
+  readonly term: number;
+  readonly resolve: (result: Uint8Array) => void;
+  readonly reject: (err: Error) => void;
+}
+
+interface ReadWaiter {
+  readonly resolve: () => void;
+  readonly reject: (err: Error) => void;
+  index: number;
+}
+
+interface QueuedProposal {
+  readonly command: Uint8Array;
+  readonly resolve: (result: Uint8Array) => void;
+  readonly reject: (err: Error) => void;
+}
+
+export class RaftNode {
+  readonly id: NodeId;
+  private readonly opts: RaftNodeOptions;
+  private readonly log: Logger;
+  private core!: RaftCore;
+  private applied = 0;
+  private lastSnapshot: Snapshot | null = null;
+  private readonly received = new Map<number, Uint8Array>();
+  private readonly proposals = new Map<number, ProposalWaiter>();
+  private proposalQueue: QueuedProposal[] = [];
+  private readonly reads = new Map<number, ReadWaiter>();
+  private readonly readsAwaitingApply: ReadWaiter[] = [];
+  private readonly applyWaiters: { index: number; resolve: () => void }[] = [];
+  private readSeq = 0;
+  private scheduled = false;
+  private writing = false;
+  private storeQueue: Promise<void> = Promise.resolve();
+  private ticker: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private membershipKey = '';
+  private fatal: Error | null = null;
+
+  constructor(opts: RaftNodeOptions) {
+    this.id = opts.id;
+    this.opts = opts;
+    this.log = opts.logger.child({ subsystem: 'raft' });
+  }
+
+  /** Loads (or bootstraps) durable state, starts the transport and the tick timer. */
+  async start(): Promise<void> {
+    const loaded = await this.opts.store.load();
+    if (loaded.truncatedTornTailAt !== null) {
+      this.log.warn({ index: loaded.truncatedTornTailAt }, 'truncated a torn write at the tail of the raft log');
+    }
+    let initial: InitialState = loaded;
+    const fresh = loaded.snapshot.index === 0 && loaded.entries.length === 0 && loaded.hardState.term === 0;
+    if (fresh && this.opts.bootstrapPeers.length > 0) {
+      initial = bootstrapState(this.opts.bootstrapPeers);
+      await this.opts.store.save({ hardState: initial.hardState, entries: initial.entries, snapshot: null });
+      this.log.info({ voters: this.opts.bootstrapPeers.map((p) => p.id) }, 'bootstrapped a new cluster member');
+    }
+    if (loaded.snapshotData !== null && loaded.snapshot.index > 0) {
+      this.opts.stateMachine.restore(loaded.snapshotData);
+      this.lastSnapshot = { meta: loaded.snapshot, data: loaded.snapshotData };
+    }
+    this.applied = initial.snapshot.index;
+    const cfg: RaftConfig = { ...defaultRaftConfig, ...defaultTimingConfig, ...this.opts.raft, id: this.id };
+    this.core = new RaftCore(cfg, initial, { int: (n) => randomInt(n) });
+    await this.opts.transport.start({
+      onMessage: (m) => {
+        this.stepSafely(m);
+      },
+      onSnapshot: (from, snap) => this.receiveSnapshot(from, snap),
+    });
+    this.syncPeers();
+    this.ticker = setInterval(() => {
+      this.tick();
+    }, this.opts.tickMs ?? defaultTickMs);
+    this.kick();
+  }
+
+  // ------------------------------------------------------------- public API
+
+  /** Proposes a command; resolves with the state machine's result once it is applied here. */
+  propose(command: Uint8Array): Promise<Uint8Array> {
+    this.checkUsable();
+    const s = this.core.softState();
+    if (s.role !== 'leader') return Promise.reject(this.notLeader());
+    return new Promise((resolve, reject) => {
+      this.proposalQueue.push({ command, resolve, reject });
+      this.kick();
+    });
+  }
+
+  /** Resolves once this node's state machine reflects every write committed before the call. */
+  linearizableRead(): Promise<void> {
+    this.checkUsable();
+    const requestId = ++this.readSeq;
+    return new Promise((resolve, reject) => {
+      this.reads.set(requestId, { resolve, reject, index: 0 });
+      this.core.readIndex(requestId);
+      this.kick();
+    });
+  }
+
+  async proposeConfChange(cc: ConfChange): Promise<void> {
+    this.checkUsable();
+    const r = this.core.proposeConfChange(cc);
+    await new Promise<Uint8Array>((resolve, reject) => {
+      this.proposals.set(r.firstIndex, { term: r.term, resolve, reject });
+      this.kick();
+    });
+  }
+
+  /** Adds a member as a learner, waits until it has caught up, then promotes it to voter. */
+  async addMember(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
+    await this.proposeConfChange({ type: 'addLearner', member });
+    const deadline = Date.now() + catchUpTimeoutMs;
+    for (;;) {
+      const st = this.core.status();
+      const pr = st.progress.find((p) => p.id === member.id);
+      if (pr !== undefined && pr.match >= st.commit) break;
+      if (Date.now() > deadline) {
+        throw new RaftError(
+          'E_BAD_REQUEST',
+          `member ${member.id} was added as a learner but did not catch up within ${catchUpTimeoutMs} ms; ` +
+            `start it with --join and run 'member add' again to promote it`,
+        );
+      }
+      await delay(this.opts.tickMs ?? defaultTickMs);
+    }
+    await this.proposeConfChange({ type: 'promote', member });
+  }
+
+  async removeMember(id: NodeId): Promise<void> {
+    const m = this.core.getMembership();
+    const member = [...m.voters, ...m.learners].find((x) => x.id === id);
+    if (member === undefined) throw new RaftError('E_UNKNOWN_MEMBER', `no member ${id}`);
+    await this.proposeConfChange({ type: 'remove', member });
+  }
+
+  /** Hands leadership to `to` and resolves once it is leader (or rejects after a timeout). */
+  async transferLeadership(to: NodeId, timeoutMs = 3000): Promise<void> {
+    this.checkUsable();
+    this.core.transferLeadership(to);
+    this.kick();
+    const deadline = Date.now() + timeoutMs;
+    while (this.core.softState().leader !== to) {
+      if (Date.now() > deadline) throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
+      await delay(5);
+    }
+  }
+
+  /** The voter most caught up, for a graceful handover. */
+  bestTransferTarget(): NodeId | null {
+    const st = this.core.status();
+    let best: { id: NodeId; match: number } | null = null;
+    for (const p of st.progress) {
+      if (p.id === this.id || p.learner || !p.recentActive) continue;
+      if (best === null || p.match > best.match) best = { id: p.id, match: p.match };
+    }
+    return best?.id ?? null;
+  }
+
+  status(): RaftStatus & { appliedToStateMachine: number } {
+    return { ...this.core.status(), appliedToStateMachine: this.applied };
+  }
+
+  softState(): SoftState {
+    return this.core.softState();
+  }
+
+  membership(): Membership {
+    return this.core.getMembership();
+  }
+
+  leaderMember(): Member | null {
+    const leader = this.core.softState().leader;
+    if (leader === '') return null;
+    const m = this.core.getMembership();
+    return [...m.voters, ...m.learners].find((x) => x.id === leader) ?? null;
+  }
+
+  appliedIndex(): number {
+    return this.applied;
+  }
+
+  /** Resolves once the state machine has applied `index`. */
+  waitApplied(index: number): Promise<void> {
+    if (this.applied >= index) return Promise.resolve();
+    return new Promise((resolve) => this.applyWaiters.push({ index, resolve }));
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.ticker !== null) clearInterval(this.ticker);
+    const err = new RaftError('E_PROPOSAL_DROPPED', 'the node is shutting down; retry on another node');
+    for (const p of this.proposalQueue) p.reject(err);
+    for (const w of this.proposals.values()) w.reject(err);
+    for (const r of this.reads.values()) r.reject(err);
+    for (const r of this.readsAwaitingApply) r.reject(err);
+    this.proposalQueue = [];
+    this.proposals.clear();
+    this.reads.clear();
+    await this.opts.transport.stop();
+    await this.storeQueue.catch(() => undefined);
+    await this.opts.store.close();
+  }
+
+  // ------------------------------------------------------------- the loop
+
+  private tick(): void {
+    if (this.stopped) return;
+    for (const id of this.opts.transport.takeUnreachable()) this.core.reportUnreachable(id);
+    this.core.tick();
+    this.kick();
+  }
+
+  private stepSafely(m: Message): void {
+    if (this.stopped) return;
+    this.core.step(m);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    if (this.stopped || this.fatal !== null) return;
+    this.flushProposals();
+    const rd = this.core.ready();
+    if (rd.softState !== null) this.onSoftState(rd.softState);
+    this.sendMessages(rd.messages);
+    this.applyEntries(rd.committedEntries);
+    for (const rs of rd.readStates) {
+      const w = this.reads.get(rs.requestId);
+      if (w === undefined) continue;
+      this.reads.delete(rs.requestId);
+      w.index = rs.index;
+      if (this.applied >= rs.index) w.resolve();
+      else this.readsAwaitingApply.push(w);
+    }
+    for (const rf of rd.readFailures) {
+      const w = this.reads.get(rf.requestId);
+      this.reads.delete(rf.requestId);
+      w?.reject(new RaftError('E_NOT_LEADER', rf.reason, this.core.softState().leader));
+    }
+    if (rd.mustPersist) this.persist(rd);
+    else if (rd.messagesAfterPersist.length > 0) this.sendMessages(rd.messagesAfterPersist);
+    this.maybeSnapshot();
+  }
+
+  private persist(rd: Ready): void {
+    this.writing = true;
+    let snapshot: Snapshot | null = null;
+    if (rd.snapshot !== null) {
+      const data = this.received.get(rd.snapshot.index);
+      if (data === undefined) throw new Error(`snapshot data for index ${rd.snapshot.index} is missing`);
+      snapshot = { meta: rd.snapshot, data };
+    }
+    this.enqueueStore(async () => {
+      await this.opts.store.save({ hardState: rd.hardState, entries: rd.entries, snapshot });
+      if (this.stopped) return;
+      if (snapshot !== null) {
+        this.opts.stateMachine.restore(snapshot.data);
+        this.applied = snapshot.meta.index;
+        this.lastSnapshot = snapshot;
+        this.received.clear();
+        this.log.info({ index: snapshot.meta.index }, 'installed a snapshot from the leader');
+      }
+      this.sendMessages(rd.messagesAfterPersist);
+      this.core.advance(rd);
+      this.writing = false;
+      this.kick();
+    });
+  }
+
+  private enqueueStore(work: () => Promise<void>): void {
+    this.storeQueue = this.storeQueue.then(work).catch((err: unknown) => {
+      // A failed fsync leaves the disk state unknown (fsyncgate): stop rather than guess.
+      this.fatal = err instanceof Error ? err : new Error(String(err));
+      this.log.fatal({ err: this.fatal }, 'raft storage write failed; the node stops serving');
+      void this.stop();
+    });
+  }
+
+  private flushProposals(): void {
+    if (this.proposalQueue.length === 0) return;
+    const queue = this.proposalQueue;
+    this.proposalQueue = [];
+    let r: ProposalResult;
+    try {
+      r = this.core.propose(queue.map((q) => q.command));
+    } catch (err) {
+      for (const q of queue) q.reject(err as Error);
+      return;
+    }
+    queue.forEach((q, i) => this.proposals.set(r.firstIndex + i, { term: r.term, resolve: q.resolve, reject: q.reject }));
+  }
+
+  private sendMessages(msgs: readonly Message[]): void {
+    if (msgs.length === 0) return;
+    const wire: Message[] = [];
+    for (const m of msgs) {
+      if (m.type === 'snap') this.sendSnapshot(m.to);
+      else wire.push(m);
+    }
+    if (wire.length > 0) this.opts.transport.send(wire);
+  }
+
+  private sendSnapshot(to: NodeId): void {
+    const snap = this.lastSnapshot;
+    if (snap === null) {
+      this.core.reportSnapshot(to, false);
+      return;
+    }
+    this.log.info({ to, index: snap.meta.index }, 'sending a snapshot to a lagging follower');
+    this.opts.transport.sendSnapshot(to, snap).then(
+      () => {
+        this.core.reportSnapshot(to, true);
+        this.kick();
+      },
+      (err: unknown) => {
+        this.log.warn({ to, err }, 'snapshot send failed');
+        this.core.reportSnapshot(to, false);
+        this.kick();
+      },
+    );
+  }
+
+  private receiveSnapshot(from: NodeId, snap: Snapshot): Promise<void> {
+    if (!this.stopped) {
+      this.received.set(snap.meta.index, snap.data);
+      const term = this.core.softState().term;
+      this.core.step(message({ type: 'snap', from, to: this.id, term, index: snap.meta.index, snapshot: snap.meta }));
+      this.kick();
+    }
+    return Promise.resolve();
+  }
+
+  private applyEntries(entries: readonly Entry[]): void {
+    for (const e of entries) {
+      let result: Uint8Array = new Uint8Array();
+      if (e.index <= this.applied) continue;
+      if (e.type === 'normal') result = this.opts.stateMachine.apply(e.index, e.data);
+      this.applied = e.index;
+      if (e.type === 'conf') this.syncPeers();
+      const w = this.proposals.get(e.index);
+      if (w !== undefined) {
+        this.proposals.delete(e.index);
+        if (w.term === e.term) w.resolve(result);
+        else w.reject(new RaftError('E_PROPOSAL_DROPPED', 'leadership changed before the write committed; retry'));
+      }
+      this.opts.onApplied?.(e);
+    }
+    if (entries.length === 0) return;
+    for (let i = this.readsAwaitingApply.length - 1; i >= 0; i--) {
+      const w = this.readsAwaitingApply[i]!;
+      if (this.applied >= w.index) {
+        this.readsAwaitingApply.splice(i, 1);
+        w.resolve();
+      }
+    }
+    for (let i = this.applyWaiters.length - 1; i >= 0; i--) {
+      const w = this.applyWaiters[i]!;
+      if (this.applied >= w.index) {
+        this.applyWaiters.splice(i, 1);
+        w.resolve();
+      }
+    }
+  }
+
+  private maybeSnapshot(): void {
+    const every = this.opts.snapshotEntries ?? 10_000;
+    const last = this.lastSnapshot?.meta.index ?? 0;
+    if (every <= 0 || this.applied - last < every || this.writing) return;
+    if (this.core.status().applied !== this.applied) return;
+    const data = this.opts.stateMachine.snapshot();
+    const meta: SnapshotMeta = this.core.compact(this.applied, this.applied - (this.opts.trailingEntries ?? 5_000));
+    const snap = { meta, data };
+    this.lastSnapshot = snap;
+    const compactTo = Math.max(0, meta.index - (this.opts.trailingEntries ?? 5_000));
+    this.enqueueStore(() => this.opts.store.saveLocalSnapshot(snap, compactTo));
+    this.log.info({ index: meta.index, bytes: data.byteLength }, 'took a snapshot and compacted the log');
+  }
+
+  private onSoftState(s: SoftState): void {
+    this.log.info({ role: s.role, term: s.term, leader: s.leader }, 'raft state changed');
+    this.opts.onSoftState?.(s);
+    if (s.role !== 'leader') {
+      // Queued proposals were never appended; tell their callers to go to the new leader.
+      for (const q of this.proposalQueue) q.reject(this.notLeader());
+      this.proposalQueue = [];
+    }
+  }
+
+  private syncPeers(): void {
+    const m = this.core.getMembership();
+    const key = JSON.stringify(m);
+    if (key === this.membershipKey) return;
+    this.membershipKey = key;
+    this.opts.transport.setPeers([...m.voters, ...m.learners].filter((x) => x.id !== this.id));
+    if (!isVoter(m, this.id) && m.voters.length > 0) this.log.info('this node is not a voter in the current membership');
+  }
+
+  private notLeader(): RaftError {
+    const leader = this.core.softState().leader;
+    return new RaftError('E_NOT_LEADER', `${this.id} is not the leader`, leader);
+  }
+
+  private checkUsable(): void {
+    if (this.fatal !== null) throw new RaftError('E_PROPOSAL_DROPPED', `the node has stopped: ${this.fatal.message}`);
+    if (this.stopped) throw new RaftError('E_PROPOSAL_DROPPED', 'the node is shutting down');
+  }
+}
+
+/** Entry 1 of every initial member's log names the initial voters. */
+export function bootstrapState(peers: readonly Member[]): InitialState {
+  const data = encodeConfChange({ type: 'bootstrap', voters: peers });
+  return {
+    hardState: { term: 1, vote: '', commit: 1 },
+    snapshot: { index: 0, term: 0, membership: { voters: [], learners: [] } },
+    entries: [{ term: 1, index: 1, type: 'conf', data }],
+  };
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

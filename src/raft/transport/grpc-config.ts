@@ -1,0 +1,51 @@
+// How the raft transport's gRPC channels and server are set up: credentials, keepalive and
+// message sizes. Credentials are built only here so that TLS can replace them in one place.
+import { credentials, ServerCredentials, type ChannelCredentials, type ChannelOptions } from '@grpc/grpc-js';
+import {
+  keepaliveIntervalMs,
+  keepaliveTimeoutMs,
+  reconnectBackoffMsMax,
+  reconnectBackoffMsMin,
+} from './limits.js';
+
+export function peerChannelCredentials(): ChannelCredentials {
+  return credentials.createInsecure();
+}
+
+export function peerServerCredentials(): ServerCredentials {
+  return ServerCredentials.createInsecure();
+}
+
+/** Both ends notice a dead peer within about keepalive interval + timeout (~2 s). */
+function keepalive(): ChannelOptions {
+  return {
+    'grpc.keepalive_time_ms': keepaliveIntervalMs,
+    'grpc.keepalive_timeout_ms': keepaliveTimeoutMs,
+    'grpc.keepalive_permit_without_calls': 1,
+  };
+}
+
+function messageSize(maxMessageBytes: number): ChannelOptions {
+  return {
+    'grpc.max_send_message_length': maxMessageBytes,
+    'grpc.max_receive_message_length': maxMessageBytes,
+  };
+}
+
+export function peerChannelOptions(maxMessageBytes: number): ChannelOptions {
+  return {
+    ...keepalive(),
+    ...messageSize(maxMessageBytes),
+    // grpc's own reconnect backoff grows to minutes by default; a restarted peer must be
+    // reachable again within our reconnect cap.
+    'grpc.initial_reconnect_backoff_ms': reconnectBackoffMsMin * 2,
+    'grpc.max_reconnect_backoff_ms': reconnectBackoffMsMax,
+    // One connection per transport instance, not shared process-wide: a node's links fail and
+    // recover on their own, also when several nodes run in one process (tests, local cluster).
+    'grpc.use_local_subchannel_pool': 1,
+  };
+}
+
+export function peerServerOptions(maxMessageBytes: number): ChannelOptions {
+  return { ...keepalive(), ...messageSize(maxMessageBytes) };
+}

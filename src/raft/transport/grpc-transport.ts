@@ -1,0 +1,312 @@
+// The raft Transport over gRPC. Outgoing: one PeerLink per peer (a long-lived Stream call fed
+// from a two-lane queue). Incoming: a grpc-js server whose Stream handler decodes envelopes and
+// hands each valid message to the driver in order, and whose InstallSnapshot handler
+// reassembles and checks a snapshot before the driver sees it. See
+// docs/decisions/0003-raft-transport-grpc-streams.md for why it is shaped this way.
+import {
+  Server,
+  status,
+  type handleBidiStreamingCall,
+  type handleClientStreamingCall,
+  type ServiceDefinition,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import { pino, type Logger } from 'pino';
+import { RaftService, type SnapshotAck, type SnapshotChunk, type StreamAck } from '../../gen/raft.js';
+import type { Member, Message, NodeId } from '../core/types.js';
+import type { Snapshot } from '../storage/log-store.js';
+import { decodeEnvelope, encodeMessageFrame, messageFromWire } from './codec.js';
+import { peerServerCredentials, peerServerOptions } from './grpc-config.js';
+import {
+  messageBytesMaxDefault,
+  messageHeadroomBytes,
+  snapshotBytesMax,
+  snapshotChunkBytes,
+} from './limits.js';
+import { laneOf } from './outbound-queue.js';
+import { PeerLink } from './peer-link.js';
+import { SnapshotAssembler, SnapshotTransferError, type SnapshotRefusal } from './snapshot-assembler.js';
+import type { Transport, TransportHandlers } from './transport.js';
+
+export interface GrpcTransportOptions {
+  readonly id: NodeId;
+  /** host:port to listen on; port 0 picks a free port (see `port`). */
+  readonly listenAddr: string;
+  readonly logger?: Logger;
+  /** gRPC message size limit both ways; at least a snapshot chunk plus headroom (~1.06 MiB). */
+  readonly maxMessageBytes?: number;
+}
+
+/** The Stream method as served: envelopes stay raw bytes so a bad one is dropped, not fatal. */
+const servedRaftService = {
+  stream: { ...RaftService.stream, requestDeserialize: (bytes: Buffer) => bytes },
+  installSnapshot: RaftService.installSnapshot,
+} satisfies ServiceDefinition;
+
+const refusalStatus: Readonly<Record<SnapshotRefusal, status>> = {
+  E_BAD_CHUNK: status.INVALID_ARGUMENT,
+  E_CHECKSUM: status.DATA_LOSS,
+  E_TOO_LARGE: status.RESOURCE_EXHAUSTED,
+};
+
+export class GrpcTransport implements Transport {
+  private readonly id: NodeId;
+  private readonly listenAddr: string;
+  private readonly maxMessageBytes: number;
+  private readonly logger: Logger;
+  private readonly links = new Map<NodeId, PeerLink>();
+  private readonly unreachable = new Set<NodeId>();
+  private handlers: TransportHandlers | null = null;
+  private readonly server: Server;
+  private started = false;
+  private boundPort: number | null = null;
+  private stopped = false;
+
+  constructor(options: GrpcTransportOptions) {
+    if (options.id === '') throw new Error('GrpcTransport: id must be a non-empty node id');
+    checkHostPort(options.listenAddr);
+    const maxMessageBytes = options.maxMessageBytes ?? messageBytesMaxDefault;
+    const floor = snapshotChunkBytes + messageHeadroomBytes;
+    if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < floor) {
+      throw new Error(
+        `GrpcTransport: maxMessageBytes must be an integer of at least ${floor} (a snapshot chunk plus headroom), got ${maxMessageBytes}`,
+      );
+    }
+    this.id = options.id;
+    this.listenAddr = options.listenAddr;
+    this.maxMessageBytes = maxMessageBytes;
+    this.logger = (options.logger ?? pino({ level: 'silent' })).child({
+      subsystem: 'raft-transport',
+      nodeId: options.id,
+    });
+    this.server = new Server(peerServerOptions(maxMessageBytes));
+    const stream: handleBidiStreamingCall<Buffer, StreamAck> = (call) => {
+      this.acceptStream(call);
+    };
+    const installSnapshot: handleClientStreamingCall<SnapshotChunk, SnapshotAck> = (call, callback) => {
+      this.acceptSnapshot(call, callback);
+    };
+    this.server.addService(servedRaftService, { stream, installSnapshot });
+  }
+
+  /** The port the server is bound to (the real one when listenAddr asked for port 0). */
+  get port(): number {
+    if (this.boundPort === null) throw new Error('GrpcTransport: not listening; call start() first');
+    return this.boundPort;
+  }
+
+  async start(handlers: TransportHandlers): Promise<void> {
+    if (this.started || this.stopped) throw new Error('GrpcTransport: start() may be called once');
+    this.started = true;
+    this.handlers = handlers;
+    const server = this.server;
+    this.boundPort = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(this.listenAddr, peerServerCredentials(), (err, port) => {
+        if (err === null) resolve(port);
+        else
+          reject(
+            new Error(`GrpcTransport: cannot listen on ${this.listenAddr}: ${err.message}`, { cause: err }),
+          );
+      });
+    });
+    this.logger.info({ listenAddr: this.listenAddr, port: this.boundPort }, 'raft transport listening');
+  }
+
+  /**
+   * Serves another gRPC service on the raft address as well (e.g. the Kv API, which followers
+   * forward writes to). Best called before start(), so that it is there when peers connect.
+   */
+  addService(service: ServiceDefinition, implementation: UntypedServiceImplementation): void {
+    if (this.stopped) throw new Error('GrpcTransport: addService() after stop()');
+    this.server.addService(service, implementation);
+  }
+
+  setPeers(peers: readonly Member[]): void {
+    if (this.stopped) return;
+    const wanted = new Map(peers.filter((p) => p.id !== this.id).map((p) => [p.id, p.addr]));
+    for (const [id, link] of this.links) {
+      if (wanted.get(id) !== link.addr) {
+        link.close();
+        this.links.delete(id);
+      }
+    }
+    for (const [id, addr] of wanted) {
+      if (this.links.has(id)) continue;
+      this.links.set(
+        id,
+        new PeerLink({
+          self: this.id,
+          peer: id,
+          addr,
+          maxMessageBytes: this.maxMessageBytes,
+          logger: this.logger,
+          onUnreachable: (peer) => this.unreachable.add(peer),
+        }),
+      );
+    }
+  }
+
+  send(msgs: readonly Message[]): void {
+    if (this.stopped) return;
+    for (const msg of msgs) {
+      if (msg.to === this.id) continue;
+      const link = this.links.get(msg.to);
+      if (link === undefined) {
+        this.logger.debug({ to: msg.to, type: msg.type }, 'dropping a message for a node that is not a peer');
+        this.unreachable.add(msg.to);
+        continue;
+      }
+      let frame: Uint8Array;
+      try {
+        frame = encodeMessageFrame(msg);
+      } catch (err) {
+        this.logger.error(
+          { err, to: msg.to, type: msg.type },
+          'dropping a raft message that cannot be encoded',
+        );
+        continue;
+      }
+      if (frame.byteLength > this.maxMessageBytes) {
+        this.logger.error(
+          { to: msg.to, type: msg.type, bytes: frame.byteLength, maxMessageBytes: this.maxMessageBytes },
+          'dropping a raft message larger than the gRPC message limit',
+        );
+        this.unreachable.add(msg.to);
+        continue;
+      }
+      link.enqueue(laneOf(msg.type), frame);
+    }
+  }
+
+  async sendSnapshot(to: NodeId, snapshot: Snapshot): Promise<void> {
+    const link = this.links.get(to);
+    if (this.stopped) throw new Error('GrpcTransport: stopped');
+    if (link === undefined) throw new Error(`GrpcTransport: cannot send a snapshot to '${to}': not a peer`);
+    await link.sendSnapshot(snapshot);
+  }
+
+  takeUnreachable(): NodeId[] {
+    const peers = [...this.unreachable];
+    this.unreachable.clear();
+    return peers;
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const link of this.links.values()) link.close();
+    this.links.clear();
+    const server = this.server;
+    // tryShutdown reports when listeners and sessions are closed; forceShutdown makes that
+    // immediate by cancelling the long-lived streams peers hold open.
+    await new Promise<void>((resolve) => {
+      server.tryShutdown(() => resolve());
+      server.forceShutdown();
+    });
+    this.logger.info('raft transport stopped');
+  }
+
+  private acceptStream(call: Parameters<handleBidiStreamingCall<Buffer, StreamAck>>[0]): void {
+    const sender = call.metadata.get('x-raft-from')[0]?.toString() ?? 'unknown';
+    call.on('error', () => undefined);
+    call.on('end', () => call.end());
+    call.on('data', (bytes: Buffer) => this.receiveEnvelope(bytes, sender));
+    call.write({ nodeId: this.id });
+  }
+
+  private receiveEnvelope(bytes: Buffer, sender: string): void {
+    const handlers = this.handlers;
+    if (this.stopped || handlers === null) return;
+    let wire;
+    try {
+      wire = decodeEnvelope(bytes);
+    } catch (err) {
+      this.logger.warn({ err, sender }, 'dropping an undecodable raft envelope');
+      return;
+    }
+    for (const w of wire) {
+      let msg: Message;
+      try {
+        msg = messageFromWire(w);
+      } catch (err) {
+        this.logger.warn({ err, sender }, 'dropping a malformed raft message');
+        continue;
+      }
+      if (msg.to !== this.id) {
+        this.logger.warn(
+          { sender, to: msg.to, type: msg.type },
+          'dropping a raft message addressed to another node',
+        );
+        continue;
+      }
+      handlers.onMessage(msg);
+    }
+  }
+
+  private acceptSnapshot(
+    call: Parameters<handleClientStreamingCall<SnapshotChunk, SnapshotAck>>[0],
+    callback: Parameters<handleClientStreamingCall<SnapshotChunk, SnapshotAck>>[1],
+  ): void {
+    const assembler = new SnapshotAssembler(this.id, snapshotBytesMax);
+    // receiving → installing (all chunks in, the driver is installing) → answered.
+    let phase: 'receiving' | 'installing' | 'answered' = 'receiving';
+    const answer = (err: { code: status; details: string } | null, index = 0) => {
+      if (phase === 'answered') return;
+      phase = 'answered';
+      if (err === null) callback(null, { index });
+      else callback(err);
+    };
+
+    call.on('error', () => {
+      phase = 'answered';
+    });
+    call.on('end', () => {
+      if (phase === 'receiving') {
+        answer({
+          code: status.INVALID_ARGUMENT,
+          details: 'snapshot stream ended before its last chunk (done)',
+        });
+      }
+    });
+    call.on('data', (chunk: SnapshotChunk) => {
+      if (phase !== 'receiving') return;
+      let assembled;
+      try {
+        assembled = assembler.add(chunk);
+      } catch (err) {
+        if (!(err instanceof SnapshotTransferError)) throw err;
+        this.logger.warn({ err, sender: assembler.sender }, 'refusing a snapshot');
+        answer({ code: refusalStatus[err.code], details: err.message });
+        return;
+      }
+      const handlers = this.handlers;
+      if (assembled === null || handlers === null) return;
+      phase = 'installing';
+      const { from, snapshot } = assembled;
+      this.logger.info(
+        { from, index: snapshot.meta.index, bytes: snapshot.data.byteLength },
+        'snapshot received',
+      );
+      handlers.onSnapshot(from, snapshot).then(
+        () => answer(null, snapshot.meta.index),
+        (err: unknown) => {
+          this.logger.error(
+            { err, from, index: snapshot.meta.index },
+            'installing a received snapshot failed',
+          );
+          answer({ code: status.INTERNAL, details: `installing the snapshot failed: ${String(err)}` });
+        },
+      );
+    });
+  }
+}
+
+/** host:port with a numeric port (0 = any free port); IPv6 hosts in brackets. */
+function checkHostPort(addr: string): void {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(addr);
+  if (match === null || Number(match[2]) > 65535) {
+    throw new Error(
+      `GrpcTransport: listenAddr '${addr}' must be host:port (port 0 picks a free port), e.g. 127.0.0.1:7001`,
+    );
+  }
+}

@@ -1,0 +1,236 @@
+// The connection to one peer: a gRPC channel and one long-lived Stream call carrying this
+// node's messages to it. The call opens lazily on the first message, counts as open once the
+// peer acknowledges it under the expected id, and after any failure waits out a jittered
+// backoff during which messages for the peer are dropped (raft retries) and the peer is
+// reported unreachable.
+import { Client, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { RaftService, type StreamAck } from '../../gen/raft.js';
+import type { NodeId } from '../core/types.js';
+import type { Snapshot } from '../storage/log-store.js';
+import { peerChannelCredentials, peerChannelOptions } from './grpc-config.js';
+import {
+  bulkQueueBytesMax,
+  bulkQueueMessagesMax,
+  priorityQueueMessagesMax,
+  reconnectBackoffMsMax,
+  reconnectBackoffMsMin,
+  streamOpenTimeoutMs,
+  writesInFlightMax,
+} from './limits.js';
+import { OutboundQueue, type Lane } from './outbound-queue.js';
+import { streamSnapshot, type SnapshotSend } from './snapshot-sender.js';
+
+/**
+ * idle: no call, opens on the next message. opening: call started, waiting for the peer's
+ * acknowledgement; messages queue. open: messages flow. backoff: the last call failed;
+ * messages are dropped until the backoff ends. closed: the link was removed or stopped.
+ */
+type LinkState = 'idle' | 'opening' | 'open' | 'backoff' | 'closed';
+
+type EnvelopeCall = ClientDuplexStream<Buffer, StreamAck>;
+
+export interface PeerLinkOptions {
+  readonly self: NodeId;
+  readonly peer: NodeId;
+  readonly addr: string;
+  readonly maxMessageBytes: number;
+  readonly logger: Logger;
+  /** Called whenever a message for this peer is lost: the stream failed or its queue overflowed. */
+  readonly onUnreachable: (peer: NodeId) => void;
+}
+
+export class PeerLink {
+  readonly peer: NodeId;
+  readonly addr: string;
+  private readonly self: NodeId;
+  private readonly maxMessageBytes: number;
+  private readonly logger: Logger;
+  private readonly onUnreachable: (peer: NodeId) => void;
+  private readonly queue = new OutboundQueue({
+    priorityMessagesMax: priorityQueueMessagesMax,
+    bulkMessagesMax: bulkQueueMessagesMax,
+    bulkBytesMax: bulkQueueBytesMax,
+  });
+  private state: LinkState = 'idle';
+  private client: Client | null = null;
+  private call: EnvelopeCall | null = null;
+  private writesInFlight = 0;
+  private awaitingDrain = false;
+  private flushScheduled = false;
+  private failures = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly snapshots = new Set<SnapshotSend>();
+
+  constructor(options: PeerLinkOptions) {
+    this.self = options.self;
+    this.peer = options.peer;
+    this.addr = options.addr;
+    this.maxMessageBytes = options.maxMessageBytes;
+    this.logger = options.logger.child({ peer: options.peer, peerAddr: options.addr });
+    this.onUnreachable = options.onUnreachable;
+  }
+
+  /** Queues one encoded message frame; never throws, never blocks. */
+  enqueue(lane: Lane, frame: Uint8Array): void {
+    switch (this.state) {
+      case 'closed':
+        return;
+      case 'backoff':
+        this.onUnreachable(this.peer);
+        return;
+      case 'idle':
+        this.open();
+        break;
+      case 'opening':
+      case 'open':
+        break;
+      default: {
+        const unknown: never = this.state;
+        throw new Error(`unknown link state ${String(unknown)}`);
+      }
+    }
+    const dropped = this.queue.push(lane, frame);
+    if (dropped > 0) {
+      this.logger.debug({ dropped, lane }, 'outgoing queue full, dropped the oldest messages');
+      this.onUnreachable(this.peer);
+    }
+    this.scheduleFlush();
+  }
+
+  /** Streams a snapshot on its own call over this peer's channel. */
+  sendSnapshot(snapshot: Snapshot): Promise<void> {
+    if (this.state === 'closed') return Promise.reject(new Error(`peer ${this.peer} was removed or stopped`));
+    const send = streamSnapshot(this.channel(), this.self, this.peer, snapshot);
+    this.snapshots.add(send);
+    const forget = () => this.snapshots.delete(send);
+    send.done.then(forget, forget);
+    return send.done;
+  }
+
+  /** Closes the call and the channel for good; queued messages are dropped. */
+  close(): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.clearTimer();
+    this.queue.clear();
+    const call = this.call;
+    this.call = null;
+    call?.cancel();
+    for (const send of this.snapshots) send.cancel();
+    this.client?.close();
+    this.client = null;
+  }
+
+  private channel(): Client {
+    this.client ??= new Client(this.addr, peerChannelCredentials(), peerChannelOptions(this.maxMessageBytes));
+    return this.client;
+  }
+
+  private open(): void {
+    const method = RaftService.stream;
+    const metadata = new Metadata();
+    metadata.set('x-raft-from', this.self);
+    const call: EnvelopeCall = this.channel().makeBidiStreamRequest(
+      method.path,
+      (frames: Buffer) => frames,
+      method.responseDeserialize,
+      metadata,
+      {},
+    );
+    this.call = call;
+    this.state = 'opening';
+    this.writesInFlight = 0;
+    this.awaitingDrain = false;
+    this.timer = setTimeout(() => {
+      this.fail(call, `the peer did not acknowledge the stream within ${streamOpenTimeoutMs} ms`);
+    }, streamOpenTimeoutMs);
+    this.timer.unref();
+
+    call.on('data', (ack: StreamAck) => {
+      if (this.call !== call || this.state !== 'opening') return;
+      if (ack.nodeId !== this.peer) {
+        this.fail(call, `address ${this.addr} is node '${ack.nodeId}', not '${this.peer}'`);
+        return;
+      }
+      this.clearTimer();
+      this.state = 'open';
+      if (this.failures > 0) this.logger.info({ failures: this.failures }, 'raft stream to peer reopened');
+      this.failures = 0;
+      this.scheduleFlush();
+    });
+    // 'status' follows every end, clean or not; 'error' precedes it for a failure and only
+    // needs a listener so that it is not thrown.
+    call.on('error', () => undefined);
+    call.on('status', (status: { code: number; details: string }) => {
+      this.fail(call, `stream ended with status ${status.code}: ${status.details}`);
+    });
+  }
+
+  private fail(call: EnvelopeCall, reason: string): void {
+    if (this.call !== call) return;
+    this.call = null;
+    call.cancel();
+    this.clearTimer();
+    const dropped = this.queue.clear();
+    this.failures++;
+    // Log a failure streak once; retries while the peer stays down would only repeat it.
+    if (this.failures === 1) this.logger.warn({ reason, dropped }, 'raft stream to peer failed');
+    else this.logger.debug({ reason, dropped, failures: this.failures }, 'raft stream to peer failed again');
+    this.onUnreachable(this.peer);
+    this.state = 'backoff';
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (this.state === 'backoff') this.state = 'idle';
+    }, backoffMs(this.failures));
+    this.timer.unref();
+  }
+
+  private clearTimer(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /** Flushing after the current task lets one write carry everything sent in it. */
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.state !== 'open') return;
+    this.flushScheduled = true;
+    queueMicrotask(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    const call = this.call;
+    while (
+      call !== null &&
+      this.state === 'open' &&
+      !this.awaitingDrain &&
+      this.writesInFlight < writesInFlightMax &&
+      this.queue.length > 0
+    ) {
+      const envelope = Buffer.concat(this.queue.takeBatch(this.maxMessageBytes));
+      this.writesInFlight++;
+      const more = call.write(envelope, () => {
+        if (this.call !== call) return;
+        this.writesInFlight--;
+        this.flush();
+      });
+      if (!more) {
+        this.awaitingDrain = true;
+        call.once('drain', () => {
+          if (this.call !== call) return;
+          this.awaitingDrain = false;
+          this.flush();
+        });
+      }
+    }
+  }
+}
+
+/** Exponential from the minimum, capped, with jitter over the upper half so peers spread out. */
+function backoffMs(failures: number): number {
+  const ceiling = Math.min(reconnectBackoffMsMax, reconnectBackoffMsMin * 2 ** Math.min(failures - 1, 16));
+  return ceiling / 2 + Math.random() * (ceiling / 2);
+}

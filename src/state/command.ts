@@ -1,0 +1,390 @@
+// The commands the replicated key-value store applies, the results it returns, and their
+// compact versioned binary encoding. Commands travel inside raft entries and results are cached
+// in client sessions, so both encodings are part of the replicated state and must be stable.
+//
+// Command, version 1:
+//   u8 version (1) | u8 type | uvarint stampMs | u8 flags (bit 0 session, bit 1 prevRevision)
+//   [session: uvarint clientId | uvarint seq | uvarint ackedSeq]
+//   put:    string ns | string key | bytes value | [uvarint prevRevision]
+//   delete: string ns | string key | [uvarint prevRevision]
+// Result, version 1:
+//   u8 version (1) | u8 type
+//   error:  string code | string message
+//   put:    uvarint revision | u8 hasPrev | [prev]      delete: uvarint revision | prev
+//   registerClient: uvarint clientId                    noop:   uvarint revision
+//   prev:   bytes value | uvarint createRevision | uvarint modRevision | uvarint version
+// Strings are a uvarint byte length then UTF-8; bytes are a uvarint length then the bytes.
+import { BinaryReader, BinaryWriter, DecodeError, isWellFormed, utf8Length } from './binary.js';
+import {
+  errorMessageBytesMax,
+  keyBytesMax,
+  namespaceBytesMax,
+  resultBytesMax,
+  valueBytesMax,
+} from './limits.js';
+
+export const commandCodecVersion = 1;
+export const resultCodecVersion = 1;
+
+/**
+ * Exactly-once bookkeeping (dissertation §6.3). `seq` numbers a client's commands from 1;
+ * `ackedSeq` says the client has received every result up to it, so they can be discarded.
+ */
+export interface SessionTag {
+  readonly clientId: number;
+  readonly seq: number;
+  readonly ackedSeq: number;
+}
+
+interface CommandBase {
+  /** Milliseconds since the epoch, stamped by the leader when it proposed the entry: apply's only clock. */
+  readonly stampMs: number;
+  /** Absent for commands that need no deduplication (leader no-ops, idempotent tooling). */
+  readonly session?: SessionTag;
+}
+
+export interface PutCommand extends CommandBase {
+  readonly type: 'put';
+  readonly ns: string;
+  readonly key: string;
+  readonly value: Uint8Array;
+  /** Compare-and-set on the key's modRevision; 0 means the key must not exist. */
+  readonly prevRevision?: number;
+}
+
+export interface DeleteCommand extends CommandBase {
+  readonly type: 'delete';
+  readonly ns: string;
+  readonly key: string;
+  /** Compare-and-delete on the key's modRevision (at least 1: an absent key cannot be deleted). */
+  readonly prevRevision?: number;
+}
+
+/** Opens a session; its clientId is the raft index of this entry. Carries no session itself. */
+export interface RegisterClientCommand {
+  readonly type: 'registerClient';
+  readonly stampMs: number;
+}
+
+/** Advances the clock (expiring idle sessions); with a session it is a keep-alive. */
+export interface NoopCommand extends CommandBase {
+  readonly type: 'noop';
+}
+
+export type Command = PutCommand | DeleteCommand | RegisterClientCommand | NoopCommand;
+export type CommandType = Command['type'];
+
+/** A stored value with the revisions that fence it. */
+export interface VersionedValue {
+  readonly value: Uint8Array;
+  /** The store revision of the put that created the key (reset when it is deleted and re-created). */
+  readonly createRevision: number;
+  /** The store revision of the latest put; the compare target of prevRevision. */
+  readonly modRevision: number;
+  /** Puts since creation, starting at 1. */
+  readonly version: number;
+}
+
+export type ErrorCode = 'E_CAS_FAILED' | 'E_SESSION_EXPIRED' | 'E_BAD_COMMAND' | 'E_NOT_FOUND';
+export const errorCodes: readonly ErrorCode[] = [
+  'E_CAS_FAILED',
+  'E_SESSION_EXPIRED',
+  'E_BAD_COMMAND',
+  'E_NOT_FOUND',
+];
+
+export interface ErrorResult {
+  readonly type: 'error';
+  readonly code: ErrorCode;
+  readonly message: string;
+}
+
+export interface PutResult {
+  readonly type: 'put';
+  /** The store revision this put created: the key's new modRevision. */
+  readonly revision: number;
+  readonly prev?: VersionedValue;
+}
+
+export interface DeleteResult {
+  readonly type: 'delete';
+  readonly revision: number;
+  readonly prev: VersionedValue;
+}
+
+export interface RegisterClientResult {
+  readonly type: 'registerClient';
+  readonly clientId: number;
+}
+
+export interface NoopResult {
+  readonly type: 'noop';
+  /** The store revision at this point (unchanged by the noop). */
+  readonly revision: number;
+}
+
+export type CommandResult = ErrorResult | PutResult | DeleteResult | RegisterClientResult | NoopResult;
+
+const commandTypes: readonly CommandType[] = ['noop', 'registerClient', 'put', 'delete'];
+const resultTypes: readonly CommandResult['type'][] = ['error', 'noop', 'registerClient', 'put', 'delete'];
+const flagSession = 0b01;
+const flagPrevRevision = 0b10;
+
+/** Thrown by the encoders for a command or result that breaks the rules; nothing is encoded. */
+export class InvalidCommandError extends RangeError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidCommandError';
+  }
+}
+
+export function errorResult(code: ErrorCode, message: string): ErrorResult {
+  return { type: 'error', code, message: truncateUtf8(message, errorMessageBytesMax) };
+}
+
+/** A key or namespace for an error message: quoted, and shortened so messages stay small. */
+export function quote(s: string): string {
+  const shown = s.length > 64 ? `${s.slice(0, 64)}…` : s;
+  return JSON.stringify(shown);
+}
+
+function isCount(n: number): boolean {
+  return Number.isSafeInteger(n) && n >= 0;
+}
+
+function nameProblem(what: string, s: string, bytesMax: number): string | undefined {
+  if (s.length === 0) return `${what} is empty`;
+  if (!isWellFormed(s)) return `${what} contains an unpaired UTF-16 surrogate`;
+  const bytes = utf8Length(s);
+  if (bytes > bytesMax) return `${what} is ${bytes} bytes, over the limit of ${bytesMax}`;
+  return undefined;
+}
+
+/**
+ * What is wrong with a command, or undefined when it is valid. Shared by the encoder (which
+ * throws) and the decoder (which turns it into an E_BAD_COMMAND result), so both agree.
+ */
+export function commandProblem(command: Command): string | undefined {
+  if (!isCount(command.stampMs)) return `stampMs must be a non-negative safe integer, got ${command.stampMs}`;
+  if (command.type !== 'registerClient' && command.session !== undefined) {
+    const { clientId, seq, ackedSeq } = command.session;
+    if (!isCount(clientId) || clientId < 1)
+      return `session clientId must be a positive integer, got ${clientId}`;
+    if (!isCount(seq) || seq < 1) return `session seq must be a positive integer, got ${seq}`;
+    if (!isCount(ackedSeq) || ackedSeq >= seq) {
+      return `session ackedSeq must be an integer in [0, seq), got ${ackedSeq} with seq ${seq}`;
+    }
+  }
+  switch (command.type) {
+    case 'noop':
+    case 'registerClient':
+      return undefined;
+    case 'put':
+    case 'delete': {
+      const problem =
+        nameProblem('ns', command.ns, namespaceBytesMax) ?? nameProblem('key', command.key, keyBytesMax);
+      if (problem !== undefined) return problem;
+      if (command.type === 'put' && command.value.length > valueBytesMax) {
+        return `value is ${command.value.length} bytes, over the limit of ${valueBytesMax}`;
+      }
+      const prev = command.prevRevision;
+      if (prev !== undefined && !isCount(prev)) {
+        return `prevRevision must be a non-negative safe integer, got ${prev}`;
+      }
+      if (command.type === 'delete' && prev === 0) {
+        return 'delete with prevRevision 0 ("must not exist") can never succeed; use at least 1';
+      }
+      return undefined;
+    }
+    default:
+      return unreachable(command);
+  }
+}
+
+export function encodeCommand(command: Command): Uint8Array {
+  const problem = commandProblem(command);
+  if (problem !== undefined) throw new InvalidCommandError(`invalid ${command.type} command: ${problem}`);
+  const w = new BinaryWriter(command.type === 'put' ? command.value.length + 64 : 32);
+  w.u8(commandCodecVersion).u8(commandTypes.indexOf(command.type)).uvarint(command.stampMs);
+  const session = command.type === 'registerClient' ? undefined : command.session;
+  const prevRevision = command.type === 'put' || command.type === 'delete' ? command.prevRevision : undefined;
+  w.u8((session === undefined ? 0 : flagSession) | (prevRevision === undefined ? 0 : flagPrevRevision));
+  if (session !== undefined) w.uvarint(session.clientId).uvarint(session.seq).uvarint(session.ackedSeq);
+  if (command.type === 'put' || command.type === 'delete') {
+    w.string(command.ns).string(command.key);
+    if (command.type === 'put') w.bytes(command.value);
+    if (prevRevision !== undefined) w.uvarint(prevRevision);
+  }
+  return w.finish();
+}
+
+/** Decodes and validates a command. Throws DecodeError naming the problem; never anything else on bad bytes. */
+export function decodeCommand(bytes: Uint8Array): Command {
+  const r = new BinaryReader(bytes);
+  const version = r.u8('command version');
+  if (version !== commandCodecVersion) {
+    throw new DecodeError(
+      `unsupported command codec version ${version} (this build reads ${commandCodecVersion})`,
+    );
+  }
+  const typeTag = r.u8('command type');
+  const type = commandTypes[typeTag];
+  if (type === undefined) throw new DecodeError(`unknown command type ${typeTag}`);
+  const stampMs = r.uvarint('stampMs');
+  const flags = r.u8('command flags');
+  if ((flags & ~(flagSession | flagPrevRevision)) !== 0)
+    throw new DecodeError(`unknown command flags ${flags}`);
+  const hasSession = (flags & flagSession) !== 0;
+  const hasPrev = (flags & flagPrevRevision) !== 0;
+  if (type === 'registerClient' && hasSession) throw new DecodeError('registerClient cannot carry a session');
+  if ((type === 'noop' || type === 'registerClient') && hasPrev) {
+    throw new DecodeError(`${type} cannot carry a prevRevision`);
+  }
+  const session = hasSession
+    ? {
+        clientId: r.uvarint('session clientId'),
+        seq: r.uvarint('session seq'),
+        ackedSeq: r.uvarint('session ackedSeq'),
+      }
+    : undefined;
+  const base = { stampMs, ...(session === undefined ? {} : { session }) };
+  let command: Command;
+  switch (type) {
+    case 'noop':
+      command = { type, ...base };
+      break;
+    case 'registerClient':
+      command = { type, stampMs };
+      break;
+    case 'put':
+    case 'delete': {
+      const ns = r.string('ns', namespaceBytesMax);
+      const key = r.string('key', keyBytesMax);
+      if (type === 'put') {
+        const value = r.bytes('value', valueBytesMax);
+        const prev = hasPrev ? { prevRevision: r.uvarint('prevRevision') } : {};
+        command = { type, ...base, ns, key, value, ...prev };
+      } else {
+        const prev = hasPrev ? { prevRevision: r.uvarint('prevRevision') } : {};
+        command = { type, ...base, ns, key, ...prev };
+      }
+      break;
+    }
+    default:
+      return unreachable(type);
+  }
+  r.end('command');
+  const problem = commandProblem(command);
+  if (problem !== undefined) throw new DecodeError(`invalid ${type} command: ${problem}`);
+  return command;
+}
+
+function writePrev(w: BinaryWriter, prev: VersionedValue): void {
+  w.bytes(prev.value).uvarint(prev.createRevision).uvarint(prev.modRevision).uvarint(prev.version);
+}
+
+function readPrev(r: BinaryReader): VersionedValue {
+  const value = r.bytes('prev value', valueBytesMax);
+  const createRevision = r.uvarint('prev createRevision');
+  const modRevision = r.uvarint('prev modRevision');
+  const version = r.uvarint('prev version');
+  if (createRevision < 1 || modRevision < createRevision || version < 1) {
+    throw new DecodeError(
+      `prev revisions are inconsistent: create ${createRevision}, mod ${modRevision}, version ${version}`,
+    );
+  }
+  return { value, createRevision, modRevision, version };
+}
+
+export function encodeResult(result: CommandResult): Uint8Array {
+  const w = new BinaryWriter(
+    result.type === 'put' || result.type === 'delete' ? 64 + (result.prev?.value.length ?? 0) : 32,
+  );
+  w.u8(resultCodecVersion).u8(resultTypes.indexOf(result.type));
+  switch (result.type) {
+    case 'error':
+      w.string(result.code).string(truncateUtf8(result.message, errorMessageBytesMax));
+      break;
+    case 'noop':
+      w.uvarint(result.revision);
+      break;
+    case 'registerClient':
+      w.uvarint(result.clientId);
+      break;
+    case 'put':
+      w.uvarint(result.revision).u8(result.prev === undefined ? 0 : 1);
+      if (result.prev !== undefined) writePrev(w, result.prev);
+      break;
+    case 'delete':
+      w.uvarint(result.revision);
+      writePrev(w, result.prev);
+      break;
+    default:
+      return unreachable(result);
+  }
+  return w.finish();
+}
+
+/** Decodes a result (clients use this on what apply returned). Throws DecodeError on bad bytes. */
+export function decodeResult(bytes: Uint8Array): CommandResult {
+  if (bytes.length > resultBytesMax)
+    throw new DecodeError(`result of ${bytes.length} bytes exceeds ${resultBytesMax}`);
+  const r = new BinaryReader(bytes);
+  const version = r.u8('result version');
+  if (version !== resultCodecVersion) {
+    throw new DecodeError(
+      `unsupported result codec version ${version} (this build reads ${resultCodecVersion})`,
+    );
+  }
+  const typeTag = r.u8('result type');
+  const type = resultTypes[typeTag];
+  if (type === undefined) throw new DecodeError(`unknown result type ${typeTag}`);
+  let result: CommandResult;
+  switch (type) {
+    case 'error': {
+      const code = r.string('error code', 64);
+      const known = errorCodes.find((c) => c === code);
+      if (known === undefined) throw new DecodeError(`unknown error code ${quote(code)}`);
+      result = { type, code: known, message: r.string('error message', errorMessageBytesMax) };
+      break;
+    }
+    case 'noop':
+      result = { type, revision: r.uvarint('revision') };
+      break;
+    case 'registerClient':
+      result = { type, clientId: r.uvarint('clientId') };
+      break;
+    case 'put': {
+      const revision = r.uvarint('revision');
+      const hasPrev = r.u8('put hasPrev');
+      if (hasPrev > 1) throw new DecodeError(`put hasPrev must be 0 or 1, got ${hasPrev}`);
+      result = hasPrev === 1 ? { type, revision, prev: readPrev(r) } : { type, revision };
+      break;
+    }
+    case 'delete':
+      result = { type, revision: r.uvarint('revision'), prev: readPrev(r) };
+      break;
+    default:
+      return unreachable(type);
+  }
+  r.end('result');
+  return result;
+}
+
+/** Cuts a string to at most `bytesMax` UTF-8 bytes at a code point boundary. */
+function truncateUtf8(s: string, bytesMax: number): string {
+  if (utf8Length(s) <= bytesMax) return s;
+  let out = '';
+  let bytes = 0;
+  for (const ch of s) {
+    const n = utf8Length(ch);
+    if (bytes + n > bytesMax - 3) break;
+    out += ch;
+    bytes += n;
+  }
+  return `${out}…`;
+}
+
+function unreachable(x: never): never {
+  throw new Error(`unreachable: ${JSON.stringify(x)}`);
+}

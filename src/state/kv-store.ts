@@ -1,0 +1,411 @@
+// The replicated key-value store: namespaced keys, a global revision, client sessions.
+//
+// Revisions. The store revision starts at 0 and increases by exactly 1 per successful put or
+// delete; failed commands, no-ops and session registration leave it alone. It is not the raft
+// index (which also counts no-ops, refused commands and configuration changes), so revisions
+// are dense, and a key's modRevision strictly increases with each write. That makes them
+// fencing tokens: a holder identified by the revision it wrote can be refused once anyone
+// writes after it.
+//
+// Time. The machine's clock is the largest leader stamp applied so far. Taking the maximum
+// keeps it monotonic across leader changes with skewed clocks, so session expiry never runs
+// backwards.
+import { BinaryReader, BinaryWriter, DecodeError } from './binary.js';
+import {
+  decodeCommand,
+  encodeResult,
+  errorResult,
+  quote,
+  type Command,
+  type CommandResult,
+  type DeleteCommand,
+  type PutCommand,
+  type VersionedValue,
+} from './command.js';
+import {
+  keyBytesMax,
+  namespaceBytesMax,
+  sessionResultsMaxDefault,
+  sessionsMaxDefault,
+  sessionTtlMsDefault,
+  valueBytesMax,
+} from './limits.js';
+import type { StateMachine } from './machine.js';
+import { SessionTable, type SessionLimits } from './sessions.js';
+import { SortedKeys } from './sorted-keys.js';
+import { crc32c } from '../raft/storage/crc32c.js';
+
+/** A change the store made, for watches. */
+export interface ChangeEvent {
+  readonly revision: number;
+  readonly ns: string;
+  readonly key: string;
+  readonly type: 'put' | 'delete';
+  /** The new value, for puts. A copy: the listener may keep it. */
+  readonly value?: Uint8Array;
+}
+
+export interface KeyValue extends VersionedValue {
+  readonly ns: string;
+  readonly key: string;
+}
+
+export type KvStoreOptions = Partial<SessionLimits>;
+
+/** Snapshot format: "SLKV" then a version byte. See snapshot() for the layout. */
+const snapshotMagic = [0x53, 0x4c, 0x4b, 0x56];
+const snapshotVersion = 1;
+
+interface Namespace {
+  readonly values: Map<string, VersionedValue>;
+  readonly keys: SortedKeys;
+}
+
+interface Effect {
+  readonly result: CommandResult;
+  readonly change?: ChangeEvent;
+}
+
+export class KvStore implements StateMachine {
+  /**
+   * Called after each change is applied, once the whole command is done. Set by the integrator
+   * (watches). It runs inside apply, so it must be quick and must not throw.
+   */
+  onChange?: (event: ChangeEvent) => void;
+
+  readonly #limits: SessionLimits;
+  #appliedIndex = 0;
+  #revision = 0;
+  #nowMs = 0;
+  #sessions: SessionTable;
+  #namespaces = new Map<string, Namespace>();
+
+  constructor(options: KvStoreOptions = {}) {
+    const limits: SessionLimits = {
+      sessionTtlMs: options.sessionTtlMs ?? sessionTtlMsDefault,
+      sessionsMax: options.sessionsMax ?? sessionsMaxDefault,
+      sessionResultsMax: options.sessionResultsMax ?? sessionResultsMaxDefault,
+    };
+    for (const [name, value] of Object.entries(limits)) {
+      if (!Number.isSafeInteger(value) || value < 1) {
+        throw new RangeError(`KvStore option ${name} must be a positive integer, got ${String(value)}`);
+      }
+    }
+    this.#limits = limits;
+    this.#sessions = new SessionTable(limits);
+  }
+
+  get appliedIndex(): number {
+    return this.#appliedIndex;
+  }
+
+  /** The store revision: the number of successful mutations so far. */
+  get revision(): number {
+    return this.#revision;
+  }
+
+  /** The machine's clock: the largest leader stamp applied so far, in ms since the epoch. */
+  get nowMs(): number {
+    return this.#nowMs;
+  }
+
+  get sessionCount(): number {
+    return this.#sessions.size;
+  }
+
+  hasSession(clientId: number): boolean {
+    return this.#sessions.has(clientId);
+  }
+
+  apply(index: number, command: Uint8Array): Uint8Array {
+    if (!Number.isSafeInteger(index) || index <= this.#appliedIndex) {
+      throw new Error(`apply index ${index} must be an integer above appliedIndex ${this.#appliedIndex}`);
+    }
+    let decoded: Command;
+    try {
+      decoded = decodeCommand(command);
+    } catch (e) {
+      if (!(e instanceof DecodeError)) throw e;
+      this.#appliedIndex = index;
+      return encodeResult(errorResult('E_BAD_COMMAND', `entry ${index}: ${e.message}`));
+    }
+    this.#appliedIndex = index;
+    this.#nowMs = Math.max(this.#nowMs, decoded.stampMs);
+    this.#sessions.expire(this.#nowMs);
+
+    if (decoded.type === 'registerClient') {
+      this.#sessions.register(index, this.#nowMs);
+      return encodeResult({ type: 'registerClient', clientId: index });
+    }
+    const tag = decoded.session;
+    if (tag === undefined) return this.#finish(this.#execute(decoded));
+    const admission = this.#sessions.admit(tag, this.#nowMs);
+    switch (admission.type) {
+      case 'expired':
+        return encodeResult(
+          errorResult(
+            'E_SESSION_EXPIRED',
+            `session ${tag.clientId} is unknown or expired; register a new client`,
+          ),
+        );
+      case 'duplicate':
+        return admission.result;
+      case 'refused':
+        return encodeResult(errorResult('E_BAD_COMMAND', admission.message));
+      case 'fresh': {
+        const effect = this.#execute(decoded);
+        const result = encodeResult(effect.result);
+        this.#sessions.record(tag, result);
+        this.#notify(effect);
+        return result;
+      }
+      default:
+        return unreachable(admission);
+    }
+  }
+
+  /** The value of one key, or undefined. The returned value is a copy. */
+  get(ns: string, key: string): KeyValue | undefined {
+    const stored = this.#namespaces.get(ns)?.values.get(key);
+    return stored === undefined ? undefined : toKeyValue(ns, key, stored);
+  }
+
+  /**
+   * Up to `limit` keys of the namespace that start with `prefix` (empty: all), in ascending
+   * key order. O(log n + limit). Ask for limit + 1 to learn whether more remain.
+   */
+  range(ns: string, prefix: string, limit: number): KeyValue[] {
+    if (!Number.isSafeInteger(limit) || limit < 1) {
+      throw new RangeError(`range limit must be a positive integer, got ${limit}`);
+    }
+    const space = this.#namespaces.get(ns);
+    const out: KeyValue[] = [];
+    if (space === undefined) return out;
+    for (const key of space.keys.from(prefix)) {
+      if (!key.startsWith(prefix) || out.length >= limit) break;
+      out.push(toKeyValue(ns, key, space.values.get(key)!));
+    }
+    return out;
+  }
+
+  /** Keys in one namespace, or in the whole store when `ns` is omitted. */
+  count(ns?: string): number {
+    if (ns !== undefined) return this.#namespaces.get(ns)?.keys.size ?? 0;
+    let total = 0;
+    for (const space of this.#namespaces.values()) total += space.keys.size;
+    return total;
+  }
+
+  /** Namespaces that hold at least one key, ascending. */
+  namespaces(): string[] {
+    return [...this.#namespaces.keys()].sort(compareStrings);
+  }
+
+  /**
+   * Layout, version 1 (varints and strings as in command.ts):
+   *   "SLKV" | u8 version | uvarint appliedIndex | uvarint revision | uvarint nowMs
+   *   sessions (see SessionTable.write)
+   *   uvarint namespaceCount, then per namespace ascending: string ns | uvarint keyCount, then per
+   *     key ascending: string key | bytes value | uvarint createRevision | modRevision | version
+   *   u32 CRC-32C (little-endian) of everything before it
+   * Namespaces and keys are written in sorted order, so equal states give equal bytes whatever
+   * order the writes arrived in.
+   */
+  snapshot(): Uint8Array {
+    const w = new BinaryWriter(1024);
+    w.raw(Uint8Array.from(snapshotMagic)).u8(snapshotVersion);
+    w.uvarint(this.#appliedIndex).uvarint(this.#revision).uvarint(this.#nowMs);
+    this.#sessions.write(w);
+    const names = this.namespaces();
+    w.uvarint(names.length);
+    for (const name of names) {
+      const space = this.#namespaces.get(name)!;
+      w.string(name).uvarint(space.keys.size);
+      for (const key of space.keys) {
+        const v = space.values.get(key)!;
+        w.string(key).bytes(v.value).uvarint(v.createRevision).uvarint(v.modRevision).uvarint(v.version);
+      }
+    }
+    const body = w.finish();
+    return new BinaryWriter(body.length + 4).raw(body).u32(crc32c(body)).finish();
+  }
+
+  restore(data: Uint8Array): void {
+    try {
+      this.#restore(data);
+    } catch (e) {
+      if (e instanceof DecodeError) throw new DecodeError(`invalid snapshot: ${e.message}`);
+      throw e;
+    }
+  }
+
+  #restore(data: Uint8Array): void {
+    if (data.length < snapshotMagic.length + 1 + 4) throw new DecodeError(`only ${data.length} bytes`);
+    if (!snapshotMagic.every((b, i) => data[i] === b)) throw new DecodeError('missing the SLKV magic');
+    const body = data.subarray(0, data.length - 4);
+    const stored = new DataView(data.buffer, data.byteOffset + body.length, 4).getUint32(0, true);
+    const actual = crc32c(body);
+    if (stored !== actual) {
+      throw new DecodeError(
+        `checksum mismatch (stored ${stored.toString(16)}, computed ${actual.toString(16)})`,
+      );
+    }
+    const r = new BinaryReader(body);
+    r.raw(snapshotMagic.length, 'magic');
+    const version = r.u8('snapshot version');
+    if (version !== snapshotVersion) {
+      throw new DecodeError(`unsupported snapshot version ${version} (this build reads ${snapshotVersion})`);
+    }
+    const appliedIndex = r.uvarint('appliedIndex');
+    const revision = r.uvarint('revision');
+    const nowMs = r.uvarint('nowMs');
+    const sessions = SessionTable.read(r, this.#limits, nowMs, appliedIndex);
+    const namespaces = new Map<string, Namespace>();
+    const namespaceCount = r.uvarint('namespace count');
+    let previousName: string | undefined;
+    for (let i = 0; i < namespaceCount; i++) {
+      const name = r.string('namespace', namespaceBytesMax);
+      if (previousName !== undefined && !(previousName < name)) {
+        throw new DecodeError(`namespace ${quote(name)} is out of order`);
+      }
+      previousName = name;
+      const keyCount = r.uvarint('key count');
+      if (keyCount < 1) throw new DecodeError(`namespace ${quote(name)} is empty`);
+      const keys: string[] = [];
+      const values = new Map<string, VersionedValue>();
+      for (let j = 0; j < keyCount; j++) {
+        const key = r.string('key', keyBytesMax);
+        const value = r.bytes('value', valueBytesMax);
+        const createRevision = r.uvarint('createRevision');
+        const modRevision = r.uvarint('modRevision');
+        const version = r.uvarint('version');
+        const consistent =
+          createRevision >= 1 &&
+          modRevision >= createRevision &&
+          modRevision <= revision &&
+          version >= 1 &&
+          version <= modRevision - createRevision + 1;
+        if (!consistent) {
+          throw new DecodeError(
+            `key ${quote(name)}/${quote(key)} has inconsistent revisions (create ${createRevision}, mod ${modRevision}, version ${version}, store ${revision})`,
+          );
+        }
+        const last = keys[keys.length - 1];
+        if (last !== undefined && !(last < key)) throw new DecodeError(`key ${quote(key)} is out of order`);
+        keys.push(key);
+        values.set(key, { value, createRevision, modRevision, version });
+      }
+      namespaces.set(name, { values, keys: SortedKeys.fromSorted(keys) });
+    }
+    r.end('snapshot');
+    // Everything decoded and checked: only now replace the live state.
+    this.#appliedIndex = appliedIndex;
+    this.#revision = revision;
+    this.#nowMs = nowMs;
+    this.#sessions = sessions;
+    this.#namespaces = namespaces;
+  }
+
+  #execute(command: Exclude<Command, { type: 'registerClient' }>): Effect {
+    switch (command.type) {
+      case 'noop':
+        return { result: { type: 'noop', revision: this.#revision } };
+      case 'put':
+        return this.#put(command);
+      case 'delete':
+        return this.#delete(command);
+      default:
+        return unreachable(command);
+    }
+  }
+
+  #put(command: PutCommand): Effect {
+    const { ns, key, value, prevRevision } = command;
+    const space = this.#namespaces.get(ns);
+    const existing = space?.values.get(key);
+    if (prevRevision !== undefined && (existing?.modRevision ?? 0) !== prevRevision) {
+      return { result: casFailed(ns, key, prevRevision, existing) };
+    }
+    const revision = ++this.#revision;
+    const stored: VersionedValue = {
+      value,
+      createRevision: existing?.createRevision ?? revision,
+      modRevision: revision,
+      version: (existing?.version ?? 0) + 1,
+    };
+    const target = space ?? this.#createNamespace(ns);
+    target.values.set(key, stored);
+    if (existing === undefined) target.keys.add(key);
+    return {
+      result: { type: 'put', revision, ...(existing === undefined ? {} : { prev: existing }) },
+      change: { revision, ns, key, type: 'put', value: value.slice() },
+    };
+  }
+
+  #delete(command: DeleteCommand): Effect {
+    const { ns, key, prevRevision } = command;
+    const space = this.#namespaces.get(ns);
+    const existing = space?.values.get(key);
+    if (space === undefined || existing === undefined) {
+      return { result: errorResult('E_NOT_FOUND', `key ${quote(ns)}/${quote(key)} does not exist`) };
+    }
+    if (prevRevision !== undefined && existing.modRevision !== prevRevision) {
+      return { result: casFailed(ns, key, prevRevision, existing) };
+    }
+    const revision = ++this.#revision;
+    space.values.delete(key);
+    space.keys.delete(key);
+    // Empty namespaces are dropped so that snapshots of equal contents are equal.
+    if (space.keys.size === 0) this.#namespaces.delete(ns);
+    return {
+      result: { type: 'delete', revision, prev: existing },
+      change: { revision, ns, key, type: 'delete' },
+    };
+  }
+
+  #createNamespace(ns: string): Namespace {
+    const space: Namespace = { values: new Map(), keys: new SortedKeys() };
+    this.#namespaces.set(ns, space);
+    return space;
+  }
+
+  #finish(effect: Effect): Uint8Array {
+    const result = encodeResult(effect.result);
+    this.#notify(effect);
+    return result;
+  }
+
+  #notify(effect: Effect): void {
+    if (effect.change !== undefined) this.onChange?.(effect.change);
+  }
+}
+
+function casFailed(
+  ns: string,
+  key: string,
+  expected: number,
+  existing: VersionedValue | undefined,
+): CommandResult {
+  const want = expected === 0 ? 'to be absent' : `at modRevision ${expected}`;
+  const found = existing === undefined ? 'it is absent' : `it is at modRevision ${existing.modRevision}`;
+  return errorResult('E_CAS_FAILED', `key ${quote(ns)}/${quote(key)} expected ${want}, but ${found}`);
+}
+
+function toKeyValue(ns: string, key: string, v: VersionedValue): KeyValue {
+  return {
+    ns,
+    key,
+    value: v.value.slice(),
+    createRevision: v.createRevision,
+    modRevision: v.modRevision,
+    version: v.version,
+  };
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function unreachable(x: never): never {
+  throw new Error(`unreachable: ${JSON.stringify(x)}`);
+}

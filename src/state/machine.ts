@@ -1,0 +1,36 @@
+// The contract between the raft node's apply loop and whatever state it replicates.
+// Invariant 2 (deterministic apply) lives here: every replica applies the same committed
+// entries in the same order and must end in byte-identical state.
+
+export interface StateMachine {
+  /**
+   * Applies the committed entry at `index` and returns the encoded result for the proposer.
+   *
+   * Ordering: indexes are strictly increasing (gaps are allowed: raft's own no-op and
+   * configuration entries never reach the machine). An index at or below `appliedIndex` is a
+   * programmer error and throws.
+   *
+   * Determinism: the result and the new state depend only on the prior state, `index` and
+   * `command`. No clock, randomness or I/O; time comes only from the leader-stamped field
+   * inside the command.
+   *
+   * Bad input: malformed or invalid command bytes produce an encoded error result and change
+   * nothing except `appliedIndex`. Only programmer errors throw.
+   *
+   * Ownership: the machine copies what it keeps from `command`; the caller may reuse the buffer.
+   */
+  apply(index: number, command: Uint8Array): Uint8Array;
+
+  /** The whole state, including `appliedIndex`, in a self-checking encoding. */
+  snapshot(): Uint8Array;
+
+  /**
+   * Replaces the whole state with a snapshot's. Corrupted or invalid data throws an error that
+   * says what is wrong and leaves the current state untouched. After restore, applying the same
+   * entries as the snapshot's source yields byte-identical snapshots.
+   */
+  restore(data: Uint8Array): void;
+
+  /** The index of the last entry applied (or restored from a snapshot); 0 when empty. */
+  readonly appliedIndex: number;
+}

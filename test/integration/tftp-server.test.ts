@@ -1,0 +1,569 @@
+// Goal: the TFTP server delivers files byte-exact to real clients, speaks RFC 7440 windows,
+// refuses what it must with the right ERROR codes (not found 1, access violation 2, illegal
+// operation 4, unknown TID 5, busy 0), keeps a transfer alive despite packets from a wrong
+// TID, ends quietly on ERROR 8, gives up on a silent client, and bounds concurrent transfers.
+// Method: servers on 127.0.0.1 with ephemeral ports serving a temporary root directory. curl
+// (always installed here) downloads files; a small dgram client written below implements
+// windowsize and sends hand-made packets. Bytes are compared by SHA-256. Server hooks record
+// events and the test waits on them with deadlines. tftp-hpa's client is also used when
+// installed (CI: `apt-get install tftp-hpa`).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import dgram from 'node:dgram';
+import { mkdtemp, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import {
+  startTftpServer,
+  type TftpPeer,
+  type TftpServer,
+  type TftpServerHooks,
+  type TransferEndEvent,
+  type TransferStartEvent,
+} from '../../src/boot/tftp/server.js';
+import { TftpErrorCode, decodePacket, encodePacket, type TftpPacket } from '../../src/boot/tftp/packet.js';
+
+const run = promisify(execFile);
+const HOST = '127.0.0.1';
+const WAIT_MS = 5000;
+
+const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+// ---- Recording server hooks and waiting on them -----------------------------------------
+
+type ServerEvent =
+  | ({ kind: 'start' } & TransferStartEvent)
+  | ({ kind: 'end' } & TransferEndEvent)
+  | { kind: 'refused'; filename: string; code: number; client: TftpPeer }
+  | { kind: 'stray'; from: TftpPeer }
+  | { kind: 'error'; error: unknown };
+
+type EventOf<K extends ServerEvent['kind']> = Extract<ServerEvent, { kind: K }>;
+
+const isKind =
+  <K extends ServerEvent['kind']>(kind: K) =>
+  (e: ServerEvent): e is EventOf<K> =>
+    e.kind === kind;
+
+class Recorder {
+  readonly events: ServerEvent[] = [];
+  readonly #waiters = new Set<() => void>();
+
+  readonly hooks: TftpServerHooks = {
+    onTransferStart: (e) => this.#push({ kind: 'start', ...e }),
+    onTransferEnd: (e) => this.#push({ kind: 'end', ...e }),
+    onRequestRefused: (e) =>
+      this.#push({ kind: 'refused', filename: e.filename, code: e.code, client: e.client }),
+    onStrayPacket: (from) => this.#push({ kind: 'stray', from }),
+    onError: (error) => this.#push({ kind: 'error', error }),
+  };
+
+  #push(event: ServerEvent): void {
+    this.events.push(event);
+    for (const wake of this.#waiters) wake();
+  }
+
+  /** Resolves with the first recorded event of that kind matching the predicate, waiting up to the deadline. */
+  async waitFor<K extends ServerEvent['kind']>(
+    kind: K,
+    matches: (e: EventOf<K>) => boolean,
+  ): Promise<EventOf<K>> {
+    const deadline = Date.now() + WAIT_MS;
+    for (;;) {
+      const found = this.events.filter(isKind(kind)).find(matches);
+      if (found !== undefined) return found;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) throw new Error(`no matching ${kind} event within ${WAIT_MS} ms`);
+      await new Promise<void>((resolve) => {
+        const wake = (): void => {
+          clearTimeout(timer);
+          this.#waiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, remaining);
+        this.#waiters.add(wake);
+      });
+    }
+  }
+}
+
+// ---- A tiny TFTP client over dgram ------------------------------------------------------
+
+interface Received {
+  readonly packet: TftpPacket;
+  readonly from: number;
+}
+
+type Arrival = Received | { readonly malformed: string };
+
+class TinyClient {
+  readonly #socket = dgram.createSocket('udp4');
+  readonly #queue: Arrival[] = [];
+  #wake: (() => void) | null = null;
+  readonly #sending: Promise<void>[] = [];
+
+  private constructor() {
+    this.#socket.on('message', (message, from) => {
+      const decoded = decodePacket(message);
+      this.#queue.push(
+        decoded.ok ? { packet: decoded.packet, from: from.port } : { malformed: decoded.error.message },
+      );
+      this.#wake?.();
+    });
+  }
+
+  static async open(): Promise<TinyClient> {
+    const client = new TinyClient();
+    await new Promise<void>((resolve) => client.#socket.bind(0, HOST, resolve));
+    return client;
+  }
+
+  get port(): number {
+    return this.#socket.address().port;
+  }
+
+  send(packet: TftpPacket | Uint8Array, port: number): void {
+    const bytes = packet instanceof Uint8Array ? packet : encodePacket(packet);
+    // dgram drops a send still queued when the socket closes; close() waits for these.
+    this.#sending.push(new Promise((resolve) => this.#socket.send(bytes, port, HOST, () => resolve())));
+  }
+
+  /** The next packet received, waiting up to the deadline. */
+  async next(timeoutMs = WAIT_MS): Promise<Received> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#queue.length === 0) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) throw new Error(`client ${this.port}: no packet within ${timeoutMs} ms`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, remaining);
+        this.#wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#wake = null;
+    }
+    const arrival = this.#queue.shift()!;
+    if ('malformed' in arrival) throw new Error(`the server sent a malformed packet: ${arrival.malformed}`);
+    return arrival;
+  }
+
+  /** The next ERROR, passing over DATA retransmissions that may arrive first. */
+  async nextError(): Promise<{ code: number; message: string }> {
+    for (;;) {
+      const { packet } = await this.next();
+      if (packet.type === 'error') return packet;
+      assert.equal(packet.type, 'data', `expected ERROR, got ${packet.type}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#sending);
+    await new Promise<void>((resolve) => this.#socket.close(resolve));
+  }
+}
+
+interface Download {
+  readonly content: Uint8Array;
+  readonly oack: ReadonlyMap<string, string> | null;
+  readonly acksSent: number;
+  readonly dataReceived: number;
+}
+
+/** Reads a file the RFC 7440 way: ACK every windowsize in-order blocks and the final one. */
+async function download(
+  serverPort: number,
+  filename: string,
+  options: Record<string, string> = {},
+  mode: 'octet' | 'netascii' = 'octet',
+): Promise<Download> {
+  const client = await TinyClient.open();
+  try {
+    client.send({ type: 'rrq', filename, mode, options: new Map(Object.entries(options)) }, serverPort);
+    let first = await client.next();
+    const tid = first.from;
+    assert.notEqual(tid, serverPort, 'the transfer runs on a new TID');
+    let oack: ReadonlyMap<string, string> | null = null;
+    if (first.packet.type === 'oack') {
+      oack = first.packet.options;
+      client.send({ type: 'ack', block: 0 }, tid);
+      first = await client.next();
+    }
+    const blockSize = Number(oack?.get('blksize') ?? 512);
+    const windowSize = Number(oack?.get('windowsize') ?? 1);
+    const chunks: Uint8Array[] = [];
+    let expected = 1;
+    let sinceAck = 0;
+    let acksSent = oack === null ? 0 : 1;
+    let dataReceived = 0;
+    const sendAck = (block: number): void => {
+      client.send({ type: 'ack', block }, tid);
+      acksSent += 1;
+      sinceAck = 0;
+    };
+    for (let received: Received = first; ; received = await client.next()) {
+      assert.equal(received.from, tid, 'every packet comes from the transfer TID');
+      const { packet } = received;
+      if (packet.type === 'error') throw new Error(`server error ${packet.code}: ${packet.message}`);
+      assert.equal(packet.type, 'data');
+      if (packet.type !== 'data') continue;
+      dataReceived += 1;
+      if (packet.block !== (expected & 0xffff)) {
+        sendAck((expected - 1) & 0xffff);
+        continue;
+      }
+      chunks.push(packet.data);
+      expected += 1;
+      sinceAck += 1;
+      if (packet.data.length < blockSize) {
+        sendAck(packet.block);
+        return { content: Buffer.concat(chunks), oack, acksSent, dataReceived };
+      }
+      if (sinceAck === windowSize) sendAck(packet.block);
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+async function curl(port: number, file: string, out: string, extra: readonly string[] = []): Promise<number> {
+  try {
+    await run('curl', ['-sS', '--max-time', '20', ...extra, '-o', out, `tftp://${HOST}:${port}/${file}`]);
+    return 0;
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === 'number' ? code : -1;
+  }
+}
+
+/** tftp-hpa's client prints its name for -V; other `tftp` clients take different arguments. */
+async function isTftpHpaInstalled(): Promise<boolean> {
+  try {
+    const { stdout, stderr } = await run('tftp', ['-V'], { timeout: 5000 });
+    return `${stdout}${stderr}`.includes('tftp-hpa');
+  } catch {
+    return false;
+  }
+}
+
+// ---- Fixtures ---------------------------------------------------------------------------
+
+let base = '';
+let rootDir = '';
+let outDir = '';
+const ipxe = randomBytes(850_528); // the size of Debian's ipxe.efi (ANCHORS.md §3)
+const exact = randomBytes(1468 * 20);
+const resolverCalls: { filename: string; client: TftpPeer }[] = [];
+const recorder = new Recorder();
+let server: TftpServer;
+
+before(async () => {
+  base = await mkdtemp(path.join(tmpdir(), 'slipway-tftp-it-'));
+  rootDir = path.join(base, 'root');
+  outDir = path.join(base, 'out');
+  await mkdir(path.join(rootDir, 'sub'), { recursive: true });
+  await mkdir(outDir);
+  await writeFile(path.join(rootDir, 'ipxe.efi'), ipxe);
+  await writeFile(path.join(rootDir, 'sub', 'exact.bin'), exact);
+  await writeFile(path.join(rootDir, 'menu.txt'), 'line 1\nline 2\r\n');
+  await writeFile(path.join(base, 'secret'), 'do not serve');
+  await symlink(path.join(base, 'secret'), path.join(rootDir, 'escape'));
+  server = await startTftpServer({
+    host: HOST,
+    port: 0,
+    root: rootDir,
+    hooks: recorder.hooks,
+    resolve: (filename, client) => {
+      resolverCalls.push({ filename, client });
+      if (!filename.startsWith('mac/')) return Promise.resolve(null);
+      return Promise.resolve(Buffer.from(`#!ipxe\n# for ${filename.slice(4)} at ${client.address}\n`));
+    },
+  });
+});
+
+after(async () => {
+  await server.close();
+  await rm(base, { recursive: true, force: true });
+});
+
+// ---- Downloads --------------------------------------------------------------------------
+
+void test('curl downloads ipxe.efi byte-exact at the default 512-byte blocks', async () => {
+  const out = path.join(outDir, 'curl-512');
+  assert.equal(await curl(server.port, 'ipxe.efi', out), 0);
+  assert.equal(sha256(await readFile(out)), sha256(ipxe));
+  const end = await recorder.waitFor('end', (e) => e.filename === 'ipxe.efi' && e.end === 'completed');
+  assert.equal(end.bytes, ipxe.length);
+});
+
+void test('curl with --tftp-blksize 1468 negotiates 1468-byte blocks', async () => {
+  const out = path.join(outDir, 'curl-1468');
+  const before = recorder.events.length;
+  assert.equal(await curl(server.port, 'ipxe.efi', out, ['--tftp-blksize', '1468']), 0);
+  assert.equal(sha256(await readFile(out)), sha256(ipxe));
+  const start = recorder.events.slice(before).find((e) => e.kind === 'start');
+  assert.equal(start?.kind === 'start' ? start.blockSize : 0, 1468);
+});
+
+void test('curl downloads a file whose size is a multiple of blksize (empty final block)', async () => {
+  const out = path.join(outDir, 'curl-exact');
+  assert.equal(await curl(server.port, 'sub/exact.bin', out, ['--tftp-blksize', '1468']), 0);
+  assert.equal(sha256(await readFile(out)), sha256(exact));
+});
+
+void test('the resolver hook serves generated files first and sees the client address', async () => {
+  const out = path.join(outDir, 'generated');
+  assert.equal(await curl(server.port, 'mac/52-54-00-12-34-56.ipxe', out), 0);
+  assert.equal(await readFile(out, 'utf8'), `#!ipxe\n# for 52-54-00-12-34-56.ipxe at ${HOST}\n`);
+  const call = resolverCalls.find((c) => c.filename === 'mac/52-54-00-12-34-56.ipxe');
+  assert.equal(call?.client.address, HOST);
+  assert.ok(
+    resolverCalls.some((c) => c.filename === 'ipxe.efi'),
+    'the resolver is asked before the root',
+  );
+});
+
+void test('RFC 7440: a windowsize 8 client gets the file with one ACK per 8 blocks, and tsize', async () => {
+  const result = await download(server.port, 'ipxe.efi', { blksize: '1468', windowsize: '8', tsize: '0' });
+  assert.equal(sha256(result.content), sha256(ipxe));
+  assert.equal(result.oack?.get('windowsize'), '8');
+  assert.equal(result.oack?.get('blksize'), '1468');
+  assert.equal(result.oack?.get('tsize'), String(ipxe.length));
+  const blocks = Math.floor(ipxe.length / 1468) + 1;
+  assert.ok(result.dataReceived >= blocks);
+  // ACK 0 plus one per full window plus the final one; lock-step would need one per block.
+  assert.ok(result.acksSent <= Math.ceil(blocks / 8) + 2, `${result.acksSent} ACKs for ${blocks} blocks`);
+});
+
+void test('windowsize and blksize are clamped to the server maxima (16, 1468)', async () => {
+  const result = await download(server.port, 'sub/exact.bin', { blksize: '9000', windowsize: '64' });
+  assert.equal(result.oack?.get('windowsize'), '16');
+  assert.equal(result.oack?.get('blksize'), '1468');
+  assert.equal(sha256(result.content), sha256(exact));
+});
+
+void test('netascii mode is translated: LF → CR LF, CR → CR NUL', async () => {
+  const result = await download(server.port, 'menu.txt', {}, 'netascii');
+  assert.equal(Buffer.from(result.content).toString('latin1'), 'line 1\r\nline 2\r\0\r\n');
+});
+
+void test('tftp-hpa downloads byte-exact when installed', async (t) => {
+  if (!(await isTftpHpaInstalled())) {
+    // Not installed on this machine; CI installs tftp-hpa. Fail loudly there if it is missing.
+    assert.equal(
+      process.env['CI'] === undefined || process.env['CI'] === '',
+      true,
+      'CI must apt-get install tftp-hpa',
+    );
+    t.diagnostic('tftp (tftp-hpa) not installed: only curl and the built-in client were used');
+    return;
+  }
+  const out = path.join(outDir, 'tftp-hpa');
+  await run('tftp', ['-m', 'binary', HOST, String(server.port), '-c', 'get', 'ipxe.efi', out], {
+    timeout: 20_000,
+  });
+  assert.equal(sha256(await readFile(out)), sha256(ipxe));
+});
+
+// ---- Refusals ---------------------------------------------------------------------------
+
+async function requestError(
+  packet: TftpPacket | Uint8Array,
+  port = server.port,
+): Promise<{ code: number; message: string; from: number }> {
+  const client = await TinyClient.open();
+  try {
+    client.send(packet, port);
+    const { packet: reply, from } = await client.next();
+    assert.equal(reply.type, 'error', `expected ERROR, got ${reply.type}`);
+    return reply.type === 'error'
+      ? { code: reply.code, message: reply.message, from }
+      : { code: -1, message: '', from };
+  } finally {
+    await client.close();
+  }
+}
+
+const read = (filename: string, mode: 'octet' | 'mail' = 'octet'): TftpPacket => ({
+  type: 'rrq',
+  filename,
+  mode,
+  options: new Map(),
+});
+
+void test('an unknown file is ERROR 1 (tiny client and curl)', async () => {
+  const reply = await requestError(read('missing.efi'));
+  assert.equal(reply.code, TftpErrorCode.fileNotFound);
+  assert.match(reply.message, /missing\.efi/);
+  assert.equal(await curl(server.port, 'missing.efi', path.join(outDir, 'missing')), 68); // CURLE_TFTP_NOTFOUND
+});
+
+void test('path traversal and symlinks out of the root are ERROR 2; absolute names stay in the root', async () => {
+  for (const name of ['../secret', 'sub/../../secret', '..\\secret', 'escape']) {
+    assert.equal((await requestError(read(name))).code, TftpErrorCode.accessViolation, name);
+  }
+  assert.equal((await requestError(read('/etc/passwd'))).code, TftpErrorCode.fileNotFound);
+  const viaCurl = await curl(server.port, '../secret', path.join(outDir, 'traversal'), ['--path-as-is']);
+  assert.equal(viaCurl, 69); // CURLE_TFTP_PERM
+  const leading = await download(server.port, '/sub/exact.bin');
+  assert.equal(sha256(leading.content), sha256(exact), 'a leading slash is relative to the root');
+});
+
+void test('a write request is ERROR 2: the server is read-only', async () => {
+  const reply = await requestError({
+    type: 'wrq',
+    filename: 'upload.bin',
+    mode: 'octet',
+    options: new Map(),
+  });
+  assert.equal(reply.code, TftpErrorCode.accessViolation);
+  assert.match(reply.message, /read-only/);
+});
+
+void test('malformed requests and mail mode are ERROR 4; stray ACKs to port 69 are ERROR 5', async () => {
+  assert.equal((await requestError(Uint8Array.from([0, 9, 1, 2]))).code, TftpErrorCode.illegalOperation);
+  assert.equal((await requestError(Uint8Array.from([0, 1, 0x66]))).code, TftpErrorCode.illegalOperation);
+  assert.equal((await requestError(read('ipxe.efi', 'mail'))).code, TftpErrorCode.illegalOperation);
+  assert.equal((await requestError({ type: 'ack', block: 1 })).code, TftpErrorCode.unknownTransferId);
+});
+
+// ---- Transfer behaviour -----------------------------------------------------------------
+
+void test('a packet from a wrong TID gets ERROR 5 and the transfer carries on', async () => {
+  const client = await TinyClient.open();
+  const intruder = await TinyClient.open();
+  try {
+    client.send(read('menu.txt'), server.port);
+    const first = await client.next();
+    assert.equal(first.packet.type, 'data');
+    intruder.send({ type: 'ack', block: 1 }, first.from);
+    const reply = await intruder.nextError();
+    assert.equal(reply.code, TftpErrorCode.unknownTransferId);
+    await recorder.waitFor('stray', (e) => e.from.port === intruder.port);
+    // The real client's transfer is untouched: its ACK 1 completes it.
+    client.send({ type: 'ack', block: 1 }, first.from);
+    const end = await recorder.waitFor('end', (e) => e.client.port === client.port);
+    assert.equal(end.end, 'completed');
+  } finally {
+    await Promise.all([client.close(), intruder.close()]);
+  }
+});
+
+void test('ERROR 8 after the OACK (EDK2 learning tsize) ends the transfer quietly', async () => {
+  const client = await TinyClient.open();
+  try {
+    client.send(
+      { type: 'rrq', filename: 'ipxe.efi', mode: 'octet', options: new Map([['tsize', '0']]) },
+      server.port,
+    );
+    const oack = await client.next();
+    assert.equal(oack.packet.type, 'oack');
+    assert.equal(oack.packet.type === 'oack' ? oack.packet.options.get('tsize') : '', String(ipxe.length));
+    client.send({ type: 'error', code: TftpErrorCode.optionsDeclined, message: 'tsize only' }, oack.from);
+    const end = await recorder.waitFor('end', (e) => e.client.port === client.port);
+    assert.equal(end.end, 'optionsDeclined');
+    assert.equal(end.error, null);
+  } finally {
+    await client.close();
+  }
+});
+
+void test('a retransmitted RRQ does not start a second transfer', async () => {
+  const client = await TinyClient.open();
+  try {
+    client.send(read('menu.txt'), server.port);
+    client.send(read('menu.txt'), server.port);
+    const first = await client.next();
+    client.send({ type: 'ack', block: 1 }, first.from);
+    await recorder.waitFor('end', (e) => e.client.port === client.port);
+    const starts = recorder.events.filter((e) => e.kind === 'start' && e.client.port === client.port);
+    assert.equal(starts.length, 1);
+  } finally {
+    await client.close();
+  }
+});
+
+// ---- Limits: concurrency, give-up, shutdown (a server with tight limits) ---------------
+
+void test('concurrency bound, retransmission give-up and shutdown on a server with tight limits', async (t) => {
+  const limited = new Recorder();
+  const tight = await startTftpServer({
+    host: HOST,
+    port: 0,
+    root: rootDir,
+    hooks: limited.hooks,
+    limits: { transfersMax: 1, timeoutMs: 40, timeoutMaxMs: 80, retriesMax: 2 },
+  });
+  const clients: TinyClient[] = [];
+  const open = async (): Promise<TinyClient> => {
+    const c = await TinyClient.open();
+    clients.push(c);
+    return c;
+  };
+  try {
+    await t.test(
+      'beyond transfersMax a request gets ERROR 0 "server busy"; a freed slot serves again',
+      async () => {
+        const holder = await open();
+        holder.send(read('ipxe.efi'), tight.port);
+        const first = await holder.next();
+        assert.equal(first.packet.type, 'data');
+        const refused = await requestError(read('menu.txt'), tight.port);
+        assert.equal(refused.code, TftpErrorCode.notDefined);
+        assert.match(refused.message, /busy/);
+        holder.send({ type: 'error', code: TftpErrorCode.notDefined, message: 'bye' }, first.from);
+        const end = await limited.waitFor('end', (e) => e.client.port === holder.port);
+        assert.deepEqual(end.error, { reason: 'clientError', code: 0, message: 'bye' });
+        const after = await download(tight.port, 'menu.txt');
+        assert.equal(Buffer.from(after.content).toString(), 'line 1\nline 2\r\n');
+        // The slot is free again once the server has seen the final ACK and closed the transfer.
+        await limited.waitFor('end', (e) => e.filename === 'menu.txt' && e.end === 'completed');
+      },
+    );
+
+    await t.test(
+      'a silent client gets DATA 1 three times (1 + retriesMax 2), then the server gives up',
+      async () => {
+        const silent = await open();
+        silent.send(read('ipxe.efi'), tight.port);
+        const end = await limited.waitFor('end', (e) => e.client.port === silent.port);
+        assert.equal(end.end, 'failed');
+        assert.deepEqual(end.error, { reason: 'timedOut', retries: 2 });
+        // The transfer socket is closed by now; a marker sent afterwards arrives after every DATA.
+        const marker = await open();
+        marker.send({ type: 'ack', block: 4242 }, silent.port);
+        const blocks: number[] = [];
+        for (;;) {
+          const { packet } = await silent.next();
+          if (packet.type === 'ack') break;
+          assert.equal(packet.type, 'data');
+          blocks.push(packet.type === 'data' ? packet.block : -1);
+        }
+        assert.deepEqual(blocks, [1, 1, 1]);
+      },
+    );
+
+    await t.test('close() tells a client mid-transfer with ERROR 0 and resolves', async () => {
+      const client = await open();
+      client.send(read('ipxe.efi'), tight.port);
+      assert.equal((await client.next()).packet.type, 'data');
+      await tight.close();
+      const bye = await client.nextError();
+      assert.equal(bye.code, TftpErrorCode.notDefined);
+      assert.match(bye.message, /shutting down/);
+      const end = await limited.waitFor('end', (e) => e.client.port === client.port);
+      assert.deepEqual(end.error, { reason: 'serverClosed' });
+    });
+  } finally {
+    await tight.close();
+    await Promise.all(clients.map((c) => c.close()));
+  }
+  assert.deepEqual(
+    limited.events.filter((e) => e.kind === 'error'),
+    [],
+    'no unexpected errors were reported',
+  );
+});

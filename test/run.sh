@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole suite: type-check, lint, formatting, then every test under c8 coverage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== typecheck"; npx tsc --noEmit
+echo "== lint"; npx eslint .
+echo "== format"; npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
+mapfile -t files < <(find test -name '*.test.ts' | sort)
+echo "== tests (${#files[@]} files)"
+npx c8 --reporter=text-summary --include 'src/**' --exclude 'src/gen/**' \
+  node --import tsx --test --test-concurrency=2 "${files[@]}"

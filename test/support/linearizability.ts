@@ -1,0 +1,318 @@
+// A linearizability checker for histories of operations on a map of registers, used by the
+// simulation and fault tests to judge what clients observed.
+//
+// The model. Each key is an independent register holding a string or nothing (undefined),
+// initially nothing:
+//   put(value)            sets the value; output { ok: true }.
+//   get()                 returns the current value, or undefined when absent; output { value }.
+//   cas(expected, value)  succeeds iff the current value === expected (undefined expects
+//                         absence, like prevRevision 0); on success sets the value.
+//                         Output { ok: boolean }.
+//   delete()              removes the value; output { found } says whether there was one.
+// Keys never interact, so the history is partitioned by key and each part is checked alone
+// (P-compositionality, Horn & Kroening 2015). A history is linearizable iff each operation can
+// be placed at one instant between its call and its return so that the sequence of those
+// instants obeys the model.
+//
+// Outcomes. An operation whose client saw no answer (a timeout) has output undefined and ret
+// Infinity: it may have taken effect at any point after its call, or never. Unknown reads
+// constrain nothing and are dropped; unknown writes are optional. Operations the client knows
+// did not happen (a definite refusal) should be left out of the history. Equal timestamps
+// count as overlapping.
+//
+// The search is Wing & Gong's, with Lowe's memoization as in Porcupine: walk the call/return
+// events in time order; at a call, try to linearize that operation now (remove it from the
+// list and remember the state); at a return whose operation is still pending, no order of the
+// pending operations worked, so undo the last choice. A configuration already explored —
+// the same set of linearized operations reaching the same register value — is skipped, which
+// keeps typical histories near linear time.
+
+export type Value = string;
+
+interface OpBase {
+  /** Who issued the operation; only used in explanations. */
+  readonly client: number;
+  readonly key: string;
+  /** Invocation time, from one monotonic clock shared by all clients. */
+  readonly call: number;
+  /** Response time; Infinity when the outcome is unknown. */
+  readonly ret: number;
+}
+
+export interface PutOp extends OpBase {
+  readonly kind: 'put';
+  readonly input: { readonly value: Value };
+  readonly output: { readonly ok: true } | undefined;
+}
+
+export interface GetOp extends OpBase {
+  readonly kind: 'get';
+  readonly input: undefined;
+  readonly output: { readonly value: Value | undefined } | undefined;
+}
+
+export interface CasOp extends OpBase {
+  readonly kind: 'cas';
+  readonly input: { readonly expected: Value | undefined; readonly value: Value };
+  readonly output: { readonly ok: boolean } | undefined;
+}
+
+export interface DeleteOp extends OpBase {
+  readonly kind: 'delete';
+  readonly input: undefined;
+  readonly output: { readonly found: boolean } | undefined;
+}
+
+export type Op = PutOp | GetOp | CasOp | DeleteOp;
+
+export type CheckResult =
+  | { readonly ok: true }
+  | {
+      readonly ok: false;
+      /** The failing key with the fewest operations. */
+      readonly key: string;
+      readonly explanation: string;
+    };
+
+type State = Value | undefined;
+
+/**
+ * One model step: whether `op` may take effect on `state` with its recorded output, and the
+ * state after. An unknown-outcome op is allowed only in the outcome that changes something;
+ * its no-effect outcome is covered by never linearizing it at all.
+ */
+export function step(state: State, op: Op): { readonly ok: boolean; readonly next: State } {
+  switch (op.kind) {
+    case 'put':
+      return { ok: true, next: op.input.value };
+    case 'get':
+      return { ok: op.output === undefined || op.output.value === state, next: state };
+    case 'cas': {
+      const matches = state === op.input.expected;
+      if (op.output === undefined || op.output.ok)
+        return { ok: matches, next: matches ? op.input.value : state };
+      return { ok: !matches, next: state };
+    }
+    case 'delete':
+      return { ok: op.output === undefined || op.output.found === (state !== undefined), next: undefined };
+    default:
+      return unreachable(op);
+  }
+}
+
+/** Checks the whole history. Throws a RangeError naming the operation when one is malformed. */
+export function checkLinearizable(history: readonly Op[]): CheckResult {
+  const byKey = new Map<string, Op[]>();
+  history.forEach((op, i) => {
+    validate(op, i);
+    // An unknown read returned nothing to anyone: it cannot witness a violation.
+    if (op.kind === 'get' && op.output === undefined) return;
+    const part = byKey.get(op.key);
+    if (part === undefined) byKey.set(op.key, [op]);
+    else part.push(op);
+  });
+  let worst: { key: string; explanation: string; size: number } | undefined;
+  const keys = [...byKey.keys()].sort();
+  for (const key of keys) {
+    const ops = byKey.get(key)!;
+    if (worst !== undefined && ops.length >= worst.size) continue;
+    const failure = checkRegister(ops);
+    if (failure !== undefined)
+      worst = { key, explanation: `key ${JSON.stringify(key)}: ${failure}`, size: ops.length };
+  }
+  return worst === undefined ? { ok: true } : { ok: false, key: worst.key, explanation: worst.explanation };
+}
+
+function validate(op: Op, i: number): void {
+  const where = `history[${i}] (${op.kind} on ${JSON.stringify(op.key)})`;
+  if (!['put', 'get', 'cas', 'delete'].includes(op.kind)) throw new RangeError(`${where}: unknown kind`);
+  if (!Number.isFinite(op.call)) throw new RangeError(`${where}: call must be a finite time, got ${op.call}`);
+  if (op.output === undefined && op.ret !== Infinity) {
+    throw new RangeError(
+      `${where}: an unknown outcome (output undefined) needs ret = Infinity, got ${op.ret}`,
+    );
+  }
+  if (op.output !== undefined && !Number.isFinite(op.ret)) {
+    throw new RangeError(`${where}: a known outcome needs a finite ret, got ${op.ret}`);
+  }
+  if (op.ret < op.call) throw new RangeError(`${where}: ret ${op.ret} is before call ${op.call}`);
+}
+
+const nil = -1;
+
+/** Checks one register's history; returns why it is not linearizable, or undefined when it is. */
+function checkRegister(ops: readonly Op[]): string | undefined {
+  const n = ops.length;
+  // Events: 2i is op i's call, 2i + 1 its return. Unknown ops have no return event: nothing
+  // ever forces them to be linearized.
+  const events: number[] = [];
+  for (let i = 0; i < n; i++) {
+    events.push(2 * i);
+    if (ops[i]!.output !== undefined) events.push(2 * i + 1);
+  }
+  const time = (e: number): number => (e % 2 === 0 ? ops[e >> 1]!.call : ops[e >> 1]!.ret);
+  // Calls before returns at equal times: simultaneous operations are treated as concurrent.
+  events.sort((a, b) => time(a) - time(b) || (a % 2) - (b % 2) || a - b);
+
+  // A doubly linked list over event ids, with a head sentinel at index 2n.
+  const head = 2 * n;
+  const next = new Int32Array(2 * n + 1).fill(nil);
+  const prev = new Int32Array(2 * n + 1).fill(nil);
+  let last = head;
+  for (const e of events) {
+    next[last] = e;
+    prev[e] = last;
+    last = e;
+  }
+  const unlink = (e: number): void => {
+    next[prev[e]!] = next[e]!;
+    if (next[e] !== nil) prev[next[e]!] = prev[e]!;
+  };
+  const relink = (e: number): void => {
+    next[prev[e]!] = e;
+    if (next[e] !== nil) prev[next[e]!] = e;
+  };
+
+  const linearized = new Uint32Array(Math.ceil(n / 32));
+  const cache = new ExploredSet(n);
+  const stack: { op: number; before: State }[] = [];
+  let pendingKnown = ops.filter((op) => op.output !== undefined).length;
+  let state: State = undefined;
+  let cursor = next[head]!;
+  // For the explanation: the deepest partial linearization and the op it could not get past.
+  let best: { order: number[]; state: State; blocked: number } | undefined;
+
+  while (pendingKnown > 0) {
+    if (cursor !== nil && cursor % 2 === 0) {
+      const i = cursor >> 1;
+      const op = ops[i]!;
+      const result = step(state, op);
+      if (result.ok) {
+        linearized[i >> 5]! |= 1 << (i & 31);
+        if (cache.add(linearized, i, result.next)) {
+          stack.push({ op: i, before: state });
+          state = result.next;
+          unlink(cursor);
+          if (op.output !== undefined) {
+            unlink(cursor + 1);
+            pendingKnown--;
+          }
+          cursor = next[head]!;
+          continue;
+        }
+        linearized[i >> 5]! &= ~(1 << (i & 31));
+        cache.toggle(i);
+      }
+      cursor = next[cursor]!;
+      continue;
+    }
+    // A return (or the end of the list) reached with its op pending: backtrack.
+    if (cursor !== nil && (best === undefined || stack.length > best.order.length)) {
+      best = { order: stack.map((s) => s.op), state, blocked: cursor >> 1 };
+    }
+    const top = stack.pop();
+    if (top === undefined) return explain(ops, best);
+    const i = top.op;
+    linearized[i >> 5]! &= ~(1 << (i & 31));
+    cache.toggle(i);
+    state = top.before;
+    if (ops[i]!.output !== undefined) {
+      relink(2 * i + 1);
+      pendingKnown++;
+    }
+    relink(2 * i);
+    cursor = next[2 * i]!;
+  }
+  return undefined;
+}
+
+/**
+ * The configurations already explored: (set of linearized ops, register value). The set is
+ * hashed incrementally (Zobrist: each op owns a random-looking 32-bit word, the hash is the XOR
+ * of the members' words), and equal hashes are confirmed by comparing the sets themselves.
+ */
+class ExploredSet {
+  readonly #words: Uint32Array;
+  #hash = 0;
+  readonly #buckets = new Map<number, { bits: Uint32Array; state: State }[]>();
+
+  constructor(n: number) {
+    this.#words = new Uint32Array(n);
+    for (let i = 0; i < n; i++) this.#words[i] = mix32(i + 1);
+  }
+
+  /** Flips op i's membership in the hash (the caller flips the bit itself). */
+  toggle(i: number): void {
+    this.#hash = (this.#hash ^ this.#words[i]!) >>> 0;
+  }
+
+  /** Adds op i to the hashed set and records (bits, state); false when already explored. */
+  add(bits: Uint32Array, i: number, state: State): boolean {
+    this.toggle(i);
+    const bucket = this.#buckets.get(this.#hash);
+    if (bucket === undefined) {
+      this.#buckets.set(this.#hash, [{ bits: bits.slice(), state }]);
+      return true;
+    }
+    for (const seen of bucket) if (seen.state === state && equalBits(seen.bits, bits)) return false;
+    bucket.push({ bits: bits.slice(), state });
+    return true;
+  }
+}
+
+function equalBits(a: Uint32Array, b: Uint32Array): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** A 32-bit integer hash (the finalizer of MurmurHash3): spreads consecutive ids across all bits. */
+function mix32(x: number): number {
+  let h = x >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+function explain(
+  ops: readonly Op[],
+  best: { order: number[]; state: State; blocked: number } | undefined,
+): string {
+  const shown = (s: State): string => (s === undefined ? '(absent)' : JSON.stringify(s));
+  if (best === undefined) return `${ops.length} ops; no operation can be linearized first`;
+  const tail = best.order.slice(-3).map((i) => describeOp(ops[i]!));
+  const prefix =
+    best.order.length === 0
+      ? 'no operation can be linearized before it'
+      : `the longest linearizable prefix has ${best.order.length} of them, ending ${tail.join('; ')}, leaving the value ${shown(best.state)}`;
+  return `${ops.length} ops; ${prefix}. Then ${describeOp(ops[best.blocked]!)} returns, but no order of the pending operations lets it take effect`;
+}
+
+/** One operation in words, e.g. `client 2 get → "a" [30, 40]`. */
+export function describeOp(op: Op): string {
+  const show = (v: Value | undefined): string => (v === undefined ? '(absent)' : JSON.stringify(v));
+  const when = `[${op.call}, ${op.ret === Infinity ? '?' : op.ret}]`;
+  let what: string;
+  switch (op.kind) {
+    case 'put':
+      what = `put ${show(op.input.value)}`;
+      break;
+    case 'get':
+      what = `get → ${op.output === undefined ? '?' : show(op.output.value)}`;
+      break;
+    case 'cas': {
+      const outcome = op.output === undefined ? '?' : op.output.ok ? 'ok' : 'failed';
+      what = `cas ${show(op.input.expected)} → ${show(op.input.value)}: ${outcome}`;
+      break;
+    }
+    case 'delete':
+      what = `delete: ${op.output === undefined ? '?' : op.output.found ? 'found' : 'not found'}`;
+      break;
+    default:
+      return unreachable(op);
+  }
+  return `client ${op.client} ${what} ${when}`;
+}
+
+function unreachable(x: never): never {
+  throw new Error(`unreachable: ${JSON.stringify(x)}`);
+}

@@ -1,0 +1,123 @@
+// Real `slipway server` processes on loopback for integration tests: start, SIGKILL,
+// SIGSTOP/SIGCONT, restart on the same data directory, and clean up by PID.
+import type { ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, openSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { credentials, Metadata } from '@grpc/grpc-js';
+import type { StatusResponse } from '../../src/gen/kv.js';
+import { KvClient } from '../../src/gen/kv.js';
+
+export const slipwayBin = fileURLToPath(new URL('../../bin/slipway.js', import.meta.url));
+
+export interface ProcNode {
+  readonly id: string;
+  readonly raftAddr: string;
+  readonly apiAddr: string;
+  readonly dataDir: string;
+  proc: ChildProcess | null;
+}
+
+let portCursor = 20_000 + (process.pid % 2000) * 10;
+
+/** Ports from a per-process range, so parallel test files do not collide. */
+export function nextPort(): number {
+  portCursor += 1;
+  return portCursor;
+}
+
+export class ProcessCluster {
+  readonly dir: string;
+  readonly nodes: ProcNode[];
+  private readonly extraArgs: string[];
+
+  constructor(size: number, extraArgs: string[] = []) {
+    this.dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-'));
+    this.extraArgs = extraArgs;
+    this.nodes = Array.from({ length: size }, (_, i) => ({
+      id: `n${i + 1}`,
+      raftAddr: `127.0.0.1:${nextPort()}`,
+      apiAddr: `127.0.0.1:${nextPort()}`,
+      dataDir: join(this.dir, `n${i + 1}`),
+      proc: null,
+    }));
+  }
+
+  peers(): string {
+    return this.nodes.map((n) => `${n.id}=${n.raftAddr}`).join(',');
+  }
+
+  start(node: ProcNode): void {
+    const log = openSync(join(this.dir, `${node.id}.log`), 'a');
+    const args = [slipwayBin, 'server', '--id', node.id, '--data-dir', node.dataDir, '--raft-addr', node.raftAddr];
+    args.push('--api-addr', node.apiAddr, '--peers', this.peers(), ...this.extraArgs);
+    node.proc = spawn(process.execPath, args, { stdio: ['ignore', log, log] });
+  }
+
+  startAll(): void {
+    for (const n of this.nodes) this.start(n);
+  }
+
+  /** SIGKILL and wait for the process to be gone. */
+  async kill(node: ProcNode, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const p = node.proc;
+    if (p === null || p.exitCode !== null || p.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => p.once('exit', () => resolve()));
+    p.kill(signal);
+    await exited;
+    node.proc = null;
+  }
+
+  pause(node: ProcNode): void {
+    node.proc?.kill('SIGSTOP');
+  }
+
+  resume(node: ProcNode): void {
+    node.proc?.kill('SIGCONT');
+  }
+
+  apiAddrs(): string[] {
+    return this.nodes.map((n) => n.apiAddr);
+  }
+
+  async status(node: ProcNode, timeoutMs = 1000): Promise<StatusResponse | null> {
+    const c = new KvClient(node.apiAddr, credentials.createInsecure());
+    try {
+      return await new Promise<StatusResponse | null>((resolve) => {
+        c.status({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+          resolve(err === null ? res : null),
+        );
+      });
+    } finally {
+      c.close();
+    }
+  }
+
+  /** Waits until a live node reports a leader that every live node agrees on. */
+  async waitForLeader(timeoutMs = 20_000): Promise<ProcNode> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const live = this.nodes.filter((n) => n.proc !== null);
+      const sts = await Promise.all(live.map((n) => this.status(n)));
+      const leaders = new Set(sts.map((s) => s?.leader ?? ''));
+      const leaderId = [...leaders][0];
+      if (leaders.size === 1 && leaderId !== undefined && leaderId !== '') {
+        const leader = this.nodes.find((n) => n.id === leaderId);
+        if (leader?.proc !== null && leader !== undefined) return leader;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`no agreed leader within ${timeoutMs} ms (logs in ${this.dir})`);
+  }
+
+  async destroy(): Promise<void> {
+    for (const n of this.nodes) {
+      this.resume(n);
+      await this.kill(n);
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
