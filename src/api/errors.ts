@@ -19,7 +19,8 @@ export class ApiError extends Error {
 export function toServiceError(err: unknown): Partial<ServiceError> {
   const metadata = new Metadata();
   if (err instanceof ApiError) return { code: err.code, details: err.message, metadata };
-  if (err instanceof InvalidCommandError) return { code: status.INVALID_ARGUMENT, details: err.message, metadata };
+  if (err instanceof InvalidCommandError)
+    return { code: status.INVALID_ARGUMENT, details: err.message, metadata };
   if (err instanceof RaftError) {
     if (err.leader !== '') metadata.set(leaderHintKey, err.leader);
     return { code: raftCodeToStatus(err), details: err.message, metadata };

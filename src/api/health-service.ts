@@ -3,7 +3,10 @@
 import { status } from '@grpc/grpc-js';
 import type { Server, ServerWritableStream } from '@grpc/grpc-js';
 import type { HealthCheckRequest, HealthCheckResponse, HealthServer } from '../gen/health.js';
-import { HealthCheckResponse_ServingStatus as ServingStatus, HealthService as HealthDefinition } from '../gen/health.js';
+import {
+  HealthCheckResponse_ServingStatus as ServingStatus,
+  HealthService as HealthDefinition,
+} from '../gen/health.js';
 
 /** The services a client may ask about by name; "" is the node as a whole. */
 const knownServices = new Set(['', 'slipway.kv.v1.Kv']);

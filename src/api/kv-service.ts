@@ -4,12 +4,7 @@
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type {
-  KeyValue as KeyValueProto,
-  MemberInfo,
-  KvServer,
-  StatusResponse,
-} from '../gen/kv.js';
+import type { KeyValue as KeyValueProto, MemberInfo, KvServer, StatusResponse } from '../gen/kv.js';
 import { KvClient, Role, Suffrage } from '../gen/kv.js';
 import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
@@ -34,7 +29,9 @@ export interface KvServiceContext {
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
 
 /** Runs `work`, mapping any error to a gRPC status for the caller. */
-function unary<Req, Res>(work: (req: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>): Handler<Req, Res> {
+function unary<Req, Res>(
+  work: (req: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>,
+): Handler<Req, Res> {
   return (call, callback) => {
     work(call.request, call).then(
       (res) => callback(null, res),
@@ -88,7 +85,8 @@ export class KvService {
           key: req.key,
           stampMs: 0,
         });
-        if (res.type === 'error' && res.code === 'E_NOT_FOUND') return { deleted: false, revision: this.ctx.store.revision };
+        if (res.type === 'error' && res.code === 'E_NOT_FOUND')
+          return { deleted: false, revision: this.ctx.store.revision };
         return { deleted: true, revision: revisionOf(res) };
       }),
       compareAndSet: unary(async (req, call) => {
@@ -103,7 +101,10 @@ export class KvService {
           stampMs: 0,
         });
         if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
-          return { succeeded: false, revision: this.ctx.store.get(operatorNamespace, req.key)?.modRevision ?? 0 };
+          return {
+            succeeded: false,
+            revision: this.ctx.store.get(operatorNamespace, req.key)?.modRevision ?? 0,
+          };
         }
         return { succeeded: true, revision: revisionOf(res) };
       }),
@@ -112,12 +113,21 @@ export class KvService {
         if (!req.local) await this.ctx.node.linearizableRead();
         const kv = this.ctx.store.get(operatorNamespace, req.key);
         if (kv === undefined) return { found: false, value: Buffer.alloc(0), revision: 0, createRevision: 0 };
-        return { found: true, value: asBuffer(kv.value), revision: kv.modRevision, createRevision: kv.createRevision };
+        return {
+          found: true,
+          value: asBuffer(kv.value),
+          revision: kv.modRevision,
+          createRevision: kv.createRevision,
+        };
       }),
       range: unary(async (req) => {
         if (!req.local) await this.ctx.node.linearizableRead();
         const limit = req.limit === 0 ? Number.MAX_SAFE_INTEGER : req.limit;
-        const kvs = this.ctx.store.range(operatorNamespace, req.prefix, limit === Number.MAX_SAFE_INTEGER ? limit : limit + 1);
+        const kvs = this.ctx.store.range(
+          operatorNamespace,
+          req.prefix,
+          limit === Number.MAX_SAFE_INTEGER ? limit : limit + 1,
+        );
         const more = kvs.length > limit;
         return { kvs: kvs.slice(0, limit).map(toProto), more };
       }),
@@ -128,13 +138,30 @@ export class KvService {
       }),
       memberAdd: unary(async (req, call) => {
         if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(req.id)) {
-          throw new ApiError(status.INVALID_ARGUMENT, `member id "${req.id}" must be 1-63 letters, digits, '.', '_' or '-'`);
+          throw new ApiError(
+            status.INVALID_ARGUMENT,
+            `member id "${req.id}" must be 1-63 letters, digits, '.', '_' or '-'`,
+          );
         }
         checkAddr(req.raftAddr, 'raft address');
         if (req.apiAddr !== '') checkAddr(req.apiAddr, 'API address');
         if (!(await this.leaderHere())) return this.forward(call, 'memberAdd', req);
         const member: Member = { id: req.id, addr: req.raftAddr, apiAddr: req.apiAddr };
-        if (req.learner) await this.ctx.node.proposeConfChange({ type: 'addLearner', member });
+        const current = this.ctx.node.membership();
+        const existing = [...current.voters, ...current.learners].find((m) => m.id === req.id);
+        if (existing !== undefined && existing.addr !== req.raftAddr) {
+          throw new ApiError(
+            status.ALREADY_EXISTS,
+            `member ${req.id} already exists with raft address ${existing.addr}`,
+          );
+        }
+        if (current.voters.some((m) => m.id === req.id)) {
+          // Re-running an add that already completed (say after a client timeout) succeeds.
+          return { members: membersOf(current) };
+        }
+        if (existing !== undefined) {
+          if (!req.learner) await this.ctx.node.promoteWhenCaughtUp(existing);
+        } else if (req.learner) await this.ctx.node.proposeConfChange({ type: 'addLearner', member });
         else await this.ctx.node.addMember(member);
         return { members: membersOf(this.ctx.node.membership()) };
       }),
@@ -199,15 +226,24 @@ export class KvService {
     for (;;) {
       const leader = this.ctx.node.leaderMember();
       if (leader !== null) return leader;
-      if (Date.now() > deadline) throw new ApiError(status.UNAVAILABLE, 'no leader is elected; retry shortly');
+      if (Date.now() > deadline)
+        throw new ApiError(status.UNAVAILABLE, 'no leader is elected; retry shortly');
       await new Promise((r) => setTimeout(r, 20));
     }
   }
 
-  private async forward<Req, Res>(call: ServerUnaryCall<Req, Res>, method: ForwardMethod, req: Req): Promise<Res> {
+  private async forward<Req, Res>(
+    call: ServerUnaryCall<Req, Res>,
+    method: ForwardMethod,
+    req: Req,
+  ): Promise<Res> {
     if (call.metadata.get(forwardedKey).length > 0) {
       // Never forward twice: two nodes that each think the other leads would loop.
-      throw new RaftError('E_NOT_LEADER', `${this.ctx.node.id} is not the leader`, this.ctx.node.softState().leader);
+      throw new RaftError(
+        'E_NOT_LEADER',
+        `${this.ctx.node.id} is not the leader`,
+        this.ctx.node.softState().leader,
+      );
     }
     const leader = await this.awaitLeader();
     const client = this.clientFor(leader.addr);
@@ -260,13 +296,28 @@ function checkAddr(addr: string, what: string): void {
 }
 
 function toProto(kv: KeyValue): KeyValueProto {
-  return { key: kv.key, value: asBuffer(kv.value), revision: kv.modRevision, createRevision: kv.createRevision };
+  return {
+    key: kv.key,
+    value: asBuffer(kv.value),
+    revision: kv.modRevision,
+    createRevision: kv.createRevision,
+  };
 }
 
 function membersOf(m: Membership): MemberInfo[] {
   return [
-    ...m.voters.map((v) => ({ id: v.id, raftAddr: v.addr, apiAddr: v.apiAddr, suffrage: Suffrage.SUFFRAGE_VOTER })),
-    ...m.learners.map((v) => ({ id: v.id, raftAddr: v.addr, apiAddr: v.apiAddr, suffrage: Suffrage.SUFFRAGE_LEARNER })),
+    ...m.voters.map((v) => ({
+      id: v.id,
+      raftAddr: v.addr,
+      apiAddr: v.apiAddr,
+      suffrage: Suffrage.SUFFRAGE_VOTER,
+    })),
+    ...m.learners.map((v) => ({
+      id: v.id,
+      raftAddr: v.addr,
+      apiAddr: v.apiAddr,
+      suffrage: Suffrage.SUFFRAGE_LEARNER,
+    })),
   ];
 }
 

@@ -32,6 +32,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     stateMachine,
     logger,
     bootstrapPeers: cfg.join ? [] : initialMembers(cfg),
+    contactPeers: initialMembers(cfg),
     tickMs: cfg.tickMs,
     raft: { electionTicks: cfg.electionTicks, heartbeatTicks: cfg.heartbeatTicks },
     snapshotEntries: cfg.snapshotEntries,

@@ -8,7 +8,9 @@ import type { Member } from '../raft/core/types.js';
 const hostPort = z
   .string()
   .regex(/^([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):\d{1,5}$/, 'must be HOST:PORT, for example 127.0.0.1:7001');
-const memberId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, "must be 1-63 letters, digits, '.', '_' or '-'");
+const memberId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, "must be 1-63 letters, digits, '.', '_' or '-'");
 
 export const serverConfigSchema = z
   .object({
@@ -16,7 +18,10 @@ export const serverConfigSchema = z
     dataDir: z.string().min(1, 'must name a directory'),
     raftAddr: hostPort,
     apiAddr: hostPort,
-    /** The initial voters, raft addresses, itself included. Ignored once the data dir exists. */
+    /**
+     * The initial voters' raft addresses, itself included; ignored once the data dir exists.
+     * With `join`: the existing members to answer until this node has the membership.
+     */
     peers: z.array(z.object({ id: memberId, addr: hostPort })).default([]),
     /** Start empty and wait to be added with `slipway member add`. */
     join: z.boolean().default(false),
@@ -29,20 +34,27 @@ export const serverConfigSchema = z
   .strict()
   .superRefine((c, ctx) => {
     if (c.heartbeatTicks >= c.electionTicks) {
-      ctx.addIssue({ code: 'custom', path: ['heartbeatTicks'], message: 'must be smaller than electionTicks' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['heartbeatTicks'],
+        message: 'must be smaller than electionTicks',
+      });
     }
-    if (!c.join && c.peers.length === 0) {
+    if (c.peers.length === 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['peers'],
-        message: 'name the initial members (--peers n1=HOST:PORT,...), or pass --join to be added later',
+        message: c.join
+          ? "name the existing members' raft addresses (--peers n1=HOST:PORT,...)"
+          : 'name the initial members (--peers n1=HOST:PORT,...), or pass --join to be added later',
       });
     }
-    if (c.peers.length > 0 && !c.peers.some((p) => p.id === c.id)) {
+    if (!c.join && c.peers.length > 0 && !c.peers.some((p) => p.id === c.id)) {
       ctx.addIssue({ code: 'custom', path: ['peers'], message: `must include this node (${c.id}) itself` });
     }
     const ids = new Set(c.peers.map((p) => p.id));
-    if (ids.size !== c.peers.length) ctx.addIssue({ code: 'custom', path: ['peers'], message: 'has a duplicate id' });
+    if (ids.size !== c.peers.length)
+      ctx.addIssue({ code: 'custom', path: ['peers'], message: 'has a duplicate id' });
   });
 
 export type ServerConfig = z.infer<typeof serverConfigSchema>;

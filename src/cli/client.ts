@@ -6,7 +6,9 @@ import { KvClient } from '../gen/kv.js';
 import { UsageError } from './output.js';
 
 export const defaultServer = '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003';
-const failoverCodes = new Set<number>([status.UNAVAILABLE, status.DEADLINE_EXCEEDED, status.CANCELLED]);
+// Only errors that prove the request never reached a leader move on to the next node: a
+// timed-out write may still commit, and sending it again elsewhere would run it twice.
+const failoverCodes = new Set<number>([status.UNAVAILABLE]);
 
 export function parseServers(text: string | undefined): string[] {
   const list = (text ?? process.env['SLIPWAY_SERVER'] ?? defaultServer)
@@ -42,10 +44,9 @@ export class ClusterClient {
     for (let attempt = 0; attempt < this.clients.length * 3 && Date.now() < deadline; attempt++) {
       const i = (this.preferred + attempt) % this.clients.length;
       const client = this.clients[i]!;
-      const perTry = Math.min(deadline, Date.now() + Math.max(1000, this.timeoutMs / 2));
       try {
         const res = await new Promise<Res>((resolve, reject) => {
-          pick(client).call(client, req, new Metadata(), { deadline: perTry }, (err: ServiceError | null, r: Res) => {
+          pick(client).call(client, req, new Metadata(), { deadline }, (err: ServiceError | null, r: Res) => {
             if (err === null) resolve(r);
             else reject(err);
           });
@@ -56,7 +57,8 @@ export class ClusterClient {
         const e = err as ServiceError;
         if (!failoverCodes.has(e.code)) throw e;
         lastErr = e;
-        if (attempt % this.clients.length === this.clients.length - 1) await new Promise((r) => setTimeout(r, 200));
+        if (attempt % this.clients.length === this.clients.length - 1)
+          await new Promise((r) => setTimeout(r, 200));
       }
     }
     throw lastErr ?? new Error('no server answered');

@@ -13,8 +13,13 @@ import { outputFormats, parseOutputFormat, UsageError } from './output.js';
 const program = new Command()
   .name('slipway')
   .description('Slipway: a highly available bare-metal provisioner')
-  .option('--server <list>', 'node API addresses HOST:PORT,... (env SLIPWAY_SERVER; default the local cluster)')
-  .addOption(new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const))
+  .option(
+    '--server <list>',
+    'node API addresses HOST:PORT,... (env SLIPWAY_SERVER; default the local cluster)',
+  )
+  .addOption(
+    new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const),
+  )
   .option('--timeout <ms>', 'give up on a command after this long', '10000')
   .exitOverride()
   .showHelpAfterError();
@@ -23,7 +28,8 @@ const clients: ClusterClient[] = [];
 function connect(): { client: ClusterClient; output: ReturnType<typeof parseOutputFormat> } {
   const o = program.opts();
   const timeout = Number(o.timeout);
-  if (!Number.isInteger(timeout) || timeout <= 0) throw new UsageError('--timeout must be a positive number of ms');
+  if (!Number.isInteger(timeout) || timeout <= 0)
+    throw new UsageError('--timeout must be a positive number of ms');
   const client = new ClusterClient(parseServers(o.server), timeout);
   clients.push(client);
   return { client, output: parseOutputFormat(o.output) };

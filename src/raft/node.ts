@@ -32,6 +32,11 @@ export interface RaftNodeOptions {
   readonly logger: Logger;
   /** The initial voters, used only when the data directory is new. */
   readonly bootstrapPeers: readonly Member[];
+  /**
+   * Where to reach existing members while this node knows no membership yet (a node that
+   * joins an existing cluster): it must be able to answer the leader before it has the log.
+   */
+  readonly contactPeers?: readonly Member[];
   readonly tickMs?: number;
   readonly raft?: Partial<Omit<RaftConfig, 'id'>>;
   /** Take a snapshot after this many applied entries (0 disables). */
@@ -97,14 +102,20 @@ export class RaftNode {
   async start(): Promise<void> {
     const loaded = await this.opts.store.load();
     if (loaded.truncatedTornTailAt !== null) {
-      this.log.warn({ index: loaded.truncatedTornTailAt }, 'truncated a torn write at the tail of the raft log');
+      this.log.warn(
+        { index: loaded.truncatedTornTailAt },
+        'truncated a torn write at the tail of the raft log',
+      );
     }
     let initial: InitialState = loaded;
     const fresh = loaded.snapshot.index === 0 && loaded.entries.length === 0 && loaded.hardState.term === 0;
     if (fresh && this.opts.bootstrapPeers.length > 0) {
       initial = bootstrapState(this.opts.bootstrapPeers);
       await this.opts.store.save({ hardState: initial.hardState, entries: initial.entries, snapshot: null });
-      this.log.info({ voters: this.opts.bootstrapPeers.map((p) => p.id) }, 'bootstrapped a new cluster member');
+      this.log.info(
+        { voters: this.opts.bootstrapPeers.map((p) => p.id) },
+        'bootstrapped a new cluster member',
+      );
     }
     if (loaded.snapshotData !== null && loaded.snapshot.index > 0) {
       this.opts.stateMachine.restore(loaded.snapshotData);
@@ -162,6 +173,11 @@ export class RaftNode {
   /** Adds a member as a learner, waits until it has caught up, then promotes it to voter. */
   async addMember(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
     await this.proposeConfChange({ type: 'addLearner', member });
+    await this.promoteWhenCaughtUp(member, catchUpTimeoutMs);
+  }
+
+  /** Waits until a learner's log reaches the commit index (§4.2.1), then makes it a voter. */
+  async promoteWhenCaughtUp(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + catchUpTimeoutMs;
     for (;;) {
       const st = this.core.status();
@@ -193,7 +209,8 @@ export class RaftNode {
     this.kick();
     const deadline = Date.now() + timeoutMs;
     while (this.core.softState().leader !== to) {
-      if (Date.now() > deadline) throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
+      if (Date.now() > deadline)
+        throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
       await delay(5);
     }
   }
@@ -349,7 +366,9 @@ export class RaftNode {
       for (const q of queue) q.reject(err as Error);
       return;
     }
-    queue.forEach((q, i) => this.proposals.set(r.firstIndex + i, { term: r.term, resolve: q.resolve, reject: q.reject }));
+    queue.forEach((q, i) =>
+      this.proposals.set(r.firstIndex + i, { term: r.term, resolve: q.resolve, reject: q.reject }),
+    );
   }
 
   private sendMessages(msgs: readonly Message[]): void {
@@ -386,7 +405,9 @@ export class RaftNode {
     if (!this.stopped) {
       this.received.set(snap.meta.index, snap.data);
       const term = this.core.softState().term;
-      this.core.step(message({ type: 'snap', from, to: this.id, term, index: snap.meta.index, snapshot: snap.meta }));
+      this.core.step(
+        message({ type: 'snap', from, to: this.id, term, index: snap.meta.index, snapshot: snap.meta }),
+      );
       this.kick();
     }
     return Promise.resolve();
@@ -403,7 +424,10 @@ export class RaftNode {
       if (w !== undefined) {
         this.proposals.delete(e.index);
         if (w.term === e.term) w.resolve(result);
-        else w.reject(new RaftError('E_PROPOSAL_DROPPED', 'leadership changed before the write committed; retry'));
+        else
+          w.reject(
+            new RaftError('E_PROPOSAL_DROPPED', 'leadership changed before the write committed; retry'),
+          );
       }
       this.opts.onApplied?.(e);
     }
@@ -430,7 +454,10 @@ export class RaftNode {
     if (every <= 0 || this.applied - last < every || this.writing) return;
     if (this.core.status().applied !== this.applied) return;
     const data = this.opts.stateMachine.snapshot();
-    const meta: SnapshotMeta = this.core.compact(this.applied, this.applied - (this.opts.trailingEntries ?? 5_000));
+    const meta: SnapshotMeta = this.core.compact(
+      this.applied,
+      this.applied - (this.opts.trailingEntries ?? 5_000),
+    );
     const snap = { meta, data };
     this.lastSnapshot = snap;
     const compactTo = Math.max(0, meta.index - (this.opts.trailingEntries ?? 5_000));
@@ -453,8 +480,10 @@ export class RaftNode {
     const key = JSON.stringify(m);
     if (key === this.membershipKey) return;
     this.membershipKey = key;
-    this.opts.transport.setPeers([...m.voters, ...m.learners].filter((x) => x.id !== this.id));
-    if (!isVoter(m, this.id) && m.voters.length > 0) this.log.info('this node is not a voter in the current membership');
+    const known = m.voters.length > 0 ? [...m.voters, ...m.learners] : (this.opts.contactPeers ?? []);
+    this.opts.transport.setPeers(known.filter((x) => x.id !== this.id));
+    if (!isVoter(m, this.id) && m.voters.length > 0)
+      this.log.info('this node is not a voter in the current membership');
   }
 
   private notLeader(): RaftError {
@@ -463,7 +492,8 @@ export class RaftNode {
   }
 
   private checkUsable(): void {
-    if (this.fatal !== null) throw new RaftError('E_PROPOSAL_DROPPED', `the node has stopped: ${this.fatal.message}`);
+    if (this.fatal !== null)
+      throw new RaftError('E_PROPOSAL_DROPPED', `the node has stopped: ${this.fatal.message}`);
     if (this.stopped) throw new RaftError('E_PROPOSAL_DROPPED', 'the node is shutting down');
   }
 }

@@ -40,7 +40,11 @@ function rng(seed: number): () => number {
   };
 }
 
-const definitelyFailed = new Set<number>([status.INVALID_ARGUMENT, status.FAILED_PRECONDITION, status.NOT_FOUND]);
+const definitelyFailed = new Set<number>([
+  status.INVALID_ARGUMENT,
+  status.FAILED_PRECONDITION,
+  status.NOT_FOUND,
+]);
 
 class Worker {
   private readonly clients: KvClient[];
@@ -98,13 +102,42 @@ class Worker {
         if (roll < 0.7) {
           const value = `${this.n}-${seq}`;
           const r = await this.unary('put', { key, value: Buffer.from(value) });
-          if (r.ok) this.history.push({ client: this.n, kind: 'put', key, input: { value }, output: { ok: true }, call, ret: performance.now() });
-          else this.history.push({ client: this.n, kind: 'put', key, input: { value }, output: undefined, call, ret: Infinity });
+          if (r.ok)
+            this.history.push({
+              client: this.n,
+              kind: 'put',
+              key,
+              input: { value },
+              output: { ok: true },
+              call,
+              ret: performance.now(),
+            });
+          else
+            this.history.push({
+              client: this.n,
+              kind: 'put',
+              key,
+              input: { value },
+              output: undefined,
+              call,
+              ret: Infinity,
+            });
         } else {
-          const r = await this.unary<{ key: string; local: boolean }, { found: boolean; value: Buffer }>('get', { key, local: false });
+          const r = await this.unary<{ key: string; local: boolean }, { found: boolean; value: Buffer }>(
+            'get',
+            { key, local: false },
+          );
           if (r.ok) {
             const value = r.res.found ? r.res.value.toString() : undefined;
-            this.history.push({ client: this.n, kind: 'get', key, input: undefined, output: { value }, call, ret: performance.now() });
+            this.history.push({
+              client: this.n,
+              kind: 'get',
+              key,
+              input: undefined,
+              output: { value },
+              call,
+              ret: performance.now(),
+            });
           }
         }
       }
@@ -129,55 +162,67 @@ async function localKeys(node: ProcNode, prefix: string): Promise<Set<string>> {
   const c = new KvClient(node.apiAddr, credentials.createInsecure());
   try {
     return await new Promise((resolve, reject) => {
-      c.range({ prefix, limit: 0, local: true }, new Metadata(), { deadline: Date.now() + 5000 }, (err, res) => {
-        if (err !== null) reject(err);
-        else resolve(new Set(res.kvs.map((kv) => kv.key)));
-      });
+      c.range(
+        { prefix, limit: 0, local: true },
+        new Metadata(),
+        { deadline: Date.now() + 5000 },
+        (err, res) => {
+          if (err !== null) reject(err);
+          else resolve(new Set(res.kvs.map((kv) => kv.key)));
+        },
+      );
     });
   } finally {
     c.close();
   }
 }
 
-test(`acknowledged writes survive ${rounds} rounds of SIGKILL and SIGSTOP, and the history is linearizable`, { timeout: 240_000 }, async () => {
-  const seed = Number(process.env['CRASH_SEED'] ?? Date.now() % 1_000_000);
-  const random = rng(seed);
-  let done = false;
-  const workers = Array.from({ length: clientsCount }, (_, i) => new Worker(i, cluster.apiAddrs()));
-  const running = workers.map((w) => w.run(() => done, rng(seed + w.n + 1)));
-  try {
-    for (let round = 0; round < rounds; round++) {
-      const leader = await cluster.waitForLeader();
-      const victim = random() < 0.5 ? leader : cluster.nodes[Math.floor(random() * cluster.nodes.length)]!;
-      await new Promise((r) => setTimeout(r, 100 + random() * 300));
-      if (round % 4 === 3) {
-        // A pause: the node wakes up believing it still leads, and must not serve stale reads.
-        cluster.pause(victim);
-        await new Promise((r) => setTimeout(r, 300 + random() * 700));
-        cluster.resume(victim);
-      } else {
-        await cluster.kill(victim);
-        await new Promise((r) => setTimeout(r, random() * 300));
-        cluster.start(victim);
+test(
+  `acknowledged writes survive ${rounds} rounds of SIGKILL and SIGSTOP, and the history is linearizable`,
+  { timeout: 240_000 },
+  async () => {
+    const seed = Number(process.env['CRASH_SEED'] ?? Date.now() % 1_000_000);
+    const random = rng(seed);
+    let done = false;
+    const workers = Array.from({ length: clientsCount }, (_, i) => new Worker(i, cluster.apiAddrs()));
+    const running = workers.map((w) => w.run(() => done, rng(seed + w.n + 1)));
+    try {
+      for (let round = 0; round < rounds; round++) {
+        const leader = await cluster.waitForLeader();
+        const victim = random() < 0.5 ? leader : cluster.nodes[Math.floor(random() * cluster.nodes.length)]!;
+        await new Promise((r) => setTimeout(r, 100 + random() * 300));
+        if (round % 4 === 3) {
+          // A pause: the node wakes up believing it still leads, and must not serve stale reads.
+          cluster.pause(victim);
+          await new Promise((r) => setTimeout(r, 300 + random() * 700));
+          cluster.resume(victim);
+        } else {
+          await cluster.kill(victim);
+          await new Promise((r) => setTimeout(r, random() * 300));
+          cluster.start(victim);
+        }
       }
+      await cluster.waitForLeader();
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      done = true;
+      await Promise.all(running);
+      for (const w of workers) w.close();
     }
-    await cluster.waitForLeader();
-    await new Promise((r) => setTimeout(r, 300));
-  } finally {
-    done = true;
-    await Promise.all(running);
-    for (const w of workers) w.close();
-  }
 
-  await waitCaughtUp(cluster.nodes);
-  const acked = workers.flatMap((w) => w.acked);
-  assert.ok(acked.length > 50, `the workload made progress (${acked.length} acknowledged writes, seed ${seed})`);
-  for (const node of cluster.nodes) {
-    const keys = await localKeys(node, 'w/');
-    const missing = acked.filter((k) => !keys.has(k));
-    assert.deepEqual(missing, [], `node ${node.id} lost acknowledged writes (seed ${seed})`);
-  }
-  const history = workers.flatMap((w) => w.history);
-  const result = checkLinearizable(history);
-  assert.ok(result.ok, `history not linearizable (seed ${seed}): ${result.ok ? '' : result.explanation}`);
-});
+    await waitCaughtUp(cluster.nodes);
+    const acked = workers.flatMap((w) => w.acked);
+    assert.ok(
+      acked.length > 50,
+      `the workload made progress (${acked.length} acknowledged writes, seed ${seed})`,
+    );
+    for (const node of cluster.nodes) {
+      const keys = await localKeys(node, 'w/');
+      const missing = acked.filter((k) => !keys.has(k));
+      assert.deepEqual(missing, [], `node ${node.id} lost acknowledged writes (seed ${seed})`);
+    }
+    const history = workers.flatMap((w) => w.history);
+    const result = checkLinearizable(history);
+    assert.ok(result.ok, `history not linearizable (seed ${seed}): ${result.ok ? '' : result.explanation}`);
+  },
+);

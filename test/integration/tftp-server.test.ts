@@ -182,50 +182,60 @@ async function download(
 ): Promise<Download> {
   const client = await TinyClient.open();
   try {
-    client.send({ type: 'rrq', filename, mode, options: new Map(Object.entries(options)) }, serverPort);
-    let first = await client.next();
-    const tid = first.from;
-    assert.notEqual(tid, serverPort, 'the transfer runs on a new TID');
-    let oack: ReadonlyMap<string, string> | null = null;
-    if (first.packet.type === 'oack') {
-      oack = first.packet.options;
-      client.send({ type: 'ack', block: 0 }, tid);
-      first = await client.next();
-    }
-    const blockSize = Number(oack?.get('blksize') ?? 512);
-    const windowSize = Number(oack?.get('windowsize') ?? 1);
-    const chunks: Uint8Array[] = [];
-    let expected = 1;
-    let sinceAck = 0;
-    let acksSent = oack === null ? 0 : 1;
-    let dataReceived = 0;
-    const sendAck = (block: number): void => {
-      client.send({ type: 'ack', block }, tid);
-      acksSent += 1;
-      sinceAck = 0;
-    };
-    for (let received: Received = first; ; received = await client.next()) {
-      assert.equal(received.from, tid, 'every packet comes from the transfer TID');
-      const { packet } = received;
-      if (packet.type === 'error') throw new Error(`server error ${packet.code}: ${packet.message}`);
-      assert.equal(packet.type, 'data');
-      if (packet.type !== 'data') continue;
-      dataReceived += 1;
-      if (packet.block !== (expected & 0xffff)) {
-        sendAck((expected - 1) & 0xffff);
-        continue;
-      }
-      chunks.push(packet.data);
-      expected += 1;
-      sinceAck += 1;
-      if (packet.data.length < blockSize) {
-        sendAck(packet.block);
-        return { content: Buffer.concat(chunks), oack, acksSent, dataReceived };
-      }
-      if (sinceAck === windowSize) sendAck(packet.block);
-    }
+    return await receiveFile(client, serverPort, filename, options, mode);
   } finally {
     await client.close();
+  }
+}
+
+async function receiveFile(
+  client: TinyClient,
+  serverPort: number,
+  filename: string,
+  options: Record<string, string>,
+  mode: 'octet' | 'netascii',
+): Promise<Download> {
+  client.send({ type: 'rrq', filename, mode, options: new Map(Object.entries(options)) }, serverPort);
+  let first = await client.next();
+  const tid = first.from;
+  assert.notEqual(tid, serverPort, 'the transfer runs on a new TID');
+  let oack: ReadonlyMap<string, string> | null = null;
+  if (first.packet.type === 'oack') {
+    oack = first.packet.options;
+    client.send({ type: 'ack', block: 0 }, tid);
+    first = await client.next();
+  }
+  const blockSize = Number(oack?.get('blksize') ?? 512);
+  const windowSize = Number(oack?.get('windowsize') ?? 1);
+  const chunks: Uint8Array[] = [];
+  let expected = 1;
+  let sinceAck = 0;
+  let acksSent = oack === null ? 0 : 1;
+  let dataReceived = 0;
+  const sendAck = (block: number): void => {
+    client.send({ type: 'ack', block }, tid);
+    acksSent += 1;
+    sinceAck = 0;
+  };
+  for (let received: Received = first; ; received = await client.next()) {
+    assert.equal(received.from, tid, 'every packet comes from the transfer TID');
+    const { packet } = received;
+    if (packet.type === 'error') throw new Error(`server error ${packet.code}: ${packet.message}`);
+    assert.equal(packet.type, 'data');
+    if (packet.type !== 'data') continue;
+    dataReceived += 1;
+    if (packet.block !== (expected & 0xffff)) {
+      sendAck((expected - 1) & 0xffff);
+      continue;
+    }
+    chunks.push(packet.data);
+    expected += 1;
+    sinceAck += 1;
+    if (packet.data.length < blockSize) {
+      sendAck(packet.block);
+      return { content: Buffer.concat(chunks), oack, acksSent, dataReceived };
+    }
+    if (sinceAck === windowSize) sendAck(packet.block);
   }
 }
 
@@ -278,6 +288,7 @@ before(async () => {
     hooks: recorder.hooks,
     resolve: (filename, client) => {
       resolverCalls.push({ filename, client });
+      if (filename === 'mac/explode') return Promise.reject(new Error('resolver exploded'));
       if (!filename.startsWith('mac/')) return Promise.resolve(null);
       return Promise.resolve(Buffer.from(`#!ipxe\n# for ${filename.slice(4)} at ${client.address}\n`));
     },
@@ -428,6 +439,35 @@ void test('malformed requests and mail mode are ERROR 4; stray ACKs to port 69 a
   assert.equal((await requestError(Uint8Array.from([0, 1, 0x66]))).code, TftpErrorCode.illegalOperation);
   assert.equal((await requestError(read('ipxe.efi', 'mail'))).code, TftpErrorCode.illegalOperation);
   assert.equal((await requestError({ type: 'ack', block: 1 })).code, TftpErrorCode.unknownTransferId);
+  assert.equal(
+    (await requestError({ type: 'oack', options: new Map() })).code,
+    TftpErrorCode.illegalOperation,
+  );
+});
+
+void test('a failing resolver is ERROR 0 to the client and reported through onError', async () => {
+  const reply = await requestError(read('mac/explode'));
+  assert.equal(reply.code, TftpErrorCode.notDefined);
+  assert.match(reply.message, /internal server error/);
+  const reported = await recorder.waitFor('error', () => true);
+  assert.match(String(reported.error), /resolver exploded/);
+  recorder.events.splice(recorder.events.indexOf(reported), 1); // expected; later checks look for errors
+});
+
+void test('a malformed packet from the client on the transfer port gets ERROR 4; the transfer goes on', async () => {
+  const client = await TinyClient.open();
+  try {
+    client.send(read('menu.txt'), server.port);
+    const first = await client.next();
+    assert.equal(first.packet.type, 'data');
+    client.send(Uint8Array.from([0, 4, 0]), first.from); // a truncated ACK
+    assert.equal((await client.nextError()).code, TftpErrorCode.illegalOperation);
+    client.send({ type: 'ack', block: 1 }, first.from);
+    const end = await recorder.waitFor('end', (e) => e.client.port === client.port);
+    assert.equal(end.end, 'completed');
+  } finally {
+    await client.close();
+  }
 });
 
 // ---- Transfer behaviour -----------------------------------------------------------------
@@ -471,6 +511,43 @@ void test('ERROR 8 after the OACK (EDK2 learning tsize) ends the transfer quietl
   }
 });
 
+void test('EDK2 pattern: ERROR 8 then a new RRQ at once from the same port is served', async () => {
+  const client = await TinyClient.open();
+  try {
+    const probe = { tsize: '0', blksize: '1468' };
+    client.send(
+      { type: 'rrq', filename: 'ipxe.efi', mode: 'octet', options: new Map(Object.entries(probe)) },
+      server.port,
+    );
+    const oack = await client.next();
+    assert.equal(oack.packet.type, 'oack');
+    client.send({ type: 'error', code: TftpErrorCode.optionsDeclined, message: 'size known' }, oack.from);
+    const result = await receiveFile(client, server.port, 'ipxe.efi', { blksize: '1468' }, 'octet');
+    assert.equal(sha256(result.content), sha256(ipxe));
+    const ends = recorder.events.filter(isKind('end')).filter((e) => e.client.port === client.port);
+    assert.equal(ends[0]?.end, 'optionsDeclined');
+  } finally {
+    await client.close();
+  }
+});
+
+void test('a different RRQ from the same port supersedes the unanswered transfer', async () => {
+  const client = await TinyClient.open();
+  try {
+    client.send(read('menu.txt'), server.port);
+    assert.equal((await client.next()).packet.type, 'data');
+    const result = await receiveFile(client, server.port, 'sub/exact.bin', { blksize: '1468' }, 'octet');
+    assert.equal(sha256(result.content), sha256(exact));
+    const first = await recorder.waitFor(
+      'end',
+      (e) => e.client.port === client.port && e.filename === 'menu.txt',
+    );
+    assert.deepEqual(first.error, { reason: 'superseded' });
+  } finally {
+    await client.close();
+  }
+});
+
 void test('a retransmitted RRQ does not start a second transfer', async () => {
   const client = await TinyClient.open();
   try {
@@ -484,6 +561,21 @@ void test('a retransmitted RRQ does not start a second transfer', async () => {
   } finally {
     await client.close();
   }
+});
+
+void test('startTftpServer refuses bad configuration and a port in use', async () => {
+  await assert.rejects(
+    startTftpServer({ host: HOST, port: 0, root: rootDir, limits: { blockSizeMax: 4 } }),
+    /blockSizeMax/,
+  );
+  await assert.rejects(startTftpServer({ host: HOST, port: 0 }), /root directory, a resolver/);
+  await assert.rejects(
+    startTftpServer({ host: HOST, port: 0, root: path.join(rootDir, 'ipxe.efi') }),
+    /not a directory/,
+  );
+  await assert.rejects(startTftpServer({ host: HOST, port: server.port, root: rootDir }), {
+    code: 'EADDRINUSE',
+  });
 });
 
 // ---- Limits: concurrency, give-up, shutdown (a server with tight limits) ---------------
@@ -566,4 +658,8 @@ void test('concurrency bound, retransmission give-up and shutdown on a server wi
     [],
     'no unexpected errors were reported',
   );
+});
+
+void test('the main server reported no unexpected errors during the whole file', () => {
+  assert.deepEqual(recorder.events.filter(isKind('error')), []);
 });

@@ -49,16 +49,26 @@ export function fmtHardState(hs: HardState): string {
   return `term=${hs.term} vote=${hs.vote === '' ? '-' : hs.vote} commit=${hs.commit}`;
 }
 
+function roleName(s: SoftState): string {
+  return s.role === 'preCandidate' ? 'pre-candidate' : s.role;
+}
+
+/** A role change, as printed when it happens. */
 export function fmtSoftState(id: string, s: SoftState): string {
-  const role = s.role === 'preCandidate' ? 'pre-candidate' : s.role;
-  return `${id} became ${role} at term ${s.term}`;
+  return `${id} became ${roleName(s)} at term ${s.term}`;
+}
+
+export function fmtSoftStateFields(s: SoftState): string {
+  return `${roleName(s)} term=${s.term} leader=${s.leader === '' ? '-' : s.leader}`;
 }
 
 export function fmtMessage(m: Message): string {
   const parts = [`${m.from}->${m.to} ${m.type} term=${m.term}`];
   switch (m.type) {
     case 'app':
-      parts.push(`index=${m.index} logTerm=${m.logTerm} commit=${m.commit} entries=[${fmtEntries(m.entries)}]`);
+      parts.push(
+        `index=${m.index} logTerm=${m.logTerm} commit=${m.commit} entries=[${fmtEntries(m.entries)}]`,
+      );
       break;
     case 'appResp':
       parts.push(`index=${m.index}`);

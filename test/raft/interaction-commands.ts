@@ -3,7 +3,7 @@
 // script mistakes (a node that is down, no held write) as `env error: ...`; anything else is
 // a bug and fails the test.
 import type { ConfChange } from '../../src/raft/core/types.js';
-import { fmtEntry, fmtHardState, fmtMembership, fmtSoftState } from './format.js';
+import { fmtEntry, fmtHardState, fmtMembership, fmtSoftStateFields } from './format.js';
 import type { EnvNode, NodeOptions } from './interaction-env.js';
 import { EnvError, InteractionEnv, memberOf } from './interaction-env.js';
 
@@ -283,9 +283,7 @@ const handlers: Record<string, Handler> = {
         env.print(`${n.id}: down`);
         continue;
       }
-      const s = n.core.softState();
-      const role = fmtSoftState(n.id, s).replace(`${n.id} became `, '').replace(/ at term \d+$/, '');
-      env.print(`${n.id}: ${role} term=${s.term} leader=${s.leader === '' ? '-' : s.leader}`);
+      env.print(`${n.id}: ${fmtSoftStateFields(n.core.softState())}`);
     }
   },
 };

@@ -16,7 +16,14 @@ import type {
   SoftState,
 } from '../../src/raft/core/types.js';
 import { defaultRaftConfig, RaftError } from '../../src/raft/core/types.js';
-import { fmtEntries, fmtHardState, fmtMessage, fmtSnapshot, fmtSoftState } from './format.js';
+import {
+  fmtEntries,
+  fmtHardState,
+  fmtMessage,
+  fmtSnapshot,
+  fmtSoftState,
+  fmtSoftStateFields,
+} from './format.js';
 import { InvariantChecker } from './invariants.js';
 import { Xorshift } from './xorshift.js';
 
@@ -219,9 +226,7 @@ export class InteractionEnv {
     n.lastSoft = n.core.softState();
     const hs = n.disk.hardState;
     const last = n.disk.entries.at(-1)?.index ?? n.disk.snapshot.index;
-    this.print(
-      `${n.id} restarted: ${fmtHardState(hs)} snapshot=${n.disk.snapshot.index} lastIndex=${last}`,
-    );
+    this.print(`${n.id} restarted: ${fmtHardState(hs)} snapshot=${n.disk.snapshot.index} lastIndex=${last}`);
   }
 
   // ------------------------------------------------------------ ready handling
@@ -234,6 +239,7 @@ export class InteractionEnv {
       return;
     }
     const rd = core.ready();
+    if (rd.softState !== null) this.print(`softState ${fmtSoftStateFields(rd.softState)}`);
     if (rd.hardState !== null) this.print(`hardState ${fmtHardState(rd.hardState)}`);
     if (rd.snapshot !== null) this.print(`snapshot ${fmtSnapshot(rd.snapshot)}`);
     if (rd.entries.length > 0) this.print(`entries: ${fmtEntries(rd.entries)}`);
@@ -271,6 +277,8 @@ export class InteractionEnv {
     }
     if (rd.hardState !== null) disk.hardState = rd.hardState;
     this.print('persisted');
+    if (rd.snapshot !== null)
+      this.print(`state machine restored from snapshot at index ${rd.snapshot.index}`);
     for (const m of rd.messagesAfterPersist) this.send(n, m);
     core.advance(rd);
     this.observe(n);
@@ -283,7 +291,9 @@ export class InteractionEnv {
       n.applied.push(e);
     }
     if (rd.committedEntries.length > 0) this.print(`apply: ${fmtEntries(rd.committedEntries)}`);
-    for (const r of rd.readStates) this.print(`read-state req=${r.requestId} index=${r.index}`);
+    // A read may be served once the state machine has applied its index.
+    for (const r of rd.readStates)
+      this.print(`read-state req=${r.requestId} index=${r.index} (applied ${n.applied.length})`);
     for (const f of rd.readFailures) this.print(`read-failure req=${f.requestId}: ${f.reason}`);
   }
 
@@ -294,6 +304,12 @@ export class InteractionEnv {
       if (meta === null || meta.index !== n.disk.snapshot.index)
         throw new Error(`node ${n.id}: snap message does not match the snapshot on disk`);
       snapData = n.disk.snapshotData;
+    }
+    if (this.isBlocked(m.from, m.to)) {
+      // A partition drops what is sent across it, and (in deliver) what was in flight.
+      this.print(`dropped (partitioned): ${fmtMessage(m)}`);
+      if (m.type === 'snap') this.reportSnapshot(m, false);
+      return;
     }
     this.print(`send: ${fmtMessage(m)}`);
     this.queue.push({ msg: m, snapData });

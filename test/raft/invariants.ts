@@ -47,7 +47,9 @@ export class InvariantChecker {
       });
       const lastApplied = n.applied.length;
       if (lastApplied !== log.applying)
-        throw new Error(`node ${n.id}: state machine applied ${lastApplied} but core handed out ${log.applying}`);
+        throw new Error(
+          `node ${n.id}: state machine applied ${lastApplied} but core handed out ${log.applying}`,
+        );
       if (lastApplied > log.committed)
         throw new Error(`node ${n.id}: applied ${lastApplied} beyond commit ${log.committed}`);
     }

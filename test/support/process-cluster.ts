@@ -51,7 +51,16 @@ export class ProcessCluster {
 
   start(node: ProcNode): void {
     const log = openSync(join(this.dir, `${node.id}.log`), 'a');
-    const args = [slipwayBin, 'server', '--id', node.id, '--data-dir', node.dataDir, '--raft-addr', node.raftAddr];
+    const args = [
+      slipwayBin,
+      'server',
+      '--id',
+      node.id,
+      '--data-dir',
+      node.dataDir,
+      '--raft-addr',
+      node.raftAddr,
+    ];
     args.push('--api-addr', node.apiAddr, '--peers', this.peers(), ...this.extraArgs);
     node.proc = spawn(process.execPath, args, { stdio: ['ignore', log, log] });
   }
@@ -120,4 +129,3 @@ export class ProcessCluster {
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
-

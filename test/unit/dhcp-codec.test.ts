@@ -703,20 +703,24 @@ const packetArbitrary: fc.Arbitrary<DhcpPacket> = fc.record(
 void describe('properties', () => {
   void it('encode -> decode returns the same packet, within the size limit', () => {
     fc.assert(
-      fc.property(packetArbitrary, fc.oneof(fc.constant(576), fc.integer({ min: 576, max: 1500 })), (p, maxMessageSize) => {
-        let bytes: Uint8Array;
-        try {
-          bytes = encodeDhcpPacket(p, { maxMessageSize });
-        } catch (error) {
-          // Only a size problem is acceptable, and then a bigger limit must work.
-          assert.ok(error instanceof DhcpEncodeError && error.field === 'options', String(error));
-          bytes = encodeDhcpPacket(p, { maxMessageSize: 65535 });
+      fc.property(
+        packetArbitrary,
+        fc.oneof(fc.constant(576), fc.integer({ min: 576, max: 1500 })),
+        (p, maxMessageSize) => {
+          let bytes: Uint8Array;
+          try {
+            bytes = encodeDhcpPacket(p, { maxMessageSize });
+          } catch (error) {
+            // Only a size problem is acceptable, and then a bigger limit must work.
+            assert.ok(error instanceof DhcpEncodeError && error.field === 'options', String(error));
+            bytes = encodeDhcpPacket(p, { maxMessageSize: 65535 });
+            assert.deepEqual(decodeDhcpPacket(bytes), p);
+            return;
+          }
+          assert.ok(bytes.length <= maxMessageSize - 28);
           assert.deepEqual(decodeDhcpPacket(bytes), p);
-          return;
-        }
-        assert.ok(bytes.length <= maxMessageSize - 28);
-        assert.deepEqual(decodeDhcpPacket(bytes), p);
-      }),
+        },
+      ),
       { numRuns: 400 },
     );
   });

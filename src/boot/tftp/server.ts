@@ -17,7 +17,7 @@ import {
 import { ContentCache } from './content-cache.js';
 import { RootDirectory, type FileLookup } from './file-source.js';
 import { toNetascii } from './netascii.js';
-import { TransferSession, type SessionEnd, type TftpPeer } from './session.js';
+import { TransferSession, bindSocket, type SessionEnd, type TftpPeer } from './session.js';
 import {
   SERVER_LIMITS_DEFAULT,
   TRANSFER_LIMITS_DEFAULT,
@@ -96,6 +96,15 @@ function toWireText(text: string): string {
   }).join('');
 }
 
+function sameRequest(a: RequestPacket, b: RequestPacket): boolean {
+  return (
+    a.filename === b.filename &&
+    a.mode === b.mode &&
+    a.options.size === b.options.size &&
+    [...a.options].every(([name, value]) => b.options.get(name) === value)
+  );
+}
+
 /** Marks a client whose request is admitted but whose file is still being looked up. */
 const RESOLVING = 'resolving';
 
@@ -112,14 +121,7 @@ export async function startTftpServer(options: TftpServerOptions): Promise<TftpS
       : await RootDirectory.open(options.root, new ContentCache(limits.cacheBytesMax), limits.fileBytesMax);
   const host = options.host ?? '0.0.0.0';
   const socketType: dgram.SocketType = isIPv6(host) ? 'udp6' : 'udp4';
-  const listener = dgram.createSocket(socketType);
-  await new Promise<void>((resolve, reject) => {
-    listener.once('error', reject);
-    listener.bind(options.port ?? 69, host, () => {
-      listener.off('error', reject);
-      resolve();
-    });
-  });
+  const listener = await bindSocket(socketType, options.port ?? 69, host);
   const server = new ServerState({
     listener,
     root,
@@ -146,6 +148,8 @@ class ServerState {
   readonly #params: ServerParams;
   /** Admitted requests by client address and port; the key is also how a retransmitted RRQ is recognised. */
   readonly #sessions = new Map<string, TransferSession | typeof RESOLVING>();
+  /** Requests between arrival and their transfer's start; close() waits for them. */
+  readonly #admitting = new Set<Promise<void>>();
   #closed = false;
 
   constructor(params: ServerParams) {
@@ -159,11 +163,11 @@ class ServerState {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await new Promise<void>((resolve) => this.#params.listener.close(() => resolve()));
+    // Requests still being looked up see #closed and close whatever they opened.
+    await Promise.all(this.#admitting);
     const sessions = [...this.#sessions.values()].filter((s): s is TransferSession => s !== RESOLVING);
-    await Promise.all([
-      new Promise<void>((resolve) => this.#params.listener.close(() => resolve())),
-      ...sessions.map((session) => session.close()),
-    ]);
+    await Promise.all(sessions.map((session) => session.close()));
   }
 
   #onRequest(message: Buffer, client: TftpPeer): void {
@@ -183,9 +187,12 @@ class ServerState {
     }
     const packet = decoded.packet;
     switch (packet.type) {
-      case 'rrq':
-        void this.#serveRead(packet, client);
+      case 'rrq': {
+        const admitting = this.#serveRead(packet, client);
+        this.#admitting.add(admitting);
+        void admitting.finally(() => this.#admitting.delete(admitting));
         return;
+      }
       case 'wrq':
         this.#refuse(
           packet.filename,
@@ -212,8 +219,14 @@ class ServerState {
 
   async #serveRead(request: RequestPacket, client: TftpPeer): Promise<void> {
     const key = `${client.address}|${client.port}`;
-    // A client that retransmits its RRQ already has a transfer; its timer answers, not a second transfer.
-    if (this.#sessions.has(key)) return;
+    const active = this.#sessions.get(key);
+    if (active !== undefined) {
+      // A retransmitted RRQ (the client has not heard our first reply yet) must not start a
+      // second transfer: the first one's timer answers it. A different request from the same
+      // port means the client gave up on the old transfer (EDK2 re-asks after ERROR 8).
+      if (active === RESOLVING || (!active.heardFromClient && sameRequest(active.request, request))) return;
+      active.supersede();
+    }
     const filename = Buffer.from(request.filename, 'latin1').toString('utf8');
     if (this.#sessions.size >= this.#params.limits.transfersMax) {
       this.#refuse(filename, client, TftpErrorCode.notDefined, 'server busy, try again later');

@@ -31,6 +31,8 @@ export interface TftpPeer {
 export type SessionFailure =
   | TransferFailure
   | { readonly reason: 'serverClosed' }
+  /** The same client port sent a new, different request, so it has given up on this one. */
+  | { readonly reason: 'superseded' }
   | { readonly reason: 'socketError'; readonly message: string };
 
 export interface SessionEnd {
@@ -51,10 +53,28 @@ export interface SessionParams {
   readonly socketType: dgram.SocketType;
   /** Monotonic clock in milliseconds. */
   readonly now: () => number;
-  /** Called exactly once, after the socket is closed. */
+  /** Called exactly once, when the transfer ends (its socket is closing). */
   readonly onEnd: (end: SessionEnd) => void;
   /** A packet from an address other than the client's reached this transfer's port. */
   readonly onStrayPacket?: (from: TftpPeer) => void;
+}
+
+/** A bound UDP socket; on failure the socket is closed before the error is passed on. */
+export async function bindSocket(type: dgram.SocketType, port: number, host: string): Promise<dgram.Socket> {
+  const socket = dgram.createSocket(type);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.bind(port, host, () => {
+        socket.off('error', reject);
+        resolve();
+      });
+    });
+    return socket;
+  } catch (error) {
+    socket.close();
+    throw error;
+  }
 }
 
 export class TransferSession {
@@ -66,6 +86,7 @@ export class TransferSession {
   #timerAtMs: number | null = null;
   #ended = false;
   #closing = false;
+  #heardFromClient = false;
   readonly #closed: Promise<void>;
   #markClosed: () => void = () => undefined;
 
@@ -81,19 +102,25 @@ export class TransferSession {
 
   /** Binds a fresh socket on an ephemeral port; the transfer starts with start(). */
   static async open(params: SessionParams): Promise<TransferSession> {
-    const socket = dgram.createSocket(params.socketType);
-    await new Promise<void>((resolve, reject) => {
-      socket.once('error', reject);
-      socket.bind(0, params.bindHost, () => {
-        socket.off('error', reject);
-        resolve();
-      });
-    });
-    return new TransferSession(params, socket);
+    return new TransferSession(params, await bindSocket(params.socketType, 0, params.bindHost));
+  }
+
+  get request(): RequestPacket {
+    return this.#params.request;
   }
 
   get settings(): NegotiatedSettings {
     return this.#transfer.settings;
+  }
+
+  /** Whether any packet has come from the client's TID; until then a repeated request is a retransmission. */
+  get heardFromClient(): boolean {
+    return this.#heardFromClient;
+  }
+
+  /** Ends the transfer without a word to the client, which has moved on to a new request from the same port. */
+  supersede(): void {
+    this.#end('failed', { reason: 'superseded' });
   }
 
   start(): void {
@@ -128,6 +155,7 @@ export class TransferSession {
       });
       return;
     }
+    this.#heardFromClient = true;
     const decoded = decodePacket(message);
     if (!decoded.ok) {
       this.#replyUnlessError(message, from, {
@@ -193,9 +221,9 @@ export class TransferSession {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
     const durationMs = this.#params.now() - this.#startedAtMs;
-    this.#socket.close(() => {
-      this.#params.onEnd({ end, error, durationMs });
-      this.#markClosed();
-    });
+    // Report first, synchronously: the server frees the client's slot at once, so a client that
+    // asks again from the same port right away (EDK2 after ERROR 8) is not taken for a duplicate.
+    this.#params.onEnd({ end, error, durationMs });
+    this.#socket.close(() => this.#markClosed());
   }
 }

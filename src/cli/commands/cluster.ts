@@ -13,7 +13,14 @@ import { render, UsageError } from '../output.js';
 const slipwayBin = fileURLToPath(new URL('../../../bin/slipway.js', import.meta.url));
 
 interface ClusterFile {
-  readonly nodes: { id: string; pid: number; raftAddr: string; apiAddr: string; dataDir: string; log: string }[];
+  readonly nodes: {
+    id: string;
+    pid: number;
+    raftAddr: string;
+    apiAddr: string;
+    dataDir: string;
+    log: string;
+  }[];
 }
 
 export function clusterCommand(program: Command, output: () => OutputFormat): void {
@@ -29,11 +36,14 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
       const n = Number(o.nodes);
       const base = Number(o.basePort);
       if (!Number.isInteger(n) || n < 1 || n > 7) throw new UsageError('--nodes must be 1 to 7');
-      if (!Number.isInteger(base) || base < 1024 || base > 65_000) throw new UsageError('--base-port must be 1024-65000');
+      if (!Number.isInteger(base) || base < 1024 || base > 65_000)
+        throw new UsageError('--base-port must be 1024-65000');
       const dir = resolve(o.dir);
       const file = join(dir, 'cluster.json');
       if (existsSync(file) && readCluster(file).nodes.some((x) => alive(x.pid))) {
-        throw new UsageError(`a cluster is already running from ${dir}; stop it with: slipway cluster down --dir ${o.dir}`);
+        throw new UsageError(
+          `a cluster is already running from ${dir}; stop it with: slipway cluster down --dir ${o.dir}`,
+        );
       }
       mkdirSync(dir, { recursive: true });
       const ids = Array.from({ length: n }, (_, i) => `n${i + 1}`);
@@ -46,13 +56,19 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
         const fd = openSync(log, 'a');
         const args = [slipwayBin, 'server', '--id', id, '--data-dir', dataDir, '--raft-addr', raftAddr];
         args.push('--api-addr', apiAddr, '--peers', peers);
-        const child = spawn(process.execPath, args, { stdio: ['ignore', fd, fd], detached: o.foreground !== true });
+        const child = spawn(process.execPath, args, {
+          stdio: ['ignore', fd, fd],
+          detached: o.foreground !== true,
+        });
         if (o.foreground !== true) child.unref();
         return { id, pid: child.pid ?? 0, raftAddr, apiAddr, dataDir, log };
       });
       writeFileSync(file, JSON.stringify({ nodes }, null, 2));
       const api = nodes.map((x) => x.apiAddr).join(',');
-      const client = new ClusterClient(nodes.map((x) => x.apiAddr), 20_000);
+      const client = new ClusterClient(
+        nodes.map((x) => x.apiAddr),
+        20_000,
+      );
       const leader = await waitForLeader(client);
       client.close();
       const rows = nodes.map((x) => ({ id: x.id, pid: x.pid, api: x.apiAddr, raft: x.raftAddr, log: x.log }));
@@ -85,7 +101,11 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
     .description('members, leader, term, commit and applied index, health of each node')
     .option('--server <list>', 'API addresses to ask (default: SLIPWAY_SERVER)')
     .action(async (o) => {
-      const servers = (o.server ?? process.env['SLIPWAY_SERVER'] ?? '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003')
+      const servers = (
+        o.server ??
+        process.env['SLIPWAY_SERVER'] ??
+        '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003'
+      )
         .split(',')
         .filter((s) => s !== '');
       const rows = await Promise.all(
@@ -104,7 +124,16 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
               health: s.leader !== '' ? 'ok' : 'no leader',
             };
           } catch (err) {
-            return { node: '?', api: addr, role: '-', leader: '-', term: 0, commit: 0, applied: 0, health: `down: ${(err as Error).message}` };
+            return {
+              node: '?',
+              api: addr,
+              role: '-',
+              leader: '-',
+              term: 0,
+              commit: 0,
+              applied: 0,
+              health: `down: ${(err as Error).message}`,
+            };
           } finally {
             c.close();
           }

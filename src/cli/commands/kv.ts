@@ -26,7 +26,7 @@ export function kvCommand(program: Command, connect: Connect): void {
   kv.command('get')
     .description('read a key (linearizable unless --local)')
     .argument('<key>')
-    .option('--local', 'read this node\'s applied state without confirming leadership')
+    .option('--local', "read this node's applied state without confirming leadership")
     .action(async (key, o) => {
       const { client, output } = connect();
       const res = await client.call((c) => c.get, { key, local: o.local === true });
@@ -35,7 +35,12 @@ export function kvCommand(program: Command, connect: Connect): void {
         process.stderr.write(`key "${key}" not found\n`);
         return;
       }
-      const doc = { key, value: res.value.toString('utf8'), revision: res.revision, createRevision: res.createRevision };
+      const doc = {
+        key,
+        value: res.value.toString('utf8'),
+        revision: res.revision,
+        createRevision: res.createRevision,
+      };
       if (output === 'table') process.stdout.write(`${doc.value}\n`);
       else print(output, doc);
     });
@@ -56,10 +61,14 @@ export function kvCommand(program: Command, connect: Connect): void {
     .description('list keys starting with PREFIX')
     .argument('[prefix]', 'key prefix', '')
     .option('--limit <n>', 'at most this many keys', '0')
-    .option('--local', 'read this node\'s applied state without confirming leadership')
+    .option('--local', "read this node's applied state without confirming leadership")
     .action(async (prefix, o) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.range, { prefix, limit: revisionFlag(o.limit), local: o.local === true });
+      const res = await client.call((c) => c.range, {
+        prefix,
+        limit: revisionFlag(o.limit),
+        local: o.local === true,
+      });
       const kvs = res.kvs.map((k) => ({ key: k.key, value: k.value.toString('utf8'), revision: k.revision }));
       process.stdout.write(`${render(output, { kvs, more: res.more }, kvs)}\n`);
     });

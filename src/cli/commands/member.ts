@@ -13,13 +13,18 @@ export function memberCommand(program: Command, connect: Connect): void {
   member
     .command('add')
     .description('add a node: it joins as a learner, catches up, then becomes a voter')
-    .argument('<id>', 'the new member\'s id (never reuse a removed id)')
+    .argument('<id>', "the new member's id (never reuse a removed id)")
     .argument('<raft-addr>', 'its raft address, HOST:PORT')
     .option('--api-addr <host:port>', 'its API address', '')
     .option('--learner', 'keep it a non-voting learner')
     .action(async (id, raftAddr, o) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.memberAdd, { id, raftAddr, apiAddr: o.apiAddr, learner: o.learner === true });
+      const res = await client.call((c) => c.memberAdd, {
+        id,
+        raftAddr,
+        apiAddr: o.apiAddr,
+        learner: o.learner === true,
+      });
       printMembers(output, res.members);
     });
   member
@@ -34,7 +39,7 @@ export function memberCommand(program: Command, connect: Connect): void {
   member
     .command('list')
     .description('list members')
-    .option('--local', 'this node\'s view without confirming leadership')
+    .option('--local', "this node's view without confirming leadership")
     .action(async (o) => {
       const { client, output } = connect();
       const res = await client.call((c) => c.memberList, { local: o.local === true });

@@ -11,12 +11,15 @@ export function serverCommand(program: Command): void {
     .command('server')
     .description('run a provisioner node (raft member, replicated store, client API)')
     .option('--config <file>', 'YAML or JSON file with the settings below (flags override it)')
-    .option('--id <id>', 'this member\'s id, e.g. n1')
+    .option('--id <id>', "this member's id, e.g. n1")
     .option('--data-dir <dir>', 'where the raft log and snapshots live')
     .option('--raft-addr <host:port>', 'address for peer traffic')
     .option('--api-addr <host:port>', 'address for the CLI and worker API')
     .option('--peers <list>', 'initial members as ID=HOST:PORT,... (raft addresses, this node included)')
-    .option('--join', 'start empty and wait to be added with `slipway member add`')
+    .option(
+      '--join',
+      'join an existing cluster: start empty, reach the members named by --peers, and wait for `slipway member add`',
+    )
     .option('--tick-ms <n>', 'raft tick in milliseconds (default 50)')
     .option('--election-ticks <n>', 'ticks of leader silence before an election (default 6)')
     .option('--snapshot-entries <n>', 'snapshot after this many applied entries (default 10000)')

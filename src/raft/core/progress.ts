@@ -97,6 +97,17 @@ export class Progress {
     if (n > 0) this.inflights.splice(0, n);
   }
 
+  /**
+   * Frees the oldest in-flight slot. Scenario fix (test/raft/testdata/replication-window-stall.txt):
+   * if every append in a full window is lost, no ack ever frees a slot and replication to
+   * that follower stalls for good; a heartbeat answer calls this so that one append per
+   * heartbeat still goes out (etcd's Inflights.FreeFirstOne), exposing the gap.
+   */
+  freeFirstOne(): void {
+    const first = this.inflights.shift();
+    if (first !== undefined) this.inflightBytes -= first.bytes;
+  }
+
   isPaused(maxMsgs: number, maxBytes: number): boolean {
     switch (this.state) {
       case 'probe':

@@ -1,0 +1,621 @@
+// `npm run bench -- raft [--quick] [--writes N] [--mem-keys K] [--rounds R] [--slipway-only]
+//  [--only put,get,failover,memory]`
+// Slipway's replicated store against etcd 3.4 on the same machine, same load generator,
+// same concurrency and value size. Prints one JSON object per result line on stdout (the first
+// describes the machine); progress goes to stderr. See bench/README.md.
+import type { ChildProcess } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { cpus, freemem, loadavg, release, totalmem, type } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Client } from '@grpc/grpc-js';
+import type { LocalCluster } from './clusters.js';
+import { EtcdCluster, etcdVersion, repoRoot, SlipwayCluster } from './clusters.js';
+import type { EldSample } from './eld-probe.js';
+import type { LoadResult, LoadSpec } from './loadgen.js';
+import { cpuSeconds, hwmMb, median, ratio, round, rssMb, sleep } from './stats.js';
+import type { System } from './wire.js';
+import { encodePut, openChannel, paths, unary, waitReady } from './wire.js';
+
+const loadgenModule = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
+
+interface Options {
+  readonly quick: boolean;
+  readonly writes: number;
+  readonly memKeys: number;
+  readonly rounds: number;
+  readonly slipwayOnly: boolean;
+  readonly only: ReadonlySet<string>;
+}
+
+const allParts = ['put', 'get', 'failover', 'memory'] as const;
+
+function parseOptions(argv: readonly string[]): Options {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      quick: { type: 'boolean', default: false },
+      writes: { type: 'string' },
+      'mem-keys': { type: 'string', default: '10000' },
+      rounds: { type: 'string' },
+      'slipway-only': { type: 'boolean', default: false },
+      only: { type: 'string', default: allParts.join(',') },
+    },
+    strict: true,
+  });
+  const int = (v: string | undefined, name: string, dflt: number, min: number): number => {
+    if (v === undefined) return dflt;
+    if (!/^\d+$/.test(v) || Number(v) < min) throw new Error(`--${name} must be a whole number >= ${min}`);
+    return Number(v);
+  };
+  const only = new Set(values.only.split(',').filter((s) => s !== ''));
+  for (const p of only) {
+    if (!(allParts as readonly string[]).includes(p)) throw new Error(`--only: unknown part "${p}" (${allParts.join(',')})`);
+  }
+  return {
+    quick: values.quick,
+    writes: int(values.writes, 'writes', values.quick ? 20_000 : 200_000, 1),
+    memKeys: int(values['mem-keys'], 'mem-keys', 10_000, 0),
+    rounds: int(values.rounds, 'rounds', values.quick ? 2 : 5, 1),
+    slipwayOnly: values['slipway-only'],
+    only,
+  };
+}
+
+function emit(line: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+function progress(msg: string): void {
+  process.stderr.write(`[bench raft ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+}
+
+// ------------------------------------------------------------ process bookkeeping
+
+const liveClusters = new Set<LocalCluster>();
+const liveChildren = new Set<ChildProcess>();
+
+async function cleanupAll(): Promise<void> {
+  for (const c of liveChildren) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  liveChildren.clear();
+  await Promise.all([...liveClusters].map((c) => c.stop()));
+  liveClusters.clear();
+}
+
+async function withCluster<C extends LocalCluster>(make: () => Promise<C>, work: (c: C) => Promise<void>): Promise<void> {
+  const c = await make();
+  liveClusters.add(c);
+  try {
+    progress(`starting ${c.system} (3 members, data in ${c.dir})`);
+    await c.start();
+    await work(c);
+    const bad = c.unexpectedExits();
+    if (bad.length > 0) emit({ bench: 'error', system: c.system, unexpected_exits: bad });
+  } finally {
+    await c.stop();
+    liveClusters.delete(c);
+  }
+}
+
+// ------------------------------------------------------------ event-loop delay (slipway)
+
+const eldSeq = new Map<number, number>();
+
+/** SIGUSR2 to each slipway pid; returns each one's histogram since the previous signal. */
+async function eldSnapshot(c: SlipwayCluster): Promise<Map<number, EldSample>> {
+  const pids = c.livePids();
+  for (const pid of pids) {
+    eldSeq.set(pid, (eldSeq.get(pid) ?? 0) + 1);
+    process.kill(pid, 'SIGUSR2');
+  }
+  const out = new Map<number, EldSample>();
+  const deadline = Date.now() + 3000;
+  while (out.size < pids.length && Date.now() < deadline) {
+    for (const pid of pids) {
+      const f = join(c.eldDir, `${pid}-${eldSeq.get(pid)!}.json`);
+      if (!out.has(pid) && existsSync(f)) {
+        try {
+          out.set(pid, JSON.parse(readFileSync(f, 'utf8')) as EldSample);
+        } catch {
+          // partly written; read again
+        }
+      }
+    }
+    if (out.size < pids.length) await sleep(20);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------ load runs
+
+type LoadParams = Pick<LoadSpec, 'op' | 'concurrency' | 'total' | 'keyPrefix' | 'keySpace' | 'timeLimitMs'> & {
+  readonly warmup?: number;
+  /** Called every second while the load runs. */
+  readonly onTick?: () => void;
+};
+
+interface LoadRun {
+  readonly result: LoadResult;
+  readonly leader: string;
+  /** CPU cores used during the measured window, per member (n1.. / m1..). */
+  readonly cpu_cores: Record<string, number | null>;
+  readonly leader_event_loop_delay_ms: Record<string, unknown> | null;
+}
+
+async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
+  const leaderIdx = await c.leaderIndex();
+  const spec: LoadSpec = {
+    system: c.system,
+    op: p.op,
+    endpoints: c.endpoints,
+    concurrency: p.concurrency,
+    total: p.total,
+    valueBytes: 256,
+    // 3 channels per endpoint (9 in all, ANCHORS used 8) once there are enough workers to share them.
+    channelsPerEndpoint: p.concurrency >= 9 ? 3 : 1,
+    timeLimitMs: p.timeLimitMs,
+    keyPrefix: p.keyPrefix,
+    keySpace: p.keySpace,
+    warmup: p.warmup ?? 500,
+    opDeadlineMs: 10_000,
+  };
+  const child = spawn(process.execPath, ['--import', 'tsx', loadgenModule, JSON.stringify(spec)], {
+    cwd: repoRoot,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  liveChildren.add(child);
+  const pids = c.livePids();
+  let cpu0: (number | null)[] = [];
+  let t0 = 0;
+  let eld: Map<number, EldSample> | null = null;
+  let ticker: NodeJS.Timeout | null = null;
+  const result = await new Promise<LoadResult>((resolve, reject) => {
+    let buf = '';
+    let res: LoadResult | null = null;
+    child.stdout.on('data', (d: Buffer) => {
+      buf += d.toString('utf8');
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line === 'ready') {
+          const go = (): void => {
+            cpu0 = pids.map(cpuSeconds);
+            t0 = performance.now();
+            child.stdin.write('go\n');
+            if (p.onTick !== undefined) ticker = setInterval(p.onTick, 1000);
+          };
+          if (c instanceof SlipwayCluster) void eldSnapshot(c).then(go, go);
+          else go();
+        } else if (line.startsWith('{')) {
+          res = JSON.parse(line) as LoadResult;
+        }
+      }
+    });
+    child.once('exit', (code) => {
+      liveChildren.delete(child);
+      if (ticker !== null) clearInterval(ticker);
+      if (res !== null) resolve(res);
+      else reject(new Error(`load generator exited with code ${code} without a result`));
+    });
+  });
+  const wall = (performance.now() - t0) / 1000;
+  if (c instanceof SlipwayCluster) eld = await eldSnapshot(c);
+  const cpu1 = pids.map(cpuSeconds);
+  const cores: Record<string, number | null> = {};
+  c.members.forEach((m, i) => {
+    const a = cpu0[i];
+    const b = cpu1[i];
+    cores[m.name] = a === null || a === undefined || b === null || b === undefined ? null : round((b - a) / wall, 2);
+  });
+  cores['loadgen'] = round(result.loadgen_cpu_s / wall, 2);
+  const leaderPid = pids[leaderIdx];
+  const leaderEld = eld !== null && leaderPid !== undefined ? (eld.get(leaderPid) ?? null) : null;
+  return {
+    result,
+    leader: c.members[leaderIdx]!.name,
+    cpu_cores: cores,
+    leader_event_loop_delay_ms:
+      c.system === 'etcd'
+        ? null
+        : leaderEld === null
+          ? { note: 'probe did not answer' }
+          : {
+              p50: leaderEld.p50_ms,
+              p99: leaderEld.p99_ms,
+              max: leaderEld.max_ms,
+              loop_utilization: leaderEld.elu,
+              followers_p99: [...(eld?.entries() ?? [])].filter(([pid]) => pid !== leaderPid).map(([, s]) => s.p99_ms),
+              source: 'bench/eld-probe.ts preloaded into the server (slipway does not expose event-loop delay yet)',
+            },
+  };
+}
+
+// ------------------------------------------------------------ failover
+
+interface FailoverRound {
+  /** From the signal to the first write that succeeded on a survivor. */
+  readonly first_ok_ms: number | null;
+  /** From the signal to the earliest success among writes issued after the last failing one. */
+  readonly recovered_ms: number | null;
+  readonly failed_probes: number;
+  readonly killed: string;
+  readonly new_leader: string;
+}
+
+/** Light background load: one put every 10 ms round-robin over all endpoints (at most 50 open). */
+function lightLoad(channels: Client[], path: string, tag: string): () => Promise<void> {
+  let stopped = false;
+  let open = 0;
+  let n = 0;
+  const value = Buffer.alloc(256, 'l');
+  const loop = (async () => {
+    while (!stopped) {
+      if (open < 50) {
+        open++;
+        const ch = channels[n % channels.length]!;
+        void unary(ch, path, encodePut(`bench/light/${tag}/${n++}`, value), 1000)
+          .catch(() => undefined)
+          .finally(() => open--);
+      }
+      await sleep(10);
+    }
+    while (open > 0) await sleep(10);
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+  };
+}
+
+async function failoverRound(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', roundNo: number): Promise<FailoverRound> {
+  const leader = await c.leaderIndex();
+  const survivors = c.members.filter((m) => m.index !== leader);
+  const path = paths[c.system].put;
+  const all = c.members.map((m) => openChannel(m.apiAddr));
+  const probeCh = survivors.map((m) => openChannel(m.apiAddr));
+  const value = Buffer.alloc(256, 'f');
+  await Promise.all([...all, ...probeCh].map((ch) => waitReady(ch, 5000)));
+  // Warm the probe connections with a write through each survivor.
+  for (const ch of probeCh) await unary(ch, path, encodePut(`bench/fo/warm/${roundNo}`, value), 2000);
+  const stopLight = lightLoad(all, path, `${sig}/${roundNo}`);
+  await sleep(500);
+
+  interface Probe {
+    readonly launch: number;
+    done: number;
+    ok: boolean | null;
+  }
+  const probes: Probe[] = [];
+  const t0 = performance.now();
+  const exited = c.signal(leader, sig);
+  let n = 0;
+  const capMs = 30_000;
+  for (;;) {
+    const now = performance.now() - t0;
+    for (const ch of probeCh) {
+      const pr: Probe = { launch: now, done: 0, ok: null };
+      probes.push(pr);
+      unary(ch, path, encodePut(`bench/fo/${sig}/${roundNo}/${n++}`, value), 250).then(
+        () => {
+          pr.done = performance.now() - t0;
+          pr.ok = true;
+        },
+        () => {
+          pr.done = performance.now() - t0;
+          pr.ok = false;
+        },
+      );
+    }
+    await sleep(25);
+    const t = performance.now() - t0;
+    const lastFail = Math.max(-1, ...probes.filter((q) => q.ok === false).map((q) => q.launch));
+    const okAfter = probes.filter((q) => q.ok === true && q.launch > lastFail);
+    const pending = probes.some((q) => q.ok === null && q.launch <= lastFail);
+    // Done once writes issued after the last failure have kept succeeding for a second.
+    if ((okAfter.length > 0 && !pending && t - Math.min(...okAfter.map((q) => q.launch)) > 1000) || t > capMs) break;
+  }
+  while (probes.some((q) => q.ok === null)) await sleep(10);
+  await stopLight();
+  await exited;
+  for (const ch of [...all, ...probeCh]) ch.close();
+
+  const oks = probes.filter((q) => q.ok === true);
+  const lastFail = Math.max(-1, ...probes.filter((q) => q.ok === false).map((q) => q.launch));
+  const after = oks.filter((q) => q.launch > lastFail);
+  const killed = c.members[leader]!.name;
+  progress(`${c.system} ${sig} round ${roundNo}: restarting ${killed}`);
+  await c.restart(leader);
+  const newLeader = c.members[await c.leaderIndex()]!.name;
+  await sleep(1000);
+  return {
+    first_ok_ms: oks.length > 0 ? round(Math.min(...oks.map((q) => q.done)), 1) : null,
+    recovered_ms: after.length > 0 ? round(Math.min(...after.map((q) => q.done)), 1) : null,
+    failed_probes: probes.length - oks.length,
+    killed,
+    new_leader: newLeader,
+  };
+}
+
+async function failover(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', rounds: number): Promise<FailoverSummary> {
+  const runs: FailoverRound[] = [];
+  for (let r = 1; r <= rounds; r++) {
+    const x = await failoverRound(c, sig, r);
+    progress(`${c.system} ${sig} round ${r}: ${JSON.stringify(x)}`);
+    runs.push(x);
+  }
+  const med = (k: 'first_ok_ms' | 'recovered_ms'): number | null => {
+    const xs = runs.map((x) => x[k]).filter((v): v is number => v !== null);
+    return xs.length === runs.length ? round(median(xs), 1) : null;
+  };
+  return { recovered_ms: med('recovered_ms'), first_ok_ms: med('first_ok_ms'), runs };
+}
+
+interface FailoverSummary {
+  readonly recovered_ms: number | null;
+  readonly first_ok_ms: number | null;
+  readonly runs: FailoverRound[];
+}
+
+// ------------------------------------------------------------ the benchmark
+
+interface SystemResults {
+  put: Map<number, LoadRun>;
+  get: LoadRun | null;
+  kill: FailoverSummary | null;
+  term: FailoverSummary | null;
+  rssAfterPutsMb: Record<string, number | null> | null;
+}
+
+function gitDescribe(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: repoRoot, encoding: 'utf8' }).trim();
+    return dirty === '' ? head : `${head} (src/ modified)`;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function measureSystem(c: LocalCluster, o: Options, res: SystemResults): Promise<void> {
+  const counts = o.quick ? { 1: 200, 16: 2000, 64: 2000 } : { 1: 2000, 16: 20_000, 64: 20_000 };
+  if (o.only.has('put') || o.only.has('get')) {
+    for (const conc of [1, 16, 64] as const) {
+      if (!o.only.has('put') && conc !== 64) continue;
+      progress(`${c.system}: ${counts[conc]} puts at concurrency ${conc}`);
+      const r = await runLoad(c, {
+        op: 'put',
+        concurrency: conc,
+        total: counts[conc],
+        keyPrefix: `bench/c${conc}/`,
+        keySpace: 0,
+        timeLimitMs: 120_000,
+      });
+      progress(`${c.system} put c${conc}: ${JSON.stringify(r)}`);
+      res.put.set(conc, r);
+    }
+    res.rssAfterPutsMb = Object.fromEntries(c.members.map((m) => [m.name, m.proc?.pid ? rssMb(m.proc.pid) : null]));
+  }
+  if (o.only.has('get')) {
+    const total = o.quick ? 2000 : 20_000;
+    progress(`${c.system}: ${total} linearizable reads at concurrency 64`);
+    res.get = await runLoad(c, {
+      op: 'get',
+      concurrency: 64,
+      total,
+      keyPrefix: 'bench/c64/',
+      keySpace: Math.min(1000, counts[64]),
+      timeLimitMs: 120_000,
+    });
+    progress(`${c.system} get c64: ${JSON.stringify(res.get)}`);
+  }
+  if (o.only.has('failover')) {
+    progress(`${c.system}: failover, SIGKILL of the leader x${o.rounds}`);
+    res.kill = await failover(c, 'SIGKILL', o.rounds);
+    progress(`${c.system}: graceful stop, SIGTERM of the leader x${o.rounds}`);
+    res.term = await failover(c, 'SIGTERM', o.rounds);
+  }
+}
+
+function compareLoad(
+  bench: string,
+  conc: number,
+  total: number,
+  s: LoadRun | null | undefined,
+  e: LoadRun | null | undefined,
+  target: string,
+  met: (s: LoadResult, e: LoadResult) => boolean,
+): Record<string, unknown> {
+  const line: Record<string, unknown> = { bench, concurrency: conc, requests: total, value_bytes: 256 };
+  for (const k of ['ops_s', 'p50_ms', 'p90_ms', 'p99_ms', 'max_ms'] as const) {
+    const sv = s?.result[k] ?? null;
+    const ev = e?.result[k] ?? null;
+    line[k] = { slipway: sv, etcd: ev, ratio: ratio(sv, ev) };
+  }
+  line['target'] = target;
+  line['target_met'] = s !== null && s !== undefined && e !== null && e !== undefined ? met(s.result, e.result) : null;
+  const detail = (r: LoadRun | null | undefined): Record<string, unknown> | null =>
+    r === null || r === undefined
+      ? null
+      : {
+          ok: r.result.ok,
+          errors: r.result.errors,
+          error_codes: r.result.error_codes,
+          secs: r.result.secs,
+          truncated: r.result.truncated_by_time_limit,
+          leader: r.leader,
+          cpu_cores: r.cpu_cores,
+          ...(r.leader_event_loop_delay_ms !== null ? { leader_event_loop_delay_ms: r.leader_event_loop_delay_ms } : {}),
+        };
+  line['slipway'] = detail(s);
+  line['etcd'] = detail(e);
+  return line;
+}
+
+function compareFailover(
+  bench: string,
+  s: FailoverSummary | null,
+  e: FailoverSummary | null,
+  target: string,
+  met: (s: number, e: number) => boolean,
+): Record<string, unknown> {
+  const sv = s?.recovered_ms ?? null;
+  const ev = e?.recovered_ms ?? null;
+  return {
+    bench,
+    recovered_ms_median: { slipway: sv, etcd: ev, ratio: ratio(sv, ev) },
+    first_ok_ms_median: {
+      slipway: s?.first_ok_ms ?? null,
+      etcd: e?.first_ok_ms ?? null,
+      ratio: ratio(s?.first_ok_ms, e?.first_ok_ms),
+    },
+    target,
+    target_met: sv !== null && ev !== null ? met(sv, ev) : null,
+    probe: 'puts to both survivors every 25 ms, 250 ms deadline, 100 puts/s background load',
+    slipway_runs: s?.runs ?? null,
+    etcd_runs: e?.runs ?? null,
+  };
+}
+
+async function memory(o: Options): Promise<void> {
+  await withCluster(
+    () => SlipwayCluster.create(),
+    async (c) => {
+      const n = o.writes;
+      progress(`slipway memory: ${n} writes over ${o.memKeys || 'distinct'} keys at concurrency 64`);
+      const peak: Record<string, number> = {};
+      const sample = (): void => {
+        for (const m of c.members) {
+          const r = m.proc?.pid !== undefined ? rssMb(m.proc.pid) : null;
+          if (r !== null) peak[m.name] = Math.max(peak[m.name] ?? 0, r);
+        }
+      };
+      const rssBefore = Object.fromEntries(c.members.map((m) => [m.name, rssMb(c.pid(m.index))]));
+      const run = await runLoad(c, {
+        op: 'put',
+        concurrency: 64,
+        total: n,
+        keyPrefix: 'mem/',
+        keySpace: o.memKeys,
+        timeLimitMs: Math.min(7_200_000, 120_000 + Math.ceil(n / 250) * 1000),
+        warmup: 0,
+        onTick: sample,
+      });
+      await sleep(3000);
+      sample();
+      const snapshots = c.members.map((m) => {
+        try {
+          return (readFileSync(m.logPath, 'utf8').match(/took a snapshot and compacted the log/g) ?? []).length;
+        } catch {
+          return null;
+        }
+      });
+      const rss = Object.fromEntries(c.members.map((m) => [m.name, rssMb(c.pid(m.index))]));
+      const maxRss = Math.max(...Object.values(peak));
+      emit({
+        bench: 'memory',
+        system: 'slipway',
+        writes: run.result.ok,
+        writes_requested: n,
+        errors: run.result.errors,
+        key_space: o.memKeys === 0 ? 'distinct' : o.memKeys,
+        value_bytes: 256,
+        snapshot_every_entries: 10_000,
+        rss_mb_before: rssBefore,
+        rss_mb_after: rss,
+        rss_mb_peak_sampled_1s: peak,
+        vm_hwm_mb: Object.fromEntries(c.members.map((m) => [m.name, hwmMb(c.pid(m.index))])),
+        snapshots_taken: Object.fromEntries(c.members.map((m, i) => [m.name, snapshots[i]])),
+        data_dir_mb: Object.fromEntries(c.members.map((m, i) => [m.name, round(c.dataBytes()[i]! / 1048576, 1)])),
+        leader: run.leader,
+        ops_s: run.result.ops_s,
+        target: 'RSS <= 256 MB on every node after 1,000,000 writes with compaction on',
+        target_met: n >= 1_000_000 ? maxRss <= 256 : null,
+        note:
+          n >= 1_000_000
+            ? undefined
+            : `ran ${n} writes, not 1,000,000: indicative only (max RSS ${maxRss} MB); use --writes 1000000`,
+      });
+    },
+  );
+}
+
+export async function runRaftBench(argv: readonly string[]): Promise<void> {
+  const o = parseOptions(argv);
+  const etcd = etcdVersion();
+  if (!o.slipwayOnly && !etcd.ok) {
+    process.stderr.write(`${etcd.message}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const onSignal = (): void => {
+    progress('interrupted: stopping every process this benchmark started');
+    void cleanupAll().then(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  emit({
+    bench: 'machine',
+    nproc: cpus().length,
+    cpu_model: cpus()[0]?.model ?? 'unknown',
+    mem_total_gb: round(totalmem() / 2 ** 30, 1),
+    mem_free_gb: round(freemem() / 2 ** 30, 1),
+    kernel: `${type()} ${release()}`,
+    node: process.version,
+    etcd: etcd.ok ? etcd.version : null,
+    loadavg: loadavg().map((x) => round(x, 2)),
+    slipway_commit: gitDescribe(),
+    options: { ...o, only: [...o.only] },
+    started: new Date().toISOString(),
+  });
+  const res: Record<System, SystemResults> = {
+    etcd: { put: new Map(), get: null, kill: null, term: null, rssAfterPutsMb: null },
+    slipway: { put: new Map(), get: null, kill: null, term: null, rssAfterPutsMb: null },
+  };
+  try {
+    if (o.only.has('put') || o.only.has('get') || o.only.has('failover')) {
+      // One system at a time, so the other's processes do not take CPU from it.
+      if (!o.slipwayOnly) await withCluster(() => EtcdCluster.create(), (c) => measureSystem(c, o, res.etcd));
+      await withCluster(() => SlipwayCluster.create(), (c) => measureSystem(c, o, res.slipway));
+    }
+    const counts = o.quick ? { 1: 200, 16: 2000, 64: 2000 } : { 1: 2000, 16: 20_000, 64: 20_000 };
+    if (o.only.has('put')) {
+      emit(
+        compareLoad('put', 1, counts[1], res.slipway.put.get(1), res.etcd.put.get(1), 'p50_ms ratio <= 1', (s, e) => s.p50_ms <= e.p50_ms),
+      );
+      emit(compareLoad('put', 16, counts[16], res.slipway.put.get(16), res.etcd.put.get(16), 'none (context)', () => true));
+    }
+    if (o.only.has('put') || o.only.has('get')) {
+      emit(
+        compareLoad(
+          'put',
+          64,
+          counts[64],
+          res.slipway.put.get(64),
+          res.etcd.put.get(64),
+          'ops_s ratio >= 2 and p99_ms ratio <= 1',
+          (s, e) => s.ops_s >= 2 * e.ops_s && s.p99_ms <= e.p99_ms,
+        ),
+      );
+      emit({ bench: 'rss_after_put_benchmarks_mb', slipway: res.slipway.rssAfterPutsMb, etcd: res.etcd.rssAfterPutsMb });
+    }
+    if (o.only.has('get')) {
+      emit(
+        compareLoad('linearizable_get', 64, o.quick ? 2000 : 20_000, res.slipway.get, res.etcd.get, 'none (context)', () => true),
+      );
+    }
+    if (o.only.has('failover')) {
+      emit(compareFailover('failover_sigkill_leader', res.slipway.kill, res.etcd.kill, 'ratio <= 0.5', (s, e) => s <= e / 2));
+      emit(compareFailover('graceful_sigterm_leader', res.slipway.term, res.etcd.term, 'ratio <= 1', (s, e) => s <= e));
+    }
+    if (o.only.has('memory')) await memory(o);
+    emit({ bench: 'done', finished: new Date().toISOString(), loadavg: loadavg().map((x) => round(x, 2)) });
+  } finally {
+    await cleanupAll();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+

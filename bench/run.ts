@@ -1,0 +1,18 @@
+// `npm run bench -- NAME [flags]`: runs one benchmark by name. See bench/README.md.
+import { runRaftBench } from './raft.js';
+
+const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
+  raft: runRaftBench,
+};
+
+const [name, ...rest] = process.argv.slice(2);
+const bench = name === undefined ? undefined : benches[name];
+if (bench === undefined) {
+  process.stderr.write(`usage: npm run bench -- NAME [flags]\nbenchmarks: ${Object.keys(benches).join(', ')}\n`);
+  process.exitCode = 2;
+} else {
+  bench(rest).catch((err: unknown) => {
+    process.stderr.write(`bench ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}

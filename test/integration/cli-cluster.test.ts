@@ -1,0 +1,289 @@
+// Goal: the `slipway` command works as operators' scripts rely on it, against real processes.
+// Method: a 3-node cluster of `slipway server` processes; the CLI runs as a child process and
+// the test checks its output, its exit codes (0 ok, 1 failed, 2 bad usage) and the cluster's
+// state: kv verbs, output formats, follower forwarding, member add (a --join node) and remove,
+// leader transfer, SIGTERM handing leadership over, bad config, and a corrupted data dir.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Level } from 'level';
+import { parse as parseYaml } from 'yaml';
+import type { ProcNode } from '../support/process-cluster.js';
+import { nextPort, ProcessCluster, slipwayBin } from '../support/process-cluster.js';
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [slipwayBin, ...args],
+      { env: { ...process.env, ...env }, timeout: 30_000 },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+let cluster: ProcessCluster;
+let server: string;
+
+before(async () => {
+  cluster = new ProcessCluster(3);
+  cluster.startAll();
+  await cluster.waitForLeader();
+  server = cluster.apiAddrs().join(',');
+});
+after(async () => {
+  await cluster.destroy();
+});
+
+describe('kv verbs', () => {
+  test('put, get, range and del round-trip with the documented exit codes', async () => {
+    const put = await cli(['--server', server, 'kv', 'put', 'color', 'blue']);
+    assert.equal(put.code, 0, put.stderr);
+    const get = await cli(['--server', server, 'kv', 'get', 'color']);
+    assert.equal(get.stdout.trim(), 'blue');
+    const json = await cli(['--server', server, '-o', 'json', 'kv', 'get', 'color']);
+    const doc = JSON.parse(json.stdout) as { value: string; revision: number };
+    assert.equal(doc.value, 'blue');
+    assert.ok(doc.revision >= 1);
+    const yaml = await cli(['--server', server, '-o', 'yaml', 'kv', 'range', 'col']);
+    const listed = parseYaml(yaml.stdout) as { kvs: { key: string }[] };
+    assert.deepEqual(
+      listed.kvs.map((k) => k.key),
+      ['color'],
+    );
+    const del = await cli(['--server', server, 'kv', 'del', 'color']);
+    assert.equal(del.code, 0, del.stderr);
+    const missing = await cli(['--server', server, 'kv', 'get', 'color']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /not found/);
+  });
+
+  test('a write sent to a follower is forwarded; a follower serves linearizable reads', async () => {
+    const leader = await cluster.waitForLeader();
+    const follower = cluster.nodes.find((n) => n.id !== leader.id)!;
+    const put = await cli(['--server', follower.apiAddr, 'kv', 'put', 'via-follower', 'yes']);
+    assert.equal(put.code, 0, put.stderr);
+    const get = await cli(['--server', follower.apiAddr, 'kv', 'get', 'via-follower']);
+    assert.equal(get.stdout.trim(), 'yes');
+  });
+
+  test('compare-and-set refuses a stale revision and changes nothing', async () => {
+    const first = await cli(['--server', server, '-o', 'json', 'kv', 'put', 'cas-key', 'v1']);
+    const rev = (JSON.parse(first.stdout) as { revision: number }).revision;
+    await cli(['--server', server, 'kv', 'put', 'cas-key', 'v2']);
+    const stale = await cli([
+      '--server',
+      server,
+      'kv',
+      'put',
+      'cas-key',
+      'v3',
+      '--prev-revision',
+      String(rev),
+    ]);
+    assert.notEqual(stale.code, 0);
+    const get = await cli(['--server', server, 'kv', 'get', 'cas-key']);
+    assert.equal(get.stdout.trim(), 'v2');
+  });
+
+  test('bad usage exits 2 with a message naming the problem', async () => {
+    const badFormat = await cli(['--server', server, '-o', 'xml', 'kv', 'get', 'a']);
+    assert.equal(badFormat.code, 2);
+    assert.match(badFormat.stderr, /xml/);
+    const badServer = await cli(['--server', 'not-an-address', 'kv', 'get', 'a']);
+    assert.equal(badServer.code, 2);
+    assert.match(badServer.stderr, /HOST:PORT/);
+    const missingArg = await cli(['--server', server, 'kv', 'put', 'only-key']);
+    assert.equal(missingArg.code, 2);
+    const emptyKey = await cli(['--server', server, 'kv', 'put', '', 'v']);
+    assert.equal(emptyKey.code, 2);
+    assert.match(emptyKey.stderr, /key/);
+  });
+
+  test('an unreachable cluster fails with exit 1, not a hang', async () => {
+    const r = await cli(['--server', `127.0.0.1:${nextPort()}`, '--timeout', '1500', 'kv', 'get', 'a']);
+    assert.equal(r.code, 1);
+  });
+});
+
+describe('membership and leadership', () => {
+  let joiner: ProcNode;
+
+  test('member add promotes a --join node once it caught up; member remove takes it out', async () => {
+    joiner = {
+      id: 'n4',
+      raftAddr: `127.0.0.1:${nextPort()}`,
+      apiAddr: `127.0.0.1:${nextPort()}`,
+      dataDir: join(cluster.dir, 'n4'),
+      proc: null,
+    };
+    joiner.proc = spawn(
+      process.execPath,
+      [
+        slipwayBin,
+        'server',
+        '--id',
+        'n4',
+        '--data-dir',
+        joiner.dataDir,
+        '--raft-addr',
+        joiner.raftAddr,
+        '--api-addr',
+        joiner.apiAddr,
+        '--join',
+        '--peers',
+        cluster.peers(),
+      ],
+      { stdio: 'ignore' },
+    );
+    cluster.nodes.push(joiner);
+    const add = await cli([
+      '--server',
+      server,
+      '-o',
+      'json',
+      'member',
+      'add',
+      'n4',
+      joiner.raftAddr,
+      '--api-addr',
+      joiner.apiAddr,
+    ]);
+    assert.equal(add.code, 0, add.stderr);
+    const members = (JSON.parse(add.stdout) as { members: { id: string; role: string }[] }).members;
+    assert.deepEqual(
+      members.find((m) => m.id === 'n4'),
+      { id: 'n4', raftAddr: joiner.raftAddr, apiAddr: joiner.apiAddr, role: 'voter' },
+    );
+    // The new member has the data written before it joined.
+    const get = await cli(['--server', joiner.apiAddr, 'kv', 'get', 'via-follower']);
+    assert.equal(get.stdout.trim(), 'yes');
+
+    const again = await cli(['--server', server, 'member', 'add', 'n4', joiner.raftAddr]);
+    assert.equal(again.code, 0, 'adding a member again with the same address is idempotent');
+    const clash = await cli(['--server', server, 'member', 'add', 'n4', `127.0.0.1:${nextPort()}`]);
+    assert.equal(clash.code, 2, 'the same id with another address is bad input');
+    assert.match(clash.stderr, /already exists/);
+
+    const rm = await cli(['--server', server, '-o', 'json', 'member', 'remove', 'n4']);
+    assert.equal(rm.code, 0, rm.stderr);
+    const after = (JSON.parse(rm.stdout) as { members: { id: string }[] }).members.map((m) => m.id);
+    assert.deepEqual(after.sort(), ['n1', 'n2', 'n3']);
+    await cluster.kill(joiner);
+    cluster.nodes.pop();
+
+    const unknown = await cli(['--server', server, 'member', 'remove', 'n9']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /n9/);
+  });
+
+  test('leader transfer moves leadership to the named member', async () => {
+    const leader = await cluster.waitForLeader();
+    const target = cluster.nodes.find((n) => n.id !== leader.id)!;
+    const r = await cli(['--server', server, '-o', 'json', 'leader', 'transfer', '--to', target.id]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal((JSON.parse(r.stdout) as { leader: string }).leader, target.id);
+    assert.equal((await cluster.waitForLeader()).id, target.id);
+  });
+
+  test('SIGTERM on the leader hands leadership over before exiting', async () => {
+    const leader = await cluster.waitForLeader();
+    const before = await cluster.status(leader);
+    await cluster.kill(leader, 'SIGTERM');
+    const survivors = cluster.nodes.filter((n) => n.id !== leader.id);
+    const sts = await Promise.all(survivors.map((n) => cluster.status(n)));
+    // The handover completed before exit: a survivor already leads, in the very next term.
+    const newLeader = sts.find((s) => s !== null && s.leader !== '' && s.leader !== leader.id);
+    assert.ok(newLeader !== undefined, 'a survivor leads right after the old leader exited');
+    assert.equal(newLeader!.term, (before?.term ?? 0) + 1);
+    cluster.start(leader);
+    await cluster.waitForLeader();
+  });
+});
+
+describe('bad configuration and damaged data', () => {
+  test('server refuses bad flags with exit 2 and names the field', async () => {
+    const noPeers = await cli([
+      'server',
+      '--id',
+      'x1',
+      '--data-dir',
+      join(cluster.dir, 'x1'),
+      '--raft-addr',
+      '127.0.0.1:1',
+      '--api-addr',
+      '127.0.0.1:2',
+    ]);
+    assert.equal(noPeers.code, 2);
+    assert.match(noPeers.stderr, /peers/);
+    const badAddr = await cli([
+      'server',
+      '--id',
+      'x1',
+      '--data-dir',
+      join(cluster.dir, 'x1'),
+      '--raft-addr',
+      'nowhere',
+      '--api-addr',
+      '127.0.0.1:2',
+      '--peers',
+      'x1=127.0.0.1:1',
+    ]);
+    assert.equal(badAddr.code, 2);
+    assert.match(badAddr.stderr, /raftAddr/);
+  });
+
+  test('a node whose log is corrupted before the tail refuses to start, naming the index', async () => {
+    const victim = cluster.nodes.find((n) => n.id === 'n3')!;
+    await cluster.kill(victim, 'SIGTERM');
+    const db = new Level<Uint8Array, Uint8Array>(join(victim.dataDir, 'raft'), {
+      keyEncoding: 'view',
+      valueEncoding: 'view',
+    });
+    let target: Uint8Array | null = null;
+    let count = 0;
+    for await (const [key] of db.iterator({
+      gte: new TextEncoder().encode('l/'),
+      lt: new TextEncoder().encode('l0'),
+    })) {
+      if (++count === 2) target = key;
+    }
+    assert.ok(target !== null, 'the log has entries');
+    const value = await db.get(target);
+    assert.ok(value !== undefined);
+    const damaged = Uint8Array.from(value);
+    damaged[damaged.length - 1]! ^= 0xff;
+    await db.put(target, damaged);
+    await db.close();
+    const r = await cli([
+      'server',
+      '--id',
+      victim.id,
+      '--data-dir',
+      victim.dataDir,
+      '--raft-addr',
+      victim.raftAddr,
+      '--api-addr',
+      victim.apiAddr,
+      '--peers',
+      cluster.peers(),
+    ]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /corrupt/i);
+    assert.match(r.stderr, /index \d+/);
+    // The rest of the cluster keeps serving.
+    const put = await cli(['--server', server, 'kv', 'put', 'still', 'serving']);
+    assert.equal(put.code, 0, put.stderr);
+  });
+});

@@ -1,0 +1,99 @@
+// The simulation's command line: `npm run sim -- --seeds N [--start S] [--seed X] [--verbose]`.
+// Runs seeds start .. start+N-1 (or the one seed X) and prints a JSON summary. A failing seed
+// is printed with the command that replays it exactly; --verbose traces every event of a run.
+import { parseArgs } from 'node:util';
+import type { SimResult } from './simulation.js';
+import { runSeed } from './simulation.js';
+
+export interface RunSummary {
+  readonly seeds: number;
+  readonly start: number;
+  readonly passed: number;
+  readonly failed: number;
+  readonly failures: readonly {
+    seed: number;
+    kind: string;
+    message: string;
+    atMs: number;
+    reproduce: string;
+  }[];
+  readonly wallMs: number;
+  readonly virtualSeconds: number;
+  readonly totals: Record<string, number>;
+}
+
+export function reproduceCommand(seed: number): string {
+  return `npm run sim -- --seed ${seed} --verbose`;
+}
+
+/** Runs seeds in [start, start + count) and sums their statistics. */
+export function runSeeds(start: number, count: number, onResult?: (r: SimResult) => void): RunSummary {
+  const began = performance.now();
+  const failures: RunSummary['failures'][number][] = [];
+  const totals: Record<string, number> = {};
+  let virtualMs = 0;
+  for (let seed = start; seed < start + count; seed++) {
+    const r = runSeed({ seed });
+    onResult?.(r);
+    virtualMs += r.stats.virtualMs;
+    for (const [k, v] of Object.entries(r.stats)) if (k !== 'virtualMs') totals[k] = (totals[k] ?? 0) + v;
+    if (r.violation !== undefined) {
+      failures.push({ seed, ...r.violation, reproduce: reproduceCommand(seed) });
+    }
+  }
+  return {
+    seeds: count,
+    start,
+    passed: count - failures.length,
+    failed: failures.length,
+    failures,
+    wallMs: Math.round(performance.now() - began),
+    virtualSeconds: Math.round(virtualMs) / 1000,
+    totals,
+  };
+}
+
+function main(): void {
+  const { values } = parseArgs({
+    options: {
+      seeds: { type: 'string' },
+      start: { type: 'string' },
+      seed: { type: 'string' },
+      verbose: { type: 'boolean', default: false },
+    },
+  });
+  const int = (name: string, v: string | undefined, dflt: number): number => {
+    if (v === undefined) return dflt;
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < 0)
+      throw new RangeError(`--${name} must be a non-negative integer, got ${v}`);
+    return n;
+  };
+
+  if (values.seed !== undefined) {
+    const seed = int('seed', values.seed, 0);
+    const lines: string[] = [];
+    const r = runSeed(values.verbose ? { seed, trace: (l) => lines.push(l) } : { seed });
+    if (values.verbose) process.stdout.write(`${lines.join('\n')}\n`);
+    process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
+    if (!r.ok) {
+      process.stderr.write(
+        `\nseed ${seed} FAILED: ${r.violation?.kind}\nreproduce: ${reproduceCommand(seed)}\n`,
+      );
+      process.exitCode = 1;
+    }
+    return;
+  }
+
+  const count = int('seeds', values.seeds, 100);
+  const start = int('start', values.start, 1);
+  const summary = runSeeds(start, count);
+  process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  if (summary.failed > 0) {
+    for (const f of summary.failures)
+      process.stderr.write(`seed ${f.seed} FAILED (${f.kind}); reproduce: ${f.reproduce}\n`);
+    process.exitCode = 1;
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) main();
