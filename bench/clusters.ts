@@ -12,7 +12,16 @@ import { fileURLToPath } from 'node:url';
 import type { Client } from '@grpc/grpc-js';
 import { sleep } from './stats.js';
 import type { System } from './wire.js';
-import { decodeFields, encodePut, fieldMessage, fieldString, fieldVarint, openChannel, paths, unary } from './wire.js';
+import {
+  decodeFields,
+  encodePut,
+  fieldMessage,
+  fieldString,
+  fieldVarint,
+  openChannel,
+  paths,
+  unary,
+} from './wire.js';
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const slipwayBin = fileURLToPath(new URL('../bin/slipway.js', import.meta.url));
@@ -151,10 +160,16 @@ export abstract class LocalCluster {
     for (const m of this.members.filter((x) => x.proc !== null)) {
       for (;;) {
         try {
-          await unary(this.channel(m.apiAddr), paths[this.system].put, encodePut('bench/health', Buffer.from('x')), 2000);
+          await unary(
+            this.channel(m.apiAddr),
+            paths[this.system].put,
+            encodePut('bench/health', Buffer.from('x')),
+            2000,
+          );
           break;
         } catch (err) {
-          if (Date.now() > deadline) throw new Error(`${this.system}: writes through ${m.name} fail: ${String(err)}`);
+          if (Date.now() > deadline)
+            throw new Error(`${this.system}: writes through ${m.name} fail: ${String(err)}`);
           await sleep(100);
         }
       }
@@ -166,7 +181,8 @@ export abstract class LocalCluster {
   signal(i: number, signal: NodeJS.Signals): Promise<void> {
     const m = this.members[i]!;
     const p = m.proc;
-    if (p === null || p.exitCode !== null || p.signalCode !== null || p.pid === undefined) return Promise.resolve();
+    if (p === null || p.exitCode !== null || p.signalCode !== null || p.pid === undefined)
+      return Promise.resolve();
     this.expectedExit.add(p.pid);
     const exited = new Promise<void>((resolve) => p.once('exit', () => resolve()));
     p.kill(signal);
@@ -260,7 +276,16 @@ export class SlipwayCluster extends LocalCluster {
     // `--import tsx` + the probe: the probe measures event-loop delay from inside the process
     // without touching src/ (slipway does not expose it yet). bin/slipway.js registers tsx itself.
     const args = ['--import', 'tsx', '--import', probeModule, slipwayBin, 'server', '--id', m.name];
-    args.push('--data-dir', m.dataDir, '--raft-addr', m.peerAddr, '--api-addr', m.apiAddr, '--peers', this.peers);
+    args.push(
+      '--data-dir',
+      m.dataDir,
+      '--raft-addr',
+      m.peerAddr,
+      '--api-addr',
+      m.apiAddr,
+      '--peers',
+      this.peers,
+    );
     args.push(...this.extraArgs);
     const p = spawn(process.execPath, args, {
       cwd: repoRoot,
@@ -305,10 +330,27 @@ export class EtcdCluster extends LocalCluster {
   protected spawnMember(m: MemberProc, fresh: boolean): ChildProcess {
     const log = openSync(m.logPath, 'a');
     const args = ['--name', m.name, '--data-dir', m.dataDir];
-    args.push('--listen-client-urls', `http://${m.apiAddr}`, '--advertise-client-urls', `http://${m.apiAddr}`);
-    args.push('--listen-peer-urls', `http://${m.peerAddr}`, '--initial-advertise-peer-urls', `http://${m.peerAddr}`);
+    args.push(
+      '--listen-client-urls',
+      `http://${m.apiAddr}`,
+      '--advertise-client-urls',
+      `http://${m.apiAddr}`,
+    );
+    args.push(
+      '--listen-peer-urls',
+      `http://${m.peerAddr}`,
+      '--initial-advertise-peer-urls',
+      `http://${m.peerAddr}`,
+    );
     args.push('--initial-cluster', this.initialCluster, '--initial-cluster-token', 'slipway-bench');
-    args.push('--initial-cluster-state', fresh ? 'new' : 'existing', '--logger', 'zap', '--log-level', 'warn');
+    args.push(
+      '--initial-cluster-state',
+      fresh ? 'new' : 'existing',
+      '--logger',
+      'zap',
+      '--log-level',
+      'warn',
+    );
     const p = spawn('etcd', args, { cwd: this.dir, stdio: ['ignore', log, log] });
     closeSync(log);
     return p;

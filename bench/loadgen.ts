@@ -42,7 +42,9 @@ export interface LoadResult {
 
 async function main(): Promise<void> {
   const spec = loadSpecSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
-  const channels = spec.endpoints.flatMap((e) => Array.from({ length: spec.channelsPerEndpoint }, () => openChannel(e)));
+  const channels = spec.endpoints.flatMap((e) =>
+    Array.from({ length: spec.channelsPerEndpoint }, () => openChannel(e)),
+  );
   await Promise.all(channels.map((c) => waitReady(c, 10_000)));
   const path = paths[spec.system][spec.op];
   const value = Buffer.alloc(spec.valueBytes, 'v');
@@ -59,7 +61,10 @@ async function main(): Promise<void> {
     Array.from({ length: Math.min(spec.concurrency, 16) }, async () => {
       while (w < spec.warmup && Date.now() < warmEnd) {
         const i = w++;
-        const key = spec.op === 'put' ? `${spec.keyPrefix}warm/${i}` : `${spec.keyPrefix}${i % Math.max(1, spec.keySpace)}`;
+        const key =
+          spec.op === 'put'
+            ? `${spec.keyPrefix}warm/${i}`
+            : `${spec.keyPrefix}${i % Math.max(1, spec.keySpace)}`;
         await request(key).catch(() => undefined);
       }
     }),

@@ -15,9 +15,9 @@ import type { LocalCluster } from './clusters.js';
 import { EtcdCluster, etcdVersion, repoRoot, SlipwayCluster } from './clusters.js';
 import type { EldSample } from './eld-probe.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
-import { cpuSeconds, hwmMb, median, ratio, round, rssMb, sleep } from './stats.js';
+import { cpuSeconds, hwmMb, machineCpu, median, ratio, round, rssMb, sleep } from './stats.js';
 import type { System } from './wire.js';
-import { encodePut, openChannel, paths, unary, waitReady } from './wire.js';
+import { encodePut, errorCode, openChannel, paths, unary, waitReady } from './wire.js';
 
 const loadgenModule = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
 
@@ -27,6 +27,7 @@ interface Options {
   readonly memKeys: number;
   readonly rounds: number;
   readonly slipwayOnly: boolean;
+  readonly keep: boolean;
   readonly only: ReadonlySet<string>;
 }
 
@@ -41,6 +42,7 @@ function parseOptions(argv: readonly string[]): Options {
       'mem-keys': { type: 'string', default: '10000' },
       rounds: { type: 'string' },
       'slipway-only': { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
       only: { type: 'string', default: allParts.join(',') },
     },
     strict: true,
@@ -52,7 +54,8 @@ function parseOptions(argv: readonly string[]): Options {
   };
   const only = new Set(values.only.split(',').filter((s) => s !== ''));
   for (const p of only) {
-    if (!(allParts as readonly string[]).includes(p)) throw new Error(`--only: unknown part "${p}" (${allParts.join(',')})`);
+    if (!(allParts as readonly string[]).includes(p))
+      throw new Error(`--only: unknown part "${p}" (${allParts.join(',')})`);
   }
   return {
     quick: values.quick,
@@ -60,6 +63,7 @@ function parseOptions(argv: readonly string[]): Options {
     memKeys: int(values['mem-keys'], 'mem-keys', 10_000, 0),
     rounds: int(values.rounds, 'rounds', values.quick ? 2 : 5, 1),
     slipwayOnly: values['slipway-only'],
+    keep: values.keep,
     only,
   };
 }
@@ -75,16 +79,20 @@ function progress(msg: string): void {
 // ------------------------------------------------------------ process bookkeeping
 
 const liveClusters = new Set<LocalCluster>();
+let keepDirs = false;
 const liveChildren = new Set<ChildProcess>();
 
 async function cleanupAll(): Promise<void> {
   for (const c of liveChildren) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   liveChildren.clear();
-  await Promise.all([...liveClusters].map((c) => c.stop()));
+  await Promise.all([...liveClusters].map((c) => c.stop(keepDirs)));
   liveClusters.clear();
 }
 
-async function withCluster<C extends LocalCluster>(make: () => Promise<C>, work: (c: C) => Promise<void>): Promise<void> {
+async function withCluster<C extends LocalCluster>(
+  make: () => Promise<C>,
+  work: (c: C) => Promise<void>,
+): Promise<void> {
   const c = await make();
   liveClusters.add(c);
   try {
@@ -94,7 +102,8 @@ async function withCluster<C extends LocalCluster>(make: () => Promise<C>, work:
     const bad = c.unexpectedExits();
     if (bad.length > 0) emit({ bench: 'error', system: c.system, unexpected_exits: bad });
   } finally {
-    await c.stop();
+    await c.stop(keepDirs);
+    if (keepDirs) progress(`kept ${c.system} data and logs in ${c.dir}`);
     liveClusters.delete(c);
   }
 }
@@ -130,7 +139,10 @@ async function eldSnapshot(c: SlipwayCluster): Promise<Map<number, EldSample>> {
 
 // ------------------------------------------------------------ load runs
 
-type LoadParams = Pick<LoadSpec, 'op' | 'concurrency' | 'total' | 'keyPrefix' | 'keySpace' | 'timeLimitMs'> & {
+type LoadParams = Pick<
+  LoadSpec,
+  'op' | 'concurrency' | 'total' | 'keyPrefix' | 'keySpace' | 'timeLimitMs'
+> & {
   readonly warmup?: number;
   /** Called every second while the load runs. */
   readonly onTick?: () => void;
@@ -168,6 +180,7 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
   liveChildren.add(child);
   const pids = c.livePids();
   let cpu0: (number | null)[] = [];
+  let machine0 = machineCpu();
   let t0 = 0;
   let eld: Map<number, EldSample> | null = null;
   let ticker: NodeJS.Timeout | null = null;
@@ -183,6 +196,7 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
         if (line === 'ready') {
           const go = (): void => {
             cpu0 = pids.map(cpuSeconds);
+            machine0 = machineCpu();
             t0 = performance.now();
             child.stdin.write('go\n');
             if (p.onTick !== undefined) ticker = setInterval(p.onTick, 1000);
@@ -204,13 +218,19 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
   const wall = (performance.now() - t0) / 1000;
   if (c instanceof SlipwayCluster) eld = await eldSnapshot(c);
   const cpu1 = pids.map(cpuSeconds);
+  const machine1 = machineCpu();
   const cores: Record<string, number | null> = {};
   c.members.forEach((m, i) => {
     const a = cpu0[i];
     const b = cpu1[i];
-    cores[m.name] = a === null || a === undefined || b === null || b === undefined ? null : round((b - a) / wall, 2);
+    cores[m.name] =
+      a === null || a === undefined || b === null || b === undefined ? null : round((b - a) / wall, 2);
   });
   cores['loadgen'] = round(result.loadgen_cpu_s / wall, 2);
+  // Everything else on the (shared) machine: busy cores minus this benchmark's processes.
+  const ours = Object.values(cores).reduce<number>((a, b) => a + (b ?? 0), 0);
+  cores['machine_busy'] = round((machine1.busy - machine0.busy) / wall, 2);
+  cores['other_processes'] = round(Math.max(0, cores['machine_busy'] - ours), 2);
   const leaderPid = pids[leaderIdx];
   const leaderEld = eld !== null && leaderPid !== undefined ? (eld.get(leaderPid) ?? null) : null;
   return {
@@ -227,8 +247,11 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
               p99: leaderEld.p99_ms,
               max: leaderEld.max_ms,
               loop_utilization: leaderEld.elu,
-              followers_p99: [...(eld?.entries() ?? [])].filter(([pid]) => pid !== leaderPid).map(([, s]) => s.p99_ms),
-              source: 'bench/eld-probe.ts preloaded into the server (slipway does not expose event-loop delay yet)',
+              followers_p99: [...(eld?.entries() ?? [])]
+                .filter(([pid]) => pid !== leaderPid)
+                .map(([, s]) => s.p99_ms),
+              source:
+                'bench/eld-probe.ts preloaded into the server (slipway does not expose event-loop delay yet)',
             },
   };
 }
@@ -241,6 +264,7 @@ interface FailoverRound {
   /** From the signal to the earliest success among writes issued after the last failing one. */
   readonly recovered_ms: number | null;
   readonly failed_probes: number;
+  readonly failure_codes: Record<string, number>;
   readonly killed: string;
   readonly new_leader: string;
 }
@@ -270,7 +294,11 @@ function lightLoad(channels: Client[], path: string, tag: string): () => Promise
   };
 }
 
-async function failoverRound(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', roundNo: number): Promise<FailoverRound> {
+async function failoverRound(
+  c: LocalCluster,
+  sig: 'SIGKILL' | 'SIGTERM',
+  roundNo: number,
+): Promise<FailoverRound> {
   const leader = await c.leaderIndex();
   const survivors = c.members.filter((m) => m.index !== leader);
   const path = paths[c.system].put;
@@ -287,6 +315,7 @@ async function failoverRound(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', roundN
     readonly launch: number;
     done: number;
     ok: boolean | null;
+    code: string;
   }
   const probes: Probe[] = [];
   const t0 = performance.now();
@@ -296,16 +325,17 @@ async function failoverRound(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', roundN
   for (;;) {
     const now = performance.now() - t0;
     for (const ch of probeCh) {
-      const pr: Probe = { launch: now, done: 0, ok: null };
+      const pr: Probe = { launch: now, done: 0, ok: null, code: '' };
       probes.push(pr);
       unary(ch, path, encodePut(`bench/fo/${sig}/${roundNo}/${n++}`, value), 250).then(
         () => {
           pr.done = performance.now() - t0;
           pr.ok = true;
         },
-        () => {
+        (err: unknown) => {
           pr.done = performance.now() - t0;
           pr.ok = false;
+          pr.code = errorCode(err);
         },
       );
     }
@@ -315,7 +345,8 @@ async function failoverRound(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', roundN
     const okAfter = probes.filter((q) => q.ok === true && q.launch > lastFail);
     const pending = probes.some((q) => q.ok === null && q.launch <= lastFail);
     // Done once writes issued after the last failure have kept succeeding for a second.
-    if ((okAfter.length > 0 && !pending && t - Math.min(...okAfter.map((q) => q.launch)) > 1000) || t > capMs) break;
+    if ((okAfter.length > 0 && !pending && t - Math.min(...okAfter.map((q) => q.launch)) > 1000) || t > capMs)
+      break;
   }
   while (probes.some((q) => q.ok === null)) await sleep(10);
   await stopLight();
@@ -326,6 +357,8 @@ async function failoverRound(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', roundN
   const lastFail = Math.max(-1, ...probes.filter((q) => q.ok === false).map((q) => q.launch));
   const after = oks.filter((q) => q.launch > lastFail);
   const killed = c.members[leader]!.name;
+  const codes: Record<string, number> = {};
+  for (const q of probes) if (q.ok === false) codes[q.code] = (codes[q.code] ?? 0) + 1;
   progress(`${c.system} ${sig} round ${roundNo}: restarting ${killed}`);
   await c.restart(leader);
   const newLeader = c.members[await c.leaderIndex()]!.name;
@@ -334,12 +367,17 @@ async function failoverRound(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', roundN
     first_ok_ms: oks.length > 0 ? round(Math.min(...oks.map((q) => q.done)), 1) : null,
     recovered_ms: after.length > 0 ? round(Math.min(...after.map((q) => q.done)), 1) : null,
     failed_probes: probes.length - oks.length,
+    failure_codes: codes,
     killed,
     new_leader: newLeader,
   };
 }
 
-async function failover(c: LocalCluster, sig: 'SIGKILL' | 'SIGTERM', rounds: number): Promise<FailoverSummary> {
+async function failover(
+  c: LocalCluster,
+  sig: 'SIGKILL' | 'SIGTERM',
+  rounds: number,
+): Promise<FailoverSummary> {
   const runs: FailoverRound[] = [];
   for (let r = 1; r <= rounds; r++) {
     const x = await failoverRound(c, sig, r);
@@ -371,8 +409,14 @@ interface SystemResults {
 
 function gitDescribe(): string {
   try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: repoRoot, encoding: 'utf8' }).trim();
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      cwd: repoRoot,
+      encoding: 'utf8',
+    }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], {
+      cwd: repoRoot,
+      encoding: 'utf8',
+    }).trim();
     return dirty === '' ? head : `${head} (src/ modified)`;
   } catch {
     return 'unknown';
@@ -396,7 +440,9 @@ async function measureSystem(c: LocalCluster, o: Options, res: SystemResults): P
       progress(`${c.system} put c${conc}: ${JSON.stringify(r)}`);
       res.put.set(conc, r);
     }
-    res.rssAfterPutsMb = Object.fromEntries(c.members.map((m) => [m.name, m.proc?.pid ? rssMb(m.proc.pid) : null]));
+    res.rssAfterPutsMb = Object.fromEntries(
+      c.members.map((m) => [m.name, m.proc?.pid ? rssMb(m.proc.pid) : null]),
+    );
   }
   if (o.only.has('get')) {
     const total = o.quick ? 2000 : 20_000;
@@ -435,7 +481,8 @@ function compareLoad(
     line[k] = { slipway: sv, etcd: ev, ratio: ratio(sv, ev) };
   }
   line['target'] = target;
-  line['target_met'] = s !== null && s !== undefined && e !== null && e !== undefined ? met(s.result, e.result) : null;
+  line['target_met'] =
+    s !== null && s !== undefined && e !== null && e !== undefined ? met(s.result, e.result) : null;
   const detail = (r: LoadRun | null | undefined): Record<string, unknown> | null =>
     r === null || r === undefined
       ? null
@@ -447,7 +494,9 @@ function compareLoad(
           truncated: r.result.truncated_by_time_limit,
           leader: r.leader,
           cpu_cores: r.cpu_cores,
-          ...(r.leader_event_loop_delay_ms !== null ? { leader_event_loop_delay_ms: r.leader_event_loop_delay_ms } : {}),
+          ...(r.leader_event_loop_delay_ms !== null
+            ? { leader_event_loop_delay_ms: r.leader_event_loop_delay_ms }
+            : {}),
         };
   line['slipway'] = detail(s);
   line['etcd'] = detail(e);
@@ -507,7 +556,8 @@ async function memory(o: Options): Promise<void> {
       sample();
       const snapshots = c.members.map((m) => {
         try {
-          return (readFileSync(m.logPath, 'utf8').match(/took a snapshot and compacted the log/g) ?? []).length;
+          return (readFileSync(m.logPath, 'utf8').match(/took a snapshot and compacted the log/g) ?? [])
+            .length;
         } catch {
           return null;
         }
@@ -528,7 +578,9 @@ async function memory(o: Options): Promise<void> {
         rss_mb_peak_sampled_1s: peak,
         vm_hwm_mb: Object.fromEntries(c.members.map((m) => [m.name, hwmMb(c.pid(m.index))])),
         snapshots_taken: Object.fromEntries(c.members.map((m, i) => [m.name, snapshots[i]])),
-        data_dir_mb: Object.fromEntries(c.members.map((m, i) => [m.name, round(c.dataBytes()[i]! / 1048576, 1)])),
+        data_dir_mb: Object.fromEntries(
+          c.members.map((m, i) => [m.name, round(c.dataBytes()[i]! / 1048576, 1)]),
+        ),
         leader: run.leader,
         ops_s: run.result.ops_s,
         target: 'RSS <= 256 MB on every node after 1,000,000 writes with compaction on',
@@ -544,6 +596,7 @@ async function memory(o: Options): Promise<void> {
 
 export async function runRaftBench(argv: readonly string[]): Promise<void> {
   const o = parseOptions(argv);
+  keepDirs = o.keep;
   const etcd = etcdVersion();
   if (!o.slipwayOnly && !etcd.ok) {
     process.stderr.write(`${etcd.message}\n`);
@@ -577,15 +630,40 @@ export async function runRaftBench(argv: readonly string[]): Promise<void> {
   try {
     if (o.only.has('put') || o.only.has('get') || o.only.has('failover')) {
       // One system at a time, so the other's processes do not take CPU from it.
-      if (!o.slipwayOnly) await withCluster(() => EtcdCluster.create(), (c) => measureSystem(c, o, res.etcd));
-      await withCluster(() => SlipwayCluster.create(), (c) => measureSystem(c, o, res.slipway));
+      if (!o.slipwayOnly)
+        await withCluster(
+          () => EtcdCluster.create(),
+          (c) => measureSystem(c, o, res.etcd),
+        );
+      await withCluster(
+        () => SlipwayCluster.create(),
+        (c) => measureSystem(c, o, res.slipway),
+      );
     }
     const counts = o.quick ? { 1: 200, 16: 2000, 64: 2000 } : { 1: 2000, 16: 20_000, 64: 20_000 };
     if (o.only.has('put')) {
       emit(
-        compareLoad('put', 1, counts[1], res.slipway.put.get(1), res.etcd.put.get(1), 'p50_ms ratio <= 1', (s, e) => s.p50_ms <= e.p50_ms),
+        compareLoad(
+          'put',
+          1,
+          counts[1],
+          res.slipway.put.get(1),
+          res.etcd.put.get(1),
+          'p50_ms ratio <= 1',
+          (s, e) => s.p50_ms <= e.p50_ms,
+        ),
       );
-      emit(compareLoad('put', 16, counts[16], res.slipway.put.get(16), res.etcd.put.get(16), 'none (context)', () => true));
+      emit(
+        compareLoad(
+          'put',
+          16,
+          counts[16],
+          res.slipway.put.get(16),
+          res.etcd.put.get(16),
+          'none (context)',
+          () => true,
+        ),
+      );
     }
     if (o.only.has('put') || o.only.has('get')) {
       emit(
@@ -599,16 +677,44 @@ export async function runRaftBench(argv: readonly string[]): Promise<void> {
           (s, e) => s.ops_s >= 2 * e.ops_s && s.p99_ms <= e.p99_ms,
         ),
       );
-      emit({ bench: 'rss_after_put_benchmarks_mb', slipway: res.slipway.rssAfterPutsMb, etcd: res.etcd.rssAfterPutsMb });
+      emit({
+        bench: 'rss_after_put_benchmarks_mb',
+        slipway: res.slipway.rssAfterPutsMb,
+        etcd: res.etcd.rssAfterPutsMb,
+      });
     }
     if (o.only.has('get')) {
       emit(
-        compareLoad('linearizable_get', 64, o.quick ? 2000 : 20_000, res.slipway.get, res.etcd.get, 'none (context)', () => true),
+        compareLoad(
+          'linearizable_get',
+          64,
+          o.quick ? 2000 : 20_000,
+          res.slipway.get,
+          res.etcd.get,
+          'none (context)',
+          () => true,
+        ),
       );
     }
     if (o.only.has('failover')) {
-      emit(compareFailover('failover_sigkill_leader', res.slipway.kill, res.etcd.kill, 'ratio <= 0.5', (s, e) => s <= e / 2));
-      emit(compareFailover('graceful_sigterm_leader', res.slipway.term, res.etcd.term, 'ratio <= 1', (s, e) => s <= e));
+      emit(
+        compareFailover(
+          'failover_sigkill_leader',
+          res.slipway.kill,
+          res.etcd.kill,
+          'ratio <= 0.5',
+          (s, e) => s <= e / 2,
+        ),
+      );
+      emit(
+        compareFailover(
+          'graceful_sigterm_leader',
+          res.slipway.term,
+          res.etcd.term,
+          'ratio <= 1',
+          (s, e) => s <= e,
+        ),
+      );
     }
     if (o.only.has('memory')) await memory(o);
     emit({ bench: 'done', finished: new Date().toISOString(), loadavg: loadavg().map((x) => round(x, 2)) });
@@ -618,4 +724,3 @@ export async function runRaftBench(argv: readonly string[]): Promise<void> {
     process.off('SIGTERM', onSignal);
   }
 }
-

@@ -8,11 +8,15 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
 const [name, ...rest] = process.argv.slice(2);
 const bench = name === undefined ? undefined : benches[name];
 if (bench === undefined) {
-  process.stderr.write(`usage: npm run bench -- NAME [flags]\nbenchmarks: ${Object.keys(benches).join(', ')}\n`);
+  process.stderr.write(
+    `usage: npm run bench -- NAME [flags]\nbenchmarks: ${Object.keys(benches).join(', ')}\n`,
+  );
   process.exitCode = 2;
 } else {
   bench(rest).catch((err: unknown) => {
-    process.stderr.write(`bench ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `bench ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exitCode = 1;
   });
 }

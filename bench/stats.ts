@@ -21,7 +21,14 @@ export function round(x: number, digits = 2): number {
 
 /** a / b rounded, or null when either side is missing. */
 export function ratio(a: number | null | undefined, b: number | null | undefined): number | null {
-  if (a === null || a === undefined || b === null || b === undefined || !Number.isFinite(a) || !Number.isFinite(b)) {
+  if (
+    a === null ||
+    a === undefined ||
+    b === null ||
+    b === undefined ||
+    !Number.isFinite(a) ||
+    !Number.isFinite(b)
+  ) {
     return null;
   }
   if (b === 0) return null;
@@ -60,6 +67,19 @@ export function cpuSeconds(pid: number): number | null {
     return ticks / 100; // CLK_TCK is 100 on Linux x86-64
   } catch {
     return null;
+  }
+}
+
+/** Busy CPU seconds of the whole machine so far (all cores, from /proc/stat). */
+export function machineCpu(): { busy: number } {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal ...: idle and iowait are not busy.
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { busy: (total - (f[3] ?? 0) - (f[4] ?? 0)) / 100 };
+  } catch {
+    return { busy: 0 };
   }
 }
 

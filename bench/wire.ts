@@ -101,9 +101,12 @@ export function fieldVarint(m: Map<number, bigint | Uint8Array>, field: number):
   return typeof v === 'bigint' ? v : 0n;
 }
 
-export function fieldMessage(m: Map<number, bigint | Uint8Array>, field: number): Map<number, bigint | Uint8Array> {
+export function fieldMessage(
+  m: Map<number, bigint | Uint8Array>,
+  field: number,
+): Map<number, bigint | Uint8Array> {
   const v = m.get(field);
-  return v instanceof Uint8Array ? decodeFields(v) : new Map();
+  return v instanceof Uint8Array ? decodeFields(v) : new Map<number, bigint | Uint8Array>();
 }
 
 /**
@@ -145,7 +148,7 @@ export function unary(c: Client, path: string, req: Buffer, deadlineMs: number):
 
 export function errorCode(err: unknown): string {
   if (typeof err === 'object' && err !== null && 'code' in err) {
-    const code = (err as { code: unknown }).code;
+    const code = err.code;
     if (typeof code === 'number') return `grpc_${code}`;
   }
   return 'other';

@@ -1,7 +1,8 @@
 // The CLI's connection to the cluster: a list of node API addresses tried in turn, moving on
 // when a node is unreachable or has no leader, so that one dead node never blocks an operator.
 import { credentials, Metadata, status } from '@grpc/grpc-js';
-import type { ServiceError } from '@grpc/grpc-js';
+import type { handleUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
 import { UsageError } from './output.js';
 
@@ -26,6 +27,19 @@ export function parseServers(text: string | undefined): string[] {
 
 type Callback<Res> = (err: ServiceError | null, res: Res) => void;
 type Unary<Req, Res> = (req: Req, md: Metadata, opts: { deadline: number }, cb: Callback<Res>) => unknown;
+export type KvMethod =
+  | 'put'
+  | 'get'
+  | 'delete'
+  | 'compareAndSet'
+  | 'range'
+  | 'status'
+  | 'memberAdd'
+  | 'memberRemove'
+  | 'memberList'
+  | 'leaderTransfer';
+export type RequestOf<M extends KvMethod> = KvServer[M] extends handleUnaryCall<infer R, infer _> ? R : never;
+export type ResponseOf<M extends KvMethod> = KvServer[M] extends handleUnaryCall<infer _, infer R> ? R : never;
 
 export class ClusterClient {
   private readonly clients: KvClient[];
@@ -38,7 +52,8 @@ export class ClusterClient {
   }
 
   /** Calls `method` on the first node that answers; fails over on UNAVAILABLE and timeouts. */
-  async call<Req, Res>(pick: (c: KvClient) => Unary<Req, Res>, req: Req): Promise<Res> {
+  async call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
+    type Res = ResponseOf<M>;
     let lastErr: ServiceError | null = null;
     const deadline = Date.now() + this.timeoutMs;
     for (let attempt = 0; attempt < this.clients.length * 3 && Date.now() < deadline; attempt++) {
@@ -46,7 +61,8 @@ export class ClusterClient {
       const client = this.clients[i]!;
       try {
         const res = await new Promise<Res>((resolve, reject) => {
-          pick(client).call(client, req, new Metadata(), { deadline }, (err: ServiceError | null, r: Res) => {
+          const fn = (client as unknown as Record<KvMethod, Unary<RequestOf<M>, Res>>)[method].bind(client);
+          fn(req, new Metadata(), { deadline }, (err: ServiceError | null, r: Res) => {
             if (err === null) resolve(r);
             else reject(err);
           });

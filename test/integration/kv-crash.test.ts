@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
+import type { RequestOf, ResponseOf } from '../../src/cli/client.js';
+import { ClusterClient } from '../../src/cli/client.js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { KvClient } from '../../src/gen/kv.js';
 import type { Op } from '../support/linearizability.js';
@@ -47,8 +49,7 @@ const definitelyFailed = new Set<number>([
 ]);
 
 class Worker {
-  private readonly clients: KvClient[];
-  private cursor: number;
+  private readonly client: ClusterClient;
   readonly history: Op[] = [];
   readonly acked: string[] = [];
   private seq = 0;
@@ -56,34 +57,24 @@ class Worker {
 
   constructor(n: number, addrs: string[]) {
     this.n = n;
-    this.clients = addrs.map((a) => new KvClient(a, credentials.createInsecure()));
-    this.cursor = n % addrs.length;
+    // Each worker starts on a different node; the client moves on when one is unreachable.
+    const rotated = [...addrs.slice(n % addrs.length), ...addrs.slice(0, n % addrs.length)];
+    this.client = new ClusterClient(rotated, 2000);
   }
 
   close(): void {
-    for (const c of this.clients) c.close();
+    this.client.close();
   }
 
-  private async unary<Req, Res>(
-    method: 'put' | 'get',
-    req: Req,
-  ): Promise<{ ok: true; res: Res } | { ok: false; err: ServiceError }> {
-    const c = this.clients[this.cursor]!;
-    const fn = c[method].bind(c) as unknown as (
-      r: Req,
-      m: Metadata,
-      o: { deadline: number },
-      cb: (e: ServiceError | null, r: Res) => void,
-    ) => void;
-    return new Promise((resolve) => {
-      fn(req, new Metadata(), { deadline: Date.now() + 2000 }, (err, res) => {
-        if (err === null) resolve({ ok: true, res });
-        else {
-          this.cursor = (this.cursor + 1) % this.clients.length;
-          resolve({ ok: false, err });
-        }
-      });
-    });
+  private async unary<M extends 'put' | 'get'>(
+    method: M,
+    req: RequestOf<M>,
+  ): Promise<{ ok: true; res: ResponseOf<M> } | { ok: false; err: ServiceError }> {
+    try {
+      return { ok: true, res: await this.client.call(method, req) };
+    } catch (err) {
+      return { ok: false, err: err as ServiceError };
+    }
   }
 
   async run(until: () => boolean, random: () => number): Promise<void> {
@@ -123,10 +114,7 @@ class Worker {
               ret: Infinity,
             });
         } else {
-          const r = await this.unary<{ key: string; local: boolean }, { found: boolean; value: Buffer }>(
-            'get',
-            { key, local: false },
-          );
+          const r = await this.unary('get', { key, local: false });
           if (r.ok) {
             const value = r.res.found ? r.res.value.toString() : undefined;
             this.history.push({

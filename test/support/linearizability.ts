@@ -20,12 +20,12 @@
 // did not happen (a definite refusal) should be left out of the history. Equal timestamps
 // count as overlapping.
 //
-// The search is Wing & Gong's, with Lowe's memoization as in Porcupine: walk the call/return
-// events in time order; at a call, try to linearize that operation now (remove it from the
-// list and remember the state); at a return whose operation is still pending, no order of the
-// pending operations worked, so undo the last choice. A configuration already explored —
-// the same set of linearized operations reaching the same register value — is skipped, which
-// keeps typical histories near linear time.
+// The search is Wing & Gong's, with Lowe's memoization as in Porcupine: keep the call/return
+// events in time order; the pending operations called before the earliest pending return are
+// the ones that may take effect next. Try each (known outcomes first), descend, and undo the
+// choice when nothing works from there. A configuration already explored (the same operations
+// linearized, reaching the same register value) is skipped, which keeps typical histories near
+// linear time; see ExploredSet for how unknown outcomes are kept from blowing it up.
 
 export type Value = string;
 
@@ -140,21 +140,39 @@ function validate(op: Op, i: number): void {
 
 const nil = -1;
 
+/** One level of the depth-first search: a configuration and the choices left to try from it. */
+interface Frame {
+  /** Ops that may take effect next here: known ones first, then unknown ones. */
+  readonly candidates: readonly number[];
+  next: number;
+  /** The op whose linearization created this configuration (-1 at the root), and the value before it. */
+  readonly lifted: number;
+  readonly before: State;
+}
+
 /** Checks one register's history; returns why it is not linearizable, or undefined when it is. */
 function checkRegister(ops: readonly Op[]): string | undefined {
   const n = ops.length;
+  // Known and unknown ops are numbered separately: the explored-set keys them differently.
+  const slot = new Int32Array(n);
+  let knownCount = 0;
+  let unknownCount = 0;
+  for (let i = 0; i < n; i++) slot[i] = ops[i]!.output === undefined ? unknownCount++ : knownCount++;
+  const isKnown = (i: number): boolean => ops[i]!.output !== undefined;
+
   // Events: 2i is op i's call, 2i + 1 its return. Unknown ops have no return event: nothing
   // ever forces them to be linearized.
   const events: number[] = [];
   for (let i = 0; i < n; i++) {
     events.push(2 * i);
-    if (ops[i]!.output !== undefined) events.push(2 * i + 1);
+    if (isKnown(i)) events.push(2 * i + 1);
   }
   const time = (e: number): number => (e % 2 === 0 ? ops[e >> 1]!.call : ops[e >> 1]!.ret);
   // Calls before returns at equal times: simultaneous operations are treated as concurrent.
   events.sort((a, b) => time(a) - time(b) || (a % 2) - (b % 2) || a - b);
 
-  // A doubly linked list over event ids, with a head sentinel at index 2n.
+  // A doubly linked list over event ids, with a head sentinel at index 2n. Removal keeps the
+  // removed node's links, so undoing removals in reverse order restores the list (dancing links).
   const head = 2 * n;
   const next = new Int32Array(2 * n + 1).fill(nil);
   const prev = new Int32Array(2 * n + 1).fill(nil);
@@ -172,96 +190,128 @@ function checkRegister(ops: readonly Op[]): string | undefined {
     next[prev[e]!] = e;
     if (next[e] !== nil) prev[next[e]!] = e;
   };
+  /** The pending ops called before the earliest pending return: those may take effect next. */
+  const candidates = (): number[] => {
+    const known: number[] = [];
+    const unknown: number[] = [];
+    for (let e = next[head]!; e !== nil && e % 2 === 0; e = next[e]!)
+      (isKnown(e >> 1) ? known : unknown).push(e >> 1);
+    return known.concat(unknown);
+  };
+  const firstReturn = (): number => {
+    let e = next[head]!;
+    while (e !== nil && e % 2 === 0) e = next[e]!;
+    return e;
+  };
 
-  const linearized = new Uint32Array(Math.ceil(n / 32));
-  const cache = new ExploredSet(n);
-  const stack: { op: number; before: State }[] = [];
-  let pendingKnown = ops.filter((op) => op.output !== undefined).length;
+  const knownBits = new Uint32Array(Math.ceil(knownCount / 32));
+  const unknownBits = new Uint32Array(Math.ceil(unknownCount / 32));
+  const flip = (i: number): void => {
+    const bits = isKnown(i) ? knownBits : unknownBits;
+    bits[slot[i]! >> 5]! ^= 1 << (slot[i]! & 31);
+  };
+  const explored = new ExploredSet(knownCount);
+  let pendingKnown = knownCount;
   let state: State = undefined;
-  let cursor = next[head]!;
+  const frames: Frame[] = [{ candidates: candidates(), next: 0, lifted: nil, before: undefined }];
   // For the explanation: the deepest partial linearization and the op it could not get past.
   let best: { order: number[]; state: State; blocked: number } | undefined;
 
   while (pendingKnown > 0) {
-    if (cursor !== nil && cursor % 2 === 0) {
-      const i = cursor >> 1;
-      const op = ops[i]!;
-      const result = step(state, op);
-      if (result.ok) {
-        linearized[i >> 5]! |= 1 << (i & 31);
-        if (cache.add(linearized, i, result.next)) {
-          stack.push({ op: i, before: state });
-          state = result.next;
-          unlink(cursor);
-          if (op.output !== undefined) {
-            unlink(cursor + 1);
-            pendingKnown--;
-          }
-          cursor = next[head]!;
-          continue;
-        }
-        linearized[i >> 5]! &= ~(1 << (i & 31));
-        cache.toggle(i);
+    const frame = frames[frames.length - 1]!;
+    if (frame.next < frame.candidates.length) {
+      const i = frame.candidates[frame.next++]!;
+      const result = step(state, ops[i]!);
+      if (!result.ok) continue;
+      flip(i);
+      if (isKnown(i)) explored.toggle(slot[i]!);
+      if (!explored.add(knownBits, unknownBits, result.next)) {
+        flip(i);
+        if (isKnown(i)) explored.toggle(slot[i]!);
+        continue;
       }
-      cursor = next[cursor]!;
+      unlink(2 * i);
+      if (isKnown(i)) {
+        unlink(2 * i + 1);
+        pendingKnown--;
+      }
+      frames.push({ candidates: candidates(), next: 0, lifted: i, before: state });
+      state = result.next;
       continue;
     }
-    // A return (or the end of the list) reached with its op pending: backtrack.
-    if (cursor !== nil && (best === undefined || stack.length > best.order.length)) {
-      best = { order: stack.map((s) => s.op), state, blocked: cursor >> 1 };
+    // Every choice from here failed: the earliest pending return cannot be met. Undo one step.
+    const depth = frames.length - 1;
+    if (best === undefined || depth > best.order.length) {
+      best = { order: frames.slice(1).map((f) => f.lifted), state, blocked: firstReturn() >> 1 };
     }
-    const top = stack.pop();
-    if (top === undefined) return explain(ops, best);
-    const i = top.op;
-    linearized[i >> 5]! &= ~(1 << (i & 31));
-    cache.toggle(i);
-    state = top.before;
-    if (ops[i]!.output !== undefined) {
+    if (frames.length === 1) return explain(ops, best);
+    frames.pop();
+    const i = frame.lifted;
+    flip(i);
+    if (isKnown(i)) {
+      explored.toggle(slot[i]!);
       relink(2 * i + 1);
       pendingKnown++;
     }
     relink(2 * i);
-    cursor = next[2 * i]!;
+    state = frame.before;
   }
   return undefined;
 }
 
 /**
- * The configurations already explored: (set of linearized ops, register value). The set is
- * hashed incrementally (Zobrist: each op owns a random-looking 32-bit word, the hash is the XOR
- * of the members' words), and equal hashes are confirmed by comparing the sets themselves.
+ * The configurations already explored, with subsumption for unknown-outcome ops. A
+ * configuration is (known ops linearized, unknown ops linearized, register value). Unknown ops
+ * are optional and never expire, so having used fewer of them is never worse: a configuration
+ * is skipped when one with the same known set and value and a subset of its unknown ops was
+ * seen. Without this, each pending unknown op would double the configurations a failing
+ * search must exhaust; the search tries known ops first so the smaller sets are seen first.
+ *
+ * The known set is hashed incrementally (Zobrist: each op owns a random-looking 32-bit word,
+ * the hash is the XOR of the members' words); equal hashes are confirmed by comparing sets.
  */
 class ExploredSet {
   readonly #words: Uint32Array;
   #hash = 0;
-  readonly #buckets = new Map<number, { bits: Uint32Array; state: State }[]>();
+  readonly #buckets = new Map<number, { known: Uint32Array; state: State; unknownSets: Uint32Array[] }[]>();
 
-  constructor(n: number) {
-    this.#words = new Uint32Array(n);
-    for (let i = 0; i < n; i++) this.#words[i] = mix32(i + 1);
+  constructor(knownCount: number) {
+    this.#words = new Uint32Array(knownCount);
+    for (let i = 0; i < knownCount; i++) this.#words[i] = mix32(i + 1);
   }
 
-  /** Flips op i's membership in the hash (the caller flips the bit itself). */
-  toggle(i: number): void {
-    this.#hash = (this.#hash ^ this.#words[i]!) >>> 0;
+  /** Flips known op k's membership in the hash (the caller flips the bit itself). */
+  toggle(k: number): void {
+    this.#hash = (this.#hash ^ this.#words[k]!) >>> 0;
   }
 
-  /** Adds op i to the hashed set and records (bits, state); false when already explored. */
-  add(bits: Uint32Array, i: number, state: State): boolean {
-    this.toggle(i);
-    const bucket = this.#buckets.get(this.#hash);
+  /** Records the configuration; false when it, or one that subsumes it, was already explored. */
+  add(known: Uint32Array, unknown: Uint32Array, state: State): boolean {
+    let bucket = this.#buckets.get(this.#hash);
     if (bucket === undefined) {
-      this.#buckets.set(this.#hash, [{ bits: bits.slice(), state }]);
+      bucket = [];
+      this.#buckets.set(this.#hash, bucket);
+    }
+    const entry = bucket.find((b) => b.state === state && equalBits(b.known, known));
+    if (entry === undefined) {
+      bucket.push({ known: known.slice(), state, unknownSets: [unknown.slice()] });
       return true;
     }
-    for (const seen of bucket) if (seen.state === state && equalBits(seen.bits, bits)) return false;
-    bucket.push({ bits: bits.slice(), state });
+    if (entry.unknownSets.some((seen) => isSubset(seen, unknown))) return false;
+    // Sets the new one subsumes can never prune anything it would not: drop them.
+    entry.unknownSets = entry.unknownSets.filter((seen) => !isSubset(unknown, seen));
+    entry.unknownSets.push(unknown.slice());
     return true;
   }
 }
 
 function equalBits(a: Uint32Array, b: Uint32Array): boolean {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function isSubset(a: Uint32Array, b: Uint32Array): boolean {
+  for (let i = 0; i < a.length; i++) if ((a[i]! & ~b[i]!) !== 0) return false;
   return true;
 }
 

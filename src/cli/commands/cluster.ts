@@ -112,7 +112,7 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
         servers.map(async (addr) => {
           const c = new ClusterClient([addr], 3000);
           try {
-            const s = await c.call((k) => k.status, {});
+            const s = await c.call('status', {});
             return {
               node: s.id,
               api: addr,
@@ -176,7 +176,7 @@ async function waitForLeader(client: ClusterClient): Promise<string> {
   const deadline = Date.now() + 20_000;
   for (;;) {
     try {
-      const s = await client.call((k) => k.status, {});
+      const s = await client.call('status', {});
       if (s.leader !== '') return s.leader;
     } catch {
       // not up yet

@@ -20,7 +20,7 @@ export function kvCommand(program: Command, connect: Connect): void {
         value: Buffer.from(value, 'utf8'),
         prevRevision: o.prevRevision === undefined ? undefined : revisionFlag(o.prevRevision),
       };
-      const res = await client.call((c) => c.put, req);
+      const res = await client.call('put', req);
       print(output, { key, revision: res.revision });
     });
   kv.command('get')
@@ -29,7 +29,7 @@ export function kvCommand(program: Command, connect: Connect): void {
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (key, o) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.get, { key, local: o.local === true });
+      const res = await client.call('get', { key, local: o.local === true });
       if (!res.found) {
         process.exitCode = 1;
         process.stderr.write(`key "${key}" not found\n`);
@@ -49,7 +49,7 @@ export function kvCommand(program: Command, connect: Connect): void {
     .argument('<key>')
     .action(async (key) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.delete, { key });
+      const res = await client.call('delete', { key });
       if (!res.deleted) {
         process.exitCode = 1;
         process.stderr.write(`key "${key}" not found\n`);
@@ -64,7 +64,7 @@ export function kvCommand(program: Command, connect: Connect): void {
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (prefix, o) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.range, {
+      const res = await client.call('range', {
         prefix,
         limit: revisionFlag(o.limit),
         local: o.local === true,

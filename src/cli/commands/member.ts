@@ -19,7 +19,7 @@ export function memberCommand(program: Command, connect: Connect): void {
     .option('--learner', 'keep it a non-voting learner')
     .action(async (id, raftAddr, o) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.memberAdd, {
+      const res = await client.call('memberAdd', {
         id,
         raftAddr,
         apiAddr: o.apiAddr,
@@ -33,7 +33,7 @@ export function memberCommand(program: Command, connect: Connect): void {
     .argument('<id>')
     .action(async (id) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.memberRemove, { id });
+      const res = await client.call('memberRemove', { id });
       printMembers(output, res.members);
     });
   member
@@ -42,7 +42,7 @@ export function memberCommand(program: Command, connect: Connect): void {
     .option('--local', "this node's view without confirming leadership")
     .action(async (o) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.memberList, { local: o.local === true });
+      const res = await client.call('memberList', { local: o.local === true });
       printMembers(output, res.members);
     });
   program
@@ -53,7 +53,7 @@ export function memberCommand(program: Command, connect: Connect): void {
     .requiredOption('--to <id>', 'the member to lead')
     .action(async (o) => {
       const { client, output } = connect();
-      const res = await client.call((c) => c.leaderTransfer, { to: o.to });
+      const res = await client.call('leaderTransfer', { to: o.to });
       const doc = { leader: res.leader, term: res.term };
       process.stdout.write(`${render(output, doc, [doc])}\n`);
     });
