@@ -583,6 +583,9 @@ async function memory(o: Options): Promise<void> {
         ),
         leader: run.leader,
         ops_s: run.result.ops_s,
+        p99_ms: run.result.p99_ms,
+        max_ms: run.result.max_ms,
+        leader_event_loop_delay_ms: run.leader_event_loop_delay_ms,
         target: 'RSS <= 256 MB on every node after 1,000,000 writes with compaction on',
         target_met: n >= 1_000_000 ? maxRss <= 256 : null,
         note:

@@ -10,7 +10,7 @@ import { RaftCore } from '../../src/raft/core/raft.js';
 import type { Entry, Message, RaftConfig, Ready } from '../../src/raft/core/types.js';
 import { RaftError } from '../../src/raft/core/types.js';
 import type { DiskFaults } from './disk.js';
-import { SimDisk, emptyMembershipSnapshot } from './disk.js';
+import { SimDisk, emptyMembershipSnapshot, type StoredSnapshot } from './disk.js';
 import type { KvCommand, KvResult } from './kv.js';
 import { KvMachine, decodeCommand, encodeCommand, fnv1a } from './kv.js';
 import type { Monitor } from './monitor.js';
@@ -314,7 +314,7 @@ export class SimNode {
   }
 
   private persist(rd: Ready): void {
-    let snapshot = null;
+    let snapshot: StoredSnapshot | null = null;
     if (rd.snapshot !== null) {
       const data = this.snapStore.get(snapKey(rd.snapshot.index, rd.snapshot.term));
       if (data === undefined) violation('driver', `${this.id}: no data for snapshot ${rd.snapshot.index}`);

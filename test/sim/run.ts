@@ -36,7 +36,8 @@ export function runSeeds(start: number, count: number, onResult?: (r: SimResult)
     const r = runSeed({ seed });
     onResult?.(r);
     virtualMs += r.stats.virtualMs;
-    for (const [k, v] of Object.entries(r.stats)) if (k !== 'virtualMs') totals[k] = (totals[k] ?? 0) + v;
+    const stats: Readonly<Record<keyof SimResult['stats'], number>> = r.stats;
+    for (const [k, v] of Object.entries(stats)) if (k !== 'virtualMs') totals[k] = (totals[k] ?? 0) + v;
     if (r.violation !== undefined) {
       failures.push({ seed, ...r.violation, reproduce: reproduceCommand(seed) });
     }

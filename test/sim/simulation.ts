@@ -4,11 +4,11 @@
 //
 // A run has two phases. Chaos: clients write and read while a nemesis crashes and restarts
 // nodes (tearing writes), pauses processes, partitions the network (symmetric, asymmetric,
-// bridge), and an operator transfers leadership and changes membership (add a learner,
-// promote it, remove a voter; always 3-5 voters). Healing: the network heals, every node
-// restarts, faults stop; a leader must then be elected within ten election timeouts, a new
-// proposal must commit and apply everywhere, and all members must converge on one log and
-// one state. The Monitor checks safety after every event; at the end the clients' history
+// bridge, the leader cut off), and an operator transfers leadership and changes membership
+// (add a learner, promote it, remove a voter; always 3-5 voters). Healing: the network heals,
+// every crashed member restarts, faults stop; a leader must then be elected within a bounded
+// number of election timeouts (ten with pre-vote), a new proposal must commit and apply
+// everywhere, and all members must converge on one log and one state. The Monitor checks safety after every event; at the end the clients' history
 // must be linearizable.
 import { describeOp, checkLinearizable, type Op } from '../support/linearizability.js';
 import type { RaftConfig } from '../../src/raft/core/types.js';
@@ -142,8 +142,8 @@ export function scenarioFor(seed: number): Scenario {
     pauseMeanMs: calm ? Infinity : r.pick([200, 600, Infinity]),
     transferMeanMs: r.pick([150, 500, Infinity]),
     confMeanMs: r.pick([60, 150, 400, Infinity]),
-    clients: r.range(2, 4),
-    clientTimeoutMs: r.pick([200, 400, 800]),
+    clients: r.range(2, 5),
+    clientTimeoutMs: r.pick([60, 150, 400]),
     compactEvery: r.pick([4, 10, 30]),
     compactTail: r.pick([0, 2, 8]),
     snapLossP: r.pick([0, 0.1, 0.3]),
@@ -218,7 +218,6 @@ class Simulation {
     this.operatorRng = Prng.derive(opts.seed, 'operator');
     this.clientLinkRng = Prng.derive(opts.seed, 'client-link');
     this.net = new SimNetwork(this.sched, Prng.derive(opts.seed, 'net'), { ...sc.net });
-    const self = this;
     this.env = {
       seed: opts.seed,
       sched: this.sched,
@@ -235,8 +234,8 @@ class Simulation {
       bug: opts.bug,
       stats: this.nodeStats,
       verbose: opts.trace !== undefined,
-      nextReadId: () => ++self.readId,
-      trace: (line) => self.trace(line),
+      nextReadId: () => ++this.readId,
+      trace: (line) => this.trace(line),
     };
   }
 
@@ -360,7 +359,9 @@ class Simulation {
     const rng = this.nemesisRng;
     const candidates = [...this.nodes.values()].filter((n) => n.alive && !n.retired);
     if (candidates.length === 0) return;
-    const n = rng.pick(candidates);
+    // Leaders are the interesting victims: half the crashes aim at the current one.
+    const leader = this.currentLeader();
+    const n = leader !== undefined && rng.chance(0.5) ? leader : rng.pick(candidates);
     n.crash();
     const down = rng.uniform(5, 400);
     this.sched.after(down, () => {
@@ -377,7 +378,9 @@ class Simulation {
     const rng = this.nemesisRng;
     const live = this.liveNodes();
     if (live.length === 0) return;
-    const n = rng.pick(live);
+    // A paused leader that wakes up still believing it leads is the classic stale-read setup.
+    const leader = this.currentLeader();
+    const n = leader !== undefined && rng.chance(0.5) ? leader : rng.pick(live);
     const until = Math.min(this.sched.now + rng.uniform(10, 300), this.healAt);
     n.pause(until);
     this.counters.pauses++;
@@ -389,9 +392,19 @@ class Simulation {
     const ids = [...this.nodes.values()].filter((n) => !n.retired).map((n) => n.id);
     this.net.heal();
     const r = rng.float();
-    if (r < 0.25) {
+    const leader = this.currentLeader();
+    if (r < 0.2) {
       // healed
-    } else if (r < 0.45) {
+    } else if (r < 0.35 && leader !== undefined) {
+      // Cut the leader off (both ways, or only its outbound or inbound side): a deposed
+      // leader that still believes it leads is where stale reads and lost writes hide.
+      const way = rng.int(3);
+      for (const y of ids) {
+        if (way !== 1) this.net.cut(leader.id, y);
+        if (way !== 2) this.net.cut(y, leader.id);
+      }
+      this.trace(`isolate leader ${leader.id}`);
+    } else if (r < 0.5) {
       const shuffled = rng.shuffled(ids);
       const k = rng.range(1, Math.max(1, Math.floor(shuffled.length / 2)));
       this.net.split(shuffled.slice(0, k), shuffled.slice(k));

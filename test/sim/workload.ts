@@ -92,7 +92,10 @@ export class SimClient {
   private send(op: Pending, tries: number): void {
     const { env } = this;
     const nodes = env.contactable();
-    const target = nodes.find((n) => n.id === this.leaderGuess) ?? env.rng.pick(nodes);
+    // Mostly the believed leader; sometimes any node, so that followers serve reads (ReadIndex
+    // forwarding) and clients with different beliefs about the leader overlap.
+    const guess = env.rng.chance(0.8) ? nodes.find((n) => n.id === this.leaderGuess) : undefined;
+    const target = guess ?? env.rng.pick(nodes);
     const attempt = ++this.attempt;
     const call = env.sched.now;
     const req: ClientRequest =
