@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== typecheck"; npx tsc --noEmit
 echo "== lint"; npx eslint .
-echo "== format"; npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
+echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 echo "== tests (${#files[@]} files)"
 npx c8 --reporter=text-summary --include 'src/**' --exclude 'src/gen/**' \

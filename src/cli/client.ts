@@ -39,7 +39,8 @@ export type KvMethod =
   | 'memberList'
   | 'leaderTransfer';
 export type RequestOf<M extends KvMethod> = KvServer[M] extends handleUnaryCall<infer R, infer _> ? R : never;
-export type ResponseOf<M extends KvMethod> = KvServer[M] extends handleUnaryCall<infer _, infer R> ? R : never;
+export type ResponseOf<M extends KvMethod> =
+  KvServer[M] extends handleUnaryCall<infer _, infer R> ? R : never;
 
 export class ClusterClient {
   private readonly clients: KvClient[];
