@@ -4,12 +4,18 @@
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { KeyValue as KeyValueProto, MemberInfo, KvServer, StatusResponse } from '../gen/kv.js';
+import type {
+  KeyValue as KeyValueProto,
+  KvServer,
+  MemberInfo,
+  Session as SessionProto,
+  StatusResponse,
+} from '../gen/kv.js';
 import { KvClient, Role, Suffrage } from '../gen/kv.js';
 import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
-import type { Command, CommandResult } from '../state/command.js';
+import type { Command, CommandResult, SessionTag } from '../state/command.js';
 import { decodeResult, encodeCommand } from '../state/command.js';
 import type { KeyValue, KvStore } from '../state/kv-store.js';
 import { ApiError, toServiceError } from './errors.js';
@@ -50,6 +56,13 @@ export class KvService {
 
   handlers(): KvServer {
     return {
+      registerClient: unary(async (req, call) => {
+        if (!(await this.leaderHere())) return this.forward(call, 'registerClient', req);
+        const res = await this.write({ type: 'registerClient', stampMs: 0 });
+        if (res.type !== 'registerClient')
+          throw new ApiError(status.INTERNAL, 'unexpected result for registerClient');
+        return { clientId: res.clientId };
+      }),
       put: unary(async (req, call) => {
         checkKey(req.key);
         if (!(await this.leaderHere())) return this.forward(call, 'put', req);
@@ -61,6 +74,7 @@ export class KvService {
             value: req.value,
             prevRevision: req.prevRevision,
             stampMs: 0,
+            ...sessionOf(req.session),
           });
           if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
             throw new ApiError(status.FAILED_PRECONDITION, res.message);
@@ -73,6 +87,7 @@ export class KvService {
           key: req.key,
           value: req.value,
           stampMs: 0,
+          ...sessionOf(req.session),
         });
         return { revision: revisionOf(res) };
       }),
@@ -84,6 +99,7 @@ export class KvService {
           ns: operatorNamespace,
           key: req.key,
           stampMs: 0,
+          ...sessionOf(req.session),
         });
         if (res.type === 'error' && res.code === 'E_NOT_FOUND')
           return { deleted: false, revision: this.ctx.store.revision };
@@ -99,6 +115,7 @@ export class KvService {
           value: req.value,
           prevRevision: req.expectedRevision,
           stampMs: 0,
+          ...sessionOf(req.session),
         });
         if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
           return {
@@ -274,11 +291,18 @@ export class KvService {
   }
 }
 
-type ForwardMethod = 'put' | 'delete' | 'compareAndSet' | 'memberAdd' | 'memberRemove' | 'leaderTransfer';
+type ForwardMethod =
+  'registerClient' | 'put' | 'delete' | 'compareAndSet' | 'memberAdd' | 'memberRemove' | 'leaderTransfer';
 
 /** A view, not a copy: proto fields want Buffer, the store keeps Uint8Array. */
 function asBuffer(v: Uint8Array): Buffer {
   return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+}
+
+/** The exactly-once tag of a write, when the client opened a session (§6.3). */
+function sessionOf(s: SessionProto | undefined): { session?: SessionTag } {
+  if (s === undefined) return {};
+  return { session: { clientId: s.clientId, seq: s.seq, ackedSeq: s.ackedSeq } };
 }
 
 function revisionOf(res: CommandResult): number {

@@ -28,6 +28,7 @@ export function parseServers(text: string | undefined): string[] {
 type Callback<Res> = (err: ServiceError | null, res: Res) => void;
 type Unary<Req, Res> = (req: Req, md: Metadata, opts: { deadline: number }, cb: Callback<Res>) => unknown;
 export type KvMethod =
+  | 'registerClient'
   | 'put'
   | 'get'
   | 'delete'

@@ -138,8 +138,19 @@ export function suffrageToJSON(object: Suffrage): string {
  * client_id and answers a retried (client_id, seq) with the original result.
  */
 export interface Session {
-  clientId: string;
+  /** From RegisterClient. */
+  clientId: number;
+  /** Numbers this client's writes from 1; a retry reuses the seq of the write it repeats. */
   seq: number;
+  /** Every result up to this seq has been received, so the cluster may forget them. */
+  ackedSeq: number;
+}
+
+export interface RegisterClientRequest {
+}
+
+export interface RegisterClientResponse {
+  clientId: number;
 }
 
 export interface KeyValue {
@@ -275,16 +286,19 @@ export interface LeaderTransferResponse {
 }
 
 function createBaseSession(): Session {
-  return { clientId: "", seq: 0 };
+  return { clientId: 0, seq: 0, ackedSeq: 0 };
 }
 
 export const Session: MessageFns<Session> = {
   encode(message: Session, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.clientId !== "") {
-      writer.uint32(10).string(message.clientId);
+    if (message.clientId !== 0) {
+      writer.uint32(8).uint64(message.clientId);
     }
     if (message.seq !== 0) {
       writer.uint32(16).uint64(message.seq);
+    }
+    if (message.ackedSeq !== 0) {
+      writer.uint32(24).uint64(message.ackedSeq);
     }
     return writer;
   },
@@ -303,11 +317,11 @@ export const Session: MessageFns<Session> = {
         const tag = reader.uint32();
         switch (tag >>> 3) {
           case 1: {
-            if (tag !== 10) {
+            if (tag !== 8) {
               break;
             }
 
-            message.clientId = reader.string();
+            message.clientId = longToNumber(reader.uint64());
             continue;
           }
           case 2: {
@@ -316,6 +330,14 @@ export const Session: MessageFns<Session> = {
             }
 
             message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.ackedSeq = longToNumber(reader.uint64());
             continue;
           }
         }
@@ -333,21 +355,29 @@ export const Session: MessageFns<Session> = {
   fromJSON(object: any): Session {
     return {
       clientId: isSet(object.clientId)
-        ? globalThis.String(object.clientId)
+        ? globalThis.Number(object.clientId)
         : isSet(object.client_id)
-        ? globalThis.String(object.client_id)
-        : "",
+        ? globalThis.Number(object.client_id)
+        : 0,
       seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      ackedSeq: isSet(object.ackedSeq)
+        ? globalThis.Number(object.ackedSeq)
+        : isSet(object.acked_seq)
+        ? globalThis.Number(object.acked_seq)
+        : 0,
     };
   },
 
   toJSON(message: Session): unknown {
     const obj: any = {};
-    if (message.clientId !== "") {
-      obj.clientId = message.clientId;
+    if (message.clientId !== 0) {
+      obj.clientId = Math.round(message.clientId);
     }
     if (message.seq !== 0) {
       obj.seq = Math.round(message.seq);
+    }
+    if (message.ackedSeq !== 0) {
+      obj.ackedSeq = Math.round(message.ackedSeq);
     }
     return obj;
   },
@@ -357,8 +387,134 @@ export const Session: MessageFns<Session> = {
   },
   fromPartial<I extends Exact<DeepPartial<Session>, I>>(object: I): Session {
     const message = createBaseSession();
-    message.clientId = object.clientId ?? "";
+    message.clientId = object.clientId ?? 0;
     message.seq = object.seq ?? 0;
+    message.ackedSeq = object.ackedSeq ?? 0;
+    return message;
+  },
+};
+
+function createBaseRegisterClientRequest(): RegisterClientRequest {
+  return {};
+}
+
+export const RegisterClientRequest: MessageFns<RegisterClientRequest> = {
+  encode(_: RegisterClientRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegisterClientRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegisterClientRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RegisterClientRequest {
+    return {};
+  },
+
+  toJSON(_: RegisterClientRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RegisterClientRequest>, I>>(base?: I): RegisterClientRequest {
+    return RegisterClientRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegisterClientRequest>, I>>(_: I): RegisterClientRequest {
+    const message = createBaseRegisterClientRequest();
+    return message;
+  },
+};
+
+function createBaseRegisterClientResponse(): RegisterClientResponse {
+  return { clientId: 0 };
+}
+
+export const RegisterClientResponse: MessageFns<RegisterClientResponse> = {
+  encode(message: RegisterClientResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.clientId !== 0) {
+      writer.uint32(8).uint64(message.clientId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegisterClientResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegisterClientResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.clientId = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegisterClientResponse {
+    return {
+      clientId: isSet(object.clientId)
+        ? globalThis.Number(object.clientId)
+        : isSet(object.client_id)
+        ? globalThis.Number(object.client_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: RegisterClientResponse): unknown {
+    const obj: any = {};
+    if (message.clientId !== 0) {
+      obj.clientId = Math.round(message.clientId);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RegisterClientResponse>, I>>(base?: I): RegisterClientResponse {
+    return RegisterClientResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegisterClientResponse>, I>>(object: I): RegisterClientResponse {
+    const message = createBaseRegisterClientResponse();
+    message.clientId = object.clientId ?? 0;
     return message;
   },
 };
@@ -2408,6 +2564,18 @@ export const LeaderTransferResponse: MessageFns<LeaderTransferResponse> = {
 
 export type KvService = typeof KvService;
 export const KvService = {
+  /** Opens a session for exactly-once writes; it expires after idle time (10 min). */
+  registerClient: {
+    path: "/slipway.kv.v1.Kv/RegisterClient" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RegisterClientRequest): Buffer =>
+      Buffer.from(RegisterClientRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RegisterClientRequest => RegisterClientRequest.decode(value),
+    responseSerialize: (value: RegisterClientResponse): Buffer =>
+      Buffer.from(RegisterClientResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RegisterClientResponse => RegisterClientResponse.decode(value),
+  },
   put: {
     path: "/slipway.kv.v1.Kv/Put" as const,
     requestStream: false as const,
@@ -2505,6 +2673,8 @@ export const KvService = {
 } as const;
 
 export interface KvServer extends UntypedServiceImplementation {
+  /** Opens a session for exactly-once writes; it expires after idle time (10 min). */
+  registerClient: handleUnaryCall<RegisterClientRequest, RegisterClientResponse>;
   put: handleUnaryCall<PutRequest, PutResponse>;
   get: handleUnaryCall<GetRequest, GetResponse>;
   delete: handleUnaryCall<DeleteRequest, DeleteResponse>;
@@ -2518,6 +2688,22 @@ export interface KvServer extends UntypedServiceImplementation {
 }
 
 export interface KvClient extends Client {
+  /** Opens a session for exactly-once writes; it expires after idle time (10 min). */
+  registerClient(
+    request: RegisterClientRequest,
+    callback: (error: ServiceError | null, response: RegisterClientResponse) => void,
+  ): ClientUnaryCall;
+  registerClient(
+    request: RegisterClientRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RegisterClientResponse) => void,
+  ): ClientUnaryCall;
+  registerClient(
+    request: RegisterClientRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RegisterClientResponse) => void,
+  ): ClientUnaryCall;
   put(request: PutRequest, callback: (error: ServiceError | null, response: PutResponse) => void): ClientUnaryCall;
   put(
     request: PutRequest,

@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Level } from 'level';
+import { ClusterClient } from '../../src/cli/client.js';
 import { parse as parseYaml } from 'yaml';
 import type { ProcNode } from '../support/process-cluster.js';
 import { nextPort, ProcessCluster, slipwayBin } from '../support/process-cluster.js';
@@ -114,6 +115,38 @@ describe('kv verbs', () => {
   test('an unreachable cluster fails with exit 1, not a hang', async () => {
     const r = await cli(['--server', `127.0.0.1:${nextPort()}`, '--timeout', '1500', 'kv', 'get', 'a']);
     assert.equal(r.code, 1);
+  });
+});
+
+describe('exactly-once sessions', () => {
+  test('a retried write with the same (client, seq) is applied once and answered alike', async () => {
+    const client = new ClusterClient(cluster.apiAddrs());
+    try {
+      const { clientId } = await client.call('registerClient', {});
+      assert.ok(clientId > 0);
+      const session = { clientId, seq: 1, ackedSeq: 0 };
+      const first = await client.call('put', { key: 'once', value: Buffer.from('a'), session });
+      // The retry, say after a lost answer, even sent to another node.
+      const retry = await client.call('put', { key: 'once', value: Buffer.from('a'), session });
+      assert.equal(retry.revision, first.revision);
+      const next = await client.call('put', {
+        key: 'other',
+        value: Buffer.from('b'),
+        session: { clientId, seq: 2, ackedSeq: 1 },
+      });
+      assert.equal(next.revision, first.revision + 1, 'the retry did not write again');
+      await assert.rejects(
+        client.call('put', {
+          key: 'x',
+          value: Buffer.from('c'),
+          session: { clientId: 999_999, seq: 1, ackedSeq: 0 },
+        }),
+        /session/i,
+        'an unknown session is refused, not created',
+      );
+    } finally {
+      client.close();
+    }
   });
 });
 
