@@ -4,5 +4,7 @@
 # `npm run gen && git diff --exit-code src/gen`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-npx --no-install buf lint
-npx --no-install buf generate
+# buf is fetched on demand (pinned): its platform packages break `npm ci` lock checks when listed.
+buf="npx --yes @bufbuild/buf@1.75.0"
+$buf lint
+$buf generate
