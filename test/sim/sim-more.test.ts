@@ -7,23 +7,6 @@
 // event and the linearizability checker judges the history at the end. A failure lists each
 // failing seed with the command that replays it exactly. This file is sim.test.ts's second
 // half, split off so that the two run in parallel.
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
-import { runSeeds } from './run.js';
+import { testSeedRange } from './seed-range.js';
 
-const chunk = 250;
-
-for (let start = 1501; start <= 3000; start += chunk) {
-  test(`simulation seeds ${start}-${start + chunk - 1}`, () => {
-    const summary = runSeeds(start, chunk);
-    const report = summary.failures.map((f) => `seed ${f.seed}: ${f.message}\n  reproduce: ${f.reproduce}`);
-    assert.equal(summary.failed, 0, report.join('\n'));
-    // The faults really happened: a run without elections, crashes or snapshots proves little.
-    assert.ok(summary.totals['leaders']! > chunk, 'leaders were elected');
-    assert.ok(
-      summary.totals['crashes']! > 0 && summary.totals['snapshotsInstalled']! > 0,
-      'faults were injected',
-    );
-    assert.ok(summary.totals['clientOk']! > chunk, 'clients completed operations');
-  });
-}
+testSeedRange(1501, 3000);

@@ -629,16 +629,7 @@ export class RaftCore {
         return;
       }
       case 'readIndex':
-        this.send(
-          message({
-            type: 'readIndexResp',
-            from: this.id,
-            to: m.from,
-            term: this.term,
-            reject: true,
-            context: m.context,
-          }),
-        );
+        this.refuseRead(m.from, m.context);
         return;
       default:
         return;
@@ -677,16 +668,7 @@ export class RaftCore {
         return;
       case 'readIndex':
         // Forwarded to us by a node with an older view of the leader.
-        this.send(
-          message({
-            type: 'readIndexResp',
-            from: this.id,
-            to: m.from,
-            term: this.term,
-            reject: true,
-            context: m.context,
-          }),
-        );
+        this.refuseRead(m.from, m.context);
         return;
       default:
         return;
@@ -976,6 +958,20 @@ export class RaftCore {
       );
   }
 
+  /** Tells a node that forwarded a read that this node cannot confirm it. */
+  private refuseRead(to: NodeId, requestId: number): void {
+    this.send(
+      message({
+        type: 'readIndexResp',
+        from: this.id,
+        to,
+        term: this.term,
+        reject: true,
+        context: requestId,
+      }),
+    );
+  }
+
   private failReads(reason: string): void {
     const all = [
       ...this.readsAwaitingCommit,
@@ -984,17 +980,7 @@ export class RaftCore {
     ];
     for (const r of all) {
       if (r.from === this.id) this.readFailures.push({ requestId: r.requestId, reason });
-      else
-        this.send(
-          message({
-            type: 'readIndexResp',
-            from: this.id,
-            to: r.from,
-            term: this.term,
-            reject: true,
-            context: r.requestId,
-          }),
-        );
+      else this.refuseRead(r.from, r.requestId);
     }
   }
 
