@@ -42,6 +42,14 @@ function rng(seed: number): () => number {
   };
 }
 
+/**
+ * Fault timing, not synchronization: how long the workload runs between two faults (or how
+ * long a node stays paused) is drawn at random so that faults land at varied moments.
+ */
+function chaosDelay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
 const definitelyFailed = new Set<number>([
   status.INVALID_ARGUMENT,
   status.FAILED_PRECONDITION,
@@ -178,20 +186,21 @@ test(
       for (let round = 0; round < rounds; round++) {
         const leader = await cluster.waitForLeader();
         const victim = random() < 0.5 ? leader : cluster.nodes[Math.floor(random() * cluster.nodes.length)]!;
-        await new Promise((r) => setTimeout(r, 100 + random() * 300));
+        await chaosDelay(100 + random() * 300);
         if (round % 4 === 3) {
           // A pause: the node wakes up believing it still leads, and must not serve stale reads.
           cluster.pause(victim);
-          await new Promise((r) => setTimeout(r, 300 + random() * 700));
+          await chaosDelay(300 + random() * 700);
           cluster.resume(victim);
         } else {
           await cluster.kill(victim);
-          await new Promise((r) => setTimeout(r, random() * 300));
+          await chaosDelay(random() * 300);
           cluster.start(victim);
         }
       }
       await cluster.waitForLeader();
-      await new Promise((r) => setTimeout(r, 300));
+      // Let the clients complete some operations against the recovered cluster.
+      await chaosDelay(300);
     } finally {
       done = true;
       await Promise.all(running);
