@@ -82,7 +82,6 @@ export class RaftNode {
   private proposalQueue: QueuedProposal[] = [];
   private readonly reads = new Map<number, ReadWaiter>();
   private readonly readsAwaitingApply: ReadWaiter[] = [];
-  private readonly applyWaiters: { index: number; resolve: () => void }[] = [];
   private readSeq = 0;
   private scheduled = false;
   private writing = false;
@@ -243,16 +242,6 @@ export class RaftNode {
     if (leader === '') return null;
     const m = this.core.getMembership();
     return [...m.voters, ...m.learners].find((x) => x.id === leader) ?? null;
-  }
-
-  appliedIndex(): number {
-    return this.applied;
-  }
-
-  /** Resolves once the state machine has applied `index`. */
-  waitApplied(index: number): Promise<void> {
-    if (this.applied >= index) return Promise.resolve();
-    return new Promise((resolve) => this.applyWaiters.push({ index, resolve }));
   }
 
   async stop(): Promise<void> {
@@ -436,13 +425,6 @@ export class RaftNode {
       const w = this.readsAwaitingApply[i]!;
       if (this.applied >= w.index) {
         this.readsAwaitingApply.splice(i, 1);
-        w.resolve();
-      }
-    }
-    for (let i = this.applyWaiters.length - 1; i >= 0; i--) {
-      const w = this.applyWaiters[i]!;
-      if (this.applied >= w.index) {
-        this.applyWaiters.splice(i, 1);
         w.resolve();
       }
     }

@@ -247,32 +247,22 @@ describe('membership and leadership', () => {
 
 describe('bad configuration and damaged data', () => {
   test('server refuses bad flags with exit 2 and names the field', async () => {
-    const noPeers = await cli([
-      'server',
-      '--id',
-      'x1',
-      '--data-dir',
-      join(cluster.dir, 'x1'),
-      '--raft-addr',
-      '127.0.0.1:1',
-      '--api-addr',
-      '127.0.0.1:2',
-    ]);
+    // Valid flags for a node x1; each case changes only what it is about.
+    const flags = (over: Record<string, string | null>): string[] => {
+      const all: Record<string, string | null> = {
+        '--id': 'x1',
+        '--data-dir': join(cluster.dir, 'x1'),
+        '--raft-addr': '127.0.0.1:1',
+        '--api-addr': '127.0.0.1:2',
+        '--peers': 'x1=127.0.0.1:1',
+        ...over,
+      };
+      return ['server', ...Object.entries(all).flatMap(([k, v]) => (v === null ? [] : [k, v]))];
+    };
+    const noPeers = await cli(flags({ '--peers': null }));
     assert.equal(noPeers.code, 2);
     assert.match(noPeers.stderr, /peers/);
-    const badAddr = await cli([
-      'server',
-      '--id',
-      'x1',
-      '--data-dir',
-      join(cluster.dir, 'x1'),
-      '--raft-addr',
-      'nowhere',
-      '--api-addr',
-      '127.0.0.1:2',
-      '--peers',
-      'x1=127.0.0.1:1',
-    ]);
+    const badAddr = await cli(flags({ '--raft-addr': 'nowhere' }));
     assert.equal(badAddr.code, 2);
     assert.match(badAddr.stderr, /raftAddr/);
   });
