@@ -1,8 +1,10 @@
 // `npm run bench -- NAME [flags]`: runs one benchmark by name. See bench/README.md.
+import { runControlBench } from './control.js';
 import { runRaftBench } from './raft.js';
 
 const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   raft: runRaftBench,
+  control: runControlBench,
 };
 
 const [name, ...rest] = process.argv.slice(2);

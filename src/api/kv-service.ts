@@ -1,7 +1,7 @@
 // The Kv gRPC service: the replicated key-value store and cluster administration. Any node
 // answers: writes on a follower are forwarded to the leader, reads are linearizable
 // (ReadIndex, through the leader) unless the caller asks for a local read.
-import { credentials, Metadata, status } from '@grpc/grpc-js';
+import { Metadata, status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type {
@@ -15,9 +15,12 @@ import { KvClient, Role, Suffrage } from '../gen/kv.js';
 import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
+import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
 import type { Command, CommandResult, SessionTag } from '../state/command.js';
 import { decodeResult, encodeCommand } from '../state/command.js';
 import type { KeyValue, KvStore } from '../state/kv-store.js';
+import type { Role as OperatorRole } from '../state/control/model.js';
+import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 
 /** The namespace the operator-facing `kv` commands use; the control plane has its own. */
@@ -30,6 +33,8 @@ export interface KvServiceContext {
   readonly node: RaftNode;
   readonly store: KvStore;
   readonly logger: Logger;
+  /** The node's identity for forwarding to the leader's raft address (mutual TLS). */
+  readonly peerTls?: PeerTls | undefined;
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -54,7 +59,28 @@ export class KvService {
     this.ctx = ctx;
   }
 
-  handlers(): KvServer {
+  /**
+   * The handlers as served to clients: with `auth`, each call needs a token of the method's role.
+   * The copy served on the raft address (for followers' forwards) goes without: mutual TLS
+   * authenticates the peer there.
+   */
+  handlers(auth?: Authenticator): KvServer {
+    const h = this.#handlers();
+    if (auth === undefined) return h;
+    const guarded: Record<string, Handler<unknown, unknown>> = {};
+    for (const [name, handler] of Object.entries(h) as [keyof typeof kvRoles, Handler<unknown, unknown>][]) {
+      const role = kvRoles[name];
+      guarded[name] = (call, callback) => {
+        auth.operator(call.metadata, role).then(
+          () => handler(call, callback),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        );
+      };
+    }
+    return guarded as unknown as KvServer;
+  }
+
+  #handlers(): KvServer {
     return {
       registerClient: unary(async (req, call) => {
         if (!(await this.leaderHere())) return this.forward(call, 'registerClient', req);
@@ -284,12 +310,27 @@ export class KvService {
   private clientFor(addr: string): KvClient {
     let c = this.clients.get(addr);
     if (c === undefined) {
-      c = new KvClient(addr, credentials.createInsecure());
+      c = new KvClient(addr, peerChannelCredentials(this.ctx.peerTls));
       this.clients.set(addr, c);
     }
     return c;
   }
 }
+
+/** The least role each Kv method needs when tokens are required. */
+const kvRoles = {
+  registerClient: 'operator',
+  put: 'operator',
+  get: 'viewer',
+  delete: 'operator',
+  compareAndSet: 'operator',
+  range: 'viewer',
+  status: 'viewer',
+  memberAdd: 'admin',
+  memberRemove: 'admin',
+  memberList: 'viewer',
+  leaderTransfer: 'admin',
+} as const satisfies Record<string, OperatorRole>;
 
 type ForwardMethod =
   'registerClient' | 'put' | 'delete' | 'compareAndSet' | 'memberAdd' | 'memberRemove' | 'leaderTransfer';

@@ -1,17 +1,31 @@
 // Composition of one provisioner node: durable raft log, replicated store, raft transport,
 // and the client API (Kv + grpc.health.v1). The CLI's `slipway server` calls startNode().
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { ControlService as ControlServiceDefinition } from '../gen/control.js';
+import { InternalService } from '../gen/internal.js';
 import { KvService as KvServiceDefinition } from '../gen/kv.js';
+import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
 import { RaftNode } from '../raft/node.js';
 import { openLogStore } from '../raft/storage/level-log-store.js';
+import type { PeerTls } from '../raft/transport/grpc-config.js';
+import { loadNodeTls } from '../platform/pki.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
 import { KvStore } from '../state/kv-store.js';
+import { Authenticator, sha256Hex } from './auth.js';
+import { ControlService } from './control-service.js';
+import { DeadlineScanner } from './deadline-scanner.js';
+import { EventHub } from './event-hub.js';
 import { HealthService } from './health-service.js';
 import { KvService } from './kv-service.js';
+import { NodeMetrics } from './metrics.js';
+import { Proposer } from './proposer.js';
 import type { ServerConfig } from './server-config.js';
-import { initialMembers } from './server-config.js';
+import { advertisedAddress, ConfigError, initialMembers } from './server-config.js';
+import { startNodeBootServices } from '../boot/node-boot.js';
+import { WorkerService } from './worker-service.js';
 
 export interface RunningNode {
   readonly node: RaftNode;
@@ -21,10 +35,16 @@ export interface RunningNode {
 }
 
 export async function startNode(cfg: ServerConfig, logger: Logger): Promise<RunningNode> {
+  const tls = nodeTls(cfg);
+  const adminTokenFile =
+    cfg.adminTokenFile ??
+    (cfg.tlsDir !== undefined && existsSync(join(cfg.tlsDir, 'admin.token'))
+      ? join(cfg.tlsDir, 'admin.token')
+      : undefined);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
   const stateMachine = new KvStore();
-  const transport = new GrpcTransport({ id: cfg.id, listenAddr: cfg.raftAddr, logger });
+  const transport = new GrpcTransport({ id: cfg.id, listenAddr: cfg.raftAddr, logger, tls });
   const node = new RaftNode({
     id: cfg.id,
     store,
@@ -37,22 +57,79 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     raft: { electionTicks: cfg.electionTicks, heartbeatTicks: cfg.heartbeatTicks },
     snapshotEntries: cfg.snapshotEntries,
   });
-  const kv = new KvService({ node, store: stateMachine, logger });
+  const control = stateMachine.control;
+  const kv = new KvService({ node, store: stateMachine, logger, peerTls: tls });
+  const proposer = new Proposer(node, logger, tls);
+  const auth = new Authenticator(
+    control,
+    {
+      enabled: adminTokenFile !== undefined,
+      bootstrapAdminSha256: readAdminTokenSha(adminTokenFile),
+    },
+    () => node.linearizableRead(),
+  );
+  const events = new EventHub();
+  const controlService = new ControlService({ node, control, proposer, auth, events, logger });
+  const workers = new WorkerService({ control, proposer, auth, logger });
+  const deadlines = new DeadlineScanner(node, control, proposer, logger);
+  const metrics = new NodeMetrics({ node, control, connectedWorkers: () => workers.connected });
+  control.onEvent = (e) => {
+    events.publish(e);
+    metrics.observe(e);
+  };
+  control.onWorkflowChange = (wf) => {
+    workers.workflowChanged(wf);
+  };
+  control.onHardwareChange = (id) => {
+    workers.hardwareChanged(id);
+  };
   const health = new HealthService(() => node.softState().leader !== '');
-  // Followers forward writes to the leader's raft address, so the Kv service is served there too.
+  // Followers forward writes to the leader's raft address, so those services are served there too.
   transport.addService(KvServiceDefinition, kv.handlers());
+  transport.addService(InternalService, proposer.handlers());
   await node.start();
+  deadlines.start();
 
   const api = new Server();
-  api.addService(KvServiceDefinition, kv.handlers());
+  api.addService(KvServiceDefinition, kv.handlers(auth.enabled ? auth : undefined));
+  api.addService(ControlServiceDefinition, controlService.handlers());
+  api.addService(WorkerServiceDefinition, workers.handlers());
   health.register(api);
   const apiPort = await new Promise<number>((resolve, reject) => {
-    api.bindAsync(cfg.apiAddr, ServerCredentials.createInsecure(), (err, port) => {
+    const creds =
+      tls === undefined
+        ? ServerCredentials.createInsecure()
+        : ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], false);
+    api.bindAsync(cfg.apiAddr, creds, (err, port) => {
       if (err === null) resolve(port);
       else reject(new Error(`cannot listen for the API on ${cfg.apiAddr}: ${err.message}`));
     });
   });
-  logger.info({ id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort }, 'node serving');
+  const metricsServer = cfg.metricsAddr === undefined ? undefined : await metrics.listen(cfg.metricsAddr);
+  const advertise = advertisedAddress(cfg);
+  const boot = await startNodeBootServices(
+    {
+      dataDir: cfg.dataDir,
+      advertise,
+      apiAddress: `${advertise}:${String(apiPort)}`,
+      dhcpInterface: cfg.dhcpInterface,
+      dhcpAddr: cfg.dhcpAddr,
+      dhcpMode: cfg.dhcpMode,
+      tftpAddr: cfg.tftpAddr,
+      tftpRoot: cfg.tftpRoot,
+      httpAddr: cfg.httpAddr,
+      artifactsDir: cfg.artifactsDir,
+      kernelArgs: cfg.kernelArgs,
+    },
+    control,
+    // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).
+    () => node.softState().role === 'leader',
+    logger,
+  );
+  logger.info(
+    { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
+    'node serving',
+  );
 
   let stopping: Promise<void> | null = null;
   const stop = (opts?: { transfer?: boolean }): Promise<void> => {
@@ -69,11 +146,38 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
         }
       }
       health.shutdown();
+      deadlines.stop();
+      workers.close();
+      metricsServer?.close();
+      await boot.close();
       await new Promise<void>((resolve) => api.tryShutdown(() => resolve()));
       kv.close();
+      proposer.close();
       await node.stop();
     })();
     return stopping;
   };
   return { node, apiPort, stop };
+}
+
+function readAdminTokenSha(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  let token: string;
+  try {
+    token = readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError(`cannot read the admin token file ${file}: ${(err as Error).message}`);
+  }
+  if (token.length < 16)
+    throw new ConfigError(`the admin token in ${file} is too short (at least 16 characters)`);
+  return sha256Hex(token);
+}
+
+function nodeTls(cfg: ServerConfig): PeerTls | undefined {
+  if (cfg.tlsDir === undefined) return undefined;
+  try {
+    return loadNodeTls(cfg.tlsDir, cfg.id);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
 }

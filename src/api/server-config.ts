@@ -8,6 +8,9 @@ import type { Member } from '../raft/core/types.js';
 const hostPort = z
   .string()
   .regex(/^([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):\d{1,5}$/, 'must be HOST:PORT, for example 127.0.0.1:7001');
+const ipv4 = z
+  .string()
+  .regex(/^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/, 'must be an IPv4 address');
 const memberId = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, "must be 1-63 letters, digits, '.', '_' or '-'");
@@ -30,6 +33,35 @@ export const serverConfigSchema = z
     heartbeatTicks: z.number().int().min(1).max(50).default(1),
     snapshotEntries: z.number().int().min(0).default(10_000),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal']).default('info'),
+    /** The address machines are told to use (DHCP server id, next-server, URLs); default: the API host. */
+    vip: ipv4.optional(),
+    /** Serve DHCP on this interface (broadcasts included). */
+    dhcpInterface: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:@-]{1,15}$/, 'must be an interface name')
+      .optional(),
+    /** Serve DHCP on this address only (relayed and unicast requests). */
+    dhcpAddr: hostPort.optional(),
+    dhcpMode: z.enum(['reservation', 'proxy']).default('reservation'),
+    tftpAddr: hostPort.optional(),
+    /** Default: a copy of Debian's iPXE binaries (/usr/lib/ipxe) in the data dir. */
+    tftpRoot: z.string().min(1).optional(),
+    httpAddr: hostPort.optional(),
+    /** Kernels and initrds served under /artifacts/. */
+    artifactsDir: z.string().min(1).optional(),
+    /** Extra kernel arguments in the generated iPXE scripts. */
+    kernelArgs: z.array(z.string()).default([]),
+    /** Where Prometheus scrapes /metrics; off when absent. */
+    metricsAddr: hostPort.optional(),
+    /**
+     * The directory made by `slipway bootstrap`: ca.crt, ID.crt, ID.key (TLS on the API, mutual
+     * TLS between nodes) and admin.token (tokens required on every call).
+     */
+    tlsDir: z.string().min(1).optional(),
+    /** Plaintext and no tokens: for a development cluster on loopback only. */
+    insecure: z.boolean().default(false),
+    /** A file holding the bootstrap admin token; when set, every API call needs a token. */
+    adminTokenFile: z.string().min(1).optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -51,6 +83,26 @@ export const serverConfigSchema = z
     }
     if (!c.join && c.peers.length > 0 && !c.peers.some((p) => p.id === c.id)) {
       ctx.addIssue({ code: 'custom', path: ['peers'], message: `must include this node (${c.id}) itself` });
+    }
+    if (c.dhcpInterface !== undefined && c.dhcpAddr !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dhcpAddr'],
+        message: 'give --dhcp-interface or --dhcp-addr, not both',
+      });
+    }
+    const bootOn =
+      c.dhcpInterface !== undefined ||
+      c.dhcpAddr !== undefined ||
+      c.tftpAddr !== undefined ||
+      c.httpAddr !== undefined;
+    if (bootOn && c.vip === undefined && /^(0\.0\.0\.0|\[::\]|\[::0\]):/.test(c.apiAddr)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['vip'],
+        message:
+          'boot services need the address machines should use: pass --vip, or an --api-addr with a concrete host',
+      });
     }
     const ids = new Set(c.peers.map((p) => p.id));
     if (ids.size !== c.peers.length)
@@ -102,6 +154,12 @@ export function validateServerConfig(raw: Record<string, unknown>): ServerConfig
   if (r.success) return r.data;
   const lines = r.error.issues.map((i) => `  ${i.path.join('.') || '(config)'}: ${i.message}`);
   throw new ConfigError(`invalid server configuration:\n${lines.join('\n')}`);
+}
+
+/** The address machines are told to use: the VIP, or this node's API host. */
+export function advertisedAddress(c: ServerConfig): string {
+  if (c.vip !== undefined) return c.vip;
+  return c.apiAddr.slice(0, c.apiAddr.lastIndexOf(':')).replace(/^\[|\]$/g, '');
 }
 
 export function initialMembers(c: ServerConfig): Member[] {

@@ -1,7 +1,10 @@
 // The CLI's connection to the cluster: a list of node API addresses tried in turn, moving on
 // when a node is unreachable or has no leader, so that one dead node never blocks an operator.
+import { readFileSync } from 'node:fs';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
-import type { handleUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { ChannelCredentials, handleUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { ControlServer, WorkflowEvent } from '../gen/control.js';
+import { ControlClient } from '../gen/control.js';
 import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
 import { UsageError } from './output.js';
@@ -25,8 +28,22 @@ export function parseServers(text: string | undefined): string[] {
   return list;
 }
 
+/** The cluster CA from --ca or SLIPWAY_CA, for TLS to the nodes. */
+export function clusterCa(file: string | undefined): Buffer | undefined {
+  const path = file ?? process.env['SLIPWAY_CA'];
+  if (path === undefined || path === '') return undefined;
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new UsageError(`cannot read the CA certificate ${path}: ${(err as Error).message}`);
+  }
+}
+
 type Callback<Res> = (err: ServiceError | null, res: Res) => void;
 type Unary<Req, Res> = (req: Req, md: Metadata, opts: { deadline: number }, cb: Callback<Res>) => unknown;
+type ReqOf<S, M extends keyof S> = S[M] extends handleUnaryCall<infer R, infer _> ? R : never;
+type ResOf<S, M extends keyof S> = S[M] extends handleUnaryCall<infer _, infer R> ? R : never;
+
 export type KvMethod =
   | 'registerClient'
   | 'put'
@@ -39,32 +56,119 @@ export type KvMethod =
   | 'memberRemove'
   | 'memberList'
   | 'leaderTransfer';
-export type RequestOf<M extends KvMethod> = KvServer[M] extends handleUnaryCall<infer R, infer _> ? R : never;
-export type ResponseOf<M extends KvMethod> =
-  KvServer[M] extends handleUnaryCall<infer _, infer R> ? R : never;
+export type RequestOf<M extends KvMethod> = ReqOf<KvServer, M>;
+export type ResponseOf<M extends KvMethod> = ResOf<KvServer, M>;
+export type ControlMethod = Exclude<
+  // The client has no index signature, so its keys are the method names themselves.
+  Extract<keyof ControlClient, `${'hardware' | 'template' | 'workflow' | 'token'}${string}`>,
+  'workflowEvents'
+>;
+
+export interface ClientOptions {
+  readonly timeoutMs?: number;
+  /** The operator token sent as `authorization: Bearer`. */
+  readonly token?: string | undefined;
+  /** The cluster CA (PEM): TLS to the nodes when set. */
+  readonly ca?: Buffer | undefined;
+}
 
 export class ClusterClient {
-  private readonly clients: KvClient[];
+  private readonly servers: readonly string[];
   private readonly timeoutMs: number;
+  private readonly token: string | undefined;
+  private readonly creds: ChannelCredentials;
+  private kvClients: KvClient[] | undefined;
+  private controlClients: ControlClient[] | undefined;
   private preferred = 0;
 
-  constructor(servers: readonly string[], timeoutMs = 10_000) {
-    this.clients = servers.map((s) => new KvClient(s, credentials.createInsecure()));
-    this.timeoutMs = timeoutMs;
+  constructor(servers: readonly string[], opts: ClientOptions | number = {}) {
+    const o = typeof opts === 'number' ? { timeoutMs: opts } : opts;
+    this.servers = servers;
+    this.timeoutMs = o.timeoutMs ?? 10_000;
+    this.token = o.token;
+    this.creds = o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(o.ca);
   }
 
-  /** Calls `method` on the first node that answers; fails over on UNAVAILABLE and timeouts. */
-  async call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
-    type Res = ResponseOf<M>;
+  /** Calls a Kv method on the first node that answers; fails over on UNAVAILABLE. */
+  call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
+    this.kvClients ??= this.servers.map((s) => new KvClient(s, this.creds));
+    return this.failover(this.kvClients, method, req);
+  }
+
+  /** Calls a Control method on the first node that answers; fails over on UNAVAILABLE. */
+  control<M extends ControlMethod>(
+    method: M,
+    req: ReqOf<ControlServer, M>,
+  ): Promise<ResOf<ControlServer, M>> {
+    return this.failover(this.controls(), method, req);
+  }
+
+  /**
+   * Streams a workflow's events from `fromSeq`, moving to the next node when a stream breaks and
+   * resuming after the last event received, so none is missed or repeated. Resolves when the
+   * stream ends normally (the workflow finished, or all events were sent without follow).
+   */
+  async events(
+    workflowId: string,
+    fromSeq: number,
+    follow: boolean,
+    onEvent: (e: WorkflowEvent) => void,
+  ): Promise<void> {
+    const clients = this.controls();
+    let next = fromSeq;
+    let failures = 0;
+    for (;;) {
+      const i = this.preferred % clients.length;
+      const client = clients[i]!;
+      try {
+        await new Promise<void>((resolve, reject) => {
+          const stream = client.workflowEvents({ workflowId, fromSeq: next, follow }, this.metadata());
+          stream.on('data', (msg: { event?: WorkflowEvent }) => {
+            const e = msg.event;
+            if (e === undefined || e.seq < next) return;
+            next = e.seq + 1;
+            failures = 0;
+            onEvent(e);
+          });
+          stream.on('error', reject);
+          stream.on('end', resolve);
+        });
+        return;
+      } catch (err) {
+        const e = err as ServiceError;
+        if (!failoverCodes.has(e.code) || ++failures > clients.length * 10) throw e;
+        this.preferred = i + 1;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
+  close(): void {
+    for (const c of this.kvClients ?? []) c.close();
+    for (const c of this.controlClients ?? []) c.close();
+  }
+
+  private controls(): ControlClient[] {
+    this.controlClients ??= this.servers.map((s) => new ControlClient(s, this.creds));
+    return this.controlClients;
+  }
+
+  private metadata(): Metadata {
+    const md = new Metadata();
+    if (this.token !== undefined) md.set('authorization', `Bearer ${this.token}`);
+    return md;
+  }
+
+  private async failover<Res>(clients: readonly object[], method: string, req: unknown): Promise<Res> {
     let lastErr: ServiceError | null = null;
     const deadline = Date.now() + this.timeoutMs;
-    for (let attempt = 0; attempt < this.clients.length * 3 && Date.now() < deadline; attempt++) {
-      const i = (this.preferred + attempt) % this.clients.length;
-      const client = this.clients[i]!;
+    for (let attempt = 0; attempt < clients.length * 3 && Date.now() < deadline; attempt++) {
+      const i = (this.preferred + attempt) % clients.length;
+      const client = clients[i]!;
       try {
         const res = await new Promise<Res>((resolve, reject) => {
-          const fn = (client as unknown as Record<KvMethod, Unary<RequestOf<M>, Res>>)[method].bind(client);
-          fn(req, new Metadata(), { deadline }, (err: ServiceError | null, r: Res) => {
+          const fn = (client as unknown as Record<string, Unary<unknown, Res>>)[method]!.bind(client);
+          fn(req, this.metadata(), { deadline }, (err: ServiceError | null, r: Res) => {
             if (err === null) resolve(r);
             else reject(err);
           });
@@ -75,14 +179,9 @@ export class ClusterClient {
         const e = err as ServiceError;
         if (!failoverCodes.has(e.code)) throw e;
         lastErr = e;
-        if (attempt % this.clients.length === this.clients.length - 1)
-          await new Promise((r) => setTimeout(r, 200));
+        if (attempt % clients.length === clients.length - 1) await new Promise((r) => setTimeout(r, 200));
       }
     }
     throw lastErr ?? new Error('no server answered');
-  }
-
-  close(): void {
-    for (const c of this.clients) c.close();
   }
 }

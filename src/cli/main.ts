@@ -3,11 +3,18 @@ import { Command, CommanderError, Option } from '@commander-js/extra-typings';
 import { status } from '@grpc/grpc-js';
 import { ConfigError } from '../api/server-config.js';
 import { isServiceError } from '../api/errors.js';
-import { ClusterClient, parseServers } from './client.js';
+import { ClusterClient, clusterCa, parseServers } from './client.js';
+import { readFileSync } from 'node:fs';
+import { bootstrapCommand } from './commands/bootstrap.js';
 import { clusterCommand } from './commands/cluster.js';
+import { hardwareCommand } from './commands/hardware.js';
 import { kvCommand } from './commands/kv.js';
 import { memberCommand } from './commands/member.js';
 import { serverCommand } from './commands/server.js';
+import { templateCommand } from './commands/template.js';
+import { tokenCommand } from './commands/token.js';
+import { workerCommand } from './commands/worker.js';
+import { workflowCommand } from './commands/workflow.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
 
 const program = new Command()
@@ -21,6 +28,8 @@ const program = new Command()
     new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const),
   )
   .option('--timeout <ms>', 'give up on a command after this long', '10000')
+  .option('--token-file <file>', 'file holding your operator token (env SLIPWAY_TOKEN)')
+  .option('--ca <file>', 'the cluster CA certificate (ca.crt from `slipway bootstrap`): TLS (env SLIPWAY_CA)')
   .exitOverride()
   .showHelpAfterError();
 
@@ -30,15 +39,34 @@ function connect(): { client: ClusterClient; output: ReturnType<typeof parseOutp
   const timeout = Number(o.timeout);
   if (!Number.isInteger(timeout) || timeout <= 0)
     throw new UsageError('--timeout must be a positive number of ms');
-  const client = new ClusterClient(parseServers(o.server), timeout);
+  const client = new ClusterClient(parseServers(o.server), {
+    timeoutMs: timeout,
+    token: operatorToken(o.tokenFile),
+    ca: clusterCa(o.ca),
+  });
   clients.push(client);
   return { client, output: parseOutputFormat(o.output) };
 }
 
 serverCommand(program);
+bootstrapCommand(program);
 kvCommand(program, connect);
 memberCommand(program, connect);
+hardwareCommand(program, connect);
+templateCommand(program, connect);
+workflowCommand(program, connect);
+tokenCommand(program, connect);
+workerCommand(program, () => program.opts());
 clusterCommand(program, () => parseOutputFormat(program.opts().output));
+
+function operatorToken(file: string | undefined): string | undefined {
+  if (file === undefined) return process.env['SLIPWAY_TOKEN'];
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new UsageError(`cannot read --token-file ${file}: ${(err as Error).message}`);
+  }
+}
 
 const usageStatuses = new Set<number>([status.INVALID_ARGUMENT, status.NOT_FOUND, status.ALREADY_EXISTS]);
 

@@ -7,15 +7,31 @@
 //   [session: uvarint clientId | uvarint seq | uvarint ackedSeq]
 //   put:    string ns | string key | bytes value | [uvarint prevRevision]
 //   delete: string ns | string key | [uvarint prevRevision]
+//   control: u8 payload version (1) | string JSON of a ControlCommand (control/codec.ts)
 // Result, version 1:
 //   u8 version (1) | u8 type
 //   error:  string code | string message
 //   put:    uvarint revision | u8 hasPrev | [prev]      delete: uvarint revision | prev
 //   registerClient: uvarint clientId                    noop:   uvarint revision
+//   control: u8 payload version (1) | string JSON of a ControlResult
 //   prev:   bytes value | uvarint createRevision | uvarint modRevision | uvarint version
 // Strings are a uvarint byte length then UTF-8; bytes are a uvarint length then the bytes.
+// The control type came later: its tag (4, and 5 for its result) is new, so every earlier
+// command and result keeps its bytes. The control plane's JSON has its own version byte so its
+// schema can change without touching the framing.
 import { BinaryReader, BinaryWriter, DecodeError, isWellFormed, utf8Length } from './binary.js';
 import {
+  decodeControlCommand,
+  decodeControlResult,
+  encodeControlCommand,
+  encodeControlResult,
+} from './control/codec.js';
+import type { ControlCommand, ControlResult } from './control/commands.js';
+import { headUtf8 } from './control/text.js';
+import { ShapeError } from './control/shape.js';
+import {
+  controlCommandBytesMax,
+  controlResultBytesMax,
   errorMessageBytesMax,
   keyBytesMax,
   namespaceBytesMax,
@@ -25,6 +41,8 @@ import {
 
 export const commandCodecVersion = 1;
 export const resultCodecVersion = 1;
+/** The version of the JSON schema inside control commands and results. */
+export const controlPayloadVersion = 1;
 
 /**
  * Exactly-once bookkeeping (dissertation §6.3). `seq` numbers a client's commands from 1;
@@ -71,7 +89,13 @@ export interface NoopCommand extends CommandBase {
   readonly type: 'noop';
 }
 
-export type Command = PutCommand | DeleteCommand | RegisterClientCommand | NoopCommand;
+/** A control-plane command (hardware, templates, workflows, tokens), applied by ControlState. */
+export interface ControlPlaneCommand extends CommandBase {
+  readonly type: 'control';
+  readonly command: ControlCommand;
+}
+
+export type Command = PutCommand | DeleteCommand | RegisterClientCommand | NoopCommand | ControlPlaneCommand;
 export type CommandType = Command['type'];
 
 /** A stored value with the revisions that fence it. */
@@ -123,10 +147,25 @@ export interface NoopResult {
   readonly revision: number;
 }
 
-export type CommandResult = ErrorResult | PutResult | DeleteResult | RegisterClientResult | NoopResult;
+/** What a control command did; control-plane refusals are inside (`result.type === 'error'`). */
+export interface ControlPlaneResult {
+  readonly type: 'control';
+  readonly result: ControlResult;
+}
 
-const commandTypes: readonly CommandType[] = ['noop', 'registerClient', 'put', 'delete'];
-const resultTypes: readonly CommandResult['type'][] = ['error', 'noop', 'registerClient', 'put', 'delete'];
+export type CommandResult =
+  ErrorResult | PutResult | DeleteResult | RegisterClientResult | NoopResult | ControlPlaneResult;
+
+// Tags are positions in these lists: append only.
+const commandTypes: readonly CommandType[] = ['noop', 'registerClient', 'put', 'delete', 'control'];
+const resultTypes: readonly CommandResult['type'][] = [
+  'error',
+  'noop',
+  'registerClient',
+  'put',
+  'delete',
+  'control',
+];
 const flagSession = 0b01;
 const flagPrevRevision = 0b10;
 
@@ -139,7 +178,7 @@ export class InvalidCommandError extends RangeError {
 }
 
 export function errorResult(code: ErrorCode, message: string): ErrorResult {
-  return { type: 'error', code, message: truncateUtf8(message, errorMessageBytesMax) };
+  return { type: 'error', code, message: headUtf8(message, errorMessageBytesMax) };
 }
 
 /** A key or namespace for an error message: quoted, and shortened so messages stay small. */
@@ -160,11 +199,8 @@ function nameProblem(what: string, s: string, bytesMax: number): string | undefi
   return undefined;
 }
 
-/**
- * What is wrong with a command, or undefined when it is valid. Shared by the encoder (which
- * throws) and the decoder (which turns it into an E_BAD_COMMAND result), so both agree.
- */
-export function commandProblem(command: Command): string | undefined {
+/** What is wrong with the parts every command shares: the stamp and the session tag. */
+function envelopeProblem(command: Command): string | undefined {
   if (!isCount(command.stampMs)) return `stampMs must be a non-negative safe integer, got ${command.stampMs}`;
   if (command.type !== 'registerClient' && command.session !== undefined) {
     const { clientId, seq, ackedSeq } = command.session;
@@ -175,6 +211,32 @@ export function commandProblem(command: Command): string | undefined {
       return `session ackedSeq must be an integer in [0, seq), got ${ackedSeq} with seq ${seq}`;
     }
   }
+  return undefined;
+}
+
+/** A control command's canonical JSON, or what is wrong with it. */
+function controlPayload(command: ControlCommand): { json: string } | { problem: string } {
+  let json: string;
+  try {
+    json = encodeControlCommand(command);
+  } catch (e) {
+    if (e instanceof ShapeError) return { problem: e.message };
+    throw e;
+  }
+  const bytes = utf8Length(json);
+  if (bytes > controlCommandBytesMax) {
+    return { problem: `the command is ${bytes} bytes of JSON, over the limit of ${controlCommandBytesMax}` };
+  }
+  return { json };
+}
+
+/**
+ * What is wrong with a command, or undefined when it is valid. Shared by the encoder (which
+ * throws) and the decoder (which turns it into an E_BAD_COMMAND result), so both agree.
+ */
+export function commandProblem(command: Command): string | undefined {
+  const problem = envelopeProblem(command);
+  if (problem !== undefined) return problem;
   switch (command.type) {
     case 'noop':
     case 'registerClient':
@@ -196,13 +258,22 @@ export function commandProblem(command: Command): string | undefined {
       }
       return undefined;
     }
+    case 'control': {
+      const payload = controlPayload(command.command);
+      return 'problem' in payload ? payload.problem : undefined;
+    }
     default:
       return unreachable(command);
   }
 }
 
 export function encodeCommand(command: Command): Uint8Array {
-  const problem = commandProblem(command);
+  // A control command's JSON is checked and built in one pass, then written below.
+  const payload = command.type === 'control' ? controlPayload(command.command) : undefined;
+  const problem =
+    payload === undefined
+      ? commandProblem(command)
+      : (envelopeProblem(command) ?? ('problem' in payload ? payload.problem : undefined));
   if (problem !== undefined) throw new InvalidCommandError(`invalid ${command.type} command: ${problem}`);
   const w = new BinaryWriter(command.type === 'put' ? command.value.length + 64 : 32);
   w.u8(commandCodecVersion).u8(commandTypes.indexOf(command.type)).uvarint(command.stampMs);
@@ -215,6 +286,7 @@ export function encodeCommand(command: Command): Uint8Array {
     if (command.type === 'put') w.bytes(command.value);
     if (prevRevision !== undefined) w.uvarint(prevRevision);
   }
+  if (payload !== undefined && 'json' in payload) w.u8(controlPayloadVersion).string(payload.json);
   return w.finish();
 }
 
@@ -237,7 +309,7 @@ export function decodeCommand(bytes: Uint8Array): Command {
   const hasSession = (flags & flagSession) !== 0;
   const hasPrev = (flags & flagPrevRevision) !== 0;
   if (type === 'registerClient' && hasSession) throw new DecodeError('registerClient cannot carry a session');
-  if ((type === 'noop' || type === 'registerClient') && hasPrev) {
+  if ((type === 'noop' || type === 'registerClient' || type === 'control') && hasPrev) {
     throw new DecodeError(`${type} cannot carry a prevRevision`);
   }
   const session = hasSession
@@ -270,13 +342,33 @@ export function decodeCommand(bytes: Uint8Array): Command {
       }
       break;
     }
+    case 'control':
+      command = { type, ...base, command: readControlPayload(r) };
+      break;
     default:
       return unreachable(type);
   }
   r.end('command');
-  const problem = commandProblem(command);
+  // The control payload was checked while it was read; the rest is checked here.
+  const problem = type === 'control' ? envelopeProblem(command) : commandProblem(command);
   if (problem !== undefined) throw new DecodeError(`invalid ${type} command: ${problem}`);
   return command;
+}
+
+function readControlPayload(r: BinaryReader): ControlCommand {
+  const version = r.u8('control payload version');
+  if (version !== controlPayloadVersion) {
+    throw new DecodeError(
+      `unsupported control payload version ${version} (this build reads ${controlPayloadVersion})`,
+    );
+  }
+  const json = r.string('control command', controlCommandBytesMax);
+  try {
+    return decodeControlCommand(json);
+  } catch (e) {
+    if (e instanceof ShapeError) throw new DecodeError(`invalid control command: ${e.message}`);
+    throw e;
+  }
 }
 
 function writePrev(w: BinaryWriter, prev: VersionedValue): void {
@@ -303,7 +395,7 @@ export function encodeResult(result: CommandResult): Uint8Array {
   w.u8(resultCodecVersion).u8(resultTypes.indexOf(result.type));
   switch (result.type) {
     case 'error':
-      w.string(result.code).string(truncateUtf8(result.message, errorMessageBytesMax));
+      w.string(result.code).string(headUtf8(result.message, errorMessageBytesMax));
       break;
     case 'noop':
       w.uvarint(result.revision);
@@ -318,6 +410,9 @@ export function encodeResult(result: CommandResult): Uint8Array {
     case 'delete':
       w.uvarint(result.revision);
       writePrev(w, result.prev);
+      break;
+    case 'control':
+      w.u8(controlPayloadVersion).string(encodeControlResult(result.result));
       break;
     default:
       return unreachable(result);
@@ -364,6 +459,9 @@ export function decodeResult(bytes: Uint8Array): CommandResult {
     case 'delete':
       result = { type, revision: r.uvarint('revision'), prev: readPrev(r) };
       break;
+    case 'control':
+      result = { type, result: readControlResult(r) };
+      break;
     default:
       return unreachable(type);
   }
@@ -371,18 +469,20 @@ export function decodeResult(bytes: Uint8Array): CommandResult {
   return result;
 }
 
-/** Cuts a string to at most `bytesMax` UTF-8 bytes at a code point boundary. */
-function truncateUtf8(s: string, bytesMax: number): string {
-  if (utf8Length(s) <= bytesMax) return s;
-  let out = '';
-  let bytes = 0;
-  for (const ch of s) {
-    const n = utf8Length(ch);
-    if (bytes + n > bytesMax - 3) break;
-    out += ch;
-    bytes += n;
+function readControlResult(r: BinaryReader): ControlResult {
+  const version = r.u8('control payload version');
+  if (version !== controlPayloadVersion) {
+    throw new DecodeError(
+      `unsupported control payload version ${version} (this build reads ${controlPayloadVersion})`,
+    );
   }
-  return `${out}…`;
+  const json = r.string('control result', controlResultBytesMax);
+  try {
+    return decodeControlResult(json);
+  } catch (e) {
+    if (e instanceof ShapeError) throw new DecodeError(`invalid control result: ${e.message}`);
+    throw e;
+  }
 }
 
 function unreachable(x: never): never {

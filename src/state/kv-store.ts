@@ -10,6 +10,10 @@
 // Time. The machine's clock is the largest leader stamp applied so far. Taking the maximum
 // keeps it monotonic across leader changes with skewed clocks, so session expiry never runs
 // backwards.
+//
+// The control plane. `control` commands go to the ControlState this store owns, at the store's
+// clock and inside the same session machinery as puts, so a retried control command is applied
+// once. They do not advance the KV revision.
 import { BinaryReader, BinaryWriter, DecodeError } from './binary.js';
 import {
   decodeCommand,
@@ -34,6 +38,7 @@ import type { StateMachine } from './machine.js';
 import { SessionTable, type SessionLimits } from './sessions.js';
 import { SortedKeys } from './sorted-keys.js';
 import { crc32c } from '../raft/storage/crc32c.js';
+import { ControlState } from './control/control-state.js';
 
 /** A change the store made, for watches. */
 export interface ChangeEvent {
@@ -54,7 +59,11 @@ export type KvStoreOptions = Partial<SessionLimits>;
 
 /** Snapshot format: "SLKV" then a version byte. See snapshot() for the layout. */
 const snapshotMagic = [0x53, 0x4c, 0x4b, 0x56];
-const snapshotVersion = 1;
+const snapshotVersion = 2;
+/** Version 1 had no control state; it restores with an empty one. */
+const snapshotVersionWithoutControl = 1;
+/** The control state's snapshot inside ours: bounded only so that a corrupt length fails fast. */
+const controlSnapshotBytesMax = 2 ** 31;
 
 interface Namespace {
   readonly values: Map<string, VersionedValue>;
@@ -72,6 +81,9 @@ export class KvStore implements StateMachine {
    * (watches). It runs inside apply, so it must be quick and must not throw.
    */
   onChange?: (event: ChangeEvent) => void;
+
+  /** The control plane's state. The integrator queries it and sets its hooks. */
+  readonly control = new ControlState();
 
   readonly #limits: SessionLimits;
   #appliedIndex = 0;
@@ -138,7 +150,7 @@ export class KvStore implements StateMachine {
       return encodeResult({ type: 'registerClient', clientId: index });
     }
     const tag = decoded.session;
-    if (tag === undefined) return this.#finish(this.#execute(decoded));
+    if (tag === undefined) return this.#finish(this.#execute(index, decoded));
     const admission = this.#sessions.admit(tag, this.#nowMs);
     switch (admission.type) {
       case 'expired':
@@ -153,7 +165,7 @@ export class KvStore implements StateMachine {
       case 'refused':
         return encodeResult(errorResult('E_BAD_COMMAND', admission.message));
       case 'fresh': {
-        const effect = this.#execute(decoded);
+        const effect = this.#execute(index, decoded);
         const result = encodeResult(effect.result);
         this.#sessions.record(tag, result);
         this.#notify(effect);
@@ -202,12 +214,14 @@ export class KvStore implements StateMachine {
   }
 
   /**
-   * Layout, version 1 (varints and strings as in command.ts):
+   * Layout, version 2 (varints and strings as in command.ts):
    *   "SLKV" | u8 version | uvarint appliedIndex | uvarint revision | uvarint nowMs
    *   sessions (see SessionTable.write)
    *   uvarint namespaceCount, then per namespace ascending: string ns | uvarint keyCount, then per
    *     key ascending: string key | bytes value | uvarint createRevision | modRevision | version
+   *   bytes control state (ControlState.snapshot: canonical JSON)
    *   u32 CRC-32C (little-endian) of everything before it
+   * Version 1 is the same without the control state.
    * Namespaces and keys are written in sorted order, so equal states give equal bytes whatever
    * order the writes arrived in.
    */
@@ -226,6 +240,7 @@ export class KvStore implements StateMachine {
         w.string(key).bytes(v.value).uvarint(v.createRevision).uvarint(v.modRevision).uvarint(v.version);
       }
     }
+    w.bytes(this.control.snapshot());
     const body = w.finish();
     return new BinaryWriter(body.length + 4).raw(body).u32(crc32c(body)).finish();
   }
@@ -253,8 +268,10 @@ export class KvStore implements StateMachine {
     const r = new BinaryReader(body);
     r.raw(snapshotMagic.length, 'magic');
     const version = r.u8('snapshot version');
-    if (version !== snapshotVersion) {
-      throw new DecodeError(`unsupported snapshot version ${version} (this build reads ${snapshotVersion})`);
+    if (version !== snapshotVersion && version !== snapshotVersionWithoutControl) {
+      throw new DecodeError(
+        `unsupported snapshot version ${version} (this build reads ${snapshotVersionWithoutControl} and ${snapshotVersion})`,
+      );
     }
     const appliedIndex = r.uvarint('appliedIndex');
     const revision = r.uvarint('revision');
@@ -297,19 +314,27 @@ export class KvStore implements StateMachine {
       }
       namespaces.set(name, { values, keys: SortedKeys.fromSorted(keys) });
     }
+    const control =
+      version === snapshotVersion ? r.bytes('control state', controlSnapshotBytesMax) : emptyControl;
     r.end('snapshot');
+    const installControl = this.control.prepareRestore(control);
     // Everything decoded and checked: only now replace the live state.
     this.#appliedIndex = appliedIndex;
     this.#revision = revision;
     this.#nowMs = nowMs;
     this.#sessions = sessions;
     this.#namespaces = namespaces;
+    installControl();
   }
 
-  #execute(command: Exclude<Command, { type: 'registerClient' }>): Effect {
+  #execute(index: number, command: Exclude<Command, { type: 'registerClient' }>): Effect {
     switch (command.type) {
       case 'noop':
         return { result: { type: 'noop', revision: this.#revision } };
+      case 'control':
+        return {
+          result: { type: 'control', result: this.control.apply(index, this.#nowMs, command.command) },
+        };
       case 'put':
         return this.#put(command);
       case 'delete':
@@ -379,6 +404,8 @@ export class KvStore implements StateMachine {
     if (effect.change !== undefined) this.onChange?.(effect.change);
   }
 }
+
+const emptyControl = new ControlState().snapshot();
 
 function casFailed(
   ns: string,

@@ -10,8 +10,6 @@ export const keyBytesMax = 4096;
 export const valueBytesMax = 1024 * 1024;
 /** An error result's message, in UTF-8 bytes; messages quote keys only in shortened form. */
 export const errorMessageBytesMax = 1024;
-/** An encoded result: the largest is a put or delete returning the previous value. */
-export const resultBytesMax = valueBytesMax + 1024;
 
 /** How long a client session lives without a command, in leader-stamped milliseconds. */
 export const sessionTtlMsDefault = 10 * 60 * 1000;
@@ -19,3 +17,51 @@ export const sessionTtlMsDefault = 10 * 60 * 1000;
 export const sessionsMaxDefault = 10_000;
 /** Cached, unacknowledged results per session; a client that never acknowledges is refused. */
 export const sessionResultsMaxDefault = 256;
+
+// ---- the control plane (src/state/control) ----
+
+/** A control command's JSON payload, in UTF-8 bytes: room for a rendered 1,000-action spec. */
+export const controlCommandBytesMax = 1024 * 1024;
+/**
+ * The JSON of a control result. The largest is a workflow: its spec (inside the 1 MiB command
+ * that created it) plus up to workflowActionsMax statuses, each at most about 31 KiB once JSON
+ * escapes a worst-case output tail (6 bytes per control character). Results on the dispatch path
+ * (attempts) are a few hundred bytes; this bound only keeps decodeResult honest.
+ */
+export const controlResultBytesMax = 40 * 1024 * 1024;
+/** Hardware ids, workflow ids, template and token names, in characters ([A-Za-z0-9._:-]). */
+export const controlIdLengthMax = 128;
+/** Records the control state keeps; one more is refused with E_CONFLICT. */
+export const hardwareMax = 100_000;
+export const templatesMax = 10_000;
+/** Workflows of any state; delete finished ones to make room. */
+export const workflowsMax = 100_000;
+export const operatorTokensMax = 1_000;
+export const interfacesPerHardwareMax = 64;
+export const dnsServersPerInterfaceMax = 16;
+/** Operator metadata attached to hardware, as JSON, in UTF-8 bytes. */
+export const hardwareMetadataBytesMax = 64 * 1024;
+/** A custom iPXE script, or a chain URL, in UTF-8 bytes. */
+export const ipxeScriptBytesMax = 64 * 1024;
+/** A worker token (random, chosen by the proposer), in characters. */
+export const workerTokenLengthMax = 256;
+/** Template YAML as the operator gave it; the same bound as src/workflow/template-limits.ts. */
+export const templateSourceBytesMax = 256 * 1024;
+/** A rendered workflow: tasks, and actions across all tasks (as the template limits). */
+export const workflowTasksMax = 100;
+export const workflowActionsMax = 1_000;
+/** Seven days, in seconds: both an action's and a workflow's timeout. */
+export const timeoutSMax = 7 * 24 * 3600;
+/** Extra attempts an action may ask for after its first fails. */
+export const actionRetriesMax = 10;
+/** An attempt's message and the tail of its output, as recorded, in UTF-8 bytes. */
+export const attemptMessageBytesMax = 1024;
+export const attemptOutputTailBytesMax = 4 * 1024;
+/** Events kept per workflow: the oldest are dropped beyond this (the global seq stays dense). */
+export const workflowEventsMax = 10_000;
+/** Retry backoff: base * 2^(n-1) after the nth failed attempt, capped. Deterministic, no jitter. */
+export const retryBackoffBaseMs = 1_000;
+export const retryBackoffMaxMs = 60_000;
+
+/** An encoded result: a put or delete returning the previous value, or a control result. */
+export const resultBytesMax = Math.max(valueBytesMax, controlResultBytesMax) + 1024;

@@ -31,7 +31,8 @@ export function nextPort(): number {
 export class ProcessCluster {
   readonly dir: string;
   readonly nodes: ProcNode[];
-  private readonly extraArgs: string[];
+  /** Flags every node gets; may be extended before the nodes start. */
+  readonly extraArgs: string[];
 
   constructor(size: number, extraArgs: string[] = []) {
     this.dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-'));
@@ -126,6 +127,8 @@ export class ProcessCluster {
       this.resume(n);
       await this.kill(n);
     }
-    rmSync(this.dir, { recursive: true, force: true });
+    // SLIPWAY_KEEP_TEST_DIRS=1 keeps logs and data for a post-mortem.
+    if (process.env['SLIPWAY_KEEP_TEST_DIRS'] === '1') process.stderr.write(`kept ${this.dir}\n`);
+    else rmSync(this.dir, { recursive: true, force: true });
   }
 }

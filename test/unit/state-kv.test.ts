@@ -2,6 +2,8 @@
 // semantics, revisions as fencing tokens, exactly-once client sessions with deterministic
 // expiry, refusal of malformed commands without any state change, exact snapshot round trips,
 // and deterministic apply.
+// Control-plane commands run through the same sessions and snapshots (version 2; version 1
+// snapshots still restore, with an empty control state).
 // Method: drive KvStore only through encoded commands and apply(), as the raft node will, and
 // inspect it through its queries and snapshots. Fast-check properties feed random command
 // streams (including garbage bytes, stale sessions and backwards stamps) to twin stores, and to
@@ -9,7 +11,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { DecodeError } from '../../src/state/binary.js';
+import { BinaryWriter, DecodeError } from '../../src/state/binary.js';
+import { crc32c } from '../../src/raft/storage/crc32c.js';
+import type { ControlCommand, HardwareInput } from '../../src/state/control/commands.js';
 import {
   decodeResult,
   encodeCommand,
@@ -56,6 +60,15 @@ class Harness {
     const result = this.run({ type: 'registerClient', stampMs: this.stampMs });
     assert.equal(result.type, 'registerClient');
     return result.clientId;
+  }
+
+  control(command: ControlCommand, session?: SessionTag): CommandResult {
+    return this.run({
+      type: 'control',
+      stampMs: this.stampMs,
+      command,
+      ...(session === undefined ? {} : { session }),
+    });
   }
 
   noop(session?: SessionTag): CommandResult {
@@ -448,6 +461,139 @@ test('a corrupted or truncated snapshot is refused with a clear error and leaves
   }
 });
 
+// ---- the control plane inside the store ----
+
+function machine(id: string, n = id === 'm1' ? 1 : 2): HardwareInput {
+  return {
+    id,
+    interfaces: [{ mac: `02:00:00:00:00:0${n}`, dns: [], leaseTimeS: 600 }],
+    arch: 'x86_64',
+    uefi: false,
+    netboot: { allowPXE: true, allowWorkflow: true },
+    metadata: {},
+  };
+}
+
+function oneActionSpec(worker: string) {
+  return {
+    version: '0.1',
+    name: 't',
+    globalTimeoutS: 60,
+    tasks: [
+      {
+        name: 'os',
+        worker,
+        env: {},
+        volumes: [],
+        actions: [{ name: 'a', command: ['true'], args: [], env: {}, volumes: [], timeoutS: 5, retries: 0 }],
+      },
+    ],
+  };
+}
+
+test('control commands apply through the store at its clock, without moving the KV revision', () => {
+  const h = new Harness();
+  h.put('a', '1');
+  h.stampMs = 5_000;
+  h.noop();
+  h.stampMs = 4_000; // a new leader whose clock is behind: the store clock stays at 5,000
+  const result = h.control({ type: 'hardware.put', hardware: machine('m1'), workerToken: 'tok' });
+  assert.equal(result.type, 'control');
+  assert.equal(result.type === 'control' ? result.result.type : '', 'hardware');
+  const stored = h.store.control.hardware('m1');
+  assert.equal(stored?.createdMs, 5_000);
+  assert.equal(h.store.revision, 1);
+  assert.equal(h.store.control.appliedIndex, h.index, 'control sees the raft index');
+  const refused = h.control({ type: 'hardware.delete', id: 'nope' });
+  assert.deepEqual(refused, {
+    type: 'control',
+    result: { type: 'error', code: 'E_NOT_FOUND', message: 'hardware "nope" does not exist' },
+  });
+});
+
+test('a control command retried in its session is applied once and answered with the same bytes', () => {
+  const h = new Harness();
+  const client = h.register();
+  const tag = { clientId: client, seq: 1, ackedSeq: 0 };
+  const command: ControlCommand = { type: 'hardware.put', hardware: machine('m1'), workerToken: 'tok' };
+  const first = h.raw(encodeCommand({ type: 'control', stampMs: h.stampMs, command, session: tag }));
+  const again = h.raw(encodeCommand({ type: 'control', stampMs: h.stampMs, command, session: tag }));
+  assert.deepEqual(again, first);
+  assert.equal(h.store.control.hardware('m1')?.version, 1, 'not applied twice');
+  // Without the session the same command is a second write.
+  h.control(command);
+  assert.equal(h.store.control.hardware('m1')?.version, 2);
+});
+
+test('snapshots carry the control state; a version-1 snapshot restores with an empty one', () => {
+  const h = new Harness();
+  h.put('k', 'v');
+  h.control({ type: 'hardware.put', hardware: machine('m1'), workerToken: 'tok' });
+  h.control({ type: 'template.put', name: 't', source: 'a' });
+  h.control({
+    type: 'workflow.create',
+    id: 'w1',
+    template: 't',
+    templateVersion: 1,
+    hardwareId: 'm1',
+    hardwareMap: {},
+    spec: oneActionSpec('m1'),
+  });
+  const image = h.store.snapshot();
+  assert.equal(image[4], 2, 'snapshot version 2');
+  const copy = new KvStore();
+  copy.restore(image);
+  assert.deepEqual(copy.snapshot(), image);
+  assert.equal(copy.control.workflow('w1')?.state, 'PENDING');
+  const twin = new Harness(copy);
+  twin.index = h.index;
+  for (const x of [h, twin]) x.control({ type: 'workflow.cancel', id: 'w1' });
+  assert.deepEqual(twin.store.snapshot(), h.store.snapshot());
+
+  // Version 1, written out from its documented layout: one key, no sessions, no control state.
+  const w = new BinaryWriter().raw(Uint8Array.of(0x53, 0x4c, 0x4b, 0x56)).u8(1);
+  w.uvarint(9).uvarint(1).uvarint(777).uvarint(0);
+  w.uvarint(1)
+    .string('default')
+    .uvarint(1)
+    .string('old')
+    .bytes(bytes('value'))
+    .uvarint(1)
+    .uvarint(1)
+    .uvarint(1);
+  const body = w.finish();
+  const v1 = new BinaryWriter().raw(body).u32(crc32c(body)).finish();
+  const restored = new KvStore();
+  restored.restore(image);
+  restored.restore(v1);
+  assert.equal(valueOf(restored, 'old'), 'value');
+  assert.equal(restored.appliedIndex, 9);
+  assert.equal(restored.control.workflow('w1'), undefined, 'the control state is empty');
+  assert.deepEqual(restored.control.hardwareList(), []);
+  assert.equal(restored.snapshot()[4], 2);
+});
+
+test('a snapshot whose control state is invalid is refused and changes nothing', () => {
+  const h = new Harness();
+  h.control({ type: 'hardware.put', hardware: machine('m1'), workerToken: 'tok' });
+  const target = new Harness();
+  target.put('mine', 'kept');
+  target.control({ type: 'hardware.put', hardware: machine('m2'), workerToken: 'tok' });
+  const before = target.store.snapshot();
+  // A well-framed, correctly checksummed snapshot whose control JSON is not canonical.
+  const w = new BinaryWriter().raw(Uint8Array.of(0x53, 0x4c, 0x4b, 0x56)).u8(2);
+  w.uvarint(3).uvarint(0).uvarint(0).uvarint(0).uvarint(0);
+  w.bytes(bytes(' {}'));
+  const body = w.finish();
+  const bad = new BinaryWriter().raw(body).u32(crc32c(body)).finish();
+  assert.throws(
+    () => target.store.restore(bad),
+    (e: unknown) => e instanceof DecodeError && /^invalid snapshot: control snapshot/.test(e.message),
+  );
+  assert.deepEqual(target.store.snapshot(), before);
+  assert.equal(target.store.control.hardware('m2')?.id, 'm2');
+});
+
 // ---- properties over random command streams ----
 
 /** A session by slot: 0 is a client that was never registered, n picks the nth most recent one. */
@@ -460,6 +606,12 @@ interface SlotTag {
 /** One generated entry, before its stamp and client id are resolved against the stream so far. */
 type Step =
   | { readonly kind: 'garbage'; readonly bytes: Uint8Array }
+  | {
+      readonly kind: 'control';
+      readonly advanceMs: number;
+      readonly tag: SlotTag | undefined;
+      readonly command: ControlCommand;
+    }
   | { readonly kind: 'registerClient'; readonly advanceMs: number }
   | { readonly kind: 'noop'; readonly advanceMs: number; readonly tag: SlotTag | undefined }
   | {
@@ -493,8 +645,33 @@ function stepArbitrary(): fc.Arbitrary<Step> {
     value: fc.uint8Array({ maxLength: 4 }),
     prevRevision: fc.option(fc.nat({ max: 12 }), { nil: undefined }),
   });
+  const control = fc.record({
+    kind: fc.constant('control' as const),
+    advanceMs,
+    tag,
+    command: fc.oneof(
+      fc
+        .constantFrom('m1', 'm2')
+        .map((id): ControlCommand => ({ type: 'hardware.put', hardware: machine(id), workerToken: id })),
+      fc.constantFrom('m1', 'm2').map((id): ControlCommand => ({ type: 'hardware.delete', id })),
+      fc
+        .constantFrom('a', 'b')
+        .map((source): ControlCommand => ({ type: 'template.put', name: 't', source })),
+      fc.constantFrom('w1', 'w2').map((id): ControlCommand => ({ type: 'workflow.cancel', id })),
+      fc.constantFrom('w1', 'w2').map((id): ControlCommand => ({
+        type: 'workflow.create',
+        id,
+        template: 't',
+        templateVersion: 1,
+        hardwareId: 'm1',
+        hardwareMap: {},
+        spec: oneActionSpec('m1'),
+      })),
+    ),
+  });
   return fc.oneof(
     { weight: 8, arbitrary: write },
+    { weight: 2, arbitrary: control },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('registerClient' as const), advanceMs }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('noop' as const), advanceMs, tag }) },
     {
@@ -529,6 +706,8 @@ function materialize(steps: readonly Step[]): { bytes: Uint8Array; command?: Com
             : registered.at(-1 - ((t.slot - 1) % registered.length))!;
       const session = t === undefined ? {} : { session: { clientId, seq: t.seq, ackedSeq: t.ackedSeq } };
       if (step.kind === 'noop') command = { type: 'noop', stampMs, ...session };
+      else if (step.kind === 'control')
+        command = { type: 'control', stampMs, command: step.command, ...session };
       else {
         const { ns, key, value } = step;
         const prev = step.prevRevision;

@@ -27,7 +27,7 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
   const cluster = program.command('cluster').description('run a local cluster on loopback');
   cluster
     .command('up')
-    .description('start N nodes on 127.0.0.1 (API ports BASE+1.., raft ports BASE+11..)')
+    .description('start N nodes on 127.0.0.1 (API ports BASE+1.., raft BASE+11.., metrics BASE+91..)')
     .option('--nodes <n>', 'how many nodes (1-7)', '3')
     .option('--dir <dir>', 'data and log directory', '.data/local-cluster')
     .option('--base-port <n>', 'port base', '7000')
@@ -55,7 +55,7 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
         const log = join(dir, `${id}.log`);
         const fd = openSync(log, 'a');
         const args = [slipwayBin, 'server', '--id', id, '--data-dir', dataDir, '--raft-addr', raftAddr];
-        args.push('--api-addr', apiAddr, '--peers', peers);
+        args.push('--api-addr', apiAddr, '--peers', peers, '--metrics-addr', `127.0.0.1:${base + 91 + i}`);
         const child = spawn(process.execPath, args, {
           stdio: ['ignore', fd, fd],
           detached: o.foreground !== true,

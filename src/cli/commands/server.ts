@@ -24,6 +24,22 @@ export function serverCommand(program: Command): void {
     .option('--election-ticks <n>', 'ticks of leader silence before an election (default 6)')
     .option('--snapshot-entries <n>', 'snapshot after this many applied entries (default 10000)')
     .option('--log-level <level>', 'trace|debug|info|warn|error (default info)')
+    .option('--metrics-addr <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option('--vip <ip>', "the address machines are told to use (default: the API address's host)")
+    .option('--dhcp-interface <name>', 'serve DHCP on this interface, broadcasts included')
+    .option('--dhcp-addr <host:port>', 'serve DHCP on this address only (relayed and unicast requests)')
+    .option('--dhcp-mode <mode>', 'reservation (known machines only, the default) or proxy (boot info only)')
+    .option('--tftp-addr <host:port>', 'serve TFTP here, e.g. 0.0.0.0:69')
+    .option('--tftp-root <dir>', "TFTP root (default: Debian's iPXE binaries, copied into the data dir)")
+    .option('--http-addr <host:port>', 'serve iPXE scripts and boot artifacts here, e.g. 0.0.0.0:8080')
+    .option('--artifacts-dir <dir>', 'kernels and initrds served under /artifacts/')
+    .option('--kernel-arg <arg...>', 'extra kernel argument for the generated iPXE scripts (repeatable)')
+    .option('--tls-dir <dir>', 'certificates and admin token from `slipway bootstrap` (TLS, mTLS, tokens)')
+    .option('--insecure', 'no TLS and no tokens: only for a development cluster on loopback')
+    .option(
+      '--admin-token-file <file>',
+      'require tokens on every API call; the token in this file is an admin (see `slipway token create`)',
+    )
     .action(async (o) => {
       const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
       const set = (k: string, v: unknown): void => {
@@ -39,6 +55,19 @@ export function serverCommand(program: Command): void {
       set('electionTicks', toInt(o.electionTicks, '--election-ticks'));
       set('snapshotEntries', toInt(o.snapshotEntries, '--snapshot-entries'));
       set('logLevel', o.logLevel);
+      set('adminTokenFile', o.adminTokenFile);
+      set('tlsDir', o.tlsDir);
+      if (o.insecure === true) raw['insecure'] = true;
+      set('metricsAddr', o.metricsAddr);
+      set('vip', o.vip);
+      set('dhcpInterface', o.dhcpInterface);
+      set('dhcpAddr', o.dhcpAddr);
+      set('dhcpMode', o.dhcpMode);
+      set('tftpAddr', o.tftpAddr);
+      set('tftpRoot', o.tftpRoot);
+      set('httpAddr', o.httpAddr);
+      set('artifactsDir', o.artifactsDir);
+      set('kernelArgs', o.kernelArg);
       const cfg: ServerConfig = validateServerConfig(raw);
       const logger = createLogger({ node: cfg.id }, cfg.logLevel);
       const running = await startNode(cfg, logger);

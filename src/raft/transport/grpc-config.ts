@@ -8,12 +8,22 @@ import {
   reconnectBackoffMsMin,
 } from './limits.js';
 
-export function peerChannelCredentials(): ChannelCredentials {
-  return credentials.createInsecure();
+/** A node's certificate, key and the cluster CA: mutual TLS between nodes when present. */
+export interface PeerTls {
+  readonly ca: Buffer;
+  readonly cert: Buffer;
+  readonly key: Buffer;
 }
 
-export function peerServerCredentials(): ServerCredentials {
-  return ServerCredentials.createInsecure();
+export function peerChannelCredentials(tls?: PeerTls): ChannelCredentials {
+  return tls === undefined ? credentials.createInsecure() : credentials.createSsl(tls.ca, tls.key, tls.cert);
+}
+
+/** With TLS, a peer must present a certificate of the cluster CA (mutual TLS). */
+export function peerServerCredentials(tls?: PeerTls): ServerCredentials {
+  return tls === undefined
+    ? ServerCredentials.createInsecure()
+    : ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], true);
 }
 
 /** Both ends notice a dead peer within about keepalive interval + timeout (~2 s). */

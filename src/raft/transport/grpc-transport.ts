@@ -16,7 +16,7 @@ import { RaftService, type SnapshotAck, type SnapshotChunk, type StreamAck } fro
 import type { Member, Message, NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
 import { decodeEnvelope, encodeMessageFrame, messageFromWire } from './codec.js';
-import { peerServerCredentials, peerServerOptions } from './grpc-config.js';
+import { peerServerCredentials, peerServerOptions, type PeerTls } from './grpc-config.js';
 import {
   messageBytesMaxDefault,
   messageHeadroomBytes,
@@ -35,6 +35,8 @@ export interface GrpcTransportOptions {
   readonly logger?: Logger;
   /** gRPC message size limit both ways; at least a snapshot chunk plus headroom (~1.06 MiB). */
   readonly maxMessageBytes?: number;
+  /** Mutual TLS with the other nodes; plaintext when absent (loopback development only). */
+  readonly tls?: PeerTls | undefined;
 }
 
 /** The Stream method as served: envelopes stay raw bytes so a bad one is dropped, not fatal. */
@@ -53,6 +55,7 @@ export class GrpcTransport implements Transport {
   private readonly id: NodeId;
   private readonly listenAddr: string;
   private readonly maxMessageBytes: number;
+  private readonly tls: PeerTls | undefined;
   private readonly logger: Logger;
   private readonly links = new Map<NodeId, PeerLink>();
   private readonly unreachable = new Set<NodeId>();
@@ -75,6 +78,7 @@ export class GrpcTransport implements Transport {
     this.id = options.id;
     this.listenAddr = options.listenAddr;
     this.maxMessageBytes = maxMessageBytes;
+    this.tls = options.tls;
     this.logger = (options.logger ?? pino({ level: 'silent' })).child({
       subsystem: 'raft-transport',
       nodeId: options.id,
@@ -101,7 +105,7 @@ export class GrpcTransport implements Transport {
     this.handlers = handlers;
     const server = this.server;
     this.boundPort = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(this.listenAddr, peerServerCredentials(), (err, port) => {
+      server.bindAsync(this.listenAddr, peerServerCredentials(this.tls), (err, port) => {
         if (err === null) resolve(port);
         else
           reject(
@@ -140,6 +144,7 @@ export class GrpcTransport implements Transport {
           addr,
           maxMessageBytes: this.maxMessageBytes,
           logger: this.logger,
+          tls: this.tls,
           onUnreachable: (peer) => this.unreachable.add(peer),
         }),
       );

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { RaftService, type StreamAck } from '../../gen/raft.js';
 import type { NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
-import { peerChannelCredentials, peerChannelOptions } from './grpc-config.js';
+import { peerChannelCredentials, peerChannelOptions, type PeerTls } from './grpc-config.js';
 import {
   bulkQueueBytesMax,
   bulkQueueMessagesMax,
@@ -36,6 +36,7 @@ export interface PeerLinkOptions {
   readonly addr: string;
   readonly maxMessageBytes: number;
   readonly logger: Logger;
+  readonly tls?: PeerTls | undefined;
   /** Called whenever a message for this peer is lost: the stream failed or its queue overflowed. */
   readonly onUnreachable: (peer: NodeId) => void;
 }
@@ -45,6 +46,7 @@ export class PeerLink {
   readonly addr: string;
   private readonly self: NodeId;
   private readonly maxMessageBytes: number;
+  private readonly tls: PeerTls | undefined;
   private readonly logger: Logger;
   private readonly onUnreachable: (peer: NodeId) => void;
   private readonly queue = new OutboundQueue({
@@ -66,6 +68,7 @@ export class PeerLink {
     this.self = options.self;
     this.peer = options.peer;
     this.addr = options.addr;
+    this.tls = options.tls;
     this.maxMessageBytes = options.maxMessageBytes;
     this.logger = options.logger.child({ peer: options.peer, peerAddr: options.addr });
     this.onUnreachable = options.onUnreachable;
@@ -123,7 +126,11 @@ export class PeerLink {
   }
 
   private channel(): Client {
-    this.client ??= new Client(this.addr, peerChannelCredentials(), peerChannelOptions(this.maxMessageBytes));
+    this.client ??= new Client(
+      this.addr,
+      peerChannelCredentials(this.tls),
+      peerChannelOptions(this.maxMessageBytes),
+    );
     return this.client;
   }
 

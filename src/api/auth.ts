@@ -1,0 +1,120 @@
+// Who may call what. Operators present `authorization: Bearer TOKEN`; the cluster keeps only
+// the token's SHA-256 with a role. Workers present their machine's token and `x-worker-id`.
+// With auth off (the local development cluster) every caller is an admin.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { status } from '@grpc/grpc-js';
+import type { Metadata } from '@grpc/grpc-js';
+import type { Role } from '../state/control/model.js';
+import type { ControlState } from '../state/control/control-state.js';
+import { ApiError } from './errors.js';
+
+const roleRank: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
+
+export interface Caller {
+  readonly name: string;
+  readonly role: Role;
+}
+
+export function sha256Hex(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+export function bearerToken(md: Metadata): string | undefined {
+  const v = md.get('authorization')[0];
+  if (typeof v !== 'string') return undefined;
+  const m = /^Bearer\s+(\S+)$/i.exec(v.trim());
+  return m?.[1];
+}
+
+export interface AuthOptions {
+  readonly enabled: boolean;
+  /** SHA-256 of the bootstrap admin token (from `slipway bootstrap`), accepted without state. */
+  readonly bootstrapAdminSha256?: string | undefined;
+}
+
+export class Authenticator {
+  readonly #control: ControlState;
+  readonly #opts: AuthOptions;
+  /** Makes the local state current (a linearizable read), for tokens created a moment ago. */
+  readonly #catchUp: () => Promise<void>;
+
+  constructor(control: ControlState, opts: AuthOptions, catchUp: () => Promise<void>) {
+    this.#control = control;
+    this.#opts = opts;
+    this.#catchUp = catchUp;
+  }
+
+  get enabled(): boolean {
+    return this.#opts.enabled;
+  }
+
+  /** The operator behind the call, if their role is at least `need`; throws otherwise. */
+  async operator(md: Metadata, need: Role): Promise<Caller> {
+    if (!this.#opts.enabled) return { name: 'local', role: 'admin' };
+    const token = bearerToken(md);
+    if (token === undefined) {
+      throw new ApiError(
+        status.UNAUTHENTICATED,
+        'an operator token is required: pass --token-file or SLIPWAY_TOKEN',
+      );
+    }
+    const sha = sha256Hex(token);
+    let caller = this.#lookup(sha);
+    if (caller === undefined) {
+      await this.#catchUp();
+      caller = this.#lookup(sha);
+    }
+    if (caller === undefined) throw new ApiError(status.UNAUTHENTICATED, 'the operator token is not valid');
+    if (roleRank[caller.role] < roleRank[need]) {
+      throw new ApiError(
+        status.PERMISSION_DENIED,
+        `token "${caller.name}" has role ${caller.role}; this needs ${need} or higher`,
+      );
+    }
+    return caller;
+  }
+
+  /** The hardware id of an authenticated worker; throws UNAUTHENTICATED otherwise. */
+  async worker(md: Metadata): Promise<string> {
+    const id = md.get('x-worker-id')[0];
+    if (typeof id !== 'string' || id === '') {
+      throw new ApiError(status.INVALID_ARGUMENT, 'x-worker-id metadata (the hardware id) is required');
+    }
+    if (!this.#opts.enabled) return id;
+    const token = bearerToken(md);
+    if (token === undefined)
+      throw new ApiError(status.UNAUTHENTICATED, `worker ${id}: a worker token is required`);
+    if (!this.#workerTokenMatches(id, token)) {
+      await this.#catchUp();
+      if (!this.#workerTokenMatches(id, token)) {
+        throw new ApiError(
+          status.UNAUTHENTICATED,
+          `worker ${id}: the token is not this machine's worker token`,
+        );
+      }
+    }
+    return id;
+  }
+
+  #workerTokenMatches(id: string, token: string): boolean {
+    const hw = this.#control.hardware(id);
+    return hw !== undefined && constantTimeEqual(hw.workerToken, token);
+  }
+
+  #lookup(sha: string): Caller | undefined {
+    if (
+      this.#opts.bootstrapAdminSha256 !== undefined &&
+      constantTimeEqual(sha, this.#opts.bootstrapAdminSha256)
+    ) {
+      return { name: 'bootstrap-admin', role: 'admin' };
+    }
+    const t = this.#control.token(sha);
+    return t === undefined ? undefined : { name: t.name, role: t.role };
+  }
+}
+
+function constantTimeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'utf8');
+  const y = Buffer.from(b, 'utf8');
+  return x.length === y.length && timingSafeEqual(x, y);
+}

@@ -1,0 +1,78 @@
+// Domain records → the operator API's messages. Worker tokens never leave through these.
+import type {
+  ActionRecord,
+  TemplateRecord,
+  WorkflowEvent as EventProto,
+  WorkflowRecord,
+} from '../gen/control.js';
+import type { Hardware, Template, Workflow, WorkflowEvent } from '../state/control/model.js';
+import { actionPositions } from '../workflow/rules.js';
+
+export function hardwareJson(hw: Hardware): string {
+  const { workerToken: _token, ...visible } = hw;
+  return JSON.stringify(visible);
+}
+
+export function templateRecord(t: Template): TemplateRecord {
+  return {
+    name: t.name,
+    source: t.source,
+    version: t.version,
+    createdMs: t.createdMs,
+    updatedMs: t.updatedMs,
+  };
+}
+
+export function workflowRecord(wf: Workflow): WorkflowRecord {
+  const positions = actionPositions(wf.spec);
+  const actions: ActionRecord[] = positions.map((p, i) => {
+    const s = wf.actions[i];
+    return {
+      task: p.task.name,
+      name: p.action.name,
+      state: s?.state ?? 'PENDING',
+      attempt: s?.attempt ?? 0,
+      retries: p.action.retries,
+      timeoutS: p.action.timeoutS,
+      startedMs: s?.startedMs ?? 0,
+      stoppedMs: s?.stoppedMs ?? 0,
+      deadlineMs: s?.deadlineMs ?? 0,
+      notBeforeMs: s?.notBeforeMs ?? 0,
+      exitStatus: s?.exitStatus,
+      message: s?.message ?? '',
+      outputTail: s?.outputTail ?? '',
+      workerId: s?.workerId ?? p.task.worker,
+      image: p.action.image ?? '',
+      command: [...p.action.command, ...p.action.args],
+    };
+  });
+  return {
+    id: wf.id,
+    template: wf.template,
+    hardwareId: wf.hardwareId,
+    state: wf.state,
+    createdMs: wf.createdMs,
+    startedMs: wf.startedMs ?? 0,
+    finishedMs: wf.finishedMs ?? 0,
+    deadlineMs: wf.deadlineMs ?? 0,
+    message: wf.message ?? '',
+    actions,
+    globalTimeoutS: wf.spec.globalTimeoutS,
+  };
+}
+
+export function eventRecord(e: WorkflowEvent): EventProto {
+  return {
+    seq: e.seq,
+    workflowId: e.workflowId,
+    type: e.type,
+    stampMs: e.stampMs,
+    task: e.task ?? '',
+    action: e.action ?? '',
+    actionIndex: e.actionIndex,
+    attempt: e.attempt ?? 0,
+    exitStatus: e.exitStatus,
+    message: e.message ?? '',
+    outputTail: e.outputTail ?? '',
+  };
+}

@@ -1,0 +1,342 @@
+// The operator API of the control plane (proto/control.proto). Writes become control commands
+// applied through the leader; reads are linearizable unless `local` is set. Everything random
+// (workflow ids, worker tokens) and the template rendering happen here, on the proposing node,
+// so the replicated apply stays pure.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { status } from '@grpc/grpc-js';
+import type {
+  handleServerStreamingCall,
+  Metadata,
+  sendUnaryData,
+  ServerUnaryCall,
+  ServerWritableStream,
+  ServiceError,
+} from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { ControlServer, WorkflowEventsRequest, WorkflowEventsResponse } from '../gen/control.js';
+import type { RaftNode } from '../raft/node.js';
+import type { ControlCommand, ControlResult } from '../state/control/commands.js';
+import type { ControlState } from '../state/control/control-state.js';
+import type { Hardware, Role, Template, Workflow, WorkflowEvent } from '../state/control/model.js';
+import { parseHardwareDocument } from '../workflow/hardware-doc.js';
+import { renderTemplate, TemplateError, validateTemplateSource } from '../workflow/template.js';
+import type { Authenticator } from './auth.js';
+import { sha256Hex } from './auth.js';
+import { eventRecord, hardwareJson, templateRecord, workflowRecord } from './control-records.js';
+import { ApiError, toServiceError } from './errors.js';
+import type { EventHub } from './event-hub.js';
+import type { Proposer } from './proposer.js';
+
+export interface ControlServiceContext {
+  readonly node: RaftNode;
+  readonly control: ControlState;
+  readonly proposer: Proposer;
+  readonly auth: Authenticator;
+  readonly events: EventHub;
+  readonly logger: Logger;
+}
+
+type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
+
+const eventBatch = 1000;
+const roles: readonly Role[] = ['admin', 'operator', 'viewer'];
+
+export class ControlService {
+  readonly #ctx: ControlServiceContext;
+
+  constructor(ctx: ControlServiceContext) {
+    this.#ctx = ctx;
+  }
+
+  handlers(): ControlServer {
+    const c = this.#ctx.control;
+    return {
+      hardwareCreate: this.#unary('operator', async (req) => {
+        const input = wrapInput(() => parseHardwareDocument(req.documentJson));
+        const hw = expectType(
+          await this.#apply({
+            type: 'hardware.put',
+            hardware: input,
+            workerToken: randomBytes(32).toString('base64url'),
+            ...(req.replace ? {} : { expectVersion: 0 }),
+          }),
+          'hardware',
+        ).hardware;
+        return { hardwareJson: hardwareJson(hw) };
+      }),
+      hardwareGet: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return { hardwareJson: hardwareJson(this.#hardware(req.id)) };
+      }),
+      hardwareList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return { hardwareJson: c.hardwareList().map(hardwareJson) };
+      }),
+      hardwareDelete: this.#unary('operator', async (req) => {
+        expectType(await this.#apply({ type: 'hardware.delete', id: req.id }), 'deleted');
+        return {};
+      }),
+      hardwareToken: this.#unary('admin', async (req) => {
+        await this.#read(false);
+        return { token: this.#hardware(req.id).workerToken };
+      }),
+      templateCreate: this.#unary('operator', async (req) => {
+        const { name } = wrapInput(() => validateTemplateSource(req.source));
+        const t = expectType(
+          await this.#apply({
+            type: 'template.put',
+            name,
+            source: req.source,
+            ...(req.replace ? {} : { expectVersion: 0 }),
+          }),
+          'template',
+        ).template;
+        return { template: templateRecord(t) };
+      }),
+      templateGet: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return { template: templateRecord(this.#template(req.name)) };
+      }),
+      templateList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return { templates: c.templates().map(templateRecord) };
+      }),
+      templateDelete: this.#unary('operator', async (req) => {
+        expectType(await this.#apply({ type: 'template.delete', name: req.name }), 'deleted');
+        return {};
+      }),
+      workflowCreate: this.#unary('operator', async (req) => {
+        await this.#read(false);
+        const hardware = this.#hardware(req.hardwareId);
+        const template = this.#template(req.template);
+        const id = randomUUID();
+        const spec = wrapInput(() =>
+          renderTemplate(template.source, {
+            workflowId: id,
+            hardware,
+            hardwareMap: req.hardwareMap,
+            resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
+          }),
+        );
+        const wf = expectType(
+          await this.#apply({
+            type: 'workflow.create',
+            id,
+            template: template.name,
+            templateVersion: template.version,
+            hardwareId: hardware.id,
+            hardwareMap: req.hardwareMap,
+            spec,
+          }),
+          'workflow',
+        ).workflow;
+        return { workflow: workflowRecord(wf) };
+      }),
+      workflowGet: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return { workflow: workflowRecord(this.#workflow(req.id)) };
+      }),
+      workflowList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        const all = c.workflows().filter((w) => req.hardwareId === '' || w.hardwareId === req.hardwareId);
+        return { workflows: all.map(workflowRecord) };
+      }),
+      workflowCancel: this.#unary('operator', async (req) => {
+        const wf = expectType(
+          await this.#apply({ type: 'workflow.cancel', id: req.id }),
+          'workflow',
+        ).workflow;
+        return { workflow: workflowRecord(wf) };
+      }),
+      workflowRetry: this.#unary('operator', async (req) => {
+        const wf = expectType(
+          await this.#apply({ type: 'workflow.retry', id: req.id, fromStart: req.fromStart }),
+          'workflow',
+        ).workflow;
+        return { workflow: workflowRecord(wf) };
+      }),
+      workflowDelete: this.#unary('operator', async (req) => {
+        expectType(await this.#apply({ type: 'workflow.delete', id: req.id }), 'deleted');
+        return {};
+      }),
+      workflowEvents: this.#eventsHandler(),
+      tokenCreate: this.#unary('admin', async (req) => {
+        if (!(roles as readonly string[]).includes(req.role)) {
+          throw new ApiError(
+            status.INVALID_ARGUMENT,
+            `role must be one of ${roles.join(', ')}, got "${req.role}"`,
+          );
+        }
+        const token = randomBytes(32).toString('base64url');
+        expectType(
+          await this.#apply({
+            type: 'token.put',
+            name: req.name,
+            role: req.role as Role,
+            sha256: sha256Hex(token),
+          }),
+          'token',
+        );
+        return { token };
+      }),
+      tokenDelete: this.#unary('admin', async (req) => {
+        expectType(await this.#apply({ type: 'token.delete', name: req.name }), 'deleted');
+        return {};
+      }),
+    };
+  }
+
+  #unary<Req, Res>(need: Role, work: (req: Req, md: Metadata) => Promise<Res>): Handler<Req, Res> {
+    return (call, callback) => {
+      const run = async (): Promise<Res> => {
+        await this.#ctx.auth.operator(call.metadata, need);
+        return work(call.request, call.metadata);
+      };
+      run().then(
+        (res) => callback(null, res),
+        (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+      );
+    };
+  }
+
+  /** Backlog from the replicated events, then live ones; `seq` makes the join exact. */
+  #eventsHandler(): handleServerStreamingCall<WorkflowEventsRequest, WorkflowEventsResponse> {
+    return (call: ServerWritableStream<WorkflowEventsRequest, WorkflowEventsResponse>) => {
+      const req = call.request;
+      let next = Math.max(req.fromSeq, 0);
+      let unsubscribe: (() => void) | undefined;
+      const queued: WorkflowEvent[] = [];
+      let done = false;
+      let backlogSent = false;
+      const finish = (err?: unknown): void => {
+        if (done) return;
+        done = true;
+        unsubscribe?.();
+        if (err === undefined) call.end();
+        else call.emit('error', toServiceError(err));
+      };
+      const send = (e: WorkflowEvent): void => {
+        if (done || e.seq < next) return;
+        next = e.seq + 1;
+        call.write({ event: eventRecord(e) });
+        if (!req.follow) return;
+        if (isFinal(e)) finish();
+      };
+      call.on('cancelled', () => {
+        done = true;
+        unsubscribe?.();
+      });
+      const run = async (): Promise<void> => {
+        await this.#ctx.auth.operator(call.metadata, 'viewer');
+        if (req.workflowId === '') throw new ApiError(status.INVALID_ARGUMENT, 'the workflow id is required');
+        if (req.follow) {
+          // Subscribe before reading the backlog so nothing applied in between is missed.
+          unsubscribe = this.#ctx.events.subscribe(req.workflowId, (e) => {
+            queued.push(e);
+            if (backlogSent && queued.length === 1) queueMicrotask(drain);
+          });
+        }
+        await this.#read(false);
+        const wf = this.#workflow(req.workflowId);
+        for (;;) {
+          const batch = this.#ctx.control.events(req.workflowId, next, eventBatch);
+          for (const e of batch) send(e);
+          if (batch.length < eventBatch) break;
+        }
+        backlogSent = true;
+        drain();
+        if (!req.follow) finish();
+        else if (isTerminal(this.#ctx.control.workflow(wf.id) ?? wf) && queued.length === 0) finish();
+      };
+      const drain = (): void => {
+        while (queued.length > 0) {
+          const e = queued.shift();
+          if (e !== undefined) send(e);
+        }
+      };
+      run().catch((err: unknown) => finish(err));
+    };
+  }
+
+  async #apply(
+    command: ControlCommand,
+  ): Promise<ControlResult & { type: Exclude<ControlResult['type'], 'error'> }> {
+    const res = await this.#ctx.proposer.propose({ type: 'control', stampMs: 0, command });
+    if (res.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${res.type}`);
+    const r = res.result;
+    if (r.type === 'error') throw new ApiError(controlStatus(r.code), r.message);
+    return r;
+  }
+
+  async #read(local: boolean): Promise<void> {
+    if (!local) await this.#ctx.node.linearizableRead();
+  }
+
+  #hardware(id: string): Hardware {
+    const hw = this.#ctx.control.hardware(id);
+    if (hw === undefined) throw new ApiError(status.NOT_FOUND, `hardware "${id}" not found`);
+    return hw;
+  }
+
+  #template(name: string): Template {
+    const t = this.#ctx.control.template(name);
+    if (t === undefined) throw new ApiError(status.NOT_FOUND, `template "${name}" not found`);
+    return t;
+  }
+
+  #workflow(id: string): Workflow {
+    const wf = this.#ctx.control.workflow(id);
+    if (wf === undefined) throw new ApiError(status.NOT_FOUND, `workflow "${id}" not found`);
+    return wf;
+  }
+}
+
+const finalEvents = new Set<string>([
+  'workflow.succeeded',
+  'workflow.failed',
+  'workflow.timeout',
+  'workflow.cancelled',
+]);
+
+/** A follow stream ends with the workflow; a retry would start a new follow. */
+function isFinal(e: WorkflowEvent): boolean {
+  return finalEvents.has(e.type);
+}
+
+function isTerminal(wf: Workflow): boolean {
+  return (
+    wf.state === 'SUCCESS' || wf.state === 'FAILED' || wf.state === 'TIMEOUT' || wf.state === 'CANCELLED'
+  );
+}
+
+function expectType<T extends ControlResult['type']>(r: ControlResult, type: T): ControlResult & { type: T } {
+  if (r.type !== type) throw new ApiError(status.INTERNAL, `unexpected result ${r.type}, wanted ${type}`);
+  return r as ControlResult & { type: T };
+}
+
+/** Input errors from parsing and rendering become INVALID_ARGUMENT with their message. */
+function wrapInput<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err: unknown) {
+    if (err instanceof TemplateError || err instanceof Error)
+      throw new ApiError(status.INVALID_ARGUMENT, err.message);
+    throw err;
+  }
+}
+
+function controlStatus(code: Extract<ControlResult, { type: 'error' }>['code']): status {
+  switch (code) {
+    case 'E_INVALID':
+      return status.INVALID_ARGUMENT;
+    case 'E_NOT_FOUND':
+      return status.NOT_FOUND;
+    case 'E_EXISTS':
+      return status.ALREADY_EXISTS;
+    case 'E_VERSION':
+    case 'E_CONFLICT':
+    case 'E_STALE_ATTEMPT':
+    case 'E_NOT_DUE':
+      return status.FAILED_PRECONDITION;
+  }
+}

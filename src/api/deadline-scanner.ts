@@ -1,0 +1,68 @@
+// Invariant 4: deadlines live in the replicated state and the leader enforces them. While this
+// node leads, it looks for workflows whose earliest deadline (the running attempt's or the
+// workflow's) has passed and proposes deadline.expire; apply re-checks the deadline against
+// the leader's stamp. A new leader starts scanning at once, so a deadline fires within its
+// time plus one election.
+import type { Logger } from 'pino';
+import type { RaftNode } from '../raft/node.js';
+import type { ControlState } from '../state/control/control-state.js';
+import { nextDeadline } from '../workflow/rules.js';
+import type { Proposer } from './proposer.js';
+
+export const deadlineScanMs = 100;
+
+export class DeadlineScanner {
+  readonly #node: RaftNode;
+  readonly #control: ControlState;
+  readonly #proposer: Proposer;
+  readonly #logger: Logger;
+  readonly #inFlight = new Set<string>();
+  #timer: NodeJS.Timeout | undefined;
+  /** Deadline expiries proposed by this node (for metrics). */
+  expired = 0;
+
+  constructor(node: RaftNode, control: ControlState, proposer: Proposer, logger: Logger) {
+    this.#node = node;
+    this.#control = control;
+    this.#proposer = proposer;
+    this.#logger = logger;
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => {
+      this.scan(Date.now());
+    }, deadlineScanMs);
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** Proposes the expiry of every workflow whose deadline is at or before `nowMs`. */
+  scan(nowMs: number): void {
+    if (this.#node.softState().role !== 'leader') return;
+    for (const id of this.#control.activeWorkflowIds()) {
+      if (this.#inFlight.has(id)) continue;
+      const wf = this.#control.workflow(id);
+      if (wf === undefined) continue;
+      const due = nextDeadline(wf);
+      if (due === undefined || due > nowMs) continue;
+      this.#inFlight.add(id);
+      this.#proposer
+        .propose({ type: 'control', stampMs: 0, command: { type: 'deadline.expire', workflowId: id } })
+        .then(
+          (res) => {
+            if (res.type === 'control' && res.result.type !== 'error') {
+              this.expired++;
+              this.#logger.info({ workflowId: id, deadlineMs: due }, 'deadline passed');
+            }
+          },
+          (err: unknown) => {
+            this.#logger.debug({ err, workflowId: id }, 'proposing a deadline expiry failed');
+          },
+        )
+        .finally(() => this.#inFlight.delete(id));
+    }
+  }
+}

@@ -1,0 +1,114 @@
+// Gets a store command applied from any node. The leader stamps its clock into the command
+// (the state machine's only time source) and proposes it; a follower hands the encoded command
+// to the leader over the Internal service on the raft address and relays the result.
+import { Metadata, status } from '@grpc/grpc-js';
+import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { InternalServer, ProposeRequest, ProposeResponse } from '../gen/internal.js';
+import { InternalClient } from '../gen/internal.js';
+import type { Member } from '../raft/core/types.js';
+import { RaftError } from '../raft/core/types.js';
+import type { RaftNode } from '../raft/node.js';
+import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
+import type { Command, CommandResult } from '../state/command.js';
+import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
+import { ApiError, toServiceError } from './errors.js';
+
+const leaderWaitMs = 2000;
+const forwardDeadlineMs = 10_000;
+
+/** Waits (briefly) for a known leader; UNAVAILABLE when the cluster has none. */
+export async function awaitLeader(node: RaftNode, waitMs = leaderWaitMs): Promise<Member> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const leader = node.leaderMember();
+    if (leader !== null) return leader;
+    if (Date.now() > deadline) throw new ApiError(status.UNAVAILABLE, 'no leader is elected; retry shortly');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export class Proposer {
+  readonly #node: RaftNode;
+  readonly #logger: Logger;
+  readonly #clients = new Map<string, InternalClient>();
+  readonly #tls: PeerTls | undefined;
+
+  /** `tls`: the node's identity, for mutual TLS to the leader's raft address. */
+  constructor(node: RaftNode, logger: Logger, tls?: PeerTls) {
+    this.#node = node;
+    this.#logger = logger;
+    this.#tls = tls;
+  }
+
+  /** Applies `command` through the leader and returns its result (errors as results, not throws). */
+  async propose(command: Command): Promise<CommandResult> {
+    if (this.#node.softState().role === 'leader') return this.#proposeHere(command);
+    const leader = await awaitLeader(this.#node);
+    if (leader.id === this.#node.id) return this.#proposeHere(command);
+    return this.#forward(leader, command);
+  }
+
+  /** The Internal service, served on the raft address for followers' forwarded proposals. */
+  handlers(): InternalServer {
+    return {
+      propose: (
+        call: ServerUnaryCall<ProposeRequest, ProposeResponse>,
+        cb: sendUnaryData<ProposeResponse>,
+      ) => {
+        const run = async (): Promise<ProposeResponse> => {
+          // Never forward again: two nodes that each think the other leads would loop.
+          if (this.#node.softState().role !== 'leader') {
+            throw new RaftError(
+              'E_NOT_LEADER',
+              `${this.#node.id} is not the leader`,
+              this.#node.softState().leader,
+            );
+          }
+          const result = await this.#proposeRaw(decodeCommand(call.request.command));
+          return { result: Buffer.from(result.buffer, result.byteOffset, result.byteLength) };
+        };
+        run().then(
+          (res) => cb(null, res),
+          (err: unknown) => cb(toServiceError(err) as ServiceError, null),
+        );
+      },
+    };
+  }
+
+  close(): void {
+    for (const c of this.#clients.values()) c.close();
+    this.#clients.clear();
+  }
+
+  async #proposeHere(command: Command): Promise<CommandResult> {
+    return decodeResult(await this.#proposeRaw(command));
+  }
+
+  #proposeRaw(command: Command): Promise<Uint8Array> {
+    return this.#node.propose(encodeCommand({ ...command, stampMs: Date.now() }));
+  }
+
+  #forward(leader: Member, command: Command): Promise<CommandResult> {
+    let client = this.#clients.get(leader.addr);
+    if (client === undefined) {
+      client = new InternalClient(leader.addr, peerChannelCredentials(this.#tls));
+      this.#clients.set(leader.addr, client);
+    }
+    const md = new Metadata();
+    md.set('x-slipway-forwarded', this.#node.id);
+    return new Promise((resolve, reject) => {
+      client.propose(
+        { command: Buffer.from(encodeCommand(command)) },
+        md,
+        { deadline: Date.now() + forwardDeadlineMs },
+        (err, res) => {
+          if (err !== null) {
+            this.#logger.debug({ err, leader: leader.id }, 'forwarded proposal failed');
+            reject(err);
+          } else resolve(decodeResult(res.result));
+        },
+      );
+    });
+  }
+}

@@ -1,0 +1,403 @@
+// The worker stream (proto/worker.proto): pushes each machine's next action to its agent and
+// records the agent's results. Invariant 3 lives here and in the agent's journal:
+//  - an attempt is pushed only once its attempt.start is applied on this node (we push what the
+//    replicated state shows RUNNING for this worker, never what we merely proposed);
+//  - a session pushes an attempt at most once, and never one the agent's hello says it runs or
+//    has a result for; the agent refuses an attempt it already executed (its journal), so a
+//    second node pushing the same attempt after a reconnect cannot run it twice;
+//  - results are recorded through attempt.result, which the state machine applies once per
+//    attempt (duplicates acknowledged, stale attempts refused).
+import { status } from '@grpc/grpc-js';
+import type { ServerDuplexStream } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type {
+  ActionResult,
+  AttemptRef,
+  ConnectRequest,
+  ConnectResponse,
+  Hello,
+  WorkerServer,
+} from '../gen/worker.js';
+import type { ControlCommand, ControlResult } from '../state/control/commands.js';
+import type { ControlState } from '../state/control/control-state.js';
+import type { Workflow } from '../state/control/model.js';
+import { actionPositions, nextAction } from '../workflow/rules.js';
+import type { Authenticator } from './auth.js';
+import { ApiError, toServiceError } from './errors.js';
+import type { Proposer } from './proposer.js';
+
+const helloTimeoutMs = 10_000;
+const retryDelayMs = 250;
+
+type Stream = ServerDuplexStream<ConnectRequest, ConnectResponse>;
+
+interface Session {
+  readonly serial: number;
+  readonly workerId: string;
+  readonly call: Stream;
+  hello: boolean;
+  closed: boolean;
+  /** Attempts this agent knows of on this session: pushed, or named in its hello. */
+  readonly known: Set<string>;
+  /** The attempt the agent is executing, as far as this session knows. */
+  busy: AttemptRef | undefined;
+  /** A pump is running; another one was asked for meanwhile. */
+  pumping: boolean;
+  repump: boolean;
+  timer: NodeJS.Timeout | undefined;
+  /** Serialises result handling so acknowledgments go out in order. */
+  results: Promise<void>;
+}
+
+export interface WorkerServiceContext {
+  readonly control: ControlState;
+  readonly proposer: Proposer;
+  readonly auth: Authenticator;
+  readonly logger: Logger;
+}
+
+export interface WorkerServiceStats {
+  connected: number;
+}
+
+export function attemptKey(r: AttemptRef): string {
+  return `${r.workflowId}/${String(r.actionIndex)}/${String(r.attempt)}`;
+}
+
+export class WorkerService {
+  readonly #ctx: WorkerServiceContext;
+  readonly #sessions = new Map<string, Set<Session>>();
+  #serial = 0;
+  #closed = false;
+
+  constructor(ctx: WorkerServiceContext) {
+    this.#ctx = ctx;
+  }
+
+  /** Number of agents with a live stream on this node. */
+  get connected(): number {
+    let n = 0;
+    for (const s of this.#sessions.values()) n += s.size;
+    return n;
+  }
+
+  handlers(): WorkerServer {
+    return {
+      connect: (call: Stream) => {
+        this.#accept(call).catch((err: unknown) => {
+          this.#ctx.logger.debug({ err }, 'worker stream refused');
+          call.emit('error', toServiceError(err));
+        });
+      },
+    };
+  }
+
+  /** Called from apply (synchronously) whenever a workflow changes: wake its workers' sessions. */
+  workflowChanged(wf: Workflow): void {
+    for (const task of wf.spec.tasks) this.#wake(task.worker);
+  }
+
+  hardwareChanged(id: string): void {
+    this.#wake(id);
+  }
+
+  close(): void {
+    this.#closed = true;
+    const stopping = toServiceError(
+      new ApiError(status.UNAVAILABLE, 'this node is stopping; reconnect to another'),
+    );
+    for (const set of this.#sessions.values()) {
+      for (const s of set) {
+        this.#end(s);
+        s.call.emit('error', stopping);
+      }
+    }
+    this.#sessions.clear();
+  }
+
+  async #accept(call: Stream): Promise<void> {
+    if (this.#closed) throw new ApiError(status.UNAVAILABLE, 'this node is shutting down');
+    const workerId = await this.#ctx.auth.worker(call.metadata);
+    const session: Session = {
+      serial: ++this.#serial,
+      workerId,
+      call,
+      hello: false,
+      closed: false,
+      known: new Set(),
+      busy: undefined,
+      pumping: false,
+      repump: false,
+      timer: undefined,
+      results: Promise.resolve(),
+    };
+    let set = this.#sessions.get(workerId);
+    if (set === undefined) {
+      set = new Set();
+      this.#sessions.set(workerId, set);
+    }
+    set.add(session);
+    const log = this.#ctx.logger.child({ workerId, session: session.serial });
+    log.info('worker connected');
+    const helloTimer = setTimeout(() => {
+      if (!session.hello) {
+        call.emit(
+          'error',
+          toServiceError(new ApiError(status.INVALID_ARGUMENT, 'the first message must be hello')),
+        );
+      }
+    }, helloTimeoutMs);
+    const drop = (): void => {
+      clearTimeout(helloTimer);
+      if (session.closed) return;
+      this.#end(session);
+      const s = this.#sessions.get(workerId);
+      s?.delete(session);
+      if (s?.size === 0) this.#sessions.delete(workerId);
+      log.info('worker disconnected');
+    };
+    call.on('data', (msg: ConnectRequest) => {
+      const kind = msg.kind;
+      if (kind === undefined) return;
+      switch (kind.$case) {
+        case 'hello':
+          if (session.hello) return;
+          clearTimeout(helloTimer);
+          this.#hello(session, kind.value);
+          return;
+        case 'result':
+          this.#queueResult(session, kind.value);
+          return;
+        case 'heartbeat':
+          return;
+        case 'progress':
+          log.debug({ attempt: kind.value.attempt, message: kind.value.message }, 'action progress');
+          return;
+      }
+    });
+    call.on('end', () => {
+      drop();
+      call.end();
+    });
+    call.on('cancelled', drop);
+    call.on('error', drop);
+    call.on('close', drop);
+  }
+
+  #hello(session: Session, hello: Hello): void {
+    if (hello.running !== undefined) {
+      session.known.add(attemptKey(hello.running));
+      session.busy = hello.running;
+    }
+    for (const r of hello.pendingResults) {
+      if (r.attempt !== undefined) session.known.add(attemptKey(r.attempt));
+      this.#queueResult(session, r);
+    }
+    session.results = session.results.then(() => {
+      session.hello = true;
+      this.#schedulePump(session, 0);
+    });
+  }
+
+  #queueResult(session: Session, r: ActionResult): void {
+    session.results = session.results.then(() => this.#result(session, r));
+  }
+
+  async #result(session: Session, r: ActionResult): Promise<void> {
+    const ref = r.attempt;
+    if (ref === undefined) return;
+    const log = this.#ctx.logger.child({
+      workerId: session.workerId,
+      workflowId: ref.workflowId,
+      actionIndex: ref.actionIndex,
+      attempt: ref.attempt,
+    });
+    for (;;) {
+      if (session.closed) return;
+      let res: ControlResult;
+      try {
+        res = await this.#apply({
+          type: 'attempt.result',
+          workflowId: ref.workflowId,
+          actionIndex: ref.actionIndex,
+          attempt: ref.attempt,
+          workerId: session.workerId,
+          success: r.success,
+          exitStatus: r.exitStatus,
+          message: r.message,
+          outputTail: r.outputTail,
+        });
+      } catch (err) {
+        // No leader or a lost forward: the result may or may not be in; sending it again is
+        // safe because a duplicate is acknowledged and ignored.
+        log.debug({ err }, 'recording a result failed; retrying');
+        await delay(retryDelayMs);
+        continue;
+      }
+      if (session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
+        session.busy = undefined;
+      if (res.type === 'error') {
+        log.warn({ code: res.code, reason: res.message }, 'result refused');
+        this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason: res.message } } });
+      } else {
+        log.info(
+          { success: r.success, exitStatus: r.exitStatus, duplicate: res.type === 'duplicate' },
+          'result recorded',
+        );
+        this.#send(session, {
+          kind: { $case: 'ack', value: { attempt: ref, duplicate: res.type === 'duplicate' } },
+        });
+      }
+      this.#schedulePump(session, 0);
+      return;
+    }
+  }
+
+  #wake(workerId: string): void {
+    const set = this.#sessions.get(workerId);
+    if (set === undefined) return;
+    for (const s of set) this.#schedulePump(s, 0);
+  }
+
+  #schedulePump(session: Session, afterMs: number): void {
+    if (session.closed || !session.hello) return;
+    if (session.pumping) {
+      session.repump = true;
+      return;
+    }
+    if (session.timer !== undefined) {
+      if (afterMs > 0) return;
+      clearTimeout(session.timer);
+    }
+    session.timer = setTimeout(() => {
+      session.timer = undefined;
+      this.#pump(session);
+    }, afterMs);
+  }
+
+  #pump(session: Session): void {
+    if (session.closed || session.pumping) return;
+    session.pumping = true;
+    session.repump = false;
+    this.#pumpOnce(session).then(
+      (next) => {
+        session.pumping = false;
+        if (session.repump) this.#schedulePump(session, 0);
+        else if (next !== undefined) this.#schedulePump(session, next);
+      },
+      (err: unknown) => {
+        this.#ctx.logger.debug({ err, workerId: session.workerId }, 'dispatch failed; retrying');
+        session.repump = false;
+        session.pumping = false;
+        this.#schedulePump(session, retryDelayMs);
+      },
+    );
+  }
+
+  /**
+   * One dispatch step for a session. Returns a delay after which to look again (a retry's
+   * backoff or a refused start), or undefined when only a state change can bring new work.
+   */
+  async #pumpOnce(session: Session): Promise<number | undefined> {
+    const control = this.#ctx.control;
+    const workerId = session.workerId;
+    // The attempt the agent runs was cancelled, timed out or deleted: tell it to stop.
+    if (session.busy !== undefined) {
+      const busy = session.busy;
+      const wf = control.workflow(busy.workflowId);
+      const st = wf?.actions[busy.actionIndex];
+      if (st?.state !== 'RUNNING' || st.attempt !== busy.attempt) {
+        const reason =
+          wf === undefined ? 'the workflow was deleted' : `the attempt is ${st?.state ?? 'gone'}`;
+        this.#send(session, { kind: { $case: 'cancel', value: { attempt: busy, reason } } });
+        session.busy = undefined;
+      } else return undefined;
+    }
+    const workflows = control.workflowsForWorker(workerId);
+    // First, hand over what the state already shows RUNNING on this worker.
+    for (const wf of workflows) {
+      const positions = actionPositions(wf.spec);
+      for (let i = 0; i < wf.actions.length; i++) {
+        const st = wf.actions[i];
+        const pos = positions[i];
+        if (st?.state !== 'RUNNING' || pos === undefined || pos.task.worker !== workerId) continue;
+        const ref: AttemptRef = { workflowId: wf.id, actionIndex: i, attempt: st.attempt };
+        if (!session.known.has(attemptKey(ref))) {
+          session.known.add(attemptKey(ref));
+          session.busy = ref;
+          this.#send(session, {
+            kind: {
+              $case: 'action',
+              value: {
+                attempt: ref,
+                task: pos.task.name,
+                name: pos.action.name,
+                image: pos.action.image ?? '',
+                command: [...pos.action.command],
+                args: [...pos.action.args],
+                env: { ...pos.action.env },
+                volumes: [...pos.action.volumes],
+                timeoutS: pos.action.timeoutS,
+                deadlineMs: st.deadlineMs ?? 0,
+              },
+            },
+          });
+          this.#ctx.logger.info(
+            { workerId, workflowId: wf.id, actionIndex: i, attempt: st.attempt, action: pos.action.name },
+            'action pushed',
+          );
+          return undefined;
+        }
+        // Known but not answered: the agent is on it (its result will wake us).
+        return undefined;
+      }
+    }
+    if (control.hardware(workerId)?.netboot.allowWorkflow === false) return undefined;
+    // Then start the next due action on this worker; the change that start applies pushes it.
+    let wait: number | undefined;
+    for (const wf of workflows) {
+      const next = nextAction(wf);
+      if (next === null || next.workerId !== workerId) continue;
+      const due = (next.notBeforeMs ?? 0) - Date.now();
+      if (due > 0) {
+        wait = wait === undefined ? due : Math.min(wait, due);
+        continue;
+      }
+      const res = await this.#apply({
+        type: 'attempt.start',
+        workflowId: wf.id,
+        actionIndex: next.index,
+        attempt: next.attempt,
+        workerId,
+      });
+      if (res.type === 'error') {
+        // Another node's session started it, or our clock is ahead of the leader's.
+        return res.code === 'E_NOT_DUE' ? retryDelayMs : undefined;
+      }
+      return undefined;
+    }
+    return wait;
+  }
+
+  async #apply(command: ControlCommand): Promise<ControlResult> {
+    const res = await this.#ctx.proposer.propose({ type: 'control', stampMs: 0, command });
+    if (res.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${res.type}`);
+    return res.result;
+  }
+
+  #send(session: Session, msg: ConnectResponse): void {
+    if (session.closed) return;
+    session.call.write(msg);
+  }
+
+  #end(session: Session): void {
+    if (session.closed) return;
+    session.closed = true;
+    if (session.timer !== undefined) clearTimeout(session.timer);
+    session.timer = undefined;
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

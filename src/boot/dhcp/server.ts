@@ -1,0 +1,442 @@
+// The DHCP server: decodes each datagram, looks the client up in the boot inventory, asks the
+// lease backend for its address and the PXE policy for its boot file, builds the reply with
+// the pure reply builder and sends it where RFC 2131 §4.1 says. Sockets live in
+// socket-driver.ts; everything here past the socket is a function of the request and the
+// committed state, so any node holding the VIP gives the same answer (invariant 5).
+//
+// Bad input changes nothing (invariant 7): a malformed datagram is dropped, counted and logged
+// at debug; a broken hardware record is logged and skipped; nothing a client sends can crash
+// the server.
+//
+// Addresses come from a LeaseBackend. Today that is the hardware record's reservation; a pool
+// of Raft-committed dynamic leases will be another backend, which commits before it answers a
+// REQUEST (leaseFor is async for that reason).
+import type { Logger } from 'pino';
+import { canonicalMac, type BootInventory, type BootRecord } from '../inventory.js';
+import { ipxeScriptPath, joinBaseUrl, binaryPrefix } from '../http/paths.js';
+import { clientHardwareAddress, decodeDhcpPacket, encodeDhcpPacket, type DhcpPacket } from './codec.js';
+import { DhcpDecodeError, DhcpSettingsError } from './errors.js';
+import {
+  decideBoot,
+  defaultIpxeBinaries,
+  type BootDecision,
+  type IpxeBinaries,
+  type NetbootSettings,
+} from './pxe-policy.js';
+import { buildReply, clientPort, serverPort, type ReplyOutcome, type ReservedLease } from './reply.js';
+import {
+  addressHolderCheck,
+  openDhcpSockets,
+  type DhcpPeer,
+  type DhcpSockets,
+  type Subnet,
+} from './socket-driver.js';
+import { ipv4ToBytes, ipv4Zero, isIpv4 } from './wire-values.js';
+
+export type { DhcpPeer, Subnet } from './socket-driver.js';
+
+export type DhcpMode = 'reservation' | 'proxy';
+
+/** What a lease backend is asked: one client's request, and its hardware if the inventory knows it. */
+export interface LeaseQuery {
+  readonly mac: string;
+  readonly record: BootRecord | undefined;
+  readonly request: DhcpPacket;
+  /** The listening interface's subnets; empty when listening on an address only. */
+  readonly segment: readonly Subnet[];
+}
+
+export type LeaseAnswer =
+  | { readonly kind: 'lease'; readonly lease: ReservedLease }
+  | { readonly kind: 'none'; readonly reason: string };
+
+/** Where client addresses come from (reservation mode). */
+export interface LeaseBackend {
+  leaseFor(query: LeaseQuery): Promise<LeaseAnswer>;
+}
+
+/** Observers for metrics and tests; they must not throw. */
+export interface DhcpServerHooks {
+  readonly onReply?: (event: DhcpReplyEvent) => void;
+  readonly onIgnore?: (event: DhcpIgnoreEvent) => void;
+  readonly onMalformed?: (event: { readonly from: DhcpPeer; readonly error: DhcpDecodeError }) => void;
+  /** Unexpected failures: bad hardware settings, send errors, socket errors. */
+  readonly onError?: (error: unknown) => void;
+}
+
+export interface DhcpReplyEvent {
+  readonly from: DhcpPeer;
+  readonly request: DhcpPacket;
+  readonly reply: DhcpPacket;
+  readonly to: DhcpPeer;
+  readonly via: 'relay' | 'client-address' | 'broadcast' | 'assigned-address';
+  readonly reason: string;
+}
+
+export interface DhcpIgnoreEvent {
+  readonly from: DhcpPeer;
+  readonly request: DhcpPacket;
+  readonly reason: string;
+}
+
+export interface DhcpServerOptions {
+  readonly inventory: BootInventory;
+  /** The VIP (or the node's address): option 54 and next-server, so renewals and TFTP follow it. */
+  readonly serverAddress: string;
+  /** Base of the iPXE script URLs, e.g. http://VIP:8080. */
+  readonly httpBaseUrl: string;
+  /** Where UEFI HTTP boot clients fetch iPXE binaries; default httpBaseUrl + /binaries. */
+  readonly httpBinaryBaseUrl?: string;
+  readonly mode: DhcpMode;
+  /**
+   * Whether this node answers right now. In steady state exactly one node does; the default is
+   * "this host holds serverAddress" (the VIP holder). The node wires it to leadership with a
+   * live quorum. Asked for every datagram, so it must be cheap (the default re-reads the
+   * interfaces at most every 250 ms).
+   */
+  readonly shouldAnswer?: () => boolean;
+  /** Listen on this interface (broadcasts included); see socket-driver.ts. */
+  readonly interfaceName?: string;
+  /** Listen address when there is no interface (relayed/unicast only); default 0.0.0.0. */
+  readonly address?: string;
+  /** Listen port; default 67, 0 picks a free one (tests). */
+  readonly port?: number;
+  /** Port relayed replies go to at giaddr; default 67. Tests move it off the privileged port. */
+  readonly relayPort?: number;
+  /** Port replies to clients go to; default 68. */
+  readonly clientPort?: number;
+  /** Default: the hardware records' reservations. */
+  readonly leases?: LeaseBackend;
+  readonly ipxeBinaries?: IpxeBinaries;
+  readonly logger: Logger;
+  readonly hooks?: DhcpServerHooks;
+}
+
+export interface DhcpCounters {
+  /** Datagrams received. */
+  received: number;
+  replied: number;
+  /** Well-formed requests that deserve no answer (unknown MAC, another server chosen, ...). */
+  ignored: number;
+  malformed: number;
+  /** Datagrams dropped because this node is not the one answering. */
+  standby: number;
+  /** Datagrams dropped because too many answers were in flight. */
+  overloaded: number;
+  /** Requests that failed on our side: bad hardware settings or a send error. */
+  failed: number;
+}
+
+export interface DhcpServer {
+  /** The address replies are sent from and the bound port. */
+  readonly address: string;
+  readonly port: number;
+  /** Live counters (read them; the server owns them). */
+  readonly counters: Readonly<DhcpCounters>;
+  /** Stops listening; resolves once in-flight answers are done and the sockets are closed. */
+  close(): Promise<void>;
+}
+
+/** Answers being worked on at once; beyond it datagrams are dropped, as a kernel queue would. */
+export const answersInFlightMax = 1024;
+
+/** Everything an answer depends on besides the request. */
+export interface AnswerContext {
+  readonly mode: DhcpMode;
+  readonly inventory: BootInventory;
+  readonly leases: LeaseBackend;
+  readonly serverAddress: string;
+  readonly httpBaseUrl: string;
+  readonly httpBinaryBaseUrl: string;
+  readonly ipxeBinaries: IpxeBinaries;
+  readonly segment: readonly Subnet[];
+}
+
+/**
+ * The reply to one decoded request, or why there is none. Throws DhcpSettingsError when a
+ * hardware record cannot be turned into a valid reply.
+ */
+export async function answerRequest(request: DhcpPacket, context: AnswerContext): Promise<ReplyOutcome> {
+  if (request.op !== 'request') return { kind: 'ignore', reason: 'a BOOTREPLY, not a client request' };
+  if (request.htype !== 1 || request.hlen !== 6) {
+    return { kind: 'ignore', reason: `hardware type ${request.htype}/${request.hlen}: Ethernet only` };
+  }
+  const mac = clientHardwareAddress(request);
+  const record = context.inventory.byMac(mac);
+  if (context.mode === 'proxy') {
+    if (record === undefined) return { kind: 'ignore', reason: `no hardware has MAC ${mac}` };
+    return buildReply({
+      mode: 'proxy',
+      request,
+      serverId: context.serverAddress,
+      boot: bootDecision(request, record, context),
+    });
+  }
+  const answer = await context.leases.leaseFor({ mac, record, request, segment: context.segment });
+  if (answer.kind === 'none') return { kind: 'ignore', reason: answer.reason };
+  const { lease } = answer;
+  // The wildcard socket hears every interface's broadcasts: an unconfigured, unrelayed client
+  // is on this listener's segment only if its address is.
+  const local = request.giaddr === ipv4Zero && request.ciaddr === ipv4Zero;
+  if (local && context.segment.length > 0 && !context.segment.some((net) => subnetHas(net, lease.ip))) {
+    return { kind: 'ignore', reason: `reserved ${lease.ip} is not on this interface's subnets` };
+  }
+  return buildReply({
+    mode: 'reservation',
+    request,
+    serverId: context.serverAddress,
+    lease,
+    boot:
+      record === undefined
+        ? { kind: 'no-boot', reason: 'unknown hardware' }
+        : bootDecision(request, record, context),
+  });
+}
+
+/** Reservations: the address comes from the hardware record's interface, and only from there. */
+export function reservedLeases(): LeaseBackend {
+  return {
+    leaseFor: ({ mac, record }) => Promise.resolve(reservationOf(mac, record)),
+  };
+}
+
+function reservationOf(mac: string, record: BootRecord | undefined): LeaseAnswer {
+  if (record === undefined) return { kind: 'none', reason: `no hardware has MAC ${mac}` };
+  const { iface, hardware } = record;
+  if (iface.ip === undefined) {
+    return { kind: 'none', reason: `hardware ${hardware.id} reserves no address for ${mac}` };
+  }
+  return {
+    kind: 'lease',
+    lease: {
+      ip: iface.ip.address,
+      mask: prefixToMask(iface.ip.prefix),
+      ...(iface.gateway === undefined ? {} : { gateway: iface.gateway }),
+      dns: iface.dns,
+      ...(iface.hostname === undefined ? {} : { hostname: iface.hostname }),
+      leaseTimeS: iface.leaseTimeS,
+    },
+  };
+}
+
+function bootDecision(request: DhcpPacket, record: BootRecord, context: AnswerContext): BootDecision {
+  const { hardware, iface } = record;
+  const mac = canonicalMac(iface.mac) ?? iface.mac;
+  const netboot: NetbootSettings = {
+    allowPXE: hardware.netboot.allowPXE,
+    arch: hardware.arch,
+    uefi: hardware.uefi,
+    // Custom scripts and chain URLs are served at the same per-MAC URL, so DHCP never changes.
+    ipxeScriptUrl: joinBaseUrl(context.httpBaseUrl, ipxeScriptPath(mac)),
+    tftpServer: context.serverAddress,
+    httpBinaryBaseUrl: context.httpBinaryBaseUrl,
+  };
+  return decideBoot(request, netboot, context.ipxeBinaries);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The socket loop
+
+export async function startDhcpServer(options: DhcpServerOptions): Promise<DhcpServer> {
+  checkOptions(options);
+  const sockets = await openDhcpSockets({
+    ...(options.interfaceName === undefined ? {} : { interfaceName: options.interfaceName }),
+    ...(options.address === undefined ? {} : { address: options.address }),
+    port: options.port ?? serverPort,
+  });
+  const context: AnswerContext = {
+    mode: options.mode,
+    inventory: options.inventory,
+    leases: options.leases ?? reservedLeases(),
+    serverAddress: options.serverAddress,
+    httpBaseUrl: options.httpBaseUrl,
+    httpBinaryBaseUrl: options.httpBinaryBaseUrl ?? joinBaseUrl(options.httpBaseUrl, binaryPrefix),
+    ipxeBinaries: options.ipxeBinaries ?? defaultIpxeBinaries,
+    segment: sockets.segment,
+  };
+  const server = new ServerLoop(sockets, context, options);
+  options.logger.info(
+    {
+      address: sockets.address,
+      port: sockets.port,
+      interface: options.interfaceName,
+      mode: options.mode,
+      serverAddress: options.serverAddress,
+    },
+    'DHCP server listening',
+  );
+  return server;
+}
+
+class ServerLoop implements DhcpServer {
+  readonly counters: DhcpCounters = {
+    received: 0,
+    replied: 0,
+    ignored: 0,
+    malformed: 0,
+    standby: 0,
+    overloaded: 0,
+    failed: 0,
+  };
+  readonly #sockets: DhcpSockets;
+  readonly #context: AnswerContext;
+  readonly #shouldAnswer: () => boolean;
+  readonly #relayPort: number;
+  readonly #clientPort: number;
+  readonly #logger: Logger;
+  readonly #hooks: DhcpServerHooks;
+  readonly #inFlight = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(sockets: DhcpSockets, context: AnswerContext, options: DhcpServerOptions) {
+    this.#sockets = sockets;
+    this.#context = context;
+    this.#shouldAnswer = options.shouldAnswer ?? addressHolderCheck(options.serverAddress);
+    this.#relayPort = options.relayPort ?? serverPort;
+    this.#clientPort = options.clientPort ?? clientPort;
+    this.#logger = options.logger;
+    this.#hooks = options.hooks ?? {};
+    sockets.onMessage((message, from) => this.#onDatagram(message, from));
+    sockets.onError((error) => this.#fail(error, 'DHCP socket error'));
+  }
+
+  get address(): string {
+    return this.#sockets.address;
+  }
+
+  get port(): number {
+    return this.#sockets.port;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all(this.#inFlight);
+    await this.#sockets.close();
+  }
+
+  #onDatagram(message: Buffer, from: DhcpPeer): void {
+    if (this.#closed) return;
+    this.counters.received += 1;
+    if (!this.#answering()) {
+      this.counters.standby += 1;
+      return;
+    }
+    if (this.#inFlight.size >= answersInFlightMax) {
+      this.counters.overloaded += 1;
+      return;
+    }
+    let request: DhcpPacket;
+    try {
+      request = decodeDhcpPacket(message);
+    } catch (error) {
+      this.counters.malformed += 1;
+      if (error instanceof DhcpDecodeError) {
+        this.#logger.debug({ from, offset: error.offset, problem: error.problem }, 'malformed DHCP datagram');
+        this.#hooks.onMalformed?.({ from, error });
+      } else {
+        this.#fail(error, 'DHCP decoder failed', { from });
+      }
+      return;
+    }
+    const answering = this.#answer(request, from);
+    this.#inFlight.add(answering);
+    void answering.finally(() => this.#inFlight.delete(answering));
+  }
+
+  /** The leadership check; a check that throws counts as "not answering", never as a crash. */
+  #answering(): boolean {
+    try {
+      return this.#shouldAnswer();
+    } catch (error) {
+      this.#fail(error, 'DHCP shouldAnswer failed');
+      return false;
+    }
+  }
+
+  async #answer(request: DhcpPacket, from: DhcpPeer): Promise<void> {
+    const mac = clientHardwareAddress(request);
+    const facts = { from, mac, xid: request.xid, type: request.options.messageType };
+    try {
+      const outcome = await answerRequest(request, this.#context);
+      if (outcome.kind === 'ignore') {
+        this.counters.ignored += 1;
+        this.#logger.debug({ ...facts, reason: outcome.reason }, 'DHCP request not answered');
+        this.#hooks.onIgnore?.({ from, request, reason: outcome.reason });
+        return;
+      }
+      const { destination, packet } = outcome;
+      // RFC 2131 unicasts to yiaddr at chaddr; without an ARP entry for it, broadcast instead.
+      const target = destination.fallback ?? destination;
+      const to: DhcpPeer = {
+        address: target.address,
+        port: destination.via === 'relay' ? this.#relayPort : this.#clientPort,
+      };
+      const bytes = encodeDhcpPacket(packet, { maxMessageSize: outcome.maxMessageSize });
+      if (this.#closed) return;
+      await this.#sockets.send(bytes, to);
+      this.counters.replied += 1;
+      this.#logger.debug(
+        { ...facts, to, via: destination.via, reply: packet.options.messageType, reason: outcome.reason },
+        'DHCP reply sent',
+      );
+      this.#hooks.onReply?.({
+        from,
+        request,
+        reply: packet,
+        to,
+        via: destination.via,
+        reason: outcome.reason,
+      });
+    } catch (error) {
+      if (this.#closed) return;
+      this.counters.failed += 1;
+      const why = error instanceof DhcpSettingsError ? 'hardware settings cannot be sent' : 'reply failed';
+      this.#fail(error, `DHCP ${why}`, facts);
+    }
+  }
+
+  #fail(error: unknown, message: string, facts: object = {}): void {
+    const level = error instanceof DhcpSettingsError ? 'warn' : 'error';
+    this.#logger[level]({ ...facts, err: error }, message);
+    this.#hooks.onError?.(error);
+  }
+}
+
+function checkOptions(options: DhcpServerOptions): void {
+  if (!isIpv4(options.serverAddress)) {
+    throw new DhcpSettingsError('serverAddress', `"${options.serverAddress}" is not an IPv4 address`);
+  }
+  for (const [field, url] of [
+    ['httpBaseUrl', options.httpBaseUrl],
+    ['httpBinaryBaseUrl', options.httpBinaryBaseUrl],
+  ] as const) {
+    if (url !== undefined && !/^https?:\/\/[^/\s]+(\/\S*)?$/.test(url)) {
+      throw new DhcpSettingsError(field, `"${url}" is not an http:// or https:// URL`);
+    }
+  }
+  for (const [field, port] of [
+    ['port', options.port],
+    ['relayPort', options.relayPort],
+    ['clientPort', options.clientPort],
+  ] as const) {
+    if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
+      throw new DhcpSettingsError(field, `${port} is not a UDP port`);
+    }
+  }
+}
+
+function prefixToMask(prefix: number): string {
+  const bits = prefix <= 0 ? 0 : (0xffffffff << (32 - Math.min(prefix, 32))) >>> 0;
+  return [24, 16, 8, 0].map((shift) => (bits >>> shift) & 0xff).join('.');
+}
+
+function subnetHas(net: Subnet, address: string): boolean {
+  const a = ipv4ToBytes(address);
+  const b = ipv4ToBytes(net.address);
+  if (a === undefined || b === undefined) return false;
+  const value = (bytes: Uint8Array): number =>
+    ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
+  const mask = net.prefix <= 0 ? 0 : (0xffffffff << (32 - Math.min(net.prefix, 32))) >>> 0;
+  return (value(a) & mask) >>> 0 === (value(b) & mask) >>> 0;
+}

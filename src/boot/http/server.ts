@@ -1,0 +1,256 @@
+// The HTTP boot server: per-machine iPXE scripts and the files they load (see paths.ts for
+// the URL layout). GET and HEAD only; scripts are rendered from the inventory on every request
+// (never cached: the record may change between boots), files are streamed from disk with
+// single-range support.
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { FileHandle } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { BootInventory } from '../inventory.js';
+import { FileRoot, contentTypeOf } from './file-root.js';
+import { IpxeScriptError, renderIpxeScript, type IpxeScriptSettings } from './ipxe-script.js';
+import { routeOf, type BootRoute } from './paths.js';
+import { chooseRange } from './range.js';
+
+export interface HttpRequestEvent {
+  readonly method: string;
+  /** The request target as received (path and query). */
+  readonly url: string;
+  readonly route: BootRoute['kind'];
+  readonly status: number;
+  /** Bytes of body sent (planned, for file responses). */
+  readonly bytes: number;
+  readonly remoteAddress: string;
+}
+
+export interface HttpBootServerOptions {
+  /** Default 0.0.0.0. */
+  readonly host?: string;
+  /** Default 8080; 0 picks a free port. */
+  readonly port?: number;
+  readonly inventory: BootInventory;
+  readonly script: IpxeScriptSettings;
+  /** Served under /artifacts/; without it those requests are 404. */
+  readonly artifactsDir?: string;
+  /** Served under /binaries/ (the iPXE binaries, for UEFI HTTP boot); without it, 404. */
+  readonly binariesDir?: string;
+  readonly logger: Logger;
+  /** Called once per finished response; must not throw. */
+  readonly onRequest?: (event: HttpRequestEvent) => void;
+}
+
+export interface HttpBootServer {
+  readonly address: string;
+  readonly port: number;
+  /** Stops accepting, ends open connections and resolves once the server is closed. */
+  close(): Promise<void>;
+}
+
+export const defaultHttpPort = 8080;
+
+export async function startHttpBootServer(options: HttpBootServerOptions): Promise<HttpBootServer> {
+  const roots = {
+    artifact: options.artifactsDir === undefined ? undefined : await FileRoot.open(options.artifactsDir),
+    binary: options.binariesDir === undefined ? undefined : await FileRoot.open(options.binariesDir),
+  };
+  const handler = new BootHandler(options, roots);
+  const server = http.createServer((request, response) => handler.handle(request, response));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? defaultHttpPort, options.host ?? '0.0.0.0', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (error) => options.logger.error({ err: error }, 'HTTP boot server error'));
+  const bound = server.address() as AddressInfo;
+  options.logger.info({ address: bound.address, port: bound.port }, 'HTTP boot server listening');
+  return {
+    address: bound.address,
+    port: bound.port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+interface Roots {
+  readonly artifact: FileRoot | undefined;
+  readonly binary: FileRoot | undefined;
+}
+
+interface Reply {
+  readonly status: number;
+  readonly headers: http.OutgoingHttpHeaders;
+  readonly body: string;
+}
+
+class BootHandler {
+  readonly #options: HttpBootServerOptions;
+  readonly #roots: Roots;
+
+  constructor(options: HttpBootServerOptions, roots: Roots) {
+    this.#options = options;
+    this.#roots = roots;
+  }
+
+  handle(request: IncomingMessage, response: ServerResponse): void {
+    const url = request.url ?? '/';
+    const route = routeOf(url.split('?')[0] ?? '/');
+    const method = request.method ?? 'GET';
+    const record = (status: number, bytes: number): void =>
+      this.#options.onRequest?.({
+        method,
+        url,
+        route: route.kind,
+        status,
+        bytes,
+        remoteAddress: request.socket.remoteAddress ?? '',
+      });
+    this.#serve(request, response, route).then(
+      (bytes) => record(response.statusCode, bytes),
+      (error: unknown) => {
+        this.#options.logger.error({ err: error, url }, 'HTTP boot request failed');
+        if (!response.headersSent) send(response, method, text(500, 'internal server error\n'));
+        else response.destroy();
+        record(500, 0);
+      },
+    );
+  }
+
+  /** Answers one request; resolves with the body bytes sent. */
+  async #serve(request: IncomingMessage, response: ServerResponse, route: BootRoute): Promise<number> {
+    const method = request.method ?? 'GET';
+    if (method !== 'GET' && method !== 'HEAD') {
+      return send(response, method, {
+        ...text(405, `method ${method} not allowed\n`),
+        headers: { 'content-type': 'text/plain; charset=utf-8', allow: 'GET, HEAD' },
+      });
+    }
+    switch (route.kind) {
+      case 'ipxe-script':
+        return send(response, method, this.#script(route.mac));
+      case 'artifact':
+      case 'binary': {
+        const root = route.kind === 'artifact' ? this.#roots.artifact : this.#roots.binary;
+        if (root === undefined)
+          return send(response, method, text(404, `no ${route.kind}s are served here\n`));
+        return serveFile(request, response, root, route.name);
+      }
+      case 'not-found':
+        return send(response, method, text(404, `not found: ${route.reason}\n`));
+      default: {
+        const unknown: never = route;
+        throw new Error(`unhandled route ${JSON.stringify(unknown)}`);
+      }
+    }
+  }
+
+  #script(mac: string): Reply {
+    const record = this.#options.inventory.byMac(mac);
+    if (record === undefined) return text(404, `no iPXE script for ${mac}: unknown hardware\n`);
+    if (!record.hardware.netboot.allowPXE) {
+      return text(404, `no iPXE script for ${mac}: network boot is off for ${record.hardware.id}\n`);
+    }
+    try {
+      const script = renderIpxeScript(record, this.#options.script);
+      this.#options.logger.debug({ mac, hardware: record.hardware.id, kind: script.kind }, 'iPXE script');
+      return {
+        status: 200,
+        headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' },
+        body: script.text,
+      };
+    } catch (error) {
+      if (!(error instanceof IpxeScriptError)) throw error;
+      this.#options.logger.warn({ mac, hardware: record.hardware.id, err: error }, 'iPXE script refused');
+      return text(500, `no iPXE script for ${mac}: ${error.message}\n`);
+    }
+  }
+}
+
+function text(status: number, body: string): Reply {
+  return { status, headers: { 'content-type': 'text/plain; charset=utf-8' }, body };
+}
+
+function send(response: ServerResponse, method: string, reply: Reply): number {
+  const body = Buffer.from(reply.body, 'utf8');
+  response.writeHead(reply.status, { ...reply.headers, 'content-length': body.length });
+  response.end(method === 'HEAD' ? undefined : body);
+  return method === 'HEAD' ? 0 : body.length;
+}
+
+async function serveFile(
+  request: IncomingMessage,
+  response: ServerResponse,
+  root: FileRoot,
+  name: string,
+): Promise<number> {
+  const method = request.method ?? 'GET';
+  const opening = await root.openFile(name);
+  if (opening.kind === 'refused') return send(response, method, text(opening.status, `${opening.reason}\n`));
+  const { handle, stats } = opening;
+  let streaming = false;
+  try {
+    const size = stats.size;
+    const lastModified = stats.mtime.toUTCString();
+    const etag = `"${stats.ino.toString(16)}-${size.toString(16)}-${Math.floor(stats.mtimeMs).toString(16)}"`;
+    const choice = chooseRange({
+      range: request.headers.range,
+      ifRange: headerText(request.headers['if-range']),
+      size,
+      etag,
+      lastModified,
+    });
+    const common = {
+      'accept-ranges': 'bytes',
+      'last-modified': lastModified,
+      etag,
+      'content-type': contentTypeOf(name),
+    };
+    if (choice.kind === 'unsatisfiable') {
+      return send(response, method, {
+        ...text(416, `range not satisfiable: ${name} has ${size} bytes\n`),
+        headers: { 'content-type': 'text/plain; charset=utf-8', 'content-range': `bytes */${size}` },
+      });
+    }
+    const start = choice.kind === 'part' ? choice.start : 0;
+    const end = choice.kind === 'part' ? choice.end : size - 1;
+    const length = size === 0 ? 0 : end - start + 1;
+    response.writeHead(choice.kind === 'part' ? 206 : 200, {
+      ...common,
+      'content-length': length,
+      ...(choice.kind === 'part' ? { 'content-range': `bytes ${start}-${end}/${size}` } : {}),
+    });
+    if (method === 'HEAD' || length === 0) {
+      response.end();
+      return 0;
+    }
+    streaming = true;
+    await pipeFile(handle, response, start, end);
+    return length;
+  } finally {
+    if (!streaming) await handle.close();
+  }
+}
+
+/** Streams [start, end] of the file to the response; the stream closes the handle. */
+function pipeFile(handle: FileHandle, response: ServerResponse, start: number, end: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const stream = handle.createReadStream({ start, end, autoClose: true });
+    stream.on('error', (error) => {
+      response.destroy(error);
+      reject(error);
+    });
+    response.on('close', () => {
+      stream.destroy();
+      resolve();
+    });
+    stream.pipe(response);
+  });
+}
+
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}

@@ -1,0 +1,138 @@
+// The boot services of one provisioner node (DHCP, TFTP, HTTP) over the replicated state.
+// Every node runs them so that machines boot whichever node holds the VIP; in steady state only
+// the leader (which alone holds the VIP, invariant 5) answers DHCP.
+import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { ControlState } from '../state/control/control-state.js';
+import { startDhcpServer } from './dhcp/server.js';
+import type { DhcpMode, DhcpServer } from './dhcp/server.js';
+import type { BootInventory } from './inventory.js';
+import { defaultBootArtifacts } from './http/ipxe-script.js';
+import { startHttpBootServer } from './http/server.js';
+import type { HttpBootServer } from './http/server.js';
+import { startTftpServer } from './tftp/server.js';
+import type { TftpServer } from './tftp/server.js';
+
+/** Where Debian's `ipxe` package puts the binaries machines chainload. */
+export const debianIpxeDir = '/usr/lib/ipxe';
+
+export interface NodeBootConfig {
+  readonly dataDir: string;
+  /** The address machines are told to use (option 54, next-server, script URLs). */
+  readonly advertise: string;
+  /** What the worker agents dial (HOST:PORT). */
+  readonly apiAddress: string;
+  readonly dhcpInterface?: string | undefined;
+  readonly dhcpAddr?: string | undefined;
+  readonly dhcpMode: DhcpMode;
+  readonly tftpAddr?: string | undefined;
+  readonly tftpRoot?: string | undefined;
+  readonly httpAddr?: string | undefined;
+  readonly artifactsDir?: string | undefined;
+  readonly kernelArgs: readonly string[];
+}
+
+export interface NodeBootServices {
+  readonly dhcp: DhcpServer | undefined;
+  readonly tftp: TftpServer | undefined;
+  readonly http: HttpBootServer | undefined;
+  close(): Promise<void>;
+}
+
+export function inventoryOf(control: ControlState): BootInventory {
+  return { byMac: (mac) => control.hardwareByMac(mac) };
+}
+
+function splitHostPort(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(addr.slice(i + 1)) };
+}
+
+/**
+ * The default TFTP root: a copy of Debian's iPXE binaries in the data dir. Debian links
+ * /usr/lib/ipxe/ipxe.efi to /boot, and the TFTP server never follows a link out of its root,
+ * so the files are copied rather than served in place.
+ */
+export function prepareDefaultTftpRoot(dataDir: string, source = debianIpxeDir): string {
+  const root = join(dataDir, 'tftp-root');
+  mkdirSync(root, { recursive: true });
+  if (!existsSync(source)) return root;
+  for (const name of readdirSync(source)) {
+    if (!/\.(kpxe|efi|pxe|lkrn|usb)$/.test(name)) continue;
+    const from = join(source, name);
+    const to = join(root, name);
+    const st = statSync(from);
+    if (!st.isFile()) continue;
+    if (existsSync(to) && statSync(to).size === st.size && statSync(to).mtimeMs >= st.mtimeMs) continue;
+    copyFileSync(from, to);
+  }
+  return root;
+}
+
+export async function startNodeBootServices(
+  cfg: NodeBootConfig,
+  control: ControlState,
+  isLeader: () => boolean,
+  logger: Logger,
+): Promise<NodeBootServices> {
+  const inventory = inventoryOf(control);
+  const started: { close(): Promise<void> }[] = [];
+  const closeAll = async (): Promise<void> => {
+    await Promise.all(started.map((s) => s.close()));
+  };
+  try {
+    // Machines reach the HTTP server at the advertised address (the VIP) on the configured port.
+    const httpPort = cfg.httpAddr === undefined ? 80 : splitHostPort(cfg.httpAddr).port;
+    const httpBaseUrl = `http://${cfg.advertise}${httpPort === 80 ? '' : `:${String(httpPort)}`}`;
+    let http: HttpBootServer | undefined;
+    if (cfg.httpAddr !== undefined) {
+      const { host, port } = splitHostPort(cfg.httpAddr);
+      http = await startHttpBootServer({
+        host,
+        port,
+        inventory,
+        script: {
+          httpBaseUrl,
+          apiAddress: cfg.apiAddress,
+          artifacts: defaultBootArtifacts,
+          extraKernelArgs: cfg.kernelArgs,
+        },
+        ...(cfg.artifactsDir === undefined ? {} : { artifactsDir: cfg.artifactsDir }),
+        binariesDir: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
+        logger: logger.child({ service: 'http' }),
+      });
+      started.push(http);
+    }
+    let tftp: TftpServer | undefined;
+    if (cfg.tftpAddr !== undefined) {
+      const { host, port } = splitHostPort(cfg.tftpAddr);
+      tftp = await startTftpServer({ host, port, root: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir) });
+      started.push(tftp);
+    }
+    let dhcp: DhcpServer | undefined;
+    if (cfg.dhcpInterface !== undefined || cfg.dhcpAddr !== undefined) {
+      const where =
+        cfg.dhcpInterface !== undefined
+          ? { interfaceName: cfg.dhcpInterface }
+          : (() => {
+              const { host, port } = splitHostPort(cfg.dhcpAddr ?? '');
+              return { address: host, port };
+            })();
+      dhcp = await startDhcpServer({
+        inventory,
+        serverAddress: cfg.advertise,
+        httpBaseUrl,
+        mode: cfg.dhcpMode,
+        shouldAnswer: isLeader,
+        ...where,
+        logger: logger.child({ service: 'dhcp' }),
+      });
+      started.push(dhcp);
+    }
+    return { dhcp, tftp, http, close: closeAll };
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+}

@@ -1,0 +1,128 @@
+// `slipway hardware create|get|list|delete|token`: the machines Slipway provisions.
+import { readFileSync } from 'node:fs';
+import type { Command } from '@commander-js/extra-typings';
+import type { ClusterClient } from '../client.js';
+import type { OutputFormat, Row } from '../output.js';
+import { render, UsageError } from '../output.js';
+import { hardwareFromFlags, parseHardwareDocument } from '../../workflow/hardware-doc.js';
+
+type Connect = () => { client: ClusterClient; output: OutputFormat };
+
+export function hardwareCommand(program: Command, connect: Connect): void {
+  const hw = program.command('hardware').description('register and inspect machines');
+  hw.command('create')
+    .description('register a machine from a file (-f, YAML or JSON) or from flags')
+    .option('-f, --file <file>', 'hardware document (YAML or JSON); "-" reads stdin')
+    .option('--id <id>', 'hardware id')
+    .option('--mac <mac>', 'MAC address of the boot interface')
+    .option('--ip <addr/prefix>', 'reserved IPv4 address with prefix length, e.g. 10.0.0.5/24')
+    .option('--gateway <ip>', 'default gateway')
+    .option('--arch <arch>', 'x86_64 or arm64', 'x86_64')
+    .option('--uefi', 'the machine boots with UEFI firmware')
+    .option('--replace', 'replace an existing machine with the same id')
+    .action(async (o) => {
+      let input;
+      if (o.file !== undefined) {
+        if (o.id !== undefined || o.mac !== undefined || o.ip !== undefined) {
+          throw new UsageError('use either -f FILE or --id/--mac/--ip, not both');
+        }
+        input = parseOrUsage(() => parseHardwareDocument(readInput(o.file ?? '-')));
+      } else {
+        if (o.id === undefined || o.mac === undefined || o.ip === undefined) {
+          throw new UsageError('hardware create needs -f FILE, or --id, --mac and --ip');
+        }
+        if (o.arch !== 'x86_64' && o.arch !== 'arm64') {
+          throw new UsageError(`--arch must be x86_64 or arm64, got "${o.arch}"`);
+        }
+        const flags = {
+          id: o.id,
+          mac: o.mac,
+          ip: o.ip,
+          gateway: o.gateway,
+          arch: o.arch,
+          uefi: o.uefi === true,
+        };
+        input = parseOrUsage(() => hardwareFromFlags(flags));
+      }
+      const { client, output } = connect();
+      const res = await client.control('hardwareCreate', {
+        documentJson: JSON.stringify(input),
+        replace: o.replace === true,
+      });
+      const doc = JSON.parse(res.hardwareJson) as HardwareDoc;
+      process.stdout.write(`${render(output, doc, [row(doc)])}\n`);
+    });
+  hw.command('get')
+    .description('show a machine')
+    .argument('<id>')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .action(async (id, o) => {
+      const { client, output } = connect();
+      const res = await client.control('hardwareGet', { id, local: o.local === true });
+      const doc = JSON.parse(res.hardwareJson) as HardwareDoc;
+      process.stdout.write(`${render(output, doc, [row(doc)])}\n`);
+    });
+  hw.command('list')
+    .description('list machines')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .action(async (o) => {
+      const { client, output } = connect();
+      const res = await client.control('hardwareList', { local: o.local === true });
+      const docs = res.hardwareJson.map((j) => JSON.parse(j) as HardwareDoc);
+      process.stdout.write(`${render(output, { hardware: docs }, docs.map(row))}\n`);
+    });
+  hw.command('delete')
+    .description('forget a machine (refused while a workflow on it is active)')
+    .argument('<id>')
+    .action(async (id) => {
+      const { client, output } = connect();
+      await client.control('hardwareDelete', { id });
+      process.stdout.write(`${render(output, { id, deleted: true }, [{ id, deleted: true }])}\n`);
+    });
+  hw.command('token')
+    .description("print the machine's worker token (admin only)")
+    .argument('<id>')
+    .action(async (id) => {
+      const { client } = connect();
+      const res = await client.control('hardwareToken', { id });
+      process.stdout.write(`${res.token}\n`);
+    });
+}
+
+interface HardwareDoc {
+  id: string;
+  arch: string;
+  uefi: boolean;
+  interfaces: { mac: string; ip?: { address: string; prefix: number } }[];
+  netboot: { allowPXE: boolean; allowWorkflow: boolean };
+}
+
+function row(h: HardwareDoc): Row {
+  const first = h.interfaces[0];
+  return {
+    id: h.id,
+    mac: first?.mac ?? '',
+    ip: first?.ip === undefined ? '' : `${first.ip.address}/${String(first.ip.prefix)}`,
+    arch: h.arch,
+    uefi: h.uefi,
+    allowPXE: h.netboot.allowPXE,
+    allowWorkflow: h.netboot.allowWorkflow,
+  };
+}
+
+export function readInput(file: string): string {
+  try {
+    return readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+/** Document errors are the operator's input: exit code 2 with the message as is. */
+export function parseOrUsage<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+}

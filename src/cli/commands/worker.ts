@@ -1,0 +1,65 @@
+// `slipway worker`: the agent that runs on a machine being provisioned.
+import { readFileSync } from 'node:fs';
+import type { Command } from '@commander-js/extra-typings';
+import { createLogger } from '../../platform/logger.js';
+import { Agent } from '../../worker/agent.js';
+import { clusterCa, parseServers } from '../client.js';
+import { UsageError } from '../output.js';
+
+/** Global flags the worker shares with the other commands (commander parses them anywhere). */
+export interface GlobalFlags {
+  readonly server?: string | undefined;
+  readonly tokenFile?: string | undefined;
+  readonly ca?: string | undefined;
+}
+
+export function workerCommand(program: Command, globals: () => GlobalFlags): void {
+  program
+    .command('worker')
+    .description("run a machine's worker agent: receive its actions, run them, report results")
+    .requiredOption('--id <hardware-id>', "this machine's hardware id")
+    .option('--token-file <file>', "file holding this machine's worker token (`slipway hardware token ID`)")
+    .option(
+      '--journal-dir <dir>',
+      'where unacknowledged results are kept across restarts',
+      '/var/lib/slipway/worker',
+    )
+    .option('--work-dir <dir>', 'working directory of the actions')
+    .option('--log-level <level>', 'trace|debug|info|warn|error', 'info')
+    .action(async (o) => {
+      // The agent's own --server list, falling back to the global flag and SLIPWAY_SERVER.
+      const g = globals();
+      const servers = parseServers(g.server);
+      // `--token-file` is also a global flag, so commander may hand it to either.
+      const tokenFile = o.tokenFile ?? g.tokenFile;
+      let token: string | undefined;
+      if (tokenFile !== undefined) {
+        try {
+          token = readFileSync(tokenFile, 'utf8').trim();
+        } catch (err) {
+          throw new UsageError(`cannot read --token-file ${tokenFile}: ${(err as Error).message}`);
+        }
+      } else token = process.env['SLIPWAY_WORKER_TOKEN'];
+      const levels = ['trace', 'debug', 'info', 'warn', 'error'];
+      if (!levels.includes(o.logLevel))
+        throw new UsageError(`--log-level must be one of ${levels.join(', ')}`);
+      const logger = createLogger({ worker: o.id }, o.logLevel);
+      const agent = new Agent({
+        workerId: o.id,
+        servers,
+        ...(token === undefined ? {} : { token }),
+        ca: clusterCa(g.ca),
+        journalDir: o.journalDir,
+        ...(o.workDir === undefined ? {} : { workDir: o.workDir }),
+        logger,
+      });
+      await agent.start();
+      const stop = (): void => {
+        agent.stop().catch(() => undefined);
+      };
+      process.once('SIGTERM', stop);
+      process.once('SIGINT', stop);
+      await agent.done;
+      logger.flush();
+    });
+}

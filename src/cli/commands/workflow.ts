@@ -1,0 +1,153 @@
+// `slipway workflow create|get|list|events|state|cancel|retry|delete`.
+import type { Command } from '@commander-js/extra-typings';
+import type { WorkflowEvent, WorkflowRecord } from '../../gen/control.js';
+import type { ClusterClient } from '../client.js';
+import type { OutputFormat, Row } from '../output.js';
+import { render, UsageError } from '../output.js';
+
+type Connect = () => { client: ClusterClient; output: OutputFormat };
+
+export function workflowCommand(program: Command, connect: Connect): void {
+  const wf = program.command('workflow').description('run and follow provisioning workflows');
+  wf.command('create')
+    .description('render a template for a machine and start a workflow; prints its id')
+    .requiredOption('--template <name>', 'template name')
+    .requiredOption('--hardware <id>', 'the machine the workflow is for')
+    .option('--map <k=v...>', 'extra template variables, e.g. device_1=aa:bb:cc:dd:ee:ff (repeatable)')
+    .action(async (o) => {
+      const hardwareMap: Record<string, string> = {};
+      for (const kv of o.map ?? []) {
+        const eq = kv.indexOf('=');
+        if (eq <= 0) throw new UsageError(`--map: "${kv}" must be KEY=VALUE`);
+        hardwareMap[kv.slice(0, eq)] = kv.slice(eq + 1);
+      }
+      const { client, output } = connect();
+      const res = await client.control('workflowCreate', {
+        template: o.template,
+        hardwareId: o.hardware,
+        hardwareMap,
+      });
+      const rec = must(res.workflow);
+      if (output === 'table') process.stdout.write(`${rec.id}\n`);
+      else process.stdout.write(`${render(output, { id: rec.id, state: rec.state }, [])}\n`);
+    });
+  wf.command('get')
+    .description('show a workflow: state, and per action its state and attempts')
+    .argument('<id>')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .action(async (id, o) => {
+      const { client, output } = connect();
+      const rec = must((await client.control('workflowGet', { id, local: o.local === true })).workflow);
+      if (output === 'table') {
+        process.stdout.write(
+          `workflow ${rec.id}  ${rec.state}  template=${rec.template} hardware=${rec.hardwareId}\n`,
+        );
+        process.stdout.write(`${render(output, rec, rec.actions.map(actionRow))}\n`);
+      } else process.stdout.write(`${render(output, rec, [])}\n`);
+    });
+  wf.command('list')
+    .description('list workflows')
+    .option('--hardware <id>', 'only workflows on this machine')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .action(async (o) => {
+      const { client, output } = connect();
+      const res = await client.control('workflowList', {
+        local: o.local === true,
+        hardwareId: o.hardware ?? '',
+      });
+      const rows = res.workflows.map(stateRow);
+      process.stdout.write(`${render(output, { workflows: rows }, rows)}\n`);
+    });
+  wf.command('state')
+    .description("a workflow's state and progress")
+    .argument('<id>')
+    .action(async (id) => {
+      const { client, output } = connect();
+      const rec = must((await client.control('workflowGet', { id, local: false })).workflow);
+      const r = stateRow(rec);
+      process.stdout.write(`${render(output, r, [r])}\n`);
+    });
+  wf.command('events')
+    .description('print the events of a workflow; --follow streams new ones until it finishes')
+    .argument('<id>')
+    .option('--follow', 'keep streaming (survives the loss of the node serving it)')
+    .option('--from <seq>', 'start at this event sequence number (resume after a break)', '0')
+    .action(async (id, o) => {
+      if (!/^\d+$/.test(o.from)) throw new UsageError(`--from must be a whole number, got "${o.from}"`);
+      const { client, output } = connect();
+      await client.events(id, Number(o.from), o.follow === true, (e) => {
+        if (output === 'table') process.stdout.write(`${eventLine(e)}\n`);
+        else if (output === 'json') process.stdout.write(`${JSON.stringify(e)}\n`);
+        else process.stdout.write(`---\n${render(output, e, [])}\n`);
+      });
+    });
+  wf.command('cancel')
+    .description('cancel a workflow; the running action is stopped on its machine')
+    .argument('<id>')
+    .action(async (id) => {
+      const { client, output } = connect();
+      const rec = must((await client.control('workflowCancel', { id })).workflow);
+      const r = stateRow(rec);
+      process.stdout.write(`${render(output, r, [r])}\n`);
+    });
+  wf.command('retry')
+    .description('run a failed, timed-out or cancelled workflow again from the action that stopped it')
+    .argument('<id>')
+    .option('--from-start', 'run every action again')
+    .action(async (id, o) => {
+      const { client, output } = connect();
+      const rec = must(
+        (await client.control('workflowRetry', { id, fromStart: o.fromStart === true })).workflow,
+      );
+      const r = stateRow(rec);
+      process.stdout.write(`${render(output, r, [r])}\n`);
+    });
+  wf.command('delete')
+    .description('delete a finished workflow and its events')
+    .argument('<id>')
+    .action(async (id) => {
+      const { client, output } = connect();
+      await client.control('workflowDelete', { id });
+      process.stdout.write(`${render(output, { id, deleted: true }, [{ id, deleted: true }])}\n`);
+    });
+}
+
+function must(rec: WorkflowRecord | undefined): WorkflowRecord {
+  if (rec === undefined) throw new Error('the server returned no workflow');
+  return rec;
+}
+
+function stateRow(w: WorkflowRecord): Row {
+  const done = w.actions.filter((a) => a.state === 'SUCCESS').length;
+  const current = w.actions.find((a) => a.state !== 'SUCCESS');
+  return {
+    id: w.id,
+    hardware: w.hardwareId,
+    template: w.template,
+    state: w.state,
+    progress: `${String(done)}/${String(w.actions.length)}`,
+    current: current === undefined ? '' : `${current.task}/${current.name} (${current.state})`,
+  };
+}
+
+function actionRow(a: WorkflowRecord['actions'][number]): Row {
+  return {
+    task: a.task,
+    action: a.name,
+    state: a.state,
+    attempt: a.attempt,
+    retries: a.retries,
+    exit: a.exitStatus === undefined ? '' : a.exitStatus,
+    worker: a.workerId,
+    message: a.message.split('\n')[0] ?? '',
+  };
+}
+
+function eventLine(e: WorkflowEvent): string {
+  const at = new Date(e.stampMs).toISOString();
+  const what = e.action === '' ? '' : ` ${e.task}/${e.action}`;
+  const attempt = e.attempt > 0 ? ` attempt=${String(e.attempt)}` : '';
+  const exit = e.exitStatus === undefined ? '' : ` exit=${String(e.exitStatus)}`;
+  const msg = e.message === '' ? '' : ` ${e.message}`;
+  return `${String(e.seq).padStart(6)} ${at} ${e.type}${what}${attempt}${exit}${msg}`;
+}

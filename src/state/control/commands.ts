@@ -1,0 +1,135 @@
+// The control-plane commands the replicated state applies, and their results. They travel as
+// JSON inside the store's `control` command (src/state/command.ts), stamped by the proposer.
+// Everything random (ids, tokens) and everything rendered (templates) is decided by the proposer
+// and carried in the command, so apply is a pure function of state and command.
+import type {
+  ActionState,
+  Hardware,
+  OperatorToken,
+  RenderedTemplate,
+  Role,
+  Template,
+  Workflow,
+  WorkflowState,
+} from './model.js';
+
+/** Hardware as the operator describes it; the state adds token, times and version. */
+export type HardwareInput = Omit<Hardware, 'workerToken' | 'createdMs' | 'updatedMs' | 'version'>;
+
+export type ControlCommand =
+  /** Create (expectVersion 0 or absent with create) or replace hardware. */
+  | {
+      readonly type: 'hardware.put';
+      readonly hardware: HardwareInput;
+      /** Used only when the hardware is new: the proposer's fresh random token. */
+      readonly workerToken: string;
+      /** 0: must not exist. n: must be at version n. Absent: create or replace. */
+      readonly expectVersion?: number;
+    }
+  | { readonly type: 'hardware.delete'; readonly id: string }
+  | { readonly type: 'hardware.setAllowPXE'; readonly id: string; readonly allowPXE: boolean }
+  | {
+      readonly type: 'template.put';
+      readonly name: string;
+      readonly source: string;
+      readonly expectVersion?: number;
+    }
+  | { readonly type: 'template.delete'; readonly name: string }
+  | {
+      readonly type: 'workflow.create';
+      readonly id: string;
+      readonly template: string;
+      /** The template version that was rendered; refused if the template changed since. */
+      readonly templateVersion: number;
+      readonly hardwareId: string;
+      readonly hardwareMap: { readonly [k: string]: string };
+      readonly spec: RenderedTemplate;
+    }
+  /** Hand the attempt to a worker. Refused unless it is the workflow's next action and due. */
+  | {
+      readonly type: 'attempt.start';
+      readonly workflowId: string;
+      readonly actionIndex: number;
+      readonly attempt: number;
+      readonly workerId: string;
+    }
+  /** A worker's result for an attempt. */
+  | {
+      readonly type: 'attempt.result';
+      readonly workflowId: string;
+      readonly actionIndex: number;
+      readonly attempt: number;
+      readonly workerId: string;
+      readonly success: boolean;
+      readonly exitStatus: number;
+      readonly message: string;
+      readonly outputTail: string;
+    }
+  /** The worker no longer runs this attempt (it restarted): counts as a failed attempt. */
+  | {
+      readonly type: 'attempt.lost';
+      readonly workflowId: string;
+      readonly actionIndex: number;
+      readonly attempt: number;
+      readonly workerId: string;
+      readonly message: string;
+    }
+  /** Proposed by the leader once a stored deadline has passed; apply re-checks it by the stamp. */
+  | { readonly type: 'deadline.expire'; readonly workflowId: string }
+  | { readonly type: 'workflow.cancel'; readonly id: string; readonly message?: string }
+  | { readonly type: 'workflow.retry'; readonly id: string; readonly fromStart: boolean }
+  | { readonly type: 'workflow.delete'; readonly id: string }
+  | { readonly type: 'token.put'; readonly name: string; readonly role: Role; readonly sha256: string }
+  | { readonly type: 'token.delete'; readonly name: string };
+
+export type ControlCommandType = ControlCommand['type'];
+
+export type ControlErrorCode =
+  | 'E_INVALID' // the command breaks a rule of the domain (names the field)
+  | 'E_NOT_FOUND'
+  | 'E_EXISTS'
+  | 'E_VERSION' // expectVersion did not match
+  | 'E_CONFLICT' // the state does not allow this now (e.g. delete hardware with a running workflow)
+  | 'E_STALE_ATTEMPT' // a result or start for an attempt that is not the current one
+  | 'E_NOT_DUE'; // a deadline or retry backoff has not passed by the command's stamp
+
+export const controlErrorCodes: readonly ControlErrorCode[] = [
+  'E_INVALID',
+  'E_NOT_FOUND',
+  'E_EXISTS',
+  'E_VERSION',
+  'E_CONFLICT',
+  'E_STALE_ATTEMPT',
+  'E_NOT_DUE',
+];
+
+/**
+ * Where an attempt stands after attempt.start, attempt.result or attempt.lost. Kept small on
+ * purpose: the dispatch path applies several of these per action on every node, so they do not
+ * carry the whole workflow (read it from the state when needed).
+ */
+export interface AttemptOutcome {
+  readonly workflowId: string;
+  readonly actionIndex: number;
+  readonly attempt: number;
+  /** The action's state now: RUNNING after a start; SUCCESS, PENDING (a retry) or FAILED after a result. */
+  readonly actionState: ActionState;
+  readonly workflowState: WorkflowState;
+  /** The running attempt's deadline, after a start. */
+  readonly deadlineMs?: number;
+  /** When the next attempt may start, after a failure that schedules a retry. */
+  readonly notBeforeMs?: number;
+}
+
+export type ControlResult =
+  | { readonly type: 'error'; readonly code: ControlErrorCode; readonly message: string }
+  | { readonly type: 'hardware'; readonly hardware: Hardware }
+  | { readonly type: 'template'; readonly template: Template }
+  /** workflow.create, cancel, retry and deadline.expire: the whole record after the command. */
+  | { readonly type: 'workflow'; readonly workflow: Workflow }
+  /** attempt.start, attempt.result and attempt.lost that changed the state. */
+  | ({ readonly type: 'attempt' } & AttemptOutcome)
+  /** attempt.result or attempt.lost for an attempt already recorded: acknowledged, nothing changed. */
+  | ({ readonly type: 'duplicate' } & AttemptOutcome)
+  | { readonly type: 'token'; readonly token: OperatorToken }
+  | { readonly type: 'deleted' };

@@ -1,0 +1,646 @@
+// The replicated state of the control plane: hardware, templates, workflows with their events,
+// and operator tokens. `apply` is a pure function of the state, the command and the leader's
+// stamp (invariant 2): no clock, no randomness, and identifiers and tokens come inside commands.
+//
+// Records are immutable (immutable.ts): a change replaces a record with a new frozen object, so
+// queries return stored objects without copying and callers may keep them. The indexes that the
+// boot and dispatch paths query on every packet or stream event (hardware by MAC, workflows by
+// worker) are maintained on each change, so those queries cost O(1) plus their result.
+import { DecodeError } from '../binary.js';
+import {
+  errorMessageBytesMax,
+  hardwareMax,
+  operatorTokensMax,
+  templatesMax,
+  workflowEventsMax,
+  workflowsMax,
+} from '../limits.js';
+import { actionPositions, currentActionIndex, isTerminal } from '../../workflow/rules.js';
+import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
+import { EventLog } from './event-log.js';
+import { deepFreeze, record } from './immutable.js';
+import type {
+  Hardware,
+  NetworkInterface,
+  OperatorToken,
+  Template,
+  Workflow,
+  WorkflowEvent,
+} from './model.js';
+import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
+import { headUtf8 } from './text.js';
+import {
+  cancelWorkflow,
+  createWorkflow,
+  expireDeadline,
+  recordLost,
+  recordResult,
+  retryWorkflow,
+  startAttempt,
+  type Transition,
+} from './transitions.js';
+import {
+  idProblem,
+  normalizeHardware,
+  normalizeMac,
+  sha256Problem,
+  specProblem,
+  templateNameProblem,
+  templateSourceProblem,
+  workerTokenProblem,
+} from './validate.js';
+
+type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
+
+/** The indexes a snapshot needs, built while checking it. */
+interface Prepared {
+  readonly hardwareByMac: Map<string, string>;
+  readonly tokenBySha: Map<string, string>;
+  readonly events: Map<string, EventLog>;
+}
+
+/** A machine found by one of its MACs, with the interface that has it. */
+export interface HardwareInterface {
+  readonly hardware: Hardware;
+  readonly iface: NetworkInterface;
+}
+
+function failure(code: ControlErrorCode, message: string): ControlResult {
+  return { type: 'error', code, message: headUtf8(message, errorMessageBytesMax) };
+}
+
+const deleted: ControlResult = Object.freeze({ type: 'deleted' });
+
+function byCreation(a: Workflow, b: Workflow): number {
+  return a.createdMs - b.createdMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+function sortedValues<T>(map: ReadonlyMap<string, T>): T[] {
+  return [...map.keys()].sort().map((k) => map.get(k) as T);
+}
+
+export class ControlState {
+  /**
+   * Hooks for the integrator, called synchronously at the end of apply once the whole command
+   * is done and the state is consistent: hardware first, then workflows, then events in seq
+   * order. They run inside the raft apply loop, so they must be quick and must not throw.
+   * Restore calls only onRestore: everything may have changed, so listeners should re-read.
+   */
+  onEvent?: (event: WorkflowEvent) => void;
+  onWorkflowChange?: (workflow: Workflow) => void;
+  onWorkflowDelete?: (id: string) => void;
+  /** Also called when the hardware was deleted (hardware(id) is then undefined). */
+  onHardwareChange?: (id: string) => void;
+  onRestore?: () => void;
+
+  #appliedIndex = 0;
+  #lastEventSeq = 0;
+  #hardware = new Map<string, Hardware>();
+  #hardwareByMac = new Map<string, string>();
+  #templates = new Map<string, Template>();
+  #workflows = new Map<string, Workflow>();
+  #events = new Map<string, EventLog>();
+  /** Workflows that are not finished. */
+  #active = new Set<string>();
+  /** Worker id → active workflows whose current action (running or next) is on that worker. */
+  #byWorker = new Map<string, Set<string>>();
+  #workerOf = new Map<string, string>();
+  #tokens = new Map<string, OperatorToken>();
+  #tokenBySha = new Map<string, string>();
+
+  // What the command being applied changed, for the hooks.
+  #changedHardware = new Set<string>();
+  #changedWorkflows = new Map<string, Workflow | undefined>();
+  #newEvents: WorkflowEvent[] = [];
+
+  /** The raft index of the last control command applied (0 when none). */
+  get appliedIndex(): number {
+    return this.#appliedIndex;
+  }
+
+  /** The seq of the newest event; seqs are dense from 1 across all workflows. */
+  get lastEventSeq(): number {
+    return this.#lastEventSeq;
+  }
+
+  /**
+   * Applies one command at raft `index` with the leader's stamp `nowMs`. The command must have
+   * the shape its type declares, as decodeCommand guarantees (records.ts checks it); within that,
+   * bad input changes nothing and comes back as an error result. Only a programmer error (a
+   * non-increasing index, a hook that throws) throws.
+   */
+  apply(index: number, nowMs: number, command: ControlCommand): ControlResult {
+    if (!Number.isSafeInteger(index) || index <= this.#appliedIndex) {
+      throw new Error(`control apply index ${index} must be an integer above ${this.#appliedIndex}`);
+    }
+    if (!Number.isSafeInteger(nowMs) || nowMs < 0)
+      throw new Error(`control apply stamp ${nowMs} is not a time`);
+    this.#appliedIndex = index;
+    const result = this.#execute(nowMs, command);
+    this.#notify();
+    return result;
+  }
+
+  hardware(id: string): Hardware | undefined {
+    return this.#hardware.get(id);
+  }
+
+  /** Every machine, by id. */
+  hardwareList(): Hardware[] {
+    return sortedValues(this.#hardware);
+  }
+
+  /** The machine with this MAC (any case, colons or dashes). */
+  hardwareByMac(mac: string): HardwareInterface | undefined {
+    const normal = normalizeMac(mac);
+    const id = normal === undefined ? undefined : this.#hardwareByMac.get(normal);
+    const hardware = id === undefined ? undefined : this.#hardware.get(id);
+    const iface = hardware?.interfaces.find((i) => i.mac === normal);
+    return hardware === undefined || iface === undefined ? undefined : { hardware, iface };
+  }
+
+  template(name: string): Template | undefined {
+    return this.#templates.get(name);
+  }
+
+  templates(): Template[] {
+    return sortedValues(this.#templates);
+  }
+
+  workflow(id: string): Workflow | undefined {
+    return this.#workflows.get(id);
+  }
+
+  /** Every workflow, oldest first. */
+  workflows(): Workflow[] {
+    return [...this.#workflows.values()].sort(byCreation);
+  }
+
+  /** Active workflows whose running or next action runs on this worker, oldest first. */
+  workflowsForWorker(workerId: string): Workflow[] {
+    const ids = this.#byWorker.get(workerId);
+    if (ids === undefined) return [];
+    const out: Workflow[] = [];
+    for (const id of ids) {
+      const wf = this.#workflows.get(id);
+      if (wf !== undefined) out.push(wf);
+    }
+    return out.sort(byCreation);
+  }
+
+  /** Workflows not yet finished, by id (for the leader's deadline scanner). */
+  activeWorkflowIds(): string[] {
+    return [...this.#active].sort();
+  }
+
+  /**
+   * Up to `limit` of the workflow's events with seq >= fromSeq, oldest first. Only the newest
+   * workflowEventsMax (10,000) events of each workflow are kept; a workflow's events go with it.
+   */
+  events(workflowId: string, fromSeq: number, limit: number): WorkflowEvent[] {
+    return this.#events.get(workflowId)?.from(fromSeq, limit) ?? [];
+  }
+
+  /** The operator token with this SHA-256 (hex, any case). */
+  token(sha256: string): OperatorToken | undefined {
+    const name = this.#tokenBySha.get(sha256.toLowerCase());
+    return name === undefined ? undefined : this.#tokens.get(name);
+  }
+
+  tokens(): OperatorToken[] {
+    return sortedValues(this.#tokens);
+  }
+
+  /** The whole state as canonical JSON bytes: equal states give equal bytes. */
+  snapshot(): Uint8Array {
+    return writeSnapshot({
+      appliedIndex: this.#appliedIndex,
+      lastEventSeq: this.#lastEventSeq,
+      hardware: this.hardwareList(),
+      templates: this.templates(),
+      workflows: sortedValues(this.#workflows).map((workflow) => ({
+        workflow,
+        events: this.#events.get(workflow.id)?.all() ?? [],
+      })),
+      tokens: this.tokens(),
+    });
+  }
+
+  /**
+   * Replaces the whole state with a snapshot's. Throws DecodeError, changing nothing, when the
+   * data is malformed or inconsistent. Hooks keep their handlers; only onRestore is called.
+   */
+  restore(data: Uint8Array): void {
+    this.prepareRestore(data)();
+  }
+
+  /**
+   * The checking half of restore: throws DecodeError now, or returns the function that installs
+   * the state (and calls onRestore). For a caller restoring more than this state atomically.
+   */
+  prepareRestore(data: Uint8Array): () => void {
+    const image = readSnapshot(data);
+    const prepared = this.#prepare(image);
+    return () => {
+      this.#install(image, prepared);
+      this.onRestore?.();
+    };
+  }
+
+  /** Checks what the readers cannot (relations between records) and builds the indexes. */
+  #prepare(image: SnapshotImage): Prepared {
+    const hardwareByMac = new Map<string, string>();
+    for (const hw of image.hardware) {
+      for (const iface of hw.interfaces) {
+        const owner = hardwareByMac.get(iface.mac);
+        if (owner !== undefined)
+          throw new DecodeError(`MAC ${iface.mac} belongs to both "${owner}" and "${hw.id}"`);
+        hardwareByMac.set(iface.mac, hw.id);
+      }
+    }
+    const tokenBySha = new Map<string, string>();
+    for (const t of image.tokens) {
+      if (tokenBySha.has(t.sha256)) throw new DecodeError(`two tokens have the SHA-256 ${t.sha256}`);
+      tokenBySha.set(t.sha256, t.name);
+    }
+    const events = new Map<string, EventLog>();
+    for (const { workflow, events: list } of image.workflows) {
+      for (const e of list) {
+        if (e.workflowId !== workflow.id || e.seq > image.lastEventSeq) {
+          throw new DecodeError(`event ${e.seq} of workflow "${workflow.id}" is inconsistent`);
+        }
+      }
+      events.set(workflow.id, new EventLog(workflowEventsMax, list));
+    }
+    return { hardwareByMac, tokenBySha, events };
+  }
+
+  #install(image: SnapshotImage, prepared: Prepared): void {
+    this.#appliedIndex = image.appliedIndex;
+    this.#lastEventSeq = image.lastEventSeq;
+    this.#hardware = new Map(image.hardware.map((h) => [h.id, h]));
+    this.#hardwareByMac = prepared.hardwareByMac;
+    this.#templates = new Map(image.templates.map((t) => [t.name, t]));
+    this.#workflows = new Map(image.workflows.map(({ workflow }) => [workflow.id, workflow]));
+    this.#events = prepared.events;
+    this.#tokens = new Map(image.tokens.map((t) => [t.name, t]));
+    this.#tokenBySha = prepared.tokenBySha;
+    this.#active = new Set();
+    this.#byWorker = new Map();
+    this.#workerOf = new Map();
+    for (const wf of this.#workflows.values()) this.#index(wf);
+  }
+
+  #execute(nowMs: number, command: ControlCommand): ControlResult {
+    switch (command.type) {
+      case 'hardware.put':
+        return this.#putHardware(command, nowMs);
+      case 'hardware.delete':
+        return this.#deleteHardware(command.id);
+      case 'hardware.setAllowPXE': {
+        if (!this.#hardware.has(command.id))
+          return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
+        return { type: 'hardware', hardware: this.#setAllowPXE(command.id, command.allowPXE, nowMs) };
+      }
+      case 'template.put':
+        return this.#putTemplate(command, nowMs);
+      case 'template.delete':
+        if (!this.#templates.delete(command.name)) {
+          return failure('E_NOT_FOUND', `template "${command.name}" does not exist`);
+        }
+        return deleted;
+      case 'workflow.create':
+        return this.#createWorkflow(command, nowMs);
+      case 'attempt.start':
+        return this.#onWorkflow(command.workflowId, (wf) => startAttempt(wf, command, nowMs), nowMs);
+      case 'attempt.result':
+        return this.#onWorkflow(command.workflowId, (wf) => recordResult(wf, command, nowMs), nowMs);
+      case 'attempt.lost':
+        return this.#onWorkflow(command.workflowId, (wf) => recordLost(wf, command, nowMs), nowMs);
+      case 'deadline.expire':
+        return this.#onWorkflow(command.workflowId, (wf) => expireDeadline(wf, nowMs), nowMs);
+      case 'workflow.cancel':
+        return this.#onWorkflow(command.id, (wf) => cancelWorkflow(wf, command.message, nowMs), nowMs);
+      case 'workflow.retry':
+        return this.#onWorkflow(command.id, (wf) => this.#retry(wf, command.fromStart), nowMs);
+      case 'workflow.delete':
+        return this.#deleteWorkflow(command.id);
+      case 'token.put':
+        return this.#putToken(command, nowMs);
+      case 'token.delete':
+        return this.#deleteToken(command.name);
+      default:
+        return unreachable(command);
+    }
+  }
+
+  #putHardware(command: Command<'hardware.put'>, nowMs: number): ControlResult {
+    const checked = normalizeHardware(command.hardware);
+    if ('problem' in checked) return failure('E_INVALID', checked.problem);
+    const input = checked.hardware;
+    const existing = this.#hardware.get(input.id);
+    const refusal = versionRefusal('hardware', input.id, existing?.version, command.expectVersion);
+    if (refusal !== undefined) return refusal;
+    for (const [i, iface] of input.interfaces.entries()) {
+      const owner = this.#hardwareByMac.get(iface.mac);
+      if (owner !== undefined && owner !== input.id) {
+        return failure(
+          'E_INVALID',
+          `interfaces[${i}].mac: ${iface.mac} already belongs to hardware "${owner}"`,
+        );
+      }
+    }
+    if (existing === undefined) {
+      const problem = workerTokenProblem(command.workerToken);
+      if (problem !== undefined) return failure('E_INVALID', problem);
+      if (this.#hardware.size >= hardwareMax) {
+        return failure(
+          'E_CONFLICT',
+          `the state holds the maximum of ${hardwareMax} machines; delete some first`,
+        );
+      }
+    }
+    const stored = deepFreeze<Hardware>({
+      ...input,
+      workerToken: existing?.workerToken ?? command.workerToken,
+      createdMs: existing?.createdMs ?? nowMs,
+      updatedMs: nowMs,
+      version: (existing?.version ?? 0) + 1,
+    });
+    this.#storeHardware(stored, existing);
+    return { type: 'hardware', hardware: stored };
+  }
+
+  #storeHardware(stored: Hardware, existing: Hardware | undefined): void {
+    for (const iface of existing?.interfaces ?? []) this.#hardwareByMac.delete(iface.mac);
+    for (const iface of stored.interfaces) this.#hardwareByMac.set(iface.mac, stored.id);
+    this.#hardware.set(stored.id, stored);
+    this.#changedHardware.add(stored.id);
+  }
+
+  #deleteHardware(id: string): ControlResult {
+    const existing = this.#hardware.get(id);
+    if (existing === undefined) return failure('E_NOT_FOUND', `hardware "${id}" does not exist`);
+    for (const wfId of this.#active) {
+      const wf = this.#workflows.get(wfId);
+      if (wf !== undefined && (wf.hardwareId === id || wf.spec.tasks.some((t) => t.worker === id))) {
+        return failure(
+          'E_CONFLICT',
+          `hardware "${id}" is used by ${wf.state} workflow "${wf.id}"; cancel it first`,
+        );
+      }
+    }
+    for (const iface of existing.interfaces) this.#hardwareByMac.delete(iface.mac);
+    this.#hardware.delete(id);
+    this.#changedHardware.add(id);
+    return deleted;
+  }
+
+  /** Sets allowPXE; a change bumps the version, setting the value it already has does not. */
+  #setAllowPXE(id: string, allowPXE: boolean, nowMs: number): Hardware {
+    const existing = this.#hardware.get(id);
+    if (existing === undefined) throw new Error(`setAllowPXE on missing hardware ${id}`);
+    if (existing.netboot.allowPXE === allowPXE) return existing;
+    const stored = deepFreeze<Hardware>({
+      ...existing,
+      netboot: { ...existing.netboot, allowPXE },
+      updatedMs: nowMs,
+      version: existing.version + 1,
+    });
+    this.#storeHardware(stored, existing);
+    return stored;
+  }
+
+  #putTemplate(command: Command<'template.put'>, nowMs: number): ControlResult {
+    const problem = templateNameProblem('name', command.name) ?? templateSourceProblem(command.source);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    const existing = this.#templates.get(command.name);
+    const refusal = versionRefusal('template', command.name, existing?.version, command.expectVersion);
+    if (refusal !== undefined) return refusal;
+    if (existing === undefined && this.#templates.size >= templatesMax) {
+      return failure(
+        'E_CONFLICT',
+        `the state holds the maximum of ${templatesMax} templates; delete some first`,
+      );
+    }
+    const template: Template = Object.freeze({
+      name: command.name,
+      source: command.source,
+      createdMs: existing?.createdMs ?? nowMs,
+      updatedMs: nowMs,
+      version: (existing?.version ?? 0) + 1,
+    });
+    this.#templates.set(template.name, template);
+    return { type: 'template', template };
+  }
+
+  #createWorkflow(command: Command<'workflow.create'>, nowMs: number): ControlResult {
+    const problem = idProblem('id', command.id) ?? specProblem(command.spec);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    if (this.#workflows.has(command.id))
+      return failure('E_EXISTS', `workflow "${command.id}" already exists`);
+    if (!this.#hardware.has(command.hardwareId)) {
+      return failure('E_NOT_FOUND', `hardware "${command.hardwareId}" does not exist`);
+    }
+    const template = this.#templates.get(command.template);
+    if (template === undefined)
+      return failure('E_NOT_FOUND', `template "${command.template}" does not exist`);
+    if (template.version !== command.templateVersion) {
+      return failure(
+        'E_VERSION',
+        `template changed since rendering; retry (template "${template.name}" is at version ${template.version}, the workflow was rendered from version ${command.templateVersion})`,
+      );
+    }
+    const unknownWorker = this.#unknownWorker(command.spec.tasks);
+    if (unknownWorker !== undefined) return failure('E_INVALID', unknownWorker);
+    if (this.#workflows.size >= workflowsMax) {
+      return failure(
+        'E_CONFLICT',
+        `the state holds the maximum of ${workflowsMax} workflows; delete finished ones`,
+      );
+    }
+    deepFreeze(command.spec);
+    deepFreeze(command.hardwareMap);
+    return this.#commit(createWorkflow(command, nowMs), nowMs);
+  }
+
+  #unknownWorker(tasks: Workflow['spec']['tasks']): string | undefined {
+    const t = tasks.findIndex((task) => !this.#hardware.has(task.worker));
+    const task = tasks[t];
+    return task === undefined
+      ? undefined
+      : `spec.tasks[${t}].worker: hardware "${task.worker}" does not exist`;
+  }
+
+  #retry(wf: Workflow, fromStart: boolean): Transition {
+    // Hardware may have been deleted while the workflow was finished.
+    const missing = this.#hardware.has(wf.hardwareId)
+      ? this.#unknownWorker(wf.spec.tasks)
+      : `hardware "${wf.hardwareId}" no longer exists`;
+    if (missing !== undefined)
+      return { kind: 'refused', code: 'E_CONFLICT', message: `cannot retry: ${missing}` };
+    return retryWorkflow(wf, fromStart);
+  }
+
+  #onWorkflow(id: string, change: (wf: Workflow) => Transition, nowMs: number): ControlResult {
+    const wf = this.#workflows.get(id);
+    if (wf === undefined) return failure('E_NOT_FOUND', `workflow "${id}" does not exist`);
+    return this.#commit(change(wf), nowMs);
+  }
+
+  #commit(transition: Transition, nowMs: number): ControlResult {
+    switch (transition.kind) {
+      case 'refused':
+        return failure(transition.code, transition.message);
+      case 'duplicate':
+        return { type: 'duplicate', ...transition.outcome };
+      case 'changed':
+        break;
+      default:
+        return unreachable(transition);
+    }
+    const wf = transition.workflow;
+    const before = this.#workflows.get(wf.id);
+    this.#workflows.set(wf.id, wf);
+    this.#index(wf);
+    this.#changedWorkflows.set(wf.id, wf);
+    let log = this.#events.get(wf.id);
+    if (log === undefined) {
+      log = new EventLog(workflowEventsMax);
+      this.#events.set(wf.id, log);
+    }
+    for (const draft of transition.events) {
+      const event = record<WorkflowEvent>({
+        seq: ++this.#lastEventSeq,
+        workflowId: wf.id,
+        stampMs: nowMs,
+        ...draft,
+      });
+      log.push(event);
+      this.#newEvents.push(event);
+    }
+    // A provisioned machine must not boot into the installer again (Tinkerbell's allowPXE).
+    if (wf.state === 'SUCCESS' && before?.state !== 'SUCCESS' && this.#hardware.has(wf.hardwareId)) {
+      this.#setAllowPXE(wf.hardwareId, false, nowMs);
+    }
+    if (transition.outcome !== undefined) return { type: 'attempt', ...transition.outcome };
+    return { type: 'workflow', workflow: wf };
+  }
+
+  /** Keeps the active set and the per-worker index in step with a stored workflow. */
+  #index(wf: Workflow): void {
+    const index = currentActionIndex(wf);
+    const worker = index === undefined ? undefined : actionPositions(wf.spec)[index]?.task.worker;
+    const previous = this.#workerOf.get(wf.id);
+    if (previous !== worker) {
+      if (previous !== undefined) {
+        const ids = this.#byWorker.get(previous);
+        ids?.delete(wf.id);
+        if (ids?.size === 0) this.#byWorker.delete(previous);
+        this.#workerOf.delete(wf.id);
+      }
+      if (worker !== undefined) {
+        let ids = this.#byWorker.get(worker);
+        if (ids === undefined) {
+          ids = new Set();
+          this.#byWorker.set(worker, ids);
+        }
+        ids.add(wf.id);
+        this.#workerOf.set(wf.id, worker);
+      }
+    }
+    if (isTerminal(wf.state)) this.#active.delete(wf.id);
+    else this.#active.add(wf.id);
+  }
+
+  #deleteWorkflow(id: string): ControlResult {
+    const wf = this.#workflows.get(id);
+    if (wf === undefined) return failure('E_NOT_FOUND', `workflow "${id}" does not exist`);
+    if (!isTerminal(wf.state)) {
+      return failure('E_CONFLICT', `workflow "${id}" is ${wf.state}; cancel it before deleting it`);
+    }
+    this.#workflows.delete(id);
+    // A finished workflow is in neither the active set nor the per-worker index.
+    this.#events.delete(id);
+    this.#changedWorkflows.set(id, undefined);
+    return deleted;
+  }
+
+  #putToken(command: Command<'token.put'>, nowMs: number): ControlResult {
+    const problem = idProblem('name', command.name) ?? sha256Problem(command.sha256);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    const sha256 = command.sha256.toLowerCase();
+    const holder = this.#tokenBySha.get(sha256);
+    if (holder !== undefined && holder !== command.name) {
+      return failure('E_EXISTS', `token "${holder}" already has this SHA-256; tokens must differ`);
+    }
+    const existing = this.#tokens.get(command.name);
+    if (existing === undefined && this.#tokens.size >= operatorTokensMax) {
+      return failure(
+        'E_CONFLICT',
+        `the state holds the maximum of ${operatorTokensMax} tokens; delete some first`,
+      );
+    }
+    if (existing !== undefined) this.#tokenBySha.delete(existing.sha256);
+    // A replaced token is a new credential, so it gets a new creation time.
+    const token: OperatorToken = Object.freeze({
+      name: command.name,
+      role: command.role,
+      sha256,
+      createdMs: nowMs,
+    });
+    this.#tokens.set(token.name, token);
+    this.#tokenBySha.set(sha256, token.name);
+    return { type: 'token', token };
+  }
+
+  #deleteToken(name: string): ControlResult {
+    const existing = this.#tokens.get(name);
+    if (existing === undefined) return failure('E_NOT_FOUND', `token "${name}" does not exist`);
+    this.#tokens.delete(name);
+    this.#tokenBySha.delete(existing.sha256);
+    return deleted;
+  }
+
+  #notify(): void {
+    const hardware = [...this.#changedHardware];
+    const workflows = [...this.#changedWorkflows];
+    const events = this.#newEvents;
+    this.#changedHardware.clear();
+    this.#changedWorkflows.clear();
+    this.#newEvents = [];
+    for (const id of hardware) this.onHardwareChange?.(id);
+    for (const [id, wf] of workflows) {
+      if (wf === undefined) this.onWorkflowDelete?.(id);
+      else this.onWorkflowChange?.(wf);
+    }
+    for (const event of events) this.onEvent?.(event);
+  }
+}
+
+/** The expectVersion rule shared by hardware and templates. */
+function versionRefusal(
+  kind: 'hardware' | 'template',
+  name: string,
+  version: number | undefined,
+  expectVersion: number | undefined,
+): ControlResult | undefined {
+  if (expectVersion === undefined) return undefined;
+  if (expectVersion === 0) {
+    return version === undefined
+      ? undefined
+      : failure('E_EXISTS', `${kind} "${name}" already exists (version ${version})`);
+  }
+  if (version === undefined) return failure('E_NOT_FOUND', `${kind} "${name}" does not exist`);
+  if (version !== expectVersion) {
+    return failure(
+      'E_VERSION',
+      `${kind} "${name}" is at version ${version}, not ${expectVersion}; read it again`,
+    );
+  }
+  return undefined;
+}
+
+function unreachable(x: never): never {
+  throw new Error(`unreachable: ${JSON.stringify(x)}`);
+}

@@ -1,0 +1,248 @@
+// The JSON schema of the control plane: one reader per record and command (see shape.ts).
+// Field order here is the canonical order of the encoding, so reordering fields is a format
+// change, as is any change to what a reader accepts.
+import { controlCommandBytesMax } from '../limits.js';
+import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
+import { controlErrorCodes } from './commands.js';
+import type {
+  ActionSpec,
+  ActionStatus,
+  Hardware,
+  OperatorToken,
+  RenderedTemplate,
+  TaskSpec,
+  Template,
+  Workflow,
+  WorkflowEvent,
+} from './model.js';
+import {
+  array,
+  boolean,
+  count,
+  json,
+  literal,
+  map,
+  object,
+  optional,
+  safeInteger,
+  string,
+  variant,
+  type Reader,
+} from './shape.js';
+
+// Sizes here only keep a reader from walking absurd input; the real bounds are the payload's
+// (controlCommandBytesMax) and the domain limits apply checks with E_INVALID.
+const text = string(controlCommandBytesMax);
+const texts = array(text, controlCommandBytesMax);
+const textMap = map(text, controlCommandBytesMax);
+const jsonDepthMax = 32;
+
+const actionStates = ['PENDING', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'] as const;
+const workflowState = literal(actionStates);
+const actionState = literal(actionStates);
+
+const hardwareInputFields = {
+  id: text,
+  interfaces: array(
+    object({
+      mac: text,
+      ip: optional(object({ address: text, prefix: safeInteger })),
+      gateway: optional(text),
+      dns: texts,
+      hostname: optional(text),
+      leaseTimeS: safeInteger,
+      vlan: optional(safeInteger),
+    }),
+    controlCommandBytesMax,
+  ),
+  arch: literal(['x86_64', 'arm64']),
+  uefi: boolean,
+  netboot: object({
+    allowPXE: boolean,
+    allowWorkflow: boolean,
+    ipxeScript: optional(text),
+    ipxeUrl: optional(text),
+  }),
+  metadata: map(json(jsonDepthMax, controlCommandBytesMax), controlCommandBytesMax),
+  bmc: optional(object({ address: text, username: optional(text), secretRef: optional(text) })),
+} as const;
+
+export const readHardwareInput: Reader<HardwareInput> = object(hardwareInputFields);
+
+/** A stored record: the operator's input plus what the state adds. */
+export const readHardware: Reader<Hardware> = object({
+  ...hardwareInputFields,
+  workerToken: text,
+  createdMs: count,
+  updatedMs: count,
+  version: count,
+});
+
+export const readTemplate: Reader<Template> = object({
+  name: text,
+  source: text,
+  createdMs: count,
+  updatedMs: count,
+  version: count,
+});
+
+const readActionSpec: Reader<ActionSpec> = object({
+  name: text,
+  image: optional(text),
+  command: texts,
+  args: texts,
+  env: textMap,
+  volumes: texts,
+  timeoutS: safeInteger,
+  retries: safeInteger,
+});
+
+const readTaskSpec: Reader<TaskSpec> = object({
+  name: text,
+  worker: text,
+  env: textMap,
+  volumes: texts,
+  actions: array(readActionSpec, controlCommandBytesMax),
+});
+
+export const readRenderedTemplate: Reader<RenderedTemplate> = object({
+  version: text,
+  name: text,
+  globalTimeoutS: safeInteger,
+  tasks: array(readTaskSpec, controlCommandBytesMax),
+});
+
+export const readActionStatus: Reader<ActionStatus> = object({
+  state: actionState,
+  attempt: count,
+  attemptsBefore: optional(count),
+  startedMs: optional(count),
+  stoppedMs: optional(count),
+  deadlineMs: optional(count),
+  notBeforeMs: optional(count),
+  exitStatus: optional(safeInteger),
+  message: optional(text),
+  outputTail: optional(text),
+  workerId: optional(text),
+});
+
+export const readWorkflow: Reader<Workflow> = object({
+  id: text,
+  template: text,
+  hardwareId: text,
+  hardwareMap: textMap,
+  spec: readRenderedTemplate,
+  state: workflowState,
+  createdMs: count,
+  startedMs: optional(count),
+  finishedMs: optional(count),
+  deadlineMs: optional(count),
+  actions: array(readActionStatus, controlCommandBytesMax),
+  message: optional(text),
+});
+
+export const readWorkflowEvent: Reader<WorkflowEvent> = object({
+  seq: count,
+  workflowId: text,
+  type: literal([
+    'workflow.created',
+    'workflow.running',
+    'workflow.succeeded',
+    'workflow.failed',
+    'workflow.timeout',
+    'workflow.cancelled',
+    'workflow.retried',
+    'action.started',
+    'action.succeeded',
+    'action.failed',
+    'action.timeout',
+    'action.cancelled',
+    'action.retry-scheduled',
+  ]),
+  stampMs: count,
+  task: optional(text),
+  action: optional(text),
+  actionIndex: optional(count),
+  attempt: optional(count),
+  exitStatus: optional(safeInteger),
+  message: optional(text),
+  outputTail: optional(text),
+});
+
+export const readOperatorToken: Reader<OperatorToken> = object({
+  name: text,
+  role: literal(['admin', 'operator', 'viewer']),
+  sha256: text,
+  createdMs: count,
+});
+
+const attempt = { workflowId: text, actionIndex: count, attempt: count, workerId: text } as const;
+
+export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand>({
+  'hardware.put': object({
+    type: literal(['hardware.put']),
+    hardware: readHardwareInput,
+    workerToken: text,
+    expectVersion: optional(count),
+  }),
+  'hardware.delete': object({ type: literal(['hardware.delete']), id: text }),
+  'hardware.setAllowPXE': object({ type: literal(['hardware.setAllowPXE']), id: text, allowPXE: boolean }),
+  'template.put': object({
+    type: literal(['template.put']),
+    name: text,
+    source: text,
+    expectVersion: optional(count),
+  }),
+  'template.delete': object({ type: literal(['template.delete']), name: text }),
+  'workflow.create': object({
+    type: literal(['workflow.create']),
+    id: text,
+    template: text,
+    templateVersion: count,
+    hardwareId: text,
+    hardwareMap: textMap,
+    spec: readRenderedTemplate,
+  }),
+  'attempt.start': object({ type: literal(['attempt.start']), ...attempt }),
+  'attempt.result': object({
+    type: literal(['attempt.result']),
+    ...attempt,
+    success: boolean,
+    exitStatus: safeInteger,
+    message: text,
+    outputTail: text,
+  }),
+  'attempt.lost': object({ type: literal(['attempt.lost']), ...attempt, message: text }),
+  'deadline.expire': object({ type: literal(['deadline.expire']), workflowId: text }),
+  'workflow.cancel': object({ type: literal(['workflow.cancel']), id: text, message: optional(text) }),
+  'workflow.retry': object({ type: literal(['workflow.retry']), id: text, fromStart: boolean }),
+  'workflow.delete': object({ type: literal(['workflow.delete']), id: text }),
+  'token.put': object({
+    type: literal(['token.put']),
+    name: text,
+    role: literal(['admin', 'operator', 'viewer']),
+    sha256: text,
+  }),
+  'token.delete': object({ type: literal(['token.delete']), name: text }),
+});
+
+const outcome = {
+  workflowId: text,
+  actionIndex: count,
+  attempt: count,
+  actionState,
+  workflowState,
+  deadlineMs: optional(count),
+  notBeforeMs: optional(count),
+} as const;
+
+export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
+  error: object({ type: literal(['error']), code: literal(controlErrorCodes), message: text }),
+  hardware: object({ type: literal(['hardware']), hardware: readHardware }),
+  template: object({ type: literal(['template']), template: readTemplate }),
+  workflow: object({ type: literal(['workflow']), workflow: readWorkflow }),
+  attempt: object({ type: literal(['attempt']), ...outcome }),
+  duplicate: object({ type: literal(['duplicate']), ...outcome }),
+  token: object({ type: literal(['token']), token: readOperatorToken }),
+  deleted: object({ type: literal(['deleted']) }),
+});

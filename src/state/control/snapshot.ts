@@ -1,0 +1,112 @@
+// The control state's snapshot: one JSON document in canonical form (records through their
+// readers, collections sorted by key), so equal states give equal bytes on every node and after
+// a restore. The store embeds these bytes in its own checksummed snapshot (kv-store.ts).
+//
+//   { "format": 1, "appliedIndex", "lastEventSeq",
+//     "hardware": [Hardware by id], "templates": [Template by name],
+//     "workflows": [{ "workflow": Workflow, "events": [its kept events by seq] } by id],
+//     "tokens": [OperatorToken by name] }
+import { DecodeError } from '../binary.js';
+import { hardwareMax, operatorTokensMax, templatesMax, workflowEventsMax, workflowsMax } from '../limits.js';
+import { actionPositions } from '../../workflow/rules.js';
+import { deepFreeze } from './immutable.js';
+import type { Hardware, OperatorToken, Template, Workflow, WorkflowEvent } from './model.js';
+import { readHardware, readOperatorToken, readTemplate, readWorkflow, readWorkflowEvent } from './records.js';
+import { array, count, integer, object, ShapeError } from './shape.js';
+
+export interface SnapshotImage {
+  readonly appliedIndex: number;
+  readonly lastEventSeq: number;
+  readonly hardware: readonly Hardware[];
+  readonly templates: readonly Template[];
+  readonly workflows: readonly { readonly workflow: Workflow; readonly events: readonly WorkflowEvent[] }[];
+  readonly tokens: readonly OperatorToken[];
+}
+
+const snapshotFormat = 1;
+
+const readImage = object({
+  format: integer(snapshotFormat, snapshotFormat),
+  appliedIndex: count,
+  lastEventSeq: count,
+  hardware: array(readHardware, hardwareMax),
+  templates: array(readTemplate, templatesMax),
+  workflows: array(
+    object({ workflow: readWorkflow, events: array(readWorkflowEvent, workflowEventsMax) }),
+    workflowsMax,
+  ),
+  tokens: array(readOperatorToken, operatorTokensMax),
+});
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The canonical bytes of an image whose collections are already sorted by key. */
+export function writeSnapshot(image: SnapshotImage): Uint8Array {
+  return encoder.encode(JSON.stringify(readImage({ format: snapshotFormat, ...image }, '')));
+}
+
+/** Decodes and checks a snapshot. Throws DecodeError naming the problem. */
+export function readSnapshot(data: Uint8Array): SnapshotImage {
+  let text: string;
+  let parsed: unknown;
+  try {
+    text = decoder.decode(data);
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new DecodeError(
+      `control snapshot is not UTF-8 JSON (${e instanceof Error ? e.message : String(e)})`,
+    );
+  }
+  let image: ReturnType<typeof readImage>;
+  try {
+    image = readImage(parsed, '');
+  } catch (e) {
+    if (e instanceof ShapeError) throw new DecodeError(`control snapshot: ${e.message}`);
+    throw e;
+  }
+  const problem =
+    orderProblem(
+      'hardware',
+      image.hardware.map((h) => h.id),
+    ) ??
+    orderProblem(
+      'templates',
+      image.templates.map((t) => t.name),
+    ) ??
+    orderProblem(
+      'workflows',
+      image.workflows.map((w) => w.workflow.id),
+    ) ??
+    orderProblem(
+      'tokens',
+      image.tokens.map((t) => t.name),
+    ) ??
+    workflowsProblem(image.workflows);
+  if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
+  if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
+  const { format: _format, ...rest } = deepFreeze(image);
+  return rest;
+}
+
+function orderProblem(what: string, keys: readonly string[]): string | undefined {
+  for (let i = 1; i < keys.length; i++) {
+    const [previous, key] = [keys[i - 1] ?? '', keys[i] ?? ''];
+    if (!(previous < key)) return `${what}: ${JSON.stringify(key)} is out of order or repeated`;
+  }
+  return undefined;
+}
+
+function workflowsProblem(workflows: SnapshotImage['workflows']): string | undefined {
+  for (const { workflow, events } of workflows) {
+    const positions = actionPositions(workflow.spec).length;
+    if (workflow.actions.length !== positions) {
+      return `workflow "${workflow.id}" has ${workflow.actions.length} action statuses for ${positions} actions`;
+    }
+    for (let i = 1; i < events.length; i++) {
+      if ((events[i - 1]?.seq ?? 0) >= (events[i]?.seq ?? 0))
+        return `events of workflow "${workflow.id}" are out of order`;
+    }
+  }
+  return undefined;
+}

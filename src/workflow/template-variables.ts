@@ -1,0 +1,94 @@
+// The variables a template's placeholders can name:
+//
+//   {{ device_1 }}, ...          each hardwareMap entry, at the top level (Tinkerbell's spelling)
+//   {{ hardware.id }}            also .arch, .uefi, and .mac/.address/.hostname of the first
+//                                interface (when it has them)
+//   {{ hardware.interfaces.[0].ip.address }}  every interface: mac, ip.address, ip.prefix,
+//                                gateway, dns, hostname, leaseTimeS, vlan
+//   {{ hardware.metadata.x }}    the hardware's free-form metadata
+//   {{ workflow.id }}
+//
+// The worker token, BMC and netboot settings are left out: a template has no business with them.
+// Optional fields that are absent are absent here too, so naming one is a "not defined" error
+// rather than an empty string. A structure printed as a value is refused (it would otherwise
+// render as "[object Object]").
+import type { Hardware, JsonValue, NetworkInterface } from '../state/control/model.js';
+import { PlaceholderError, structureMarker } from './template-placeholders.js';
+
+export interface TemplateVariableSources {
+  readonly workflowId: string;
+  readonly hardware: Hardware;
+  readonly hardwareMap: Readonly<Record<string, string>>;
+}
+
+/** Names the template's own variables take; a hardwareMap entry may not hide them. */
+export const reservedVariableNames: readonly string[] = ['hardware', 'workflow'];
+
+export function templateVariables(sources: TemplateVariableSources): object {
+  for (const name of reservedVariableNames) {
+    if (Object.hasOwn(sources.hardwareMap, name)) {
+      throw new PlaceholderError(
+        `hardwareMap entry "${name}" would hide the template's own "${name}" variable`,
+      );
+    }
+  }
+  const { hardware } = sources;
+  const first = hardware.interfaces[0];
+  const summary: Record<string, unknown> = {
+    id: hardware.id,
+    arch: hardware.arch,
+    uefi: hardware.uefi,
+    ...(first === undefined ? {} : firstInterfaceSummary(first)),
+    interfaces: hardware.interfaces.map(interfaceVariables),
+    metadata: hardware.metadata,
+  };
+  const variables = {
+    ...sources.hardwareMap,
+    hardware: summary,
+    workflow: { id: sources.workflowId },
+  };
+  return refusePrinting(variables, '');
+}
+
+function firstInterfaceSummary(first: NetworkInterface): Record<string, string> {
+  const summary: Record<string, string> = { mac: first.mac };
+  if (first.ip !== undefined) summary['address'] = first.ip.address;
+  if (first.hostname !== undefined) summary['hostname'] = first.hostname;
+  return summary;
+}
+
+function interfaceVariables(nic: NetworkInterface): Record<string, unknown> {
+  const variables: Record<string, unknown> = { mac: nic.mac, dns: nic.dns, leaseTimeS: nic.leaseTimeS };
+  if (nic.ip !== undefined) variables['ip'] = { address: nic.ip.address, prefix: nic.ip.prefix };
+  if (nic.gateway !== undefined) variables['gateway'] = nic.gateway;
+  if (nic.hostname !== undefined) variables['hostname'] = nic.hostname;
+  if (nic.vlan !== undefined) variables['vlan'] = nic.vlan;
+  return variables;
+}
+
+/**
+ * A deep copy in which every mapping and list turns into a marker when converted to text.
+ * Handlebars turns the value of `{{ x }}` into text by concatenation, which goes through
+ * Symbol.toPrimitive; the symbol is invisible to placeholder lookups, `{{#each}}` and `{{#if}}`.
+ * renderPlaceholders() refuses any marker left in its output, with the line it landed on.
+ */
+function refusePrinting(value: unknown, path: string): object {
+  const copy: unknown = Array.isArray(value)
+    ? (value as readonly JsonValue[]).map((item, index) => printable(item, `${path}.[${index}]`))
+    : Object.fromEntries(
+        Object.entries(value as Record<string, unknown>).map(([key, item]) => [
+          key,
+          printable(item, path === '' ? key : `${path}.${key}`),
+        ]),
+      );
+  const marker = structureMarker(
+    Array.isArray(value) ? 'list' : 'mapping',
+    path === '' ? '(all variables)' : path,
+  );
+  Object.defineProperty(copy, Symbol.toPrimitive, { enumerable: false, value: () => marker });
+  return copy as object;
+}
+
+function printable(value: unknown, path: string): unknown {
+  return typeof value === 'object' && value !== null ? refusePrinting(value, path) : value;
+}

@@ -1,0 +1,158 @@
+// Workflow templates: Tinkerbell's template YAML, extended with `args` and `retries`.
+//
+//   version: "0.1"
+//   name: ubuntu-install              1-128 of [A-Za-z0-9._-]
+//   global_timeout: 1800              seconds, required
+//   tasks:                            1-100 tasks, names unique
+//     - name: os-install
+//       worker: "{{.device_1}}"       a hardware id or MAC; left out: the workflow's hardware
+//       environment: {K: v}           numbers and booleans become strings
+//       volumes: [/dev:/dev]
+//       actions:                      at least one per task, names unique in the task,
+//         - name: wipe                1000 in all
+//           image: quay.io/x/wipe     a container; without it `command` runs as a process
+//           command: [wipefs, -a]     a list is argv; a string is a shell command line (/bin/sh -c)
+//           args: [/dev/sda]          appended to command
+//           timeout: 90               seconds; optional here (Tinkerbell requires it), default 600
+//           retries: 2                extra attempts after a failure or timeout, 0-10, default 0
+//           environment: {K: v}       wins over the task's
+//           volumes: [/tmp:/tmp]      added to the task's
+//
+// Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
+// values, as in Tinkerbell: `worker: "{{.device_1}}"`. Unknown fields are refused by name, so a
+// typo such as `comand` never passes silently. Every refusal is a TemplateError naming the field
+// path and the line.
+import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../state/control/model.js';
+import { normaliseMac } from './hardware-doc.js';
+import { renderedSpecBytesMax, renderedTemplateBytesMax, templateSourceBytesMax } from './template-limits.js';
+import { checkPlaceholderSyntax, PlaceholderError, renderPlaceholders } from './template-placeholders.js';
+import {
+  checkTemplateStructure,
+  type CheckedTask,
+  type CheckedTemplate,
+  type PlaceholderMode,
+} from './template-schema.js';
+import { templateVariables } from './template-variables.js';
+import {
+  describeValue,
+  LocatedError,
+  YamlSource,
+  type FieldProblem,
+  type LocatedProblem,
+} from './template-yaml.js';
+
+export class TemplateError extends LocatedError {
+  constructor(problems: readonly LocatedProblem[]) {
+    super(problems);
+    this.name = 'TemplateError';
+  }
+
+  static of(message: string, line?: number): TemplateError {
+    return new TemplateError([line === undefined ? { path: [], message } : { path: [], message, line }]);
+  }
+}
+
+export interface RenderContext {
+  readonly workflowId: string;
+  readonly hardware: Hardware;
+  /** Extra template variables, e.g. device_1 → a MAC. */
+  readonly hardwareMap: Readonly<Record<string, string>>;
+  /** Maps a rendered `worker` value (a hardware id or a MAC) to a hardware id. */
+  readonly resolveWorker: (value: string) => string | undefined;
+}
+
+/**
+ * Checks a template as the operator wrote it, before any rendering: the placeholder syntax, the
+ * YAML, and the structure (a placeholder stands in for any scalar). For `template create`.
+ */
+export function validateTemplateSource(source: string): { name: string } {
+  checkSourceSize(source);
+  const syntax = checkPlaceholderSyntax(source);
+  if (syntax !== undefined) throw new TemplateError([syntax]);
+  const { template } = checkYaml(source, 'unrendered');
+  return { name: template.name };
+}
+
+/** Fills the placeholders for one workflow and resolves every field into a RenderedTemplate. */
+export function renderTemplate(source: string, ctx: RenderContext): RenderedTemplate {
+  validateTemplateSource(source);
+  let rendered: string;
+  try {
+    rendered = renderPlaceholders(source, templateVariables(ctx));
+  } catch (error) {
+    if (error instanceof PlaceholderError) throw TemplateError.of(error.message, error.line);
+    throw error;
+  }
+  const renderedBytes = Buffer.byteLength(rendered);
+  if (renderedBytes > renderedTemplateBytesMax) {
+    throw TemplateError.of(
+      `the rendered template is ${renderedBytes} bytes; at most ${renderedTemplateBytesMax} are allowed`,
+    );
+  }
+  const { template, yaml } = checkYaml(rendered, 'rendered');
+  const unresolved: FieldProblem[] = [];
+  const tasks = template.tasks.map((task, index) => {
+    const worker = resolveTaskWorker(task, ctx);
+    if (worker === undefined) {
+      unresolved.push({
+        path: ['tasks', index, 'worker'],
+        message: `${describeValue(task.worker)} of task "${task.name}" is not a known hardware id or MAC address`,
+      });
+    }
+    return taskSpec(task, worker ?? '');
+  });
+  if (unresolved.length > 0) throw new TemplateError(yaml.locateAll(unresolved));
+  const spec = {
+    version: template.version,
+    name: template.name,
+    globalTimeoutS: template.globalTimeoutS,
+    tasks,
+  };
+  const specBytes = Buffer.byteLength(JSON.stringify(spec));
+  if (specBytes > renderedSpecBytesMax) {
+    throw TemplateError.of(
+      `the rendered workflow is ${specBytes} bytes as JSON (environments are copied into every action); ` +
+        `at most ${renderedSpecBytesMax} are allowed`,
+    );
+  }
+  return spec;
+}
+
+function checkSourceSize(source: string): void {
+  const sourceBytes = Buffer.byteLength(source);
+  if (sourceBytes > templateSourceBytesMax) {
+    throw TemplateError.of(
+      `the template is ${sourceBytes} bytes; at most ${templateSourceBytesMax} are allowed`,
+    );
+  }
+}
+
+function checkYaml(text: string, mode: PlaceholderMode): { template: CheckedTemplate; yaml: YamlSource } {
+  const parsed = YamlSource.parse(text);
+  if (!parsed.ok) throw new TemplateError([parsed.problem]);
+  const { template, problems } = checkTemplateStructure(parsed.source.value, mode);
+  if (problems.length > 0) throw new TemplateError(parsed.source.locateAll(problems));
+  return { template, yaml: parsed.source };
+}
+
+function resolveTaskWorker(task: CheckedTask, ctx: RenderContext): string | undefined {
+  if (task.worker === undefined) return ctx.hardware.id;
+  // MACs are stored lower-case with colons; a hardware id never looks like one.
+  return ctx.resolveWorker(normaliseMac(task.worker) ?? task.worker);
+}
+
+function taskSpec(task: CheckedTask, worker: string): TaskSpec {
+  const actions = task.actions.map((action): ActionSpec => {
+    const spec = {
+      name: action.name,
+      command: action.command,
+      args: action.args,
+      env: { ...task.env, ...action.env },
+      volumes: [...new Set([...task.volumes, ...action.volumes])],
+      timeoutS: action.timeoutS,
+      retries: action.retries,
+    };
+    return action.image === undefined ? spec : { ...spec, image: action.image };
+  });
+  return { name: task.name, worker, env: task.env, volumes: task.volumes, actions };
+}

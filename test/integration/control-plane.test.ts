@@ -1,0 +1,414 @@
+// Goal: workflows keep going, and every action attempt runs exactly once, while provisioner
+// nodes die under them; deadlines fire from the replicated state even when the leader dies;
+// bad input and bad credentials change nothing.
+// Method: 3 real `slipway server` processes with tokens required, 10 real `slipway worker`
+// processes (each a machine), 50 workflows of 5 actions. Each action appends a line naming its
+// workflow and action to the machine's file, so the test counts executions. One node is
+// SIGKILLed while actions run; a real `slipway workflow events --follow` streams through it.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
+import type { ServiceError } from '@grpc/grpc-js';
+import { ClusterClient } from '../../src/cli/client.js';
+import type { WorkflowRecord } from '../../src/gen/control.js';
+import { WorkerClient } from '../../src/gen/worker.js';
+import { ProcessCluster, slipwayBin } from '../support/process-cluster.js';
+
+const adminToken = 'admin-token-for-the-control-plane-test';
+const workerCount = 10;
+const workflowsPerWorker = 5;
+const actionsPerWorkflow = 5;
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], timeoutMs = 60_000): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [slipwayBin, ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+async function waitFor<T>(what: string, deadlineMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+let cluster: ProcessCluster;
+let admin: ClusterClient;
+const workers: ChildProcess[] = [];
+
+function serverList(first: number): string {
+  const addrs = cluster.apiAddrs();
+  return [...addrs.slice(first), ...addrs.slice(0, first)].join(',');
+}
+
+function startWorker(id: string, first: number, token: string): ChildProcess {
+  const tokenFile = join(cluster.dir, `${id}.token`);
+  writeFileSync(tokenFile, token);
+  const log = openSync(join(cluster.dir, `${id}.worker.log`), 'a');
+  const p = spawn(
+    process.execPath,
+    [
+      slipwayBin,
+      'worker',
+      '--id',
+      id,
+      '--server',
+      serverList(first),
+      '--token-file',
+      tokenFile,
+      '--journal-dir',
+      join(cluster.dir, 'journal', id),
+      '--work-dir',
+      cluster.dir,
+    ],
+    { stdio: ['ignore', log, log] },
+  );
+  workers.push(p);
+  return p;
+}
+
+async function stopProcess(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise<void>((r) => p.once('exit', () => r()));
+  p.kill('SIGCONT');
+  p.kill('SIGKILL');
+  await exited;
+}
+
+before(async () => {
+  cluster = new ProcessCluster(3, []);
+  const tokenFile = join(cluster.dir, 'admin.token');
+  writeFileSync(tokenFile, adminToken);
+  cluster.extraArgs.push('--admin-token-file', tokenFile);
+  cluster.startAll();
+  await cluster.waitForLeader();
+  admin = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 20_000, token: adminToken });
+});
+
+// A test that kills nodes may fail before it restarts them; the next one starts whole.
+beforeEach(async () => {
+  let restarted = false;
+  for (const n of cluster.nodes) {
+    if (n.proc === null) {
+      cluster.start(n);
+      restarted = true;
+    }
+  }
+  if (restarted) await cluster.waitForLeader();
+});
+
+after(async () => {
+  admin.close();
+  for (const w of workers) await stopProcess(w);
+  await cluster.destroy();
+});
+
+function hardwareDoc(i: number): string {
+  const mac = `02:00:00:00:00:${i.toString(16).padStart(2, '0')}`;
+  return JSON.stringify({ id: `hw-${String(i)}`, interfaces: [{ mac, ip: `10.77.0.${String(10 + i)}/24` }] });
+}
+
+const templateYaml = (name: string, actions: string): string => `version: "0.1"
+name: ${name}
+global_timeout: 600
+tasks:
+  - name: provision
+    worker: "{{ hardware.id }}"
+    actions:
+${actions}`;
+
+describe('workflows across node loss', () => {
+  test('50 workflows of 5 actions complete, each attempt runs once, events --follow is exact', async () => {
+    const outDir = cluster.dir;
+    const actions = Array.from(
+      { length: actionsPerWorkflow },
+      (_, a) => `      - name: step-${String(a + 1)}
+        command: ["sh", "-c", "echo \\"$WF step-${String(a + 1)}\\" >> \\"$OUT\\"; sleep 0.2"]
+        timeout: 60
+        retries: 2
+        environment:
+          WF: "{{ workflow.id }}"
+          OUT: "${outDir}/{{ hardware.id }}.out"`,
+    ).join('\n');
+    await admin.control('templateCreate', { source: templateYaml('five-steps', actions), replace: false });
+    const tokens: string[] = [];
+    for (let i = 0; i < workerCount; i++) {
+      await admin.control('hardwareCreate', { documentJson: hardwareDoc(i), replace: false });
+      tokens.push((await admin.control('hardwareToken', { id: `hw-${String(i)}` })).token);
+    }
+    const created: WorkflowRecord[] = [];
+    for (let k = 0; k < workflowsPerWorker; k++) {
+      for (let i = 0; i < workerCount; i++) {
+        const res = await admin.control('workflowCreate', {
+          template: 'five-steps',
+          hardwareId: `hw-${String(i)}`,
+          hardwareMap: {},
+        });
+        assert.ok(res.workflow);
+        created.push(res.workflow);
+      }
+    }
+    // Worker i starts on node i % 3; the victim serves workers 0, 3, 6 and 9.
+    for (let i = 0; i < workerCount; i++) startWorker(`hw-${String(i)}`, i % 3, tokens[i] ?? '');
+    const victim = cluster.nodes[0];
+    assert.ok(victim);
+    const followed = created[0];
+    assert.ok(followed);
+    assert.equal(followed.hardwareId, 'hw-0');
+    // A real CLI follows hw-0's first workflow, starting at the node that will die.
+    const follow = cli(
+      [
+        '--server',
+        serverList(0),
+        '--token-file',
+        join(cluster.dir, 'admin.token'),
+        '-o',
+        'json',
+        'workflow',
+        'events',
+        followed.id,
+        '--follow',
+      ],
+      300_000,
+    );
+    // Kill the victim while hw-0 is in the middle of its workflows.
+    const hw0Out = join(outDir, 'hw-0.out');
+    await waitFor('hw-0 to run a few actions', 60_000, () =>
+      Promise.resolve(
+        existsSync(hw0Out) && readFileSync(hw0Out, 'utf8').split('\n').length > 3 ? true : undefined,
+      ),
+    );
+    await cluster.kill(victim);
+
+    const survivors = new ClusterClient(
+      cluster.nodes.filter((n) => n !== victim).map((n) => n.apiAddr),
+      { timeoutMs: 20_000, token: adminToken },
+    );
+    try {
+      await waitFor('every workflow to succeed', 180_000, async () => {
+        const list = await survivors.control('workflowList', { local: false, hardwareId: '' });
+        const states = list.workflows.map((w) => w.state);
+        assert.ok(
+          !states.some((s) => s === 'FAILED' || s === 'TIMEOUT' || s === 'CANCELLED'),
+          states.join(','),
+        );
+        return states.length === created.length && states.every((s) => s === 'SUCCESS') ? true : undefined;
+      });
+      // Exactly once: every (workflow, action) line appears once in its machine's file.
+      for (let i = 0; i < workerCount; i++) {
+        const lines = readFileSync(join(outDir, `hw-${String(i)}.out`), 'utf8')
+          .trim()
+          .split('\n');
+        const counts = new Map<string, number>();
+        for (const l of lines) counts.set(l, (counts.get(l) ?? 0) + 1);
+        const mine = created.filter((w) => w.hardwareId === `hw-${String(i)}`);
+        assert.equal(counts.size, mine.length * actionsPerWorkflow, `hw-${String(i)} ran every action`);
+        for (const [line, n] of counts)
+          assert.equal(n, 1, `"${line}" ran ${String(n)} times on hw-${String(i)}`);
+        for (const w of mine) {
+          const rec = (await survivors.control('workflowGet', { id: w.id, local: false })).workflow;
+          assert.ok(rec);
+          for (const a of rec.actions) assert.equal(a.state, 'SUCCESS');
+        }
+      }
+      // The follower saw every event of the workflow once, in order, across the node's death.
+      const r = await follow;
+      assert.equal(r.code, 0, r.stderr);
+      const seen = r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { seq: number; type: string });
+      const all: number[] = [];
+      await survivors.events(followed.id, 0, false, (e) => all.push(e.seq));
+      assert.deepEqual(
+        seen.map((e) => e.seq),
+        all,
+        'events --follow delivered exactly the stored events, in order',
+      );
+      assert.equal(seen.at(-1)?.type, 'workflow.succeeded');
+    } finally {
+      survivors.close();
+    }
+  });
+
+  test('deadlines fire from the replicated state when the leader dies', async () => {
+    const yaml = templateYaml(
+      'too-slow',
+      `      - name: hang
+        command: ["sleep", "60"]
+        timeout: 8`,
+    );
+    await admin.control('templateCreate', { source: yaml, replace: false });
+    await admin.control('hardwareCreate', { documentJson: hardwareDoc(99), replace: false });
+    const token = (await admin.control('hardwareToken', { id: 'hw-99' })).token;
+    const wf = (
+      await admin.control('workflowCreate', { template: 'too-slow', hardwareId: 'hw-99', hardwareMap: {} })
+    ).workflow;
+    assert.ok(wf);
+    const worker = startWorker('hw-99', 0, token);
+    const running = await waitFor('the action to start', 30_000, async () => {
+      const rec = (await admin.control('workflowGet', { id: wf.id, local: false })).workflow;
+      return rec?.actions[0]?.state === 'RUNNING' ? rec : undefined;
+    });
+    // The agent would stop the action at its deadline itself; freeze it so only the cluster can.
+    worker.kill('SIGSTOP');
+    const deadlineMs = running.actions[0]?.deadlineMs ?? 0;
+    assert.ok(deadlineMs > Date.now(), 'the deadline is still ahead');
+    const leader = await cluster.waitForLeader();
+    await cluster.kill(leader);
+    const done = await waitFor('the timeout', 30_000, async () => {
+      const rec = (await admin.control('workflowGet', { id: wf.id, local: false })).workflow;
+      return rec?.state === 'TIMEOUT' ? rec : undefined;
+    });
+    const action = done.actions[0];
+    assert.equal(action?.state, 'TIMEOUT');
+    // Within the deadline plus one election (300 ms here) and the scan period, with margin for
+    // a loaded 2-core machine.
+    const late = (action?.stoppedMs ?? 0) - deadlineMs;
+    assert.ok(late >= 0 && late < 3000, `timeout fired ${String(late)} ms after the deadline`);
+    await stopProcess(worker);
+  });
+});
+
+describe('bad input and bad credentials change nothing', () => {
+  const tokenArgs = (): string[] => [
+    '--server',
+    cluster.apiAddrs().join(','),
+    '--token-file',
+    join(cluster.dir, 'admin.token'),
+  ];
+
+  async function snapshot(): Promise<string> {
+    const hw = await admin.control('hardwareList', { local: false });
+    const t = await admin.control('templateList', { local: false });
+    const w = await admin.control('workflowList', { local: false, hardwareId: '' });
+    return JSON.stringify([hw, t, w.workflows.map((x) => [x.id, x.state])]);
+  }
+
+  test('invalid templates, unknown hardware and malformed documents are refused with exit 2', async () => {
+    const before = await snapshot();
+    const bad = join(cluster.dir, 'bad.yaml');
+    writeFileSync(
+      bad,
+      'version: "0.1"\nname: bad\nglobal_timeout: 60\ntasks:\n  - name: t\n    actions:\n      - name: a\n        comand: ["true"]\n',
+    );
+    const r1 = await cli([...tokenArgs(), 'template', 'create', '-f', bad]);
+    assert.equal(r1.code, 2, r1.stderr);
+    assert.match(r1.stderr, /line 8/);
+    assert.match(r1.stderr, /comand/);
+    const r2 = await cli([
+      ...tokenArgs(),
+      'workflow',
+      'create',
+      '--template',
+      'five-steps',
+      '--hardware',
+      'no-such',
+    ]);
+    assert.equal(r2.code, 2, r2.stderr);
+    assert.match(r2.stderr, /hardware "no-such" not found/);
+    const badHw = join(cluster.dir, 'bad-hw.yaml');
+    writeFileSync(badHw, 'id: x1\ninterfaces:\n  - mac: "zz:00"\n');
+    const r3 = await cli([...tokenArgs(), 'hardware', 'create', '-f', badHw]);
+    assert.equal(r3.code, 2, r3.stderr);
+    assert.match(r3.stderr, /mac/);
+    const r4 = await cli([
+      ...tokenArgs(),
+      'hardware',
+      'create',
+      '--id',
+      'x2',
+      '--mac',
+      '02:00:00:00:00:01',
+      '--ip',
+      'nope',
+    ]);
+    assert.equal(r4.code, 2, r4.stderr);
+    // Sent past the CLI's own checks, straight to the API.
+    await assert.rejects(
+      admin.control('templateCreate', { source: 'name: [unclosed', replace: false }),
+      (e: ServiceError) => e.code === status.INVALID_ARGUMENT,
+    );
+    await assert.rejects(
+      admin.control('hardwareCreate', { documentJson: '{"id": 5}', replace: false }),
+      (e: ServiceError) => e.code === status.INVALID_ARGUMENT,
+    );
+    assert.equal(await snapshot(), before);
+  });
+
+  test('no token: UNAUTHENTICATED; too weak a role: PERMISSION_DENIED; nothing changes', async () => {
+    const before = await snapshot();
+    const anonymous = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 10_000 });
+    const forged = new ClusterClient(cluster.apiAddrs(), {
+      timeoutMs: 10_000,
+      token: 'not-a-real-token-at-all',
+    });
+    const viewerToken = (await admin.control('tokenCreate', { name: 'ci-viewer', role: 'viewer' })).token;
+    const viewer = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 10_000, token: viewerToken });
+    try {
+      for (const c of [anonymous, forged]) {
+        await assert.rejects(
+          c.control('hardwareList', { local: false }),
+          (e: ServiceError) => e.code === status.UNAUTHENTICATED,
+        );
+        await assert.rejects(
+          c.control('hardwareCreate', { documentJson: hardwareDoc(50), replace: false }),
+          (e: ServiceError) => e.code === status.UNAUTHENTICATED,
+        );
+      }
+      assert.ok((await viewer.control('hardwareList', { local: false })).hardwareJson.length > 0);
+      await assert.rejects(
+        viewer.control('hardwareCreate', { documentJson: hardwareDoc(51), replace: false }),
+        (e: ServiceError) => e.code === status.PERMISSION_DENIED,
+      );
+      await assert.rejects(
+        viewer.control('hardwareToken', { id: 'hw-0' }),
+        (e: ServiceError) => e.code === status.PERMISSION_DENIED,
+      );
+      const r = await cli(['--server', cluster.apiAddrs().join(','), 'hardware', 'list']);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /token/);
+    } finally {
+      anonymous.close();
+      forged.close();
+      viewer.close();
+    }
+    assert.equal(await snapshot(), before);
+  });
+
+  test("a worker stream with another machine's token is refused", async () => {
+    const leader = await cluster.waitForLeader();
+    const other = (await admin.control('hardwareToken', { id: 'hw-1' })).token;
+    const client = new WorkerClient(leader.apiAddr, credentials.createInsecure());
+    try {
+      const md = new Metadata();
+      md.set('x-worker-id', 'hw-0');
+      md.set('authorization', `Bearer ${other}`);
+      const code = await new Promise<number>((resolve) => {
+        const s = client.connect(md);
+        s.on('error', (e: ServiceError) => resolve(e.code));
+        s.on('data', () => undefined);
+        s.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'test' } } });
+      });
+      assert.equal(code, status.UNAUTHENTICATED);
+    } finally {
+      client.close();
+    }
+  });
+});

@@ -1,0 +1,245 @@
+// Goal: the HTTP boot server answers a known machine with its script on every URL form, a
+// machine it must not boot (unknown, or allowPXE off) with 404 on every form, serves artifacts
+// whole, by single range (206, Content-Range), with 416 past the end and HEAD without a body,
+// and never serves a file outside its directory (.., absolute names, NUL, backslashes,
+// symlinks leaving the root) or answers methods other than GET and HEAD.
+// Method: a real server on 127.0.0.1 with an ephemeral port over a temporary artifacts
+// directory (with a symlink inside and one leading out), requests with node:http using raw
+// paths so nothing is normalised on the client side.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import { defaultBootArtifacts } from '../../src/boot/http/ipxe-script.js';
+import {
+  startHttpBootServer,
+  type HttpBootServer,
+  type HttpRequestEvent,
+} from '../../src/boot/http/server.js';
+import { staticInventory } from '../../src/boot/inventory.js';
+import { hardwareRecord } from '../support/netns.js';
+
+const known = '52:54:00:00:00:01';
+const off = '52:54:00:00:00:02';
+const broken = '52:54:00:00:00:03';
+const unknown = '52:54:00:00:00:09';
+const kernel = randomBytes(5000);
+
+let dir: string;
+let server: HttpBootServer;
+const events: HttpRequestEvent[] = [];
+
+interface Response {
+  readonly status: number;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+function request(target: string, options: { method?: string; headers?: http.OutgoingHttpHeaders } = {}) {
+  return new Promise<Response>((resolve, reject) => {
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port: server.port,
+        path: target,
+        method: options.method ?? 'GET',
+        headers: options.headers,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+before(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'slipway-http-'));
+  const artifacts = path.join(dir, 'artifacts');
+  await mkdir(path.join(artifacts, 'nested'), { recursive: true });
+  await writeFile(path.join(artifacts, 'vmlinuz-x86_64'), kernel);
+  await writeFile(path.join(artifacts, 'empty.txt'), '');
+  await writeFile(path.join(artifacts, 'nested', 'config.json'), '{"a":1}');
+  await writeFile(path.join(dir, 'secret'), 'outside the root');
+  await symlink(path.join(dir, 'secret'), path.join(artifacts, 'leak'));
+  await symlink('vmlinuz-x86_64', path.join(artifacts, 'kernel-link'));
+  const inventory = staticInventory([
+    hardwareRecord({ id: 'node-1', mac: known }),
+    hardwareRecord({ id: 'node-2', mac: off, allowPXE: false }),
+    hardwareRecord({ id: 'bad id', mac: broken }),
+  ]);
+  server = await startHttpBootServer({
+    host: '127.0.0.1',
+    port: 0,
+    inventory,
+    script: {
+      httpBaseUrl: 'http://10.0.0.100:8080',
+      apiAddress: '10.0.0.100:7001',
+      artifacts: defaultBootArtifacts,
+      extraKernelArgs: [],
+    },
+    artifactsDir: artifacts,
+    logger: pino({ level: 'silent' }),
+    onRequest: (event) => events.push(event),
+  });
+});
+
+after(async () => {
+  await server.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('iPXE scripts', () => {
+  it('serves the machine its script on every URL form', async () => {
+    for (const target of [
+      `/ipxe/${known}`,
+      '/ipxe/52%3A54%3A00%3A00%3A00%3A01',
+      '/ipxe/52-54-00-00-00-01',
+      '/ipxe/52-54-00-00-00-01.ipxe?from=ipxe',
+    ]) {
+      const res = await request(target);
+      assert.equal(res.status, 200, target);
+      assert.equal(res.headers['cache-control'], 'no-store');
+      const text = res.body.toString('utf8');
+      assert.match(text, /^#!ipxe\n/, target);
+      assert.match(
+        text,
+        /slipway\.worker_id=node-1 slipway\.server=10\.0\.0\.100:7001 slipway\.token=token-node-1/,
+      );
+    }
+  });
+
+  it('answers 404 for unknown machines and machines that must not boot, on every form', async () => {
+    for (const mac of [unknown, off]) {
+      for (const target of [`/ipxe/${mac}`, `/ipxe/${mac.replaceAll(':', '-')}`, `/ipxe/${mac}.ipxe`]) {
+        const res = await request(target);
+        assert.equal(res.status, 404, target);
+        assert.match(res.body.toString(), mac === off ? /network boot is off/ : /unknown hardware/);
+      }
+    }
+    assert.equal((await request('/ipxe/not-a-mac')).status, 404);
+  });
+
+  it('answers 500 naming the field when a record cannot be put in a script', async () => {
+    const res = await request(`/ipxe/${broken}`);
+    assert.equal(res.status, 500);
+    assert.match(res.body.toString(), /hardware\.id/);
+  });
+
+  it('answers HEAD with the headers only', async () => {
+    const res = await request(`/ipxe/${known}`, { method: 'HEAD' });
+    assert.equal(res.status, 200);
+    assert.ok(Number(res.headers['content-length']) > 0);
+    assert.equal(res.body.length, 0);
+  });
+});
+
+describe('artifacts', () => {
+  it('serves a whole file with its length, type and range support', async () => {
+    const res = await request('/artifacts/vmlinuz-x86_64');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, kernel);
+    assert.equal(res.headers['content-length'], String(kernel.length));
+    assert.equal(res.headers['accept-ranges'], 'bytes');
+    assert.equal(res.headers['content-type'], 'application/octet-stream');
+    const nested = await request('/artifacts/nested/config.json');
+    assert.equal(nested.headers['content-type'], 'application/json');
+    assert.equal(nested.body.toString(), '{"a":1}');
+  });
+
+  it('serves a single range as 206 with Content-Range', async () => {
+    const res = await request('/artifacts/vmlinuz-x86_64', { headers: { range: 'bytes=100-199' } });
+    assert.equal(res.status, 206);
+    assert.equal(res.headers['content-range'], `bytes 100-199/${kernel.length}`);
+    assert.deepEqual(res.body, kernel.subarray(100, 200));
+    const tail = await request('/artifacts/vmlinuz-x86_64', { headers: { range: 'bytes=-10' } });
+    assert.deepEqual(tail.body, kernel.subarray(kernel.length - 10));
+  });
+
+  it('answers 416 with the size for a range past the end', async () => {
+    const res = await request('/artifacts/vmlinuz-x86_64', { headers: { range: `bytes=${kernel.length}-` } });
+    assert.equal(res.status, 416);
+    assert.equal(res.headers['content-range'], `bytes */${kernel.length}`);
+  });
+
+  it('serves several ranges, or a stale If-Range, as the whole file', async () => {
+    const many = await request('/artifacts/vmlinuz-x86_64', { headers: { range: 'bytes=0-1,5-6' } });
+    assert.equal(many.status, 200);
+    assert.equal(many.body.length, kernel.length);
+    const stale = await request('/artifacts/vmlinuz-x86_64', {
+      headers: { range: 'bytes=0-1', 'if-range': '"stale"' },
+    });
+    assert.equal(stale.status, 200);
+  });
+
+  it('answers HEAD and empty files without a body', async () => {
+    const head = await request('/artifacts/vmlinuz-x86_64', {
+      method: 'HEAD',
+      headers: { range: 'bytes=0-9' },
+    });
+    assert.equal(head.status, 206);
+    assert.equal(head.headers['content-length'], '10');
+    assert.equal(head.body.length, 0);
+    const empty = await request('/artifacts/empty.txt');
+    assert.equal(empty.status, 200);
+    assert.equal(empty.headers['content-length'], '0');
+  });
+
+  it('follows a symlink inside the root and refuses one leading out', async () => {
+    const inside = await request('/artifacts/kernel-link');
+    assert.equal(inside.status, 200);
+    assert.deepEqual(inside.body, kernel);
+    const outside = await request('/artifacts/leak');
+    assert.equal(outside.status, 403);
+    assert.doesNotMatch(outside.body.toString(), /outside the root/);
+  });
+
+  it('refuses traversal, absolute names, NUL and backslashes with 400', async () => {
+    for (const target of [
+      '/artifacts/../secret',
+      '/artifacts/%2e%2e/secret',
+      '/artifacts/nested/%2E%2E/%2E%2E/secret',
+      `/artifacts/${encodeURIComponent(path.join(dir, 'secret'))}`,
+      '/artifacts//etc/passwd',
+      '/artifacts/vmlinuz-x86_64%00.txt',
+      '/artifacts/nested%5C..%5C..%5Csecret',
+    ]) {
+      const res = await request(target);
+      assert.equal(res.status, 400, target);
+      assert.doesNotMatch(res.body.toString(), /outside the root/, target);
+    }
+  });
+
+  it('answers 404 for missing files, directories and unknown paths', async () => {
+    for (const target of ['/artifacts/nope', '/artifacts/nested', '/binaries/ipxe.efi', '/', '/index.html']) {
+      assert.equal((await request(target)).status, 404, target);
+    }
+  });
+});
+
+describe('methods and observers', () => {
+  it('refuses methods other than GET and HEAD with 405 and Allow', async () => {
+    const res = await request(`/ipxe/${known}`, { method: 'POST' });
+    assert.equal(res.status, 405);
+    assert.equal(res.headers.allow, 'GET, HEAD');
+  });
+
+  it('reports each finished request with its route and status', async () => {
+    await request('/artifacts/vmlinuz-x86_64', { headers: { range: 'bytes=0-9' } });
+    const seen = events.findLast((e) => e.url === '/artifacts/vmlinuz-x86_64');
+    assert.deepEqual(
+      seen && { method: seen.method, route: seen.route, status: seen.status, bytes: seen.bytes },
+      { method: 'GET', route: 'artifact', status: 206, bytes: 10 },
+    );
+  });
+});

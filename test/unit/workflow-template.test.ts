@@ -1,0 +1,610 @@
+// Goal: prove that templates are checked before they are stored, rendered for one workflow into a
+// fully resolved RenderedTemplate, and refused with errors that name the field path and the
+// line: Tinkerbell's `{{.device_1}}` spelling, hardware variables, worker resolution, unknown
+// fields, every structural rule, and the size limits.
+// Method: pure calls to validateTemplateSource and renderTemplate on YAML fixtures written line by
+// line, so the expected line of each error is found by searching the fixture for the offending
+// text rather than trusting the YAML library's own mapping.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Hardware } from '../../src/state/control/model.js';
+import {
+  renderTemplate,
+  TemplateError,
+  validateTemplateSource,
+  type RenderContext,
+} from '../../src/workflow/template.js';
+import { rewriteGoStylePaths } from '../../src/workflow/template-placeholders.js';
+import { actionsMax, templateSourceBytesMax, tasksMax } from '../../src/workflow/template-limits.js';
+
+const hardware: Hardware = {
+  id: 'node-17',
+  interfaces: [
+    {
+      mac: 'aa:bb:cc:dd:ee:01',
+      ip: { address: '10.0.0.17', prefix: 24 },
+      gateway: '10.0.0.1',
+      dns: ['10.0.0.2'],
+      hostname: 'node17',
+      leaseTimeS: 86400,
+    },
+    { mac: 'aa:bb:cc:dd:ee:02', dns: [], leaseTimeS: 3600 },
+  ],
+  arch: 'x86_64',
+  uefi: true,
+  netboot: { allowPXE: true, allowWorkflow: true },
+  metadata: { disk: '/dev/nvme0n1', rack: { row: 3 } },
+  workerToken: 'secret-token',
+  createdMs: 1,
+  updatedMs: 1,
+  version: 1,
+};
+
+const otherMac = 'aa:bb:cc:dd:ee:99';
+const knownWorkers = new Map([
+  ['node-17', 'node-17'],
+  ['aa:bb:cc:dd:ee:01', 'node-17'],
+  ['node-18', 'node-18'],
+  [otherMac, 'node-18'],
+]);
+
+function context(hardwareMap: Record<string, string> = { device_1: 'aa:bb:cc:dd:ee:01' }): RenderContext {
+  return { workflowId: 'wf-1', hardware, hardwareMap, resolveWorker: (value) => knownWorkers.get(value) };
+}
+
+const tinkerbellTemplate = [
+  'version: "0.1"',
+  'name: ubuntu-install',
+  'global_timeout: 1800',
+  'tasks:',
+  '  - name: "os-installation"',
+  '    worker: "{{.device_1}}"',
+  '    volumes:',
+  '      - /dev:/dev',
+  '    environment:',
+  '      MIRROR_HOST: 10.0.0.1',
+  '      SHARED: task',
+  '    actions:',
+  '      - name: "stream-image"',
+  '        image: quay.io/tinkerbell-actions/image2disk:v1.0.0',
+  '        timeout: 900',
+  '        environment:',
+  '          IMG_URL: "http://10.0.0.1:8080/{{ .hardware.id }}.raw.gz"',
+  '          COMPRESSED: true',
+  '          SHARED: action',
+  '      - name: "wipe"',
+  '        command: ["wipefs", "-a", "{{ hardware.metadata.disk }}"]',
+  '        args: [--force, 3]',
+  '        retries: 2',
+  '        volumes: [/tmp:/tmp, /dev:/dev]',
+].join('\n');
+
+/** The 1-based line of the first line of `source` containing `text`. */
+function lineContaining(source: string, text: string): number {
+  const index = source.split('\n').findIndex((line) => line.includes(text));
+  assert.ok(index >= 0, `fixture has no line containing ${text}`);
+  return index + 1;
+}
+
+function templateError(run: () => unknown): TemplateError {
+  try {
+    run();
+  } catch (error) {
+    assert.ok(error instanceof TemplateError, `expected a TemplateError, got ${String(error)}`);
+    return error;
+  }
+  assert.fail('expected a TemplateError, but nothing was thrown');
+}
+
+/** A minimal valid template with `actionLines` as the body of its single action. */
+function withAction(actionLines: readonly string[]): string {
+  return [
+    'version: "0.1"',
+    'name: t',
+    'global_timeout: 60',
+    'tasks:',
+    '  - name: only',
+    '    actions:',
+    '      - name: a',
+    ...actionLines.map((line) => `        ${line}`),
+  ].join('\n');
+}
+
+describe('renderTemplate', () => {
+  it('renders a Tinkerbell template into a fully resolved spec', () => {
+    const spec = renderTemplate(tinkerbellTemplate, context());
+    assert.deepEqual(spec, {
+      version: '0.1',
+      name: 'ubuntu-install',
+      globalTimeoutS: 1800,
+      tasks: [
+        {
+          name: 'os-installation',
+          worker: 'node-17',
+          env: { MIRROR_HOST: '10.0.0.1', SHARED: 'task' },
+          volumes: ['/dev:/dev'],
+          actions: [
+            {
+              name: 'stream-image',
+              image: 'quay.io/tinkerbell-actions/image2disk:v1.0.0',
+              command: [],
+              args: [],
+              env: {
+                MIRROR_HOST: '10.0.0.1',
+                SHARED: 'action',
+                IMG_URL: 'http://10.0.0.1:8080/node-17.raw.gz',
+                COMPRESSED: 'true',
+              },
+              volumes: ['/dev:/dev'],
+              timeoutS: 900,
+              retries: 0,
+            },
+            {
+              name: 'wipe',
+              command: ['wipefs', '-a', '/dev/nvme0n1'],
+              args: ['--force', '3'],
+              env: { MIRROR_HOST: '10.0.0.1', SHARED: 'task' },
+              volumes: ['/dev:/dev', '/tmp:/tmp'],
+              timeoutS: 600,
+              retries: 2,
+            },
+          ],
+        },
+      ],
+    });
+  });
+
+  it('accepts {{.x}}, {{ .x }} and plain Handlebars {{x}} alike', () => {
+    const source = withAction([
+      'command: ["echo", "{{.device_1}}", "{{ .device_1 }}", "{{device_1}}", "{{~ .device_1 ~}}"]',
+    ]);
+    const spec = renderTemplate(source, context({ device_1: 'm1' }));
+    assert.deepEqual(spec.tasks[0]?.actions[0]?.command, ['echo', 'm1', 'm1', 'm1', 'm1']);
+  });
+
+  it('exposes hardware fields, interfaces, metadata and the workflow id', () => {
+    const source = withAction([
+      'command:',
+      '  - "{{ hardware.id }} {{ hardware.arch }} {{ hardware.uefi }}"',
+      '  - "{{ hardware.mac }} {{ hardware.address }} {{ hardware.hostname }}"',
+      '  - "{{ hardware.interfaces.[1].mac }} {{ hardware.interfaces.[0].ip.prefix }}"',
+      '  - "{{ hardware.metadata.rack.row }} {{ workflow.id }}"',
+      '  - "{{#each hardware.interfaces}}{{mac}};{{/each}}"',
+    ]);
+    const spec = renderTemplate(source, context({}));
+    assert.deepEqual(spec.tasks[0]?.actions[0]?.command, [
+      'node-17 x86_64 true',
+      'aa:bb:cc:dd:ee:01 10.0.0.17 node17',
+      'aa:bb:cc:dd:ee:02 24',
+      '3 wf-1',
+      'aa:bb:cc:dd:ee:01;aa:bb:cc:dd:ee:02;',
+    ]);
+  });
+
+  it('keeps the worker token out of the variables', () => {
+    const source = withAction(['command: ["echo", "{{ hardware.workerToken }}"]']);
+    const error = templateError(() => renderTemplate(source, context()));
+    assert.match(error.message, /"hardware\.workerToken" is not defined/);
+  });
+
+  it('refuses a missing variable, naming it and its line', () => {
+    const source = tinkerbellTemplate.replace('{{.device_1}}', '{{.device_2}}');
+    const error = templateError(() => renderTemplate(source, context()));
+    assert.equal(error.line, lineContaining(source, 'device_2'));
+    assert.match(
+      error.message,
+      /^line 6: template variable "device_2" is not defined; defined at the top level: device_1, hardware, workflow$/,
+    );
+  });
+
+  it('refuses an absent optional hardware field instead of rendering it empty', () => {
+    const bare: Hardware = {
+      ...hardware,
+      interfaces: [{ mac: 'aa:bb:cc:dd:ee:03', dns: [], leaseTimeS: 60 }],
+    };
+    const source = withAction(['command: ["echo", "{{ hardware.hostname }}"]']);
+    const error = templateError(() => renderTemplate(source, { ...context(), hardware: bare }));
+    assert.equal(error.line, lineContaining(source, 'hardware.hostname'));
+    assert.match(error.message, /template variable "hardware\.hostname" is not defined/);
+  });
+
+  it('refuses printing a mapping or a list as a value', () => {
+    const source = withAction(['command: ["echo", "{{ hardware.interfaces }}"]']);
+    const error = templateError(() => renderTemplate(source, context()));
+    assert.equal(
+      error.message,
+      `line ${lineContaining(source, 'hardware.interfaces')}: template variable "hardware.interfaces" is a list, not a single value; name one of its entries`,
+    );
+  });
+
+  it('refuses a hardwareMap entry that would hide a template variable', () => {
+    const error = templateError(() =>
+      renderTemplate(tinkerbellTemplate, context({ hardware: 'x', device_1: 'y' })),
+    );
+    assert.match(error.message, /hardwareMap entry "hardware" would hide/);
+  });
+
+  it('runs a task without a worker on the workflow hardware', () => {
+    const spec = renderTemplate(withAction(['command: "true"']), context({}));
+    assert.equal(spec.tasks[0]?.worker, hardware.id);
+  });
+
+  it('resolves a worker given as a MAC or as a hardware id', () => {
+    const byMac = renderTemplate(tinkerbellTemplate, context({ device_1: otherMac }));
+    assert.equal(byMac.tasks[0]?.worker, 'node-18');
+    const byUpperCaseMac = renderTemplate(tinkerbellTemplate, context({ device_1: 'AA-BB-CC-DD-EE-99' }));
+    assert.equal(byUpperCaseMac.tasks[0]?.worker, 'node-18');
+    const byId = renderTemplate(tinkerbellTemplate, context({ device_1: 'node-18' }));
+    assert.equal(byId.tasks[0]?.worker, 'node-18');
+  });
+
+  it('refuses an unknown worker, naming the task and the line', () => {
+    const error = templateError(() =>
+      renderTemplate(tinkerbellTemplate, context({ device_1: 'ff:ff:ff:ff:ff:ff' })),
+    );
+    assert.equal(error.line, lineContaining(tinkerbellTemplate, 'worker:'));
+    assert.equal(
+      error.message,
+      'line 6: tasks[0].worker: "ff:ff:ff:ff:ff:ff" of task "os-installation" is not a known hardware id or MAC address',
+    );
+  });
+
+  it('renders a template without placeholders', () => {
+    const source = withAction(['command: [/bin/echo, hello]', 'timeout: 5']);
+    assert.deepEqual(validateTemplateSource(source), { name: 't' });
+    const action = renderTemplate(source, context({}))?.tasks[0]?.actions[0];
+    assert.deepEqual(action?.command, ['/bin/echo', 'hello']);
+    assert.equal(action?.timeoutS, 5);
+  });
+
+  it('runs a string command through the shell', () => {
+    const spec = renderTemplate(withAction(['command: "wipefs -a /dev/sda && sync"']), context({}));
+    assert.deepEqual(spec.tasks[0]?.actions[0]?.command, ['/bin/sh', '-c', 'wipefs -a /dev/sda && sync']);
+  });
+
+  it('checks placeholder values after rendering, at their line', () => {
+    const source = withAction(['command: [sleep, "1"]', 'timeout: "{{ t }}"']);
+    assert.deepEqual(validateTemplateSource(source), { name: 't' });
+    assert.equal(renderTemplate(source, context({ t: '30' })).tasks[0]?.actions[0]?.timeoutS, 30);
+    const error = templateError(() => renderTemplate(source, context({ t: 'ten' })));
+    assert.equal(
+      error.message,
+      `line ${lineContaining(source, 'timeout: "{{')}: tasks[0].actions[0].timeout: must be a positive integer number of seconds, got "ten"`,
+    );
+  });
+
+  it('refuses a rendered spec whose merged environments outgrow the command limit', () => {
+    const specWithVariables = (count: number): string =>
+      [
+        'version: "0.1"',
+        'name: t',
+        'global_timeout: 60',
+        'tasks:',
+        '  - name: only',
+        `    environment: {${Array.from({ length: count }, (_, i) => `V${i}: "{{ big }}"`).join(', ')}}`,
+        '    actions:',
+        '      - {name: a, command: "true"}',
+        '      - {name: b, command: "true"}',
+      ].join('\n');
+    // 60 KiB per variable: 12 of them are 720 KiB of text, but the spec holds them three times.
+    const big = 'x'.repeat(60 * 1024);
+    const error = templateError(() => renderTemplate(specWithVariables(12), context({ big })));
+    assert.match(
+      error.message,
+      /^the rendered workflow is \d+ bytes as JSON .*; at most 983040 are allowed$/,
+    );
+    const fits = renderTemplate(specWithVariables(4), context({ big }));
+    assert.equal(fits.tasks[0]?.actions[1]?.env['V3'], big);
+  });
+
+  it('refuses rendered text over the limit', () => {
+    const source = withAction(['command: [echo, "{{ big }}"]']);
+    const error = templateError(() => renderTemplate(source, context({ big: 'x'.repeat(1024 * 1024) })));
+    assert.match(error.message, /the rendered template is \d+ bytes; at most 1048576 are allowed/);
+  });
+});
+
+describe('rewriteGoStylePaths', () => {
+  it('drops only a dot that starts a path inside a mustache', () => {
+    const cases: readonly (readonly [string, string])[] = [
+      ['{{.device_1}}', '{{device_1}}'],
+      ['{{ .a.b }} x.y {{.c}}', '{{ a.b }} x.y {{c}}'],
+      ['{{{ .raw }}}', '{{{ raw }}}'],
+      ['{{#each .list}}{{.}}{{/each}}', '{{#each list}}{{.}}{{/each}}'],
+      ['{{./here}} {{../up}}', '{{./here}} {{../up}}'],
+      ['{{lookup .m ".key"}}', '{{lookup m ".key"}}'],
+      ['{{! .comment }} {{!-- .long }} --}}', '{{! .comment }} {{!-- .long }} --}}'],
+      ['\\{{.literal}}', '\\{{.literal}}'],
+      ['a.b: .c', 'a.b: .c'],
+    ];
+    for (const [input, expected] of cases) assert.equal(rewriteGoStylePaths(input), expected, input);
+  });
+});
+
+describe('validateTemplateSource', () => {
+  it('returns the name of a valid template', () => {
+    assert.deepEqual(validateTemplateSource(tinkerbellTemplate), { name: 'ubuntu-install' });
+  });
+
+  it('names the field path and the line of a bad timeout', () => {
+    const source = tinkerbellTemplate.replace('retries: 2', 'timeout: ten');
+    const error = templateError(() => validateTemplateSource(source));
+    const line = lineContaining(source, 'timeout: ten');
+    assert.equal(line, 23);
+    assert.equal(error.line, line);
+    assert.equal(
+      error.message,
+      'line 23: tasks[0].actions[1].timeout: must be a positive integer number of seconds, got "ten"',
+    );
+  });
+
+  it('refuses unknown fields by name, suggesting the close one', () => {
+    const source = tinkerbellTemplate.replace('command:', 'comand:');
+    const error = templateError(() => validateTemplateSource(source));
+    // Problems come in line order: the action that lost its command (line 20), then the typo.
+    assert.deepEqual(error.message.split('\n'), [
+      'line 20: tasks[0].actions[1]: needs "image" (a container to run) or "command" (a process to run)',
+      'line 21: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
+        'allowed here: name, image, command, args, timeout, environment, volumes, retries',
+    ]);
+    assert.equal(error.problems[1]?.line, lineContaining(source, 'comand:'));
+  });
+
+  it('refuses unknown fields at every level', () => {
+    const source = tinkerbellTemplate
+      .replace('global_timeout: 1800', 'global_timeout: 1800\nglobal_timout: 5')
+      .replace('    volumes:\n      - /dev:/dev', '    volume: /dev\n    volumes:\n      - /dev:/dev');
+    const error = templateError(() => validateTemplateSource(source));
+    const paths = error.problems.map((problem) => [problem.line, problem.message.slice(0, 40)]);
+    assert.deepEqual(
+      error.problems.map((problem) => problem.line),
+      [lineContaining(source, 'global_timout'), lineContaining(source, 'volume: /dev')],
+      JSON.stringify(paths),
+    );
+    assert.match(error.message, /global_timout: unknown field \(did you mean "global_timeout"\?\)/);
+    assert.match(error.message, /tasks\[0\]\.volume: unknown field \(did you mean "volumes"\?\)/);
+  });
+
+  const structuralCases: readonly {
+    readonly what: string;
+    readonly from: string;
+    readonly to: string;
+    readonly line: string;
+    readonly message: RegExp;
+  }[] = [
+    {
+      what: 'a wrong version',
+      from: 'version: "0.1"',
+      to: 'version: "0.2"',
+      line: 'version',
+      message: /version: must be "0\.1", got "0\.2"/,
+    },
+    {
+      what: 'a bad name',
+      from: 'name: ubuntu-install',
+      to: 'name: "ubuntu install"',
+      line: 'name: "ubuntu',
+      message: /^line 2: name: must be 1-128 letters/,
+    },
+    {
+      what: 'a placeholder name',
+      from: 'name: ubuntu-install',
+      to: 'name: "{{ x }}"',
+      line: 'name: "{{',
+      message: /placeholders are not allowed here/,
+    },
+    {
+      what: 'a negative global timeout',
+      from: 'global_timeout: 1800',
+      to: 'global_timeout: -5',
+      line: 'global_timeout',
+      message: /global_timeout: must be a positive integer number of seconds, got -5/,
+    },
+    {
+      what: 'a week-long timeout',
+      from: 'timeout: 900',
+      to: 'timeout: 999999',
+      line: 'timeout: 999999',
+      message: /timeout: must be at most 604800 seconds/,
+    },
+    {
+      what: 'too many retries',
+      from: 'retries: 2',
+      to: 'retries: 11',
+      line: 'retries: 11',
+      message: /retries: must be an integer from 0 to 10, got 11/,
+    },
+    {
+      what: 'a task without a name',
+      from: '  - name: "os-installation"\n    worker',
+      to: '  - worker',
+      line: '  - worker',
+      message: /tasks\[0\]\.name: is required: a non-empty name, got nothing/,
+    },
+    {
+      what: 'an empty action name',
+      from: 'name: "wipe"',
+      to: 'name: ""',
+      line: 'name: ""',
+      message: /tasks\[0\]\.actions\[1\]\.name: is required/,
+    },
+    {
+      what: 'a duplicate action name',
+      from: 'name: "wipe"',
+      to: 'name: "stream-image"',
+      line: '- name: "stream-image"',
+      message: /tasks\[0\]\.actions\[1\]\.name: "stream-image" is already the name of another action/,
+    },
+    {
+      what: 'an environment list',
+      from: '      MIRROR_HOST: 10.0.0.1\n      SHARED: task',
+      to: '      - MIRROR_HOST=1',
+      line: 'environment:\n      - MIRROR_HOST=1',
+      message: /tasks\[0\]\.environment: environment must be a mapping, got a list/,
+    },
+    {
+      what: 'an environment mapping value',
+      from: 'COMPRESSED: true',
+      to: 'COMPRESSED: {a: 1}',
+      line: 'COMPRESSED',
+      message: /environment\.COMPRESSED: must be a string, number or boolean, got a mapping/,
+    },
+    {
+      what: 'a bad environment name',
+      from: 'COMPRESSED: true',
+      to: 'BAD-NAME: true',
+      line: 'BAD-NAME',
+      message: /environment\.BAD-NAME: is not a valid environment variable name/,
+    },
+    {
+      what: 'an unquoted placeholder',
+      from: 'worker: "{{.device_1}}"',
+      to: 'worker: {{.device_1}}',
+      line: 'worker:',
+      message:
+        /tasks\[0\]\.worker: must be a hardware id or MAC address, got a mapping \(a placeholder must be quoted/,
+    },
+    {
+      what: 'an action with neither image nor command',
+      from: '        image: quay.io/tinkerbell-actions/image2disk:v1.0.0\n',
+      to: '',
+      line: '- name: "stream-image"',
+      message: /tasks\[0\]\.actions\[0\]: needs "image" \(a container to run\) or "command"/,
+    },
+    {
+      what: 'an empty command list',
+      from: 'command: ["wipefs", "-a", "{{ hardware.metadata.disk }}"]',
+      to: 'command: []',
+      line: 'command: []',
+      message: /tasks\[0\]\.actions\[1\]\.command: must not be an empty list/,
+    },
+    {
+      what: 'args that are not a list',
+      from: 'args: [--force, 3]',
+      to: 'args: --force',
+      line: 'args:',
+      message: /tasks\[0\]\.actions\[1\]\.args: must be a list, got "--force"/,
+    },
+  ];
+  for (const { what, from, to, line, message } of structuralCases) {
+    it(`refuses ${what} at its line`, () => {
+      assert.ok(tinkerbellTemplate.includes(from), `fixture lacks ${from}`);
+      const source = tinkerbellTemplate.replace(from, to);
+      const error = templateError(() => validateTemplateSource(source));
+      // The last occurrence: a duplicate is reported where it repeats.
+      const expectedLine = source.slice(0, source.lastIndexOf(line)).split('\n').length;
+      assert.equal(error.line, expectedLine, error.message);
+      assert.match(error.message, message);
+    });
+  }
+
+  it('refuses a template that has no tasks, or a task with no actions', () => {
+    const noTasks = 'version: "0.1"\nname: t\nglobal_timeout: 60\ntasks: []\n';
+    assert.equal(
+      templateError(() => validateTemplateSource(noTasks)).message,
+      'line 4: tasks: must be a list of at least one task, got a list',
+    );
+    const noActions = 'version: "0.1"\nname: t\nglobal_timeout: 60\ntasks:\n  - name: x\n    actions: []\n';
+    assert.equal(
+      templateError(() => validateTemplateSource(noActions)).message,
+      'line 6: tasks[0].actions: must be a list of at least one action, got a list',
+    );
+  });
+
+  it('points a missing required field at the mapping that lacks it', () => {
+    const source =
+      'version: "0.1"\nname: t\ntasks:\n  - name: x\n    actions: [{name: a, command: "true"}]\n';
+    const error = templateError(() => validateTemplateSource(source));
+    assert.equal(
+      error.message,
+      'line 1: global_timeout: must be a positive integer number of seconds, got nothing',
+    );
+  });
+
+  it('refuses duplicate task names', () => {
+    const task = ['  - name: same', '    actions:', '      - name: a', '        command: "true"'];
+    const source = ['version: "0.1"', 'name: t', 'global_timeout: 60', 'tasks:', ...task, ...task].join('\n');
+    const error = templateError(() => validateTemplateSource(source));
+    assert.equal(error.message, 'line 9: tasks[1].name: "same" is already the name of another task (#0)');
+  });
+
+  it('reports YAML syntax errors and duplicate keys with their line', () => {
+    const broken = templateError(() => validateTemplateSource(withAction(['command: [echo', 'timeout: 5'])));
+    assert.match(broken.message, /^line \d+: YAML syntax: /);
+    assert.ok(broken.line !== undefined && broken.line >= 8, broken.message);
+    const duplicate = templateError(() =>
+      validateTemplateSource(withAction(['command: "a"', 'command: "b"'])),
+    );
+    assert.equal(duplicate.message, 'line 9: YAML syntax: Map keys must be unique');
+  });
+
+  it('reports placeholder syntax errors with their line', () => {
+    const unclosed = templateError(() => validateTemplateSource(withAction(['command: "{{#if x}}yes"'])));
+    assert.equal(unclosed.line, 8);
+    assert.match(unclosed.message, /^line 8: placeholder syntax error near /);
+    const goIndex = templateError(() =>
+      validateTemplateSource(withAction(['command: "{{ index .Hardware.Disks 0 }}"'])),
+    );
+    assert.match(
+      goIndex.message,
+      /^line 8: placeholder: You specified knownHelpersOnly, but used the unknown helper index/,
+    );
+  });
+
+  it('refuses partials and reserved names', () => {
+    const partial = templateError(() => validateTemplateSource(withAction(['command: "{{> other }}"'])));
+    assert.equal(partial.message, 'line 8: partials ({{> name}}) are not supported');
+    const reserved = templateError(() =>
+      validateTemplateSource(withAction(['command: "{{ constructor }}"'])),
+    );
+    assert.equal(reserved.message, 'line 8: placeholder name "constructor" is reserved');
+  });
+
+  it('refuses a document that is not a mapping, or several documents', () => {
+    assert.equal(
+      templateError(() => validateTemplateSource('- a\n- b\n')).message,
+      'line 1: the template must be a mapping, got a list',
+    );
+    const several = templateError(() => validateTemplateSource(`${tinkerbellTemplate}\n---\nname: x\n`));
+    assert.match(several.message, /YAML syntax: Source contains multiple documents/);
+  });
+
+  it('refuses a source over the size limit', () => {
+    const padding = `# ${'x'.repeat(templateSourceBytesMax)}\n`;
+    const error = templateError(() => validateTemplateSource(padding + tinkerbellTemplate));
+    assert.match(error.message, /^the template is \d+ bytes; at most 262144 are allowed$/);
+  });
+
+  it('refuses more tasks than the limit', () => {
+    const tasks = Array.from(
+      { length: tasksMax + 1 },
+      (_, i) => `  - {name: t${i}, actions: [{name: a, command: "true"}]}`,
+    );
+    const source = ['version: "0.1"', 'name: t', 'global_timeout: 60', 'tasks:', ...tasks].join('\n');
+    const error = templateError(() => validateTemplateSource(source));
+    assert.equal(error.message, `line 4: tasks: has ${tasksMax + 1} tasks; at most ${tasksMax} are allowed`);
+    const fewer = ['version: "0.1"', 'name: t', 'global_timeout: 60', 'tasks:', ...tasks.slice(1)].join('\n');
+    assert.deepEqual(validateTemplateSource(fewer), { name: 't' });
+  });
+
+  it('refuses more actions in all than the limit', () => {
+    const perTask = actionsMax / 4;
+    const actions = Array.from({ length: perTask }, (_, i) => `{name: a${i}, command: "true"}`).join(', ');
+    const task = (i: number, extra: string): string => `  - {name: t${i}, actions: [${actions}${extra}]}`;
+    const head = ['version: "0.1"', 'name: t', 'global_timeout: 60', 'tasks:'];
+    const atLimit = [...head, task(0, ''), task(1, ''), task(2, ''), task(3, '')].join('\n');
+    assert.deepEqual(validateTemplateSource(atLimit), { name: 't' });
+    const over = [
+      ...head,
+      task(0, ''),
+      task(1, ''),
+      task(2, ''),
+      task(3, ', {name: extra, command: "true"}'),
+    ].join('\n');
+    const error = templateError(() => validateTemplateSource(over));
+    assert.equal(
+      error.message,
+      `line 4: tasks: has ${actionsMax + 1} actions in all; at most ${actionsMax} are allowed`,
+    );
+  });
+});
