@@ -275,7 +275,23 @@ export class SlipwayCluster extends LocalCluster {
     const log = openSync(m.logPath, 'a');
     // `--import tsx` + the probe: the probe measures event-loop delay from inside the process
     // without touching src/ (slipway does not expose it yet). bin/slipway.js registers tsx itself.
-    const args = ['--import', 'tsx', '--import', probeModule, slipwayBin, 'server', '--id', m.name];
+    // --insecure: plaintext on loopback, as etcd runs here (TLS is on by default).
+    const args = [
+      '--import',
+      'tsx',
+      '--import',
+      probeModule,
+      slipwayBin,
+      'server',
+      '--insecure',
+      '--id',
+      m.name,
+    ];
+    // SLIPWAY_BENCH_PROFILE_DIR=DIR: each server writes a V8 CPU profile there when it stops
+    // (SIGTERM), named by PID; the server log names its PID. See bench/README.md.
+    const profileDir = process.env['SLIPWAY_BENCH_PROFILE_DIR'];
+    if (profileDir !== undefined && profileDir !== '')
+      args.unshift('--cpu-prof', '--cpu-prof-dir', profileDir);
     args.push(
       '--data-dir',
       m.dataDir,

@@ -1,11 +1,13 @@
-// `npm run bench -- control [--workers N] [--actions A] [--keep]`
+// `npm run bench -- control [--workers N] [--active K] [--actions A] [--keep]`
 // The control plane under many connected workers: a 3-node slipway cluster (real processes),
 // N simulated agents on real gRPC worker streams (one stream each, as the agent opens), one
 // workflow of A actions per worker. Each agent answers an action at once with a success, so the
 // figures measure the cluster, not the actions. Prints one JSON object per line:
 //  - dispatch latency: from a result's acknowledgment (it is committed and applied) to the next
-//    action arriving at that worker (p50, p99), and from sending the result (p50, p99);
-//  - workflows completed per second;
+//    action arriving at that worker (p50, p99), and from sending the result (p50, p99), in a
+//    steady phase (K workflows running, the other agents connected and idle) and in a burst
+//    (a workflow for every other machine created at once);
+//  - workflows completed per second in the burst;
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
 import { parseArgs } from 'node:util';
@@ -20,6 +22,8 @@ import { percentile, round, rssMb, sleep } from './stats.js';
 interface Options {
   readonly workers: number;
   readonly actions: number;
+  /** Workflows running at once in the steady phase. */
+  readonly active: number;
   readonly keep: boolean;
 }
 
@@ -28,6 +32,7 @@ function parseOptions(argv: readonly string[]): Options {
     args: [...argv],
     options: {
       workers: { type: 'string', default: '1000' },
+      active: { type: 'string', default: '50' },
       actions: { type: 'string', default: '5' },
       keep: { type: 'boolean', default: false },
     },
@@ -41,6 +46,7 @@ function parseOptions(argv: readonly string[]): Options {
   return {
     workers: int(values.workers, 'workers', 1, 5000),
     actions: int(values.actions, 'actions', 1, 50),
+    active: int(values.active, 'active', 1, 5000),
     keep: values.keep,
   };
 }
@@ -103,38 +109,53 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     });
     const rssBefore = cluster.livePids().map((p) => rssMb(p) ?? 0);
 
-    // Connect every worker first (idle: no workflows yet) to measure memory per stream.
-    const sinceAck: number[] = [];
-    const sinceSend: number[] = [];
+    // Simulated agents: each answers an action at once with a success and records how long the
+    // next action took to arrive after its previous result was sent and acknowledged.
+    interface Sim {
+      readonly key: string;
+      stream: ClientDuplexStream<ConnectRequest, ConnectResponse> | undefined;
+      sentAt: number;
+      ackAt: number | null;
+      done: boolean;
+    }
+    const samples = { sinceAck: [] as number[], sinceSend: [] as number[] };
     let completed = 0;
     let lastDone = 0;
-    const pending = new Map<string, { sentAt: number; ackAt: number | null }>();
-    process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
-    for (let i = 0; i < opts.workers; i++) {
-      const addr = endpoints[i % endpoints.length] ?? '';
-      const client = new WorkerClient(addr, credentials.createInsecure());
-      clients.push(client);
+    const sims: Sim[] = ids.map((i) => ({
+      key: `bench-${String(i)}`,
+      stream: undefined,
+      sentAt: 0,
+      ackAt: null,
+      done: false,
+    }));
+    const connect = (i: number): void => {
+      const sim = sims[i];
+      if (sim === undefined) return;
+      const client =
+        clients[i] ?? new WorkerClient(endpoints[i % endpoints.length] ?? '', credentials.createInsecure());
+      clients[i] = client;
       const md = new Metadata();
-      md.set('x-worker-id', `bench-${String(i)}`);
+      md.set('x-worker-id', sim.key);
       const s = client.connect(md);
-      const key = `bench-${String(i)}`;
+      sim.stream = s;
+      sim.sentAt = 0;
+      sim.ackAt = null;
       s.on('data', (msg: ConnectResponse) => {
         const k = msg.kind;
         if (k === undefined) return;
         if (k.$case === 'ack') {
-          const p = pending.get(key);
-          if (p !== undefined) p.ackAt = performance.now();
+          if (sim.sentAt > 0) sim.ackAt = performance.now();
           return;
         }
         if (k.$case !== 'action') return;
         const now = performance.now();
-        const p = pending.get(key);
-        if (p !== undefined) {
-          sinceSend.push(now - p.sentAt);
-          if (p.ackAt !== null) sinceAck.push(now - p.ackAt);
+        if (sim.sentAt > 0) {
+          samples.sinceSend.push(now - sim.sentAt);
+          if (sim.ackAt !== null) samples.sinceAck.push(now - sim.ackAt);
         }
         const attempt = k.value.attempt;
-        pending.set(key, { sentAt: performance.now(), ackAt: null });
+        sim.sentAt = performance.now();
+        sim.ackAt = null;
         s.write({
           kind: {
             $case: 'result',
@@ -144,68 +165,101 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         if (attempt !== undefined && attempt.actionIndex === opts.actions - 1) {
           completed++;
           lastDone = performance.now();
-          pending.delete(key);
+          sim.done = true;
+          sim.sentAt = 0;
         }
       });
       s.on('error', () => undefined);
       s.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'bench' } } });
       streams.push(s);
-    }
+    };
+    const waitCompleted = async (n: number, what: string): Promise<void> => {
+      const deadline = Date.now() + 600_000;
+      while (completed < n && Date.now() < deadline) await sleep(50);
+      if (completed < n)
+        throw new Error(
+          `${what}: only ${String(completed)} of ${String(n)} workflows completed in 10 minutes`,
+        );
+    };
+    const create = (list: readonly number[]): Promise<void> =>
+      pool(list, 32, async (i) => {
+        await call(control.workflowCreate.bind(control), {
+          template: 'bench',
+          hardwareId: `bench-${String(i)}`,
+          hardwareMap: {},
+        });
+      });
+    const latency = (phase: string, active: number): void => {
+      const a = [...samples.sinceAck].sort((x, y) => x - y);
+      const r = [...samples.sinceSend].sort((x, y) => x - y);
+      out({
+        bench: 'control',
+        metric: 'dispatch_latency_ms',
+        phase,
+        connected_workers: opts.workers,
+        active_workflows: active,
+        samples: a.length,
+        from_ack_p50: round(percentile(a, 0.5)),
+        from_ack_p99: round(percentile(a, 0.99)),
+        from_result_sent_p50: round(percentile(r, 0.5)),
+        from_result_sent_p99: round(percentile(r, 0.99)),
+        target_p99_ms: 50,
+      });
+      samples.sinceAck.length = 0;
+      samples.sinceSend.length = 0;
+    };
+
+    process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
+    for (const i of ids) connect(i);
     await sleep(3000);
     const rssConnected = cluster.livePids().map((p) => rssMb(p) ?? 0);
-    const perThousand = rssConnected.map((r, i) => ((r - (rssBefore[i] ?? 0)) * 1000) / opts.workers);
-
-    process.stderr.write(
-      `control: starting ${String(opts.workers)} workflows of ${String(opts.actions)} actions\n`,
-    );
-    const t0 = performance.now();
-    await pool(ids, 32, async (i) => {
-      await call(control.workflowCreate.bind(control), {
-        template: 'bench',
-        hardwareId: `bench-${String(i)}`,
-        hardwareMap: {},
-      });
-    });
-    const created = performance.now();
-    const deadline = Date.now() + 600_000;
-    while (completed < opts.workers && Date.now() < deadline) await sleep(100);
-    control.close();
-    if (completed < opts.workers)
-      throw new Error(
-        `only ${String(completed)} of ${String(opts.workers)} workflows completed in 10 minutes`,
-      );
-    const wall = (lastDone - t0) / 1000;
-    sinceAck.sort((a, b) => a - b);
-    sinceSend.sort((a, b) => a - b);
-    out({
-      bench: 'control',
-      metric: 'dispatch_latency_ms',
-      workers: opts.workers,
-      samples: sinceAck.length,
-      from_ack_p50: round(percentile(sinceAck, 0.5)),
-      from_ack_p99: round(percentile(sinceAck, 0.99)),
-      from_result_sent_p50: round(percentile(sinceSend, 0.5)),
-      from_result_sent_p99: round(percentile(sinceSend, 0.99)),
-      target_p99_ms: 50,
-    });
-    out({
-      bench: 'control',
-      metric: 'workflows_per_second',
-      workers: opts.workers,
-      actions_per_workflow: opts.actions,
-      workflows: opts.workers,
-      seconds: round(wall),
-      create_seconds: round((created - t0) / 1000),
-      value: round(opts.workers / wall),
-    });
+    const delta = rssConnected.map((r, i) => r - (rssBefore[i] ?? 0));
     out({
       bench: 'control',
       metric: 'server_rss_mb_per_1000_workers',
       workers: opts.workers,
-      per_node: perThousand.map((x) => round(x)),
+      value: round((delta.reduce((a, b) => a + b, 0) * 1000) / opts.workers),
+      per_node_delta_mb: delta.map((x) => round(x)),
       rss_before_mb: rssBefore.map((x) => round(x)),
       rss_connected_mb: rssConnected.map((x) => round(x)),
     });
+
+    // Steady: the first `active` machines' agents go offline, their workflows are created, then
+    // the agents come back at once; every other agent stays connected and idle.
+    const active = Math.min(opts.active, opts.workers);
+    const steadyIds = ids.slice(0, active);
+    for (const i of steadyIds) sims[i]?.stream?.cancel();
+    process.stderr.write(
+      `control: steady phase, ${String(active)} active workflows among ${String(opts.workers)} workers\n`,
+    );
+    await create(steadyIds);
+    for (const i of steadyIds) connect(i);
+    await waitCompleted(active, 'steady phase');
+    latency('steady', active);
+
+    // Burst: every other machine gets a workflow at once while all agents are connected.
+    const burstIds = ids.slice(active);
+    if (burstIds.length > 0) {
+      process.stderr.write(`control: burst phase, ${String(burstIds.length)} workflows created at once\n`);
+      const t0 = performance.now();
+      const before = completed;
+      await create(burstIds);
+      const created = performance.now();
+      await waitCompleted(before + burstIds.length, 'burst phase');
+      latency('burst', burstIds.length);
+      const wall = (lastDone - t0) / 1000;
+      out({
+        bench: 'control',
+        metric: 'workflows_per_second',
+        phase: 'burst',
+        workflows: burstIds.length,
+        actions_per_workflow: opts.actions,
+        seconds: round(wall),
+        create_seconds: round((created - t0) / 1000),
+        value: round(burstIds.length / wall),
+      });
+    }
+    control.close();
   } finally {
     for (const s of streams) s.cancel();
     for (const c of clients) c.close();

@@ -1,5 +1,5 @@
 // `npm run bench -- raft [--quick] [--writes N] [--mem-keys K] [--rounds R] [--slipway-only]
-//  [--only put,get,failover,memory]`
+//  [--only put,get,failover,memory] [--warmup N]`
 // Slipway's replicated store against etcd 3.4 on the same machine, same load generator,
 // same concurrency and value size. Prints one JSON object per result line on stdout (the first
 // describes the machine); progress goes to stderr. See bench/README.md.
@@ -23,6 +23,8 @@ const loadgenModule = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
 
 interface Options {
   readonly quick: boolean;
+  /** Unmeasured requests before each put and get run. */
+  readonly warmup: number;
   readonly writes: number;
   readonly memKeys: number;
   readonly rounds: number;
@@ -38,6 +40,7 @@ function parseOptions(argv: readonly string[]): Options {
     args: [...argv],
     options: {
       quick: { type: 'boolean', default: false },
+      warmup: { type: 'string', default: '500' },
       writes: { type: 'string' },
       'mem-keys': { type: 'string', default: '10000' },
       rounds: { type: 'string' },
@@ -59,6 +62,7 @@ function parseOptions(argv: readonly string[]): Options {
   }
   return {
     quick: values.quick,
+    warmup: int(values.warmup, 'warmup', 500, 0),
     writes: int(values.writes, 'writes', values.quick ? 20_000 : 200_000, 1),
     memKeys: int(values['mem-keys'], 'mem-keys', 10_000, 0),
     rounds: int(values.rounds, 'rounds', values.quick ? 2 : 5, 1),
@@ -153,6 +157,8 @@ interface LoadRun {
   readonly leader: string;
   /** CPU cores used during the measured window, per member (n1.. / m1..). */
   readonly cpu_cores: Record<string, number | null>;
+  /** CPU milliseconds each member spent per successful request: steadier than ops/s on a shared machine. */
+  readonly cpu_ms_per_op: Record<string, number | null>;
   readonly leader_event_loop_delay_ms: Record<string, unknown> | null;
 }
 
@@ -226,6 +232,15 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
     cores[m.name] =
       a === null || a === undefined || b === null || b === undefined ? null : round((b - a) / wall, 2);
   });
+  const perOp: Record<string, number | null> = {};
+  c.members.forEach((m, i) => {
+    const a = cpu0[i];
+    const b = cpu1[i];
+    perOp[m.name] =
+      a === null || a === undefined || b === null || b === undefined || result.ok === 0
+        ? null
+        : round(((b - a) * 1000) / result.ok, 3);
+  });
   cores['loadgen'] = round(result.loadgen_cpu_s / wall, 2);
   // Everything else on the (shared) machine: busy cores minus this benchmark's processes.
   const ours = Object.values(cores).reduce<number>((a, b) => a + (b ?? 0), 0);
@@ -237,6 +252,7 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
     result,
     leader: c.members[leaderIdx]!.name,
     cpu_cores: cores,
+    cpu_ms_per_op: perOp,
     leader_event_loop_delay_ms:
       c.system === 'etcd'
         ? null
@@ -436,6 +452,7 @@ async function measureSystem(c: LocalCluster, o: Options, res: SystemResults): P
         keyPrefix: `bench/c${conc}/`,
         keySpace: 0,
         timeLimitMs: 120_000,
+        warmup: o.warmup,
       });
       progress(`${c.system} put c${conc}: ${JSON.stringify(r)}`);
       res.put.set(conc, r);
@@ -454,6 +471,7 @@ async function measureSystem(c: LocalCluster, o: Options, res: SystemResults): P
       keyPrefix: 'bench/c64/',
       keySpace: Math.min(1000, counts[64]),
       timeLimitMs: 120_000,
+      warmup: o.warmup,
     });
     progress(`${c.system} get c64: ${JSON.stringify(res.get)}`);
   }
@@ -494,6 +512,7 @@ function compareLoad(
           truncated: r.result.truncated_by_time_limit,
           leader: r.leader,
           cpu_cores: r.cpu_cores,
+          cpu_ms_per_op: r.cpu_ms_per_op,
           ...(r.leader_event_loop_delay_ms !== null
             ? { leader_event_loop_delay_ms: r.leader_event_loop_delay_ms }
             : {}),

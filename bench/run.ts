@@ -1,10 +1,12 @@
 // `npm run bench -- NAME [flags]`: runs one benchmark by name. See bench/README.md.
 import { runControlBench } from './control.js';
 import { runRaftBench } from './raft.js';
+import { runWritePathBench } from './write-path.js';
 
 const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   raft: runRaftBench,
   control: runControlBench,
+  'write-path': runWritePathBench,
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -84,6 +84,17 @@ export const serverConfigSchema = z
     if (!c.join && c.peers.length > 0 && !c.peers.some((p) => p.id === c.id)) {
       ctx.addIssue({ code: 'custom', path: ['peers'], message: `must include this node (${c.id}) itself` });
     }
+    if (!c.insecure && c.tlsDir === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tlsDir'],
+        message:
+          'TLS is on by default: pass --tls-dir DIR (made by `slipway bootstrap`), or --insecure for a development cluster',
+      });
+    }
+    if (c.insecure && c.tlsDir !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['insecure'], message: 'give --tls-dir or --insecure, not both' });
+    }
     if (c.dhcpInterface !== undefined && c.dhcpAddr !== undefined) {
       ctx.addIssue({
         code: 'custom',

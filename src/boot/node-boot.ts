@@ -101,13 +101,35 @@ export async function startNodeBootServices(
         ...(cfg.artifactsDir === undefined ? {} : { artifactsDir: cfg.artifactsDir }),
         binariesDir: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
         logger: logger.child({ service: 'http' }),
+        onRequest: (e) => {
+          logger.debug({ service: 'http', ...e }, 'HTTP boot request');
+        },
       });
       started.push(http);
     }
     let tftp: TftpServer | undefined;
     if (cfg.tftpAddr !== undefined) {
       const { host, port } = splitHostPort(cfg.tftpAddr);
-      tftp = await startTftpServer({ host, port, root: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir) });
+      const log = logger.child({ service: 'tftp' });
+      tftp = await startTftpServer({
+        host,
+        port,
+        root: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
+        hooks: {
+          onTransferStart: (e) => {
+            log.debug({ filename: e.filename, client: e.client }, 'TFTP transfer started');
+          },
+          onTransferEnd: (e) => {
+            log.debug({ filename: e.filename, end: e.end }, 'TFTP transfer ended');
+          },
+          onRequestRefused: (e) => {
+            log.info({ filename: e.filename, code: e.code, reason: e.message }, 'TFTP request refused');
+          },
+          onError: (err) => {
+            log.warn({ err }, 'TFTP server error');
+          },
+        },
+      });
       started.push(tftp);
     }
     let dhcp: DhcpServer | undefined;

@@ -57,7 +57,19 @@ templateCommand(program, connect);
 workflowCommand(program, connect);
 tokenCommand(program, connect);
 workerCommand(program, () => program.opts());
-clusterCommand(program, () => parseOutputFormat(program.opts().output));
+clusterCommand(program, () => parseOutputFormat(program.opts().output), {
+  servers: () => parseServers(program.opts().server),
+  clientFor: (server) => {
+    const o = program.opts();
+    const c = new ClusterClient([server], {
+      timeoutMs: 3000,
+      token: operatorToken(o.tokenFile),
+      ca: clusterCa(o.ca),
+    });
+    clients.push(c);
+    return c;
+  },
+});
 
 function operatorToken(file: string | undefined): string | undefined {
   if (file === undefined) return process.env['SLIPWAY_TOKEN'];

@@ -1,6 +1,7 @@
 // The raft driver (etcd's Ready loop): owns the timers, persists what the core asks for in
-// one synced write, sends messages, applies committed entries to the state machine, and
-// turns proposals and reads into promises. All I/O of consensus lives here.
+// one write (synced, unless only the commit index moved: see LogStore.save), sends messages,
+// applies committed entries to the state machine, and turns proposals and reads into
+// promises. All I/O of consensus lives here.
 import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { StateMachine } from '../state/machine.js';

@@ -18,16 +18,44 @@ const textDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /** A varint never needs more than 8 bytes for a value below 2^53 (8 * 7 = 56 bits). */
 const varintBytesMax = 8;
 
+// String.prototype.isWellFormed (Node 20 has it; es2023's lib does not declare it) answers in
+// constant time for strings V8 stores one byte per character, which is nearly all of ours.
+const nativeIsWellFormed = (String.prototype as { isWellFormed?: (this: string) => boolean }).isWellFormed;
+
 /**
  * True when the string has no unpaired surrogate, so it survives a UTF-8 round trip unchanged.
  * In a `u` regex a proper pair is one code point, so \p{Cs} matches only lone halves.
  */
 export function isWellFormed(s: string): boolean {
-  return !/\p{Cs}/u.test(s);
+  return nativeIsWellFormed !== undefined ? nativeIsWellFormed.call(s) : !/\p{Cs}/u.test(s);
 }
 
-/** The length of the string's UTF-8 encoding, without allocating it. */
+/** The encoded size of a length-prefixed string (BinaryWriter.string). */
+export function stringBytes(s: string): number {
+  const length = utf8Length(s);
+  return uvarintBytes(length) + length;
+}
+
+/** The encoded size of `value` as a uvarint (1 to 8 bytes for a safe integer). */
+export function uvarintBytes(value: number): number {
+  let bytes = 1;
+  for (let v = value; v >= 0x80; v = Math.floor(v / 0x80)) bytes++;
+  return bytes;
+}
+
+/** Strings longer than this are measured by the native encoder rather than by a loop. */
+const utf8LoopLengthMax = 32;
+/** Strings longer than this are measured by the loop again, so the scratch stays small. */
+const utf8ScratchLengthMax = 1 << 16;
+/** Where long strings are encoded only to be measured; its contents are never read. */
+let utf8Scratch = new Uint8Array(3 * 256);
+
+/** The length of the string's UTF-8 encoding (a lone surrogate counts as U+FFFD, 3 bytes). */
 export function utf8Length(s: string): number {
+  if (s.length > utf8LoopLengthMax && s.length <= utf8ScratchLengthMax) {
+    if (utf8Scratch.length < 3 * s.length) utf8Scratch = new Uint8Array(3 * s.length);
+    return textEncoder.encodeInto(s, utf8Scratch).written;
+  }
   let n = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
@@ -48,8 +76,9 @@ export class BinaryWriter {
   #bytes: Uint8Array;
   #length = 0;
 
+  /** `initialCapacityBytes`: give the exact size when it is known, so finish() need not copy. */
   constructor(initialCapacityBytes = 64) {
-    this.#bytes = new Uint8Array(Math.max(16, initialCapacityBytes));
+    this.#bytes = new Uint8Array(Math.max(1, initialCapacityBytes));
   }
 
   get length(): number {
@@ -99,7 +128,19 @@ export class BinaryWriter {
   /** Length-prefixed UTF-8. The caller checks well-formedness; a lone surrogate would not round-trip. */
   string(value: string): this {
     if (!isWellFormed(value)) throw new RangeError('string contains an unpaired surrogate');
-    return this.bytes(textEncoder.encode(value));
+    const length = utf8Length(value);
+    this.uvarint(length);
+    this.#reserve(length);
+    const bytes = this.#bytes;
+    const at = this.#length;
+    if (length === value.length && length <= utf8LoopLengthMax) {
+      // Short ASCII (names, keys): copying the units beats a call into the encoder.
+      for (let i = 0; i < length; i++) bytes[at + i] = value.charCodeAt(i);
+    } else {
+      textEncoder.encodeInto(value, bytes.subarray(at, at + length));
+    }
+    this.#length = at + length;
+    return this;
   }
 
   /** Bytes without a length prefix. */
@@ -110,8 +151,17 @@ export class BinaryWriter {
     return this;
   }
 
-  /** The bytes written so far, as a new array of exactly that length. */
+  /** A view of the bytes written so far (no copy); valid until the next write. */
+  written(): Uint8Array {
+    return this.#bytes.subarray(0, this.#length);
+  }
+
+  /**
+   * The bytes written so far, as an array of exactly that length. A writer created with the
+   * exact size hands over its own array without a copy; either way, do not write after this.
+   */
   finish(): Uint8Array {
+    if (this.#length === this.#bytes.length) return this.#bytes;
     return this.#bytes.slice(0, this.#length);
   }
 

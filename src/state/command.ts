@@ -19,7 +19,15 @@
 // The control type came later: its tag (4, and 5 for its result) is new, so every earlier
 // command and result keeps its bytes. The control plane's JSON has its own version byte so its
 // schema can change without touching the framing.
-import { BinaryReader, BinaryWriter, DecodeError, isWellFormed, utf8Length } from './binary.js';
+import {
+  BinaryReader,
+  BinaryWriter,
+  DecodeError,
+  isWellFormed,
+  stringBytes,
+  utf8Length,
+  uvarintBytes,
+} from './binary.js';
 import {
   decodeControlCommand,
   decodeControlResult,
@@ -275,10 +283,22 @@ export function encodeCommand(command: Command): Uint8Array {
       ? commandProblem(command)
       : (envelopeProblem(command) ?? ('problem' in payload ? payload.problem : undefined));
   if (problem !== undefined) throw new InvalidCommandError(`invalid ${command.type} command: ${problem}`);
-  const w = new BinaryWriter(command.type === 'put' ? command.value.length + 64 : 32);
-  w.u8(commandCodecVersion).u8(commandTypes.indexOf(command.type)).uvarint(command.stampMs);
+  const json = payload !== undefined && 'json' in payload ? payload.json : undefined;
   const session = command.type === 'registerClient' ? undefined : command.session;
   const prevRevision = command.type === 'put' || command.type === 'delete' ? command.prevRevision : undefined;
+  // Sized exactly, so that finish() hands over the writer's array without copying it.
+  let size = 3 + uvarintBytes(command.stampMs);
+  if (session !== undefined) {
+    size += uvarintBytes(session.clientId) + uvarintBytes(session.seq) + uvarintBytes(session.ackedSeq);
+  }
+  if (command.type === 'put' || command.type === 'delete') {
+    size += stringBytes(command.ns) + stringBytes(command.key);
+    if (command.type === 'put') size += uvarintBytes(command.value.length) + command.value.length;
+    if (prevRevision !== undefined) size += uvarintBytes(prevRevision);
+  }
+  if (json !== undefined) size += 1 + stringBytes(json);
+  const w = new BinaryWriter(size);
+  w.u8(commandCodecVersion).u8(commandTypes.indexOf(command.type)).uvarint(command.stampMs);
   w.u8((session === undefined ? 0 : flagSession) | (prevRevision === undefined ? 0 : flagPrevRevision));
   if (session !== undefined) w.uvarint(session.clientId).uvarint(session.seq).uvarint(session.ackedSeq);
   if (command.type === 'put' || command.type === 'delete') {
@@ -286,7 +306,7 @@ export function encodeCommand(command: Command): Uint8Array {
     if (command.type === 'put') w.bytes(command.value);
     if (prevRevision !== undefined) w.uvarint(prevRevision);
   }
-  if (payload !== undefined && 'json' in payload) w.u8(controlPayloadVersion).string(payload.json);
+  if (json !== undefined) w.u8(controlPayloadVersion).string(json);
   return w.finish();
 }
 
@@ -312,39 +332,52 @@ export function decodeCommand(bytes: Uint8Array): Command {
   if ((type === 'noop' || type === 'registerClient' || type === 'control') && hasPrev) {
     throw new DecodeError(`${type} cannot carry a prevRevision`);
   }
-  const session = hasSession
+  const session: SessionTag | undefined = hasSession
     ? {
         clientId: r.uvarint('session clientId'),
         seq: r.uvarint('session seq'),
         ackedSeq: r.uvarint('session ackedSeq'),
       }
     : undefined;
-  const base = { stampMs, ...(session === undefined ? {} : { session }) };
+  // Built field by field rather than by spreading: this runs for every entry on every node.
+  // Optional fields are absent, not undefined, as the encoder's input had them.
   let command: Command;
   switch (type) {
     case 'noop':
-      command = { type, ...base };
+      command = session === undefined ? { type, stampMs } : { type, stampMs, session };
       break;
     case 'registerClient':
       command = { type, stampMs };
       break;
-    case 'put':
+    case 'put': {
+      const ns = r.string('ns', namespaceBytesMax);
+      const key = r.string('key', keyBytesMax);
+      const value = r.bytes('value', valueBytesMax);
+      const put: Mutable<PutCommand> =
+        session === undefined
+          ? { type, stampMs, ns, key, value }
+          : { type, stampMs, session, ns, key, value };
+      if (hasPrev) put.prevRevision = r.uvarint('prevRevision');
+      command = put;
+      break;
+    }
     case 'delete': {
       const ns = r.string('ns', namespaceBytesMax);
       const key = r.string('key', keyBytesMax);
-      if (type === 'put') {
-        const value = r.bytes('value', valueBytesMax);
-        const prev = hasPrev ? { prevRevision: r.uvarint('prevRevision') } : {};
-        command = { type, ...base, ns, key, value, ...prev };
-      } else {
-        const prev = hasPrev ? { prevRevision: r.uvarint('prevRevision') } : {};
-        command = { type, ...base, ns, key, ...prev };
-      }
+      const del: Mutable<DeleteCommand> =
+        session === undefined ? { type, stampMs, ns, key } : { type, stampMs, session, ns, key };
+      if (hasPrev) del.prevRevision = r.uvarint('prevRevision');
+      command = del;
       break;
     }
-    case 'control':
-      command = { type, ...base, command: readControlPayload(r) };
+    case 'control': {
+      const control = readControlPayload(r);
+      command =
+        session === undefined
+          ? { type, stampMs, command: control }
+          : { type, stampMs, session, command: control };
       break;
+    }
     default:
       return unreachable(type);
   }
@@ -389,13 +422,37 @@ function readPrev(r: BinaryReader): VersionedValue {
 }
 
 export function encodeResult(result: CommandResult): Uint8Array {
-  const w = new BinaryWriter(
-    result.type === 'put' || result.type === 'delete' ? 64 + (result.prev?.value.length ?? 0) : 32,
-  );
+  // The variable parts first, so that the writer is sized exactly and finish() does not copy.
+  const message = result.type === 'error' ? headUtf8(result.message, errorMessageBytesMax) : '';
+  const json = result.type === 'control' ? encodeControlResult(result.result) : '';
+  let size = 2;
+  switch (result.type) {
+    case 'error':
+      size += stringBytes(result.code) + stringBytes(message);
+      break;
+    case 'noop':
+      size += uvarintBytes(result.revision);
+      break;
+    case 'registerClient':
+      size += uvarintBytes(result.clientId);
+      break;
+    case 'put':
+      size += uvarintBytes(result.revision) + 1 + (result.prev === undefined ? 0 : prevBytes(result.prev));
+      break;
+    case 'delete':
+      size += uvarintBytes(result.revision) + prevBytes(result.prev);
+      break;
+    case 'control':
+      size += 1 + stringBytes(json);
+      break;
+    default:
+      return unreachable(result);
+  }
+  const w = new BinaryWriter(size);
   w.u8(resultCodecVersion).u8(resultTypes.indexOf(result.type));
   switch (result.type) {
     case 'error':
-      w.string(result.code).string(headUtf8(result.message, errorMessageBytesMax));
+      w.string(result.code).string(message);
       break;
     case 'noop':
       w.uvarint(result.revision);
@@ -412,12 +469,22 @@ export function encodeResult(result: CommandResult): Uint8Array {
       writePrev(w, result.prev);
       break;
     case 'control':
-      w.u8(controlPayloadVersion).string(encodeControlResult(result.result));
+      w.u8(controlPayloadVersion).string(json);
       break;
     default:
       return unreachable(result);
   }
   return w.finish();
+}
+
+function prevBytes(prev: VersionedValue): number {
+  return (
+    uvarintBytes(prev.value.length) +
+    prev.value.length +
+    uvarintBytes(prev.createRevision) +
+    uvarintBytes(prev.modRevision) +
+    uvarintBytes(prev.version)
+  );
 }
 
 /** Decodes a result (clients use this on what apply returned). Throws DecodeError on bad bytes. */
@@ -484,6 +551,8 @@ function readControlResult(r: BinaryReader): ControlResult {
     throw e;
   }
 }
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 function unreachable(x: never): never {
   throw new Error(`unreachable: ${JSON.stringify(x)}`);

@@ -14,7 +14,7 @@
 // The control plane. `control` commands go to the ControlState this store owns, at the store's
 // clock and inside the same session machinery as puts, so a retried control command is applied
 // once. They do not advance the KV revision.
-import { BinaryReader, BinaryWriter, DecodeError } from './binary.js';
+import { BinaryReader, BinaryWriter, DecodeError, stringBytes, uvarintBytes } from './binary.js';
 import {
   decodeCommand,
   encodeResult,
@@ -226,11 +226,37 @@ export class KvStore implements StateMachine {
    * order the writes arrived in.
    */
   snapshot(): Uint8Array {
-    const w = new BinaryWriter(1024);
+    // Sized exactly before writing: a snapshot can be many megabytes, and growing the buffer,
+    // trimming it and appending the checksum would copy all of it several times.
+    const sessionsWriter = new BinaryWriter(256);
+    this.#sessions.write(sessionsWriter);
+    const sessions = sessionsWriter.written();
+    const control = this.control.snapshot();
+    const names = this.namespaces();
+    let size =
+      snapshotMagic.length +
+      1 +
+      uvarintBytes(this.#appliedIndex) +
+      uvarintBytes(this.#revision) +
+      uvarintBytes(this.#nowMs) +
+      sessions.length +
+      uvarintBytes(names.length) +
+      uvarintBytes(control.length) +
+      control.length +
+      4;
+    for (const name of names) {
+      const space = this.#namespaces.get(name)!;
+      size += stringBytes(name) + uvarintBytes(space.keys.size);
+      for (const [key, v] of space.values) {
+        size += stringBytes(key) + uvarintBytes(v.value.length) + v.value.length;
+        size += uvarintBytes(v.createRevision) + uvarintBytes(v.modRevision) + uvarintBytes(v.version);
+      }
+    }
+
+    const w = new BinaryWriter(size);
     w.raw(Uint8Array.from(snapshotMagic)).u8(snapshotVersion);
     w.uvarint(this.#appliedIndex).uvarint(this.#revision).uvarint(this.#nowMs);
-    this.#sessions.write(w);
-    const names = this.namespaces();
+    w.raw(sessions);
     w.uvarint(names.length);
     for (const name of names) {
       const space = this.#namespaces.get(name)!;
@@ -240,9 +266,9 @@ export class KvStore implements StateMachine {
         w.string(key).bytes(v.value).uvarint(v.createRevision).uvarint(v.modRevision).uvarint(v.version);
       }
     }
-    w.bytes(this.control.snapshot());
-    const body = w.finish();
-    return new BinaryWriter(body.length + 4).raw(body).u32(crc32c(body)).finish();
+    w.bytes(control);
+    w.u32(crc32c(w.written()));
+    return w.finish();
   }
 
   restore(data: Uint8Array): void {
@@ -362,8 +388,9 @@ export class KvStore implements StateMachine {
     target.values.set(key, stored);
     if (existing === undefined) target.keys.add(key);
     return {
-      result: { type: 'put', revision, ...(existing === undefined ? {} : { prev: existing }) },
-      change: { revision, ns, key, type: 'put', value: value.slice() },
+      result: existing === undefined ? { type: 'put', revision } : { type: 'put', revision, prev: existing },
+      // The stored value itself: #notify copies it only when someone listens.
+      change: { revision, ns, key, type: 'put', value },
     };
   }
 
@@ -401,7 +428,9 @@ export class KvStore implements StateMachine {
   }
 
   #notify(effect: Effect): void {
-    if (effect.change !== undefined) this.onChange?.(effect.change);
+    const change = effect.change;
+    if (change === undefined || this.onChange === undefined) return;
+    this.onChange(change.value === undefined ? change : { ...change, value: change.value.slice() });
   }
 }
 

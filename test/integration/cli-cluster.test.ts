@@ -158,6 +158,7 @@ describe('membership and leadership', () => {
       id: 'n4',
       raftAddr: `127.0.0.1:${nextPort()}`,
       apiAddr: `127.0.0.1:${nextPort()}`,
+      metricsAddr: `127.0.0.1:${nextPort()}`,
       dataDir: join(cluster.dir, 'n4'),
       proc: null,
     };
@@ -166,6 +167,7 @@ describe('membership and leadership', () => {
       [
         slipwayBin,
         'server',
+        '--insecure',
         '--id',
         'n4',
         '--data-dir',
@@ -257,7 +259,8 @@ describe('bad configuration and damaged data', () => {
         '--peers': 'x1=127.0.0.1:1',
         ...over,
       };
-      return ['server', ...Object.entries(all).flatMap(([k, v]) => (v === null ? [] : [k, v]))];
+      const args = Object.entries(all).flatMap(([k, v]) => (v === null ? [] : [k, v]));
+      return ['server', '--insecure', ...args];
     };
     const noPeers = await cli(flags({ '--peers': null }));
     assert.equal(noPeers.code, 2);
@@ -291,6 +294,7 @@ describe('bad configuration and damaged data', () => {
     await db.close();
     const r = await cli([
       'server',
+      '--insecure',
       '--id',
       victim.id,
       '--data-dir',

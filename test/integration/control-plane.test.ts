@@ -96,6 +96,7 @@ before(async () => {
   const tokenFile = join(cluster.dir, 'admin.token');
   writeFileSync(tokenFile, adminToken);
   cluster.extraArgs.push('--admin-token-file', tokenFile);
+  cluster.token = adminToken;
   cluster.startAll();
   await cluster.waitForLeader();
   admin = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 20_000, token: adminToken });
@@ -283,6 +284,31 @@ describe('workflows across node loss', () => {
     const late = (action?.stoppedMs ?? 0) - deadlineMs;
     assert.ok(late >= 0 && late < 3000, `timeout fired ${String(late)} ms after the deadline`);
     await stopProcess(worker);
+  });
+});
+
+describe('operability', () => {
+  test('each node serves Prometheus metrics of the workflows, workers and raft', async () => {
+    for (const n of cluster.nodes) {
+      const res = await fetch(`http://${n.metricsAddr}/metrics`);
+      assert.equal(res.status, 200);
+      const text = await res.text();
+      const value = (re: RegExp): number => {
+        const m = re.exec(text);
+        assert.ok(m, `${re.source} in the metrics of ${n.id}`);
+        return Number(m[1]);
+      };
+      // The workflows of the first test finished, on every node's copy of the state.
+      assert.ok(value(/^slipway_workflows\{state="SUCCESS"\} (\d+)$/m) >= workerCount * workflowsPerWorker);
+      assert.ok(value(/^slipway_raft_term (\d+)$/m) >= 1);
+      assert.ok(value(/^slipway_raft_applied_index (\d+)$/m) > 0);
+      assert.ok(value(/^slipway_provisioning_success_ratio ([\d.]+)$/m) > 0);
+      assert.match(text, /^slipway_connected_workers \d+$/m);
+      assert.match(text, /^slipway_action_duration_seconds_bucket\{le="1",result="succeeded"\} \d+$/m);
+      assert.match(text, /^slipway_timeouts_total\{kind="action"\} \d+$/m);
+    }
+    const missing = await fetch(`http://${cluster.nodes[0]?.metricsAddr ?? ''}/nope`);
+    assert.equal(missing.status, 404);
   });
 });
 

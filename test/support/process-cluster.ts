@@ -16,6 +16,8 @@ export interface ProcNode {
   readonly id: string;
   readonly raftAddr: string;
   readonly apiAddr: string;
+  /** Prometheus /metrics. */
+  readonly metricsAddr: string;
   readonly dataDir: string;
   proc: ChildProcess | null;
 }
@@ -31,6 +33,8 @@ export function nextPort(): number {
 export class ProcessCluster {
   readonly dir: string;
   readonly nodes: ProcNode[];
+  /** The operator token for status calls, when the nodes require tokens. */
+  token: string | undefined;
   /** Flags every node gets; may be extended before the nodes start. */
   readonly extraArgs: string[];
 
@@ -41,6 +45,7 @@ export class ProcessCluster {
       id: `n${i + 1}`,
       raftAddr: `127.0.0.1:${nextPort()}`,
       apiAddr: `127.0.0.1:${nextPort()}`,
+      metricsAddr: `127.0.0.1:${nextPort()}`,
       dataDir: join(this.dir, `n${i + 1}`),
       proc: null,
     }));
@@ -62,7 +67,9 @@ export class ProcessCluster {
       '--raft-addr',
       node.raftAddr,
     ];
-    args.push('--api-addr', node.apiAddr, '--peers', this.peers(), ...this.extraArgs);
+    args.push('--api-addr', node.apiAddr, '--peers', this.peers(), '--metrics-addr', node.metricsAddr);
+    // Plaintext unless the test brings its own certificates.
+    args.push(...(this.extraArgs.includes('--tls-dir') ? [] : ['--insecure']), ...this.extraArgs);
     node.proc = spawn(process.execPath, args, { stdio: ['ignore', log, log] });
   }
 
@@ -96,7 +103,9 @@ export class ProcessCluster {
     const c = new KvClient(node.apiAddr, credentials.createInsecure());
     try {
       return await new Promise<StatusResponse | null>((resolve) => {
-        c.status({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+        const md = new Metadata();
+        if (this.token !== undefined) md.set('authorization', `Bearer ${this.token}`);
+        c.status({}, md, { deadline: Date.now() + timeoutMs }, (err, res) =>
           resolve(err === null ? res : null),
         );
       });

@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import { canonicalMac, type BootInventory, type BootRecord } from '../inventory.js';
 import { ipxeScriptPath, joinBaseUrl, binaryPrefix } from '../http/paths.js';
 import { clientHardwareAddress, decodeDhcpPacket, encodeDhcpPacket, type DhcpPacket } from './codec.js';
-import { DhcpDecodeError, DhcpSettingsError } from './errors.js';
+import { DhcpDecodeError, DhcpEncodeError, DhcpSettingsError } from './errors.js';
 import {
   decideBoot,
   defaultIpxeBinaries,
@@ -372,7 +372,25 @@ class ServerLoop implements DhcpServer {
         address: target.address,
         port: destination.via === 'relay' ? this.#relayPort : this.#clientPort,
       };
-      const bytes = encodeDhcpPacket(packet, { maxMessageSize: outcome.maxMessageSize });
+      let bytes: Uint8Array;
+      try {
+        bytes = encodeDhcpPacket(packet, { maxMessageSize: outcome.maxMessageSize });
+      } catch (error) {
+        if (!(error instanceof DhcpEncodeError)) throw error;
+        // What a reply must echo (option 82, client id) came in too big for any reply: the
+        // request is bad input, not our failure, and must not let a client flood the error log.
+        this.counters.ignored += 1;
+        this.#logger.debug(
+          { ...facts, problem: error.message },
+          'DHCP reply would be too large; not answered',
+        );
+        this.#hooks.onIgnore?.({
+          from,
+          request,
+          reason: 'the reply would be too large for the echoed options',
+        });
+        return;
+      }
       if (this.#closed) return;
       await this.#sockets.send(bytes, to);
       this.counters.replied += 1;

@@ -23,7 +23,14 @@ interface ClusterFile {
   }[];
 }
 
-export function clusterCommand(program: Command, output: () => OutputFormat): void {
+export interface StatusAccess {
+  /** The global --server list (or SLIPWAY_SERVER, or the local cluster). */
+  readonly servers: () => string[];
+  /** A client for one node, with the global token and CA. */
+  readonly clientFor: (server: string) => ClusterClient;
+}
+
+export function clusterCommand(program: Command, output: () => OutputFormat, access: StatusAccess): void {
   const cluster = program.command('cluster').description('run a local cluster on loopback');
   cluster
     .command('up')
@@ -54,7 +61,18 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
         const dataDir = join(dir, id);
         const log = join(dir, `${id}.log`);
         const fd = openSync(log, 'a');
-        const args = [slipwayBin, 'server', '--id', id, '--data-dir', dataDir, '--raft-addr', raftAddr];
+        // The development cluster on loopback: plaintext and no tokens.
+        const args = [
+          slipwayBin,
+          'server',
+          '--insecure',
+          '--id',
+          id,
+          '--data-dir',
+          dataDir,
+          '--raft-addr',
+          raftAddr,
+        ];
         args.push('--api-addr', apiAddr, '--peers', peers, '--metrics-addr', `127.0.0.1:${base + 91 + i}`);
         const child = spawn(process.execPath, args, {
           stdio: ['ignore', fd, fd],
@@ -98,19 +116,11 @@ export function clusterCommand(program: Command, output: () => OutputFormat): vo
     });
   cluster
     .command('status')
-    .description('members, leader, term, commit and applied index, health of each node')
-    .option('--server <list>', 'API addresses to ask (default: SLIPWAY_SERVER)')
-    .action(async (o) => {
-      const servers = (
-        o.server ??
-        process.env['SLIPWAY_SERVER'] ??
-        '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003'
-      )
-        .split(',')
-        .filter((s) => s !== '');
+    .description('members, leader, term, commit and applied index, health of each node in --server')
+    .action(async () => {
       const rows = await Promise.all(
-        servers.map(async (addr) => {
-          const c = new ClusterClient([addr], 3000);
+        access.servers().map(async (addr) => {
+          const c = access.clientFor(addr);
           try {
             const s = await c.call('status', {});
             return {

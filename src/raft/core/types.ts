@@ -95,17 +95,22 @@ export interface Message {
 }
 
 export function message(fields: Partial<Message> & Pick<Message, 'type' | 'from' | 'to' | 'term'>): Message {
+  // Every field named, not spread over defaults: one object shape for every message keeps the
+  // core and the codec on monomorphic property access, and a spread costs more per message.
   return {
-    index: 0,
-    logTerm: 0,
-    commit: 0,
-    entries: [],
-    reject: false,
-    rejectHint: 0,
-    context: 0,
-    snapshot: null,
-    transfer: false,
-    ...fields,
+    type: fields.type,
+    from: fields.from,
+    to: fields.to,
+    term: fields.term,
+    index: fields.index ?? 0,
+    logTerm: fields.logTerm ?? 0,
+    commit: fields.commit ?? 0,
+    entries: fields.entries ?? [],
+    reject: fields.reject ?? false,
+    rejectHint: fields.rejectHint ?? 0,
+    context: fields.context ?? 0,
+    snapshot: fields.snapshot ?? null,
+    transfer: fields.transfer ?? false,
   };
 }
 
@@ -132,7 +137,8 @@ export interface ReadFailure {
 /**
  * The core's output: what the driver must persist, send and apply. Order of handling:
  * 1. `messages` may be sent at once (they do not depend on unpersisted local state).
- * 2. `entries` (and `truncateAfter`), `hardState` and `snapshot` are written in one synced batch.
+ * 2. `entries` (and `truncateAfter`), `hardState` and `snapshot` are written in one synced batch
+ *    (a batch that only moves the commit index need not be synced: raft can recompute it).
  * 3. Only after that write completes are `messagesAfterPersist` sent, and `advance()` called.
  * 4. `committedEntries` are durable locally and committed: apply them in order.
  */

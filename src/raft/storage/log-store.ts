@@ -30,7 +30,11 @@ export interface LogStore {
    * anywhere before the tail rejects with a StorageCorruptionError naming the index and file.
    */
   load(): Promise<LoadedState>;
-  /** Writes hard state, entries and snapshot in one batch with sync: true. */
+  /**
+   * Writes hard state, entries and snapshot in one batch, synced to disk before it resolves. A
+   * batch that changes only the hard state's commit index may skip the sync: raft needs the
+   * commit index only as a hint, and entries, terms and votes are always synced.
+   */
   save(batch: SaveBatch): Promise<void>;
   /**
    * Stores a snapshot the local state machine took at meta.index and drops log entries with

@@ -15,7 +15,7 @@ import { pino, type Logger } from 'pino';
 import { RaftService, type SnapshotAck, type SnapshotChunk, type StreamAck } from '../../gen/raft.js';
 import type { Member, Message, NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
-import { decodeEnvelope, encodeMessageFrame, messageFromWire } from './codec.js';
+import { CodecError, decodeEnvelopeMessages, encodeMessageFrame } from './codec.js';
 import { peerServerCredentials, peerServerOptions, type PeerTls } from './grpc-config.js';
 import {
   messageBytesMaxDefault,
@@ -222,19 +222,16 @@ export class GrpcTransport implements Transport {
   private receiveEnvelope(bytes: Buffer, sender: string): void {
     const handlers = this.handlers;
     if (this.stopped || handlers === null) return;
-    let wire;
+    let received;
     try {
-      wire = decodeEnvelope(bytes);
+      received = decodeEnvelopeMessages(bytes);
     } catch (err) {
       this.logger.warn({ err, sender }, 'dropping an undecodable raft envelope');
       return;
     }
-    for (const w of wire) {
-      let msg: Message;
-      try {
-        msg = messageFromWire(w);
-      } catch (err) {
-        this.logger.warn({ err, sender }, 'dropping a malformed raft message');
+    for (const msg of received) {
+      if (msg instanceof CodecError) {
+        this.logger.warn({ err: msg, sender }, 'dropping a malformed raft message');
         continue;
       }
       if (msg.to !== this.id) {

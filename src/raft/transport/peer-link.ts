@@ -217,7 +217,13 @@ export class PeerLink {
       this.writesInFlight < writesInFlightMax &&
       this.queue.length > 0
     ) {
-      const envelope = Buffer.concat(this.queue.takeBatch(this.maxMessageBytes));
+      const frames = this.queue.takeBatch(this.maxMessageBytes);
+      // A lone frame is already an envelope: send a view of it rather than a copy.
+      const single = frames.length === 1 ? frames[0] : undefined;
+      const envelope =
+        single === undefined
+          ? Buffer.concat(frames)
+          : Buffer.from(single.buffer, single.byteOffset, single.byteLength);
       this.writesInFlight++;
       const more = call.write(envelope, () => {
         if (this.call !== call) return;

@@ -1,0 +1,339 @@
+// Real `slipway server` nodes inside the network-namespace lab, for end-to-end tests of the
+// boot services over replicated state: each node runs in a namespace the test built (raft on
+// ADDRESS:7000, the API on ADDRESS:7001), the CLI runs inside a namespace with `ip netns exec`,
+// the leader is found with `slipway cluster status -o json`, and each node's log (pino JSON on
+// stderr, kept in memory by the lab) is there to assert on. Processes are stopped by PID: by
+// kill() here, and by the lab's destroy() for whatever is left.
+//
+// Run as a script, this file is also a DHCP offer probe (see collectOffers): Node cannot enter a
+// namespace in-process, so the probe is started inside one.
+import { randomInt } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { clientHardwareAddress, decodeDhcpPacket, encodeDhcpPacket } from '../../src/boot/dhcp/codec.js';
+import { openDhcpSockets } from '../../src/boot/dhcp/socket-driver.js';
+import type { LabProcess, NetnsLab, RunResult } from '../../cluster/netns-lab.js';
+
+export const slipwayBin = fileURLToPath(new URL('../../bin/slipway.js', import.meta.url));
+const thisScript = fileURLToPath(import.meta.url);
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+export const raftPort = 7000;
+export const apiPort = 7001;
+
+/** tsx compiles the server on first start; on a loaded 2-core machine that takes a while. */
+const nodeReadyTimeoutMs = 60_000;
+/** One CLI call: node startup under tsx plus the command's own --timeout. */
+const cliTimeoutMs = 30_000;
+const leaderPollMs = 200;
+
+export interface NetnsNodeSpec {
+  readonly id: string;
+  /** The namespace the node runs in; the test has configured `address` there. */
+  readonly ns: string;
+  readonly address: string;
+  /** Further `slipway server` flags: the boot services, mostly. */
+  readonly args: readonly string[];
+}
+
+/** One line of a node's pino log. */
+export interface LogRecord {
+  readonly level: number;
+  readonly msg: string;
+  readonly [field: string]: unknown;
+}
+
+export function raftAddrOf(spec: NetnsNodeSpec): string {
+  return `${spec.address}:${raftPort}`;
+}
+
+export function apiAddrOf(spec: NetnsNodeSpec): string {
+  return `${spec.address}:${apiPort}`;
+}
+
+/** A running (or SIGKILLed) `slipway server` in its namespace. */
+export class NetnsNode {
+  readonly spec: NetnsNodeSpec;
+  readonly process: LabProcess;
+
+  constructor(spec: NetnsNodeSpec, process: LabProcess) {
+    this.spec = spec;
+    this.process = process;
+  }
+
+  get id(): string {
+    return this.spec.id;
+  }
+
+  get address(): string {
+    return this.spec.address;
+  }
+
+  get apiAddr(): string {
+    return apiAddrOf(this.spec);
+  }
+
+  get running(): boolean {
+    return this.process.running;
+  }
+
+  /** Every complete JSON log line so far. */
+  logRecords(): LogRecord[] {
+    const records: LogRecord[] = [];
+    for (const line of this.process.output.split('\n')) {
+      if (!line.startsWith('{')) continue;
+      try {
+        const parsed = JSON.parse(line) as Partial<LogRecord>;
+        if (typeof parsed.msg === 'string' && typeof parsed.level === 'number')
+          records.push(parsed as LogRecord);
+      } catch {
+        // A line still being written; it is complete on the next read.
+      }
+    }
+    return records;
+  }
+
+  /** Log records with message `msg` whose `mac` field is `mac` (DHCP and iPXE script logs carry one). */
+  logsFor(msg: string, mac: string): LogRecord[] {
+    return this.logRecords().filter((r) => r.msg === msg && r['mac'] === mac);
+  }
+}
+
+export interface ClusterStatusRow {
+  readonly node: string;
+  readonly api: string;
+  readonly role: string;
+  readonly leader: string;
+  readonly term: number;
+  readonly health: string;
+}
+
+export class NetnsCluster {
+  readonly lab: NetnsLab;
+  readonly nodes: readonly NetnsNode[];
+
+  private constructor(lab: NetnsLab, nodes: readonly NetnsNode[]) {
+    this.lab = lab;
+    this.nodes = nodes;
+  }
+
+  /**
+   * Starts one `slipway server` per spec, all members of one cluster, and resolves once every
+   * node logs that it serves. Debug logging is on: the DHCP server logs each answer there.
+   */
+  static async start(lab: NetnsLab, specs: readonly NetnsNodeSpec[]): Promise<NetnsCluster> {
+    const peers = specs.map((spec) => `${spec.id}=${raftAddrOf(spec)}`).join(',');
+    const nodes = specs.map((spec) => {
+      const dataDir = path.join(lab.dir, `data-${spec.id}`);
+      const argv = [
+        ...[process.execPath, slipwayBin, 'server', '--id', spec.id, '--data-dir', dataDir],
+        ...['--raft-addr', raftAddrOf(spec), '--api-addr', apiAddrOf(spec), '--peers', peers],
+        ...['--log-level', 'debug', '--insecure', ...spec.args],
+      ];
+      return new NetnsNode(spec, lab.spawn(spec.ns, argv, { cwd: repoRoot }));
+    });
+    await Promise.all(
+      nodes.map((node) =>
+        node.process.waitForOutput(
+          (output) => output.includes('"msg":"node serving"'),
+          nodeReadyTimeoutMs,
+          `node ${node.id} serving`,
+        ),
+      ),
+    );
+    return new NetnsCluster(lab, nodes);
+  }
+
+  /** The API addresses of the nodes still running, as `--server` takes them. */
+  servers(): string {
+    return this.nodes
+      .filter((n) => n.running)
+      .map((n) => n.apiAddr)
+      .join(',');
+  }
+
+  /** `slipway --server <live nodes> ARGS` inside `ns`. */
+  slipway(ns: string, args: readonly string[]): Promise<RunResult> {
+    return this.lab.run(
+      ns,
+      [process.execPath, slipwayBin, '--server', this.servers(), ...args],
+      cliTimeoutMs,
+    );
+  }
+
+  /** Like slipway(), but throws with the output unless the command exits 0; returns stdout. */
+  async slipwayOk(ns: string, args: readonly string[]): Promise<string> {
+    const result = await this.slipway(ns, args);
+    if (result.code !== 0) {
+      throw new Error(`slipway ${args.join(' ')} exited ${result.code ?? result.signal}:\n${result.stderr}`);
+    }
+    return result.stdout;
+  }
+
+  /** `cluster status -o json` of the live nodes, asked from `ns`. */
+  async status(ns: string): Promise<ClusterStatusRow[]> {
+    // `cluster status` ignores --server in either position and reads only SLIPWAY_SERVER.
+    const argv = ['env', `SLIPWAY_SERVER=${this.servers()}`, process.execPath, slipwayBin];
+    const result = await this.lab.run(ns, [...argv, '-o', 'json', 'cluster', 'status'], cliTimeoutMs);
+    const stdout = result.stdout;
+    try {
+      return (JSON.parse(stdout) as { nodes: ClusterStatusRow[] }).nodes;
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * Waits until every live node names the same leader, a live node other than `excluding`, and
+   * returns it. Polls `cluster status` from `ns` until the deadline.
+   */
+  async waitForLeader(ns: string, timeoutMs: number, excluding?: NetnsNode): Promise<NetnsNode> {
+    const deadline = Date.now() + timeoutMs;
+    let last: ClusterStatusRow[] = [];
+    while (Date.now() < deadline) {
+      last = await this.status(ns);
+      const live = this.nodes.filter((n) => n.running);
+      const leaders = new Set(last.map((row) => row.leader));
+      const [leaderId] = leaders;
+      const agreed = last.length === live.length && leaders.size === 1 && leaderId !== undefined;
+      const leader = agreed ? this.nodes.find((n) => n.id === leaderId && n.running) : undefined;
+      if (leader !== undefined && leader !== excluding) return leader;
+      await new Promise((resolve) => setTimeout(resolve, leaderPollMs));
+    }
+    throw new Error(`no agreed leader within ${timeoutMs} ms; last status: ${JSON.stringify(last)}`);
+  }
+
+  /** SIGKILL `node` (no leadership hand-over) and resolve once it has exited. */
+  async kill(node: NetnsNode): Promise<void> {
+    if (!node.running) return;
+    node.process.child.kill('SIGKILL');
+    await node.process.exited;
+  }
+
+  /** The live nodes other than `leader`. */
+  followersOf(leader: NetnsNode): NetnsNode[] {
+    return this.nodes.filter((n) => n.running && n !== leader);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The DHCP offer probe
+
+/** One DHCPOFFER the probe heard. */
+export interface HeardOffer {
+  readonly serverId: string;
+  readonly yiaddr: string;
+  readonly from: string;
+}
+
+export interface OfferProbe {
+  /** The probe's namespace, where nothing else listens on port 68. */
+  readonly ns: string;
+  /** The probe's interface there, with an IPv4 address on the segment. */
+  readonly ifname: string;
+  /** The chaddr of the DISCOVER. */
+  readonly mac: string;
+  /** How long to wait for a first offer. */
+  readonly firstOfferTimeoutMs: number;
+  /** After the first offer, how long to keep listening for more: offers from other servers. */
+  readonly listenMs: number;
+}
+
+/**
+ * Broadcasts one DHCPDISCOVER for `mac` (broadcast flag set, so every answer is broadcast too)
+ * from `ns` and returns every DHCPOFFER with that transaction id heard until `listenMs` after
+ * the first. A DHCP client accepts one offer and says nothing of the others; this counts them.
+ */
+export async function collectOffers(lab: NetnsLab, probe: OfferProbe): Promise<HeardOffer[]> {
+  const argv = [process.execPath, '--import', 'tsx', thisScript, 'offers', probe.ifname, probe.mac];
+  const timeoutMs = probe.firstOfferTimeoutMs + probe.listenMs + cliTimeoutMs;
+  const result = await lab.run(
+    probe.ns,
+    [...argv, String(probe.firstOfferTimeoutMs), String(probe.listenMs)],
+    timeoutMs,
+  );
+  if (result.code !== 0)
+    throw new Error(`offer probe exited ${result.code ?? result.signal}: ${result.stderr}`);
+  return result.stdout
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as HeardOffer);
+}
+
+/** The probe itself, inside the namespace: prints one JSON line per offer heard. */
+async function probeOffers(
+  ifname: string,
+  mac: string,
+  firstOfferTimeoutMs: number,
+  listenMs: number,
+): Promise<void> {
+  const chaddr = new Uint8Array(16);
+  chaddr.set(mac.split(':').map((byte) => parseInt(byte, 16)));
+  const xid = randomInt(1, 0x7fff_ffff);
+  const discover = encodeDhcpPacket({
+    op: 'request',
+    htype: 1,
+    hlen: 6,
+    hops: 0,
+    xid,
+    secs: 0,
+    flags: 0x8000,
+    ciaddr: '0.0.0.0',
+    yiaddr: '0.0.0.0',
+    siaddr: '0.0.0.0',
+    giaddr: '0.0.0.0',
+    chaddr,
+    sname: '',
+    file: '',
+    options: { messageType: 'DISCOVER', parameterRequestList: [1, 3, 6, 51, 54] },
+  });
+  // The server's socket pair serves a client as well: the wildcard socket hears broadcast
+  // answers, the one on the interface's address sends the broadcast out of that interface.
+  const sockets = await openDhcpSockets({ interfaceName: ifname, port: 68 });
+  let firstAtMs: number | undefined;
+  sockets.onMessage((message, from) => {
+    let packet;
+    try {
+      packet = decodeDhcpPacket(message);
+    } catch {
+      return;
+    }
+    const ours = packet.op === 'reply' && packet.xid === xid && clientHardwareAddress(packet) === mac;
+    if (!ours || packet.options.messageType !== 'OFFER') return;
+    firstAtMs ??= Date.now();
+    const offer: HeardOffer = {
+      serverId: packet.options.serverId ?? '',
+      yiaddr: packet.yiaddr,
+      from: from.address,
+    };
+    process.stdout.write(`${JSON.stringify(offer)}\n`);
+  });
+  await sockets.send(discover, { address: '255.255.255.255', port: 67 });
+  const startMs = Date.now();
+  // The window after the first offer is the point of the probe: proving no second server answers
+  // takes listening for one, bounded.
+  await new Promise<void>((resolve) => {
+    const check = setInterval(() => {
+      const now = Date.now();
+      const done =
+        firstAtMs === undefined ? now - startMs >= firstOfferTimeoutMs : now - firstAtMs >= listenMs;
+      if (done) {
+        clearInterval(check);
+        resolve();
+      }
+    }, 50);
+  });
+  await sockets.close();
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const [command, ifname, mac, firstOfferTimeoutMs, listenMs] = process.argv.slice(2);
+  if (command !== 'offers' || ifname === undefined || mac === undefined) {
+    console.error(
+      'usage: node --import tsx test/support/netns-cluster.ts offers IFNAME MAC FIRST_MS LISTEN_MS',
+    );
+    process.exitCode = 2;
+  } else {
+    await probeOffers(ifname, mac, Number(firstOfferTimeoutMs ?? 5000), Number(listenMs ?? 2000));
+  }
+}
