@@ -50,6 +50,8 @@ export interface RaftNodeOptions {
 }
 
 export const defaultTickMs = 50;
+/** Election timeouts a read may wait for its leader's confirmation before it is refused. */
+const readTimeoutElections = 4;
 /** 50 ms ticks: heartbeats every 50 ms, elections after 300-600 ms of silence. */
 export const defaultTimingConfig = { electionTicks: 6, heartbeatTicks: 1 } as const;
 
@@ -63,6 +65,8 @@ interface ReadWaiter {
   readonly resolve: () => void;
   readonly reject: (err: Error) => void;
   index: number;
+  /** The tick count when the read was asked for: a read whose answer was lost must not wait forever. */
+  readonly askedAtTick: number;
 }
 
 interface QueuedProposal {
@@ -82,6 +86,8 @@ export class RaftNode {
   private readonly proposals = new Map<number, ProposalWaiter>();
   private proposalQueue: QueuedProposal[] = [];
   private readonly reads = new Map<number, ReadWaiter>();
+  private ticks = 0;
+  private lastLeader = '';
   private readonly readsAwaitingApply: ReadWaiter[] = [];
   private readSeq = 0;
   private scheduled = false;
@@ -155,7 +161,7 @@ export class RaftNode {
     this.checkUsable();
     const requestId = ++this.readSeq;
     return new Promise((resolve, reject) => {
-      this.reads.set(requestId, { resolve, reject, index: 0 });
+      this.reads.set(requestId, { resolve, reject, index: 0, askedAtTick: this.ticks });
       this.core.readIndex(requestId);
       this.kick();
     });
@@ -266,9 +272,24 @@ export class RaftNode {
 
   private tick(): void {
     if (this.stopped) return;
+    this.ticks++;
     for (const id of this.opts.transport.takeUnreachable()) this.core.reportUnreachable(id);
     this.core.tick();
+    this.expireReads();
     this.kick();
+  }
+
+  /**
+   * A read forwarded to a leader that then died (or whose answer was lost) gets no reply; after
+   * a few election timeouts its caller is told to retry rather than left waiting.
+   */
+  private expireReads(): void {
+    const limit = readTimeoutElections * (this.opts.raft?.electionTicks ?? defaultTimingConfig.electionTicks);
+    for (const [id, w] of this.reads) {
+      if (this.ticks - w.askedAtTick < limit) continue;
+      this.reads.delete(id);
+      w.reject(new RaftError('E_PROPOSAL_DROPPED', 'the read was not confirmed by a leader in time; retry'));
+    }
   }
 
   private stepSafely(m: Message): void {
@@ -451,6 +472,16 @@ export class RaftNode {
   private onSoftState(s: SoftState): void {
     this.log.info({ role: s.role, term: s.term, leader: s.leader }, 'raft state changed');
     this.opts.onSoftState?.(s);
+    if (s.leader !== this.lastLeader) {
+      // Reads still waiting for the old leader's confirmation will never get it.
+      for (const w of this.reads.values()) {
+        w.reject(
+          new RaftError('E_NOT_LEADER', 'leadership changed before the read was confirmed; retry', s.leader),
+        );
+      }
+      this.reads.clear();
+      this.lastLeader = s.leader;
+    }
     if (s.role !== 'leader') {
       // Queued proposals were never appended; tell their callers to go to the new leader.
       for (const q of this.proposalQueue) q.reject(this.notLeader());

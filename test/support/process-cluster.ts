@@ -22,9 +22,9 @@ export interface ProcNode {
   proc: ChildProcess | null;
 }
 
-let portCursor = 20_000 + (process.pid % 2000) * 10;
+let portCursor = 20_000 + (process.pid % 1000) * 40;
 
-/** Ports from a per-process range, so parallel test files do not collide. */
+/** Ports from a per-process range of 40 (a node takes 3), so parallel test files do not collide. */
 export function nextPort(): number {
   portCursor += 1;
   return portCursor;
