@@ -261,9 +261,7 @@ export class ControlService {
   async #apply(
     command: ControlCommand,
   ): Promise<ControlResult & { type: Exclude<ControlResult['type'], 'error'> }> {
-    const res = await this.#ctx.proposer.propose({ type: 'control', stampMs: 0, command });
-    if (res.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${res.type}`);
-    const r = res.result;
+    const r = await this.#ctx.proposer.proposeControl(command);
     if (r.type === 'error') throw new ApiError(controlStatus(r.code), r.message);
     return r;
   }

@@ -50,10 +50,10 @@ export class DeadlineScanner {
       if (due === undefined || due > nowMs) continue;
       this.#inFlight.add(id);
       this.#proposer
-        .propose({ type: 'control', stampMs: 0, command: { type: 'deadline.expire', workflowId: id } })
+        .proposeControl({ type: 'deadline.expire', workflowId: id })
         .then(
           (res) => {
-            if (res.type === 'control' && res.result.type !== 'error') {
+            if (res.type !== 'error') {
               this.expired++;
               this.#logger.info({ workflowId: id, deadlineMs: due }, 'deadline passed');
             }

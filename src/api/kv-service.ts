@@ -22,11 +22,11 @@ import type { KeyValue, KvStore } from '../state/kv-store.js';
 import type { Role as OperatorRole } from '../state/control/model.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
+import { awaitLeader } from './proposer.js';
 
 /** The namespace the operator-facing `kv` commands use; the control plane has its own. */
 export const operatorNamespace = 'kv';
 const forwardedKey = 'x-slipway-forwarded';
-const leaderWaitMs = 2000;
 const forwardDeadlineMs = 10_000;
 
 export interface KvServiceContext {
@@ -247,7 +247,7 @@ export class KvService {
   /** True when this node leads; false when another does (forward); throws when none does. */
   private async leaderHere(): Promise<boolean> {
     if (this.isLeader()) return true;
-    const leader = await this.awaitLeader();
+    const leader = await awaitLeader(this.ctx.node);
     return leader.id === this.ctx.node.id;
   }
 
@@ -264,17 +264,6 @@ export class KvService {
     return result;
   }
 
-  private async awaitLeader(): Promise<Member> {
-    const deadline = Date.now() + leaderWaitMs;
-    for (;;) {
-      const leader = this.ctx.node.leaderMember();
-      if (leader !== null) return leader;
-      if (Date.now() > deadline)
-        throw new ApiError(status.UNAVAILABLE, 'no leader is elected; retry shortly');
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  }
-
   private async forward<Req, Res>(
     call: ServerUnaryCall<Req, Res>,
     method: ForwardMethod,
@@ -288,7 +277,7 @@ export class KvService {
         this.ctx.node.softState().leader,
       );
     }
-    const leader = await this.awaitLeader();
+    const leader = await awaitLeader(this.ctx.node);
     const client = this.clientFor(leader.addr);
     const md = new Metadata();
     md.set(forwardedKey, this.ctx.node.id);

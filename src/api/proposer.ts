@@ -11,6 +11,7 @@ import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
 import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
 import type { Command, CommandResult } from '../state/command.js';
+import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
 import { ApiError, toServiceError } from './errors.js';
 
@@ -47,6 +48,13 @@ export class Proposer {
     const leader = await awaitLeader(this.#node);
     if (leader.id === this.#node.id) return this.#proposeHere(command);
     return this.#forward(leader, command);
+  }
+
+  /** Applies a control-plane command; refusals come back as an error result, not a throw. */
+  async proposeControl(command: ControlCommand): Promise<ControlResult> {
+    const res = await this.propose({ type: 'control', stampMs: 0, command });
+    if (res.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${res.type}`);
+    return res.result;
   }
 
   /** The Internal service, served on the raft address for followers' forwarded proposals. */

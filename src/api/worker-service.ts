@@ -379,10 +379,8 @@ export class WorkerService {
     return wait;
   }
 
-  async #apply(command: ControlCommand): Promise<ControlResult> {
-    const res = await this.#ctx.proposer.propose({ type: 'control', stampMs: 0, command });
-    if (res.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${res.type}`);
-    return res.result;
+  #apply(command: ControlCommand): Promise<ControlResult> {
+    return this.#ctx.proposer.proposeControl(command);
   }
 
   #send(session: Session, msg: ConnectResponse): void {
