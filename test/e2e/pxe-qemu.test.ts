@@ -122,7 +122,12 @@ async function networkBoot(firmware: Firmware): Promise<BootRecord> {
     ]);
     try {
       await qemu.waitForOutput(
-        (output) => consoleLines(output).includes(`${httpBase}/artifacts/vmlinuz-x86_64... ok`),
+        // Complete lines only: a line still being written could later run into QEMU's own
+        // "terminating on signal" message once it is stopped.
+        (output) =>
+          consoleLines(output.slice(0, output.lastIndexOf('\n') + 1)).includes(
+            `${httpBase}/artifacts/vmlinuz-x86_64... ok`,
+          ),
         firmware.bootTimeoutMs,
         `${firmware.name} boot reaching the kernel fetch`,
       );
