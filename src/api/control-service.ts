@@ -72,6 +72,10 @@ export class ControlService {
         await this.#read(req.local);
         return { hardwareJson: c.hardwareList().map(hardwareJson) };
       }),
+      leaseList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return { leaseJson: c.leases().map((lease) => JSON.stringify(lease)), nowMs: Date.now() };
+      }),
       hardwareDelete: this.#unary('operator', async (req) => {
         expectType(await this.#apply({ type: 'hardware.delete', id: req.id }), 'deleted');
         return {};

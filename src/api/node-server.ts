@@ -26,6 +26,7 @@ import type { ServerConfig } from './server-config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './server-config.js';
 import { startNodeBootServices } from '../boot/node-boot.js';
 import { WorkerService } from './worker-service.js';
+import { ReplicatedLeaseLedger } from './lease-ledger.js';
 
 export interface RunningNode {
   readonly node: RaftNode;
@@ -115,6 +116,8 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       dhcpInterface: cfg.dhcpInterface,
       dhcpAddr: cfg.dhcpAddr,
       dhcpMode: cfg.dhcpMode,
+      dhcpPools: cfg.dhcpPools,
+      dhcpLeaseTimeS: cfg.dhcpLeaseTimeS,
       tftpAddr: cfg.tftpAddr,
       tftpRoot: cfg.tftpRoot,
       httpAddr: cfg.httpAddr,
@@ -125,6 +128,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).
     () => node.softState().role === 'leader',
     logger,
+    new ReplicatedLeaseLedger(control, (command) => proposer.proposeControl(command)),
   );
   logger.info(
     { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },

@@ -3,7 +3,9 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { overlappingPools, parsePoolSpec, type DhcpPool } from '../boot/dhcp/pool.js';
 import type { Member } from '../raft/core/types.js';
+import { leaseTimeSMax } from '../state/limits.js';
 
 const hostPort = z
   .string()
@@ -42,7 +44,10 @@ export const serverConfigSchema = z
       .optional(),
     /** Serve DHCP on this address only (relayed and unicast requests). */
     dhcpAddr: hostPort.optional(),
-    dhcpMode: z.enum(['reservation', 'proxy']).default('reservation'),
+    dhcpMode: z.enum(['reservation', 'dynamic', 'proxy']).default('reservation'),
+    /** Dynamic mode's pools, START-END/PREFIX[,router=IP][,dns=IP+IP] (src/boot/dhcp/pool.ts). */
+    dhcpPools: z.array(z.string()).default([]),
+    dhcpLeaseTimeS: z.number().int().min(60).max(leaseTimeSMax).default(3600),
     tftpAddr: hostPort.optional(),
     /** Default: a copy of Debian's iPXE binaries (/usr/lib/ipxe) in the data dir. */
     tftpRoot: z.string().min(1).optional(),
@@ -113,6 +118,40 @@ export const serverConfigSchema = z
         path: ['vip'],
         message:
           'boot services need the address machines should use: pass --vip, or an --api-addr with a concrete host',
+      });
+    }
+    if (c.dhcpMode === 'dynamic' && c.dhcpPools.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dhcpPools'],
+        message: 'dynamic mode needs at least one --dhcp-pool START-END/PREFIX',
+      });
+    }
+    if (c.dhcpMode !== 'dynamic' && c.dhcpPools.length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dhcpPools'],
+        message: 'pools are used only with --dhcp-mode dynamic',
+      });
+    }
+    const pools: DhcpPool[] = [];
+    c.dhcpPools.forEach((spec, i) => {
+      try {
+        pools.push(parsePoolSpec(spec));
+      } catch (error) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['dhcpPools', i],
+          message: error instanceof Error ? error.message : String(error),
+        });
+      }
+    });
+    const overlap = overlappingPools(pools);
+    if (overlap !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dhcpPools'],
+        message: `pools ${overlap[0].spec} and ${overlap[1].spec} overlap`,
       });
     }
     const ids = new Set(c.peers.map((p) => p.id));

@@ -5,7 +5,9 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from 'node
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ControlState } from '../state/control/control-state.js';
-import { startDhcpServer } from './dhcp/server.js';
+import { dynamicLeases, type LeaseLedger } from './dhcp/dynamic-leases.js';
+import { parsePoolSpec } from './dhcp/pool.js';
+import { reservedLeases, startDhcpServer } from './dhcp/server.js';
 import type { DhcpMode, DhcpServer } from './dhcp/server.js';
 import type { BootInventory } from './inventory.js';
 import { defaultBootArtifacts } from './http/ipxe-script.js';
@@ -26,6 +28,8 @@ export interface NodeBootConfig {
   readonly dhcpInterface?: string | undefined;
   readonly dhcpAddr?: string | undefined;
   readonly dhcpMode: DhcpMode;
+  readonly dhcpPools: readonly string[];
+  readonly dhcpLeaseTimeS: number;
   readonly tftpAddr?: string | undefined;
   readonly tftpRoot?: string | undefined;
   readonly httpAddr?: string | undefined;
@@ -38,6 +42,10 @@ export interface NodeBootServices {
   readonly tftp: TftpServer | undefined;
   readonly http: HttpBootServer | undefined;
   close(): Promise<void>;
+}
+
+function missingLedger(): never {
+  throw new Error('dynamic DHCP mode needs the replicated lease ledger');
 }
 
 export function inventoryOf(control: ControlState): BootInventory {
@@ -75,6 +83,8 @@ export async function startNodeBootServices(
   control: ControlState,
   isLeader: () => boolean,
   logger: Logger,
+  /** Dynamic mode's committed leases. */
+  ledger?: LeaseLedger,
 ): Promise<NodeBootServices> {
   const inventory = inventoryOf(control);
   const started: { close(): Promise<void> }[] = [];
@@ -141,11 +151,21 @@ export async function startNodeBootServices(
               const { host, port } = splitHostPort(cfg.dhcpAddr ?? '');
               return { address: host, port };
             })();
+      const leases =
+        cfg.dhcpMode !== 'dynamic'
+          ? undefined
+          : dynamicLeases({
+              pools: cfg.dhcpPools.map(parsePoolSpec),
+              leaseTimeS: cfg.dhcpLeaseTimeS,
+              reservations: reservedLeases(),
+              ledger: ledger ?? missingLedger(),
+            });
       dhcp = await startDhcpServer({
         inventory,
         serverAddress: cfg.advertise,
         httpBaseUrl,
         mode: cfg.dhcpMode,
+        ...(leases === undefined ? {} : { leases }),
         shouldAnswer: isLeader,
         ...where,
         logger: logger.child({ service: 'dhcp' }),

@@ -60,7 +60,7 @@ export type RequestOf<M extends KvMethod> = ReqOf<KvServer, M>;
 export type ResponseOf<M extends KvMethod> = ResOf<KvServer, M>;
 export type ControlMethod = Exclude<
   // The client has no index signature, so its keys are the method names themselves.
-  Extract<keyof ControlClient, `${'hardware' | 'template' | 'workflow' | 'token'}${string}`>,
+  Extract<keyof ControlClient, `${'hardware' | 'template' | 'workflow' | 'token' | 'lease'}${string}`>,
   'workflowEvents'
 >;
 

@@ -52,6 +52,18 @@ export interface HardwareGetResponse {
   hardwareJson: string;
 }
 
+/** Dynamic DHCP leases (--dhcp-mode dynamic), bound, expired and declined. */
+export interface LeaseListRequest {
+  local: boolean;
+}
+
+export interface LeaseListResponse {
+  /** Lease records as JSON: ip, mac, state, expiresMs, grantedMs, updatedMs. */
+  leaseJson: string[];
+  /** The serving node's clock, so a client can tell which leases have expired. */
+  nowMs: number;
+}
+
 export interface HardwareListRequest {
   local: boolean;
 }
@@ -574,6 +586,166 @@ export const HardwareGetResponse: MessageFns<HardwareGetResponse> = {
   fromPartial<I extends Exact<DeepPartial<HardwareGetResponse>, I>>(object: I): HardwareGetResponse {
     const message = createBaseHardwareGetResponse();
     message.hardwareJson = object.hardwareJson ?? "";
+    return message;
+  },
+};
+
+function createBaseLeaseListRequest(): LeaseListRequest {
+  return { local: false };
+}
+
+export const LeaseListRequest: MessageFns<LeaseListRequest> = {
+  encode(message: LeaseListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.local !== false) {
+      writer.uint32(8).bool(message.local);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LeaseListRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLeaseListRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LeaseListRequest {
+    return { local: isSet(object.local) ? globalThis.Boolean(object.local) : false };
+  },
+
+  toJSON(message: LeaseListRequest): unknown {
+    const obj: any = {};
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LeaseListRequest>, I>>(base?: I): LeaseListRequest {
+    return LeaseListRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LeaseListRequest>, I>>(object: I): LeaseListRequest {
+    const message = createBaseLeaseListRequest();
+    message.local = object.local ?? false;
+    return message;
+  },
+};
+
+function createBaseLeaseListResponse(): LeaseListResponse {
+  return { leaseJson: [], nowMs: 0 };
+}
+
+export const LeaseListResponse: MessageFns<LeaseListResponse> = {
+  encode(message: LeaseListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.leaseJson) {
+      writer.uint32(10).string(v!);
+    }
+    if (message.nowMs !== 0) {
+      writer.uint32(16).int64(message.nowMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LeaseListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLeaseListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.leaseJson.push(reader.string());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.nowMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LeaseListResponse {
+    return {
+      leaseJson: globalThis.Array.isArray(object?.leaseJson)
+        ? object.leaseJson.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.lease_json)
+        ? object.lease_json.map((e: any) => globalThis.String(e))
+        : [],
+      nowMs: isSet(object.nowMs)
+        ? globalThis.Number(object.nowMs)
+        : isSet(object.now_ms)
+        ? globalThis.Number(object.now_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: LeaseListResponse): unknown {
+    const obj: any = {};
+    if (message.leaseJson?.length) {
+      obj.leaseJson = message.leaseJson;
+    }
+    if (message.nowMs !== 0) {
+      obj.nowMs = Math.round(message.nowMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LeaseListResponse>, I>>(base?: I): LeaseListResponse {
+    return LeaseListResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LeaseListResponse>, I>>(object: I): LeaseListResponse {
+    const message = createBaseLeaseListResponse();
+    message.leaseJson = object.leaseJson?.map((e) => e) || [];
+    message.nowMs = object.nowMs ?? 0;
     return message;
   },
 };
@@ -4232,6 +4404,15 @@ export const ControlService = {
     responseSerialize: (value: TokenDeleteResponse): Buffer => Buffer.from(TokenDeleteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): TokenDeleteResponse => TokenDeleteResponse.decode(value),
   },
+  leaseList: {
+    path: "/slipway.control.v1.Control/LeaseList" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: LeaseListRequest): Buffer => Buffer.from(LeaseListRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): LeaseListRequest => LeaseListRequest.decode(value),
+    responseSerialize: (value: LeaseListResponse): Buffer => Buffer.from(LeaseListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LeaseListResponse => LeaseListResponse.decode(value),
+  },
 } as const;
 
 export interface ControlServer extends UntypedServiceImplementation {
@@ -4253,6 +4434,7 @@ export interface ControlServer extends UntypedServiceImplementation {
   workflowEvents: handleServerStreamingCall<WorkflowEventsRequest, WorkflowEventsResponse>;
   tokenCreate: handleUnaryCall<TokenCreateRequest, TokenCreateResponse>;
   tokenDelete: handleUnaryCall<TokenDeleteRequest, TokenDeleteResponse>;
+  leaseList: handleUnaryCall<LeaseListRequest, LeaseListResponse>;
 }
 
 export interface ControlClient extends Client {
@@ -4519,6 +4701,21 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TokenDeleteResponse) => void,
+  ): ClientUnaryCall;
+  leaseList(
+    request: LeaseListRequest,
+    callback: (error: ServiceError | null, response: LeaseListResponse) => void,
+  ): ClientUnaryCall;
+  leaseList(
+    request: LeaseListRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LeaseListResponse) => void,
+  ): ClientUnaryCall;
+  leaseList(
+    request: LeaseListRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LeaseListResponse) => void,
   ): ClientUnaryCall;
 }
 

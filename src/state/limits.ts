@@ -65,3 +65,12 @@ export const retryBackoffMaxMs = 60_000;
 
 /** An encoded result: a put or delete returning the previous value, or a control result. */
 export const resultBytesMax = Math.max(valueBytesMax, controlResultBytesMax) + 1024;
+
+// ---- dynamic DHCP leases (src/state/control/leases.ts) ----
+
+/** Leases kept, bound, expired and declined together; a grant beyond it is refused. */
+export const leasesMax = 1_048_576;
+/** Grants in one lease.grant command: the DHCP server batches the REQUESTs that arrive together. */
+export const leaseGrantsPerCommandMax = 1_024;
+/** Longest lease, in seconds (RFC 2131's 0xffffffff "infinite" is refused: leases must end). */
+export const leaseTimeSMax = 366 * 24 * 3600;

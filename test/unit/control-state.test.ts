@@ -1169,7 +1169,7 @@ describe('determinism and snapshots', () => {
       [new TextEncoder().encode('{'), /not UTF-8 JSON/],
       [Uint8Array.of(0xff), /not UTF-8 JSON/],
       [new TextEncoder().encode(text.replace('{', '{ ')), /not in canonical form/],
-      [encode({ ...image, format: 2 }), /format: must be in \[1, 1\]/],
+      [encode({ ...image, format: 3 }), /format: must be in \[1, 2\]/],
       [encode({ ...image, hardware: [...image.hardware].reverse() }), /hardware: .* out of order/],
       [
         encode({ ...image, workflows: [...image.workflows, ...image.workflows] }),

@@ -180,7 +180,7 @@ void describe('reservation mode', () => {
     const message = p.options.other?.find((o) => o.code === 56);
     assert.match(
       String.fromCharCode(...(message?.data ?? [])),
-      /requested 10\.9\.9\.9 but 10\.0\.0\.50 is reserved/,
+      /requested 10\.9\.9\.9 but 10\.0\.0\.50 is this client's address/,
     );
     assert.deepEqual(r.destination, { address: '255.255.255.255', port: 68, via: 'broadcast' });
   });

@@ -131,7 +131,7 @@ function reservationReply(input: ReservationInput, type: DhcpMessageType): Reply
       const wanted = requestedIp ?? (request.ciaddr === ipv4Zero ? undefined : request.ciaddr);
       if (wanted === undefined) return ignore('REQUEST names no address (no option 50, ciaddr 0.0.0.0)');
       if (wanted !== lease.ip)
-        return nak(input, `requested ${wanted} but ${lease.ip} is reserved for this client`);
+        return buildNak(request, serverId, `requested ${wanted} but ${lease.ip} is this client's address`);
       return reply(input, 'ACK', { yiaddr: lease.ip, ciaddr: request.ciaddr }, `ACK of reserved ${lease.ip}`);
     }
     case 'INFORM':
@@ -210,8 +210,9 @@ function reply(
   return finish(request, packet, reason);
 }
 
-function nak(input: ReservationInput, why: string): ReplyOutcome {
-  const { request } = input;
+/** A DHCPNAK to `request`, with `why` in option 56 for the client's log. */
+export function buildNak(request: DhcpPacket, serverId: string, why: string): ReplyOutcome {
+  requireAddress('serverId', serverId);
   const message = latin1ToBytes(why) ?? new Uint8Array(0);
   const packet = replyPacket(request, {
     yiaddr: ipv4Zero,
@@ -222,7 +223,7 @@ function nak(input: ReservationInput, why: string): ReplyOutcome {
     flags: request.giaddr === ipv4Zero ? request.flags : request.flags | broadcastFlag,
     options: {
       messageType: 'NAK',
-      serverId: input.serverId,
+      serverId,
       ...(message.length > 0 ? { other: [{ code: optionCode.message, data: message }] } : {}),
       ...echoedOptions(request),
     },

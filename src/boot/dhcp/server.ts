@@ -8,9 +8,9 @@
 // at debug; a broken hardware record is logged and skipped; nothing a client sends can crash
 // the server.
 //
-// Addresses come from a LeaseBackend. Today that is the hardware record's reservation; a pool
-// of Raft-committed dynamic leases will be another backend, which commits before it answers a
-// REQUEST (leaseFor is async for that reason).
+// Addresses come from a LeaseBackend: the hardware record's reservation (reservation mode), or
+// pools of Raft-committed leases (dynamic mode, dynamic-leases.ts), which commit before they
+// answer a REQUEST (leaseFor is async for that reason).
 import type { Logger } from 'pino';
 import { canonicalMac, type BootInventory, type BootRecord } from '../inventory.js';
 import { ipxeScriptPath, joinBaseUrl, binaryPrefix } from '../http/paths.js';
@@ -23,7 +23,14 @@ import {
   type IpxeBinaries,
   type NetbootSettings,
 } from './pxe-policy.js';
-import { buildReply, clientPort, serverPort, type ReplyOutcome, type ReservedLease } from './reply.js';
+import {
+  buildNak,
+  buildReply,
+  clientPort,
+  serverPort,
+  type ReplyOutcome,
+  type ReservedLease,
+} from './reply.js';
 import {
   addressHolderCheck,
   openDhcpSockets,
@@ -35,7 +42,11 @@ import { ipv4ToBytes, ipv4Zero, isIpv4 } from './wire-values.js';
 
 export type { DhcpPeer, Subnet } from './socket-driver.js';
 
-export type DhcpMode = 'reservation' | 'proxy';
+/**
+ * reservation: known hardware only, addresses from its records. dynamic: the same, plus pool
+ * addresses for everyone else. proxy: boot information only, beside another DHCP server.
+ */
+export type DhcpMode = 'reservation' | 'dynamic' | 'proxy';
 
 /** What a lease backend is asked: one client's request, and its hardware if the inventory knows it. */
 export interface LeaseQuery {
@@ -44,13 +55,17 @@ export interface LeaseQuery {
   readonly request: DhcpPacket;
   /** The listening interface's subnets; empty when listening on an address only. */
   readonly segment: readonly Subnet[];
+  /** Our option 54: a REQUEST naming another server is not ours. */
+  readonly serverAddress: string;
 }
 
 export type LeaseAnswer =
   | { readonly kind: 'lease'; readonly lease: ReservedLease }
-  | { readonly kind: 'none'; readonly reason: string };
+  | { readonly kind: 'none'; readonly reason: string }
+  /** The client asked for an address it cannot have: answer DHCPNAK. */
+  | { readonly kind: 'nak'; readonly reason: string };
 
-/** Where client addresses come from (reservation mode). */
+/** Where client addresses come from. */
 export interface LeaseBackend {
   leaseFor(query: LeaseQuery): Promise<LeaseAnswer>;
 }
@@ -172,8 +187,15 @@ export async function answerRequest(request: DhcpPacket, context: AnswerContext)
       boot: bootDecision(request, record, context),
     });
   }
-  const answer = await context.leases.leaseFor({ mac, record, request, segment: context.segment });
+  const answer = await context.leases.leaseFor({
+    mac,
+    record,
+    request,
+    segment: context.segment,
+    serverAddress: context.serverAddress,
+  });
   if (answer.kind === 'none') return { kind: 'ignore', reason: answer.reason };
+  if (answer.kind === 'nak') return buildNak(request, context.serverAddress, answer.reason);
   const { lease } = answer;
   // The wildcard socket hears every interface's broadcasts: an unconfigured, unrelayed client
   // is on this listener's segment only if its address is.
@@ -422,6 +444,9 @@ class ServerLoop implements DhcpServer {
 }
 
 function checkOptions(options: DhcpServerOptions): void {
+  if (options.mode === 'dynamic' && options.leases === undefined) {
+    throw new DhcpSettingsError('leases', 'dynamic mode needs a lease backend with pools');
+  }
   if (!isIpv4(options.serverAddress)) {
     throw new DhcpSettingsError('serverAddress', `"${options.serverAddress}" is not an IPv4 address`);
   }

@@ -28,7 +28,15 @@ export function serverCommand(program: Command): void {
     .option('--vip <ip>', "the address machines are told to use (default: the API address's host)")
     .option('--dhcp-interface <name>', 'serve DHCP on this interface, broadcasts included')
     .option('--dhcp-addr <host:port>', 'serve DHCP on this address only (relayed and unicast requests)')
-    .option('--dhcp-mode <mode>', 'reservation (known machines only, the default) or proxy (boot info only)')
+    .option(
+      '--dhcp-mode <mode>',
+      'reservation (known machines only, the default), dynamic (also pool addresses, committed through raft) or proxy (boot info only)',
+    )
+    .option(
+      '--dhcp-pool <spec...>',
+      'dynamic mode: START-END/PREFIX[,router=IP][,dns=IP+IP], e.g. 10.0.0.100-10.0.0.199/24,router=10.0.0.1 (repeatable)',
+    )
+    .option('--dhcp-lease-time <seconds>', 'dynamic mode: lease time of pool addresses (default 3600)')
     .option('--tftp-addr <host:port>', 'serve TFTP here, e.g. 0.0.0.0:69')
     .option('--tftp-root <dir>', "TFTP root (default: Debian's iPXE binaries, copied into the data dir)")
     .option('--http-addr <host:port>', 'serve iPXE scripts and boot artifacts here, e.g. 0.0.0.0:8080')
@@ -63,6 +71,8 @@ export function serverCommand(program: Command): void {
       set('dhcpInterface', o.dhcpInterface);
       set('dhcpAddr', o.dhcpAddr);
       set('dhcpMode', o.dhcpMode);
+      set('dhcpPools', o.dhcpPool);
+      set('dhcpLeaseTimeS', toInt(o.dhcpLeaseTime, '--dhcp-lease-time'));
       set('tftpAddr', o.tftpAddr);
       set('tftpRoot', o.tftpRoot);
       set('httpAddr', o.httpAddr);

@@ -5,6 +5,7 @@
 import type {
   ActionState,
   Hardware,
+  Lease,
   OperatorToken,
   RenderedTemplate,
   Role,
@@ -12,6 +13,7 @@ import type {
   Workflow,
   WorkflowState,
 } from './model.js';
+import type { GrantOutcome, LeaseGrant } from './leases.js';
 
 /** Hardware as the operator describes it; the state adds token, times and version. */
 export type HardwareInput = Omit<Hardware, 'workerToken' | 'createdMs' | 'updatedMs' | 'version'>;
@@ -80,7 +82,16 @@ export type ControlCommand =
   | { readonly type: 'workflow.retry'; readonly id: string; readonly fromStart: boolean }
   | { readonly type: 'workflow.delete'; readonly id: string }
   | { readonly type: 'token.put'; readonly name: string; readonly role: Role; readonly sha256: string }
-  | { readonly type: 'token.delete'; readonly name: string };
+  | { readonly type: 'token.delete'; readonly name: string }
+  /** Addresses the DHCP server on the leader wants to ACK; each is decided on its own. */
+  | { readonly type: 'lease.grant'; readonly grants: readonly LeaseGrant[] }
+  | { readonly type: 'lease.release'; readonly mac: string; readonly ip: string }
+  | {
+      readonly type: 'lease.decline';
+      readonly mac: string;
+      readonly ip: string;
+      readonly probationS: number;
+    };
 
 export type ControlCommandType = ControlCommand['type'];
 
@@ -132,4 +143,8 @@ export type ControlResult =
   /** attempt.result or attempt.lost for an attempt already recorded: acknowledged, nothing changed. */
   | ({ readonly type: 'duplicate' } & AttemptOutcome)
   | { readonly type: 'token'; readonly token: OperatorToken }
+  /** lease.grant: one outcome per grant, in order. */
+  | { readonly type: 'grants'; readonly outcomes: readonly GrantOutcome[] }
+  /** lease.release and lease.decline. */
+  | { readonly type: 'lease'; readonly lease: Lease }
   | { readonly type: 'deleted' };

@@ -18,9 +18,11 @@ import {
 import { actionPositions, currentActionIndex, isTerminal } from '../../workflow/rules.js';
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { EventLog } from './event-log.js';
+import { LeaseTable } from './leases.js';
 import { deepFreeze, record } from './immutable.js';
 import type {
   Hardware,
+  Lease,
   NetworkInterface,
   OperatorToken,
   Template,
@@ -57,6 +59,8 @@ interface Prepared {
   readonly hardwareByMac: Map<string, string>;
   readonly tokenBySha: Map<string, string>;
   readonly events: Map<string, EventLog>;
+  readonly reservedIps: Map<string, string>;
+  readonly leases: () => LeaseTable;
 }
 
 /** A machine found by one of its MACs, with the interface that has it. */
@@ -107,6 +111,9 @@ export class ControlState {
   #workerOf = new Map<string, string>();
   #tokens = new Map<string, OperatorToken>();
   #tokenBySha = new Map<string, string>();
+  #leases = new LeaseTable();
+  /** Reserved address → the MAC of the interface that reserves it (for lease grants). */
+  #reservedIps = new Map<string, string>();
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
@@ -211,6 +218,26 @@ export class ControlState {
     return sortedValues(this.#tokens);
   }
 
+  /** The lease (bound or declined, expired or not) of this address. */
+  leaseAt(ip: string): Lease | undefined {
+    return this.#leases.at(ip);
+  }
+
+  /** The MAC's bound lease, expired or not. */
+  leaseOfMac(mac: string): Lease | undefined {
+    return this.#leases.ofMac(mac);
+  }
+
+  /** Every lease, by address. */
+  leases(): Lease[] {
+    return this.#leases.all();
+  }
+
+  /** The MAC of the hardware interface that reserves this address, if one does. */
+  reservedFor(ip: string): string | undefined {
+    return this.#reservedIps.get(ip);
+  }
+
   /** The whole state as canonical JSON bytes: equal states give equal bytes. */
   snapshot(): Uint8Array {
     return writeSnapshot({
@@ -223,6 +250,7 @@ export class ControlState {
         events: this.#events.get(workflow.id)?.all() ?? [],
       })),
       tokens: this.tokens(),
+      leases: this.#leases.all(),
     });
   }
 
@@ -250,14 +278,18 @@ export class ControlState {
   /** Checks what the readers cannot (relations between records) and builds the indexes. */
   #prepare(image: SnapshotImage): Prepared {
     const hardwareByMac = new Map<string, string>();
+    const reservedIps = new Map<string, string>();
     for (const hw of image.hardware) {
       for (const iface of hw.interfaces) {
         const owner = hardwareByMac.get(iface.mac);
         if (owner !== undefined)
           throw new DecodeError(`MAC ${iface.mac} belongs to both "${owner}" and "${hw.id}"`);
         hardwareByMac.set(iface.mac, hw.id);
+        if (iface.ip !== undefined) reservedIps.set(iface.ip.address, iface.mac);
       }
     }
+    const leases = LeaseTable.prepare(image.leases ?? []);
+    if (typeof leases === 'string') throw new DecodeError(`control snapshot: ${leases}`);
     const tokenBySha = new Map<string, string>();
     for (const t of image.tokens) {
       if (tokenBySha.has(t.sha256)) throw new DecodeError(`two tokens have the SHA-256 ${t.sha256}`);
@@ -272,7 +304,7 @@ export class ControlState {
       }
       events.set(workflow.id, new EventLog(workflowEventsMax, list));
     }
-    return { hardwareByMac, tokenBySha, events };
+    return { hardwareByMac, tokenBySha, events, reservedIps, leases };
   }
 
   #install(image: SnapshotImage, prepared: Prepared): void {
@@ -285,6 +317,8 @@ export class ControlState {
     this.#events = prepared.events;
     this.#tokens = new Map(image.tokens.map((t) => [t.name, t]));
     this.#tokenBySha = prepared.tokenBySha;
+    this.#reservedIps = prepared.reservedIps;
+    this.#leases = prepared.leases();
     this.#active = new Set();
     this.#byWorker = new Map();
     this.#workerOf = new Map();
@@ -329,6 +363,14 @@ export class ControlState {
         return this.#putToken(command, nowMs);
       case 'token.delete':
         return this.#deleteToken(command.name);
+      case 'lease.grant': {
+        const outcomes = this.#leases.grant(command.grants, nowMs, (ip) => this.#reservedIps.get(ip));
+        return typeof outcomes === 'string' ? failure('E_INVALID', outcomes) : { type: 'grants', outcomes };
+      }
+      case 'lease.release':
+        return leaseResult(this.#leases.release(command.mac, command.ip, nowMs));
+      case 'lease.decline':
+        return leaseResult(this.#leases.decline(command.mac, command.ip, command.probationS, nowMs));
       default:
         return unreachable(command);
     }
@@ -372,8 +414,11 @@ export class ControlState {
   }
 
   #storeHardware(stored: Hardware, existing: Hardware | undefined): void {
-    for (const iface of existing?.interfaces ?? []) this.#hardwareByMac.delete(iface.mac);
-    for (const iface of stored.interfaces) this.#hardwareByMac.set(iface.mac, stored.id);
+    this.#unindexInterfaces(existing);
+    for (const iface of stored.interfaces) {
+      this.#hardwareByMac.set(iface.mac, stored.id);
+      if (iface.ip !== undefined) this.#reservedIps.set(iface.ip.address, iface.mac);
+    }
     this.#hardware.set(stored.id, stored);
     this.#changedHardware.add(stored.id);
   }
@@ -390,10 +435,18 @@ export class ControlState {
         );
       }
     }
-    for (const iface of existing.interfaces) this.#hardwareByMac.delete(iface.mac);
+    this.#unindexInterfaces(existing);
     this.#hardware.delete(id);
     this.#changedHardware.add(id);
     return deleted;
+  }
+
+  #unindexInterfaces(hardware: Hardware | undefined): void {
+    for (const iface of hardware?.interfaces ?? []) {
+      this.#hardwareByMac.delete(iface.mac);
+      const ip = iface.ip?.address;
+      if (ip !== undefined && this.#reservedIps.get(ip) === iface.mac) this.#reservedIps.delete(ip);
+    }
   }
 
   /** Sets allowPXE; a change bumps the version, setting the value it already has does not. */
@@ -616,6 +669,10 @@ export class ControlState {
     }
     for (const event of events) this.onEvent?.(event);
   }
+}
+
+function leaseResult(outcome: Lease | string): ControlResult {
+  return typeof outcome === 'string' ? failure('E_NOT_FOUND', outcome) : { type: 'lease', lease: outcome };
 }
 
 /** The expectVersion rule shared by hardware and templates. */

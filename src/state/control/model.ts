@@ -190,3 +190,22 @@ export interface OperatorToken {
   readonly sha256: string;
   readonly createdMs: number;
 }
+
+/**
+ * A dynamic DHCP lease: an address from a pool held by one MAC until `expiresMs`, or an address
+ * a client declined (another host answers on it), kept out of use until `expiresMs`. A lease
+ * outlives its expiry in the state, so a returning client gets its old address back while no
+ * one else has taken it.
+ */
+export interface Lease {
+  /** Dotted IPv4 address; the key. */
+  readonly ip: string;
+  /** The holder, normalized like hardware MACs; empty for a declined address. */
+  readonly mac: string;
+  readonly state: 'bound' | 'declined';
+  /** When the holder's claim ends (leader-stamped time plus the lease time). */
+  readonly expiresMs: number;
+  /** When this holder first got this address. */
+  readonly grantedMs: number;
+  readonly updatedMs: number;
+}

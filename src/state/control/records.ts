@@ -1,13 +1,15 @@
 // The JSON schema of the control plane: one reader per record and command (see shape.ts).
 // Field order here is the canonical order of the encoding, so reordering fields is a format
 // change, as is any change to what a reader accepts.
-import { controlCommandBytesMax } from '../limits.js';
+import { controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
 import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
 import { controlErrorCodes } from './commands.js';
+import type { GrantOutcome } from './leases.js';
 import type {
   ActionSpec,
   ActionStatus,
   Hardware,
+  Lease,
   OperatorToken,
   RenderedTemplate,
   TaskSpec,
@@ -25,6 +27,7 @@ import {
   object,
   optional,
   safeInteger,
+  ShapeError,
   string,
   variant,
   type Reader,
@@ -169,6 +172,28 @@ export const readWorkflowEvent: Reader<WorkflowEvent> = object({
   outputTail: optional(text),
 });
 
+export const readLease: Reader<Lease> = object({
+  ip: text,
+  mac: text,
+  state: literal(['bound', 'declined']),
+  expiresMs: count,
+  grantedMs: count,
+  updatedMs: count,
+});
+
+const grantOutcomeFields = object({ granted: boolean, lease: optional(readLease), reason: optional(text) });
+
+const readGrantOutcome: Reader<GrantOutcome> = (value, path) => {
+  const o = grantOutcomeFields(value, path);
+  if (o.granted && o.lease !== undefined && o.reason === undefined) return { granted: true, lease: o.lease };
+  if (!o.granted && o.reason !== undefined && o.lease === undefined)
+    return { granted: false, reason: o.reason };
+  throw new ShapeError(
+    path,
+    'a granted outcome has a lease and no reason, a refused one a reason and no lease',
+  );
+};
+
 export const readOperatorToken: Reader<OperatorToken> = object({
   name: text,
   role: literal(['admin', 'operator', 'viewer']),
@@ -224,6 +249,17 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     sha256: text,
   }),
   'token.delete': object({ type: literal(['token.delete']), name: text }),
+  'lease.grant': object({
+    type: literal(['lease.grant']),
+    grants: array(object({ mac: text, ip: text, leaseTimeS: safeInteger }), leaseGrantsPerCommandMax),
+  }),
+  'lease.release': object({ type: literal(['lease.release']), mac: text, ip: text }),
+  'lease.decline': object({
+    type: literal(['lease.decline']),
+    mac: text,
+    ip: text,
+    probationS: safeInteger,
+  }),
 });
 
 const outcome = {
@@ -244,5 +280,10 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   attempt: object({ type: literal(['attempt']), ...outcome }),
   duplicate: object({ type: literal(['duplicate']), ...outcome }),
   token: object({ type: literal(['token']), token: readOperatorToken }),
+  grants: object({
+    type: literal(['grants']),
+    outcomes: array(readGrantOutcome, leaseGrantsPerCommandMax),
+  }),
+  lease: object({ type: literal(['lease']), lease: readLease }),
   deleted: object({ type: literal(['deleted']) }),
 });

@@ -5,14 +5,31 @@
 //   { "format": 1, "appliedIndex", "lastEventSeq",
 //     "hardware": [Hardware by id], "templates": [Template by name],
 //     "workflows": [{ "workflow": Workflow, "events": [its kept events by seq] } by id],
-//     "tokens": [OperatorToken by name] }
+//     "tokens": [OperatorToken by name], "leases": [Lease by address] }
+//
+// Format 2 added leases; a format 1 snapshot (none) still restores.
 import { DecodeError } from '../binary.js';
-import { hardwareMax, operatorTokensMax, templatesMax, workflowEventsMax, workflowsMax } from '../limits.js';
+import {
+  hardwareMax,
+  leasesMax,
+  operatorTokensMax,
+  templatesMax,
+  workflowEventsMax,
+  workflowsMax,
+} from '../limits.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { deepFreeze } from './immutable.js';
-import type { Hardware, OperatorToken, Template, Workflow, WorkflowEvent } from './model.js';
-import { readHardware, readOperatorToken, readTemplate, readWorkflow, readWorkflowEvent } from './records.js';
-import { array, count, integer, object, ShapeError } from './shape.js';
+import { ipOrder } from './leases.js';
+import type { Hardware, Lease, OperatorToken, Template, Workflow, WorkflowEvent } from './model.js';
+import {
+  readHardware,
+  readLease,
+  readOperatorToken,
+  readTemplate,
+  readWorkflow,
+  readWorkflowEvent,
+} from './records.js';
+import { array, count, integer, object, optional, ShapeError } from './shape.js';
 
 export interface SnapshotImage {
   readonly appliedIndex: number;
@@ -21,12 +38,13 @@ export interface SnapshotImage {
   readonly templates: readonly Template[];
   readonly workflows: readonly { readonly workflow: Workflow; readonly events: readonly WorkflowEvent[] }[];
   readonly tokens: readonly OperatorToken[];
+  readonly leases?: readonly Lease[];
 }
 
-const snapshotFormat = 1;
+const snapshotFormat = 2;
 
 const readImage = object({
-  format: integer(snapshotFormat, snapshotFormat),
+  format: integer(1, snapshotFormat),
   appliedIndex: count,
   lastEventSeq: count,
   hardware: array(readHardware, hardwareMax),
@@ -36,6 +54,7 @@ const readImage = object({
     workflowsMax,
   ),
   tokens: array(readOperatorToken, operatorTokensMax),
+  leases: optional(array(readLease, leasesMax)),
 });
 
 const encoder = new TextEncoder();
@@ -82,7 +101,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
       'tokens',
       image.tokens.map((t) => t.name),
     ) ??
-    workflowsProblem(image.workflows);
+    workflowsProblem(image.workflows) ??
+    leaseOrderProblem(image.format, image.leases);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -93,6 +113,18 @@ function orderProblem(what: string, keys: readonly string[]): string | undefined
   for (let i = 1; i < keys.length; i++) {
     const [previous, key] = [keys[i - 1] ?? '', keys[i] ?? ''];
     if (!(previous < key)) return `${what}: ${JSON.stringify(key)} is out of order or repeated`;
+  }
+  return undefined;
+}
+
+function leaseOrderProblem(format: number, leases: readonly Lease[] | undefined): string | undefined {
+  if (format === 1) return leases === undefined ? undefined : 'format 1 has no leases';
+  if (leases === undefined) return 'leases: is required';
+  for (let i = 1; i < leases.length; i++) {
+    const [previous, lease] = [leases[i - 1], leases[i]];
+    if (previous !== undefined && lease !== undefined && !(ipOrder(previous.ip, lease.ip) < 0)) {
+      return `leases: ${lease.ip} is out of order or repeated`;
+    }
   }
   return undefined;
 }

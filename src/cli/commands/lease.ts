@@ -1,0 +1,52 @@
+// `slipway lease list`: the dynamic DHCP leases (--dhcp-mode dynamic) in the replicated state.
+import type { Command } from '@commander-js/extra-typings';
+import type { ClusterClient } from '../client.js';
+import type { OutputFormat, Row } from '../output.js';
+import { render } from '../output.js';
+
+type Connect = () => { client: ClusterClient; output: OutputFormat };
+
+interface LeaseDoc {
+  ip: string;
+  mac: string;
+  state: 'bound' | 'declined';
+  expiresMs: number;
+  grantedMs: number;
+  updatedMs: number;
+}
+
+export function leaseCommand(program: Command, connect: Connect): void {
+  const lease = program.command('lease').description('dynamic DHCP leases');
+  lease
+    .command('list')
+    .description('list leases: bound (active or expired) and declined addresses')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--active', 'only leases that have not expired')
+    .action(async (o) => {
+      const { client, output } = connect();
+      const res = await client.control('leaseList', { local: o.local === true });
+      const now = res.nowMs;
+      const docs = res.leaseJson
+        .map((j) => JSON.parse(j) as LeaseDoc)
+        .map((l) => ({ ...l, active: l.expiresMs > now }))
+        .filter((l) => o.active !== true || l.active);
+      process.stdout.write(
+        `${render(
+          output,
+          { leases: docs },
+          docs.map((l) => row(l, now)),
+        )}\n`,
+      );
+    });
+}
+
+function row(l: LeaseDoc & { active: boolean }, now: number): Row {
+  const left = Math.round((l.expiresMs - now) / 1000);
+  return {
+    ip: l.ip,
+    mac: l.mac === '' ? '-' : l.mac,
+    state: l.state === 'declined' ? 'declined' : l.active ? 'bound' : 'expired',
+    expires: new Date(l.expiresMs).toISOString(),
+    remaining: l.active ? `${String(left)}s` : '-',
+  };
+}
