@@ -226,6 +226,7 @@ export class WorkerService {
           exitStatus: r.exitStatus,
           message: r.message,
           outputTail: r.outputTail,
+          startNext: true,
         });
       } catch (err) {
         // No leader or a lost forward: the result may or may not be in; sending it again is

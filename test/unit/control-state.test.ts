@@ -563,6 +563,68 @@ describe('attempt.result', () => {
     assert.equal(h.start('w1').actionIndex, 2);
   });
 
+  it('startNext starts the next action in the same entry, only on the same worker and when due', () => {
+    const h = ready();
+    h.create(
+      'w1',
+      specOf([
+        task('os', 'm1', [actionSpec('a'), actionSpec('b', { retries: 1 })]),
+        task('check', 'm2', [actionSpec('c')]),
+      ]),
+    );
+    h.start('w1');
+    const report = (actionIndex: number, attempt: number, workerId: string, success: boolean) =>
+      h.run({
+        type: 'attempt.result',
+        workflowId: 'w1',
+        actionIndex,
+        attempt,
+        workerId,
+        success,
+        exitStatus: success ? 0 : 1,
+        message: '',
+        outputTail: '',
+        startNext: true,
+      });
+    h.nowMs += 10;
+    const first = report(0, 1, 'm1', true);
+    assert.equal(first.type, 'attempt');
+    assert.equal(first.type === 'attempt' ? first.actionState : '', 'SUCCESS', 'the result outcome');
+    const started = h.state.workflow('w1')?.actions[1];
+    assert.deepEqual([started?.state, started?.attempt, started?.startedMs], ['RUNNING', 1, h.nowMs]);
+    assert.deepEqual(h.eventTypes('w1').slice(-2), ['action.succeeded', 'action.started']);
+    // A failure with a retry left waits for its backoff: nothing starts.
+    const failed = report(1, 1, 'm1', false);
+    assert.equal(failed.type === 'attempt' ? failed.actionState : '', 'PENDING');
+    assert.equal(h.state.workflow('w1')?.actions[1]?.state, 'PENDING');
+    h.nowMs += retryBackoffMs(1);
+    h.start('w1');
+    // The next action runs on m2: m1's report does not start it.
+    report(1, 2, 'm1', true);
+    assert.equal(h.state.workflow('w1')?.actions[2]?.state, 'PENDING');
+    assert.equal(nextAction(h.state.workflow('w1') as Workflow)?.workerId, 'm2');
+  });
+
+  it('startNext starts nothing on a worker whose allowWorkflow is off', () => {
+    const h = ready();
+    h.create('w1', specOf([task('os', 'm1', [actionSpec('a'), actionSpec('b')])]));
+    h.start('w1');
+    h.hardware('m1', 1, { netboot: { allowPXE: true, allowWorkflow: false } });
+    h.run({
+      type: 'attempt.result',
+      workflowId: 'w1',
+      actionIndex: 0,
+      attempt: 1,
+      workerId: 'm1',
+      success: true,
+      exitStatus: 0,
+      message: '',
+      outputTail: '',
+      startNext: true,
+    });
+    assert.equal(h.state.workflow('w1')?.actions[1]?.state, 'PENDING');
+  });
+
   it('the last success finishes the workflow and turns PXE off for its machine', () => {
     const h = ready();
     h.create('w1', oneAction());

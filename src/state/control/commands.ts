@@ -66,6 +66,12 @@ export type ControlCommand =
       readonly exitStatus: number;
       readonly message: string;
       readonly outputTail: string;
+      /**
+       * Also start the workflow's next action when it runs on the same worker and is due, in
+       * this same entry: the worker is connected (it just reported), so one commit per action
+       * instead of two.
+       */
+      readonly startNext?: boolean;
     }
   /** The worker no longer runs this attempt (it restarted): counts as a failed attempt. */
   | {

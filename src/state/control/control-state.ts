@@ -15,7 +15,7 @@ import {
   workflowEventsMax,
   workflowsMax,
 } from '../limits.js';
-import { actionPositions, currentActionIndex, isTerminal } from '../../workflow/rules.js';
+import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { EventLog } from './event-log.js';
 import { LeaseTable } from './leases.js';
@@ -347,8 +347,11 @@ export class ControlState {
         return this.#createWorkflow(command, nowMs);
       case 'attempt.start':
         return this.#onWorkflow(command.workflowId, (wf) => startAttempt(wf, command, nowMs), nowMs);
-      case 'attempt.result':
-        return this.#onWorkflow(command.workflowId, (wf) => recordResult(wf, command, nowMs), nowMs);
+      case 'attempt.result': {
+        const result = this.#onWorkflow(command.workflowId, (wf) => recordResult(wf, command, nowMs), nowMs);
+        if (command.startNext === true && result.type === 'attempt') this.#startNext(command, nowMs);
+        return result;
+      }
       case 'attempt.lost':
         return this.#onWorkflow(command.workflowId, (wf) => recordLost(wf, command, nowMs), nowMs);
       case 'deadline.expire':
@@ -533,6 +536,28 @@ export class ControlState {
     if (missing !== undefined)
       return { kind: 'refused', code: 'E_CONFLICT', message: `cannot retry: ${missing}` };
     return retryWorkflow(wf, fromStart);
+  }
+
+  /**
+   * After a recorded result: starts the workflow's next action if it runs on the reporting
+   * worker, is due by this stamp and the worker may run workflows, exactly as an attempt.start
+   * from that worker's session would. Otherwise nothing: the session proposes the start later.
+   */
+  #startNext(report: Command<'attempt.result'>, nowMs: number): void {
+    const wf = this.#workflows.get(report.workflowId);
+    if (wf === undefined || isTerminal(wf.state)) return;
+    if (this.#hardware.get(report.workerId)?.netboot.allowWorkflow === false) return;
+    const next = nextAction(wf);
+    if (next === null || next.workerId !== report.workerId) return;
+    if ((next.notBeforeMs ?? 0) > nowMs) return;
+    const start = {
+      type: 'attempt.start',
+      workflowId: wf.id,
+      actionIndex: next.index,
+      attempt: next.attempt,
+      workerId: report.workerId,
+    } as const;
+    this.#commit(startAttempt(wf, start, nowMs), nowMs);
   }
 
   #onWorkflow(id: string, change: (wf: Workflow) => Transition, nowMs: number): ControlResult {

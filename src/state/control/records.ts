@@ -236,6 +236,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     exitStatus: safeInteger,
     message: text,
     outputTail: text,
+    startNext: optional(boolean),
   }),
   'attempt.lost': object({ type: literal(['attempt.lost']), ...attempt, message: text }),
   'deadline.expire': object({ type: literal(['deadline.expire']), workflowId: text }),
