@@ -6,6 +6,8 @@ import { RaftError } from '../raft/core/types.js';
 import { InvalidCommandError } from '../state/command.js';
 
 export const leaderHintKey = 'x-slipway-leader';
+/** The raft refusal behind an UNAVAILABLE, so a forwarding node can tell "never appended". */
+export const raftCodeKey = 'x-slipway-raft-code';
 
 export class ApiError extends Error {
   readonly code: status;
@@ -23,6 +25,7 @@ export function toServiceError(err: unknown): Partial<ServiceError> {
     return { code: status.INVALID_ARGUMENT, details: err.message, metadata };
   if (err instanceof RaftError) {
     if (err.leader !== '') metadata.set(leaderHintKey, err.leader);
+    metadata.set(raftCodeKey, err.code);
     return { code: raftCodeToStatus(err), details: err.message, metadata };
   }
   if (isServiceError(err)) return { code: err.code, details: err.details, metadata: err.metadata };

@@ -13,9 +13,26 @@ import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-con
 import type { Command, CommandResult } from '../state/command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
-import { ApiError, toServiceError } from './errors.js';
+import { ApiError, isServiceError, raftCodeKey, toServiceError } from './errors.js';
 
 const leaderWaitMs = 2000;
+/** How long definite refusals are retried: a few election timeouts at the default ticks. */
+const refusalRetryMs = 2000;
+const refusedCodes: ReadonlySet<string> = new Set(['E_NOT_LEADER', 'E_TRANSFER_IN_PROGRESS']);
+
+function refusalPauseMs(attempt: number): number {
+  return Math.min(10 * 2 ** attempt, 100);
+}
+
+/** True when `err` proves the command was not appended to any log. */
+function neverAppended(err: unknown): boolean {
+  if (err instanceof RaftError) return refusedCodes.has(err.code);
+  if (!isServiceError(err) || err.code !== status.UNAVAILABLE) return false;
+  const raftCode = err.metadata.get(raftCodeKey)[0];
+  if (typeof raftCode === 'string') return refusedCodes.has(raftCode);
+  // The leader's port refused the connection: the request never left this node.
+  return /No connection established|ECONNREFUSED/.test(err.details);
+}
 const forwardDeadlineMs = 10_000;
 
 /** Waits (briefly) for a known leader; UNAVAILABLE when the cluster has none. */
@@ -42,8 +59,27 @@ export class Proposer {
     this.#tls = tls;
   }
 
-  /** Applies `command` through the leader and returns its result (errors as results, not throws). */
+  /**
+   * Applies `command` through the leader and returns its result (errors as results, not throws).
+   * A refusal that proves the command never entered a log (no leader there, a leadership
+   * transfer under way, the leader's port closed) is retried as leadership settles, for up to
+   * an election's worth of time, so a graceful handover does not fail the caller. Anything
+   * ambiguous (sent, then lost) is the caller's to resolve.
+   */
   async propose(command: Command): Promise<CommandResult> {
+    const deadline = Date.now() + refusalRetryMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#proposeOnce(command);
+      } catch (err) {
+        if (!neverAppended(err) || Date.now() >= deadline) throw err;
+        // Retry once leadership moves here or is heard of, or after a short pause regardless.
+        await this.#node.softStateChange(refusalPauseMs(attempt));
+      }
+    }
+  }
+
+  async #proposeOnce(command: Command): Promise<CommandResult> {
     if (this.#node.softState().role === 'leader') return this.#proposeHere(command);
     const leader = await awaitLeader(this.#node);
     if (leader.id === this.#node.id) return this.#proposeHere(command);

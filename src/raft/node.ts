@@ -95,6 +95,8 @@ export class RaftNode {
   private storeQueue: Promise<void> = Promise.resolve();
   private ticker: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** Resolved at the next role or leader change (see softStateChange). */
+  private softStateWaiters: (() => void)[] = [];
   private membershipKey = '';
   private fatal: Error | null = null;
 
@@ -234,6 +236,21 @@ export class RaftNode {
 
   status(): RaftStatus & { appliedToStateMachine: number } {
     return { ...this.core.status(), appliedToStateMachine: this.applied };
+  }
+
+  /** Resolves at the next change of role, term or leader, or after `timeoutMs`. */
+  softStateChange(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, timeoutMs);
+      const waiters = this.softStateWaiters;
+      function done(): void {
+        clearTimeout(timer);
+        const i = waiters.indexOf(done);
+        if (i >= 0) waiters.splice(i, 1);
+        resolve();
+      }
+      waiters.push(done);
+    });
   }
 
   softState(): SoftState {
@@ -472,6 +489,9 @@ export class RaftNode {
   private onSoftState(s: SoftState): void {
     this.log.info({ role: s.role, term: s.term, leader: s.leader }, 'raft state changed');
     this.opts.onSoftState?.(s);
+    const waiters = this.softStateWaiters;
+    this.softStateWaiters = [];
+    for (const wake of waiters) wake();
     if (s.leader !== this.lastLeader) {
       // Reads still waiting for the old leader's confirmation will never get it.
       for (const w of this.reads.values()) {
@@ -508,7 +528,8 @@ export class RaftNode {
   private checkUsable(): void {
     if (this.fatal !== null)
       throw new RaftError('E_PROPOSAL_DROPPED', `the node has stopped: ${this.fatal.message}`);
-    if (this.stopped) throw new RaftError('E_PROPOSAL_DROPPED', 'the node is shutting down');
+    // Nothing was appended: a definite refusal, which a forwarding node may retry elsewhere.
+    if (this.stopped) throw new RaftError('E_NOT_LEADER', `${this.id} is shutting down`);
   }
 }
 
