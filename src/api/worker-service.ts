@@ -343,7 +343,8 @@ export class WorkerService {
               },
             },
           });
-          this.#ctx.logger.info(
+          // Debug: the result's info line and the action.started event already tell this story.
+          this.#ctx.logger.debug(
             { workerId, workflowId: wf.id, actionIndex: i, attempt: st.attempt, action: pos.action.name },
             'action pushed',
           );
