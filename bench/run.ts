@@ -7,6 +7,8 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   raft: runRaftBench,
   control: runControlBench,
   'write-path': runWritePathBench,
+  tftp: async (argv) => (await import('./tftp.js')).runTftpBench(argv),
+  dhcp: async (argv) => (await import('./dhcp.js')).runDhcpBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);
