@@ -250,6 +250,21 @@ describe('dynamic mode: the life of a lease', () => {
     assert.equal(lease?.grantedMs, t0);
   });
 
+  it('a repeated REQUEST early in the lease gets the committed lease without a new commit', async () => {
+    const h = harness();
+    const ip = await dora(h, mac(1));
+    const commands = h.proposed.length;
+    h.now += 60_000; // 10 % of the lease
+    const again = await request(h, mac(1), ip);
+    assert.equal(again.options.messageType, 'ACK');
+    assert.equal(again.options.leaseTimeS, leaseTimeS - 60, 'only the committed time left');
+    assert.equal(h.proposed.length, commands);
+    h.now += 120_000; // 30 %: past the reuse window, so the renewal is committed
+    await request(h, mac(1), ip);
+    assert.equal(h.proposed.length, commands + 1);
+    assert.equal(h.control.leaseOfMac(mac(1))?.expiresMs, h.now + leaseTimeS * 1000);
+  });
+
   it('RELEASE ends the lease now, and the machine gets its address back later', async () => {
     const h = harness();
     const ip = await dora(h, mac(1));

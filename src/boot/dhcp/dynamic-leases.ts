@@ -44,6 +44,11 @@ export interface DynamicLeaseOptions {
 /** Offers held at once; past it, the expired ones are swept, and if none are, DISCOVERs wait. */
 export const offerHoldsMax = 65_536;
 const offerHoldMsDefault = 10_000;
+/**
+ * A lease younger than this share of its time is handed out again as committed. Renewals at T1
+ * (half the lease) always commit an extension.
+ */
+const reuseFraction = 0.25;
 
 interface Hold {
   readonly mac: string;
@@ -165,6 +170,16 @@ class DynamicLeases implements LeaseBackend {
       return nak(`${wanted} is not in a pool serving this client`);
     }
     const now = this.#now();
+    // A client asking again for the lease it was granted a moment ago (a repeated DORA, a reboot)
+    // gets what is committed, without another commit, as Kea's cache-threshold does: the ACK
+    // promises only the time the committed lease has left.
+    if (current?.ip === wanted && current.state === 'bound') {
+      const leftMs = current.expiresMs - now;
+      if (leftMs > this.#leaseTimeS * 1000 * (1 - reuseFraction)) {
+        this.#drop(mac);
+        return leaseAnswer(pool, wanted, Math.floor(leftMs / 1000));
+      }
+    }
     if (!this.#free(wanted, mac, now)) return nak(`${wanted} is held for another client`);
     // Kept until the commit lands, so no concurrent DISCOVER offers it to another MAC.
     this.#hold(mac, wanted, now);
