@@ -162,7 +162,7 @@ class Harness {
     attempt: number,
     workerId: string,
     success: boolean,
-    extra: { message?: string; outputTail?: string; exitStatus?: number } = {},
+    extra: { message?: string; outputTail?: string; exitStatus?: number; startNext?: boolean } = {},
   ): ControlResult {
     return this.run({
       type: 'attempt.result',
@@ -174,6 +174,7 @@ class Harness {
       exitStatus: extra.exitStatus ?? (success ? 0 : 1),
       message: extra.message ?? (success ? '' : 'exited with status 1'),
       outputTail: extra.outputTail ?? '',
+      ...(extra.startNext === undefined ? {} : { startNext: extra.startNext }),
     });
   }
 
@@ -574,18 +575,7 @@ describe('attempt.result', () => {
     );
     h.start('w1');
     const report = (actionIndex: number, attempt: number, workerId: string, success: boolean) =>
-      h.run({
-        type: 'attempt.result',
-        workflowId: 'w1',
-        actionIndex,
-        attempt,
-        workerId,
-        success,
-        exitStatus: success ? 0 : 1,
-        message: '',
-        outputTail: '',
-        startNext: true,
-      });
+      h.result('w1', actionIndex, attempt, workerId, success, { startNext: true });
     h.nowMs += 10;
     const first = report(0, 1, 'm1', true);
     assert.equal(first.type, 'attempt');
@@ -610,18 +600,7 @@ describe('attempt.result', () => {
     h.create('w1', specOf([task('os', 'm1', [actionSpec('a'), actionSpec('b')])]));
     h.start('w1');
     h.hardware('m1', 1, { netboot: { allowPXE: true, allowWorkflow: false } });
-    h.run({
-      type: 'attempt.result',
-      workflowId: 'w1',
-      actionIndex: 0,
-      attempt: 1,
-      workerId: 'm1',
-      success: true,
-      exitStatus: 0,
-      message: '',
-      outputTail: '',
-      startNext: true,
-    });
+    h.result('w1', 0, 1, 'm1', true, { startNext: true });
     assert.equal(h.state.workflow('w1')?.actions[1]?.state, 'PENDING');
   });
 
