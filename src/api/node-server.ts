@@ -120,6 +120,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       dhcpLeaseTimeS: cfg.dhcpLeaseTimeS,
       tftpAddr: cfg.tftpAddr,
       tftpRoot: cfg.tftpRoot,
+      tftpTransfersMax: cfg.tftpTransfersMax,
       httpAddr: cfg.httpAddr,
       artifactsDir: cfg.artifactsDir,
       kernelArgs: cfg.kernelArgs,

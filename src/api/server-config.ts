@@ -51,6 +51,8 @@ export const serverConfigSchema = z
     tftpAddr: hostPort.optional(),
     /** Default: a copy of Debian's iPXE binaries (/usr/lib/ipxe) in the data dir. */
     tftpRoot: z.string().min(1).optional(),
+    /** TFTP transfers in progress at once; past it, requests are dropped for the client to retransmit. */
+    tftpTransfersMax: z.number().int().min(1).max(1_000_000).optional(),
     httpAddr: hostPort.optional(),
     /** Kernels and initrds served under /artifacts/. */
     artifactsDir: z.string().min(1).optional(),

@@ -32,6 +32,8 @@ export interface NodeBootConfig {
   readonly dhcpLeaseTimeS: number;
   readonly tftpAddr?: string | undefined;
   readonly tftpRoot?: string | undefined;
+  /** Default: SERVER_LIMITS_DEFAULT.transfersMax. */
+  readonly tftpTransfersMax?: number | undefined;
   readonly httpAddr?: string | undefined;
   readonly artifactsDir?: string | undefined;
   readonly kernelArgs: readonly string[];
@@ -125,6 +127,8 @@ export async function startNodeBootServices(
         host,
         port,
         root: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
+        // Transfers run on one worker thread per core (the server's default).
+        ...(cfg.tftpTransfersMax === undefined ? {} : { limits: { transfersMax: cfg.tftpTransfersMax } }),
         hooks: {
           onTransferStart: (e) => {
             log.debug({ filename: e.filename, client: e.client }, 'TFTP transfer started');
@@ -134,6 +138,14 @@ export async function startNodeBootServices(
           },
           onRequestRefused: (e) => {
             log.info({ filename: e.filename, code: e.code, reason: e.message }, 'TFTP request refused');
+          },
+          // Debug only: in a storm every retransmission past the cap lands here, and the client
+          // is served once a slot frees. droppedTotal tells how often it happens.
+          onRequestDropped: (e) => {
+            log.debug(
+              { filename: e.filename, client: e.client, reason: e.reason, droppedTotal: e.droppedTotal },
+              'TFTP request dropped',
+            );
           },
           onError: (err) => {
             log.warn({ err }, 'TFTP server error');

@@ -1,6 +1,6 @@
 // Goal: the TFTP root only ever serves regular files inside it: ".." and symlinks out of the
 // root are access violations, a leading "/" is root-relative, missing files are "not found",
-// and a file replaced on disk is served fresh despite the cache.
+// and a file replaced on disk is served fresh despite the cache, from one shared copy.
 // Method: a temporary root directory with files, a subdirectory and symlinks, read through
 // RootDirectory; the temporary directory is removed afterwards.
 import { after, before, test } from 'node:test';
@@ -96,4 +96,6 @@ void test('concurrent reads of one file share a single read', async () => {
     contents.every((c) => c !== null && c === contents[0]),
     'all callers get the same buffer',
   );
+  // Transfer workers receive it by reference: a SharedArrayBuffer is not copied by postMessage.
+  assert.ok(contents[0]?.buffer instanceof SharedArrayBuffer, 'the content lives in a SharedArrayBuffer');
 });

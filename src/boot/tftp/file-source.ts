@@ -55,6 +55,17 @@ function refusalFor(error: unknown, filename: string): FileLookup {
   }
 }
 
+/**
+ * The bytes copied once into a SharedArrayBuffer. Transfers run on worker threads, and a
+ * SharedArrayBuffer crosses postMessage by reference, so every transfer of a cached file shares
+ * one copy instead of cloning it per transfer.
+ */
+function toSharedBytes(bytes: Uint8Array): Uint8Array {
+  const shared = new Uint8Array(new SharedArrayBuffer(bytes.length));
+  shared.set(bytes);
+  return shared;
+}
+
 export class RootDirectory {
   readonly #root: string;
   readonly #cache: ContentCache;
@@ -117,7 +128,8 @@ export class RootDirectory {
     let reading = this.#reading.get(key);
     if (reading === undefined) {
       reading = readFile(real).then(
-        (content) => {
+        (bytes) => {
+          const content = toSharedBytes(bytes);
           this.#reading.delete(key);
           this.#cache.set(real, version, content);
           return content;

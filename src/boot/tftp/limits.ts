@@ -33,7 +33,11 @@ export const TRANSFER_LIMITS_DEFAULT: TransferLimits = {
 
 /** Bounds on the server as a whole. */
 export interface ServerLimits {
-  /** Transfers in progress (including ones still resolving their file); beyond it, ERROR 0 "server busy". */
+  /**
+   * Transfers in progress (including ones still resolving their file). A request beyond it is
+   * dropped without a reply: the client retransmits it and is served once a slot frees, where
+   * an ERROR would make PXE firmware give up the boot.
+   */
   readonly transfersMax: number;
   /** Total bytes of file contents kept in the LRU cache. */
   readonly cacheBytesMax: number;
@@ -42,7 +46,8 @@ export interface ServerLimits {
 }
 
 export const SERVER_LIMITS_DEFAULT: ServerLimits = {
-  transfersMax: 64,
+  // Each transfer costs a socket and a little state; file contents are shared between them.
+  transfersMax: 256,
   cacheBytesMax: 32 * 1024 * 1024,
   fileBytesMax: 64 * 1024 * 1024,
 };
@@ -66,4 +71,11 @@ export function assertValidServerLimits(limits: ServerLimits): void {
   requireIntegerIn('transfersMax', limits.transfersMax, 1, 1_000_000);
   requireIntegerIn('cacheBytesMax', limits.cacheBytesMax, 0, Number.MAX_SAFE_INTEGER);
   requireIntegerIn('fileBytesMax', limits.fileBytesMax, 0, 2 ** 31 - 1);
+}
+
+/** Worker threads running transfers; 0 and 1 both mean the server's own thread. */
+export const TRANSFER_WORKERS_MAX = 64;
+
+export function assertValidWorkerCount(workers: number): void {
+  requireIntegerIn('workers', workers, 0, TRANSFER_WORKERS_MAX);
 }

@@ -1,11 +1,18 @@
-// The read-only TFTP server: listens for requests, admits or refuses them, finds the file
+// The read-only TFTP server: listens for requests, admits, drops or refuses them, finds the file
 // (resolver hook first, then the root directory) and hands each admitted read to a
-// TransferSession on its own ephemeral port.
+// TransferRunner, which runs it as a TransferSession on its own ephemeral port, on a worker
+// thread or on this one.
+//
+// This thread keeps everything that decides whether and what to serve: the listening socket,
+// request parsing, the limits, path checks and refusals, the resolver and the content cache.
+// The per-block work (DATA, ACKs, retransmission) is what worker threads take off it.
 //
 // Refusals (ERROR packets for bad requests) are sent from the listening socket: no transfer
 // exists yet, and a refused request must not cost a socket.
 import dgram from 'node:dgram';
 import { isIPv6 } from 'node:net';
+import { availableParallelism } from 'node:os';
+import type { Worker } from 'node:worker_threads';
 import {
   Opcode,
   TftpErrorCode,
@@ -17,15 +24,24 @@ import {
 import { ContentCache } from './content-cache.js';
 import { RootDirectory, type FileLookup } from './file-source.js';
 import { toNetascii } from './netascii.js';
-import { TransferSession, bindSocket, type SessionEnd, type TftpPeer } from './session.js';
+import { bindSocket, type SessionEnd, type TftpPeer } from './session.js';
 import {
   SERVER_LIMITS_DEFAULT,
   TRANSFER_LIMITS_DEFAULT,
   assertValidServerLimits,
   assertValidTransferLimits,
+  assertValidWorkerCount,
   type ServerLimits,
   type TransferLimits,
 } from './limits.js';
+import type { TransferThreadConfig } from './transfer-protocol.js';
+import {
+  InThreadRunner,
+  type RunnerEvent,
+  type RunnerHooks,
+  type TransferRunner,
+} from './transfer-runner.js';
+import { WorkerRunner } from './worker-runner.js';
 
 export type { TftpPeer } from './session.js';
 
@@ -58,14 +74,29 @@ export interface RequestRefusedEvent {
   readonly message: string;
 }
 
+export interface RequestDroppedEvent {
+  readonly filename: string;
+  readonly client: TftpPeer;
+  /** 'busy': transfersMax transfers are in progress. 'noWorker': every worker is being replaced. */
+  readonly reason: 'busy' | 'noWorker';
+  /** Requests dropped since the server started, this one included. */
+  readonly droppedTotal: number;
+}
+
 /** Optional observers; the integrator wires logging and metrics here. They must not throw. */
 export interface TftpServerHooks {
+  /** A transfer has sent its first packet. Every started transfer later ends with onTransferEnd. */
   readonly onTransferStart?: (event: TransferStartEvent) => void;
   readonly onTransferEnd?: (event: TransferEndEvent) => void;
   readonly onRequestRefused?: (event: RequestRefusedEvent) => void;
+  /** A read request was not answered, so that the client retransmits it later. */
+  readonly onRequestDropped?: (event: RequestDroppedEvent) => void;
   /** A packet from a wrong TID was answered with ERROR 5. */
   readonly onStrayPacket?: (from: TftpPeer) => void;
-  /** Unexpected failures: resolver rejections, I/O errors, listening socket errors. */
+  /**
+   * Unexpected failures: resolver rejections, I/O errors, listening socket errors, a transfer
+   * worker that died (it is replaced, and its transfers end as 'workerFailed').
+   */
   readonly onError?: (error: unknown) => void;
 }
 
@@ -78,13 +109,32 @@ export interface TftpServerOptions {
   readonly root?: string;
   readonly resolve?: TftpResolver;
   readonly limits?: Partial<TransferLimits & ServerLimits>;
+  /**
+   * Worker threads that run the transfers; default os.availableParallelism(). 0 or 1 runs them
+   * on the server's own thread: one worker would only add a hop.
+   */
+  readonly workers?: number;
   readonly hooks?: TftpServerHooks;
+}
+
+export interface TftpServerStats {
+  /** Threads running transfers; 0 when they run on the server's own thread. */
+  readonly workers: number;
+  /** Transfers admitted and not yet ended, including ones still looking up their file. */
+  readonly transfersActive: number;
+  readonly requestsDropped: number;
+  /** Workers started again after one died. */
+  readonly workerRestarts: number;
 }
 
 export interface TftpServer {
   /** The bound port (useful with port 0). */
   readonly port: number;
-  /** Stops listening and ends every transfer (clients receive ERROR 0); resolves once all sockets are closed. */
+  readonly stats: TftpServerStats;
+  /**
+   * Stops listening and ends every transfer (clients receive ERROR 0); resolves once every
+   * transfer's end has been reported and the workers have stopped.
+   */
   close(): Promise<void>;
 }
 
@@ -105,13 +155,21 @@ function sameRequest(a: RequestPacket, b: RequestPacket): boolean {
   );
 }
 
-/** Marks a client whose request is admitted but whose file is still being looked up. */
-const RESOLVING = 'resolving';
+/** Only what a transfer thread needs, so nothing else is cloned into the workers. */
+function transferLimitsOf(limits: TransferLimits): TransferLimits {
+  const { blockSizeMax, windowSizeMax, timeoutMs, timeoutMaxMs, retriesMax } = limits;
+  return { blockSizeMax, windowSizeMax, timeoutMs, timeoutMaxMs, retriesMax };
+}
+
+/** The runner behind each server, for transferWorkersForTesting. */
+const runners = new WeakMap<TftpServer, TransferRunner>();
 
 export async function startTftpServer(options: TftpServerOptions): Promise<TftpServer> {
   const limits = { ...TRANSFER_LIMITS_DEFAULT, ...SERVER_LIMITS_DEFAULT, ...options.limits };
   assertValidTransferLimits(limits);
   assertValidServerLimits(limits);
+  const workers = options.workers ?? availableParallelism();
+  assertValidWorkerCount(workers);
   if (options.root === undefined && options.resolve === undefined) {
     throw new Error('startTftpServer needs a root directory, a resolver, or both');
   }
@@ -120,37 +178,84 @@ export async function startTftpServer(options: TftpServerOptions): Promise<TftpS
       ? null
       : await RootDirectory.open(options.root, new ContentCache(limits.cacheBytesMax), limits.fileBytesMax);
   const host = options.host ?? '0.0.0.0';
-  const socketType: dgram.SocketType = isIPv6(host) ? 'udp6' : 'udp4';
-  const listener = await bindSocket(socketType, options.port ?? 69, host);
-  const server = new ServerState({
-    listener,
-    root,
-    host,
-    socketType,
-    limits,
-    hooks: options.hooks ?? {},
-    resolve: options.resolve,
-  });
-  return { port: listener.address().port, close: () => server.close() };
+  const socketType = isIPv6(host) ? 'udp6' : 'udp4';
+  const hooks = options.hooks ?? {};
+  // The runner reports to the server state, which needs the runner: tie the knot through here.
+  let state: ServerState | null = null;
+  const runnerHooks: RunnerHooks = {
+    onEvent: (event) => state?.onRunnerEvent(event),
+    onError: (error) => hooks.onError?.(error),
+  };
+  const threadConfig: TransferThreadConfig = { limits: transferLimitsOf(limits), bindHost: host, socketType };
+  const runner =
+    workers <= 1
+      ? new InThreadRunner(threadConfig, runnerHooks)
+      : await WorkerRunner.start(workers, threadConfig, runnerHooks);
+  let listener: dgram.Socket;
+  try {
+    listener = await bindSocket(socketType, options.port ?? 69, host);
+  } catch (error) {
+    await runner.close();
+    throw error;
+  }
+  const server = new ServerState({ listener, root, limits, hooks, runner, resolve: options.resolve });
+  state = server;
+  const handle: TftpServer = {
+    port: listener.address().port,
+    get stats() {
+      return server.stats;
+    },
+    close: () => server.close(),
+  };
+  runners.set(handle, runner);
+  return handle;
+}
+
+/**
+ * Test seam: the worker threads currently running a server's transfers (none without workers),
+ * so that a test can kill one mid-transfer. Not for production use.
+ */
+export function transferWorkersForTesting(server: TftpServer): readonly Worker[] {
+  const runner = runners.get(server);
+  return runner instanceof WorkerRunner ? runner.workersForTesting() : [];
 }
 
 interface ServerParams {
   readonly listener: dgram.Socket;
   readonly root: RootDirectory | null;
-  readonly host: string;
-  readonly socketType: dgram.SocketType;
   readonly limits: TransferLimits & ServerLimits;
   readonly hooks: TftpServerHooks;
+  readonly runner: TransferRunner;
   readonly resolve: TftpResolver | undefined;
+}
+
+/** Marks a client whose request is admitted but whose file is still being looked up. */
+const RESOLVING = 'resolving';
+
+/** An admitted transfer, from the moment it is handed to the runner until its end is reported. */
+interface Admitted {
+  readonly id: number;
+  readonly key: string;
+  readonly filename: string;
+  readonly client: TftpPeer;
+  readonly request: RequestPacket;
+  readonly bytes: number;
+  /** Set on 'started'; only a started transfer is reported through onTransferEnd. */
+  started: boolean;
+  /** A repeated request from its client is being checked with the transfer's thread. */
+  asking: boolean;
 }
 
 class ServerState {
   readonly #params: ServerParams;
   /** Admitted requests by client address and port; the key is also how a retransmitted RRQ is recognised. */
-  readonly #sessions = new Map<string, TransferSession | typeof RESOLVING>();
-  /** Requests between arrival and their transfer's start; close() waits for them. */
+  readonly #clients = new Map<string, Admitted | typeof RESOLVING>();
+  readonly #transfers = new Map<number, Admitted>();
+  /** Requests between arrival and their hand-over to the runner; close() waits for them. */
   readonly #admitting = new Set<Promise<void>>();
-  #closed = false;
+  #nextId = 1;
+  #dropped = 0;
+  #closed: Promise<void> | null = null;
 
   constructor(params: ServerParams) {
     this.#params = params;
@@ -160,18 +265,69 @@ class ServerState {
     params.listener.on('error', (error) => params.hooks.onError?.(error));
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await new Promise<void>((resolve) => this.#params.listener.close(() => resolve()));
-    // Requests still being looked up see #closed and close whatever they opened.
-    await Promise.all(this.#admitting);
-    const sessions = [...this.#sessions.values()].filter((s): s is TransferSession => s !== RESOLVING);
-    await Promise.all(sessions.map((session) => session.close()));
+  get stats(): TftpServerStats {
+    return {
+      workers: this.#params.runner.threads,
+      transfersActive: this.#clients.size,
+      requestsDropped: this.#dropped,
+      workerRestarts: this.#params.runner.restarts,
+    };
+  }
+
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      await new Promise<void>((resolve) => this.#params.listener.close(() => resolve()));
+      // Requests still being looked up see #closed and give up; ones already handed over are
+      // in the runner's queue ahead of its close.
+      await Promise.all(this.#admitting);
+      await this.#params.runner.close();
+    })();
+    return this.#closed;
+  }
+
+  onRunnerEvent(event: RunnerEvent): void {
+    const transfer = this.#transfers.get(event.id);
+    if (transfer === undefined) return;
+    const { filename, client, bytes } = transfer;
+    switch (event.type) {
+      case 'started':
+        transfer.started = true;
+        this.#params.hooks.onTransferStart?.({
+          filename,
+          client,
+          bytes,
+          blockSize: event.blockSize,
+          windowSize: event.windowSize,
+        });
+        return;
+      case 'startFailed':
+        this.#release(transfer);
+        this.#params.hooks.onError?.(
+          new Error(`TFTP transfer for ${filename} could not start: ${event.message}`),
+        );
+        this.#refuse(filename, client, TftpErrorCode.notDefined, 'internal server error');
+        return;
+      case 'ended':
+        this.#release(transfer);
+        if (transfer.started) this.#params.hooks.onTransferEnd?.({ ...event.end, filename, client, bytes });
+        return;
+      case 'stray':
+        this.#params.hooks.onStrayPacket?.(event.from);
+        return;
+      default: {
+        const unknown: never = event;
+        throw new TypeError(`unknown runner event ${JSON.stringify(unknown)}`);
+      }
+    }
+  }
+
+  #release(transfer: Admitted): void {
+    this.#transfers.delete(transfer.id);
+    if (this.#clients.get(transfer.key) === transfer) this.#clients.delete(transfer.key);
   }
 
   #onRequest(message: Buffer, client: TftpPeer): void {
-    if (this.#closed) return;
+    if (this.#closed !== null) return;
     const decoded = decodePacket(message);
     if (!decoded.ok) {
       // Never answer an ERROR, even a malformed one: two confused peers would ping-pong.
@@ -219,64 +375,59 @@ class ServerState {
 
   async #serveRead(request: RequestPacket, client: TftpPeer): Promise<void> {
     const key = `${client.address}|${client.port}`;
-    const active = this.#sessions.get(key);
+    const active = this.#clients.get(key);
     if (active !== undefined) {
       // A retransmitted RRQ (the client has not heard our first reply yet) must not start a
       // second transfer: the first one's timer answers it. A different request from the same
-      // port means the client gave up on the old transfer (EDK2 re-asks after ERROR 8).
-      if (active === RESOLVING || (!active.heardFromClient && sameRequest(active.request, request))) return;
-      active.supersede();
+      // port means the client gave up on the old transfer (EDK2 re-asks after ERROR 8). Only
+      // the transfer's thread knows whether it has heard from the client, so it decides.
+      if (active === RESOLVING || !active.started || active.asking) return;
+      active.asking = true;
+      const admit = await this.#params.runner.repeat(active.id, sameRequest(active.request, request));
+      active.asking = false;
+      // By now the old transfer's end has been reported and its slot freed; another request
+      // from the same port may have been admitted meanwhile, and then this one is a duplicate.
+      if (!admit || this.#closed !== null || this.#clients.has(key)) return;
     }
     const filename = Buffer.from(request.filename, 'latin1').toString('utf8');
-    if (this.#sessions.size >= this.#params.limits.transfersMax) {
-      this.#refuse(filename, client, TftpErrorCode.notDefined, 'server busy, try again later');
+    if (this.#clients.size >= this.#params.limits.transfersMax) {
+      this.#drop(filename, client, 'busy');
       return;
     }
     if (request.mode === 'mail') {
       this.#refuse(filename, client, TftpErrorCode.illegalOperation, 'mail mode is not supported');
       return;
     }
-    this.#sessions.set(key, RESOLVING);
+    this.#clients.set(key, RESOLVING);
     try {
       const lookup = await this.#lookup(filename, client);
-      if (this.#closed) return;
+      if (this.#closed !== null) return;
       if (lookup.kind === 'refused') {
         this.#refuse(filename, client, lookup.code, lookup.message);
         return;
       }
       const content = request.mode === 'netascii' ? toNetascii(lookup.content) : lookup.content;
-      const session = await TransferSession.open({
-        client,
-        request,
-        content,
-        limits: this.#params.limits,
-        bindHost: this.#params.host,
-        socketType: this.#params.socketType,
-        now: () => performance.now(),
-        onEnd: (end) => {
-          this.#sessions.delete(key);
-          this.#params.hooks.onTransferEnd?.({ ...end, filename, client, bytes: content.length });
-        },
-        ...(this.#params.hooks.onStrayPacket === undefined
-          ? {}
-          : { onStrayPacket: this.#params.hooks.onStrayPacket }),
-      });
-      this.#sessions.set(key, session);
-      session.start();
-      const { blockSize, windowSize } = session.settings;
-      this.#params.hooks.onTransferStart?.({
+      const transfer: Admitted = {
+        id: this.#nextId++,
+        key,
         filename,
         client,
+        request,
         bytes: content.length,
-        blockSize,
-        windowSize,
-      });
-      if (this.#closed) await session.close();
+        started: false,
+        asking: false,
+      };
+      this.#clients.set(key, transfer);
+      this.#transfers.set(transfer.id, transfer);
+      if (!this.#params.runner.start({ type: 'start', id: transfer.id, client, request, content })) {
+        this.#release(transfer);
+        this.#drop(filename, client, 'noWorker');
+      }
     } catch (error) {
       this.#params.hooks.onError?.(error);
       this.#refuse(filename, client, TftpErrorCode.notDefined, 'internal server error');
     } finally {
-      if (this.#sessions.get(key) === RESOLVING) this.#sessions.delete(key);
+      if (this.#clients.get(key) === RESOLVING) this.#clients.delete(key);
     }
   }
 
@@ -290,9 +441,15 @@ class ServerState {
     return this.#params.root.read(filename);
   }
 
+  /** Says nothing to the client: PXE firmware gives up on an ERROR, but retransmits an unanswered RRQ. */
+  #drop(filename: string, client: TftpPeer, reason: RequestDroppedEvent['reason']): void {
+    this.#dropped += 1;
+    this.#params.hooks.onRequestDropped?.({ filename, client, reason, droppedTotal: this.#dropped });
+  }
+
   #refuse(filename: string, client: TftpPeer, code: TftpErrorCode, message: string): void {
     this.#params.hooks.onRequestRefused?.({ filename, client, code, message });
-    if (this.#closed) return;
+    if (this.#closed !== null) return;
     // Messages quote client-chosen names; TFTP strings carry single non-NUL bytes only.
     const packet = encodePacket({ type: 'error', code, message: toWireText(message) });
     // Delivery is best effort, like every TFTP reply; nothing to do if it fails.

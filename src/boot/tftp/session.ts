@@ -1,8 +1,15 @@
-// One read transfer on the wire: its own ephemeral UDP socket (the server's TID for this
+// One read transfer on the wire: its own ephemeral UDP port (the server's TID for this
 // transfer), a real timer, and the pure ReadTransfer deciding what to send.
 //
-// The socket is not connect()ed, so packets from other addresses still arrive here and can be
+// The port has two sockets, both bound with SO_REUSEADDR. One is connect()ed to the client: it
+// sends every packet of the transfer, and the kernel delivers the client's packets to it, since
+// a connected socket is the best match for them. A connected send skips the route and address
+// lookups of an unconnected one, which is measurable at one send per block. The other socket
+// stays unconnected and receives what comes from anyone else, so that those packets can be
 // answered with ERROR 5 (unknown transfer ID, RFC 1350) without touching the transfer.
+//
+// Being connected, the transfer socket also hears ICMP port unreachable: a client that has gone
+// away ends the transfer at once ('socketError'), instead of after every retransmission.
 import dgram from 'node:dgram';
 import {
   Opcode,
@@ -11,7 +18,6 @@ import {
   encodePacket,
   peekOpcode,
   type RequestPacket,
-  type TftpPacket,
 } from './packet.js';
 import {
   ReadTransfer,
@@ -33,7 +39,9 @@ export type SessionFailure =
   | { readonly reason: 'serverClosed' }
   /** The same client port sent a new, different request, so it has given up on this one. */
   | { readonly reason: 'superseded' }
-  | { readonly reason: 'socketError'; readonly message: string };
+  | { readonly reason: 'socketError'; readonly message: string }
+  /** The worker thread running the transfer died; the client hears nothing more. */
+  | { readonly reason: 'workerFailed'; readonly message: string };
 
 export interface SessionEnd {
   readonly end: TransferEnd;
@@ -53,6 +61,12 @@ export interface SessionParams {
   readonly socketType: dgram.SocketType;
   /** Monotonic clock in milliseconds. */
   readonly now: () => number;
+  /**
+   * Called once from start(), with the negotiated settings, before the first packet leaves: a
+   * client answers that packet at once, and the server must know the transfer has started by
+   * the time the client's next request can reach it.
+   */
+  readonly onStart?: (settings: NegotiatedSettings) => void;
   /** Called exactly once, when the transfer ends (its socket is closing). */
   readonly onEnd: (end: SessionEnd) => void;
   /** A packet from an address other than the client's reached this transfer's port. */
@@ -60,8 +74,13 @@ export interface SessionParams {
 }
 
 /** A bound UDP socket; on failure the socket is closed before the error is passed on. */
-export async function bindSocket(type: dgram.SocketType, port: number, host: string): Promise<dgram.Socket> {
-  const socket = dgram.createSocket(type);
+export async function bindSocket(
+  type: dgram.SocketType,
+  port: number,
+  host: string,
+  reuseAddr = false,
+): Promise<dgram.Socket> {
+  const socket = dgram.createSocket({ type, reuseAddr });
   try {
     await new Promise<void>((resolve, reject) => {
       socket.once('error', reject);
@@ -77,32 +96,66 @@ export async function bindSocket(type: dgram.SocketType, port: number, host: str
   }
 }
 
+/**
+ * The two sockets of a transfer's port: the first connected to the client, the second not.
+ * On failure both are closed before the error is passed on.
+ */
+async function bindTransferPort(params: SessionParams): Promise<[dgram.Socket, dgram.Socket]> {
+  const strays = await bindSocket(params.socketType, 0, params.bindHost, true);
+  let socket: dgram.Socket | null = null;
+  try {
+    socket = await bindSocket(params.socketType, strays.address().port, params.bindHost, true);
+    const connected = socket;
+    await new Promise<void>((resolve, reject) => {
+      connected.once('error', reject);
+      connected.connect(params.client.port, params.client.address, () => {
+        connected.off('error', reject);
+        resolve();
+      });
+    });
+    return [connected, strays];
+  } catch (error) {
+    strays.close();
+    socket?.close();
+    throw error;
+  }
+}
+
 export class TransferSession {
   readonly #params: SessionParams;
+  /** Connected to the client: sends everything, receives the client's packets. */
   readonly #socket: dgram.Socket;
+  /** The same port, unconnected: receives packets from anyone else. */
+  readonly #strays: dgram.Socket;
   readonly #transfer: ReadTransfer;
   readonly #startedAtMs: number;
+  /** When the core wants onTimer next; the armed timer may fire earlier (see #apply). */
+  #deadlineMs: number | null = null;
   #timer: NodeJS.Timeout | null = null;
-  #timerAtMs: number | null = null;
+  #timerAtMs = 0;
   #ended = false;
   #closing = false;
   #heardFromClient = false;
   readonly #closed: Promise<void>;
   #markClosed: () => void = () => undefined;
 
-  private constructor(params: SessionParams, socket: dgram.Socket) {
+  private constructor(params: SessionParams, socket: dgram.Socket, strays: dgram.Socket) {
     this.#closed = new Promise((resolve) => (this.#markClosed = resolve));
     this.#params = params;
     this.#socket = socket;
+    this.#strays = strays;
     this.#transfer = new ReadTransfer(params.limits);
     this.#startedAtMs = params.now();
-    socket.on('message', (message, from) => this.#onMessage(message, from));
-    socket.on('error', (error) => this.#end('failed', { reason: 'socketError', message: error.message }));
+    for (const s of [socket, strays]) {
+      s.on('message', (message, from) => this.#onMessage(message, from));
+      s.on('error', (error) => this.#end('failed', { reason: 'socketError', message: error.message }));
+    }
   }
 
-  /** Binds a fresh socket on an ephemeral port; the transfer starts with start(). */
+  /** Binds a fresh ephemeral port; the transfer starts with start(). */
   static async open(params: SessionParams): Promise<TransferSession> {
-    return new TransferSession(params, await bindSocket(params.socketType, 0, params.bindHost));
+    const [socket, strays] = await bindTransferPort(params);
+    return new TransferSession(params, socket, strays);
   }
 
   get request(): RequestPacket {
@@ -124,7 +177,9 @@ export class TransferSession {
   }
 
   start(): void {
-    this.#apply(this.#transfer.start(this.#params.request, this.#params.content.length, this.#params.now()));
+    const step = this.#transfer.start(this.#params.request, this.#params.content.length, this.#params.now());
+    this.#params.onStart?.(this.#transfer.settings);
+    this.#apply(step);
   }
 
   /** Ends the transfer early (server shutdown), telling the client why; resolves once the socket is closed. */
@@ -136,9 +191,8 @@ export class TransferSession {
         code: TftpErrorCode.notDefined,
         message: 'server shutting down',
       });
-      const { port, address } = this.#params.client;
       // Close only after the ERROR has left, so the client fails fast instead of timing out.
-      this.#socket.send(bye, port, address, () => this.#end('failed', { reason: 'serverClosed' }));
+      this.#socket.send(bye, () => this.#end('failed', { reason: 'serverClosed' }));
     }
     return this.#closed;
   }
@@ -146,32 +200,31 @@ export class TransferSession {
   #onMessage(message: Buffer, from: dgram.RemoteInfo): void {
     if (this.#ended) return;
     const { client } = this.#params;
+    // Checked on both sockets: the kernel's choice is not relied upon for who is the client.
     if (from.address !== client.address || from.port !== client.port) {
       this.#params.onStrayPacket?.({ address: from.address, port: from.port });
-      this.#replyUnlessError(message, from, {
+      if (peekOpcode(message) === Opcode.error) return;
+      const reply = encodePacket({
         type: 'error',
         code: TftpErrorCode.unknownTransferId,
         message: 'unknown transfer ID',
       });
+      this.#strays.send(reply, from.port, from.address, () => undefined);
       return;
     }
     this.#heardFromClient = true;
     const decoded = decodePacket(message);
     if (!decoded.ok) {
-      this.#replyUnlessError(message, from, {
+      if (peekOpcode(message) === Opcode.error) return;
+      const reply = encodePacket({
         type: 'error',
         code: TftpErrorCode.illegalOperation,
         message: `malformed packet: ${decoded.error.message}`,
       });
+      this.#socket.send(reply, () => undefined);
       return;
     }
     this.#apply(this.#transfer.onPacket(decoded.packet, this.#params.now()));
-  }
-
-  /** Never answers an ERROR with an ERROR: two confused peers would otherwise ping-pong. */
-  #replyUnlessError(received: Uint8Array, to: dgram.RemoteInfo, reply: TftpPacket): void {
-    if (peekOpcode(received) === Opcode.error) return;
-    this.#socket.send(encodePacket(reply), to.port, to.address, () => undefined);
   }
 
   #apply(step: TransferStep): void {
@@ -180,39 +233,48 @@ export class TransferSession {
       this.#end(step.done, step.error);
       return;
     }
-    if (step.nextTimerAtMs !== null && (this.#timer === null || step.nextTimerAtMs !== this.#timerAtMs)) {
-      this.#arm(step.nextTimerAtMs);
+    this.#deadlineMs = step.nextTimerAtMs;
+    // Lazy re-arming: every ACK that makes progress moves the deadline later, and replacing the
+    // timer each time costs more than letting it fire early once per timeout and re-arming it
+    // then. Only a deadline earlier than the armed timer (after a backoff ends) re-arms now.
+    if (this.#deadlineMs !== null && (this.#timer === null || this.#deadlineMs < this.#timerAtMs)) {
+      this.#arm(this.#deadlineMs);
     }
   }
 
   #arm(atMs: number): void {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timerAtMs = atMs;
-    this.#timer = setTimeout(
-      () => {
-        this.#timer = null;
-        this.#apply(this.#transfer.onTimer(this.#params.now()));
-      },
-      Math.max(1, Math.ceil(atMs - this.#params.now())),
-    );
+    this.#timer = setTimeout(() => this.#onTimerFired(), Math.max(1, Math.ceil(atMs - this.#params.now())));
+  }
+
+  #onTimerFired(): void {
+    this.#timer = null;
+    if (this.#deadlineMs === null) return;
+    const nowMs = this.#params.now();
+    if (nowMs < this.#deadlineMs) {
+      this.#arm(this.#deadlineMs);
+      return;
+    }
+    this.#apply(this.#transfer.onTimer(nowMs));
   }
 
   #send(outgoing: Outgoing): void {
-    const packet: TftpPacket =
-      outgoing.kind === 'data'
-        ? {
-            type: 'data',
-            block: outgoing.block,
-            data: this.#params.content.subarray(outgoing.offset, outgoing.offset + outgoing.length),
-          }
-        : outgoing.packet;
-    // A failed send is not fatal: the transfer's own retransmission timer covers a lost datagram.
-    this.#socket.send(
-      encodePacket(packet),
-      this.#params.client.port,
-      this.#params.client.address,
-      () => undefined,
-    );
+    // Sends are best effort and fire-and-forget: the retransmission timer covers a lost or
+    // failed datagram, and without a callback dgram skips a completion callback per block.
+    if (outgoing.kind === 'packet') {
+      this.#socket.send(encodePacket(outgoing.packet));
+      return;
+    }
+    // DATA goes out as a 4-byte header plus a view of the content, gathered by sendmsg: no
+    // block is copied. The header cannot be reused: a send the kernel cannot take at once is
+    // queued with its buffers.
+    const header = new Uint8Array(4);
+    header[1] = Opcode.data;
+    header[2] = outgoing.block >>> 8;
+    header[3] = outgoing.block & 0xff;
+    const { content } = this.#params;
+    this.#socket.send([header, content.subarray(outgoing.offset, outgoing.offset + outgoing.length)]);
   }
 
   #end(end: TransferEnd, error: SessionFailure | null): void {
@@ -224,6 +286,12 @@ export class TransferSession {
     // Report first, synchronously: the server frees the client's slot at once, so a client that
     // asks again from the same port right away (EDK2 after ERROR 8) is not taken for a duplicate.
     this.#params.onEnd({ end, error, durationMs });
-    this.#socket.close(() => this.#markClosed());
+    let open = 2;
+    const closedOne = (): void => {
+      open -= 1;
+      if (open === 0) this.#markClosed();
+    };
+    this.#socket.close(closedOne);
+    this.#strays.close(closedOne);
   }
 }

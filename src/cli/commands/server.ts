@@ -39,6 +39,7 @@ export function serverCommand(program: Command): void {
     .option('--dhcp-lease-time <seconds>', 'dynamic mode: lease time of pool addresses (default 3600)')
     .option('--tftp-addr <host:port>', 'serve TFTP here, e.g. 0.0.0.0:69')
     .option('--tftp-root <dir>', "TFTP root (default: Debian's iPXE binaries, copied into the data dir)")
+    .option('--tftp-transfers-max <n>', 'TFTP transfers at once; more requests wait for a slot (default 256)')
     .option('--http-addr <host:port>', 'serve iPXE scripts and boot artifacts here, e.g. 0.0.0.0:8080')
     .option('--artifacts-dir <dir>', 'kernels and initrds served under /artifacts/')
     .option('--kernel-arg <arg...>', 'extra kernel argument for the generated iPXE scripts (repeatable)')
@@ -75,6 +76,7 @@ export function serverCommand(program: Command): void {
       set('dhcpLeaseTimeS', toInt(o.dhcpLeaseTime, '--dhcp-lease-time'));
       set('tftpAddr', o.tftpAddr);
       set('tftpRoot', o.tftpRoot);
+      set('tftpTransfersMax', toInt(o.tftpTransfersMax, '--tftp-transfers-max'));
       set('httpAddr', o.httpAddr);
       set('artifactsDir', o.artifactsDir);
       set('kernelArgs', o.kernelArg);
