@@ -61,7 +61,7 @@ const veth = { server: '10.79.0.1', client: '10.79.0.2', prefix: 24 };
 const ports = { slipwayTftp: 69, slipwayRaft: 7000, slipwayApi: 7001, tftpd: 6969 };
 /** Slipway's TRANSFER_LIMITS_DEFAULT.windowSizeMax: the largest window it grants. */
 const windowSize = 16;
-/** Slipway admits 64 transfers at once (SERVER_LIMITS_DEFAULT.transfersMax); more are refused. */
+/** Below Slipway's default --tftp-transfers-max (256), past which requests are dropped. */
 const clientsDefault = 50;
 const roundsMax = 50;
 /** A client that has not finished by then is killed and counted as a failure. */
