@@ -15,8 +15,8 @@ import type { GrantOutcome, LeaseGrant } from '../../state/control/leases.js';
 import { clientHardwareAddress } from './codec.js';
 import type { ReservedLease } from './reply.js';
 import type { LeaseAnswer, LeaseBackend, LeaseQuery } from './server.js';
-import { ipNumber, ipText, poolHas, poolSubnetHas, type DhcpPool } from './pool.js';
-import { ipv4Zero } from './wire-values.js';
+import { poolHas, poolSubnetHas, type DhcpPool } from './pool.js';
+import { ipv4FromNumber as ipText, ipv4ToNumber as ipNumber, ipv4Zero } from './wire-values.js';
 
 /** The replicated lease state, as the DHCP server on the leader sees and changes it. */
 export interface LeaseLedger {
@@ -142,11 +142,12 @@ class DynamicLeases implements LeaseBackend {
   #offer(mac: string, pools: readonly DhcpPool[]): LeaseAnswer {
     if (pools.length === 0) return none(`no pool serves ${mac}'s segment`);
     const now = this.#now();
-    const ip = this.#candidate(mac, pools, now);
-    if (ip === undefined) return none(`every address of ${pools.map((p) => p.spec).join(', ')} is in use`);
-    if (!this.#hold(mac, ip, now)) return none('too many offers outstanding');
-    const pool = pools.find((p) => poolHas(p, ipNumber(ip) ?? 0));
-    return pool === undefined ? none(`${ip} left its pool`) : leaseAnswer(pool, ip, this.#leaseTimeS);
+    const found = this.#candidate(mac, pools, now);
+    if (found === undefined) {
+      return none(`every address of ${pools.map((p) => p.spec).join(', ')} is in use`);
+    }
+    if (!this.#hold(mac, found.ip, now)) return none('too many offers outstanding');
+    return leaseAnswer(found.pool, found.ip, this.#leaseTimeS);
   }
 
   async #request(query: LeaseQuery, mac: string, pools: readonly DhcpPool[]): Promise<LeaseAnswer> {
@@ -193,26 +194,33 @@ class DynamicLeases implements LeaseBackend {
   }
 
   /** The address to offer: the client's own, then the one it asks for, then a free one. */
-  #candidate(mac: string, pools: readonly DhcpPool[], now: number): string | undefined {
-    const inPools = (ip: string | undefined): ip is string => {
+  #candidate(
+    mac: string,
+    pools: readonly DhcpPool[],
+    now: number,
+  ): { readonly ip: string; readonly pool: DhcpPool } | undefined {
+    const poolOf = (ip: string | undefined): DhcpPool | undefined => {
       const n = ip === undefined ? undefined : ipNumber(ip);
-      return n !== undefined && pools.some((p) => poolHas(p, n));
+      return n === undefined ? undefined : pools.find((p) => poolHas(p, n));
     };
     const held = this.#holdByMac.get(mac);
-    if (held !== undefined && held.untilMs > now && inPools(held.ip)) return held.ip;
+    const heldPool = held !== undefined && held.untilMs > now ? poolOf(held.ip) : undefined;
+    if (held !== undefined && heldPool !== undefined) return { ip: held.ip, pool: heldPool };
     const own = this.#ledger.leaseOfMac(mac)?.ip;
-    if (inPools(own) && this.#free(own, mac, now)) return own;
+    const ownPool = poolOf(own);
+    if (own !== undefined && ownPool !== undefined && this.#free(own, mac, now))
+      return { ip: own, pool: ownPool };
     for (const pool of pools) {
       // Never-leased addresses first, so expired leases keep their address for their machine.
       const fresh = this.#scan(
         pool,
         (ip) => this.#ledger.leaseAt(ip) === undefined && this.#free(ip, mac, now),
       );
-      if (fresh !== undefined) return fresh;
+      if (fresh !== undefined) return { ip: fresh, pool };
     }
     for (const pool of pools) {
       const any = this.#scan(pool, (ip) => this.#free(ip, mac, now));
-      if (any !== undefined) return any;
+      if (any !== undefined) return { ip: any, pool };
     }
     return undefined;
   }

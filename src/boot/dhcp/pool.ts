@@ -5,7 +5,7 @@
 // The prefix gives the subnet (netmask, broadcast, and which relay or interface the pool
 // serves); router and DNS are handed to every client of the pool. Pure: parsing and address
 // arithmetic only.
-import { ipv4ToBytes } from './wire-values.js';
+import { ipv4FromNumber as ipText, ipv4ToNumber as ipNumber, prefixMaskBits } from './wire-values.js';
 
 export interface DhcpPool {
   /** As written, for logs and errors. */
@@ -44,7 +44,7 @@ export function parsePoolSpec(spec: string): DhcpPool {
   if (last === undefined) throw new PoolSpecError(spec, `${endText} is not an IPv4 address`);
   if (prefix < 8 || prefix > 30) throw new PoolSpecError(spec, `prefix /${prefix} must be 8-30`);
   if (last < first) throw new PoolSpecError(spec, `${endText} comes before ${startText}`);
-  const maskBits = (0xffffffff << (32 - prefix)) >>> 0;
+  const maskBits = prefixMaskBits(prefix);
   const network = (first & maskBits) >>> 0;
   const broadcast = (network | ~maskBits) >>> 0;
   if ((last & maskBits) >>> 0 !== network) {
@@ -106,16 +106,5 @@ export function poolHas(pool: DhcpPool, ip: number): boolean {
 
 /** Whether `ip` is in the pool's subnet (a relay's giaddr, say). */
 export function poolSubnetHas(pool: DhcpPool, ip: number): boolean {
-  const maskBits = (0xffffffff << (32 - pool.prefix)) >>> 0;
-  return (ip & maskBits) >>> 0 === pool.network;
-}
-
-export function ipNumber(text: string): number | undefined {
-  const bytes = ipv4ToBytes(text);
-  if (bytes === undefined) return undefined;
-  return ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
-}
-
-export function ipText(n: number): string {
-  return [24, 16, 8, 0].map((shift) => (n >>> shift) & 0xff).join('.');
+  return (ip & prefixMaskBits(pool.prefix)) >>> 0 === pool.network;
 }

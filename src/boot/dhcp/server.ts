@@ -38,7 +38,7 @@ import {
   type DhcpSockets,
   type Subnet,
 } from './socket-driver.js';
-import { ipv4ToBytes, ipv4Zero, isIpv4 } from './wire-values.js';
+import { ipv4FromNumber, ipv4ToNumber, ipv4Zero, isIpv4, prefixMaskBits } from './wire-values.js';
 
 export type { DhcpPeer, Subnet } from './socket-driver.js';
 
@@ -470,16 +470,13 @@ function checkOptions(options: DhcpServerOptions): void {
 }
 
 function prefixToMask(prefix: number): string {
-  const bits = prefix <= 0 ? 0 : (0xffffffff << (32 - Math.min(prefix, 32))) >>> 0;
-  return [24, 16, 8, 0].map((shift) => (bits >>> shift) & 0xff).join('.');
+  return ipv4FromNumber(prefixMaskBits(prefix));
 }
 
 function subnetHas(net: Subnet, address: string): boolean {
-  const a = ipv4ToBytes(address);
-  const b = ipv4ToBytes(net.address);
+  const a = ipv4ToNumber(address);
+  const b = ipv4ToNumber(net.address);
   if (a === undefined || b === undefined) return false;
-  const value = (bytes: Uint8Array): number =>
-    ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
-  const mask = net.prefix <= 0 ? 0 : (0xffffffff << (32 - Math.min(net.prefix, 32))) >>> 0;
-  return (value(a) & mask) >>> 0 === (value(b) & mask) >>> 0;
+  const mask = prefixMaskBits(net.prefix);
+  return (a & mask) >>> 0 === (b & mask) >>> 0;
 }

@@ -19,6 +19,22 @@ export function ipv4ToBytes(text: string): Uint8Array | undefined {
   return Uint8Array.from(text.split('.').map(Number));
 }
 
+/** A dotted quad as an unsigned 32-bit number, or undefined when `text` is not one. */
+export function ipv4ToNumber(text: string): number | undefined {
+  const bytes = ipv4ToBytes(text);
+  if (bytes === undefined) return undefined;
+  return ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
+}
+
+export function ipv4FromNumber(n: number): string {
+  return [24, 16, 8, 0].map((shift) => (n >>> shift) & 0xff).join('.');
+}
+
+/** The netmask of a prefix length (0-32) as a number. */
+export function prefixMaskBits(prefix: number): number {
+  return prefix <= 0 ? 0 : (0xffffffff << (32 - Math.min(prefix, 32))) >>> 0;
+}
+
 /** The dotted quad stored at `offset`; the caller guarantees 4 bytes are there. */
 export function ipv4FromBytes(bytes: Uint8Array, offset: number): string {
   return `${bytes[offset]}.${bytes[offset + 1]}.${bytes[offset + 2]}.${bytes[offset + 3]}`;
