@@ -3,7 +3,17 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'coverage/', 'src/gen/', 'bin/*.js', 'eslint.config.js'] },
+  {
+    ignores: [
+      'node_modules/',
+      'dist/',
+      '.build-test-*/',
+      'coverage/',
+      'src/gen/',
+      'bin/*.js',
+      'eslint.config.js',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

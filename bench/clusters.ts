@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@grpc/grpc-js';
+import { slipwayBuild } from './slipway-build.js';
 import { sleep } from './stats.js';
 import type { System } from './wire.js';
 import {
@@ -24,8 +25,6 @@ import {
 } from './wire.js';
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-const slipwayBin = fileURLToPath(new URL('../bin/slipway.js', import.meta.url));
-const probeModule = fileURLToPath(new URL('./eld-probe.ts', import.meta.url));
 
 export interface MemberProc {
   readonly index: number;
@@ -273,20 +272,11 @@ export class SlipwayCluster extends LocalCluster {
 
   protected spawnMember(m: MemberProc): ChildProcess {
     const log = openSync(m.logPath, 'a');
-    // `--import tsx` + the probe: the probe measures event-loop delay from inside the process
-    // without touching src/ (slipway does not expose it yet). bin/slipway.js registers tsx itself.
+    // The compiled build with the probe preloaded: the probe measures event-loop delay from
+    // inside the process without touching src/ (slipway does not expose it yet).
     // --insecure: plaintext on loopback, as etcd runs here (TLS is on by default).
-    const args = [
-      '--import',
-      'tsx',
-      '--import',
-      probeModule,
-      slipwayBin,
-      'server',
-      '--insecure',
-      '--id',
-      m.name,
-    ];
+    const build = slipwayBuild();
+    const args = [...build.probeArgs, build.main, 'server', '--insecure', '--id', m.name];
     // SLIPWAY_BENCH_PROFILE_DIR=DIR: each server writes a V8 CPU profile there when it stops
     // (SIGTERM), named by PID; the server log names its PID. See bench/README.md.
     const profileDir = process.env['SLIPWAY_BENCH_PROFILE_DIR'];

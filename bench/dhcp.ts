@@ -29,11 +29,10 @@ import {
   type SweepResult,
   type SweepStep,
 } from './dhcp-perfdhcp.js';
+import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, ratio, round, sleep } from './stats.js';
 
-const slipwayBin = fileURLToPath(new URL('../bin/slipway.js', import.meta.url));
 const adminScript = fileURLToPath(new URL('./dhcp-admin.ts', import.meta.url));
-const probeModule = fileURLToPath(new URL('./eld-probe.ts', import.meta.url));
 
 /** The lab's one subnet. 10.96/24: clear of ANCHORS' 10.99 and of the tests' subnets. */
 const net = {
@@ -581,10 +580,11 @@ function nodeArgv(i: number, ids: readonly string[], dataDir: string, mode: Mode
   if (profileDir !== undefined && profileDir !== '') node.push('--cpu-prof', '--cpu-prof-dir', profileDir);
   // The probe measures the event-loop delay from inside, as for `raft` (see bench/eld-probe.ts):
   // a DHCP flood that stalls the loop delays raft heartbeats too.
-  node.push('--import', 'tsx', '--import', probeModule);
+  const build = slipwayBuild();
+  node.push(...build.probeArgs);
   return [
     ...node,
-    ...[slipwayBin, 'server', '--id', ids[i]!, '--data-dir', dataDir],
+    ...[build.main, 'server', '--id', ids[i]!, '--data-dir', dataDir],
     ...['--raft-addr', `${addr}:${raftPort}`, '--api-addr', `${addr}:${apiPort}`, '--peers', peers],
     // info, not debug: the DHCP server logs every answer at debug.
     ...['--log-level', 'info', '--insecure', '--dhcp-interface', serverIface, ...modeArgs(mode)],

@@ -39,6 +39,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LabProcess, NetnsLab } from '../cluster/netns-lab.js';
 import { machineCpu, median, percentile, ratio, round, sleep } from './stats.js';
+import { slipwayBuild } from './slipway-build.js';
 import { CpuGroups } from './tftp-cpu.js';
 import {
   clientsMax,
@@ -51,7 +52,6 @@ import {
 } from './tftp-clients.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-const slipwayBin = fileURLToPath(new URL('../bin/slipway.js', import.meta.url));
 const clientsScript = fileURLToPath(new URL('./tftp-clients.ts', import.meta.url));
 
 const fileName = 'ipxe.efi';
@@ -611,7 +611,7 @@ function startSlipway(lab: NetnsLab, ns: string, host: string, workDir: string, 
   return lab.spawn(
     ns,
     pinned(pin, pinnedCpus.servers, [
-      ...[process.execPath, ...nodeArgs, slipwayBin, 'server', '--id', 'n1', '--insecure'],
+      ...[process.execPath, ...nodeArgs, slipwayBuild().main, 'server', '--id', 'n1', '--insecure'],
       ...['--data-dir', path.join(workDir, 'slipway-data'), '--raft-addr', raft],
       ...['--api-addr', `${host}:${ports.slipwayApi}`, '--peers', `n1=${raft}`],
       ...['--tftp-addr', `${host}:${ports.slipwayTftp}`],

@@ -123,10 +123,11 @@ export async function startNodeBootServices(
     if (cfg.tftpAddr !== undefined) {
       const { host, port } = splitHostPort(cfg.tftpAddr);
       const log = logger.child({ service: 'tftp' });
+      const root = cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir);
       tftp = await startTftpServer({
         host,
         port,
-        root: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
+        root,
         // Transfers run on one worker thread per core (the server's default).
         ...(cfg.tftpTransfersMax === undefined ? {} : { limits: { transfersMax: cfg.tftpTransfersMax } }),
         hooks: {
@@ -153,6 +154,7 @@ export async function startNodeBootServices(
         },
       });
       started.push(tftp);
+      log.info({ addr: cfg.tftpAddr, root, workers: tftp.stats.workers }, 'TFTP serving');
     }
     let dhcp: DhcpServer | undefined;
     if (cfg.dhcpInterface !== undefined || cfg.dhcpAddr !== undefined) {

@@ -18,9 +18,17 @@ import { workerCommand } from './commands/worker.js';
 import { workflowCommand } from './commands/workflow.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
 
+/** The package version; package.json sits two folders up from both src/cli and dist/cli. */
+function packageVersion(): string {
+  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  const parsed = JSON.parse(text) as { version?: unknown };
+  return typeof parsed.version === 'string' ? parsed.version : 'unknown';
+}
+
 const program = new Command()
   .name('slipway')
   .description('Slipway: a highly available bare-metal provisioner')
+  .version(packageVersion(), '-V, --version', 'print the version and exit')
   .option(
     '--server <list>',
     'node API addresses HOST:PORT,... (env SLIPWAY_SERVER; default the local cluster)',

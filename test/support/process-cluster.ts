@@ -37,10 +37,13 @@ export class ProcessCluster {
   token: string | undefined;
   /** Flags every node gets; may be extended before the nodes start. */
   readonly extraArgs: string[];
+  /** The script node runs for `slipway`: bin/slipway.js, or a compiled build's cli/main.js. */
+  readonly bin: string;
 
-  constructor(size: number, extraArgs: string[] = []) {
+  constructor(size: number, extraArgs: string[] = [], bin = slipwayBin) {
     this.dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-'));
     this.extraArgs = extraArgs;
+    this.bin = bin;
     this.nodes = Array.from({ length: size }, (_, i) => ({
       id: `n${i + 1}`,
       raftAddr: `127.0.0.1:${nextPort()}`,
@@ -58,7 +61,7 @@ export class ProcessCluster {
   start(node: ProcNode): void {
     const log = openSync(join(this.dir, `${node.id}.log`), 'a');
     const args = [
-      slipwayBin,
+      this.bin,
       'server',
       '--id',
       node.id,
