@@ -4,12 +4,22 @@
 // PID on their own data directories; stop() ends every process and removes the temp dir.
 import type { ChildProcess } from 'node:child_process';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@grpc/grpc-js';
+import type { EldSample } from './eld-probe.js';
 import { slipwayBuild } from './slipway-build.js';
 import { sleep } from './stats.js';
 import type { System } from './wire.js';
@@ -244,6 +254,8 @@ export class SlipwayCluster extends LocalCluster {
   readonly eldDir: string;
   private readonly peers: string;
   private readonly extraArgs: readonly string[];
+  /** How many SIGUSR2s each server pid has been sent: the probe names its files by that count. */
+  private readonly eldSeq = new Map<number, number>();
 
   private constructor(ports: number[], extraArgs: readonly string[]) {
     super('slipway-bench-');
@@ -270,6 +282,34 @@ export class SlipwayCluster extends LocalCluster {
     return c;
   }
 
+  /**
+   * Each live server's event-loop delay since the previous call (or its start), from the probe
+   * preloaded into it (bench/eld-probe.ts): SIGUSR2 makes it write the histogram and reset it.
+   */
+  async eventLoopDelay(): Promise<Map<number, EldSample>> {
+    const pids = this.livePids();
+    for (const pid of pids) {
+      this.eldSeq.set(pid, (this.eldSeq.get(pid) ?? 0) + 1);
+      process.kill(pid, 'SIGUSR2');
+    }
+    const out = new Map<number, EldSample>();
+    const deadline = Date.now() + 3000;
+    while (out.size < pids.length && Date.now() < deadline) {
+      for (const pid of pids) {
+        const f = join(this.eldDir, `${String(pid)}-${String(this.eldSeq.get(pid) ?? 0)}.json`);
+        if (!out.has(pid) && existsSync(f)) {
+          try {
+            out.set(pid, JSON.parse(readFileSync(f, 'utf8')) as EldSample);
+          } catch {
+            // partly written; read it again
+          }
+        }
+      }
+      if (out.size < pids.length) await sleep(20);
+    }
+    return out;
+  }
+
   protected spawnMember(m: MemberProc): ChildProcess {
     const log = openSync(m.logPath, 'a');
     // The compiled build with the probe preloaded: the probe measures event-loop delay from
@@ -282,6 +322,9 @@ export class SlipwayCluster extends LocalCluster {
     const profileDir = process.env['SLIPWAY_BENCH_PROFILE_DIR'];
     if (profileDir !== undefined && profileDir !== '')
       args.unshift('--cpu-prof', '--cpu-prof-dir', profileDir);
+    // SLIPWAY_BENCH_TRACE_GC=1: each server logs its garbage collections (node --trace-gc) into
+    // its log, to tell GC pauses from other stalls.
+    if (process.env['SLIPWAY_BENCH_TRACE_GC'] === '1') args.unshift('--trace-gc');
     args.push(
       '--data-dir',
       m.dataDir,

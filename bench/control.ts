@@ -10,6 +10,8 @@
 //  - workflows completed per second in the burst;
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
+import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
@@ -118,7 +120,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       ackAt: number | null;
       done: boolean;
     }
-    const samples = { sinceAck: [] as number[], sinceSend: [] as number[] };
+    const samples = { sinceAck: [] as number[], sinceSend: [] as number[], ackAt: [] as number[], node: [] as number[] };
     let completed = 0;
     let lastDone = 0;
     const sims: Sim[] = ids.map((i) => ({
@@ -151,7 +153,11 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         const now = performance.now();
         if (sim.sentAt > 0) {
           samples.sinceSend.push(now - sim.sentAt);
-          if (sim.ackAt !== null) samples.sinceAck.push(now - sim.ackAt);
+          if (sim.ackAt !== null) {
+            samples.sinceAck.push(now - sim.ackAt);
+            samples.ackAt.push(sim.ackAt);
+            samples.node.push(i % endpoints.length);
+          }
         }
         const attempt = k.value.attempt;
         sim.sentAt = performance.now();
@@ -189,9 +195,40 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
           hardwareMap: {},
         });
       });
-    const latency = (phase: string, active: number): void => {
+    // Where a slow dispatch comes from: this process's own event loop (1,000 simulated agents
+    // share it), each server's (the probe), and the snapshots the servers took meanwhile.
+    const benchLoop = monitorEventLoopDelay({ resolution: 10 });
+    benchLoop.enable();
+    let phaseStartedAt = Date.now();
+    const startPhase = async (): Promise<void> => {
+      await cluster.eventLoopDelay();
+      benchLoop.reset();
+      phaseStartedAt = Date.now();
+    };
+    const snapshotsSince = (since: number): number[] =>
+      cluster.members.map((m) => {
+        let count = 0;
+        for (const line of readFileSync(m.logPath, 'utf8').split('\n')) {
+          if (!line.includes('took a snapshot')) continue;
+          const time = (JSON.parse(line) as { time?: number }).time ?? 0;
+          if (time >= since) count++;
+        }
+        return count;
+      });
+    const latency = async (phase: string, active: number): Promise<void> => {
       const a = [...samples.sinceAck].sort((x, y) => x - y);
       const r = [...samples.sinceSend].sort((x, y) => x - y);
+      // The slowest dispatches, with when their result was acknowledged (ms into the phase).
+      const phaseStartPerf = performance.now() - (Date.now() - phaseStartedAt);
+      const slowest = samples.sinceAck
+        .map((ms, i) => ({
+          ms: round(ms),
+          at_ms: round((samples.ackAt[i] ?? 0) - phaseStartPerf),
+          node: `n${String((samples.node[i] ?? 0) + 1)}`,
+        }))
+        .sort((x, y) => y.ms - x.ms)
+        .slice(0, 5);
+      const servers = [...(await cluster.eventLoopDelay()).values()];
       out({
         bench: 'control',
         metric: 'dispatch_latency_ms',
@@ -204,9 +241,15 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         from_result_sent_p50: round(percentile(r, 0.5)),
         from_result_sent_p99: round(percentile(r, 0.99)),
         target_p99_ms: 50,
+        slowest_from_ack: slowest,
+        server_event_loop_delay_max_ms: servers.map((e) => e.max_ms),
+        bench_event_loop_delay_max_ms: round(Math.max(0, benchLoop.max / 1e6 - 10)),
+        snapshots_taken: snapshotsSince(phaseStartedAt),
       });
       samples.sinceAck.length = 0;
       samples.sinceSend.length = 0;
+      samples.ackAt.length = 0;
+      samples.node.length = 0;
     };
 
     process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
@@ -232,21 +275,23 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     process.stderr.write(
       `control: steady phase, ${String(active)} active workflows among ${String(opts.workers)} workers\n`,
     );
+    await startPhase();
     await create(steadyIds);
     for (const i of steadyIds) connect(i);
     await waitCompleted(active, 'steady phase');
-    latency('steady', active);
+    await latency('steady', active);
 
     // Burst: every other machine gets a workflow at once while all agents are connected.
     const burstIds = ids.slice(active);
     if (burstIds.length > 0) {
       process.stderr.write(`control: burst phase, ${String(burstIds.length)} workflows created at once\n`);
+      await startPhase();
       const t0 = performance.now();
       const before = completed;
       await create(burstIds);
       const created = performance.now();
       await waitCompleted(before + burstIds.length, 'burst phase');
-      latency('burst', burstIds.length);
+      await latency('burst', burstIds.length);
       const wall = (lastDone - t0) / 1000;
       out({
         bench: 'control',

@@ -5,9 +5,8 @@
 // describes the machine); progress goes to stderr. See bench/README.md.
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { cpus, freemem, loadavg, release, totalmem, type } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Client } from '@grpc/grpc-js';
@@ -114,31 +113,9 @@ async function withCluster<C extends LocalCluster>(
 
 // ------------------------------------------------------------ event-loop delay (slipway)
 
-const eldSeq = new Map<number, number>();
-
 /** SIGUSR2 to each slipway pid; returns each one's histogram since the previous signal. */
-async function eldSnapshot(c: SlipwayCluster): Promise<Map<number, EldSample>> {
-  const pids = c.livePids();
-  for (const pid of pids) {
-    eldSeq.set(pid, (eldSeq.get(pid) ?? 0) + 1);
-    process.kill(pid, 'SIGUSR2');
-  }
-  const out = new Map<number, EldSample>();
-  const deadline = Date.now() + 3000;
-  while (out.size < pids.length && Date.now() < deadline) {
-    for (const pid of pids) {
-      const f = join(c.eldDir, `${pid}-${eldSeq.get(pid)!}.json`);
-      if (!out.has(pid) && existsSync(f)) {
-        try {
-          out.set(pid, JSON.parse(readFileSync(f, 'utf8')) as EldSample);
-        } catch {
-          // partly written; read again
-        }
-      }
-    }
-    if (out.size < pids.length) await sleep(20);
-  }
-  return out;
+function eldSnapshot(c: SlipwayCluster): Promise<Map<number, EldSample>> {
+  return c.eventLoopDelay();
 }
 
 // ------------------------------------------------------------ load runs

@@ -20,6 +20,7 @@ import type { ControlState } from '../state/control/control-state.js';
 import type { Hardware, Role, Template, Workflow, WorkflowEvent } from '../state/control/model.js';
 import { parseHardwareDocument } from '../workflow/hardware-doc.js';
 import { renderTemplate, TemplateError, validateTemplateSource } from '../workflow/template.js';
+import { TurnQueue } from '../platform/turn-queue.js';
 import type { Authenticator } from './auth.js';
 import { sha256Hex } from './auth.js';
 import { eventRecord, hardwareJson, templateRecord, workflowRecord } from './control-records.js';
@@ -43,6 +44,8 @@ const roles: readonly Role[] = ['admin', 'operator', 'viewer'];
 
 export class ControlService {
   readonly #ctx: ControlServiceContext;
+  /** Template renders, one per event-loop turn, so a burst of creates does not stall the node. */
+  readonly #renders = new TurnQueue();
 
   constructor(ctx: ControlServiceContext) {
     this.#ctx = ctx;
@@ -114,13 +117,15 @@ export class ControlService {
         const hardware = this.#hardware(req.hardwareId);
         const template = this.#template(req.template);
         const id = randomUUID();
-        const spec = wrapInput(() =>
-          renderTemplate(template.source, {
-            workflowId: id,
-            hardware,
-            hardwareMap: req.hardwareMap,
-            resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
-          }),
+        const spec = await this.#renders.run(() =>
+          wrapInput(() =>
+            renderTemplate(template.source, {
+              workflowId: id,
+              hardware,
+              hardwareMap: req.hardwareMap,
+              resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
+            }),
+          ),
         );
         const wf = expectType(
           await this.#apply({

@@ -18,7 +18,6 @@ import type {
   NodeId,
   RaftConfig,
   Ready,
-  SnapshotMeta,
   SoftState,
 } from './core/types.js';
 import { defaultRaftConfig, message, RaftError } from './core/types.js';
@@ -92,6 +91,10 @@ export class RaftNode {
   private readSeq = 0;
   private scheduled = false;
   private writing = false;
+  /** A snapshot's state is being encoded in slices (see maybeSnapshot). */
+  private encodingSnapshot = false;
+  /** Encoded, waiting for the log to be compacted to it. */
+  private encodedSnapshot: Snapshot | null = null;
   private storeQueue: Promise<void> = Promise.resolve();
   private ticker: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -470,20 +473,62 @@ export class RaftNode {
   }
 
   private maybeSnapshot(): void {
+    if (this.encodedSnapshot !== null) {
+      this.compactToEncodedSnapshot();
+      return;
+    }
     const every = this.opts.snapshotEntries ?? 10_000;
     const last = this.lastSnapshot?.meta.index ?? 0;
-    if (every <= 0 || this.applied - last < every || this.writing) return;
+    if (every <= 0 || this.applied - last < every || this.writing || this.encodingSnapshot) return;
     if (this.core.status().applied !== this.applied) return;
-    const data = this.opts.stateMachine.snapshot();
-    const meta: SnapshotMeta = this.core.compact(
-      this.applied,
-      this.applied - (this.opts.trailingEntries ?? 5_000),
+    const machine = this.opts.stateMachine;
+    if (machine.captureSnapshot === undefined) {
+      const data = machine.snapshot();
+      this.compactTo({ meta: this.core.snapshotMeta(this.applied), data });
+      return;
+    }
+    // Capture now (cheap), encode in slices while entries keep being applied: a snapshot of a
+    // few megabytes encoded at once would stall heartbeats and requests for tens of ms.
+    const meta = this.core.snapshotMeta(this.applied);
+    const capture = machine.captureSnapshot();
+    if (capture.appliedIndex !== meta.index) {
+      throw new Error(`state captured at ${capture.appliedIndex}, expected ${meta.index}`);
+    }
+    this.encodingSnapshot = true;
+    capture.encode(nextTurnOfEventLoop).then(
+      (data) => {
+        this.encodingSnapshot = false;
+        this.encodedSnapshot = { meta, data };
+        this.kick();
+      },
+      (err: unknown) => {
+        // A programmer error (the state cannot encode itself); the sync path would have thrown.
+        this.encodingSnapshot = false;
+        this.log.error({ err, index: meta.index }, 'encoding a snapshot failed');
+      },
     );
-    const snap = { meta, data };
+  }
+
+  /** Compacts to a snapshot encoded in slices, once no log write is in flight. */
+  private compactToEncodedSnapshot(): void {
+    const snap = this.encodedSnapshot;
+    if (snap === null || this.writing || this.stopped) return;
+    this.encodedSnapshot = null;
+    // A snapshot from the leader may have been installed while this one was being encoded.
+    if ((this.lastSnapshot?.meta.index ?? 0) >= snap.meta.index) return;
+    this.compactTo(snap);
+  }
+
+  private compactTo(snap: Snapshot): void {
+    const trailing = this.opts.trailingEntries ?? 5_000;
+    this.core.compactAt(snap.meta, snap.meta.index - trailing);
     this.lastSnapshot = snap;
-    const compactTo = Math.max(0, meta.index - (this.opts.trailingEntries ?? 5_000));
+    const compactTo = Math.max(0, snap.meta.index - trailing);
     this.enqueueStore(() => this.opts.store.saveLocalSnapshot(snap, compactTo));
-    this.log.info({ index: meta.index, bytes: data.byteLength }, 'took a snapshot and compacted the log');
+    this.log.info(
+      { index: snap.meta.index, bytes: snap.data.byteLength },
+      'took a snapshot and compacted the log',
+    );
   }
 
   private onSoftState(s: SoftState): void {
@@ -545,4 +590,9 @@ export function bootstrapState(peers: readonly Member[]): InitialState {
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Lets timers and I/O run between slices of a long computation. */
+function nextTurnOfEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }

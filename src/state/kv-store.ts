@@ -34,10 +34,12 @@ import {
   sessionTtlMsDefault,
   valueBytesMax,
 } from './limits.js';
-import type { StateMachine } from './machine.js';
+import type { SnapshotCapture, StateMachine } from './machine.js';
 import { SessionTable, type SessionLimits } from './sessions.js';
 import { SortedKeys } from './sorted-keys.js';
-import { crc32c } from '../raft/storage/crc32c.js';
+import { crc32c, crc32cUpdate } from '../raft/storage/crc32c.js';
+import { runAtOnce, runInSlices, SliceBudget, type Sliced } from './slices.js';
+import { snapshotSlices, type SnapshotImage } from './control/snapshot.js';
 import { ControlState } from './control/control-state.js';
 
 /** A change the store made, for watches. */
@@ -69,6 +71,24 @@ interface Namespace {
   readonly values: Map<string, VersionedValue>;
   readonly keys: SortedKeys;
 }
+
+/** What a snapshot encodes, captured at one applied index (see captureSnapshot). */
+interface StoreCapture {
+  readonly appliedIndex: number;
+  readonly revision: number;
+  readonly nowMs: number;
+  readonly sessions: Uint8Array;
+  /** Ascending by name; keys ascending, values[i] the value of keys[i]. */
+  readonly namespaces: readonly {
+    readonly name: string;
+    readonly keys: readonly string[];
+    readonly values: readonly VersionedValue[];
+  }[];
+  readonly control: SnapshotImage;
+}
+
+/** Keys per slice of a snapshot encoding: about a millisecond of work at small values. */
+const keysPerSlice = 2048;
 
 interface Effect {
   readonly result: CommandResult;
@@ -226,48 +246,87 @@ export class KvStore implements StateMachine {
    * order the writes arrived in.
    */
   snapshot(): Uint8Array {
-    // Sized exactly before writing: a snapshot can be many megabytes, and growing the buffer,
-    // trimming it and appending the checksum would copy all of it several times.
+    return runAtOnce(this.#snapshotSlices(this.#capture()));
+  }
+
+  /**
+   * The state as of now, encoded later in slices (the same bytes snapshot() gives now): values
+   * are replaced on write, never changed in place, so the capture holds references to them in
+   * fresh arrays. Costs a pass over the keys, not an encoding.
+   */
+  captureSnapshot(): SnapshotCapture {
+    const capture = this.#capture();
+    return {
+      appliedIndex: capture.appliedIndex,
+      encode: (pause) => runInSlices(this.#snapshotSlices(capture), pause),
+    };
+  }
+
+  #capture(): StoreCapture {
     const sessionsWriter = new BinaryWriter(256);
     this.#sessions.write(sessionsWriter);
-    const sessions = sessionsWriter.written();
-    const control = this.control.snapshot();
-    const names = this.namespaces();
+    return {
+      appliedIndex: this.#appliedIndex,
+      revision: this.#revision,
+      nowMs: this.#nowMs,
+      sessions: sessionsWriter.written(),
+      namespaces: this.namespaces().map((name) => {
+        const space = this.#namespaces.get(name)!;
+        const keys = [...space.keys];
+        return { name, keys, values: keys.map((key) => space.values.get(key)!) };
+      }),
+      control: this.control.captureImage(),
+    };
+  }
+
+  *#snapshotSlices(c: StoreCapture): Sliced<Uint8Array> {
+    const control = yield* snapshotSlices(c.control);
+    const budget = new SliceBudget(keysPerSlice);
+    // Sized exactly before writing: a snapshot can be many megabytes, and growing the buffer,
+    // trimming it and appending the checksum would copy all of it several times.
     let size =
       snapshotMagic.length +
       1 +
-      uvarintBytes(this.#appliedIndex) +
-      uvarintBytes(this.#revision) +
-      uvarintBytes(this.#nowMs) +
-      sessions.length +
-      uvarintBytes(names.length) +
+      uvarintBytes(c.appliedIndex) +
+      uvarintBytes(c.revision) +
+      uvarintBytes(c.nowMs) +
+      c.sessions.length +
+      uvarintBytes(c.namespaces.length) +
       uvarintBytes(control.length) +
       control.length +
       4;
-    for (const name of names) {
-      const space = this.#namespaces.get(name)!;
-      size += stringBytes(name) + uvarintBytes(space.keys.size);
-      for (const [key, v] of space.values) {
-        size += stringBytes(key) + uvarintBytes(v.value.length) + v.value.length;
+    for (const { name, keys, values } of c.namespaces) {
+      size += stringBytes(name) + uvarintBytes(keys.length);
+      for (let i = 0; i < keys.length; i++) {
+        const v = values[i]!;
+        size += stringBytes(keys[i]!) + uvarintBytes(v.value.length) + v.value.length;
         size += uvarintBytes(v.createRevision) + uvarintBytes(v.modRevision) + uvarintBytes(v.version);
+        if (budget.spend()) yield;
       }
     }
 
     const w = new BinaryWriter(size);
+    // The checksum is carried along slice by slice rather than taken over megabytes at the end.
+    let crc = 0;
+    let checked = 0;
     w.raw(Uint8Array.from(snapshotMagic)).u8(snapshotVersion);
-    w.uvarint(this.#appliedIndex).uvarint(this.#revision).uvarint(this.#nowMs);
-    w.raw(sessions);
-    w.uvarint(names.length);
-    for (const name of names) {
-      const space = this.#namespaces.get(name)!;
-      w.string(name).uvarint(space.keys.size);
-      for (const key of space.keys) {
-        const v = space.values.get(key)!;
-        w.string(key).bytes(v.value).uvarint(v.createRevision).uvarint(v.modRevision).uvarint(v.version);
+    w.uvarint(c.appliedIndex).uvarint(c.revision).uvarint(c.nowMs);
+    w.raw(c.sessions);
+    w.uvarint(c.namespaces.length);
+    for (const { name, keys, values } of c.namespaces) {
+      w.string(name).uvarint(keys.length);
+      for (let i = 0; i < keys.length; i++) {
+        const v = values[i]!;
+        w.string(keys[i]!).bytes(v.value).uvarint(v.createRevision).uvarint(v.modRevision).uvarint(v.version);
+        if (budget.spend()) {
+          crc = crc32cUpdate(crc, w.written(), checked, w.length);
+          checked = w.length;
+          yield;
+        }
       }
     }
     w.bytes(control);
-    w.u32(crc32c(w.written()));
+    w.u32(crc32cUpdate(crc, w.written(), checked, w.length));
     return w.finish();
   }
 

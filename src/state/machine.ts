@@ -25,6 +25,13 @@ export interface StateMachine {
   snapshot(): Uint8Array;
 
   /**
+   * Optional: the state as of now, cheaply, to be encoded later in slices while apply goes on.
+   * `encode` gives the bytes snapshot() would have given at the capture; it awaits `pause`
+   * between slices so that a large state does not stall the event loop.
+   */
+  captureSnapshot?(): SnapshotCapture;
+
+  /**
    * Replaces the whole state with a snapshot's. Corrupted or invalid data throws an error that
    * says what is wrong and leaves the current state untouched. After restore, applying the same
    * entries as the snapshot's source yields byte-identical snapshots.
@@ -33,4 +40,10 @@ export interface StateMachine {
 
   /** The index of the last entry applied (or restored from a snapshot); 0 when empty. */
   readonly appliedIndex: number;
+}
+
+/** A state captured at `appliedIndex`, not yet encoded. */
+export interface SnapshotCapture {
+  readonly appliedIndex: number;
+  encode(pause: () => Promise<void>): Promise<Uint8Array>;
 }

@@ -97,6 +97,27 @@ function dropLeadingDots(inner: string): string {
   return output;
 }
 
+type CompiledTemplate = ReturnType<typeof handlebars.compile>;
+
+/**
+ * Compiled templates by their rewritten text, the most recent few: a burst of workflows from one
+ * template compiles it once (Handlebars compiles on the first call and keeps the result).
+ */
+const compiledTemplates = new Map<string, CompiledTemplate>();
+const compiledTemplatesMax = 16;
+
+function compiled(rewritten: string): CompiledTemplate {
+  let template = compiledTemplates.get(rewritten);
+  if (template !== undefined) return template;
+  template = handlebars.compile(rewritten, compileOptions);
+  if (compiledTemplates.size >= compiledTemplatesMax) {
+    const oldest = compiledTemplates.keys().next();
+    if (oldest.done !== true) compiledTemplates.delete(oldest.value);
+  }
+  compiledTemplates.set(rewritten, template);
+  return template;
+}
+
 /** The first problem with the placeholder syntax, or undefined when the text compiles. */
 export function checkPlaceholderSyntax(source: string): LocatedProblem | undefined {
   const rewritten = rewriteGoStylePaths(source);
@@ -125,7 +146,7 @@ export function renderPlaceholders(source: string, variables: object): string {
   const known = Object.keys(variables).sort().join(', ');
   let rendered: string;
   try {
-    rendered = handlebars.compile(rewritten, compileOptions)(variables);
+    rendered = compiled(rewritten)(variables);
   } catch (error) {
     if (error instanceof PlaceholderError) throw error;
     const line = lineNumberOf(error);

@@ -73,9 +73,27 @@ export function validateTemplateSource(source: string): { name: string } {
   return { name: template.name };
 }
 
+/**
+ * Sources that passed validateTemplateSource lately. Rendering checks the source first, and a
+ * burst of workflows from one template would otherwise parse the same YAML once per workflow.
+ * Keyed by the source text itself, which the template record already holds.
+ */
+const validSources = new Set<string>();
+const validSourcesMax = 16;
+
+function validateSourceOnce(source: string): void {
+  if (validSources.has(source)) return;
+  validateTemplateSource(source);
+  if (validSources.size >= validSourcesMax) {
+    const oldest = validSources.values().next();
+    if (oldest.done !== true) validSources.delete(oldest.value);
+  }
+  validSources.add(source);
+}
+
 /** Fills the placeholders for one workflow and resolves every field into a RenderedTemplate. */
 export function renderTemplate(source: string, ctx: RenderContext): RenderedTemplate {
-  validateTemplateSource(source);
+  validateSourceOnce(source);
   let rendered: string;
   try {
     rendered = renderPlaceholders(source, templateVariables(ctx));

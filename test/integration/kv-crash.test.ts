@@ -5,6 +5,8 @@
 // acknowledged write must be on every node, and the recorded history of the shared keys must
 // be linearizable (unknown outcomes, from timeouts and lost connections, may or may not apply).
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
@@ -218,6 +220,15 @@ test(
       const missing = acked.filter((k) => !keys.has(k));
       assert.deepEqual(missing, [], `node ${node.id} lost acknowledged writes (seed ${seed})`);
     }
+    // The run crossed snapshots (taken in slices while writes went on), so the checks above
+    // covered compaction and restarts from a snapshot too.
+    const snapshots = cluster.nodes.map(
+      (n) => (readFileSync(join(cluster.dir, `${n.id}.log`), 'utf8').match(/took a snapshot/g) ?? []).length,
+    );
+    assert.ok(
+      snapshots.reduce((a, b) => a + b, 0) >= 3,
+      `snapshots taken per node: ${snapshots.join(', ')} (seed ${seed})`,
+    );
     const history = workers.flatMap((w) => w.history);
     const result = checkLinearizable(history);
     assert.ok(result.ok, `history not linearizable (seed ${seed}): ${result.ok ? '' : result.explanation}`);

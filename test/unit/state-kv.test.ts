@@ -862,3 +862,50 @@ test('property: without sessions the store matches a plain map model of put, del
     { numRuns: 150 },
   );
 });
+
+test('a captured snapshot, encoded in slices while applies go on, has the bytes of the state at capture', async () => {
+  const h = new Harness();
+  // Enough keys and records for several slices of each part (2,048 keys, 64 records a slice).
+  for (let i = 0; i < 5000; i++) h.put(`k${String(i).padStart(5, '0')}`, `v${i}`, { ns: `ns${i % 3}` });
+  for (let i = 0; i < 150; i++) {
+    const mac = `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
+    const hardware = { ...machine(`m${i}`), interfaces: [{ mac, dns: [], leaseTimeS: 600 }] };
+    const put = h.control({ type: 'hardware.put', hardware, workerToken: `tok${i}` });
+    assert.equal(put.type === 'control' ? put.result.type : put.type, 'hardware');
+  }
+  h.control({ type: 'template.put', name: 't', source: 'a' });
+  for (let i = 0; i < 100; i++) {
+    const created = h.control({
+      type: 'workflow.create',
+      id: `w${i}`,
+      template: 't',
+      templateVersion: 1,
+      hardwareId: `m${i}`,
+      hardwareMap: {},
+      spec: oneActionSpec(`m${i}`),
+    });
+    assert.equal(created.type === 'control' ? created.result.type : created.type, 'workflow');
+  }
+  const atCapture = h.store.snapshot();
+  const capture = h.store.captureSnapshot();
+  assert.equal(capture.appliedIndex, h.index);
+
+  // Between slices: overwrite, delete and add keys, and change the control state.
+  let pauses = 0;
+  const encoded = await capture.encode(() => {
+    pauses++;
+    h.put(`k${String(pauses).padStart(5, '0')}`, 'changed', { ns: `ns${pauses % 3}` });
+    h.del(`k${String(pauses + 2500).padStart(5, '0')}`, { ns: `ns${(pauses + 2500) % 3}` });
+    h.put(`new${pauses}`, 'x');
+    h.control({ type: 'workflow.cancel', id: `w${pauses % 100}` });
+    return Promise.resolve();
+  });
+  assert.ok(pauses >= 6, `expected several slices, got ${pauses} pauses`);
+  assert.deepEqual(encoded, atCapture);
+  assert.notDeepEqual(h.store.snapshot(), atCapture, 'the state did move on meanwhile');
+
+  const copy = new KvStore();
+  copy.restore(encoded);
+  assert.equal(copy.appliedIndex, capture.appliedIndex);
+  assert.deepEqual(copy.snapshot(), atCapture);
+});

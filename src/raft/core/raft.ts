@@ -281,12 +281,30 @@ export class RaftCore {
    * log entries through `compactTo`, keeping a tail for slow followers. Returns its metadata.
    */
   compact(index: number, compactTo: number): SnapshotMeta {
+    const meta = this.snapshotMeta(index);
+    this.compactAt(meta, compactTo);
+    return meta;
+  }
+
+  /**
+   * What a snapshot of the state at the applied index `index` is: its term and membership.
+   * Taken when the state is captured, so a snapshot encoded later still names the right ones.
+   */
+  snapshotMeta(index: number): SnapshotMeta {
     const term = this.log.term(index);
     assert(term !== undefined, `cannot snapshot at unknown index ${index}`);
     assert(index === this.log.applying, 'snapshots are taken at the applied index');
-    const meta: SnapshotMeta = { index, term, membership: this.membership };
-    this.log.compact(meta, Math.min(compactTo, index));
-    return meta;
+    return { index, term, membership: this.membership };
+  }
+
+  /**
+   * Records a snapshot described by snapshotMeta (possibly some entries ago: committed entries
+   * never change) and drops the log through `compactTo`. The caller makes sure no newer
+   * snapshot has been installed since.
+   */
+  compactAt(meta: SnapshotMeta, compactTo: number): void {
+    assert(this.log.term(meta.index) === meta.term, `snapshot at ${meta.index} no longer matches the log`);
+    this.log.compact(meta, Math.min(compactTo, meta.index));
   }
 
   // ---------------------------------------------------------------- outputs

@@ -240,7 +240,16 @@ export class ControlState {
 
   /** The whole state as canonical JSON bytes: equal states give equal bytes. */
   snapshot(): Uint8Array {
-    return writeSnapshot({
+    return writeSnapshot(this.captureImage());
+  }
+
+  /**
+   * The state as of now, for encoding later (snapshotSlices): records are immutable, so the
+   * image holds references to them in fresh sorted arrays that later applies do not touch.
+   * Costs a sort of each collection's keys, not an encoding.
+   */
+  captureImage(): SnapshotImage {
+    return {
       appliedIndex: this.#appliedIndex,
       lastEventSeq: this.#lastEventSeq,
       hardware: this.hardwareList(),
@@ -251,7 +260,7 @@ export class ControlState {
       })),
       tokens: this.tokens(),
       leases: this.#leases.all(),
-    });
+    };
   }
 
   /**

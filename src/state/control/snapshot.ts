@@ -29,7 +29,8 @@ import {
   readWorkflow,
   readWorkflowEvent,
 } from './records.js';
-import { array, count, integer, object, optional, ShapeError } from './shape.js';
+import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
+import { array, at, count, integer, object, optional, ShapeError, type Reader } from './shape.js';
 
 export interface SnapshotImage {
   readonly appliedIndex: number;
@@ -43,16 +44,18 @@ export interface SnapshotImage {
 
 const snapshotFormat = 2;
 
+const readWorkflowEntry = object({
+  workflow: readWorkflow,
+  events: array(readWorkflowEvent, workflowEventsMax),
+});
+
 const readImage = object({
   format: integer(1, snapshotFormat),
   appliedIndex: count,
   lastEventSeq: count,
   hardware: array(readHardware, hardwareMax),
   templates: array(readTemplate, templatesMax),
-  workflows: array(
-    object({ workflow: readWorkflow, events: array(readWorkflowEvent, workflowEventsMax) }),
-    workflowsMax,
-  ),
+  workflows: array(readWorkflowEntry, workflowsMax),
   tokens: array(readOperatorToken, operatorTokensMax),
   leases: optional(array(readLease, leasesMax)),
 });
@@ -62,7 +65,56 @@ const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The canonical bytes of an image whose collections are already sorted by key. */
 export function writeSnapshot(image: SnapshotImage): Uint8Array {
-  return encoder.encode(JSON.stringify(readImage({ format: snapshotFormat, ...image }, '')));
+  return runAtOnce(snapshotSlices(image));
+}
+
+/** Records per slice: the largest, a workflow with its kept events, is a few KB of JSON. */
+const recordsPerSlice = 64;
+
+/**
+ * writeSnapshot in slices: the same bytes as JSON.stringify(readImage(image)) (the restore
+ * check for canonical form holds it to that), built a record at a time with a pause every
+ * `recordsPerSlice` records. Every record goes through its reader, as readImage would.
+ */
+export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array> {
+  const budget = new SliceBudget(recordsPerSlice);
+  const chunks: Uint8Array[] = [];
+  const appliedIndex = count(image.appliedIndex, 'appliedIndex');
+  const lastEventSeq = count(image.lastEventSeq, 'lastEventSeq');
+  let text = `{"format":${String(snapshotFormat)},"appliedIndex":${String(appliedIndex)},"lastEventSeq":${String(lastEventSeq)}`;
+  function* list<T>(key: string, items: readonly T[], read: Reader<T>, lengthMax: number): Sliced<void> {
+    if (items.length > lengthMax)
+      throw new ShapeError(key, `has ${items.length} items, over the limit of ${lengthMax}`);
+    text += `,${JSON.stringify(key)}:[`;
+    for (let i = 0; i < items.length; i++) {
+      text += (i === 0 ? '' : ',') + JSON.stringify(read(items[i], at(key, i)));
+      if (budget.spend()) {
+        chunks.push(encoder.encode(text));
+        text = '';
+        yield;
+      }
+    }
+    text += ']';
+  }
+  yield* list('hardware', image.hardware, readHardware, hardwareMax);
+  yield* list('templates', image.templates, readTemplate, templatesMax);
+  yield* list('workflows', image.workflows, readWorkflowEntry, workflowsMax);
+  yield* list('tokens', image.tokens, readOperatorToken, operatorTokensMax);
+  if (image.leases !== undefined) yield* list('leases', image.leases, readLease, leasesMax);
+  chunks.push(encoder.encode(`${text}}`));
+  return concatBytes(chunks);
+}
+
+function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
+  let total = 0;
+  for (const c of chunks) total += c.length;
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.length;
+  }
+  return out;
 }
 
 /** Decodes and checks a snapshot. Throws DecodeError naming the problem. */
