@@ -120,7 +120,12 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       ackAt: number | null;
       done: boolean;
     }
-    const samples = { sinceAck: [] as number[], sinceSend: [] as number[], ackAt: [] as number[], node: [] as number[] };
+    const samples = {
+      sinceAck: [] as number[],
+      sinceSend: [] as number[],
+      ackAt: [] as number[],
+      node: [] as number[],
+    };
     let completed = 0;
     let lastDone = 0;
     const sims: Sim[] = ids.map((i) => ({
