@@ -258,6 +258,7 @@ interface FailoverRound {
   readonly recovered_ms: number | null;
   readonly failed_probes: number;
   readonly failure_codes: Record<string, number>;
+  readonly failures: readonly { launch_ms: number; done_ms: number; detail: string }[];
   readonly killed: string;
   readonly new_leader: string;
 }
@@ -309,6 +310,7 @@ async function failoverRound(
     done: number;
     ok: boolean | null;
     code: string;
+    detail: string;
   }
   const probes: Probe[] = [];
   const t0 = performance.now();
@@ -318,7 +320,7 @@ async function failoverRound(
   for (;;) {
     const now = performance.now() - t0;
     for (const ch of probeCh) {
-      const pr: Probe = { launch: now, done: 0, ok: null, code: '' };
+      const pr: Probe = { launch: now, done: 0, ok: null, code: '', detail: '' };
       probes.push(pr);
       unary(ch, path, encodePut(`bench/fo/${sig}/${roundNo}/${n++}`, value), 250).then(
         () => {
@@ -329,6 +331,7 @@ async function failoverRound(
           pr.done = performance.now() - t0;
           pr.ok = false;
           pr.code = errorCode(err);
+          pr.detail = err instanceof Error ? err.message.slice(0, 160) : String(err);
         },
       );
     }
@@ -361,6 +364,11 @@ async function failoverRound(
     recovered_ms: after.length > 0 ? round(Math.min(...after.map((q) => q.done)), 1) : null,
     failed_probes: probes.length - oks.length,
     failure_codes: codes,
+    // The first failures, to tell what a client sees during the handover.
+    failures: probes
+      .filter((q) => q.ok === false)
+      .slice(0, 3)
+      .map((q) => ({ launch_ms: round(q.launch, 1), done_ms: round(q.done, 1), detail: q.detail })),
     killed,
     new_leader: newLeader,
   };

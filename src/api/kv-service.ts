@@ -22,7 +22,7 @@ import type { KeyValue, KvStore } from '../state/kv-store.js';
 import type { Role as OperatorRole } from '../state/control/model.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
-import { awaitLeader } from './proposer.js';
+import { awaitLeader, retryRefusals } from './proposer.js';
 
 /** The namespace the operator-facing `kv` commands use; the control plane has its own. */
 export const operatorNamespace = 'kv';
@@ -83,73 +83,77 @@ export class KvService {
   #handlers(): KvServer {
     return {
       registerClient: unary(async (req, call) => {
-        if (!(await this.leaderHere())) return this.forward(call, 'registerClient', req);
-        const res = await this.write({ type: 'registerClient', stampMs: 0 });
-        if (res.type !== 'registerClient')
-          throw new ApiError(status.INTERNAL, 'unexpected result for registerClient');
-        return { clientId: res.clientId };
+        return this.routed(call, 'registerClient', req, async () => {
+          const res = await this.write({ type: 'registerClient', stampMs: 0 });
+          if (res.type !== 'registerClient')
+            throw new ApiError(status.INTERNAL, 'unexpected result for registerClient');
+          return { clientId: res.clientId };
+        });
       }),
       put: unary(async (req, call) => {
         checkKey(req.key);
-        if (!(await this.leaderHere())) return this.forward(call, 'put', req);
-        if (req.prevRevision !== undefined) {
+        return this.routed(call, 'put', req, async () => {
+          if (req.prevRevision !== undefined) {
+            const res = await this.write({
+              type: 'put',
+              ns: operatorNamespace,
+              key: req.key,
+              value: req.value,
+              prevRevision: req.prevRevision,
+              stampMs: 0,
+              ...sessionOf(req.session),
+            });
+            if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
+              throw new ApiError(status.FAILED_PRECONDITION, res.message);
+            }
+            return { revision: revisionOf(res) };
+          }
           const res = await this.write({
             type: 'put',
             ns: operatorNamespace,
             key: req.key,
             value: req.value,
-            prevRevision: req.prevRevision,
+            stampMs: 0,
+            ...sessionOf(req.session),
+          });
+          return { revision: revisionOf(res) };
+        });
+      }),
+      delete: unary(async (req, call) => {
+        checkKey(req.key);
+        return this.routed(call, 'delete', req, async () => {
+          const res = await this.write({
+            type: 'delete',
+            ns: operatorNamespace,
+            key: req.key,
+            stampMs: 0,
+            ...sessionOf(req.session),
+          });
+          if (res.type === 'error' && res.code === 'E_NOT_FOUND')
+            return { deleted: false, revision: this.ctx.store.revision };
+          return { deleted: true, revision: revisionOf(res) };
+        });
+      }),
+      compareAndSet: unary(async (req, call) => {
+        checkKey(req.key);
+        return this.routed(call, 'compareAndSet', req, async () => {
+          const res = await this.write({
+            type: 'put',
+            ns: operatorNamespace,
+            key: req.key,
+            value: req.value,
+            prevRevision: req.expectedRevision,
             stampMs: 0,
             ...sessionOf(req.session),
           });
           if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
-            throw new ApiError(status.FAILED_PRECONDITION, res.message);
+            return {
+              succeeded: false,
+              revision: this.ctx.store.get(operatorNamespace, req.key)?.modRevision ?? 0,
+            };
           }
-          return { revision: revisionOf(res) };
-        }
-        const res = await this.write({
-          type: 'put',
-          ns: operatorNamespace,
-          key: req.key,
-          value: req.value,
-          stampMs: 0,
-          ...sessionOf(req.session),
+          return { succeeded: true, revision: revisionOf(res) };
         });
-        return { revision: revisionOf(res) };
-      }),
-      delete: unary(async (req, call) => {
-        checkKey(req.key);
-        if (!(await this.leaderHere())) return this.forward(call, 'delete', req);
-        const res = await this.write({
-          type: 'delete',
-          ns: operatorNamespace,
-          key: req.key,
-          stampMs: 0,
-          ...sessionOf(req.session),
-        });
-        if (res.type === 'error' && res.code === 'E_NOT_FOUND')
-          return { deleted: false, revision: this.ctx.store.revision };
-        return { deleted: true, revision: revisionOf(res) };
-      }),
-      compareAndSet: unary(async (req, call) => {
-        checkKey(req.key);
-        if (!(await this.leaderHere())) return this.forward(call, 'compareAndSet', req);
-        const res = await this.write({
-          type: 'put',
-          ns: operatorNamespace,
-          key: req.key,
-          value: req.value,
-          prevRevision: req.expectedRevision,
-          stampMs: 0,
-          ...sessionOf(req.session),
-        });
-        if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
-          return {
-            succeeded: false,
-            revision: this.ctx.store.get(operatorNamespace, req.key)?.modRevision ?? 0,
-          };
-        }
-        return { succeeded: true, revision: revisionOf(res) };
       }),
       get: unary(async (req) => {
         checkKey(req.key);
@@ -249,6 +253,23 @@ export class KvService {
     if (this.isLeader()) return true;
     const leader = await awaitLeader(this.ctx.node);
     return leader.id === this.ctx.node.id;
+  }
+
+  /**
+   * Runs a write here when this node leads and forwards it to the leader otherwise. A refusal
+   * that proves the write never entered a log (leadership moving, the old leader's port closed)
+   * is retried as leadership settles (retryRefusals), so a graceful handover fails no client.
+   * A forwarded call is answered as it is: the node that forwarded it does the retrying.
+   */
+  private routed<Req, Res>(
+    call: ServerUnaryCall<Req, Res>,
+    method: ForwardMethod,
+    req: Req,
+    here: () => Promise<Res>,
+  ): Promise<Res> {
+    const once = async (): Promise<Res> =>
+      (await this.leaderHere()) ? here() : this.forward(call, method, req);
+    return call.metadata.get(forwardedKey).length > 0 ? once() : retryRefusals(this.ctx.node, once);
   }
 
   /** Stamps the leader's time into a command, proposes it and waits until it is applied. */

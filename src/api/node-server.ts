@@ -145,6 +145,8 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
           try {
             await node.transferLeadership(to, 2000);
             logger.info({ to }, 'handed leadership over before stopping');
+            // Writes this node accepted as leader commit under the new one: answer them first.
+            await node.proposalsSettled(1000);
           } catch (err) {
             logger.warn({ err, to }, 'leadership transfer before stopping failed');
           }

@@ -35,6 +35,24 @@ function neverAppended(err: unknown): boolean {
 }
 const forwardDeadlineMs = 10_000;
 
+/**
+ * Runs `attempt` (a write proposed here or forwarded to the leader) and runs it again after a
+ * refusal that proves the write was never appended (neverAppended), as leadership settles:
+ * once the role or leader changes, or after a short pause, for up to refusalRetryMs. Anything
+ * ambiguous (sent, then lost) goes back to the caller.
+ */
+export async function retryRefusals<T>(node: RaftNode, attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + refusalRetryMs;
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!neverAppended(err) || Date.now() >= deadline) throw err;
+      await node.softStateChange(refusalPauseMs(n));
+    }
+  }
+}
+
 /** Waits (briefly) for a known leader; UNAVAILABLE when the cluster has none. */
 export async function awaitLeader(node: RaftNode, waitMs = leaderWaitMs): Promise<Member> {
   const deadline = Date.now() + waitMs;
@@ -66,17 +84,8 @@ export class Proposer {
    * an election's worth of time, so a graceful handover does not fail the caller. Anything
    * ambiguous (sent, then lost) is the caller's to resolve.
    */
-  async propose(command: Command): Promise<CommandResult> {
-    const deadline = Date.now() + refusalRetryMs;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.#proposeOnce(command);
-      } catch (err) {
-        if (!neverAppended(err) || Date.now() >= deadline) throw err;
-        // Retry once leadership moves here or is heard of, or after a short pause regardless.
-        await this.#node.softStateChange(refusalPauseMs(attempt));
-      }
-    }
+  propose(command: Command): Promise<CommandResult> {
+    return retryRefusals(this.#node, () => this.#proposeOnce(command));
   }
 
   async #proposeOnce(command: Command): Promise<CommandResult> {

@@ -8,7 +8,9 @@ import { execFile } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { credentials, Metadata } from '@grpc/grpc-js';
 import { Level } from 'level';
+import { KvClient } from '../../src/gen/kv.js';
 import { ClusterClient } from '../../src/cli/client.js';
 import { parse as parseYaml } from 'yaml';
 import type { ProcNode } from '../support/process-cluster.js';
@@ -235,8 +237,38 @@ describe('membership and leadership', () => {
   test('SIGTERM on the leader hands leadership over before exiting', async () => {
     const leader = await cluster.waitForLeader();
     const before = await cluster.status(leader);
-    await cluster.kill(leader, 'SIGTERM');
     const survivors = cluster.nodes.filter((n) => n.id !== leader.id);
+    // Writers on both survivors keep writing through the handover: a graceful stop fails none
+    // of them (refusals while leadership moves are retried by the node, writes the old leader
+    // had accepted are answered before it exits).
+    let stopped = false;
+    const writers = survivors.map(async (n) => {
+      const client = new KvClient(n.apiAddr, credentials.createInsecure());
+      const failures: string[] = [];
+      let done = 0;
+      try {
+        for (let i = 0; !stopped || done < 3; i++) {
+          await new Promise<void>((resolve) => {
+            client.put(
+              { key: `handover/${n.id}/${i}`, value: Buffer.from('x') },
+              new Metadata(),
+              { deadline: Date.now() + 10_000 },
+              (err) => {
+                if (err !== null) failures.push(err.message);
+                resolve();
+              },
+            );
+          });
+          if (stopped) done++;
+        }
+      } finally {
+        client.close();
+      }
+      return failures;
+    });
+    await cluster.kill(leader, 'SIGTERM');
+    stopped = true;
+    assert.deepEqual((await Promise.all(writers)).flat(), [], 'writes failed during the handover');
     const sts = await Promise.all(survivors.map((n) => cluster.status(n)));
     // The handover completed before exit: a survivor already leads, in the very next term.
     const newLeader = sts.find((s) => s !== null && s.leader !== '' && s.leader !== leader.id);

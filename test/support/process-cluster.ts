@@ -22,7 +22,11 @@ export interface ProcNode {
   proc: ChildProcess | null;
 }
 
-let portCursor = 20_000 + (process.pid % 1000) * 40;
+/**
+ * Below Linux's ephemeral range (32768-60999): a node restarted on its port must find it free,
+ * and the kernel hands ephemeral ports to outgoing connections while the node is down.
+ */
+let portCursor = 10_000 + (process.pid % 550) * 40;
 
 /** Ports from a per-process range of 40 (a node takes 3), so parallel test files do not collide. */
 export function nextPort(): number {
