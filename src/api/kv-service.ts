@@ -244,6 +244,11 @@ export class KvService {
     };
   }
 
+  private notLeader(): RaftError {
+    const leader = this.ctx.node.softState().leader;
+    return new RaftError('E_NOT_LEADER', `${this.ctx.node.id} is not the leader`, leader);
+  }
+
   private isLeader(): boolean {
     return this.ctx.node.softState().role === 'leader';
   }
@@ -267,9 +272,15 @@ export class KvService {
     req: Req,
     here: () => Promise<Res>,
   ): Promise<Res> {
+    if (call.metadata.get(forwardedKey).length > 0) {
+      // Forwarded here because this node led. If it no longer does, refuse at once rather than
+      // wait for a new leader (a stopping node would cancel the wait): the forwarder retries.
+      if (!this.isLeader()) return Promise.reject(this.notLeader());
+      return here();
+    }
     const once = async (): Promise<Res> =>
       (await this.leaderHere()) ? here() : this.forward(call, method, req);
-    return call.metadata.get(forwardedKey).length > 0 ? once() : retryRefusals(this.ctx.node, once);
+    return retryRefusals(this.ctx.node, once);
   }
 
   /** Stamps the leader's time into a command, proposes it and waits until it is applied. */
@@ -290,14 +301,8 @@ export class KvService {
     method: ForwardMethod,
     req: Req,
   ): Promise<Res> {
-    if (call.metadata.get(forwardedKey).length > 0) {
-      // Never forward twice: two nodes that each think the other leads would loop.
-      throw new RaftError(
-        'E_NOT_LEADER',
-        `${this.ctx.node.id} is not the leader`,
-        this.ctx.node.softState().leader,
-      );
-    }
+    // Never forward twice: two nodes that each think the other leads would loop.
+    if (call.metadata.get(forwardedKey).length > 0) throw this.notLeader();
     const leader = await awaitLeader(this.ctx.node);
     const client = this.clientFor(leader.addr);
     const md = new Metadata();
