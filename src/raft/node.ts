@@ -374,6 +374,10 @@ export class RaftNode {
     if (rd.mustPersist) this.persist(rd);
     else if (rd.messagesAfterPersist.length > 0) this.sendMessages(rd.messagesAfterPersist);
     this.maybeSnapshot();
+    // Proposals end when applied or refused; both happen in this loop.
+    if (this.settledWaiters.length > 0 && this.proposals.size === 0 && this.proposalQueue.length === 0) {
+      for (const done of [...this.settledWaiters]) done();
+    }
   }
 
   private persist(rd: Ready): void {
@@ -404,10 +408,14 @@ export class RaftNode {
   private enqueueStore(work: () => Promise<void>): void {
     this.storeQueue = this.storeQueue.then(work).catch((err: unknown) => {
       // A failed fsync leaves the disk state unknown (fsyncgate): stop rather than guess.
-      this.fatal = err instanceof Error ? err : new Error(String(err));
-      this.log.fatal({ err: this.fatal }, 'raft storage write failed; the node stops serving');
-      void this.stop();
+      this.failFatally(err, 'raft storage write failed; the node stops serving');
     });
+  }
+
+  private failFatally(err: unknown, msg: string): void {
+    this.fatal = err instanceof Error ? err : new Error(String(err));
+    this.log.fatal({ err: this.fatal }, msg);
+    void this.stop();
   }
 
   private flushProposals(): void {
@@ -487,9 +495,6 @@ export class RaftNode {
       this.opts.onApplied?.(e);
     }
     if (entries.length === 0) return;
-    if (this.settledWaiters.length > 0 && this.proposals.size === 0 && this.proposalQueue.length === 0) {
-      for (const done of [...this.settledWaiters]) done();
-    }
     for (let i = this.readsAwaitingApply.length - 1; i >= 0; i--) {
       const w = this.readsAwaitingApply[i]!;
       if (this.applied >= w.index) {
@@ -527,9 +532,9 @@ export class RaftNode {
         this.kick();
       },
       (err: unknown) => {
-        // A programmer error (the state cannot encode itself); the sync path would have thrown.
+        // A programmer error (the state cannot encode itself): trying again would fail again.
         this.encodingSnapshot = false;
-        this.log.error({ err, index: meta.index }, 'encoding a snapshot failed');
+        this.failFatally(err, `encoding the snapshot at index ${meta.index} failed; the node stops serving`);
       },
     );
   }
