@@ -245,17 +245,7 @@ export class RaftNode {
 
   /** Resolves at the next change of role, term or leader, or after `timeoutMs`. */
   softStateChange(timeoutMs: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, timeoutMs);
-      const waiters = this.softStateWaiters;
-      function done(): void {
-        clearTimeout(timer);
-        const i = waiters.indexOf(done);
-        if (i >= 0) waiters.splice(i, 1);
-        resolve();
-      }
-      waiters.push(done);
-    });
+    return wakeOrTimeout(this.softStateWaiters, timeoutMs);
   }
 
   /**
@@ -267,17 +257,7 @@ export class RaftNode {
    */
   proposalsSettled(timeoutMs: number): Promise<void> {
     if (this.proposals.size === 0 && this.proposalQueue.length === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, timeoutMs);
-      const waiters = this.settledWaiters;
-      function done(): void {
-        clearTimeout(timer);
-        const i = waiters.indexOf(done);
-        if (i >= 0) waiters.splice(i, 1);
-        resolve();
-      }
-      waiters.push(done);
-    });
+    return wakeOrTimeout(this.settledWaiters, timeoutMs);
   }
 
   softState(): SoftState {
@@ -620,6 +600,20 @@ export function bootstrapState(peers: readonly Member[]): InitialState {
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Resolves when `waiters` is woken (each entry is called) or after `timeoutMs`, whichever is first. */
+function wakeOrTimeout(waiters: (() => void)[], timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, timeoutMs);
+    function done(): void {
+      clearTimeout(timer);
+      const i = waiters.indexOf(done);
+      if (i >= 0) waiters.splice(i, 1);
+      resolve();
+    }
+    waiters.push(done);
+  });
 }
 
 /** Lets timers and I/O run between slices of a long computation. */
