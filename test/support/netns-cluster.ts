@@ -308,7 +308,11 @@ async function probeOffers(
     };
     process.stdout.write(`${JSON.stringify(offer)}\n`);
   });
-  await sockets.send(discover, { address: '255.255.255.255', port: 67 });
+  await new Promise<void>((resolve, reject) =>
+    sockets.send(discover, { address: '255.255.255.255', port: 67 }, (error) =>
+      error === null ? resolve() : reject(error),
+    ),
+  );
   const startMs = Date.now();
   // The window after the first offer is the point of the probe: proving no second server answers
   // takes listening for one, bounded.

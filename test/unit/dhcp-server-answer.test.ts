@@ -3,7 +3,8 @@
 // boot file the PXE policy picks (iPXE binary for a PXE ROM, the per-MAC script URL for iPXE);
 // allowPXE off gives the address only; unknown MACs, interfaces without a reservation and
 // reservations on another interface's subnet get nothing; proxy mode boots known machines
-// without an address; a different lease backend slots in and sees unknown clients too.
+// without an address; a different lease backend slots in and sees unknown clients too;
+// reservations are answered without a promise, and a changed record changes the answer at once.
 // Method: answerRequest on hand-built requests against an in-memory inventory.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -147,6 +148,37 @@ describe('reservation mode', () => {
       /Ethernet only/,
     );
     assert.match(ignored(await answerRequest(discover(macs.pxe, {}, { op: 'reply' }), context)), /BOOTREPLY/);
+  });
+});
+
+describe('answers from a changing inventory', () => {
+  it('answers a reservation in the same turn, without a promise', () => {
+    const outcome = answerRequest(discover(macs.pxe, pxeRom), context);
+    assert.ok(!(outcome instanceof Promise));
+    assert.equal(reply(outcome).yiaddr, '10.1.0.50');
+  });
+
+  it('follows every change to the record, even one that keeps the interface objects', () => {
+    const first = hardwareRecord({ id: 'node-9', mac: macs.pxe, ip: '10.1.0.60/24' });
+    let current = first;
+    const live: AnswerContext = {
+      ...context,
+      leases: reservedLeases(),
+      inventory: { byMac: (mac) => staticInventory([current]).byMac(mac) },
+    };
+    const before = reply(answerRequest(discover(macs.pxe, pxeRom), live) as ReplyOutcome);
+    assert.equal(before.yiaddr, '10.1.0.60');
+    assert.equal(before.file, 'undionly.kpxe');
+    // As the state stores an allowPXE change: a new hardware object over the same interfaces.
+    current = { ...first, netboot: { ...first.netboot, allowPXE: false } };
+    const noBoot = reply(answerRequest(discover(macs.pxe, pxeRom), live) as ReplyOutcome);
+    assert.equal(noBoot.yiaddr, '10.1.0.60');
+    assert.equal(noBoot.file, '');
+    current = hardwareRecord({ id: 'node-9', mac: macs.pxe, ip: '10.1.0.61/24', leaseTimeS: 60 });
+    const moved = reply(answerRequest(discover(macs.pxe, pxeRom), live) as ReplyOutcome);
+    assert.equal(moved.yiaddr, '10.1.0.61');
+    assert.equal(moved.options.leaseTimeS, 60);
+    assert.equal(moved.file, 'undionly.kpxe');
   });
 });
 

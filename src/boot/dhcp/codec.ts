@@ -21,7 +21,14 @@ import {
   type RawOption,
   type ReceivedOption,
 } from './options.js';
-import { hexWithColons, ipv4FromBytes, ipv4ToBytes, latin1FromBytes, latin1ToBytes } from './wire-values.js';
+import {
+  hexWithColons,
+  ipv4FromBytes,
+  latin1FromBytes,
+  latin1ToBytes,
+  parseIpv4,
+  writeIpv4,
+} from './wire-values.js';
 
 export type BootOp = 'request' | 'reply';
 
@@ -209,7 +216,15 @@ function takeOverload(found: ReceivedOption[]): number {
 }
 
 /** RFC 3396 §6: repeated instances of a code are one option, concatenated in buffer order. */
-function concatenateInstances(found: readonly ReceivedOption[]): ReceivedOption[] {
+function concatenateInstances(found: readonly ReceivedOption[]): readonly ReceivedOption[] {
+  // Almost every packet has each code once; then there is nothing to join.
+  const seen = new Uint8Array(256);
+  let repeated = false;
+  for (const option of found) {
+    if (seen[option.code] === 1) repeated = true;
+    seen[option.code] = 1;
+  }
+  if (!repeated) return found;
   const byCode = new Map<number, { offset: number; parts: Uint8Array[] }>();
   for (const option of found) {
     const entry = byCode.get(option.code);
@@ -269,42 +284,52 @@ export function encodeDhcpPacket(packet: DhcpPacket, limits: EncodeLimits = {}):
       `${maxMessageSize} is not an integer from ${maxMessageSizeMin} to ${maxMessageSizeMax}`,
     );
   }
-  const header = encodeHeader(packet);
   const options = encodeOptions(packet.options);
   const mainBytes = maxMessageSize - ipUdpHeaderBytes - optionsOffset;
   const layout = chooseLayout(options, mainBytes, packet.file === '', packet.sname === '');
 
-  const [main = [], ...overloaded] = layout.areas;
-  const mainWithOverload = layout.overload === 0 ? main : withOverloadOption(main, layout.overload);
-  const length = Math.max(optionsOffset + mainWithOverload.length + 1, messageBytesMin);
-  const bytes = new Uint8Array(length);
-  bytes.set(header, 0);
+  const [main = emptyArea, ...overloaded] = layout.areas;
+  const overloadBytes = layout.overload === 0 ? 0 : 3;
+  const mainLength = main.length + overloadBytes;
+  const bytes = new Uint8Array(Math.max(optionsOffset + mainLength + 1, messageBytesMin));
+  writeHeader(bytes, packet);
   bytes.set(magicCookie, cookieOffset);
-  bytes.set(mainWithOverload, optionsOffset);
-  bytes[optionsOffset + mainWithOverload.length] = optionCode.end;
+  if (layout.overload === 0) bytes.set(main.bytes.subarray(0, main.length), optionsOffset);
+  else writeWithOverloadOption(bytes, main, layout.overload);
+  bytes[optionsOffset + mainLength] = optionCode.end;
   let next = 0;
   if ((layout.overload & overloadFile) !== 0)
-    writeOverloadedField(bytes, fileOffset, overloaded[next++] ?? []);
+    writeOverloadedField(bytes, fileOffset, overloaded[next++] ?? emptyArea);
   if ((layout.overload & overloadSname) !== 0)
-    writeOverloadedField(bytes, snameOffset, overloaded[next++] ?? []);
+    writeOverloadedField(bytes, snameOffset, overloaded[next++] ?? emptyArea);
   return bytes;
 }
 
-/** Inserts option 52 after option 53, which some clients only look for in first place. */
-function withOverloadOption(main: readonly number[], overload: number): number[] {
-  const keepFirst = main[0] === optionCode.messageType ? 3 : 0;
-  return [...main.slice(0, keepFirst), optionCode.overload, 1, overload, ...main.slice(keepFirst)];
+/** Options packed into one area (the options field, file or sname), End excluded. */
+interface Area {
+  readonly bytes: Uint8Array;
+  length: number;
 }
 
-function writeOverloadedField(bytes: Uint8Array, offset: number, content: readonly number[]): void {
+const emptyArea: Area = { bytes: new Uint8Array(0), length: 0 };
+
+/** Writes `main` with option 52 after option 53, which some clients only look for in first place. */
+function writeWithOverloadOption(bytes: Uint8Array, main: Area, overload: number): void {
+  const keepFirst = main.bytes[0] === optionCode.messageType && main.length >= 3 ? 3 : 0;
+  bytes.set(main.bytes.subarray(0, keepFirst), optionsOffset);
+  bytes.set([optionCode.overload, 1, overload], optionsOffset + keepFirst);
+  bytes.set(main.bytes.subarray(keepFirst, main.length), optionsOffset + keepFirst + 3);
+}
+
+function writeOverloadedField(bytes: Uint8Array, offset: number, content: Area): void {
   // The field is already zeroed; zeros after End are Pad (RFC 2131 §4.1).
-  bytes.set(content, offset);
+  bytes.set(content.bytes.subarray(0, content.length), offset);
   bytes[offset + content.length] = optionCode.end;
 }
 
 interface Layout {
   readonly overload: number;
-  readonly areas: readonly (readonly number[])[];
+  readonly areas: readonly Area[];
 }
 
 function chooseLayout(
@@ -345,15 +370,25 @@ function chooseLayout(
  * to 255 bytes stay whole; longer ones are split, possibly across areas, as RFC 3396 allows.
  * Returns undefined when the options do not fit.
  */
-function pack(options: readonly RawOption[], capacities: readonly number[]): number[][] | undefined {
-  const areas = capacities.map((): number[] => []);
+function pack(options: readonly RawOption[], capacities: readonly number[]): Area[] | undefined {
+  const areas = capacities.map((capacity): Area => ({
+    bytes: new Uint8Array(Math.max(capacity, 0)),
+    length: 0,
+  }));
   let current = 0;
   const room = (): number => capacities[current]! - areas[current]!.length;
+  const put = (code: number, data: Uint8Array): void => {
+    const area = areas[current]!;
+    area.bytes[area.length] = code;
+    area.bytes[area.length + 1] = data.length;
+    area.bytes.set(data, area.length + 2);
+    area.length += 2 + data.length;
+  };
   for (const { code, data } of options) {
     if (data.length <= 255) {
       while (current < areas.length && room() < 2 + data.length) current++;
       if (current === areas.length) return undefined;
-      areas[current]!.push(code, data.length, ...data);
+      put(code, data);
       continue;
     }
     let at = 0;
@@ -361,37 +396,37 @@ function pack(options: readonly RawOption[], capacities: readonly number[]): num
       while (current < areas.length && room() < 3) current++;
       if (current === areas.length) return undefined;
       const chunk = Math.min(255, room() - 2, data.length - at);
-      areas[current]!.push(code, chunk, ...data.subarray(at, at + chunk));
+      put(code, data.subarray(at, at + chunk));
       at += chunk;
     }
   }
   return areas;
 }
 
-function encodeHeader(packet: DhcpPacket): Uint8Array {
-  const bytes = new Uint8Array(cookieOffset);
+/** Writes the fixed BOOTP header into the (zeroed) start of `bytes`. */
+function writeHeader(bytes: Uint8Array, packet: DhcpPacket): void {
   bytes[0] = packet.op === 'request' ? 1 : 2;
   bytes[1] = headerUint('htype', packet.htype, 0xff);
   if (packet.hlen > 16) throw new DhcpEncodeError('hlen', `${packet.hlen} is over 16, the size of chaddr`);
   bytes[2] = headerUint('hlen', packet.hlen, 16);
   bytes[3] = headerUint('hops', packet.hops, 0xff);
-  const xid = headerUint('xid', packet.xid, 0xffffffff);
-  bytes.set([xid >>> 24, (xid >>> 16) & 0xff, (xid >>> 8) & 0xff, xid & 0xff], 4);
+  writeIpv4(bytes, 4, headerUint('xid', packet.xid, 0xffffffff));
   const secs = headerUint('secs', packet.secs, 0xffff);
-  bytes.set([secs >>> 8, secs & 0xff], 8);
+  bytes[8] = secs >>> 8;
+  bytes[9] = secs & 0xff;
   const flags = headerUint('flags', packet.flags, 0xffff);
-  bytes.set([flags >>> 8, flags & 0xff], 10);
-  bytes.set(headerAddress('ciaddr', packet.ciaddr), 12);
-  bytes.set(headerAddress('yiaddr', packet.yiaddr), 16);
-  bytes.set(headerAddress('siaddr', packet.siaddr), 20);
-  bytes.set(headerAddress('giaddr', packet.giaddr), 24);
+  bytes[10] = flags >>> 8;
+  bytes[11] = flags & 0xff;
+  writeIpv4(bytes, 12, headerAddress('ciaddr', packet.ciaddr));
+  writeIpv4(bytes, 16, headerAddress('yiaddr', packet.yiaddr));
+  writeIpv4(bytes, 20, headerAddress('siaddr', packet.siaddr));
+  writeIpv4(bytes, 24, headerAddress('giaddr', packet.giaddr));
   if (packet.chaddr.length > 16) {
     throw new DhcpEncodeError('chaddr', `${packet.chaddr.length} bytes is over the 16-byte field`);
   }
   bytes.set(packet.chaddr, 28);
-  bytes.set(headerText('sname', packet.sname, snameBytes), snameOffset);
-  bytes.set(headerText('file', packet.file, fileBytes), fileOffset);
-  return bytes;
+  if (packet.sname !== '') bytes.set(headerText('sname', packet.sname, snameBytes), snameOffset);
+  if (packet.file !== '') bytes.set(headerText('file', packet.file, fileBytes), fileOffset);
 }
 
 function headerUint(field: string, value: number, max: number): number {
@@ -401,10 +436,10 @@ function headerUint(field: string, value: number, max: number): number {
   return value;
 }
 
-function headerAddress(field: string, address: string): Uint8Array {
-  const bytes = ipv4ToBytes(address);
-  if (bytes === undefined) throw new DhcpEncodeError(field, `"${address}" is not a dotted-quad IPv4 address`);
-  return bytes;
+function headerAddress(field: string, address: string): number {
+  const value = parseIpv4(address);
+  if (value === undefined) throw new DhcpEncodeError(field, `"${address}" is not a dotted-quad IPv4 address`);
+  return value;
 }
 
 function headerText(field: string, text: string, fieldLength: number): Uint8Array {

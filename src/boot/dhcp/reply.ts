@@ -260,7 +260,20 @@ function replyPacket(
   };
 }
 
+/** The options of each lease (a reservation's lease object lives as long as its record). */
+const leaseOptionsCache = new WeakMap<ReservedLease, { full?: DhcpOptions; inform?: DhcpOptions }>();
+
 function leaseOptions(lease: ReservedLease, informOnly: boolean): DhcpOptions {
+  let cached = leaseOptionsCache.get(lease);
+  if (cached === undefined) {
+    cached = {};
+    leaseOptionsCache.set(lease, cached);
+  }
+  const key = informOnly ? 'inform' : 'full';
+  return (cached[key] ??= computeLeaseOptions(lease, informOnly));
+}
+
+function computeLeaseOptions(lease: ReservedLease, informOnly: boolean): DhcpOptions {
   const broadcastAddress = subnetBroadcast(lease.ip, lease.mask);
   const infinite = lease.leaseTimeS === infiniteLeaseS;
   return {
@@ -345,6 +358,7 @@ function checkSettings(input: ReplyInput): void {
   }
   if (input.mode !== 'reservation') return;
   const { lease } = input;
+  if (checkedLeases.has(lease)) return;
   requireAddress('lease.ip', lease.ip);
   if (!isContiguousMask(lease.mask)) {
     throw new DhcpSettingsError('lease.mask', `"${lease.mask}" is not a contiguous IPv4 netmask`);
@@ -359,7 +373,11 @@ function checkSettings(input: ReplyInput): void {
   }
   if (lease.hostname !== undefined) requireLatin1('lease.hostname', lease.hostname);
   if (lease.domain !== undefined) requireLatin1('lease.domain', lease.domain);
+  checkedLeases.add(lease);
 }
+
+/** Leases that passed checkSettings; the lease types are readonly, so a pass stays valid. */
+const checkedLeases = new WeakSet<ReservedLease>();
 
 function requireAddress(field: string, address: string): void {
   if (!isIpv4(address)) throw new DhcpSettingsError(field, `"${address}" is not a dotted-quad IPv4 address`);

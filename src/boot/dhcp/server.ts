@@ -10,7 +10,9 @@
 //
 // Addresses come from a LeaseBackend: the hardware record's reservation (reservation mode), or
 // pools of Raft-committed leases (dynamic mode, dynamic-leases.ts), which commit before they
-// answer a REQUEST (leaseFor is async for that reason).
+// answer a REQUEST (leaseFor may return a promise for that reason). Reservations answer in the
+// same turn as the datagram arrived: no promise, and what the hardware record implies (the lease,
+// its options, the boot settings) is worked out once per record and reused.
 import type { Logger } from 'pino';
 import { canonicalMac, type BootInventory, type BootRecord } from '../inventory.js';
 import { ipxeScriptPath, joinBaseUrl, binaryPrefix } from '../http/paths.js';
@@ -67,7 +69,8 @@ export type LeaseAnswer =
 
 /** Where client addresses come from. */
 export interface LeaseBackend {
-  leaseFor(query: LeaseQuery): Promise<LeaseAnswer>;
+  /** A promise only when the answer waits for something (a commit, in dynamic mode). */
+  leaseFor(query: LeaseQuery): LeaseAnswer | Promise<LeaseAnswer>;
 }
 
 /** Observers for metrics and tests; they must not throw. */
@@ -168,10 +171,14 @@ export interface AnswerContext {
 }
 
 /**
- * The reply to one decoded request, or why there is none. Throws DhcpSettingsError when a
- * hardware record cannot be turned into a valid reply.
+ * The reply to one decoded request, or why there is none; a promise only when the lease backend
+ * answers with one. Throws DhcpSettingsError when a hardware record cannot be turned into a
+ * valid reply.
  */
-export async function answerRequest(request: DhcpPacket, context: AnswerContext): Promise<ReplyOutcome> {
+export function answerRequest(
+  request: DhcpPacket,
+  context: AnswerContext,
+): ReplyOutcome | Promise<ReplyOutcome> {
   if (request.op !== 'request') return { kind: 'ignore', reason: 'a BOOTREPLY, not a client request' };
   if (request.htype !== 1 || request.hlen !== 6) {
     return { kind: 'ignore', reason: `hardware type ${request.htype}/${request.hlen}: Ethernet only` };
@@ -187,13 +194,24 @@ export async function answerRequest(request: DhcpPacket, context: AnswerContext)
       boot: bootDecision(request, record, context),
     });
   }
-  const answer = await context.leases.leaseFor({
+  const answer = context.leases.leaseFor({
     mac,
     record,
     request,
     segment: context.segment,
     serverAddress: context.serverAddress,
   });
+  return answer instanceof Promise
+    ? answer.then((settled) => leaseReply(request, record, settled, context))
+    : leaseReply(request, record, answer, context);
+}
+
+function leaseReply(
+  request: DhcpPacket,
+  record: BootRecord | undefined,
+  answer: LeaseAnswer,
+  context: AnswerContext,
+): ReplyOutcome {
   if (answer.kind === 'none') return { kind: 'ignore', reason: answer.reason };
   if (answer.kind === 'nak') return buildNak(request, context.serverAddress, answer.reason);
   const { lease } = answer;
@@ -217,13 +235,22 @@ export async function answerRequest(request: DhcpPacket, context: AnswerContext)
 
 /** Reservations: the address comes from the hardware record's interface, and only from there. */
 export function reservedLeases(): LeaseBackend {
+  // Keyed by the interface object: an updated hardware record brings new objects.
+  const answers = new WeakMap<BootRecord['iface'], LeaseAnswer>();
   return {
-    leaseFor: ({ mac, record }) => Promise.resolve(reservationOf(mac, record)),
+    leaseFor: ({ mac, record }) => {
+      if (record === undefined) return { kind: 'none', reason: `no hardware has MAC ${mac}` };
+      let answer = answers.get(record.iface);
+      if (answer === undefined) {
+        answer = reservationOf(mac, record);
+        answers.set(record.iface, answer);
+      }
+      return answer;
+    },
   };
 }
 
-function reservationOf(mac: string, record: BootRecord | undefined): LeaseAnswer {
-  if (record === undefined) return { kind: 'none', reason: `no hardware has MAC ${mac}` };
+function reservationOf(mac: string, record: BootRecord): LeaseAnswer {
   const { iface, hardware } = record;
   if (iface.ip === undefined) {
     return { kind: 'none', reason: `hardware ${hardware.id} reserves no address for ${mac}` };
@@ -241,10 +268,38 @@ function reservationOf(mac: string, record: BootRecord | undefined): LeaseAnswer
   };
 }
 
+/**
+ * Per context, hardware record and interface, the netboot settings. Keyed by the (immutable)
+ * hardware object: any change to a machine, allowPXE included, stores a new one.
+ */
+const netbootCache = new WeakMap<
+  AnswerContext,
+  WeakMap<BootRecord['hardware'], Map<string, NetbootSettings>>
+>();
+
 function bootDecision(request: DhcpPacket, record: BootRecord, context: AnswerContext): BootDecision {
+  let byHardware = netbootCache.get(context);
+  if (byHardware === undefined) {
+    byHardware = new WeakMap();
+    netbootCache.set(context, byHardware);
+  }
+  let byMac = byHardware.get(record.hardware);
+  if (byMac === undefined) {
+    byMac = new Map();
+    byHardware.set(record.hardware, byMac);
+  }
+  let netboot = byMac.get(record.iface.mac);
+  if (netboot === undefined) {
+    netboot = netbootSettings(record, context);
+    byMac.set(record.iface.mac, netboot);
+  }
+  return decideBoot(request, netboot, context.ipxeBinaries);
+}
+
+function netbootSettings(record: BootRecord, context: AnswerContext): NetbootSettings {
   const { hardware, iface } = record;
   const mac = canonicalMac(iface.mac) ?? iface.mac;
-  const netboot: NetbootSettings = {
+  return {
     allowPXE: hardware.netboot.allowPXE,
     arch: hardware.arch,
     uefi: hardware.uefi,
@@ -253,7 +308,6 @@ function bootDecision(request: DhcpPacket, record: BootRecord, context: AnswerCo
     tftpServer: context.serverAddress,
     httpBinaryBaseUrl: context.httpBinaryBaseUrl,
   };
-  return decideBoot(request, netboot, context.ipxeBinaries);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -307,7 +361,11 @@ class ServerLoop implements DhcpServer {
   readonly #clientPort: number;
   readonly #logger: Logger;
   readonly #hooks: DhcpServerHooks;
+  /** Answers waiting for their lease backend (dynamic mode's commits). */
   readonly #inFlight = new Set<Promise<void>>();
+  /** Replies handed to the socket whose send has not completed. */
+  #sending = 0;
+  #sent: (() => void) | undefined;
   #closed = false;
 
   constructor(sockets: DhcpSockets, context: AnswerContext, options: DhcpServerOptions) {
@@ -334,6 +392,7 @@ class ServerLoop implements DhcpServer {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.all(this.#inFlight);
+    if (this.#sending > 0) await new Promise<void>((resolve) => (this.#sent = resolve));
     await this.#sockets.close();
   }
 
@@ -344,7 +403,7 @@ class ServerLoop implements DhcpServer {
       this.counters.standby += 1;
       return;
     }
-    if (this.#inFlight.size >= answersInFlightMax) {
+    if (this.#inFlight.size + this.#sending >= answersInFlightMax) {
       this.counters.overloaded += 1;
       return;
     }
@@ -361,7 +420,21 @@ class ServerLoop implements DhcpServer {
       }
       return;
     }
-    const answering = this.#answer(request, from);
+    let outcome: ReplyOutcome | Promise<ReplyOutcome>;
+    try {
+      outcome = answerRequest(request, this.#context);
+    } catch (error) {
+      this.#answerFailed(error, request, from);
+      return;
+    }
+    if (!(outcome instanceof Promise)) {
+      this.#replySafely(request, from, outcome);
+      return;
+    }
+    const answering = outcome.then(
+      (settled) => this.#replySafely(request, from, settled),
+      (error: unknown) => this.#answerFailed(error, request, from),
+    );
     this.#inFlight.add(answering);
     void answering.finally(() => this.#inFlight.delete(answering));
   }
@@ -376,64 +449,98 @@ class ServerLoop implements DhcpServer {
     }
   }
 
-  async #answer(request: DhcpPacket, from: DhcpPeer): Promise<void> {
+  /** What the logs say about a request (built only when something is logged). */
+  #facts(request: DhcpPacket, from: DhcpPeer): Record<string, unknown> {
     const mac = clientHardwareAddress(request);
-    const facts = { from, mac, xid: request.xid, type: request.options.messageType };
+    return { from, mac, xid: request.xid, type: request.options.messageType };
+  }
+
+  /** #reply, with a throwing hook counted as a failure rather than reaching the socket's emitter. */
+  #replySafely(request: DhcpPacket, from: DhcpPeer, outcome: ReplyOutcome): void {
     try {
-      const outcome = await answerRequest(request, this.#context);
-      if (outcome.kind === 'ignore') {
-        this.counters.ignored += 1;
-        this.#logger.debug({ ...facts, reason: outcome.reason }, 'DHCP request not answered');
-        this.#hooks.onIgnore?.({ from, request, reason: outcome.reason });
-        return;
-      }
-      const { destination, packet } = outcome;
-      // RFC 2131 unicasts to yiaddr at chaddr; without an ARP entry for it, broadcast instead.
-      const target = destination.fallback ?? destination;
-      const to: DhcpPeer = {
-        address: target.address,
-        port: destination.via === 'relay' ? this.#relayPort : this.#clientPort,
-      };
-      let bytes: Uint8Array;
-      try {
-        bytes = encodeDhcpPacket(packet, { maxMessageSize: outcome.maxMessageSize });
-      } catch (error) {
-        if (!(error instanceof DhcpEncodeError)) throw error;
-        // What a reply must echo (option 82, client id) came in too big for any reply: the
-        // request is bad input, not our failure, and must not let a client flood the error log.
-        this.counters.ignored += 1;
+      this.#reply(request, from, outcome);
+    } catch (error) {
+      this.#answerFailed(error, request, from);
+    }
+  }
+
+  #reply(request: DhcpPacket, from: DhcpPeer, outcome: ReplyOutcome): void {
+    if (outcome.kind === 'ignore') {
+      this.counters.ignored += 1;
+      if (this.#logger.isLevelEnabled('debug')) {
         this.#logger.debug(
-          { ...facts, problem: error.message },
-          'DHCP reply would be too large; not answered',
+          { ...this.#facts(request, from), reason: outcome.reason },
+          'DHCP request not answered',
         );
-        this.#hooks.onIgnore?.({
-          from,
-          request,
-          reason: 'the reply would be too large for the echoed options',
-        });
+      }
+      this.#hooks.onIgnore?.({ from, request, reason: outcome.reason });
+      return;
+    }
+    const { destination, packet } = outcome;
+    // RFC 2131 unicasts to yiaddr at chaddr; without an ARP entry for it, broadcast instead.
+    const target = destination.fallback ?? destination;
+    const to: DhcpPeer = {
+      address: target.address,
+      port: destination.via === 'relay' ? this.#relayPort : this.#clientPort,
+    };
+    let bytes: Uint8Array;
+    try {
+      bytes = encodeDhcpPacket(packet, { maxMessageSize: outcome.maxMessageSize });
+    } catch (error) {
+      if (!(error instanceof DhcpEncodeError)) {
+        this.#answerFailed(error, request, from);
         return;
       }
-      if (this.#closed) return;
-      await this.#sockets.send(bytes, to);
-      this.counters.replied += 1;
+      // What a reply must echo (option 82, client id) came in too big for any reply: the
+      // request is bad input, not our failure, and must not let a client flood the error log.
+      this.counters.ignored += 1;
       this.#logger.debug(
-        { ...facts, to, via: destination.via, reply: packet.options.messageType, reason: outcome.reason },
-        'DHCP reply sent',
+        { ...this.#facts(request, from), problem: error.message },
+        'DHCP reply would be too large; not answered',
       );
-      this.#hooks.onReply?.({
+      this.#hooks.onIgnore?.({
         from,
         request,
-        reply: packet,
-        to,
-        via: destination.via,
-        reason: outcome.reason,
+        reason: 'the reply would be too large for the echoed options',
       });
-    } catch (error) {
-      if (this.#closed) return;
-      this.counters.failed += 1;
-      const why = error instanceof DhcpSettingsError ? 'hardware settings cannot be sent' : 'reply failed';
-      this.#fail(error, `DHCP ${why}`, facts);
+      return;
     }
+    if (this.#closed) return;
+    this.#sending += 1;
+    this.#sockets.send(bytes, to, (error) => {
+      this.#sending -= 1;
+      if (this.#sending === 0) this.#sent?.();
+      if (error !== null) {
+        this.#answerFailed(error, request, from);
+        return;
+      }
+      this.counters.replied += 1;
+      if (this.#logger.isLevelEnabled('debug')) {
+        this.#logger.debug(
+          {
+            ...this.#facts(request, from),
+            to,
+            via: destination.via,
+            reply: packet.options.messageType,
+            reason: outcome.reason,
+          },
+          'DHCP reply sent',
+        );
+      }
+      try {
+        const { via } = destination;
+        this.#hooks.onReply?.({ from, request, reply: packet, to, via, reason: outcome.reason });
+      } catch (hookError) {
+        this.#fail(hookError, 'DHCP onReply hook failed');
+      }
+    });
+  }
+
+  #answerFailed(error: unknown, request: DhcpPacket, from: DhcpPeer): void {
+    if (this.#closed) return;
+    this.counters.failed += 1;
+    const why = error instanceof DhcpSettingsError ? 'hardware settings cannot be sent' : 'reply failed';
+    this.#fail(error, `DHCP ${why}`, this.#facts(request, from));
   }
 
   #fail(error: unknown, message: string, facts: object = {}): void {

@@ -44,7 +44,8 @@ export interface DhcpSockets {
   /** Registers the one handler for every received datagram. */
   onMessage(handler: (message: Buffer, from: DhcpPeer) => void): void;
   onError(handler: (error: Error) => void): void;
-  send(message: Uint8Array, to: DhcpPeer): Promise<void>;
+  /** Sends one datagram; `done` gets the error, if any, once the kernel has it. */
+  send(message: Uint8Array, to: DhcpPeer, done: (error: Error | null) => void): void;
   close(): Promise<void>;
 }
 
@@ -135,10 +136,8 @@ class Sockets implements DhcpSockets {
     for (const socket of this.#all) socket.on('error', handler);
   }
 
-  send(message: Uint8Array, to: DhcpPeer): Promise<void> {
-    return new Promise((resolve, reject) =>
-      this.#sender.send(message, to.port, to.address, (error) => (error ? reject(error) : resolve())),
-    );
+  send(message: Uint8Array, to: DhcpPeer, done: (error: Error | null) => void): void {
+    this.#sender.send(message, to.port, to.address, done);
   }
 
   async close(): Promise<void> {
@@ -146,8 +145,15 @@ class Sockets implements DhcpSockets {
   }
 }
 
+/**
+ * SO_RCVBUF asked for: a boot storm arrives in bursts faster than one event-loop turn drains
+ * them, and the 208 KiB default holds only ~100 requests. The kernel caps it at
+ * net.core.rmem_max without an error, so raising that sysctl raises this too.
+ */
+export const receiveBufferBytes = 4 * 1024 * 1024;
+
 async function bind(address: string, port: number): Promise<dgram.Socket> {
-  const socket = dgram.createSocket({ type: 'udp4', reuseAddr: true });
+  const socket = dgram.createSocket({ type: 'udp4', reuseAddr: true, recvBufferSize: receiveBufferBytes });
   await new Promise<void>((resolve, reject) => {
     const refuse = (error: Error): void => {
       socket.close();
