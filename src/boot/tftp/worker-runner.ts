@@ -23,12 +23,12 @@ const RESPAWN_DELAY_MS_MAX = 30_000;
 const CLOSE_WAIT_MS = 5000;
 
 /** How to start a worker: a module URL, or (under tsx) a CommonJS bootstrap evaluated as a script. */
-type WorkerEntry = { readonly url: URL } | { readonly script: string };
+export type WorkerEntry = { readonly url: URL } | { readonly script: string };
 
 /**
  * The worker's entry module, beside this file and with its extension: .ts when the code runs
- * through tsx (always, today: bin/slipway.js and the tests both load src/ through tsx), .js if it
- * is ever compiled.
+ * through tsx (the tests, and bin/slipway.js while the compiled build is older than src/), .js
+ * in the compiled build (dist/).
  *
  * Under tsx the worker must load TypeScript itself: Node 20 applies neither the parent's hooks
  * (bin/slipway.js registers tsx with module.register) nor an inherited `--import tsx` to a
@@ -74,7 +74,7 @@ interface Slot {
 export class WorkerRunner implements TransferRunner {
   readonly #config: TransferThreadConfig;
   readonly #hooks: RunnerHooks;
-  readonly #entry = workerEntry();
+  readonly #entry: WorkerEntry;
   readonly #slots: Slot[] = [];
   #restarts = 0;
   /** Until start() resolves, a failing worker fails start() instead of being reported and replaced. */
@@ -82,14 +82,23 @@ export class WorkerRunner implements TransferRunner {
   #closing = false;
   #closed: Promise<void> | null = null;
 
-  private constructor(config: TransferThreadConfig, hooks: RunnerHooks) {
+  private constructor(config: TransferThreadConfig, hooks: RunnerHooks, entry: WorkerEntry) {
     this.#config = config;
     this.#hooks = hooks;
+    this.#entry = entry;
   }
 
-  /** Starts count workers and resolves once all have loaded; rejects (stopping them) if any fails to. */
-  static async start(count: number, config: TransferThreadConfig, hooks: RunnerHooks): Promise<WorkerRunner> {
-    const runner = new WorkerRunner(config, hooks);
+  /**
+   * Starts count workers and resolves once all have loaded; rejects (stopping them) if any fails
+   * to. `entry` replaces the transfer worker only in tests of these failure paths.
+   */
+  static async start(
+    count: number,
+    config: TransferThreadConfig,
+    hooks: RunnerHooks,
+    entry: WorkerEntry = workerEntry(),
+  ): Promise<WorkerRunner> {
+    const runner = new WorkerRunner(config, hooks, entry);
     for (let i = 0; i < count; i++) {
       let settleFirst: (error?: unknown) => void = () => undefined;
       const firstReady = new Promise<void>((resolve, reject) => {
