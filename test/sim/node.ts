@@ -412,7 +412,8 @@ export class SimNode {
       this.restoreInFlight ||
       applied - this.lastCompactIndex < this.env.compactEvery ||
       applied !== this.core.log.applying ||
-      applied <= this.core.log.snapshot.index
+      applied <= this.core.log.snapshot.index ||
+      !this.core.canSnapshot()
     )
       return;
     const data = this.kv.snapshot();
