@@ -5,6 +5,7 @@ import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RaftNode } from '../raft/node.js';
+import type { ForwardingStats } from './proposer.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { WorkflowEvent, WorkflowState } from '../state/control/model.js';
 
@@ -22,6 +23,8 @@ export interface MetricsSources {
   readonly node: RaftNode;
   readonly control: ControlState;
   readonly connectedWorkers: () => number;
+  /** Commands this node forwarded to a leader, and the calls that carried them. */
+  readonly forwarding?: () => ForwardingStats;
 }
 
 export class NodeMetrics {
@@ -116,6 +119,33 @@ export class NodeMetrics {
         },
       });
     };
+    const forwarding = src.forwarding;
+    if (forwarding !== undefined) {
+      // The proposer keeps the totals; each scrape adds what is new since the last one.
+      const totalCounter = (name: string, help: string, pick: (f: ForwardingStats) => number): void => {
+        let reported = 0;
+        new Counter({
+          name,
+          help,
+          registers,
+          collect() {
+            const now = pick(forwarding());
+            this.inc(now - reported);
+            reported = now;
+          },
+        });
+      };
+      totalCounter(
+        'slipway_forwarded_commands_total',
+        'Commands this node forwarded to the leader',
+        (f) => f.commands,
+      );
+      totalCounter(
+        'slipway_forward_calls_total',
+        'Calls to the leader that carried forwarded commands (a batch counts once)',
+        (f) => f.calls,
+      );
+    }
     raftGauge('slipway_raft_term', 'Current raft term on this node', (s) => s.term);
     raftGauge('slipway_raft_commit_index', 'Highest log index known committed on this node', (s) => s.commit);
     raftGauge(

@@ -73,7 +73,12 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   const controlService = new ControlService({ node, control, proposer, auth, events, logger });
   const workers = new WorkerService({ control, proposer, auth, logger });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
-  const metrics = new NodeMetrics({ node, control, connectedWorkers: () => workers.connected });
+  const metrics = new NodeMetrics({
+    node,
+    control,
+    connectedWorkers: () => workers.connected,
+    forwarding: () => proposer.forwarding,
+  });
   control.onEvent = (e) => {
     events.publish(e);
     metrics.observe(e);

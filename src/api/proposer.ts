@@ -1,10 +1,19 @@
 // Gets a store command applied from any node. The leader stamps its clock into the command
 // (the state machine's only time source) and proposes it; a follower hands the encoded command
-// to the leader over the Internal service on the raft address and relays the result.
+// to the leader over the Internal service on the raft address and relays the result. What a
+// follower forwards within one event-loop turn goes in one ProposeBatch call (a single command
+// still goes by the unary Propose, which every version of the leader serves).
 import { Metadata, status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { InternalServer, ProposeRequest, ProposeResponse } from '../gen/internal.js';
+import type {
+  InternalServer,
+  ProposeBatchRequest,
+  ProposeBatchResponse,
+  ProposeOutcome,
+  ProposeRequest,
+  ProposeResponse,
+} from '../gen/internal.js';
 import { InternalClient } from '../gen/internal.js';
 import type { Member } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
@@ -13,7 +22,7 @@ import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-con
 import type { Command, CommandResult } from '../state/command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
-import { ApiError, isServiceError, raftCodeKey, toServiceError } from './errors.js';
+import { ApiError, isServiceError, leaderHintKey, raftCodeKey, toServiceError } from './errors.js';
 
 const leaderWaitMs = 2000;
 /** How long definite refusals are retried: a few election timeouts at the default ticks. */
@@ -34,6 +43,24 @@ function neverAppended(err: unknown): boolean {
   return /No connection established|ECONNREFUSED/.test(err.details);
 }
 const forwardDeadlineMs = 10_000;
+/** Bounds on one ProposeBatch call, well inside gRPC's default 4 MiB message limit. */
+const batchCommandsMax = 512;
+const batchBytesMax = 1024 * 1024;
+
+/** A command waiting to be forwarded with the others of its event-loop turn. */
+interface PendingForward {
+  readonly command: Uint8Array;
+  readonly resolve: (result: CommandResult) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/** How much this node has forwarded to leaders, for /metrics. */
+export interface ForwardingStats {
+  /** Commands forwarded. */
+  readonly commands: number;
+  /** Calls that carried them (one unary Propose or one ProposeBatch each). */
+  readonly calls: number;
+}
 
 /**
  * Runs `attempt` (a write proposed here or forwarded to the leader) and runs it again after a
@@ -69,6 +96,12 @@ export class Proposer {
   readonly #logger: Logger;
   readonly #clients = new Map<string, InternalClient>();
   readonly #tls: PeerTls | undefined;
+  /** Commands to forward at the end of this turn, by leader address. */
+  readonly #pending = new Map<string, { leader: Member; items: PendingForward[] }>();
+  /** Leaders that answered ProposeBatch with UNIMPLEMENTED (an older version, mid-upgrade). */
+  readonly #unbatched = new Set<string>();
+  #forwardedCommands = 0;
+  #forwardCalls = 0;
 
   /** `tls`: the node's identity, for mutual TLS to the leader's raft address. */
   constructor(node: RaftNode, logger: Logger, tls?: PeerTls) {
@@ -102,9 +135,33 @@ export class Proposer {
     return res.result;
   }
 
+  get forwarding(): ForwardingStats {
+    return { commands: this.#forwardedCommands, calls: this.#forwardCalls };
+  }
+
   /** The Internal service, served on the raft address for followers' forwarded proposals. */
   handlers(): InternalServer {
     return {
+      proposeBatch: (
+        call: ServerUnaryCall<ProposeBatchRequest, ProposeBatchResponse>,
+        cb: sendUnaryData<ProposeBatchResponse>,
+      ) => {
+        if (this.#node.softState().role !== 'leader') {
+          const err = new RaftError(
+            'E_NOT_LEADER',
+            `${this.#node.id} is not the leader`,
+            this.#node.softState().leader,
+          );
+          cb(toServiceError(err), null);
+          return;
+        }
+        // Proposed in this turn, so the raft node appends them as one batch.
+        const outcomes = call.request.commands.map((bytes) => this.#proposeOutcome(bytes));
+        Promise.all(outcomes).then(
+          (all) => cb(null, { outcomes: all }),
+          (err: unknown) => cb(toServiceError(err) as ServiceError, null),
+        );
+      },
       propose: (
         call: ServerUnaryCall<ProposeRequest, ProposeResponse>,
         cb: sendUnaryData<ProposeResponse>,
@@ -134,6 +191,33 @@ export class Proposer {
     this.#clients.clear();
   }
 
+  /** One command of a batch, proposed here; a failure becomes its outcome, not the call's. */
+  async #proposeOutcome(bytes: Uint8Array): Promise<ProposeOutcome> {
+    try {
+      const result = await this.#proposeRaw(decodeCommand(bytes));
+      return {
+        result: Buffer.from(result.buffer, result.byteOffset, result.byteLength),
+        code: status.OK,
+        details: '',
+        raftCode: '',
+        leader: '',
+      };
+    } catch (err) {
+      const se = toServiceError(err);
+      const first = (key: string): string => {
+        const value = se.metadata?.get(key)[0];
+        return typeof value === 'string' ? value : '';
+      };
+      return {
+        result: Buffer.alloc(0),
+        code: se.code ?? status.INTERNAL,
+        details: se.details ?? '',
+        raftCode: first(raftCodeKey),
+        leader: first(leaderHintKey),
+      };
+    }
+  }
+
   async #proposeHere(command: Command): Promise<CommandResult> {
     return decodeResult(await this.#proposeRaw(command));
   }
@@ -143,25 +227,138 @@ export class Proposer {
   }
 
   #forward(leader: Member, command: Command): Promise<CommandResult> {
+    return new Promise((resolve, reject) => {
+      let batch = this.#pending.get(leader.addr);
+      if (batch === undefined) {
+        batch = { leader, items: [] };
+        this.#pending.set(leader.addr, batch);
+        // After the I/O of this turn: every result and request that arrived with it joins.
+        setImmediate(() => this.#flush(leader.addr));
+      }
+      batch.items.push({ command: encodeCommand(command), resolve, reject });
+    });
+  }
+
+  #flush(addr: string): void {
+    const batch = this.#pending.get(addr);
+    this.#pending.delete(addr);
+    if (batch === undefined) return;
+    let chunk: PendingForward[] = [];
+    let bytes = 0;
+    for (const item of batch.items) {
+      if (
+        chunk.length > 0 &&
+        (chunk.length >= batchCommandsMax || bytes + item.command.length > batchBytesMax)
+      ) {
+        this.#send(batch.leader, chunk);
+        chunk = [];
+        bytes = 0;
+      }
+      chunk.push(item);
+      bytes += item.command.length;
+    }
+    if (chunk.length > 0) this.#send(batch.leader, chunk);
+  }
+
+  #send(leader: Member, items: readonly PendingForward[]): void {
+    if (items.length === 1 || this.#unbatched.has(leader.addr)) {
+      for (const item of items) this.#sendOne(leader, item);
+      return;
+    }
+    this.#client(leader).proposeBatch(
+      { commands: items.map((item) => Buffer.from(item.command)) },
+      forwardMetadata(this.#node.id),
+      { deadline: Date.now() + forwardDeadlineMs },
+      (err, res) => {
+        if (err !== null && err.code === status.UNIMPLEMENTED) {
+          // The leader predates ProposeBatch and did nothing: send them one by one.
+          this.#unbatched.add(leader.addr);
+          for (const item of items) this.#sendOne(leader, item);
+          return;
+        }
+        this.#forwardedCommands += items.length;
+        this.#forwardCalls += 1;
+        if (err !== null) {
+          this.#logger.debug(
+            { err, leader: leader.id, commands: items.length },
+            'forwarded proposals failed',
+          );
+          for (const item of items) item.reject(err);
+          return;
+        }
+        items.forEach((item, i) => {
+          const outcome = res.outcomes[i];
+          if (outcome === undefined) {
+            item.reject(
+              new ApiError(
+                status.INTERNAL,
+                `the leader answered ${res.outcomes.length} of ${items.length} commands`,
+              ),
+            );
+          } else if (outcome.code === okCode) {
+            item.resolve(decodeResult(outcome.result));
+          } else {
+            item.reject(outcomeError(outcome));
+          }
+        });
+      },
+    );
+  }
+
+  #sendOne(leader: Member, item: PendingForward): void {
+    this.#forwardedCommands += 1;
+    this.#forwardCalls += 1;
+    this.#client(leader).propose(
+      { command: Buffer.from(item.command) },
+      forwardMetadata(this.#node.id),
+      { deadline: Date.now() + forwardDeadlineMs },
+      (err, res) => {
+        if (err !== null) {
+          this.#logger.debug({ err, leader: leader.id }, 'forwarded proposal failed');
+          item.reject(err);
+        } else item.resolve(decodeResult(res.result));
+      },
+    );
+  }
+
+  #client(leader: Member): InternalClient {
     let client = this.#clients.get(leader.addr);
     if (client === undefined) {
       client = new InternalClient(leader.addr, peerChannelCredentials(this.#tls));
       this.#clients.set(leader.addr, client);
     }
-    const md = new Metadata();
-    md.set('x-slipway-forwarded', this.#node.id);
-    return new Promise((resolve, reject) => {
-      client.propose(
-        { command: Buffer.from(encodeCommand(command)) },
-        md,
-        { deadline: Date.now() + forwardDeadlineMs },
-        (err, res) => {
-          if (err !== null) {
-            this.#logger.debug({ err, leader: leader.id }, 'forwarded proposal failed');
-            reject(err);
-          } else resolve(decodeResult(res.result));
-        },
-      );
-    });
+    return client;
   }
+}
+
+function forwardMetadata(from: string): Metadata {
+  const md = new Metadata();
+  md.set('x-slipway-forwarded', from);
+  return md;
+}
+
+const okCode: number = status.OK;
+
+const knownStatus = new Map<number, status>(
+  Object.values(status)
+    .filter((value): value is status => typeof value === 'number')
+    .map((value) => [value, value]),
+);
+
+/** A gRPC status code from the wire; anything this version does not know is UNKNOWN. */
+function statusOf(code: number): status {
+  return knownStatus.get(code) ?? status.UNKNOWN;
+}
+
+/** A batch outcome as the error the unary Propose would have failed with. */
+function outcomeError(outcome: ProposeOutcome): ServiceError {
+  const metadata = new Metadata();
+  if (outcome.raftCode !== '') metadata.set(raftCodeKey, outcome.raftCode);
+  if (outcome.leader !== '') metadata.set(leaderHintKey, outcome.leader);
+  const name = (status as Record<number, string | undefined>)[outcome.code] ?? 'UNKNOWN';
+  return Object.assign(new Error(`${outcome.code} ${name}: ${outcome.details}`), {
+    code: statusOf(outcome.code),
+    details: outcome.details,
+    metadata,
+  });
 }

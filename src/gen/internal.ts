@@ -39,6 +39,28 @@ export interface ProposeResponse {
   result: Buffer;
 }
 
+/** Many commands from one follower, proposed together; each is answered on its own. */
+export interface ProposeBatchRequest {
+  commands: Buffer[];
+}
+
+/**
+ * One command's answer: the encoded result when code is 0, else what the unary Propose would
+ * have failed with (its gRPC status and, in trailers, the raft error code and leader hint).
+ */
+export interface ProposeOutcome {
+  result: Buffer;
+  code: number;
+  details: string;
+  raftCode: string;
+  leader: string;
+}
+
+/** The outcomes in the order of the request's commands. */
+export interface ProposeBatchResponse {
+  outcomes: ProposeOutcome[];
+}
+
 function createBaseProposeRequest(): ProposeRequest {
   return { command: Buffer.alloc(0) };
 }
@@ -173,6 +195,285 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
   },
 };
 
+function createBaseProposeBatchRequest(): ProposeBatchRequest {
+  return { commands: [] };
+}
+
+export const ProposeBatchRequest: MessageFns<ProposeBatchRequest> = {
+  encode(message: ProposeBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.commands) {
+      writer.uint32(10).bytes(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProposeBatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProposeBatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.commands.push(Buffer.from(reader.bytes()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ProposeBatchRequest {
+    return {
+      commands: globalThis.Array.isArray(object?.commands)
+        ? object.commands.map((e: any) => Buffer.from(bytesFromBase64(e)))
+        : [],
+    };
+  },
+
+  toJSON(message: ProposeBatchRequest): unknown {
+    const obj: any = {};
+    if (message.commands?.length) {
+      obj.commands = message.commands.map((e) => base64FromBytes(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProposeBatchRequest>, I>>(base?: I): ProposeBatchRequest {
+    return ProposeBatchRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProposeBatchRequest>, I>>(object: I): ProposeBatchRequest {
+    const message = createBaseProposeBatchRequest();
+    message.commands = object.commands?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseProposeOutcome(): ProposeOutcome {
+  return { result: Buffer.alloc(0), code: 0, details: "", raftCode: "", leader: "" };
+}
+
+export const ProposeOutcome: MessageFns<ProposeOutcome> = {
+  encode(message: ProposeOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result.length !== 0) {
+      writer.uint32(10).bytes(message.result);
+    }
+    if (message.code !== 0) {
+      writer.uint32(16).uint32(message.code);
+    }
+    if (message.details !== "") {
+      writer.uint32(26).string(message.details);
+    }
+    if (message.raftCode !== "") {
+      writer.uint32(34).string(message.raftCode);
+    }
+    if (message.leader !== "") {
+      writer.uint32(42).string(message.leader);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProposeOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProposeOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.code = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.details = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.raftCode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.leader = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ProposeOutcome {
+    return {
+      result: isSet(object.result) ? Buffer.from(bytesFromBase64(object.result)) : Buffer.alloc(0),
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      details: isSet(object.details) ? globalThis.String(object.details) : "",
+      raftCode: isSet(object.raftCode)
+        ? globalThis.String(object.raftCode)
+        : isSet(object.raft_code)
+        ? globalThis.String(object.raft_code)
+        : "",
+      leader: isSet(object.leader) ? globalThis.String(object.leader) : "",
+    };
+  },
+
+  toJSON(message: ProposeOutcome): unknown {
+    const obj: any = {};
+    if (message.result.length !== 0) {
+      obj.result = base64FromBytes(message.result);
+    }
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.details !== "") {
+      obj.details = message.details;
+    }
+    if (message.raftCode !== "") {
+      obj.raftCode = message.raftCode;
+    }
+    if (message.leader !== "") {
+      obj.leader = message.leader;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProposeOutcome>, I>>(base?: I): ProposeOutcome {
+    return ProposeOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProposeOutcome>, I>>(object: I): ProposeOutcome {
+    const message = createBaseProposeOutcome();
+    message.result = object.result ?? Buffer.alloc(0);
+    message.code = object.code ?? 0;
+    message.details = object.details ?? "";
+    message.raftCode = object.raftCode ?? "";
+    message.leader = object.leader ?? "";
+    return message;
+  },
+};
+
+function createBaseProposeBatchResponse(): ProposeBatchResponse {
+  return { outcomes: [] };
+}
+
+export const ProposeBatchResponse: MessageFns<ProposeBatchResponse> = {
+  encode(message: ProposeBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.outcomes) {
+      ProposeOutcome.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProposeBatchResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProposeBatchResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.outcomes.push(ProposeOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ProposeBatchResponse {
+    return {
+      outcomes: globalThis.Array.isArray(object?.outcomes)
+        ? object.outcomes.map((e: any) => ProposeOutcome.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ProposeBatchResponse): unknown {
+    const obj: any = {};
+    if (message.outcomes?.length) {
+      obj.outcomes = message.outcomes.map((e) => ProposeOutcome.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProposeBatchResponse>, I>>(base?: I): ProposeBatchResponse {
+    return ProposeBatchResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProposeBatchResponse>, I>>(object: I): ProposeBatchResponse {
+    const message = createBaseProposeBatchResponse();
+    message.outcomes = object.outcomes?.map((e) => ProposeOutcome.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 export type InternalService = typeof InternalService;
 export const InternalService = {
   propose: {
@@ -184,10 +485,29 @@ export const InternalService = {
     responseSerialize: (value: ProposeResponse): Buffer => Buffer.from(ProposeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ProposeResponse => ProposeResponse.decode(value),
   },
+  /**
+   * What a follower forwards within one event-loop turn, in one call: under a burst of worker
+   * results, one HTTP/2 stream per command cost both ends more CPU than the commands did.
+   */
+  proposeBatch: {
+    path: "/slipway.internal.v1.Internal/ProposeBatch" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ProposeBatchRequest): Buffer => Buffer.from(ProposeBatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ProposeBatchRequest => ProposeBatchRequest.decode(value),
+    responseSerialize: (value: ProposeBatchResponse): Buffer =>
+      Buffer.from(ProposeBatchResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ProposeBatchResponse => ProposeBatchResponse.decode(value),
+  },
 } as const;
 
 export interface InternalServer extends UntypedServiceImplementation {
   propose: handleUnaryCall<ProposeRequest, ProposeResponse>;
+  /**
+   * What a follower forwards within one event-loop turn, in one call: under a burst of worker
+   * results, one HTTP/2 stream per command cost both ends more CPU than the commands did.
+   */
+  proposeBatch: handleUnaryCall<ProposeBatchRequest, ProposeBatchResponse>;
 }
 
 export interface InternalClient extends Client {
@@ -205,6 +525,25 @@ export interface InternalClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ProposeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * What a follower forwards within one event-loop turn, in one call: under a burst of worker
+   * results, one HTTP/2 stream per command cost both ends more CPU than the commands did.
+   */
+  proposeBatch(
+    request: ProposeBatchRequest,
+    callback: (error: ServiceError | null, response: ProposeBatchResponse) => void,
+  ): ClientUnaryCall;
+  proposeBatch(
+    request: ProposeBatchRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ProposeBatchResponse) => void,
+  ): ClientUnaryCall;
+  proposeBatch(
+    request: ProposeBatchRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ProposeBatchResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -5,6 +5,7 @@
 // processes (each a machine), 50 workflows of 5 actions. Each action appends a line naming its
 // workflow and action to the machine's file, so the test counts executions. One node is
 // SIGKILLed while actions run; a real `slipway workflow events --follow` streams through it.
+// Writes sent to a follower together reach the leader in one call, each answered on its own.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { execFile, spawn } from 'node:child_process';
@@ -309,6 +310,60 @@ describe('operability', () => {
     }
     const missing = await fetch(`http://${cluster.nodes[0]?.metricsAddr ?? ''}/nope`);
     assert.equal(missing.status, 404);
+  });
+});
+
+describe('forwarding through a follower', () => {
+  test('writes a follower receives together go to the leader in one call, each with its own answer', async () => {
+    const leader = await cluster.waitForLeader();
+    const follower = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null);
+    assert.ok(follower !== undefined);
+    const forwarded = async (): Promise<{ commands: number; calls: number }> => {
+      const text = await (await fetch(`http://${follower.metricsAddr}/metrics`)).text();
+      const pick = (name: string): number =>
+        Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+      return {
+        commands: pick('slipway_forwarded_commands_total'),
+        calls: pick('slipway_forward_calls_total'),
+      };
+    };
+    const via = new ClusterClient([follower.apiAddr], { timeoutMs: 20_000, token: adminToken });
+    try {
+      const before = await forwarded();
+      assert.ok(
+        Number.isFinite(before.commands) && Number.isFinite(before.calls),
+        'the counters are exported',
+      );
+      const fresh = Array.from({ length: 40 }, (_, i) => 100 + i);
+      // hw-0..hw-4 exist since the first test: each of these is refused, alone.
+      const taken = [0, 1, 2, 3, 4];
+      const create = (i: number): Promise<unknown> =>
+        via.control('hardwareCreate', { documentJson: hardwareDoc(i), replace: false });
+      const results = await Promise.allSettled([...fresh, ...taken].map(create));
+      results
+        .slice(0, fresh.length)
+        .forEach((r, i) =>
+          assert.equal(
+            r.status,
+            'fulfilled',
+            `hw-${String(fresh[i])}: ${r.status === 'rejected' ? String(r.reason) : ''}`,
+          ),
+        );
+      for (const r of results.slice(fresh.length)) {
+        assert.equal(r.status, 'rejected');
+        assert.equal((r.reason as ServiceError).code, status.ALREADY_EXISTS);
+      }
+      const after = await forwarded();
+      const commands = after.commands - before.commands;
+      const calls = after.calls - before.calls;
+      assert.ok(commands >= results.length, `forwarded ${String(commands)} commands`);
+      assert.ok(calls < commands / 2, `${String(commands)} commands went in ${String(calls)} calls`);
+      const listed = await admin.control('hardwareList', { local: false });
+      const ids = new Set(listed.hardwareJson.map((doc) => (JSON.parse(doc) as { id: string }).id));
+      for (const i of fresh) assert.ok(ids.has(`hw-${String(i)}`), `hw-${String(i)} is in the state`);
+    } finally {
+      via.close();
+    }
   });
 });
 
