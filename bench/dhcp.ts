@@ -10,13 +10,13 @@
 // when Kea is measured); cli holds perfdhcp's veth. Every process is started inside the lab and
 // stopped by PID, and the namespaces are deleted at the end, on failure and on Ctrl-C too.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { cpus, freemem, loadavg, release, tmpdir, totalmem, type } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { execFileSync } from 'node:child_process';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
 import { repoRoot } from './clusters.js';
+import { machineFacts } from './machine.js';
 import type { EldSample } from './eld-probe.js';
 import type { NodeStatusLine } from './dhcp-admin.js';
 import { findTools, installCommand, keaConfig, sbinPath, type Tools } from './dhcp-kea.js';
@@ -743,22 +743,6 @@ async function runSlipway(b: BenchLab, mode: Mode, o: Options): Promise<SweepRes
 
 // ------------------------------------------------------------ the run
 
-function gitDescribe(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-    }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-    }).trim();
-    return dirty === '' ? head : `${head} (src/ modified)`;
-  } catch {
-    return 'unknown';
-  }
-}
-
 /** kea-dhcp4 processes this benchmark did not start (the Debian service, say): they take CPU. */
 function strayKeaPids(): number[] {
   const pids: number[] = [];
@@ -827,17 +811,9 @@ export async function runDhcpBench(argv: readonly string[]): Promise<void> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   emit({
-    bench: 'machine',
-    nproc: cpus().length,
-    cpu_model: cpus()[0]?.model ?? 'unknown',
-    mem_total_gb: round(totalmem() / 2 ** 30, 1),
-    mem_free_gb: round(freemem() / 2 ** 30, 1),
-    kernel: `${type()} ${release()}`,
-    node: process.version,
+    ...machineFacts(),
     kea: tools.kea,
     perfdhcp: tools.perfdhcp,
-    loadavg: loadavg().map((x) => round(x, 2)),
-    slipway_commit: gitDescribe(),
     options: o,
     started: new Date().toISOString(),
   });

@@ -4,9 +4,9 @@
 // same concurrency and value size. Prints one JSON object per result line on stdout (the first
 // describes the machine); progress goes to stderr. See bench/README.md.
 import type { ChildProcess } from 'node:child_process';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { cpus, freemem, loadavg, release, totalmem, type } from 'node:os';
+import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Client } from '@grpc/grpc-js';
@@ -15,6 +15,7 @@ import { EtcdCluster, etcdVersion, repoRoot, SlipwayCluster } from './clusters.j
 import type { EldSample } from './eld-probe.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
 import { cpuSeconds, hwmMb, machineCpu, median, ratio, round, rssMb, sleep } from './stats.js';
+import { machineFacts } from './machine.js';
 import type { System } from './wire.js';
 import { encodePut, errorCode, openChannel, paths, unary, waitReady } from './wire.js';
 
@@ -408,22 +409,6 @@ interface SystemResults {
   rssAfterPutsMb: Record<string, number | null> | null;
 }
 
-function gitDescribe(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-    }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-    }).trim();
-    return dirty === '' ? head : `${head} (src/ modified)`;
-  } catch {
-    return 'unknown';
-  }
-}
-
 async function measureSystem(c: LocalCluster, o: Options, res: SystemResults): Promise<void> {
   const counts = o.quick ? { 1: 200, 16: 2000, 64: 2000 } : { 1: 2000, 16: 20_000, 64: 20_000 };
   if (o.only.has('put') || o.only.has('get')) {
@@ -620,16 +605,8 @@ export async function runRaftBench(argv: readonly string[]): Promise<void> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   emit({
-    bench: 'machine',
-    nproc: cpus().length,
-    cpu_model: cpus()[0]?.model ?? 'unknown',
-    mem_total_gb: round(totalmem() / 2 ** 30, 1),
-    mem_free_gb: round(freemem() / 2 ** 30, 1),
-    kernel: `${type()} ${release()}`,
-    node: process.version,
+    ...machineFacts(),
     etcd: etcd.ok ? etcd.version : null,
-    loadavg: loadavg().map((x) => round(x, 2)),
-    slipway_commit: gitDescribe(),
     slipway_build: 'compiled (npm run build, dist/)',
     options: { ...o, only: [...o.only] },
     started: new Date().toISOString(),

@@ -29,16 +29,17 @@
 // "With windowsize" is atftp asking for blksize 1468 and windowsize 16 (Slipway's maximum) from
 // both servers. tftpd-hpa does not implement RFC 7440: it leaves windowsize out of its OACK and
 // the transfer runs lock-step, which is exactly what a client gets from it.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { access, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync, readFileSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem, type } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LabProcess, NetnsLab } from '../cluster/netns-lab.js';
 import { machineCpu, median, percentile, ratio, round, sleep } from './stats.js';
+import { machineFacts } from './machine.js';
 import { slipwayBuild } from './slipway-build.js';
 import { CpuGroups } from './tftp-cpu.js';
 import {
@@ -187,19 +188,6 @@ function firstLine(command: string, args: readonly string[]): string {
   const r = spawnSync(command, args, { encoding: 'utf8', timeout: 5000 });
   const text = `${r.stdout ?? ''}${r.stderr ?? ''}`.trim();
   return text.split('\n')[0] ?? 'unknown';
-}
-
-function gitDescribe(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' });
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-    });
-    return dirty.trim() === '' ? head.trim() : `${head.trim()} (src/ modified)`;
-  } catch {
-    return 'unknown';
-  }
 }
 
 /**
@@ -760,17 +748,10 @@ async function measureAll(b: Bench): Promise<void> {
 
 function emitMachine(options: Options): void {
   emit({
-    bench: 'machine',
-    nproc: cpus().length,
-    cpu_model: cpus()[0]?.model ?? 'unknown',
-    mem_total_gb: round(totalmem() / 2 ** 30, 1),
-    kernel: `${type()} ${release()}`,
-    node: process.version,
+    ...machineFacts(),
     tftpd_hpa: firstLine('in.tftpd', ['-V']),
     curl: firstLine('curl', ['--version']).split(' ').slice(0, 2).join(' '),
     atftp: firstLine('atftp', ['--version']),
-    loadavg: loadavg().map((x) => round(x, 2)),
-    slipway_commit: gitDescribe(),
     options,
     topology: options.loopback ? 'one namespace, 127.0.0.1' : 'server and client namespaces, veth, MTU 1500',
     started: new Date().toISOString(),
