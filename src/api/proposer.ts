@@ -146,13 +146,9 @@ export class Proposer {
         call: ServerUnaryCall<ProposeBatchRequest, ProposeBatchResponse>,
         cb: sendUnaryData<ProposeBatchResponse>,
       ) => {
-        if (this.#node.softState().role !== 'leader') {
-          const err = new RaftError(
-            'E_NOT_LEADER',
-            `${this.#node.id} is not the leader`,
-            this.#node.softState().leader,
-          );
-          cb(toServiceError(err), null);
+        const refusal = this.#notLeader();
+        if (refusal !== null) {
+          cb(toServiceError(refusal), null);
           return;
         }
         // Proposed in this turn, so the raft node appends them as one batch.
@@ -167,14 +163,8 @@ export class Proposer {
         cb: sendUnaryData<ProposeResponse>,
       ) => {
         const run = async (): Promise<ProposeResponse> => {
-          // Never forward again: two nodes that each think the other leads would loop.
-          if (this.#node.softState().role !== 'leader') {
-            throw new RaftError(
-              'E_NOT_LEADER',
-              `${this.#node.id} is not the leader`,
-              this.#node.softState().leader,
-            );
-          }
+          const refusal = this.#notLeader();
+          if (refusal !== null) throw refusal;
           const result = await this.#proposeRaw(decodeCommand(call.request.command));
           return { result: Buffer.from(result.buffer, result.byteOffset, result.byteLength) };
         };
@@ -184,6 +174,17 @@ export class Proposer {
         );
       },
     };
+  }
+
+  /**
+   * The refusal of a forwarded proposal on a node that does not lead. Never forward again: two
+   * nodes that each think the other leads would loop.
+   */
+  #notLeader(): RaftError | null {
+    const { role, leader } = this.#node.softState();
+    return role === 'leader'
+      ? null
+      : new RaftError('E_NOT_LEADER', `${this.#node.id} is not the leader`, leader);
   }
 
   close(): void {
@@ -296,7 +297,7 @@ export class Proposer {
               ),
             );
           } else if (outcome.code === okCode) {
-            item.resolve(decodeResult(outcome.result));
+            settle(item, outcome.result);
           } else {
             item.reject(outcomeError(outcome));
           }
@@ -316,7 +317,7 @@ export class Proposer {
         if (err !== null) {
           this.#logger.debug({ err, leader: leader.id }, 'forwarded proposal failed');
           item.reject(err);
-        } else item.resolve(decodeResult(res.result));
+        } else settle(item, res.result);
       },
     );
   }
@@ -329,6 +330,18 @@ export class Proposer {
     }
     return client;
   }
+}
+
+/** Resolves `item` with the leader's encoded result; bytes that do not decode reject it instead. */
+function settle(item: PendingForward, result: Uint8Array): void {
+  let decoded: CommandResult;
+  try {
+    decoded = decodeResult(result);
+  } catch (err) {
+    item.reject(err);
+    return;
+  }
+  item.resolve(decoded);
 }
 
 function forwardMetadata(from: string): Metadata {
