@@ -492,7 +492,7 @@ export class RaftNode {
     const every = this.opts.snapshotEntries ?? 10_000;
     const last = this.lastSnapshot?.meta.index ?? 0;
     if (every <= 0 || this.applied - last < every || this.writing || this.encodingSnapshot) return;
-    if (this.core.status().applied !== this.applied || !this.core.canSnapshot()) return;
+    if (this.core.status().applied !== this.applied) return;
     const machine = this.opts.stateMachine;
     if (machine.captureSnapshot === undefined) {
       const data = machine.snapshot();

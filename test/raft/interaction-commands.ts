@@ -258,9 +258,6 @@ const handlers: Record<string, Handler> = {
     const n = env.node(a.at(0, 'id'));
     const to = toInt(a.at(1, 'index'), 'index');
     const core = n.live();
-    if (!core.canSnapshot()) {
-      throw new EnvError(`no snapshot yet: applied ${core.log.applying}, stored to ${core.log.stableIndex}`);
-    }
     const meta = core.compact(core.status().applied, to);
     const compactTo = Math.min(to, meta.index);
     n.disk.snapshot = meta;

@@ -412,8 +412,7 @@ export class SimNode {
       this.restoreInFlight ||
       applied - this.lastCompactIndex < this.env.compactEvery ||
       applied !== this.core.log.applying ||
-      applied <= this.core.log.snapshot.index ||
-      !this.core.canSnapshot()
+      applied <= this.core.log.snapshot.index
     )
       return;
     const data = this.kv.snapshot();

@@ -126,18 +126,9 @@ export class RaftLog {
     return true;
   }
 
-  /**
-   * The last index at which entries can be handed out for apply: every committed entry, durable
-   * here or not. A committed entry is durable on a quorum and can never be truncated, so a
-   * follower need not wait for its own write (one write in flight at a time: under load up to two
-   * fsyncs) before acting on it; after a crash it learns the entry again from the leader. The
-   * driver takes a local snapshot only at a stored index (RaftCore.snapshotMeta checks), so a
-   * snapshot never covers entries missing from this node's log. The exception: a snapshot received from the leader is
-   * restored only once durable, so nothing above it applies before then.
-   */
+  /** The last index at which entries can be handed out for apply: committed and durable. */
   applicableTo(): number {
-    if (this.stableIndex < this.snapshot.index) return Math.min(this.committed, this.stableIndex);
-    return this.committed;
+    return Math.min(this.committed, this.stableIndex);
   }
 
   /** Entries not yet handed out for persisting, and marks them as handed out. */

@@ -286,11 +286,6 @@ export class RaftCore {
     return meta;
   }
 
-  /** Whether a local snapshot may be taken now: everything applied is stored here. */
-  canSnapshot(): boolean {
-    return this.log.applying <= this.log.stableIndex;
-  }
-
   /**
    * What a snapshot of the state at the applied index `index` is: its term and membership.
    * Taken when the state is captured, so a snapshot encoded later still names the right ones.
@@ -299,12 +294,6 @@ export class RaftCore {
     const term = this.log.term(index);
     assert(term !== undefined, `cannot snapshot at unknown index ${index}`);
     assert(index === this.log.applying, 'snapshots are taken at the applied index');
-    // Entries apply once committed, before this node's own write of them completes; a snapshot
-    // must wait for that write, or the store could hold a snapshot ahead of its log.
-    assert(
-      index <= this.log.stableIndex,
-      `cannot snapshot at ${index}: stored only to ${this.log.stableIndex}`,
-    );
     return { index, term, membership: this.membership };
   }
 

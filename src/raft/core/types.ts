@@ -140,8 +140,7 @@ export interface ReadFailure {
  * 2. `entries` (and `truncateAfter`), `hardState` and `snapshot` are written in one synced batch
  *    (a batch that only moves the commit index need not be synced: raft can recompute it).
  * 3. Only after that write completes are `messagesAfterPersist` sent, and `advance()` called.
- * 4. `committedEntries` are committed (durable on a quorum, perhaps not yet here): apply them in
- *    order, even while the write of step 2 is in flight.
+ * 4. `committedEntries` are durable locally and committed: apply them in order.
  */
 export interface Ready {
   readonly softState: SoftState | null;
