@@ -93,29 +93,19 @@ export class KvService {
       put: unary(async (req, call) => {
         checkKey(req.key);
         return this.routed(call, 'put', req, async () => {
-          if (req.prevRevision !== undefined) {
-            const res = await this.write({
-              type: 'put',
-              ns: operatorNamespace,
-              key: req.key,
-              value: req.value,
-              prevRevision: req.prevRevision,
-              stampMs: 0,
-              ...sessionOf(req.session),
-            });
-            if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
-              throw new ApiError(status.FAILED_PRECONDITION, res.message);
-            }
-            return { revision: revisionOf(res) };
-          }
           const res = await this.write({
             type: 'put',
             ns: operatorNamespace,
             key: req.key,
             value: req.value,
+            ...(req.prevRevision === undefined ? {} : { prevRevision: req.prevRevision }),
             stampMs: 0,
             ...sessionOf(req.session),
           });
+          // Only a put with prevRevision can fail its comparison.
+          if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
+            throw new ApiError(status.FAILED_PRECONDITION, res.message);
+          }
           return { revision: revisionOf(res) };
         });
       }),
