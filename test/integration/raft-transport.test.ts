@@ -34,6 +34,7 @@ import {
   HealthService,
   type HealthCheckResponse,
 } from '../../src/gen/health.js';
+import { waitFor } from '../support/wait.js';
 
 class Inbox implements TransportHandlers {
   readonly messages: Message[] = [];
@@ -66,15 +67,6 @@ async function startNode(t: TestContext, id: NodeId, port = 0): Promise<Node> {
 function connect(nodes: readonly Node[]): void {
   const members = nodes.map((n) => ({ id: n.id, addr: n.addr, apiAddr: '' }));
   for (const n of nodes) n.transport.setPeers(members);
-}
-
-/** Polls `check` until it holds; fails naming `what` once `deadlineMs` has passed. */
-async function waitFor(what: string, check: () => boolean, deadlineMs = 5000): Promise<void> {
-  const until = Date.now() + deadlineMs;
-  while (!check()) {
-    if (Date.now() > until) assert.fail(`timed out after ${deadlineMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 function heartbeat(from: NodeId, to: NodeId, context: number): Message {

@@ -13,6 +13,7 @@ import { TRANSFER_LIMITS_DEFAULT } from '../../src/boot/tftp/limits.js';
 import type { TransferThreadConfig } from '../../src/boot/tftp/transfer-protocol.js';
 import type { RunnerHooks } from '../../src/boot/tftp/transfer-runner.js';
 import { WorkerRunner } from '../../src/boot/tftp/worker-runner.js';
+import { waitFor } from '../support/wait.js';
 
 const config: TransferThreadConfig = {
   limits: TRANSFER_LIMITS_DEFAULT,
@@ -28,14 +29,6 @@ function workerScript(flag: string): string {
     `parentPort.on('message', (m) => { if (m.type === 'close') parentPort.postMessage({ type: 'closed' }); });`,
     `parentPort.postMessage({ type: 'ready' });`,
   ].join('\n');
-}
-
-async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 describe('TFTP worker threads that fail to load', () => {
@@ -71,7 +64,7 @@ describe('TFTP worker threads that fail to load', () => {
     // The installation breaks, then the running worker dies: its replacement cannot load.
     writeFileSync(flag, '');
     await worker.terminate();
-    await until('two failed reloads', () => errors.length >= 3, 15_000);
+    await waitFor('two failed reloads', () => errors.length >= 3, 15_000);
     assert.match(errors[0]?.message ?? '', /exited with code 1.*0 transfer\(s\) failed/);
     assert.match(errors[1]?.message ?? '', /cannot load the transfer worker/);
     assert.equal(runner.workersForTesting().length <= 1, true);
@@ -79,7 +72,7 @@ describe('TFTP worker threads that fail to load', () => {
     // Repaired: the next retry loads, and the slot serves again.
     rmSync(flag);
     assert.equal(existsSync(flag), false);
-    await until('a worker loaded again', () => runner.workersForTesting().length === 1, 15_000);
+    await waitFor('a worker loaded again', () => runner.workersForTesting().length === 1, 15_000);
     const restarts = runner.restarts;
     assert.ok(restarts >= 3, `restarts ${restarts}`);
     assert.equal(

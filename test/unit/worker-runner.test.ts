@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { OutputTail, runAction, type ActionProcessSpec } from '../../src/worker/runner.js';
+import { waitFor } from '../support/wait.js';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'slipway-runner-'));
 const strays = new Set<number>();
@@ -36,14 +37,6 @@ function isRunning(pid: number): boolean {
   }
   const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
   return state !== 'Z' && state !== 'X';
-}
-
-async function waitFor(condition: () => boolean, what: string, deadlineMs = 5_000): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /** The PID an action printed on its first line (`echo $!`), remembered for cleanup. */
@@ -100,7 +93,7 @@ describe('runAction', () => {
     assert.equal(outcome.exitStatus, 143);
     assert.equal(outcome.message, 'timed out after 300 ms (killed by signal SIGTERM)');
     const grandchild = printedPid(outcome.outputTail);
-    await waitFor(() => !isRunning(grandchild), `grandchild ${grandchild} to die`);
+    await waitFor(`grandchild ${grandchild} to die`, () => !isRunning(grandchild));
   });
 
   it('follows SIGTERM with SIGKILL when the group ignores it', async () => {
@@ -110,7 +103,7 @@ describe('runAction', () => {
     assert.equal(outcome.exitStatus, 137);
     assert.equal(outcome.message, 'timed out after 200 ms (killed by signal SIGKILL)');
     const grandchild = printedPid(outcome.outputTail);
-    await waitFor(() => !isRunning(grandchild), `grandchild ${grandchild} to die`);
+    await waitFor(`grandchild ${grandchild} to die`, () => !isRunning(grandchild));
   });
 
   it('kills what the process left running when it exits by itself', async () => {
@@ -120,14 +113,14 @@ describe('runAction', () => {
     assert.ok(Date.now() - started < 10_000, 'the result waited for a stray');
     assert.equal(outcome.success, true);
     const stray = printedPid(outcome.outputTail);
-    await waitFor(() => !isRunning(stray), `stray ${stray} to die`);
+    await waitFor(`stray ${stray} to die`, () => !isRunning(stray));
   });
 
   it('stops a running action when aborted and reports it cancelled', async () => {
     const marker = path.join(scratch, 'started');
     const abort = new AbortController();
     const running = runAction(shell(`sleep 30 & echo $!; touch ${marker}; wait`), { signal: abort.signal });
-    await waitFor(() => existsSync(marker), 'the action to start');
+    await waitFor('the action to start', () => existsSync(marker));
     abort.abort();
     const outcome = await running;
     assert.equal(outcome.cancelled, true);
@@ -136,7 +129,7 @@ describe('runAction', () => {
     assert.equal(outcome.exitStatus, 143);
     assert.equal(outcome.message, 'cancelled (killed by signal SIGTERM)');
     const grandchild = printedPid(outcome.outputTail);
-    await waitFor(() => !isRunning(grandchild), `grandchild ${grandchild} to die`);
+    await waitFor(`grandchild ${grandchild} to die`, () => !isRunning(grandchild));
   });
 
   it('does not start an action whose signal is already aborted', async () => {
