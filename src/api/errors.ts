@@ -50,6 +50,25 @@ function raftCodeToStatus(err: RaftError): status {
   }
 }
 
+/** Raft refusals given before anything is appended: the write did not happen. */
+export const refusedBeforeAppendCodes: ReadonlySet<string> = new Set([
+  'E_NOT_LEADER',
+  'E_TRANSFER_IN_PROGRESS',
+]);
+
+/**
+ * Whether a failed write call proves the write was not applied and never will be: the node
+ * refused it before appending (its raft code says so), or the connection was never made. Any
+ * other UNAVAILABLE (a proposal dropped by a leadership change, a connection lost mid-call) is
+ * ambiguous: the write may still commit, so sending it again could apply it twice.
+ */
+export function refusedBeforeAppend(err: ServiceError): boolean {
+  if (err.code !== status.UNAVAILABLE) return false;
+  const raftCode = err.metadata.get(raftCodeKey)[0];
+  if (typeof raftCode === 'string') return refusedBeforeAppendCodes.has(raftCode);
+  return /No connection established|ECONNREFUSED/.test(err.details);
+}
+
 export function isServiceError(err: unknown): err is ServiceError {
   return err instanceof Error && typeof (err as Partial<ServiceError>).code === 'number' && 'metadata' in err;
 }

@@ -22,12 +22,19 @@ import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-con
 import type { Command, CommandResult } from '../state/command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
-import { ApiError, isServiceError, leaderHintKey, raftCodeKey, toServiceError } from './errors.js';
+import {
+  ApiError,
+  isServiceError,
+  leaderHintKey,
+  raftCodeKey,
+  refusedBeforeAppend,
+  refusedBeforeAppendCodes,
+  toServiceError,
+} from './errors.js';
 
 const leaderWaitMs = 2000;
 /** How long definite refusals are retried: a few election timeouts at the default ticks. */
 const refusalRetryMs = 2000;
-const refusedCodes: ReadonlySet<string> = new Set(['E_NOT_LEADER', 'E_TRANSFER_IN_PROGRESS']);
 
 function refusalPauseMs(attempt: number): number {
   return Math.min(10 * 2 ** attempt, 100);
@@ -35,12 +42,8 @@ function refusalPauseMs(attempt: number): number {
 
 /** True when `err` proves the command was not appended to any log. */
 function neverAppended(err: unknown): boolean {
-  if (err instanceof RaftError) return refusedCodes.has(err.code);
-  if (!isServiceError(err) || err.code !== status.UNAVAILABLE) return false;
-  const raftCode = err.metadata.get(raftCodeKey)[0];
-  if (typeof raftCode === 'string') return refusedCodes.has(raftCode);
-  // The leader's port refused the connection: the request never left this node.
-  return /No connection established|ECONNREFUSED/.test(err.details);
+  if (err instanceof RaftError) return refusedBeforeAppendCodes.has(err.code);
+  return isServiceError(err) && refusedBeforeAppend(err);
 }
 const forwardDeadlineMs = 10_000;
 /** Bounds on one ProposeBatch call, well inside gRPC's default 4 MiB message limit. */

@@ -7,12 +7,52 @@ import type { ControlServer, WorkflowEvent } from '../gen/control.js';
 import { ControlClient } from '../gen/control.js';
 import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
+import { refusedBeforeAppend } from '../api/errors.js';
 import { UsageError } from './output.js';
 
 export const defaultServer = '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003';
-// Only errors that prove the request never reached a leader move on to the next node: a
-// timed-out write may still commit, and sending it again elsewhere would run it twice.
+// A read moves on to the next node on any UNAVAILABLE. A write moves on only when the failure
+// proves it was not applied (refusedBeforeAppend): a write whose proposal was dropped by a
+// leadership change, or whose connection broke mid-call, may still commit, and sending it again
+// elsewhere would apply it twice. A write that carries a session is the exception: the cluster
+// answers a repeated (client_id, seq) with the first result instead of applying it again.
 const failoverCodes = new Set<number>([status.UNAVAILABLE]);
+const readMethods: ReadonlySet<string> = new Set([
+  'get',
+  'range',
+  'status',
+  'memberList',
+  'hardwareGet',
+  'hardwareList',
+  'hardwareToken',
+  'templateGet',
+  'templateList',
+  'workflowGet',
+  'workflowList',
+  'leaseList',
+]);
+
+function mayFailOver(method: string, req: unknown, err: ServiceError): boolean {
+  if (!failoverCodes.has(err.code)) return false;
+  if (readMethods.has(method) || hasSession(req)) return true;
+  return refusedBeforeAppend(err);
+}
+
+function hasSession(req: unknown): boolean {
+  if (typeof req !== 'object' || req === null || !('session' in req)) return false;
+  const session: unknown = req.session;
+  return typeof session === 'object' && session !== null;
+}
+
+/** The error of a write that failed in a way that leaves its outcome unknown. */
+function outcomeUnknown(err: ServiceError): ServiceError {
+  const details = `${err.details} (the write may still be applied; it was not sent again: check before retrying)`;
+  return Object.assign(new Error(`${String(err.code)} UNAVAILABLE: ${details}`), {
+    code: err.code,
+    details,
+    metadata: err.metadata,
+  });
+}
 
 export function parseServers(text: string | undefined): string[] {
   const list = (text ?? process.env['SLIPWAY_SERVER'] ?? defaultServer)
@@ -89,13 +129,13 @@ export class ClusterClient {
     this.creds = o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(o.ca);
   }
 
-  /** Calls a Kv method on the first node that answers; fails over on UNAVAILABLE. */
+  /** Calls a Kv method on the first node that answers; see mayFailOver for when it moves on. */
   call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
     this.kvClients ??= this.servers.map((s) => new KvClient(s, this.creds));
     return this.failover(this.kvClients, method, req);
   }
 
-  /** Calls a Control method on the first node that answers; fails over on UNAVAILABLE. */
+  /** Calls a Control method on the first node that answers; see mayFailOver for when it moves on. */
   control<M extends ControlMethod>(
     method: M,
     req: ReqOf<ControlServer, M>,
@@ -177,7 +217,7 @@ export class ClusterClient {
         return res;
       } catch (err) {
         const e = err as ServiceError;
-        if (!failoverCodes.has(e.code)) throw e;
+        if (!mayFailOver(method, req, e)) throw failoverCodes.has(e.code) ? outcomeUnknown(e) : e;
         lastErr = e;
         if (attempt % clients.length === clients.length - 1) await new Promise((r) => setTimeout(r, 200));
       }
