@@ -325,6 +325,9 @@ export class SlipwayCluster extends LocalCluster {
     // SLIPWAY_BENCH_TRACE_GC=1: each server logs its garbage collections (node --trace-gc) into
     // its log, to tell GC pauses from other stalls.
     if (process.env['SLIPWAY_BENCH_TRACE_GC'] === '1') args.unshift('--trace-gc');
+    // SLIPWAY_BENCH_NODE_FLAGS="--flag ...": more node flags for every server (experiments).
+    const nodeFlags = (process.env['SLIPWAY_BENCH_NODE_FLAGS'] ?? '').split(' ').filter((f) => f !== '');
+    args.unshift(...nodeFlags);
     args.push(
       '--data-dir',
       m.dataDir,

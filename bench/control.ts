@@ -1,12 +1,14 @@
-// `npm run bench -- control [--workers N] [--active K] [--actions A] [--keep]`
+// `npm run bench -- control [--workers N] [--active K] [--actions A] [--waves W] [--keep]`
 // The control plane under many connected workers: a 3-node slipway cluster (real processes),
 // N simulated agents on real gRPC worker streams (one stream each, as the agent opens), one
 // workflow of A actions per worker. Each agent answers an action at once with a success, so the
 // figures measure the cluster, not the actions. Prints one JSON object per line:
 //  - dispatch latency: from a result's acknowledgment (it is committed and applied) to the next
 //    action arriving at that worker (p50, p99), and from sending the result (p50, p99), in a
-//    steady phase (K workflows running, the other agents connected and idle) and in a burst
-//    (a workflow for every other machine created at once);
+//    steady phase (K workflows running, the other agents connected and idle; W waves of K
+//    workflows one after another on the same K machines, so the p99 rests on about
+//    W x K x (A - 1) samples, not on the second-slowest of one wave) and in a burst (a workflow
+//    for every other machine created at once);
 //  - workflows completed per second in the burst;
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
@@ -26,6 +28,8 @@ interface Options {
   readonly actions: number;
   /** Workflows running at once in the steady phase. */
   readonly active: number;
+  /** Steady-phase waves: each creates `active` workflows once the previous wave completed. */
+  readonly waves: number;
   readonly keep: boolean;
 }
 
@@ -36,6 +40,7 @@ function parseOptions(argv: readonly string[]): Options {
       workers: { type: 'string', default: '1000' },
       active: { type: 'string', default: '50' },
       actions: { type: 'string', default: '5' },
+      waves: { type: 'string', default: '5' },
       keep: { type: 'boolean', default: false },
     },
     strict: true,
@@ -49,6 +54,7 @@ function parseOptions(argv: readonly string[]): Options {
     workers: int(values.workers, 'workers', 1, 5000),
     actions: int(values.actions, 'actions', 1, 50),
     active: int(values.active, 'active', 1, 5000),
+    waves: int(values.waves, 'waves', 1, 100),
     keep: values.keep,
   };
 }
@@ -220,7 +226,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         }
         return count;
       });
-    const latency = async (phase: string, active: number): Promise<void> => {
+    const latency = async (phase: string, active: number, waves = 1): Promise<void> => {
       const a = [...samples.sinceAck].sort((x, y) => x - y);
       const r = [...samples.sinceSend].sort((x, y) => x - y);
       // The slowest dispatches, with when their result was acknowledged (ms into the phase).
@@ -234,12 +240,14 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         .sort((x, y) => y.ms - x.ms)
         .slice(0, 5);
       const servers = [...(await cluster.eventLoopDelay()).values()];
+      const leader = await cluster.agreedLeader();
       out({
         bench: 'control',
         metric: 'dispatch_latency_ms',
         phase,
         connected_workers: opts.workers,
         active_workflows: active,
+        waves,
         samples: a.length,
         from_ack_p50: round(percentile(a, 0.5)),
         from_ack_p99: round(percentile(a, 0.99)),
@@ -247,6 +255,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         from_result_sent_p99: round(percentile(r, 0.99)),
         target_p99_ms: 50,
         slowest_from_ack: slowest,
+        leader: leader < 0 ? 'none agreed' : `n${String(leader + 1)}`,
         server_event_loop_delay_max_ms: servers.map((e) => e.max_ms),
         bench_event_loop_delay_max_ms: round(Math.max(0, benchLoop.max / 1e6 - 10)),
         snapshots_taken: snapshotsSince(phaseStartedAt),
@@ -278,13 +287,17 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     const steadyIds = ids.slice(0, active);
     for (const i of steadyIds) sims[i]?.stream?.cancel();
     process.stderr.write(
-      `control: steady phase, ${String(active)} active workflows among ${String(opts.workers)} workers\n`,
+      `control: steady phase, ${String(opts.waves)} waves of ${String(active)} active workflows among ${String(opts.workers)} workers\n`,
     );
     await startPhase();
-    await create(steadyIds);
-    for (const i of steadyIds) connect(i);
-    await waitCompleted(active, 'steady phase');
-    await latency('steady', active);
+    // The first wave's agents reconnect at once, as after an outage; later waves find them
+    // connected, and each new workflow's first action is pushed when its create commits.
+    for (let wave = 1; wave <= opts.waves; wave++) {
+      await create(steadyIds);
+      if (wave === 1) for (const i of steadyIds) connect(i);
+      await waitCompleted(active * wave, `steady phase, wave ${String(wave)}`);
+    }
+    await latency('steady', active, opts.waves);
 
     // Burst: every other machine gets a workflow at once while all agents are connected.
     const burstIds = ids.slice(active);
