@@ -1,7 +1,9 @@
 // The worker stream (proto/worker.proto): pushes each machine's next action to its agent and
 // records the agent's results. Invariant 3 lives here and in the agent's journal:
-//  - an attempt is pushed only once its attempt.start is applied on this node (we push what the
-//    replicated state shows RUNNING for this worker, never what we merely proposed);
+//  - an attempt is pushed only once its attempt.start is committed: applied on this node (we
+//    push what the replicated state shows RUNNING for this worker, never what we merely
+//    proposed), or reported by the leader as started in the same committed entry as the result
+//    this session forwarded (so a follower need not wait for its own apply to push it);
 //  - a session pushes an attempt at most once, and never one the agent's hello says it runs or
 //    has a result for; the agent refuses an attempt it already executed (its journal), so a
 //    second node pushing the same attempt after a reconnect cannot run it twice;
@@ -18,10 +20,10 @@ import type {
   Hello,
   WorkerServer,
 } from '../gen/worker.js';
-import type { ControlCommand, ControlResult } from '../state/control/commands.js';
+import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { Workflow } from '../state/control/model.js';
-import { actionPositions, nextAction } from '../workflow/rules.js';
+import { actionPositions, isTerminal, nextAction, type ActionPosition } from '../workflow/rules.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { Proposer } from './proposer.js';
@@ -44,7 +46,10 @@ interface Session {
   /** A pump is running; another one was asked for meanwhile. */
   pumping: boolean;
   repump: boolean;
+  /** A later pump (a retry's backoff, an action not yet due). */
   timer: NodeJS.Timeout | undefined;
+  /** A pump is due at the end of this event-loop turn. */
+  immediate: boolean;
   /** Serialises result handling so acknowledgments go out in order. */
   results: Promise<void>;
 }
@@ -129,6 +134,7 @@ export class WorkerService {
       pumping: false,
       repump: false,
       timer: undefined,
+      immediate: false,
       results: Promise.resolve(),
     };
     let set = this.#sessions.get(workerId);
@@ -248,10 +254,28 @@ export class WorkerService {
         this.#send(session, {
           kind: { $case: 'ack', value: { attempt: ref, duplicate: res.type === 'duplicate' } },
         });
+        if (res.type === 'attempt' && res.started !== undefined) this.#pushStarted(session, ref, res.started);
       }
       this.#schedulePump(session, 0);
       return;
     }
+  }
+
+  /**
+   * Pushes the attempt that the committed entry of `reported`'s result started on this worker.
+   * This node may not have applied that entry yet; the workflow's rendered spec never changes,
+   * so the action is read from it, and the attempt number and deadline come from the result.
+   */
+  #pushStarted(session: Session, reported: AttemptRef, started: StartedAttempt): void {
+    const wf = this.#ctx.control.workflow(reported.workflowId);
+    const position = wf === undefined ? undefined : actionPositions(wf.spec)[started.actionIndex];
+    if (session.busy !== undefined || position?.task.worker !== session.workerId) return;
+    const ref = {
+      workflowId: reported.workflowId,
+      actionIndex: started.actionIndex,
+      attempt: started.attempt,
+    };
+    this.#pushAction(session, ref, position, started.deadlineMs);
   }
 
   #wake(workerId: string): void {
@@ -266,14 +290,23 @@ export class WorkerService {
       session.repump = true;
       return;
     }
-    if (session.timer !== undefined) {
-      if (afterMs > 0) return;
-      clearTimeout(session.timer);
+    if (session.immediate) return;
+    if (afterMs > 0) {
+      session.timer ??= setTimeout(() => {
+        session.timer = undefined;
+        this.#pump(session);
+      }, afterMs);
+      return;
     }
-    session.timer = setTimeout(() => {
-      session.timer = undefined;
+    // setImmediate, not setTimeout(0): a timer waits for the next loop iteration and at least
+    // 1 ms, and every dispatch (an ack, then the next action) goes through here.
+    if (session.timer !== undefined) clearTimeout(session.timer);
+    session.timer = undefined;
+    session.immediate = true;
+    setImmediate(() => {
+      session.immediate = false;
       this.#pump(session);
-    }, afterMs);
+    });
   }
 
   #pump(session: Session): void {
@@ -307,6 +340,8 @@ export class WorkerService {
       const busy = session.busy;
       const wf = control.workflow(busy.workflowId);
       const st = wf?.actions[busy.actionIndex];
+      // This node has not applied the attempt's start yet (pushed from the leader's result).
+      if (st !== undefined && st.attempt < busy.attempt) return undefined;
       if (st?.state !== 'RUNNING' || st.attempt !== busy.attempt) {
         const reason =
           wf === undefined ? 'the workflow was deleted' : `the attempt is ${st?.state ?? 'gone'}`;
@@ -314,7 +349,8 @@ export class WorkerService {
         session.busy = undefined;
       } else return undefined;
     }
-    const workflows = control.workflowsForWorker(workerId);
+    // A finished workflow has no running action and nothing to start (transitions stop both).
+    const workflows = control.workflowsForWorker(workerId).filter((wf) => !isTerminal(wf.state));
     // First, hand over what the state already shows RUNNING on this worker.
     for (const wf of workflows) {
       const positions = actionPositions(wf.spec);
@@ -324,30 +360,7 @@ export class WorkerService {
         if (st?.state !== 'RUNNING' || pos === undefined || pos.task.worker !== workerId) continue;
         const ref: AttemptRef = { workflowId: wf.id, actionIndex: i, attempt: st.attempt };
         if (!session.known.has(attemptKey(ref))) {
-          session.known.add(attemptKey(ref));
-          session.busy = ref;
-          this.#send(session, {
-            kind: {
-              $case: 'action',
-              value: {
-                attempt: ref,
-                task: pos.task.name,
-                name: pos.action.name,
-                image: pos.action.image ?? '',
-                command: [...pos.action.command],
-                args: [...pos.action.args],
-                env: { ...pos.action.env },
-                volumes: [...pos.action.volumes],
-                timeoutS: pos.action.timeoutS,
-                deadlineMs: st.deadlineMs ?? 0,
-              },
-            },
-          });
-          // Debug: the result's info line and the action.started event already tell this story.
-          this.#ctx.logger.debug(
-            { workerId, workflowId: wf.id, actionIndex: i, attempt: st.attempt, action: pos.action.name },
-            'action pushed',
-          );
+          this.#pushAction(session, ref, pos, st.deadlineMs);
           return undefined;
         }
         // Known but not answered: the agent is on it (its result will wake us).
@@ -379,6 +392,30 @@ export class WorkerService {
       return undefined;
     }
     return wait;
+  }
+
+  #pushAction(session: Session, ref: AttemptRef, pos: ActionPosition, deadlineMs: number | undefined): void {
+    session.known.add(attemptKey(ref));
+    session.busy = ref;
+    this.#send(session, {
+      kind: {
+        $case: 'action',
+        value: {
+          attempt: ref,
+          task: pos.task.name,
+          name: pos.action.name,
+          image: pos.action.image ?? '',
+          command: [...pos.action.command],
+          args: [...pos.action.args],
+          env: { ...pos.action.env },
+          volumes: [...pos.action.volumes],
+          timeoutS: pos.action.timeoutS,
+          deadlineMs: deadlineMs ?? 0,
+        },
+      },
+    });
+    // Debug: the result's info line and the action.started event already tell this story.
+    this.#ctx.logger.debug({ workerId: session.workerId, ...ref, action: pos.action.name }, 'action pushed');
   }
 
   #apply(command: ControlCommand): Promise<ControlResult> {

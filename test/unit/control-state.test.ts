@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import { DecodeError } from '../../src/state/binary.js';
 import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
+import { decodeControlResult, encodeControlResult } from '../../src/state/control/codec.js';
 import { EventLog } from '../../src/state/control/event-log.js';
 import type {
   ActionSpec,
@@ -582,10 +583,18 @@ describe('attempt.result', () => {
     assert.equal(first.type === 'attempt' ? first.actionState : '', 'SUCCESS', 'the result outcome');
     const started = h.state.workflow('w1')?.actions[1];
     assert.deepEqual([started?.state, started?.attempt, started?.startedMs], ['RUNNING', 1, h.nowMs]);
+    // The result names what it started, so the node serving m1 can push it before it applies.
+    assert.deepEqual(first.type === 'attempt' ? first.started : undefined, {
+      actionIndex: 1,
+      attempt: 1,
+      deadlineMs: started?.deadlineMs,
+    });
+    assert.deepEqual(decodeControlResult(encodeControlResult(first)), first);
     assert.deepEqual(h.eventTypes('w1').slice(-2), ['action.succeeded', 'action.started']);
     // A failure with a retry left waits for its backoff: nothing starts.
     const failed = report(1, 1, 'm1', false);
     assert.equal(failed.type === 'attempt' ? failed.actionState : '', 'PENDING');
+    assert.equal(failed.type === 'attempt' ? failed.started : 'not an attempt', undefined, 'nothing started');
     assert.equal(h.state.workflow('w1')?.actions[1]?.state, 'PENDING');
     h.nowMs += retryBackoffMs(1);
     h.start('w1');

@@ -136,6 +136,17 @@ export interface AttemptOutcome {
   readonly deadlineMs?: number;
   /** When the next attempt may start, after a failure that schedules a retry. */
   readonly notBeforeMs?: number;
+  /**
+   * attempt.result with startNext: the attempt the same entry started on the reporting worker,
+   * so the node serving that worker can push it as soon as it learns the result committed.
+   */
+  readonly started?: StartedAttempt;
+}
+
+export interface StartedAttempt {
+  readonly actionIndex: number;
+  readonly attempt: number;
+  readonly deadlineMs?: number;
 }
 
 export type ControlResult =

@@ -358,8 +358,14 @@ export class ControlState {
         return this.#onWorkflow(command.workflowId, (wf) => startAttempt(wf, command, nowMs), nowMs);
       case 'attempt.result': {
         const result = this.#onWorkflow(command.workflowId, (wf) => recordResult(wf, command, nowMs), nowMs);
-        if (command.startNext === true && result.type === 'attempt') this.#startNext(command, nowMs);
-        return result;
+        if (command.startNext !== true || result.type !== 'attempt') return result;
+        const started = this.#startNext(command, nowMs);
+        if (started?.type !== 'attempt') return result;
+        const { actionIndex, attempt, deadlineMs } = started;
+        return {
+          ...result,
+          started: deadlineMs === undefined ? { actionIndex, attempt } : { actionIndex, attempt, deadlineMs },
+        };
       }
       case 'attempt.lost':
         return this.#onWorkflow(command.workflowId, (wf) => recordLost(wf, command, nowMs), nowMs);
@@ -550,15 +556,16 @@ export class ControlState {
   /**
    * After a recorded result: starts the workflow's next action if it runs on the reporting
    * worker, is due by this stamp and the worker may run workflows, exactly as an attempt.start
-   * from that worker's session would. Otherwise nothing: the session proposes the start later.
+   * from that worker's session would, and returns that start's result. Otherwise nothing: the
+   * session proposes the start later.
    */
-  #startNext(report: Command<'attempt.result'>, nowMs: number): void {
+  #startNext(report: Command<'attempt.result'>, nowMs: number): ControlResult | undefined {
     const wf = this.#workflows.get(report.workflowId);
-    if (wf === undefined || isTerminal(wf.state)) return;
-    if (this.#hardware.get(report.workerId)?.netboot.allowWorkflow === false) return;
+    if (wf === undefined || isTerminal(wf.state)) return undefined;
+    if (this.#hardware.get(report.workerId)?.netboot.allowWorkflow === false) return undefined;
     const next = nextAction(wf);
-    if (next === null || next.workerId !== report.workerId) return;
-    if ((next.notBeforeMs ?? 0) > nowMs) return;
+    if (next === null || next.workerId !== report.workerId) return undefined;
+    if ((next.notBeforeMs ?? 0) > nowMs) return undefined;
     const start = {
       type: 'attempt.start',
       workflowId: wf.id,
@@ -566,7 +573,7 @@ export class ControlState {
       attempt: next.attempt,
       workerId: report.workerId,
     } as const;
-    this.#commit(startAttempt(wf, start, nowMs), nowMs);
+    return this.#commit(startAttempt(wf, start, nowMs), nowMs);
   }
 
   #onWorkflow(id: string, change: (wf: Workflow) => Transition, nowMs: number): ControlResult {

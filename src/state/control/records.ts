@@ -271,6 +271,7 @@ const outcome = {
   workflowState,
   deadlineMs: optional(count),
   notBeforeMs: optional(count),
+  started: optional(object({ actionIndex: count, attempt: count, deadlineMs: optional(count) })),
 } as const;
 
 export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
