@@ -4,7 +4,8 @@
 // workflow of A actions per worker. Each agent answers an action at once with a success, so the
 // figures measure the cluster, not the actions. Prints one JSON object per line:
 //  - dispatch latency: from a result's acknowledgment (it is committed and applied) to the next
-//    action arriving at that worker (p50, p99), and from sending the result (p50, p99), in a
+//    action arriving at that worker (p50, p99), from the leader's proposal of the entry that
+//    started it (its stamp: an upper bound on "from commit"), and from sending the result, in a
 //    steady phase (K workflows running, the other agents connected and idle; W waves of K
 //    workflows one after another on the same K machines, so the p99 rests on about
 //    W x K x (A - 1) samples, not on the second-slowest of one wave) and in a burst (a workflow
@@ -128,6 +129,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     }
     const samples = {
       sinceAck: [] as number[],
+      sinceStamp: [] as number[],
       sinceSend: [] as number[],
       ackAt: [] as number[],
       node: [] as number[],
@@ -164,6 +166,12 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         const now = performance.now();
         if (sim.sentAt > 0) {
           samples.sinceSend.push(now - sim.sentAt);
+          // The leader stamped its clock into the entry that started this attempt when it
+          // proposed it, and the deadline is that stamp plus the timeout: so this is proposal
+          // (before commit) to arrival, an upper bound on commit to arrival. One clock: the
+          // nodes run on this machine.
+          const stampedAt = k.value.deadlineMs - k.value.timeoutS * 1000;
+          samples.sinceStamp.push(performance.timeOrigin + now - stampedAt);
           if (sim.ackAt !== null) {
             samples.sinceAck.push(now - sim.ackAt);
             samples.ackAt.push(sim.ackAt);
@@ -229,6 +237,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     const latency = async (phase: string, active: number, waves = 1): Promise<void> => {
       const a = [...samples.sinceAck].sort((x, y) => x - y);
       const r = [...samples.sinceSend].sort((x, y) => x - y);
+      const st = [...samples.sinceStamp].sort((x, y) => x - y);
       // The slowest dispatches, with when their result was acknowledged (ms into the phase).
       const phaseStartPerf = performance.now() - (Date.now() - phaseStartedAt);
       const slowest = samples.sinceAck
@@ -253,6 +262,8 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         from_ack_p99: round(percentile(a, 0.99)),
         from_result_sent_p50: round(percentile(r, 0.5)),
         from_result_sent_p99: round(percentile(r, 0.99)),
+        from_leader_proposal_p50: round(percentile(st, 0.5)),
+        from_leader_proposal_p99: round(percentile(st, 0.99)),
         target_p99_ms: 50,
         slowest_from_ack: slowest,
         leader: leader < 0 ? 'none agreed' : `n${String(leader + 1)}`,
@@ -262,6 +273,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       });
       samples.sinceAck.length = 0;
       samples.sinceSend.length = 0;
+      samples.sinceStamp.length = 0;
       samples.ackAt.length = 0;
       samples.node.length = 0;
     };
