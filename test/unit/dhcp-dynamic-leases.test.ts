@@ -12,14 +12,14 @@ import { describe, it } from 'node:test';
 import { ReplicatedLeaseLedger } from '../../src/api/lease-ledger.js';
 import type { DhcpPacket } from '../../src/boot/dhcp/codec.js';
 import { dynamicLeases } from '../../src/boot/dhcp/dynamic-leases.js';
-import type { DhcpMessageType, DhcpOptions } from '../../src/boot/dhcp/options.js';
+import type { DhcpOptions } from '../../src/boot/dhcp/options.js';
 import { overlappingPools, parsePoolSpec, PoolSpecError } from '../../src/boot/dhcp/pool.js';
 import { defaultIpxeBinaries } from '../../src/boot/dhcp/pxe-policy.js';
-import type { ReplyOutcome } from '../../src/boot/dhcp/reply.js';
 import { answerRequest, reservedLeases, type AnswerContext } from '../../src/boot/dhcp/server.js';
 import { inventoryOf } from '../../src/boot/node-boot.js';
 import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
+import { clientPacket, ignoredReason, replyOf } from '../support/dhcp-packets.js';
 
 const serverAddress = '10.5.0.1';
 const leaseTimeS = 600;
@@ -69,46 +69,12 @@ function harness(
   return h;
 }
 
-function packet(
-  type: DhcpMessageType,
-  mac: string,
-  options: DhcpOptions = {},
-  fields: Partial<DhcpPacket> = {},
-): DhcpPacket {
-  const chaddr = new Uint8Array(16);
-  chaddr.set(mac.split(':').map((byte) => parseInt(byte, 16)));
-  return {
-    op: 'request',
-    htype: 1,
-    hlen: 6,
-    hops: 0,
-    xid: 0x4242,
-    secs: 0,
-    flags: 0,
-    ciaddr: '0.0.0.0',
-    yiaddr: '0.0.0.0',
-    siaddr: '0.0.0.0',
-    giaddr: '0.0.0.0',
-    chaddr,
-    sname: '',
-    file: '',
-    options: { messageType: type, ...options },
-    ...fields,
-  };
-}
+const packet = clientPacket;
 
 const mac = (n: number): string => `52:54:00:05:00:${n.toString(16).padStart(2, '0')}`;
 
-function reply(outcome: ReplyOutcome): DhcpPacket {
-  assert.equal(outcome.kind, 'reply', outcome.kind === 'ignore' ? outcome.reason : '');
-  if (outcome.kind !== 'reply') throw new Error('unreachable');
-  return outcome.packet;
-}
-
-function ignored(outcome: ReplyOutcome): string {
-  assert.equal(outcome.kind, 'ignore', 'expected no reply');
-  return outcome.kind === 'ignore' ? outcome.reason : '';
-}
+const reply = replyOf;
+const ignored = ignoredReason;
 
 async function discover(h: Harness, m: string, fields: Partial<DhcpPacket> = {}): Promise<DhcpPacket> {
   return reply(await answerRequest(packet('DISCOVER', m, {}, fields), h.context));

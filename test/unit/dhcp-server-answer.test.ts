@@ -19,6 +19,7 @@ import {
   type LeaseQuery,
 } from '../../src/boot/dhcp/server.js';
 import { staticInventory } from '../../src/boot/inventory.js';
+import { clientPacket, ignoredReason, replyOf } from '../support/dhcp-packets.js';
 import { hardwareRecord } from '../support/netns.js';
 
 const serverAddress = '10.1.0.1';
@@ -60,38 +61,11 @@ const pxeRom: DhcpOptions = { vendorClass: 'PXEClient:Arch:00000:UNDI:002001', c
 const ipxe: DhcpOptions = { ...pxeRom, userClass: { format: 'plain', classes: ['iPXE'] } };
 
 function discover(mac: string, options: DhcpOptions = {}, fields: Partial<DhcpPacket> = {}): DhcpPacket {
-  const chaddr = new Uint8Array(16);
-  chaddr.set(mac.split(':').map((byte) => parseInt(byte, 16)));
-  return {
-    op: 'request',
-    htype: 1,
-    hlen: 6,
-    hops: 0,
-    xid: 0x1234,
-    secs: 0,
-    flags: 0,
-    ciaddr: '0.0.0.0',
-    yiaddr: '0.0.0.0',
-    siaddr: '0.0.0.0',
-    giaddr: '0.0.0.0',
-    chaddr,
-    sname: '',
-    file: '',
-    options: { messageType: 'DISCOVER', ...options },
-    ...fields,
-  };
+  return clientPacket('DISCOVER', mac, options, { xid: 0x1234, ...fields });
 }
 
-function reply(outcome: ReplyOutcome): DhcpPacket {
-  assert.equal(outcome.kind, 'reply', outcome.kind === 'ignore' ? outcome.reason : '');
-  if (outcome.kind !== 'reply') throw new Error('unreachable');
-  return outcome.packet;
-}
-
-function ignored(outcome: ReplyOutcome): string {
-  assert.equal(outcome.kind, 'ignore', 'expected no reply');
-  return outcome.kind === 'ignore' ? outcome.reason : '';
-}
+const reply = replyOf;
+const ignored = ignoredReason;
 
 describe('reservation mode', () => {
   it('offers the reserved address and its configuration', async () => {
