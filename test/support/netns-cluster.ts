@@ -13,6 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { clientHardwareAddress, decodeDhcpPacket, encodeDhcpPacket } from '../../src/boot/dhcp/codec.js';
 import { openDhcpSockets } from '../../src/boot/dhcp/socket-driver.js';
 import type { LabProcess, NetnsLab, RunResult } from '../../cluster/netns-lab.js';
+import { clientPacket } from './dhcp-packets.js';
 
 export const slipwayBin = fileURLToPath(new URL('../../bin/slipway.js', import.meta.url));
 const thisScript = fileURLToPath(import.meta.url);
@@ -267,26 +268,10 @@ async function probeOffers(
   firstOfferTimeoutMs: number,
   listenMs: number,
 ): Promise<void> {
-  const chaddr = new Uint8Array(16);
-  chaddr.set(mac.split(':').map((byte) => parseInt(byte, 16)));
   const xid = randomInt(1, 0x7fff_ffff);
-  const discover = encodeDhcpPacket({
-    op: 'request',
-    htype: 1,
-    hlen: 6,
-    hops: 0,
-    xid,
-    secs: 0,
-    flags: 0x8000,
-    ciaddr: '0.0.0.0',
-    yiaddr: '0.0.0.0',
-    siaddr: '0.0.0.0',
-    giaddr: '0.0.0.0',
-    chaddr,
-    sname: '',
-    file: '',
-    options: { messageType: 'DISCOVER', parameterRequestList: [1, 3, 6, 51, 54] },
-  });
+  const discover = encodeDhcpPacket(
+    clientPacket('DISCOVER', mac, { parameterRequestList: [1, 3, 6, 51, 54] }, { xid, flags: 0x8000 }),
+  );
   // The server's socket pair serves a client as well: the wildcard socket hears broadcast
   // answers, the one on the interface's address sends the broadcast out of that interface.
   const sockets = await openDhcpSockets({ interfaceName: ifname, port: 68 });

@@ -22,6 +22,7 @@ import {
 } from '../../src/boot/dhcp/server.js';
 import { staticInventory } from '../../src/boot/inventory.js';
 import { hardwareRecord } from '../support/netns.js';
+import { clientPacket } from '../support/dhcp-packets.js';
 
 const host = '127.0.0.1';
 const waitMs = 5000;
@@ -115,27 +116,8 @@ async function eventually(done: () => boolean, what: string): Promise<void> {
 let xidNext = 1;
 
 function request(mac: string, options: DhcpOptions, fields: Partial<DhcpPacket> = {}): DhcpPacket {
-  const chaddr = new Uint8Array(16);
-  chaddr.set(mac.split(':').map((byte) => parseInt(byte, 16)));
   xidNext += 1;
-  return {
-    op: 'request',
-    htype: 1,
-    hlen: 6,
-    hops: 0,
-    xid: xidNext,
-    secs: 0,
-    flags: 0,
-    ciaddr: '0.0.0.0',
-    yiaddr: '0.0.0.0',
-    siaddr: '0.0.0.0',
-    giaddr: '0.0.0.0',
-    chaddr,
-    sname: '',
-    file: '',
-    options,
-    ...fields,
-  };
+  return clientPacket(options.messageType ?? 'DISCOVER', mac, options, { xid: xidNext, ...fields });
 }
 
 /** A DISCOVER as a relay agent forwards it: giaddr set, hops 1, option 82 appended. */
