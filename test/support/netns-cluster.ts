@@ -98,6 +98,19 @@ export class NetnsNode {
   logsFor(msg: string, mac: string): LogRecord[] {
     return this.logRecords().filter((r) => r.msg === msg && r['mac'] === mac);
   }
+
+  /**
+   * logsFor once at least one such record has arrived: a node's log reaches the test through a
+   * pipe, so a client may see the node's answer before the test sees the line that logs it.
+   */
+  async waitForLogs(msg: string, mac: string, timeoutMs: number): Promise<LogRecord[]> {
+    await this.process.waitForOutput(
+      () => this.logsFor(msg, mac).length > 0,
+      timeoutMs,
+      `${this.id}: "${msg}" for ${mac}`,
+    );
+    return this.logsFor(msg, mac);
+  }
 }
 
 export interface ClusterStatusRow {
