@@ -9,7 +9,8 @@
 //    steady phase (K workflows running, the other agents connected and idle; W waves of K
 //    workflows one after another on the same K machines, so the p99 rests on about
 //    W x K x (A - 1) samples, not on the second-slowest of one wave) and in a burst (a workflow
-//    for every other machine created at once);
+//    for every other machine created at once). An action that arrives before its result's
+//    acknowledgment is counted apart (actions_before_ack), not as a from-ack sample;
 //  - workflows completed per second in the burst;
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
@@ -21,6 +22,8 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { ControlClient } from '../src/gen/control.js';
 import type { ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
+import type { AttemptRef } from '../src/gen/worker.js';
+import { attemptKey } from '../src/api/worker-service.js';
 import { SlipwayCluster } from './clusters.js';
 import { percentile, round, rssMb, sleep } from './stats.js';
 
@@ -124,15 +127,19 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       readonly key: string;
       stream: ClientDuplexStream<ConnectRequest, ConnectResponse> | undefined;
       sentAt: number;
+      /** The attempt whose result was sent last; only its acknowledgment starts a sample. */
+      sentAttempt: string;
       ackAt: number | null;
       done: boolean;
     }
+    const keyOf = (a: AttemptRef | undefined): string => (a === undefined ? '' : attemptKey(a));
     const samples = {
       sinceAck: [] as number[],
       sinceStamp: [] as number[],
       sinceSend: [] as number[],
       ackAt: [] as number[],
       node: [] as number[],
+      actionBeforeAck: 0,
     };
     let completed = 0;
     let lastDone = 0;
@@ -140,6 +147,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       key: `bench-${String(i)}`,
       stream: undefined,
       sentAt: 0,
+      sentAttempt: '',
       ackAt: null,
       done: false,
     }));
@@ -159,7 +167,9 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         const k = msg.kind;
         if (k === undefined) return;
         if (k.$case === 'ack') {
-          if (sim.sentAt > 0) sim.ackAt = performance.now();
+          // A node may push the next action before the acknowledgment of the result that
+          // started it (it applied the entry first); the late ack is then for an older result.
+          if (sim.sentAt > 0 && keyOf(k.value.attempt) === sim.sentAttempt) sim.ackAt = performance.now();
           return;
         }
         if (k.$case !== 'action') return;
@@ -176,10 +186,15 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
             samples.sinceAck.push(now - sim.ackAt);
             samples.ackAt.push(sim.ackAt);
             samples.node.push(i % endpoints.length);
+          } else {
+            // Received before its result's ack, so within the ack's own delay of the commit.
+            // Not a from-ack sample (that would flatter the figure): counted on its own.
+            samples.actionBeforeAck++;
           }
         }
         const attempt = k.value.attempt;
         sim.sentAt = performance.now();
+        sim.sentAttempt = keyOf(attempt);
         sim.ackAt = null;
         s.write({
           kind: {
@@ -258,6 +273,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         active_workflows: active,
         waves,
         samples: a.length,
+        actions_before_ack: samples.actionBeforeAck,
         from_ack_p50: round(percentile(a, 0.5)),
         from_ack_p99: round(percentile(a, 0.99)),
         from_result_sent_p50: round(percentile(r, 0.5)),
@@ -276,6 +292,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       samples.sinceStamp.length = 0;
       samples.ackAt.length = 0;
       samples.node.length = 0;
+      samples.actionBeforeAck = 0;
     };
 
     process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
