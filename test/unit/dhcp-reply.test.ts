@@ -488,3 +488,87 @@ void describe('golden iPXE DISCOVER end to end', () => {
     assert.equal(r.destination.via, 'broadcast');
   });
 });
+
+void describe('reservation replies built once per lease and boot answer', () => {
+  const asksBootfile = { parameterRequestList: [1, 3, 6, 67] };
+
+  void it('share one frozen options object, and encode to the bytes an unshared copy gives', () => {
+    const first = replied(reservation(discover(asksBootfile)));
+    const other = request({ flags: 0x8000, options: { messageType: 'DISCOVER', ...asksBootfile } });
+    const second = replied(
+      reservation({
+        ...other,
+        xid: 0x0badcafe,
+        chaddr: Uint8Array.of(2, 0, 0, 0, 0, 9, ...new Array<number>(10).fill(0)),
+      }),
+    );
+    assert.equal(first.packet.options, second.packet.options);
+    assert.ok(Object.isFrozen(first.packet.options));
+    for (const r of [first, second]) {
+      for (const maxMessageSize of [576, 1500]) {
+        const copy = { ...r.packet, options: { ...r.packet.options } };
+        assert.deepEqual(
+          encodeDhcpPacket(r.packet, { maxMessageSize }),
+          encodeDhcpPacket(copy, { maxMessageSize }),
+        );
+      }
+    }
+    // What differs per request is still each request's own.
+    const p = onTheWire(second);
+    assert.equal(p.xid, 0x0badcafe);
+    assert.deepEqual(Array.from(p.chaddr.subarray(0, 6)), [2, 0, 0, 0, 0, 9]);
+    assert.equal(p.flags, 0x8000);
+  });
+
+  void it('keep each boot answer and message type apart', () => {
+    const plainBoot: BootDecision = {
+      kind: 'boot',
+      client: 'pxe',
+      bootfile: 'a|b',
+      nextServer: serverId,
+      reason: 'a bootfile name with the separator in it',
+    };
+    const answers: BootDecision[] = [
+      pxeBoot,
+      plainBoot,
+      { ...plainBoot, bootfile: 'a', vendorClassEcho: 'HTTPClient' },
+      noBoot,
+    ];
+    for (const boot of answers) {
+      for (const req of [
+        discover(asksBootfile),
+        request({ options: { messageType: 'REQUEST', requestedIp: lease.ip, ...asksBootfile } }),
+      ]) {
+        const p = onTheWire(replied(reservation(req, boot)));
+        assert.equal(p.options.messageType, req.options.messageType === 'DISCOVER' ? 'OFFER' : 'ACK');
+        assert.equal(p.options.bootfileName, boot.kind === 'boot' ? boot.bootfile : undefined);
+        assert.equal(p.options.vendorClass, boot.kind === 'boot' ? boot.vendorClassEcho : undefined);
+        assert.equal(
+          p.options.vendorSpecific === undefined,
+          boot.kind !== 'boot' || boot.pxeDiscoveryControl === undefined,
+        );
+      }
+    }
+  });
+
+  void it('still echo option 61 and 82, and leave the shared options without them', () => {
+    const clientId = Uint8Array.of(1, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56);
+    const relayAgentInfo = { raw: agentInfo, subOptions: [] };
+    const echoed = replied(reservation(discover({ clientId, relayAgentInfo }))).packet;
+    assert.deepEqual(echoed.options.clientId, clientId);
+    assert.deepEqual(echoed.options.relayAgentInfo?.raw, agentInfo);
+    const plain = onTheWire(replied(reservation(discover())));
+    assert.equal(plain.options.clientId, undefined);
+    assert.equal(plain.options.relayAgentInfo, undefined);
+  });
+
+  void it('follow a changed lease: a new record brings a new lease object', () => {
+    const before = onTheWire(replied(reservation(discover())));
+    const after = onTheWire(
+      replied(reservation(discover(), pxeBoot, { ...lease, leaseTimeS: 7200, gateway: '10.0.0.9' })),
+    );
+    assert.equal(before.options.leaseTimeS, 3600);
+    assert.equal(after.options.leaseTimeS, 7200);
+    assert.deepEqual(after.options.routers, ['10.0.0.9']);
+  });
+});

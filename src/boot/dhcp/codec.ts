@@ -284,9 +284,8 @@ export function encodeDhcpPacket(packet: DhcpPacket, limits: EncodeLimits = {}):
       `${maxMessageSize} is not an integer from ${maxMessageSizeMin} to ${maxMessageSizeMax}`,
     );
   }
-  const options = encodeOptions(packet.options);
   const mainBytes = maxMessageSize - ipUdpHeaderBytes - optionsOffset;
-  const layout = chooseLayout(options, mainBytes, packet.file === '', packet.sname === '');
+  const layout = optionsLayout(packet.options, mainBytes, packet.file === '', packet.sname === '');
 
   const [main = emptyArea, ...overloaded] = layout.areas;
   const overloadBytes = layout.overload === 0 ? 0 : 3;
@@ -304,6 +303,33 @@ export function encodeDhcpPacket(packet: DhcpPacket, limits: EncodeLimits = {}):
     writeOverloadedField(bytes, snameOffset, overloaded[next++] ?? emptyArea);
   return bytes;
 }
+
+/**
+ * The options' wire layout. A frozen options object cannot change, so its layout is kept (a
+ * reservation's replies share one options object per lease and boot answer).
+ */
+function optionsLayout(
+  options: DhcpOptions,
+  mainBytes: number,
+  fileFree: boolean,
+  snameFree: boolean,
+): Layout {
+  if (!Object.isFrozen(options)) return chooseLayout(encodeOptions(options), mainBytes, fileFree, snameFree);
+  let byLimits = layoutCache.get(options);
+  if (byLimits === undefined) {
+    byLimits = new Map();
+    layoutCache.set(options, byLimits);
+  }
+  const key = mainBytes * 4 + (fileFree ? 2 : 0) + (snameFree ? 1 : 0);
+  let layout = byLimits.get(key);
+  if (layout === undefined) {
+    layout = chooseLayout(encodeOptions(options), mainBytes, fileFree, snameFree);
+    byLimits.set(key, layout);
+  }
+  return layout;
+}
+
+const layoutCache = new WeakMap<DhcpOptions, Map<number, Layout>>();
 
 /** Options packed into one area (the options field, file or sname), End excluded. */
 interface Area {

@@ -188,20 +188,22 @@ function reply(
 ): ReplyOutcome {
   const { request } = input;
   const boot = bootFields(request, input.boot);
-  const configuration =
-    input.mode === 'reservation'
-      ? leaseOptions(input.lease, type === 'ACK' && addresses.yiaddr === ipv4Zero)
-      : {};
-  const options: DhcpOptions = {
-    messageType: type,
-    serverId: input.serverId,
-    ...configuration,
-    ...boot.options,
-    ...(input.mode === 'proxy' ? proxyOptions(request, input.boot) : {}),
-    ...echoedOptions(request),
-  };
+  const options =
+    input.mode === 'reservation' && !echoes(request)
+      ? reservationOptions(input.lease, type, addresses.yiaddr, input.serverId, boot)
+      : {
+          messageType: type,
+          serverId: input.serverId,
+          ...(input.mode === 'reservation'
+            ? leaseOptions(input.lease, type === 'ACK' && addresses.yiaddr === ipv4Zero)
+            : {}),
+          ...boot.options,
+          ...(input.mode === 'proxy' ? proxyOptions(request, input.boot) : {}),
+          ...echoedOptions(request),
+        };
   const packet = replyPacket(request, {
-    ...addresses,
+    yiaddr: addresses.yiaddr,
+    ciaddr: addresses.ciaddr,
     siaddr: boot.siaddr,
     file: boot.file,
     flags: request.flags,
@@ -209,6 +211,43 @@ function reply(
   });
   return finish(request, packet, reason);
 }
+
+/**
+ * A reservation's reply options when the request makes the server echo nothing: the same for
+ * every request of this lease with the same type and boot answer, so built once and frozen
+ * (the encoder then reuses their wire form too).
+ */
+function reservationOptions(
+  lease: ReservedLease,
+  type: 'OFFER' | 'ACK',
+  yiaddr: string,
+  serverId: string,
+  boot: BootFields,
+): DhcpOptions {
+  const informOnly = type === 'ACK' && yiaddr === ipv4Zero;
+  const configuration = leaseOptions(lease, informOnly);
+  let byAnswer = reservationOptionsCache.get(configuration);
+  if (byAnswer === undefined) {
+    byAnswer = new Map();
+    reservationOptionsCache.set(configuration, byAnswer);
+  }
+  const b = boot.options;
+  const vendorSpecific = b.vendorSpecific === undefined ? '' : Array.from(b.vendorSpecific).join('.');
+  // Lengths first: a name may hold the separator itself.
+  const file = b.bootfileName ?? '';
+  const vendorClass = b.vendorClass ?? '';
+  const key = `${type}|${serverId}|${file.length}:${file}|${vendorClass.length}:${vendorClass}|${vendorSpecific}`;
+  let options = byAnswer.get(key);
+  if (options === undefined) {
+    // Bounded: the key varies only with settings and the few boot answers a machine can get.
+    if (byAnswer.size >= 64) byAnswer.clear();
+    options = Object.freeze({ messageType: type, serverId, ...configuration, ...b });
+    byAnswer.set(key, options);
+  }
+  return options;
+}
+
+const reservationOptionsCache = new WeakMap<DhcpOptions, Map<string, DhcpOptions>>();
 
 /** A DHCPNAK to `request`, with `why` in option 56 for the client's log. */
 export function buildNak(request: DhcpPacket, serverId: string, why: string): ReplyOutcome {
@@ -253,10 +292,15 @@ function replyPacket(
     hops: 0,
     xid: request.xid,
     secs: 0,
+    flags: fields.flags,
+    ciaddr: fields.ciaddr,
+    yiaddr: fields.yiaddr,
+    siaddr: fields.siaddr,
     giaddr: request.giaddr,
     chaddr: request.chaddr,
     sname: '',
-    ...fields,
+    file: fields.file,
+    options: fields.options,
   };
 }
 
@@ -336,6 +380,10 @@ function proxyOptions(request: DhcpPacket, boot: BootDecision): DhcpOptions {
     ...(httpBoot ? {} : { vendorClass: 'PXEClient' }),
     ...(request.options.clientUuid === undefined ? {} : { clientUuid: request.options.clientUuid }),
   };
+}
+
+function echoes(request: DhcpPacket): boolean {
+  return request.options.clientId !== undefined || request.options.relayAgentInfo !== undefined;
 }
 
 /** Options a server must return as the client or relay sent them. */
