@@ -188,15 +188,17 @@ function reply(
 ): ReplyOutcome {
   const { request } = input;
   const boot = bootFields(request, input.boot);
+  const configuration =
+    input.mode === 'reservation'
+      ? leaseOptions(input.lease, type === 'ACK' && addresses.yiaddr === ipv4Zero)
+      : undefined;
   const options =
-    input.mode === 'reservation' && !echoes(request)
-      ? reservationOptions(input.lease, type, addresses.yiaddr, input.serverId, boot)
+    configuration !== undefined && !echoes(request)
+      ? sharedReservationOptions(configuration, type, input.serverId, boot.options)
       : {
           messageType: type,
           serverId: input.serverId,
-          ...(input.mode === 'reservation'
-            ? leaseOptions(input.lease, type === 'ACK' && addresses.yiaddr === ipv4Zero)
-            : {}),
+          ...configuration,
           ...boot.options,
           ...(input.mode === 'proxy' ? proxyOptions(request, input.boot) : {}),
           ...echoedOptions(request),
@@ -214,26 +216,23 @@ function reply(
 
 /**
  * A reservation's reply options when the request makes the server echo nothing: the same for
- * every request of this lease with the same type and boot answer, so built once and frozen
- * (the encoder then reuses their wire form too).
+ * every request of this lease (its `configuration`) with the same type and boot options `b`, so
+ * built once and frozen (the encoder then reuses their wire form too).
  */
-function reservationOptions(
-  lease: ReservedLease,
+function sharedReservationOptions(
+  configuration: DhcpOptions,
   type: 'OFFER' | 'ACK',
-  yiaddr: string,
   serverId: string,
-  boot: BootFields,
+  b: DhcpOptions,
 ): DhcpOptions {
-  const informOnly = type === 'ACK' && yiaddr === ipv4Zero;
-  const configuration = leaseOptions(lease, informOnly);
   let byAnswer = reservationOptionsCache.get(configuration);
   if (byAnswer === undefined) {
     byAnswer = new Map();
     reservationOptionsCache.set(configuration, byAnswer);
   }
-  const b = boot.options;
   const vendorSpecific = b.vendorSpecific === undefined ? '' : Array.from(b.vendorSpecific).join('.');
-  // Lengths first: a name may hold the separator itself.
+  // The key holds every option bootFields can set (keep them in step); lengths first, since a
+  // name may hold the separator itself.
   const file = b.bootfileName ?? '';
   const vendorClass = b.vendorClass ?? '';
   const key = `${type}|${serverId}|${file.length}:${file}|${vendorClass.length}:${vendorClass}|${vendorSpecific}`;
