@@ -50,10 +50,17 @@ const forwardDeadlineMs = 10_000;
 const batchCommandsMax = 512;
 const batchBytesMax = 1024 * 1024;
 
+/** A command's result and when the leader applied it (ms since the epoch, the leader's clock). */
+export interface Applied<R> {
+  readonly result: R;
+  /** 0 when an older leader did not say. */
+  readonly appliedAtMs: number;
+}
+
 /** A command waiting to be forwarded with the others of its event-loop turn. */
 interface PendingForward {
   readonly command: Uint8Array;
-  readonly resolve: (result: CommandResult) => void;
+  readonly resolve: (applied: Applied<CommandResult>) => void;
   readonly reject: (err: unknown) => void;
 }
 
@@ -120,11 +127,16 @@ export class Proposer {
    * an election's worth of time, so a graceful handover does not fail the caller. Anything
    * ambiguous (sent, then lost) is the caller's to resolve.
    */
-  propose(command: Command): Promise<CommandResult> {
+  async propose(command: Command): Promise<CommandResult> {
+    return (await this.proposeApplied(command)).result;
+  }
+
+  /** As propose, with when the leader applied the command. */
+  proposeApplied(command: Command): Promise<Applied<CommandResult>> {
     return retryRefusals(this.#node, () => this.#proposeOnce(command));
   }
 
-  async #proposeOnce(command: Command): Promise<CommandResult> {
+  async #proposeOnce(command: Command): Promise<Applied<CommandResult>> {
     if (this.#node.softState().role === 'leader') return this.#proposeHere(command);
     const leader = await awaitLeader(this.#node);
     if (leader.id === this.#node.id) return this.#proposeHere(command);
@@ -133,9 +145,14 @@ export class Proposer {
 
   /** Applies a control-plane command; refusals come back as an error result, not a throw. */
   async proposeControl(command: ControlCommand): Promise<ControlResult> {
-    const res = await this.propose({ type: 'control', stampMs: 0, command });
-    if (res.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${res.type}`);
-    return res.result;
+    return (await this.proposeControlApplied(command)).result;
+  }
+
+  /** As proposeControl, with when the leader applied the command. */
+  async proposeControlApplied(command: ControlCommand): Promise<Applied<ControlResult>> {
+    const { result, appliedAtMs } = await this.proposeApplied({ type: 'control', stampMs: 0, command });
+    if (result.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${result.type}`);
+    return { result: result.result, appliedAtMs };
   }
 
   get forwarding(): ForwardingStats {
@@ -169,7 +186,10 @@ export class Proposer {
           const refusal = this.#notLeader();
           if (refusal !== null) throw refusal;
           const result = await this.#proposeRaw(decodeCommand(call.request.command));
-          return { result: Buffer.from(result.buffer, result.byteOffset, result.byteLength) };
+          return {
+            result: Buffer.from(result.buffer, result.byteOffset, result.byteLength),
+            appliedAtMs: Date.now(),
+          };
         };
         run().then(
           (res) => cb(null, res),
@@ -205,6 +225,7 @@ export class Proposer {
         details: '',
         raftCode: '',
         leader: '',
+        appliedAtMs: Date.now(),
       };
     } catch (err) {
       const se = toServiceError(err);
@@ -218,19 +239,21 @@ export class Proposer {
         details: se.details ?? '',
         raftCode: first(raftCodeKey),
         leader: first(leaderHintKey),
+        appliedAtMs: 0,
       };
     }
   }
 
-  async #proposeHere(command: Command): Promise<CommandResult> {
-    return decodeResult(await this.#proposeRaw(command));
+  async #proposeHere(command: Command): Promise<Applied<CommandResult>> {
+    const result = decodeResult(await this.#proposeRaw(command));
+    return { result, appliedAtMs: Date.now() };
   }
 
   #proposeRaw(command: Command): Promise<Uint8Array> {
     return this.#node.propose(encodeCommand({ ...command, stampMs: Date.now() }));
   }
 
-  #forward(leader: Member, command: Command): Promise<CommandResult> {
+  #forward(leader: Member, command: Command): Promise<Applied<CommandResult>> {
     return new Promise((resolve, reject) => {
       let batch = this.#pending.get(leader.addr);
       if (batch === undefined) {
@@ -300,7 +323,7 @@ export class Proposer {
               ),
             );
           } else if (outcome.code === okCode) {
-            settle(item, outcome.result);
+            settle(item, outcome.result, outcome.appliedAtMs);
           } else {
             item.reject(outcomeError(outcome));
           }
@@ -320,7 +343,7 @@ export class Proposer {
         if (err !== null) {
           this.#logger.debug({ err, leader: leader.id }, 'forwarded proposal failed');
           item.reject(err);
-        } else settle(item, res.result);
+        } else settle(item, res.result, res.appliedAtMs);
       },
     );
   }
@@ -336,7 +359,7 @@ export class Proposer {
 }
 
 /** Resolves `item` with the leader's encoded result; bytes that do not decode reject it instead. */
-function settle(item: PendingForward, result: Uint8Array): void {
+function settle(item: PendingForward, result: Uint8Array, appliedAtMs: number): void {
   let decoded: CommandResult;
   try {
     decoded = decodeResult(result);
@@ -344,7 +367,7 @@ function settle(item: PendingForward, result: Uint8Array): void {
     item.reject(err);
     return;
   }
-  item.resolve(decoded);
+  item.resolve({ result: decoded, appliedAtMs });
 }
 
 function forwardMetadata(from: string): Metadata {

@@ -221,8 +221,9 @@ export class WorkerService {
     for (;;) {
       if (session.closed) return;
       let res: ControlResult;
+      let committedAtMs: number;
       try {
-        res = await this.#apply({
+        ({ result: res, appliedAtMs: committedAtMs } = await this.#ctx.proposer.proposeControlApplied({
           type: 'attempt.result',
           workflowId: ref.workflowId,
           actionIndex: ref.actionIndex,
@@ -233,7 +234,7 @@ export class WorkerService {
           message: r.message,
           outputTail: r.outputTail,
           startNext: true,
-        });
+        }));
       } catch (err) {
         // No leader or a lost forward: the result may or may not be in; sending it again is
         // safe because a duplicate is acknowledged and ignored.
@@ -252,7 +253,10 @@ export class WorkerService {
           'result recorded',
         );
         this.#send(session, {
-          kind: { $case: 'ack', value: { attempt: ref, duplicate: res.type === 'duplicate' } },
+          kind: {
+            $case: 'ack',
+            value: { attempt: ref, duplicate: res.type === 'duplicate', committedAtMs },
+          },
         });
         if (res.type === 'attempt' && res.started !== undefined) this.#pushStarted(session, ref, res.started);
       }

@@ -37,6 +37,8 @@ export interface ProposeRequest {
 export interface ProposeResponse {
   /** The encoded result, once the entry is committed and applied on the leader. */
   result: Buffer;
+  /** When the leader applied it (ms since the epoch, the leader's clock); 0 from older leaders. */
+  appliedAtMs: number;
 }
 
 /** Many commands from one follower, proposed together; each is answered on its own. */
@@ -54,6 +56,11 @@ export interface ProposeOutcome {
   details: string;
   raftCode: string;
   leader: string;
+  /**
+   * When the leader applied the command (ms since the epoch, the leader's clock), when code is
+   * 0; 0 from older leaders.
+   */
+  appliedAtMs: number;
 }
 
 /** The outcomes in the order of the request's commands. */
@@ -129,13 +136,16 @@ export const ProposeRequest: MessageFns<ProposeRequest> = {
 };
 
 function createBaseProposeResponse(): ProposeResponse {
-  return { result: Buffer.alloc(0) };
+  return { result: Buffer.alloc(0), appliedAtMs: 0 };
 }
 
 export const ProposeResponse: MessageFns<ProposeResponse> = {
   encode(message: ProposeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.result.length !== 0) {
       writer.uint32(10).bytes(message.result);
+    }
+    if (message.appliedAtMs !== 0) {
+      writer.uint32(16).uint64(message.appliedAtMs);
     }
     return writer;
   },
@@ -161,6 +171,14 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
             message.result = Buffer.from(reader.bytes());
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.appliedAtMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -174,13 +192,23 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
   },
 
   fromJSON(object: any): ProposeResponse {
-    return { result: isSet(object.result) ? Buffer.from(bytesFromBase64(object.result)) : Buffer.alloc(0) };
+    return {
+      result: isSet(object.result) ? Buffer.from(bytesFromBase64(object.result)) : Buffer.alloc(0),
+      appliedAtMs: isSet(object.appliedAtMs)
+        ? globalThis.Number(object.appliedAtMs)
+        : isSet(object.applied_at_ms)
+        ? globalThis.Number(object.applied_at_ms)
+        : 0,
+    };
   },
 
   toJSON(message: ProposeResponse): unknown {
     const obj: any = {};
     if (message.result.length !== 0) {
       obj.result = base64FromBytes(message.result);
+    }
+    if (message.appliedAtMs !== 0) {
+      obj.appliedAtMs = Math.round(message.appliedAtMs);
     }
     return obj;
   },
@@ -191,6 +219,7 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
   fromPartial<I extends Exact<DeepPartial<ProposeResponse>, I>>(object: I): ProposeResponse {
     const message = createBaseProposeResponse();
     message.result = object.result ?? Buffer.alloc(0);
+    message.appliedAtMs = object.appliedAtMs ?? 0;
     return message;
   },
 };
@@ -267,7 +296,7 @@ export const ProposeBatchRequest: MessageFns<ProposeBatchRequest> = {
 };
 
 function createBaseProposeOutcome(): ProposeOutcome {
-  return { result: Buffer.alloc(0), code: 0, details: "", raftCode: "", leader: "" };
+  return { result: Buffer.alloc(0), code: 0, details: "", raftCode: "", leader: "", appliedAtMs: 0 };
 }
 
 export const ProposeOutcome: MessageFns<ProposeOutcome> = {
@@ -286,6 +315,9 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
     }
     if (message.leader !== "") {
       writer.uint32(42).string(message.leader);
+    }
+    if (message.appliedAtMs !== 0) {
+      writer.uint32(48).uint64(message.appliedAtMs);
     }
     return writer;
   },
@@ -343,6 +375,14 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
             message.leader = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.appliedAtMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -366,6 +406,11 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
         ? globalThis.String(object.raft_code)
         : "",
       leader: isSet(object.leader) ? globalThis.String(object.leader) : "",
+      appliedAtMs: isSet(object.appliedAtMs)
+        ? globalThis.Number(object.appliedAtMs)
+        : isSet(object.applied_at_ms)
+        ? globalThis.Number(object.applied_at_ms)
+        : 0,
     };
   },
 
@@ -386,6 +431,9 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
     if (message.leader !== "") {
       obj.leader = message.leader;
     }
+    if (message.appliedAtMs !== 0) {
+      obj.appliedAtMs = Math.round(message.appliedAtMs);
+    }
     return obj;
   },
 
@@ -399,6 +447,7 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
     message.details = object.details ?? "";
     message.raftCode = object.raftCode ?? "";
     message.leader = object.leader ?? "";
+    message.appliedAtMs = object.appliedAtMs ?? 0;
     return message;
   },
 };
@@ -576,6 +625,17 @@ export type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;

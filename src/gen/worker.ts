@@ -97,6 +97,12 @@ export interface ResultAck {
     | undefined;
   /** The result was already recorded; nothing changed. */
   duplicate: boolean;
+  /**
+   * When the leader applied the entry this answers (ms since the epoch, the leader's clock):
+   * for a new result, the moment it was committed and the worker's next action started.
+   * 0 when not known (a leader of an older version).
+   */
+  committedAtMs: number;
 }
 
 export interface ResultRefused {
@@ -1116,7 +1122,7 @@ export const Action_EnvEntry: MessageFns<Action_EnvEntry> = {
 };
 
 function createBaseResultAck(): ResultAck {
-  return { attempt: undefined, duplicate: false };
+  return { attempt: undefined, duplicate: false, committedAtMs: 0 };
 }
 
 export const ResultAck: MessageFns<ResultAck> = {
@@ -1126,6 +1132,9 @@ export const ResultAck: MessageFns<ResultAck> = {
     }
     if (message.duplicate !== false) {
       writer.uint32(16).bool(message.duplicate);
+    }
+    if (message.committedAtMs !== 0) {
+      writer.uint32(24).uint64(message.committedAtMs);
     }
     return writer;
   },
@@ -1159,6 +1168,14 @@ export const ResultAck: MessageFns<ResultAck> = {
             message.duplicate = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.committedAtMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1175,6 +1192,11 @@ export const ResultAck: MessageFns<ResultAck> = {
     return {
       attempt: isSet(object.attempt) ? AttemptRef.fromJSON(object.attempt) : undefined,
       duplicate: isSet(object.duplicate) ? globalThis.Boolean(object.duplicate) : false,
+      committedAtMs: isSet(object.committedAtMs)
+        ? globalThis.Number(object.committedAtMs)
+        : isSet(object.committed_at_ms)
+        ? globalThis.Number(object.committed_at_ms)
+        : 0,
     };
   },
 
@@ -1185,6 +1207,9 @@ export const ResultAck: MessageFns<ResultAck> = {
     }
     if (message.duplicate !== false) {
       obj.duplicate = message.duplicate;
+    }
+    if (message.committedAtMs !== 0) {
+      obj.committedAtMs = Math.round(message.committedAtMs);
     }
     return obj;
   },
@@ -1198,6 +1223,7 @@ export const ResultAck: MessageFns<ResultAck> = {
       ? AttemptRef.fromPartial(object.attempt)
       : undefined;
     message.duplicate = object.duplicate ?? false;
+    message.committedAtMs = object.committedAtMs ?? 0;
     return message;
   },
 };

@@ -16,6 +16,7 @@ import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { ClusterClient } from '../../src/cli/client.js';
 import type { WorkflowRecord } from '../../src/gen/control.js';
+import type { AttemptRef, ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
 import { ProcessCluster, slipwayBin } from '../support/process-cluster.js';
 
@@ -363,6 +364,98 @@ describe('forwarding through a follower', () => {
       for (const i of fresh) assert.ok(ids.has(`hw-${String(i)}`), `hw-${String(i)} is in the state`);
     } finally {
       via.close();
+    }
+  });
+
+  test("a worker's acknowledgment says when the leader committed its result; the next action follows", async () => {
+    const leader = await cluster.waitForLeader();
+    const follower = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null);
+    assert.ok(follower !== undefined);
+    const steps = ['one', 'two']
+      .map((name) => `      - name: ${name}\n        command: ["true"]\n        timeout: 60`)
+      .join('\n');
+    await admin.control('templateCreate', { source: templateYaml('two-steps', steps), replace: true });
+    await admin.control('hardwareCreate', { documentJson: hardwareDoc(200), replace: false });
+    const token = (await admin.control('hardwareToken', { id: 'hw-200' })).token;
+    const created = await admin.control('workflowCreate', {
+      template: 'two-steps',
+      hardwareId: 'hw-200',
+      hardwareMap: {},
+    });
+    const workflowId = created.workflow?.id ?? '';
+    const client = new WorkerClient(follower.apiAddr, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('x-worker-id', 'hw-200');
+    md.set('authorization', `Bearer ${token}`);
+    const stream = client.connect(md);
+    const received: ConnectResponse[] = [];
+    let wake: () => void = () => undefined;
+    stream.on('data', (msg: ConnectResponse) => {
+      received.push(msg);
+      wake();
+    });
+    stream.on('error', () => undefined);
+    const next = async (pred: (m: ConnectResponse) => boolean, what: string): Promise<ConnectResponse> => {
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const i = received.findIndex(pred);
+        if (i >= 0) return received.splice(i, 1)[0] as ConnectResponse;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`timed out waiting for ${what}`);
+        await new Promise<void>((r) => {
+          const t = setTimeout(r, left);
+          wake = () => {
+            clearTimeout(t);
+            r();
+          };
+        });
+      }
+    };
+    const actionAt = (index: number) => (m: ConnectResponse) =>
+      m.kind?.$case === 'action' && m.kind.value.attempt?.actionIndex === index;
+    const ackOf = (index: number) => (m: ConnectResponse) =>
+      m.kind?.$case === 'ack' && m.kind.value.attempt?.actionIndex === index;
+    const result = (attempt: AttemptRef | undefined): ConnectRequest => ({
+      kind: {
+        $case: 'result',
+        value: { attempt, success: true, exitStatus: 0, message: '', outputTail: '' },
+      },
+    });
+    try {
+      stream.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'test' } } });
+      const first = await next(actionAt(0), 'the first action');
+      assert.ok(first.kind?.$case === 'action');
+      const attempt = first.kind.value.attempt;
+      assert.equal(attempt?.workflowId, workflowId);
+      const sentAt = Date.now();
+      stream.write(result(attempt));
+      const ack = await next(ackOf(0), "the first result's acknowledgment");
+      const second = await next(actionAt(1), 'the second action');
+      const receivedAt = Date.now();
+      assert.ok(ack.kind?.$case === 'ack' && second.kind?.$case === 'action');
+      assert.equal(ack.kind.value.duplicate, false);
+      // The nodes share this machine's clock: the leader applied the result after it was sent.
+      const committedAt = ack.kind.value.committedAtMs;
+      assert.ok(
+        committedAt >= sentAt && committedAt <= receivedAt,
+        `committed at ${String(committedAt)}, sent at ${String(sentAt)}, received by ${String(receivedAt)}`,
+      );
+      // A duplicate is acknowledged as one, with the time of the entry that answered it.
+      stream.write(result(attempt));
+      const again = await next(ackOf(0), "the duplicate's acknowledgment");
+      assert.ok(again.kind?.$case === 'ack');
+      assert.equal(again.kind.value.duplicate, true);
+      assert.ok(again.kind.value.committedAtMs >= committedAt);
+      stream.write(result(second.kind.value.attempt));
+      await next(ackOf(1), "the second result's acknowledgment");
+      const listed = await waitFor('the workflow to succeed', 20_000, async () => {
+        const wf = (await admin.control('workflowGet', { id: workflowId, local: false })).workflow;
+        return wf?.state === 'SUCCESS' ? wf : undefined;
+      });
+      assert.equal(listed.id, workflowId);
+    } finally {
+      stream.cancel();
+      client.close();
     }
   });
 });
