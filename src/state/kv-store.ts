@@ -89,6 +89,8 @@ interface StoreCapture {
 
 /** Keys per slice of a snapshot encoding: about a millisecond of work at small values. */
 const keysPerSlice = 2048;
+/** Control-state bytes copied and checksummed per slice: well under a millisecond. */
+const controlBytesPerSlice = 256 * 1024;
 
 interface Effect {
   readonly result: CommandResult;
@@ -281,6 +283,8 @@ export class KvStore implements StateMachine {
 
   *#snapshotSlices(c: StoreCapture): Sliced<Uint8Array> {
     const control = yield* snapshotSlices(c.control);
+    let controlLength = 0;
+    for (const piece of control) controlLength += piece.length;
     const budget = new SliceBudget(keysPerSlice);
     // Sized exactly before writing: a snapshot can be many megabytes, and growing the buffer,
     // trimming it and appending the checksum would copy all of it several times.
@@ -292,8 +296,8 @@ export class KvStore implements StateMachine {
       uvarintBytes(c.nowMs) +
       c.sessions.length +
       uvarintBytes(c.namespaces.length) +
-      uvarintBytes(control.length) +
-      control.length +
+      uvarintBytes(controlLength) +
+      controlLength +
       4;
     for (const { name, keys, values } of c.namespaces) {
       size += stringBytes(name) + uvarintBytes(keys.length);
@@ -325,7 +329,17 @@ export class KvStore implements StateMachine {
         }
       }
     }
-    w.bytes(control);
+    // The control state's bytes as one length-prefixed field, copied and checked in slices.
+    w.uvarint(controlLength);
+    const bytesBudget = new SliceBudget(controlBytesPerSlice);
+    for (const piece of control) {
+      w.raw(piece);
+      if (bytesBudget.spend(piece.length)) {
+        crc = crc32cUpdate(crc, w.written(), checked, w.length);
+        checked = w.length;
+        yield;
+      }
+    }
     w.u32(crc32cUpdate(crc, w.written(), checked, w.length));
     return w.finish();
   }

@@ -17,10 +17,12 @@ import { crc32c, crc32cUpdate } from '../../src/raft/storage/crc32c.js';
 import {
   decodeEntry,
   decodeHardState,
+  decodeSnapshotDataHeader,
   decodeSnapshotMeta,
   encodeEntry,
   encodeEntryInto,
   encodeHardState,
+  encodeSnapshotDataHeader,
   encodeSnapshotMeta,
   entryRecordBytes,
   isDamagedBytes,
@@ -108,6 +110,21 @@ async function withRawDb(
   } finally {
     await db.close();
   }
+}
+
+/** A snapshot chunk's key, as the store lays them out (level-log-store.ts). */
+function snapshotChunkKey(generation: number, chunk: number): Buffer {
+  if (generation === 0) {
+    const key = Buffer.alloc(11);
+    key.write('s/data/', 0, 'latin1');
+    key.writeUInt32BE(chunk, 7);
+    return key;
+  }
+  const key = Buffer.alloc(14);
+  key.write('s/gen/', 0, 'latin1');
+  key.writeUInt32BE(generation, 6);
+  key.writeUInt32BE(chunk, 10);
+  return key;
 }
 
 function entryKey(index: number): Buffer {
@@ -477,14 +494,59 @@ void describe('LevelLogStore', () => {
       await store.save({ hardState: null, entries: entries(1, 3, 1), snapshot: null });
       await store.saveLocalSnapshot({ meta: snapshotMeta(2, 1), data: big }, 2);
       await store.close();
-      assert.equal(await countKeys(store.location, 's/data/'), 3);
+      assert.equal(await countKeys(store.location, 's/gen/'), 3);
       const [store2, loaded] = await reopen(dir, track);
       assert.ok(loaded.snapshotData !== null && big.equals(loaded.snapshotData));
       await store2.saveLocalSnapshot({ meta: snapshotMeta(3, 1), data: Buffer.from('small') }, 3);
       await store2.close();
-      assert.equal(await countKeys(store2.location, 's/data/'), 1);
+      assert.equal(await countKeys(store2.location, 's/gen/'), 1);
       const [, after] = await reopen(dir, track);
       assert.equal(Buffer.from(after.snapshotData ?? []).toString(), 'small');
+    }));
+
+  void test('chunks staged by a write that a crash interrupted are ignored, then deleted', () =>
+    withDir(async (dir, track) => {
+      const [store] = await reopen(dir, track);
+      await store.save({ hardState: null, entries: entries(1, 4, 1), snapshot: null });
+      await store.saveLocalSnapshot({ meta: snapshotMeta(2, 1), data: Buffer.from('kept') }, 2);
+      await store.close();
+      // The next snapshot's chunks were written (generation 2), but not the batch naming them.
+      await withRawDb(store.location, async (db) => {
+        for (let c = 0; c < 3; c++) await db.put(snapshotChunkKey(2, c), Buffer.from(`staged ${c}`));
+      });
+      const [store2, loaded] = await reopen(dir, track);
+      assert.equal(Buffer.from(loaded.snapshotData ?? []).toString(), 'kept');
+      await store2.saveLocalSnapshot({ meta: snapshotMeta(3, 1), data: Buffer.from('next') }, 3);
+      await store2.close();
+      // Generation 2 now holds one chunk; the staged ones past it and generation 1 are gone.
+      assert.equal(await countKeys(store2.location, 's/gen/'), 1);
+      const [, after] = await reopen(dir, track);
+      assert.equal(Buffer.from(after.snapshotData ?? []).toString(), 'next');
+      assert.deepEqual(after.snapshot, snapshotMeta(3, 1));
+    }));
+
+  void test('a snapshot stored in the first layout (chunks under s/data/) loads and is replaced', () =>
+    withDir(async (dir, track) => {
+      const [store] = await reopen(dir, track);
+      await store.save({ hardState: null, entries: entries(1, 4, 1), snapshot: null });
+      await store.saveLocalSnapshot({ meta: snapshotMeta(2, 1), data: Buffer.from('old layout') }, 2);
+      await store.close();
+      // Rewrite it as versions before snapshot generations stored it.
+      await withRawDb(store.location, async (db) => {
+        const header = decodeSnapshotDataHeader((await db.get(Buffer.from('s/data'))));
+        assert.ok(header.ok);
+        await db.put(Buffer.from('s/data'), encodeSnapshotDataHeader({ ...header.value, generation: 0 }));
+        await db.put(snapshotChunkKey(0, 0), (await db.get(snapshotChunkKey(1, 0))));
+        await db.del(snapshotChunkKey(1, 0));
+      });
+      const [store2, loaded] = await reopen(dir, track);
+      assert.equal(Buffer.from(loaded.snapshotData ?? []).toString(), 'old layout');
+      await store2.saveLocalSnapshot({ meta: snapshotMeta(3, 1), data: Buffer.from('new layout') }, 3);
+      await store2.close();
+      assert.equal(await countKeys(store2.location, 's/data/'), 0);
+      assert.equal(await countKeys(store2.location, 's/gen/'), 1);
+      const [, after] = await reopen(dir, track);
+      assert.equal(Buffer.from(after.snapshotData ?? []).toString(), 'new layout');
     }));
 
   void test('a bit-flipped tail record is truncated, reported, and the commit clamped', () =>
@@ -572,7 +634,10 @@ void describe('LevelLogStore', () => {
       const cases: [string, RegExp][] = [
         ['m/hardstate', /raft hard state \(key m\/hardstate\) corrupted in .*checksum mismatch/],
         ['m/snapshot-meta', /raft snapshot meta \(key m\/snapshot-meta\) corrupted in .*checksum mismatch/],
-        ['s/data/\0\0\0\0', /raft snapshot data .* corrupted \(snapshot index 2\) in .*checksum mismatch/],
+        [
+          snapshotChunkKey(1, 0).toString('latin1'),
+          /raft snapshot data .* corrupted \(snapshot index 2\) in .*checksum mismatch/,
+        ],
       ];
       for (const [key, pattern] of cases) {
         await damage(store.location, Buffer.from(key, 'latin1'), flipBit(8));

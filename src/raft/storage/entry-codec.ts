@@ -325,6 +325,8 @@ export interface SnapshotDataHeader {
   readonly bytes: number;
   readonly chunks: number;
   readonly crc32c: number;
+  /** Which chunk keys hold the bytes; 0 (absent in older headers) for the first layout. */
+  readonly generation: number;
 }
 
 export function encodeSnapshotDataHeader(h: SnapshotDataHeader): Buffer {
@@ -334,6 +336,8 @@ export function encodeSnapshotDataHeader(h: SnapshotDataHeader): Buffer {
     bytes: h.bytes,
     chunks: h.chunks,
     crc32c: h.crc32c,
+    // Generation 0 is the first layout's, whose headers had no such field: written as they were.
+    ...(h.generation === 0 ? {} : { generation: h.generation }),
   });
 }
 
@@ -348,11 +352,12 @@ export function decodeSnapshotDataHeader(record: Uint8Array): Decoded<SnapshotDa
     !isCount(v['bytes']) ||
     !isCount(v['chunks']) ||
     !isCount(v['crc32c']) ||
-    v['crc32c'] > 0xffffffff
+    v['crc32c'] > 0xffffffff ||
+    (v['generation'] !== undefined && (!isCount(v['generation']) || v['generation'] > 0xffffffff))
   ) {
     return fail(
       'shape',
-      'snapshot data header needs non-negative integer index, term, bytes, chunks and crc32c',
+      'snapshot data header needs non-negative integer index, term, bytes, chunks, crc32c and generation',
     );
   }
   return {
@@ -363,6 +368,7 @@ export function decodeSnapshotDataHeader(record: Uint8Array): Decoded<SnapshotDa
       bytes: v['bytes'],
       chunks: v['chunks'],
       crc32c: v['crc32c'],
+      generation: v['generation'] ?? 0,
     },
   };
 }

@@ -8,8 +8,12 @@
 //   l/<index u64 BE>      one entry record (entry-codec.ts); big-endian keeps them in log order
 //   m/hardstate           the hard state
 //   m/snapshot-meta       the latest snapshot's index, term and membership
-//   s/data                the snapshot data header: size, chunk count, CRC-32C of the bytes
-//   s/data/<chunk u32 BE> the snapshot bytes, in chunks of at most snapshotChunkBytesMax
+//   s/data                the snapshot data header: size, chunk count, CRC-32C of the bytes,
+//                         generation
+//   s/gen/<generation u32 BE><chunk u32 BE>
+//                         the snapshot bytes, in chunks of at most snapshotChunkBytesMax; each
+//                         snapshot has a new generation, written before the header names it
+//   s/data/<chunk u32 BE> generation 0: the chunks as versions before generations wrote them
 //
 // Writes are not reentrant: the driver awaits each save() before the next (one Ready at a
 // time), and a second write while one is in flight is refused rather than interleaved.
@@ -55,6 +59,7 @@ const hardStateKey = Buffer.from('m/hardstate');
 const snapshotMetaKey = Buffer.from('m/snapshot-meta');
 const snapshotDataKey = Buffer.from('s/data');
 const snapshotChunkKeyPrefix = Buffer.from('s/data/');
+const snapshotGenerationKeyPrefix = Buffer.from('s/gen/');
 const twoPow32 = 0x1_0000_0000;
 
 const restoreAdvice =
@@ -94,11 +99,27 @@ function pushEntryDeletes(ops: BatchOp[], from: number, to: number): void {
   }
 }
 
-function snapshotChunkKey(chunk: number): Buffer {
-  const key = Buffer.allocUnsafe(snapshotChunkKeyPrefix.length + 4);
-  snapshotChunkKeyPrefix.copy(key, 0);
-  key.writeUInt32BE(chunk, snapshotChunkKeyPrefix.length);
+/** Where chunk `chunk` of snapshot generation `generation` lives (see the key layout above). */
+function snapshotChunkKey(generation: number, chunk: number): Buffer {
+  if (generation === 0) {
+    const key = Buffer.allocUnsafe(snapshotChunkKeyPrefix.length + 4);
+    snapshotChunkKeyPrefix.copy(key, 0);
+    key.writeUInt32BE(chunk, snapshotChunkKeyPrefix.length);
+    return key;
+  }
+  const key = Buffer.allocUnsafe(snapshotGenerationKeyPrefix.length + 8);
+  snapshotGenerationKeyPrefix.copy(key, 0);
+  key.writeUInt32BE(generation, snapshotGenerationKeyPrefix.length);
+  key.writeUInt32BE(chunk, snapshotGenerationKeyPrefix.length + 4);
   return key;
+}
+
+/** A snapshot's chunks written ahead of the batch that makes them the stored snapshot. */
+interface StagedSnapshot {
+  readonly generation: number;
+  readonly chunks: number;
+  /** Writes the chunks (synced); the header in the batch names them only once they are in. */
+  readonly write: () => Promise<void>;
 }
 
 function isCount(n: number): boolean {
@@ -129,12 +150,17 @@ export class LevelLogStore implements LogStore {
   #snapshotIndex = 0;
   #snapshotTerm = 0;
   #snapshotChunks = 0;
+  #snapshotGeneration = 0;
   /** No entry key below this index is stored: where prefix deletes start. */
   #keysFirst = 1;
   /** The log's last index: the last stored entry, or the snapshot index when none follow it. */
   #lastIndex = 0;
   /** Terms of the entries in (snapshotIndex, lastIndex], at least. */
   readonly #terms = new TermRuns();
+  /** Deletes of entry keys behind the snapshot, running on LevelDB's thread (#clearEntries). */
+  #clearing: Promise<void> = Promise.resolve();
+  /** A background delete failed: the database cannot write, and the next write says so. */
+  #clearError: Error | null = null;
 
   constructor(options: LevelLogStoreOptions) {
     this.location = join(options.dir, 'raft');
@@ -165,6 +191,7 @@ export class LevelLogStore implements LogStore {
 
   async close(): Promise<void> {
     this.#closed = true;
+    await this.#clearing;
     await this.#db.close();
   }
 
@@ -187,7 +214,7 @@ export class LevelLogStore implements LogStore {
       if (!d.ok) throw this.#corruption('snapshot meta (key m/snapshot-meta)', 0, d.error);
       snapshot = d.value;
     }
-    const { data: snapshotData, chunks } = await this.#loadSnapshotData(snapshot);
+    const { data: snapshotData, chunks, generation } = await this.#loadSnapshotData(snapshot);
 
     const firstKey = await this.#firstEntryKey();
 
@@ -252,6 +279,7 @@ export class LevelLogStore implements LogStore {
     this.#snapshotIndex = snapshot.index;
     this.#snapshotTerm = snapshot.term;
     this.#snapshotChunks = chunks;
+    this.#snapshotGeneration = generation;
     this.#keysFirst = Math.min(firstKey ?? Infinity, snapshot.index + 1);
     this.#lastIndex = lastIndex;
     this.#terms.clear();
@@ -310,11 +338,12 @@ export class LevelLogStore implements LogStore {
     if (hardState !== null) this.#checkHardState(hardState, newLast);
 
     const ops: BatchOp[] = [];
-    let chunks = this.#snapshotChunks;
+    let staged: StagedSnapshot | null = null;
     if (snapshot !== null) {
       // Raft §5 / §7: keep the entries after the snapshot only if the log has its (index, term).
-      pushEntryDeletes(ops, this.#keysFirst, keepSuffix ? snapshot.meta.index : this.#lastIndex);
-      chunks = this.#pushSnapshotWrites(ops, snapshot);
+      // Those at or below it go after the write (#clearEntries); those after it, with it.
+      if (!keepSuffix) pushEntryDeletes(ops, snapshot.meta.index + 1, this.#lastIndex);
+      staged = this.#pushSnapshotWrites(ops, snapshot);
     }
     if (first !== undefined) {
       // Puts overwrite [first, newLast]; only stored keys past the new end need deleting.
@@ -335,10 +364,11 @@ export class LevelLogStore implements LogStore {
       hardState !== null &&
       hardState.term === this.#hardState.term &&
       hardState.vote === this.#hardState.vote;
-    await this.#write(ops, !commitOnly);
+    await this.#write(ops, !commitOnly, staged);
 
-    if (snapshot !== null) {
-      this.#setSnapshot(snapshot.meta, chunks);
+    if (snapshot !== null && staged !== null) {
+      this.#setSnapshot(snapshot.meta, staged);
+      this.#clearEntries(this.#keysFirst, snapIndex);
       if (keepSuffix) {
         this.#terms.dropThrough(snapIndex);
       } else {
@@ -377,17 +407,42 @@ export class LevelLogStore implements LogStore {
     }
 
     const ops: BatchOp[] = [];
-    const chunks = this.#pushSnapshotWrites(ops, snapshot);
-    pushEntryDeletes(ops, this.#keysFirst, compactTo);
-    await this.#write(ops, true);
+    const staged = this.#pushSnapshotWrites(ops, snapshot);
+    await this.#write(ops, true, staged);
 
-    this.#setSnapshot(meta, chunks);
+    this.#setSnapshot(meta, staged);
     this.#terms.dropThrough(compactTo);
+    this.#clearEntries(this.#keysFirst, compactTo);
     this.#keysFirst = Math.max(this.#keysFirst, compactTo + 1);
+  }
+
+  /**
+   * Deletes the entry keys [from, to] once the snapshot that covers them is written, on
+   * LevelDB's own thread: ten thousand deletes added to a batch one at a time held the event
+   * loop for about 60 ms (heartbeats and requests waited). Nothing needs them gone atomically:
+   * every one is at or below the stored snapshot's index, load() skips such leftovers after a
+   * crash (the next compaction takes them), and no later write puts a key there.
+   */
+  #clearEntries(from: number, to: number): void {
+    if (to < from) return;
+    this.#clearKeys(`compacted entries ${from}..${to}`, { gte: entryKey(from), lte: entryKey(to) });
+  }
+
+  /** Deletes a key range on LevelDB's thread, after the deletes queued before it. */
+  #clearKeys(what: string, range: { gte: Buffer; lte: Buffer } | { gte: Buffer; lt: Buffer }): void {
+    this.#clearing = this.#clearing
+      .then(() => this.#db.clear(range))
+      .catch((err: unknown) => {
+        this.#clearError ??= new Error(
+          `raft log at ${this.location}: deleting ${what} failed: ${(err as Error).message}`,
+          { cause: err },
+        );
+      });
   }
 
   #assertWritable(): void {
     if (this.#closed) throw new Error(`raft log store at ${this.location} is closed`);
+    if (this.#clearError !== null) throw this.#clearError;
     if (!this.#loaded) throw new Error(`raft log store at ${this.location}: call load() before writing`);
     if (this.#writing) {
       throw new Error(
@@ -396,9 +451,10 @@ export class LevelLogStore implements LogStore {
     }
   }
 
-  async #write(ops: BatchOp[], sync: boolean): Promise<void> {
+  async #write(ops: BatchOp[], sync: boolean, staged: StagedSnapshot | null = null): Promise<void> {
     this.#writing = true;
     try {
+      if (staged !== null) await staged.write();
       // A chained batch copies each operation into the native batch as it is added; the array
       // form clones and re-validates every operation first, which costs twice the CPU per entry.
       const batch = this.#db.batch();
@@ -460,10 +516,22 @@ export class LevelLogStore implements LogStore {
     }
   }
 
-  #setSnapshot(meta: SnapshotMeta, chunks: number): void {
+  /** Records the snapshot a batch just stored, and deletes the chunks no header names now. */
+  #setSnapshot(meta: SnapshotMeta, staged: StagedSnapshot): void {
     this.#snapshotIndex = meta.index;
     this.#snapshotTerm = meta.term;
-    this.#snapshotChunks = chunks;
+    this.#snapshotChunks = staged.chunks;
+    this.#snapshotGeneration = staged.generation;
+    // Earlier generations, and chunks past the end of this one that a crash left from a
+    // snapshot staged under the same generation number.
+    this.#clearKeys('snapshot chunks of earlier generations', {
+      gte: snapshotGenerationKeyPrefix,
+      lt: snapshotChunkKey(staged.generation, 0),
+    });
+    this.#clearKeys('snapshot chunks left by an interrupted write', {
+      gte: snapshotChunkKey(staged.generation, staged.chunks),
+      lt: snapshotChunkKey(staged.generation + 1, 0),
+    });
   }
 
   /** Encodes every record into one allocation; the batch's values are views into it. */
@@ -487,35 +555,54 @@ export class LevelLogStore implements LogStore {
     }
   }
 
-  /** Adds the puts for a snapshot's meta, header and chunks, and deletes of chunks it no longer
-   *  uses. The chunks are views of snapshot.data: the caller must not change it until the write
-   *  resolves. Returns the new chunk count. */
-  #pushSnapshotWrites(ops: BatchOp[], snapshot: Snapshot): number {
+  /**
+   * Adds the puts for a snapshot's meta and header to `ops`, and returns the chunk writes that
+   * must land before that batch. The chunks go under a new generation, each by its own put:
+   * LevelDB copies a put's value on its own thread, where a batch copies every value on the
+   * event loop (a 12 MB snapshot in a batch held it for 40 to 120 ms). Until the batch names
+   * the new generation, load() reads the old one, so a crash in between loses nothing. Legacy
+   * (generation 0) chunks are deleted in the batch. The chunks are views of snapshot.data: the
+   * caller must not change it until the write resolves.
+   */
+  #pushSnapshotWrites(ops: BatchOp[], snapshot: Snapshot): StagedSnapshot {
     const { meta, data } = snapshot;
+    const generation = this.#snapshotGeneration + 1;
+    if (generation > 0xffffffff) throw new RangeError('snapshot generations are exhausted');
     const chunks = Math.ceil(data.byteLength / snapshotChunkBytesMax);
-    for (let c = 0; c < chunks; c++) {
-      const start = c * snapshotChunkBytesMax;
-      const end = Math.min(start + snapshotChunkBytesMax, data.byteLength);
-      ops.push({ type: 'put', key: snapshotChunkKey(c), value: data.subarray(start, end) });
+    if (this.#snapshotGeneration === 0) {
+      for (let c = 0; c < this.#snapshotChunks; c++) ops.push({ type: 'del', key: snapshotChunkKey(0, c) });
     }
-    for (let c = chunks; c < this.#snapshotChunks; c++) ops.push({ type: 'del', key: snapshotChunkKey(c) });
     const header = {
       index: meta.index,
       term: meta.term,
       bytes: data.byteLength,
       chunks,
       crc32c: crc32c(data),
+      generation,
     };
     ops.push({ type: 'put', key: snapshotDataKey, value: encodeSnapshotDataHeader(header) });
     ops.push({ type: 'put', key: snapshotMetaKey, value: encodeSnapshotMeta(meta) });
-    return chunks;
+    const write = async (): Promise<void> => {
+      // A background delete of an earlier generation's range must not meet these puts.
+      await this.#clearing;
+      const puts: Promise<void>[] = [];
+      for (let c = 0; c < chunks; c++) {
+        const start = c * snapshotChunkBytesMax;
+        const end = Math.min(start + snapshotChunkBytesMax, data.byteLength);
+        puts.push(this.#db.put(snapshotChunkKey(generation, c), data.subarray(start, end), { sync: true }));
+      }
+      await Promise.all(puts);
+    };
+    return { generation, chunks, write };
   }
 
-  async #loadSnapshotData(meta: SnapshotMeta): Promise<{ data: Uint8Array | null; chunks: number }> {
-    const what = 'snapshot data (keys s/data*)';
+  async #loadSnapshotData(
+    meta: SnapshotMeta,
+  ): Promise<{ data: Uint8Array | null; chunks: number; generation: number }> {
+    const what = 'snapshot data (keys s/*)';
     const headerRecord = await this.#db.get(snapshotDataKey);
     if (headerRecord === undefined) {
-      if (meta.index === 0) return { data: null, chunks: 0 };
+      if (meta.index === 0) return { data: null, chunks: 0, generation: 0 };
       throw this.#corruption(what, meta.index, {
         check: 'size',
         message: 'the snapshot data header is missing',
@@ -531,7 +618,7 @@ export class LevelLogStore implements LogStore {
       });
     }
     const keys: Buffer[] = [];
-    for (let c = 0; c < header.chunks; c++) keys.push(snapshotChunkKey(c));
+    for (let c = 0; c < header.chunks; c++) keys.push(snapshotChunkKey(header.generation, c));
     const parts = await this.#db.getMany(keys);
     const missing = parts.findIndex((p) => p === undefined);
     if (missing >= 0) {
@@ -551,7 +638,7 @@ export class LevelLogStore implements LogStore {
     if (crc32c(data) !== header.crc32c) {
       throw this.#corruption(what, meta.index, { check: 'checksum', message: 'checksum mismatch' });
     }
-    return { data, chunks: header.chunks };
+    return { data, chunks: header.chunks, generation: header.generation };
   }
 
   /** The index of the first stored entry key, or null when there is none. */

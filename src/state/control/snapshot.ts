@@ -65,7 +65,7 @@ const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The canonical bytes of an image whose collections are already sorted by key. */
 export function writeSnapshot(image: SnapshotImage): Uint8Array {
-  return runAtOnce(snapshotSlices(image));
+  return concatBytes(runAtOnce(snapshotSlices(image)));
 }
 
 /** Records per slice: the largest, a workflow with its kept events, is a few KB of JSON. */
@@ -74,9 +74,11 @@ const recordsPerSlice = 64;
 /**
  * writeSnapshot in slices: the same bytes as JSON.stringify(readImage(image)) (the restore
  * check for canonical form holds it to that), built a record at a time with a pause every
- * `recordsPerSlice` records. Every record goes through its reader, as readImage would.
+ * `recordsPerSlice` records. Every record goes through its reader, as readImage would. The
+ * bytes come in pieces, in order: the caller copies them where they go, a slice at a time,
+ * rather than joining megabytes in one go.
  */
-export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array> {
+export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   const budget = new SliceBudget(recordsPerSlice);
   const chunks: Uint8Array[] = [];
   const appliedIndex = count(image.appliedIndex, 'appliedIndex');
@@ -102,7 +104,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array> {
   yield* list('tokens', image.tokens, readOperatorToken, operatorTokensMax);
   if (image.leases !== undefined) yield* list('leases', image.leases, readLease, leasesMax);
   chunks.push(encoder.encode(`${text}}`));
-  return concatBytes(chunks);
+  return chunks;
 }
 
 function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
