@@ -533,10 +533,10 @@ void describe('LevelLogStore', () => {
       await store.close();
       // Rewrite it as versions before snapshot generations stored it.
       await withRawDb(store.location, async (db) => {
-        const header = decodeSnapshotDataHeader((await db.get(Buffer.from('s/data'))));
+        const header = decodeSnapshotDataHeader(await db.get(Buffer.from('s/data')));
         assert.ok(header.ok);
         await db.put(Buffer.from('s/data'), encodeSnapshotDataHeader({ ...header.value, generation: 0 }));
-        await db.put(snapshotChunkKey(0, 0), (await db.get(snapshotChunkKey(1, 0))));
+        await db.put(snapshotChunkKey(0, 0), await db.get(snapshotChunkKey(1, 0)));
         await db.del(snapshotChunkKey(1, 0));
       });
       const [store2, loaded] = await reopen(dir, track);
