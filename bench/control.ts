@@ -1,4 +1,4 @@
-// `npm run bench -- control [--workers N] [--active K] [--actions A] [--waves W] [--keep]`
+// `npm run bench -- control [--workers N] [--active K] [--actions A] [--waves W] [--hold-ms H] [--keep]`
 // The control plane under many connected workers: a 3-node slipway cluster (real processes),
 // N simulated agents on real gRPC worker streams (one stream each, as the agent opens), one
 // workflow of A actions per worker. Each agent answers an action at once with a success, so the
@@ -11,8 +11,12 @@
 //    steady phase (K workflows running, the other agents connected and idle; W waves of K
 //    workflows one after another on the same K machines, so the p99 rests on about
 //    W x K x (A - 1) samples, not on the second-slowest of one wave) and in a burst (a workflow
-//    for every other machine created at once). An action that arrives before its result's
-//    acknowledgment is counted apart (actions_before_ack), not as a from-ack sample;
+//    for every other machine created at once), where the agents answer at once, so the cluster
+//    runs at its limit and the figures are mostly queueing; and in a paced phase (a workflow
+//    for every machine, each agent holding each action for 0.5 to 1.5 x H ms before it
+//    answers, as real actions take time: every machine provisioning, below saturation; it
+//    prints the dispatches per second that this offered). An action that arrives before its
+//    result's acknowledgment is counted apart (actions_before_ack), not as a from-ack sample;
 //  - workflows completed per second in the burst;
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
@@ -36,6 +40,8 @@ interface Options {
   readonly active: number;
   /** Steady-phase waves: each creates `active` workflows once the previous wave completed. */
   readonly waves: number;
+  /** Paced phase: the mean time an agent holds an action (0: no paced phase). */
+  readonly holdMs: number;
   readonly keep: boolean;
 }
 
@@ -47,6 +53,7 @@ function parseOptions(argv: readonly string[]): Options {
       active: { type: 'string', default: '50' },
       actions: { type: 'string', default: '5' },
       waves: { type: 'string', default: '5' },
+      'hold-ms': { type: 'string', default: '2000' },
       keep: { type: 'boolean', default: false },
     },
     strict: true,
@@ -61,6 +68,7 @@ function parseOptions(argv: readonly string[]): Options {
     actions: int(values.actions, 'actions', 1, 50),
     active: int(values.active, 'active', 1, 5000),
     waves: int(values.waves, 'waves', 1, 100),
+    holdMs: int(values['hold-ms'], 'hold-ms', 0, 60_000),
     keep: values.keep,
   };
 }
@@ -136,8 +144,18 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       committedAt: number | null;
       /** An action that arrived before the acknowledgment of the result that started it. */
       arrivedBeforeAck: { readonly result: string; readonly atMs: number } | null;
+      /** How long this agent holds an action before answering (mean; 0: at once). */
+      holdMs: number;
       done: boolean;
     }
+    // Seeded (mulberry32), so a run's hold times are the same every time.
+    let seed = 0x5eed;
+    const random = (): number => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
     const keyOf = (a: AttemptRef | undefined): string => (a === undefined ? '' : attemptKey(a));
     const samples = {
       sinceAck: [] as number[],
@@ -147,6 +165,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       ackAt: [] as number[],
       node: [] as number[],
       actionBeforeAck: 0,
+      actions: 0,
     };
     let completed = 0;
     let lastDone = 0;
@@ -158,6 +177,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       ackAt: null,
       committedAt: null,
       arrivedBeforeAck: null,
+      holdMs: 0,
       done: false,
     }));
     const connect = (i: number): void => {
@@ -194,6 +214,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         }
         if (k.$case !== 'action') return;
         const now = performance.now();
+        samples.actions++;
         if (sim.sentAt > 0) {
           samples.sinceSend.push(now - sim.sentAt);
           // The leader stamped its clock into the entry that started this attempt when it
@@ -216,22 +237,31 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
           }
         }
         const attempt = k.value.attempt;
-        sim.sentAt = performance.now();
-        sim.sentAttempt = keyOf(attempt);
+        // Nothing is in flight while the agent holds the action: an ack arriving meanwhile is
+        // the late one of the previous result (arrivedBeforeAck).
+        sim.sentAt = 0;
+        sim.sentAttempt = '';
         sim.ackAt = null;
         sim.committedAt = null;
-        s.write({
-          kind: {
-            $case: 'result',
-            value: { attempt, success: true, exitStatus: 0, message: '', outputTail: '' },
-          },
-        });
-        if (attempt !== undefined && attempt.actionIndex === opts.actions - 1) {
-          completed++;
-          lastDone = performance.now();
-          sim.done = true;
-          sim.sentAt = 0;
-        }
+        const answer = (): void => {
+          if (sim.stream !== s) return;
+          sim.sentAt = performance.now();
+          sim.sentAttempt = keyOf(attempt);
+          s.write({
+            kind: {
+              $case: 'result',
+              value: { attempt, success: true, exitStatus: 0, message: '', outputTail: '' },
+            },
+          });
+          if (attempt !== undefined && attempt.actionIndex === opts.actions - 1) {
+            completed++;
+            lastDone = performance.now();
+            sim.done = true;
+            sim.sentAt = 0;
+          }
+        };
+        if (sim.holdMs > 0) setTimeout(answer, sim.holdMs * (0.5 + random()));
+        else answer();
       });
       s.on('error', () => undefined);
       s.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'bench' } } });
@@ -273,7 +303,12 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         }
         return count;
       });
-    const latency = async (phase: string, active: number, waves = 1): Promise<void> => {
+    const latency = async (
+      phase: string,
+      active: number,
+      waves = 1,
+      extra: Record<string, unknown> = {},
+    ): Promise<void> => {
       const a = [...samples.sinceAck].sort((x, y) => x - y);
       const r = [...samples.sinceSend].sort((x, y) => x - y);
       const st = [...samples.sinceStamp].sort((x, y) => x - y);
@@ -310,6 +345,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         from_leader_proposal_p50: round(percentile(st, 0.5)),
         from_leader_proposal_p99: round(percentile(st, 0.99)),
         target_p99_ms: 50,
+        ...extra,
         slowest_from_ack: slowest,
         leader: leader < 0 ? 'none agreed' : `n${String(leader + 1)}`,
         server_event_loop_delay_max_ms: servers.map((e) => e.max_ms),
@@ -323,6 +359,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       samples.ackAt.length = 0;
       samples.node.length = 0;
       samples.actionBeforeAck = 0;
+      samples.actions = 0;
     };
 
     process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
@@ -379,6 +416,24 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         seconds: round(wall),
         create_seconds: round((created - t0) / 1000),
         value: round(burstIds.length / wall),
+      });
+    }
+
+    // Paced: every machine gets a workflow while its agent holds each action for a while.
+    if (opts.holdMs > 0) {
+      process.stderr.write(
+        `control: paced phase, ${String(ids.length)} workflows, actions held ${String(opts.holdMs)} ms on average\n`,
+      );
+      for (const sim of sims) sim.holdMs = opts.holdMs;
+      await startPhase();
+      const t0 = performance.now();
+      const before = completed;
+      await create(ids);
+      await waitCompleted(before + ids.length, 'paced phase');
+      const actions = samples.actions;
+      await latency('paced', ids.length, 1, {
+        hold_ms: opts.holdMs,
+        dispatches_per_second: round(actions / ((lastDone - t0) / 1000)),
       });
     }
     control.close();
