@@ -6,10 +6,22 @@
 import type { Logger } from 'pino';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlState } from '../state/control/control-state.js';
+import type { Workflow } from '../state/control/model.js';
 import { nextDeadline } from '../workflow/rules.js';
 import type { Proposer } from './proposer.js';
 
 export const deadlineScanMs = 100;
+
+// Workflow records are immutable (every change makes a new one), so a record's deadline is
+// worked out once, not on each of the ten scans a second over every active workflow.
+const deadlines = new WeakMap<Workflow, number | undefined>();
+
+function deadlineOf(wf: Workflow): number | undefined {
+  if (deadlines.has(wf)) return deadlines.get(wf);
+  const due = nextDeadline(wf);
+  deadlines.set(wf, due);
+  return due;
+}
 
 export class DeadlineScanner {
   readonly #node: RaftNode;
@@ -42,12 +54,16 @@ export class DeadlineScanner {
   /** Proposes the expiry of every workflow whose deadline is at or before `nowMs`. */
   scan(nowMs: number): void {
     if (this.#node.softState().role !== 'leader') return;
-    for (const id of this.#control.activeWorkflowIds()) {
+    // Collected first: proposing may change the set (a local apply) while it is walked.
+    const due: { id: string; deadlineMs: number }[] = [];
+    for (const id of this.#control.activeWorkflowIdsUnordered()) {
       if (this.#inFlight.has(id)) continue;
       const wf = this.#control.workflow(id);
       if (wf === undefined) continue;
-      const due = nextDeadline(wf);
-      if (due === undefined || due > nowMs) continue;
+      const deadlineMs = deadlineOf(wf);
+      if (deadlineMs !== undefined && deadlineMs <= nowMs) due.push({ id, deadlineMs });
+    }
+    for (const { id, deadlineMs } of due) {
       this.#inFlight.add(id);
       this.#proposer
         .proposeControl({ type: 'deadline.expire', workflowId: id })
@@ -55,7 +71,7 @@ export class DeadlineScanner {
           (res) => {
             if (res.type !== 'error') {
               this.expired++;
-              this.#logger.info({ workflowId: id, deadlineMs: due }, 'deadline passed');
+              this.#logger.info({ workflowId: id, deadlineMs }, 'deadline passed');
             }
           },
           (err: unknown) => {

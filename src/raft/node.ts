@@ -511,9 +511,23 @@ export class RaftNode {
     this.encodingSnapshot = true;
     capture.encode(nextTurnOfEventLoop).then(
       (data) => {
-        this.encodingSnapshot = false;
-        this.encodedSnapshot = { meta, data };
-        this.kick();
+        // Its bytes are written beside the log's appends; only naming them waits in line.
+        const staged = this.opts.store.stageSnapshot?.({ meta, data }) ?? Promise.resolve();
+        staged.then(
+          () => {
+            this.encodingSnapshot = false;
+            this.encodedSnapshot = { meta, data };
+            this.kick();
+          },
+          (err: unknown) => {
+            this.encodingSnapshot = false;
+            if (this.stopped) return;
+            this.failFatally(
+              err,
+              `writing the snapshot at index ${meta.index} failed; the node stops serving`,
+            );
+          },
+        );
       },
       (err: unknown) => {
         // A programmer error (the state cannot encode itself): trying again would fail again.

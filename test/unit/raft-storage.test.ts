@@ -525,6 +525,43 @@ void describe('LevelLogStore', () => {
       assert.deepEqual(after.snapshot, snapshotMeta(3, 1));
     }));
 
+  void test('a staged snapshot is named by saveLocalSnapshot; staged chunks never serve other data', () =>
+    withDir(async (dir, track) => {
+      const storedGeneration = async (location: string): Promise<number> => {
+        let generation = -1;
+        await withRawDb(location, async (db) => {
+          const header = decodeSnapshotDataHeader(await db.get(Buffer.from('s/data')));
+          assert.ok(header.ok);
+          generation = header.value.generation;
+        });
+        return generation;
+      };
+      const big = Buffer.alloc(snapshotChunkBytesMax + 10, 7);
+      const [store] = await reopen(dir, track);
+      await store.save({ hardState: null, entries: entries(1, 6, 1), snapshot: null });
+      const first = { meta: snapshotMeta(2, 1), data: big };
+      await store.stageSnapshot(first);
+      // Written beside the log while the next appends go on; nothing names them yet.
+      await store.save({ hardState: null, entries: entries(7, 7, 1), snapshot: null });
+      await store.saveLocalSnapshot(first, 2);
+      await store.close();
+      // Named as staged (generation 1), not written again under generation 2.
+      assert.equal(await storedGeneration(store.location), 1);
+      assert.equal(await countKeys(store.location, 's/gen/'), 2);
+
+      const [store2, loaded] = await reopen(dir, track);
+      assert.ok(loaded.snapshotData !== null && big.equals(loaded.snapshotData));
+      // Staged for one snapshot, then asked to store another: the other is written whole.
+      await store2.stageSnapshot({ meta: snapshotMeta(3, 1), data: Buffer.from('staged, unused') });
+      await store2.saveLocalSnapshot({ meta: snapshotMeta(4, 1), data: Buffer.from('stored') }, 4);
+      await store2.close();
+      assert.equal(await storedGeneration(store2.location), 3);
+      assert.equal(await countKeys(store2.location, 's/gen/'), 1);
+      const [, after] = await reopen(dir, track);
+      assert.deepEqual(after.snapshot, snapshotMeta(4, 1));
+      assert.equal(Buffer.from(after.snapshotData ?? []).toString(), 'stored');
+    }));
+
   void test('a snapshot stored in the first layout (chunks under s/data/) loads and is replaced', () =>
     withDir(async (dir, track) => {
       const [store] = await reopen(dir, track);

@@ -22,7 +22,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Level } from 'level';
 import type { Entry, HardState, SnapshotMeta } from '../core/types.js';
-import { crc32c } from './crc32c.js';
+import { crc32c, crc32cUpdate } from './crc32c.js';
 import {
   assertStorableEntry,
   assertStorableHardState,
@@ -48,8 +48,11 @@ import {
 } from './log-store.js';
 import { TermRuns } from './term-runs.js';
 
-/** Snapshot bytes are split into values of at most this size; LevelDB handles huge values poorly. */
-export const snapshotChunkBytesMax = 4 << 20;
+/**
+ * Snapshot bytes are split into values of at most this size: LevelDB handles huge values
+ * poorly, and each chunk's put copies it on the event loop (a megabyte: a few ms).
+ */
+export const snapshotChunkBytesMax = 1 << 20;
 
 const entryKeyBytes = 10;
 const entryKeyPrefix = Buffer.from('l/');
@@ -114,13 +117,16 @@ function snapshotChunkKey(generation: number, chunk: number): Buffer {
   return key;
 }
 
-/** A snapshot's chunks written ahead of the batch that makes them the stored snapshot. */
+/** A snapshot's chunks, under a generation that no stored header names yet. */
 interface StagedSnapshot {
+  readonly data: Uint8Array;
   readonly generation: number;
   readonly chunks: number;
-  /** Writes the chunks (synced); the header in the batch names them only once they are in. */
-  readonly write: () => Promise<void>;
+  readonly crc32c: number;
 }
+
+/** Writes (or finds staged) a snapshot's chunks; gives them and the header that names them. */
+type SnapshotStage = () => Promise<{ readonly staged: StagedSnapshot; readonly header: Buffer }>;
 
 function isCount(n: number): boolean {
   return Number.isSafeInteger(n) && n >= 0;
@@ -151,6 +157,11 @@ export class LevelLogStore implements LogStore {
   #snapshotTerm = 0;
   #snapshotChunks = 0;
   #snapshotGeneration = 0;
+  /** The highest generation handed out for staging; each staging gets its own. */
+  #claimedGeneration = 0;
+  /** Chunks stageSnapshot wrote for the next saveLocalSnapshot. */
+  #staged: StagedSnapshot | null = null;
+  #staging: Promise<unknown> = Promise.resolve();
   /** No entry key below this index is stored: where prefix deletes start. */
   #keysFirst = 1;
   /** The log's last index: the last stored entry, or the snapshot index when none follow it. */
@@ -191,6 +202,7 @@ export class LevelLogStore implements LogStore {
 
   async close(): Promise<void> {
     this.#closed = true;
+    await this.#staging.catch(() => undefined);
     await this.#clearing;
     await this.#db.close();
   }
@@ -338,7 +350,7 @@ export class LevelLogStore implements LogStore {
     if (hardState !== null) this.#checkHardState(hardState, newLast);
 
     const ops: BatchOp[] = [];
-    let staged: StagedSnapshot | null = null;
+    let staged: SnapshotStage | null = null;
     if (snapshot !== null) {
       // Raft §5 / §7: keep the entries after the snapshot only if the log has its (index, term).
       // Those at or below it go after the write (#clearEntries); those after it, with it.
@@ -364,10 +376,10 @@ export class LevelLogStore implements LogStore {
       hardState !== null &&
       hardState.term === this.#hardState.term &&
       hardState.vote === this.#hardState.vote;
-    await this.#write(ops, !commitOnly, staged);
+    const written = await this.#write(ops, !commitOnly, staged);
 
-    if (snapshot !== null && staged !== null) {
-      this.#setSnapshot(snapshot.meta, staged);
+    if (snapshot !== null && written !== null) {
+      this.#setSnapshot(snapshot.meta, written);
       this.#clearEntries(this.#keysFirst, snapIndex);
       if (keepSuffix) {
         this.#terms.dropThrough(snapIndex);
@@ -408,9 +420,10 @@ export class LevelLogStore implements LogStore {
 
     const ops: BatchOp[] = [];
     const staged = this.#pushSnapshotWrites(ops, snapshot);
-    await this.#write(ops, true, staged);
+    const written = await this.#write(ops, true, staged);
+    if (written === null) throw new Error('invariant: a snapshot write staged nothing');
 
-    this.#setSnapshot(meta, staged);
+    this.#setSnapshot(meta, written);
     this.#terms.dropThrough(compactTo);
     this.#clearEntries(this.#keysFirst, compactTo);
     this.#keysFirst = Math.max(this.#keysFirst, compactTo + 1);
@@ -451,10 +464,23 @@ export class LevelLogStore implements LogStore {
     }
   }
 
-  async #write(ops: BatchOp[], sync: boolean, staged: StagedSnapshot | null = null): Promise<void> {
+  /**
+   * Writes `ops` as one batch. `stage` first writes a snapshot's chunks and gives what the
+   * header must say of them; the header goes into the batch.
+   */
+  async #write(
+    ops: BatchOp[],
+    sync: boolean,
+    stage: SnapshotStage | null = null,
+  ): Promise<StagedSnapshot | null> {
     this.#writing = true;
+    let staged: StagedSnapshot | null = null;
     try {
-      if (staged !== null) await staged.write();
+      if (stage !== null) {
+        const done = await stage();
+        staged = done.staged;
+        ops.push({ type: 'put', key: snapshotDataKey, value: done.header });
+      }
       // A chained batch copies each operation into the native batch as it is added; the array
       // form clones and re-validates every operation first, which costs twice the CPU per entry.
       const batch = this.#db.batch();
@@ -470,6 +496,7 @@ export class LevelLogStore implements LogStore {
       await batch.write({ sync });
       this.#writes++;
       if (sync) this.#syncedWrites++;
+      return staged;
     } finally {
       this.#writing = false;
     }
@@ -556,44 +583,82 @@ export class LevelLogStore implements LogStore {
   }
 
   /**
-   * Adds the puts for a snapshot's meta and header to `ops`, and returns the chunk writes that
-   * must land before that batch. The chunks go under a new generation, each by its own put:
-   * LevelDB copies a put's value on its own thread, where a batch copies every value on the
-   * event loop (a 12 MB snapshot in a batch held it for 40 to 120 ms). Until the batch names
-   * the new generation, load() reads the old one, so a crash in between loses nothing. Legacy
+   * Writes a snapshot's chunks ahead of saveLocalSnapshot, alongside other writes: the chunks
+   * go under a generation of their own that no header names yet, so nothing reads them, and
+   * saveLocalSnapshot of the same data then writes only the header and meta. Without it, the
+   * chunks are written inside saveLocalSnapshot, holding up the appends queued behind it.
+   */
+  async stageSnapshot(snapshot: Snapshot): Promise<void> {
+    if (this.#closed) throw new Error(`raft log store at ${this.location} is closed`);
+    if (!this.#loaded) throw new Error(`raft log store at ${this.location}: call load() before writing`);
+    // Checked against the stored snapshot by saveLocalSnapshot: a leader's snapshot may be
+    // installed meanwhile, and then this one is simply never named.
+    if (!(snapshot.data instanceof Uint8Array)) throw new TypeError('snapshot data must be a Uint8Array');
+    const generation = this.#claimGeneration();
+    const staging = this.#writeChunks(snapshot.data, generation);
+    this.#staging = staging;
+    this.#staged = await staging;
+  }
+
+  /**
+   * Adds the meta's put to `ops` and returns the step that gives the chunks (staged already by
+   * stageSnapshot, or written now) for the header. Each snapshot gets a new generation, so until
+   * the batch names it load() reads the old one, and a crash in between loses nothing. Legacy
    * (generation 0) chunks are deleted in the batch. The chunks are views of snapshot.data: the
    * caller must not change it until the write resolves.
    */
-  #pushSnapshotWrites(ops: BatchOp[], snapshot: Snapshot): StagedSnapshot {
+  #pushSnapshotWrites(ops: BatchOp[], snapshot: Snapshot): SnapshotStage {
     const { meta, data } = snapshot;
-    const generation = this.#snapshotGeneration + 1;
-    if (generation > 0xffffffff) throw new RangeError('snapshot generations are exhausted');
-    const chunks = Math.ceil(data.byteLength / snapshotChunkBytesMax);
     if (this.#snapshotGeneration === 0) {
       for (let c = 0; c < this.#snapshotChunks; c++) ops.push({ type: 'del', key: snapshotChunkKey(0, c) });
     }
-    const header = {
-      index: meta.index,
-      term: meta.term,
-      bytes: data.byteLength,
-      chunks,
-      crc32c: crc32c(data),
-      generation,
-    };
-    ops.push({ type: 'put', key: snapshotDataKey, value: encodeSnapshotDataHeader(header) });
     ops.push({ type: 'put', key: snapshotMetaKey, value: encodeSnapshotMeta(meta) });
-    const write = async (): Promise<void> => {
-      // A background delete of an earlier generation's range must not meet these puts.
-      await this.#clearing;
-      const puts: Promise<void>[] = [];
-      for (let c = 0; c < chunks; c++) {
-        const start = c * snapshotChunkBytesMax;
-        const end = Math.min(start + snapshotChunkBytesMax, data.byteLength);
-        puts.push(this.#db.put(snapshotChunkKey(generation, c), data.subarray(start, end), { sync: true }));
-      }
-      await Promise.all(puts);
-    };
-    return { generation, chunks, write };
+    const header = (staged: StagedSnapshot): { staged: StagedSnapshot; header: Buffer } => ({
+      staged,
+      header: encodeSnapshotDataHeader({
+        index: meta.index,
+        term: meta.term,
+        bytes: data.byteLength,
+        chunks: staged.chunks,
+        crc32c: staged.crc32c,
+        generation: staged.generation,
+      }),
+    });
+    const staged = this.#staged;
+    this.#staged = null;
+    // Staged chunks serve only the data they were written for, and only while no later
+    // generation has been stored (its background delete takes every generation below it).
+    if (staged !== null && staged.data === data && staged.generation > this.#snapshotGeneration) {
+      return () => Promise.resolve(header(staged));
+    }
+    const generation = this.#claimGeneration();
+    return async () => header(await this.#writeChunks(data, generation));
+  }
+
+  #claimGeneration(): number {
+    const generation = Math.max(this.#claimedGeneration, this.#snapshotGeneration) + 1;
+    if (generation > 0xffffffff) throw new RangeError('snapshot generations are exhausted');
+    this.#claimedGeneration = generation;
+    return generation;
+  }
+
+  /**
+   * Writes `data` in chunks under `generation`, each by its own synced put, one after another
+   * so that each copy into LevelDB is its own short turn of the event loop (a batch of a 12 MB
+   * snapshot held it for 40 to 120 ms), with the checksum taken a chunk at a time.
+   */
+  async #writeChunks(data: Uint8Array, generation: number): Promise<StagedSnapshot> {
+    // A background delete of an earlier generation's range must not meet these puts.
+    await this.#clearing;
+    const chunks = Math.ceil(data.byteLength / snapshotChunkBytesMax);
+    let crc = 0;
+    for (let c = 0; c < chunks; c++) {
+      const start = c * snapshotChunkBytesMax;
+      const end = Math.min(start + snapshotChunkBytesMax, data.byteLength);
+      crc = crc32cUpdate(crc, data, start, end);
+      await this.#db.put(snapshotChunkKey(generation, c), data.subarray(start, end), { sync: true });
+    }
+    return { data, generation, chunks, crc32c: crc };
   }
 
   async #loadSnapshotData(

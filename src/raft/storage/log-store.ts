@@ -41,6 +41,12 @@ export interface LogStore {
    * index <= compactTo (compactTo <= meta.index; trailing entries are kept for slow followers).
    */
   saveLocalSnapshot(snapshot: Snapshot, compactTo: number): Promise<void>;
+  /**
+   * Optional: writes a local snapshot's bytes ahead of saveLocalSnapshot, while save() calls go
+   * on (one staging at a time); saveLocalSnapshot of the same snapshot then only names them, so
+   * the appends queued behind it do not wait for megabytes to be written.
+   */
+  stageSnapshot?(snapshot: Snapshot): Promise<void>;
   close(): Promise<void>;
 }
 

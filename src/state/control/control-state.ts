@@ -200,6 +200,11 @@ export class ControlState {
     return [...this.#active].sort();
   }
 
+  /** The ids of the workflows not yet finished, in no particular order (no copy, no sort). */
+  activeWorkflowIdsUnordered(): ReadonlySet<string> {
+    return this.#active;
+  }
+
   /**
    * Up to `limit` of the workflow's events with seq >= fromSeq, oldest first. Only the newest
    * workflowEventsMax (10,000) events of each workflow are kept; a workflow's events go with it.
