@@ -1,6 +1,8 @@
-// `npm run bench -- control [--workers N] [--active K] [--actions A] [--waves W] [--hold-ms H] [--keep]`
+// `npm run bench -- control [--workers N] [--active K] [--actions A] [--waves W] [--hold-ms H]
+//  [--agent-processes P] [--phases steady,burst,paced] [--keep]`
 // The control plane under many connected workers: a 3-node slipway cluster (real processes),
-// N simulated agents on real gRPC worker streams (one stream each, as the agent opens), one
+// N simulated agents on real gRPC worker streams (one stream each, as the agent opens), spread
+// over P processes (bench/control-agents.ts) as real agents are not all in one, one
 // workflow of A actions per worker. Each agent answers an action at once with a success, so the
 // figures measure the cluster, not the actions. Prints one JSON object per line:
 //  - dispatch latency: from the commit of a result (the leader's apply of the entry that
@@ -21,17 +23,12 @@
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
 import { readFileSync } from 'node:fs';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
-import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { ControlClient } from '../src/gen/control.js';
-import type { ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
-import { WorkerClient } from '../src/gen/worker.js';
-import type { AttemptRef } from '../src/gen/worker.js';
-import { attemptKey } from '../src/api/worker-service.js';
 import { SlipwayCluster } from './clusters.js';
-import { percentile, round, rssMb, sleep } from './stats.js';
+import { AgentProcesses } from './control-agents.js';
+import { machineCpu, percentile, round, rssMb, sleep } from './stats.js';
 
 interface Options {
   readonly workers: number;
@@ -42,6 +39,10 @@ interface Options {
   readonly waves: number;
   /** Paced phase: the mean time an agent holds an action (0: no paced phase). */
   readonly holdMs: number;
+  /** Processes the simulated agents are spread over. */
+  readonly agentProcesses: number;
+  /** Which phases run: steady, burst, paced. */
+  readonly phases: ReadonlySet<string>;
   readonly keep: boolean;
 }
 
@@ -54,6 +55,8 @@ function parseOptions(argv: readonly string[]): Options {
       actions: { type: 'string', default: '5' },
       waves: { type: 'string', default: '5' },
       'hold-ms': { type: 'string', default: '2000' },
+      'agent-processes': { type: 'string', default: '4' },
+      phases: { type: 'string', default: 'steady,burst,paced' },
       keep: { type: 'boolean', default: false },
     },
     strict: true,
@@ -69,8 +72,21 @@ function parseOptions(argv: readonly string[]): Options {
     active: int(values.active, 'active', 1, 5000),
     waves: int(values.waves, 'waves', 1, 100),
     holdMs: int(values['hold-ms'], 'hold-ms', 0, 60_000),
+    agentProcesses: int(values['agent-processes'], 'agent-processes', 1, 64),
+    phases: phasesOf(values.phases),
     keep: values.keep,
   };
+}
+
+const knownPhases = ['steady', 'burst', 'paced'];
+
+function phasesOf(list: string): ReadonlySet<string> {
+  const phases = new Set(list.split(',').filter((p) => p !== ''));
+  for (const p of phases) {
+    if (!knownPhases.includes(p)) throw new Error(`--phases: unknown phase ${p} (${knownPhases.join(', ')})`);
+  }
+  if (phases.size === 0) throw new Error(`--phases needs at least one of ${knownPhases.join(', ')}`);
+  return phases;
 }
 
 function call<Req, Res>(
@@ -104,8 +120,7 @@ function out(o: Record<string, unknown>): void {
 export async function runControlBench(argv: readonly string[]): Promise<void> {
   const opts = parseOptions(argv);
   const cluster = await SlipwayCluster.create();
-  const streams: ClientDuplexStream<ConnectRequest, ConnectResponse>[] = [];
-  const clients: WorkerClient[] = [];
+  let stopAgents = (): Promise<void> => Promise.resolve();
   try {
     await cluster.start();
     await cluster.waitHealthy(30_000);
@@ -131,148 +146,16 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     });
     const rssBefore = cluster.livePids().map((p) => rssMb(p) ?? 0);
 
-    // Simulated agents: each answers an action at once with a success and records how long the
-    // next action took to arrive after its previous result was sent and acknowledged.
-    interface Sim {
-      readonly key: string;
-      stream: ClientDuplexStream<ConnectRequest, ConnectResponse> | undefined;
-      sentAt: number;
-      /** The attempt whose result was sent last; only its acknowledgment starts a sample. */
-      sentAttempt: string;
-      ackAt: number | null;
-      /** When the leader applied the entry that recorded `sentAttempt` and started the next. */
-      committedAt: number | null;
-      /** An action that arrived before the acknowledgment of the result that started it. */
-      arrivedBeforeAck: { readonly result: string; readonly atMs: number } | null;
-      /** How long this agent holds an action before answering (mean; 0: at once). */
-      holdMs: number;
-      done: boolean;
-    }
-    // Seeded (mulberry32), so a run's hold times are the same every time.
-    let seed = 0x5eed;
-    const random = (): number => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-    const keyOf = (a: AttemptRef | undefined): string => (a === undefined ? '' : attemptKey(a));
-    const samples = {
-      sinceAck: [] as number[],
-      sinceStamp: [] as number[],
-      sinceSend: [] as number[],
-      sinceCommit: [] as number[],
-      ackAt: [] as number[],
-      node: [] as number[],
-      actionBeforeAck: 0,
-      actions: 0,
-    };
-    let completed = 0;
-    let lastDone = 0;
-    const sims: Sim[] = ids.map((i) => ({
-      key: `bench-${String(i)}`,
-      stream: undefined,
-      sentAt: 0,
-      sentAttempt: '',
-      ackAt: null,
-      committedAt: null,
-      arrivedBeforeAck: null,
-      holdMs: 0,
-      done: false,
-    }));
-    const connect = (i: number): void => {
-      const sim = sims[i];
-      if (sim === undefined) return;
-      const client =
-        clients[i] ?? new WorkerClient(endpoints[i % endpoints.length] ?? '', credentials.createInsecure());
-      clients[i] = client;
-      const md = new Metadata();
-      md.set('x-worker-id', sim.key);
-      const s = client.connect(md);
-      sim.stream = s;
-      sim.sentAt = 0;
-      sim.ackAt = null;
-      sim.committedAt = null;
-      sim.arrivedBeforeAck = null;
-      s.on('data', (msg: ConnectResponse) => {
-        const k = msg.kind;
-        if (k === undefined) return;
-        if (k.$case === 'ack') {
-          // A node may push the next action before the acknowledgment of the result that
-          // started it (it applied the entry first); the late ack is then for an older result.
-          const acked = keyOf(k.value.attempt);
-          // The leader's clock, as this process's: the nodes run on this machine.
-          const committedAt = k.value.committedAtMs > 0 ? k.value.committedAtMs : null;
-          if (sim.sentAt > 0 && acked === sim.sentAttempt) {
-            sim.ackAt = performance.now();
-            sim.committedAt = committedAt;
-          } else if (sim.arrivedBeforeAck?.result === acked) {
-            if (committedAt !== null) samples.sinceCommit.push(sim.arrivedBeforeAck.atMs - committedAt);
-            sim.arrivedBeforeAck = null;
-          }
-          return;
-        }
-        if (k.$case !== 'action') return;
-        const now = performance.now();
-        samples.actions++;
-        if (sim.sentAt > 0) {
-          samples.sinceSend.push(now - sim.sentAt);
-          // The leader stamped its clock into the entry that started this attempt when it
-          // proposed it, and the deadline is that stamp plus the timeout: so this is proposal
-          // (before commit) to arrival, an upper bound on commit to arrival. One clock: the
-          // nodes run on this machine.
-          const stampedAt = k.value.deadlineMs - k.value.timeoutS * 1000;
-          samples.sinceStamp.push(performance.timeOrigin + now - stampedAt);
-          const arrivedAt = performance.timeOrigin + now;
-          if (sim.committedAt !== null) samples.sinceCommit.push(arrivedAt - sim.committedAt);
-          else if (sim.ackAt === null) sim.arrivedBeforeAck = { result: sim.sentAttempt, atMs: arrivedAt };
-          if (sim.ackAt !== null) {
-            samples.sinceAck.push(now - sim.ackAt);
-            samples.ackAt.push(sim.ackAt);
-            samples.node.push(i % endpoints.length);
-          } else {
-            // Received before its result's ack, so within the ack's own delay of the commit.
-            // Not a from-ack sample (that would flatter the figure): counted on its own.
-            samples.actionBeforeAck++;
-          }
-        }
-        const attempt = k.value.attempt;
-        // Nothing is in flight while the agent holds the action: an ack arriving meanwhile is
-        // the late one of the previous result (arrivedBeforeAck).
-        sim.sentAt = 0;
-        sim.sentAttempt = '';
-        sim.ackAt = null;
-        sim.committedAt = null;
-        const answer = (): void => {
-          if (sim.stream !== s) return;
-          sim.sentAt = performance.now();
-          sim.sentAttempt = keyOf(attempt);
-          s.write({
-            kind: {
-              $case: 'result',
-              value: { attempt, success: true, exitStatus: 0, message: '', outputTail: '' },
-            },
-          });
-          if (attempt !== undefined && attempt.actionIndex === opts.actions - 1) {
-            completed++;
-            lastDone = performance.now();
-            sim.done = true;
-            sim.sentAt = 0;
-          }
-        };
-        if (sim.holdMs > 0) setTimeout(answer, sim.holdMs * (0.5 + random()));
-        else answer();
-      });
-      s.on('error', () => undefined);
-      s.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'bench' } } });
-      streams.push(s);
-    };
+    // Simulated agents, in child processes (bench/control-agents.ts): each answers an action at
+    // once (or after holding it, in the paced phase) and measures how long the next action took.
+    const agents = new AgentProcesses(opts.agentProcesses);
+    stopAgents = () => agents.stop();
     const waitCompleted = async (n: number, what: string): Promise<void> => {
       const deadline = Date.now() + 600_000;
-      while (completed < n && Date.now() < deadline) await sleep(50);
-      if (completed < n)
+      while (agents.completed < n && Date.now() < deadline) await sleep(50);
+      if (agents.completed < n)
         throw new Error(
-          `${what}: only ${String(completed)} of ${String(n)} workflows completed in 10 minutes`,
+          `${what}: only ${String(agents.completed)} of ${String(n)} workflows completed in 10 minutes`,
         );
     };
     const create = (list: readonly number[]): Promise<void> =>
@@ -283,15 +166,15 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
           hardwareMap: {},
         });
       });
-    // Where a slow dispatch comes from: this process's own event loop (1,000 simulated agents
-    // share it), each server's (the probe), and the snapshots the servers took meanwhile.
-    const benchLoop = monitorEventLoopDelay({ resolution: 10 });
-    benchLoop.enable();
+    // Where a slow dispatch comes from: the agent processes' event loops, each server's (the
+    // probe), and the snapshots the servers took meanwhile.
     let phaseStartedAt = Date.now();
+    let phaseCpu0 = machineCpu().busy;
     const startPhase = async (): Promise<void> => {
       await cluster.eventLoopDelay();
-      benchLoop.reset();
+      await agents.collect();
       phaseStartedAt = Date.now();
+      phaseCpu0 = machineCpu().busy;
     };
     const snapshotsSince = (since: number): number[] =>
       cluster.members.map((m) => {
@@ -307,18 +190,21 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
       phase: string,
       active: number,
       waves = 1,
-      extra: Record<string, unknown> = {},
-    ): Promise<void> => {
+      extra: (actions: number) => Record<string, unknown> = () => ({}),
+    ): Promise<number> => {
+      // The machine's cores busy over the phase (2.0: both, all the time): past about 1.8 the
+      // processes wait for a core, and that wait is in every figure.
+      const coresBusy = (machineCpu().busy - phaseCpu0) / ((Date.now() - phaseStartedAt) / 1000);
+      const samples = await agents.collect();
       const a = [...samples.sinceAck].sort((x, y) => x - y);
       const r = [...samples.sinceSend].sort((x, y) => x - y);
       const st = [...samples.sinceStamp].sort((x, y) => x - y);
       const c = [...samples.sinceCommit].sort((x, y) => x - y);
       // The slowest dispatches, with when their result was acknowledged (ms into the phase).
-      const phaseStartPerf = performance.now() - (Date.now() - phaseStartedAt);
       const slowest = samples.sinceAck
         .map((ms, i) => ({
           ms: round(ms),
-          at_ms: round((samples.ackAt[i] ?? 0) - phaseStartPerf),
+          at_ms: round((samples.ackAt[i] ?? 0) - phaseStartedAt),
           node: `n${String((samples.node[i] ?? 0) + 1)}`,
         }))
         .sort((x, y) => y.ms - x.ms)
@@ -345,25 +231,19 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
         from_leader_proposal_p50: round(percentile(st, 0.5)),
         from_leader_proposal_p99: round(percentile(st, 0.99)),
         target_p99_ms: 50,
-        ...extra,
+        ...extra(samples.actions),
         slowest_from_ack: slowest,
         leader: leader < 0 ? 'none agreed' : `n${String(leader + 1)}`,
         server_event_loop_delay_max_ms: servers.map((e) => e.max_ms),
-        bench_event_loop_delay_max_ms: round(Math.max(0, benchLoop.max / 1e6 - 10)),
+        agent_event_loop_delay_max_ms: round(samples.loopDelayMaxMs),
+        machine_cores_busy: round(coresBusy),
         snapshots_taken: snapshotsSince(phaseStartedAt),
       });
-      samples.sinceAck.length = 0;
-      samples.sinceSend.length = 0;
-      samples.sinceStamp.length = 0;
-      samples.sinceCommit.length = 0;
-      samples.ackAt.length = 0;
-      samples.node.length = 0;
-      samples.actionBeforeAck = 0;
-      samples.actions = 0;
+      return samples.actions;
     };
 
     process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
-    for (const i of ids) connect(i);
+    await agents.start(endpoints, opts.actions, opts.workers);
     await sleep(3000);
     const rssConnected = cluster.livePids().map((p) => rssMb(p) ?? 0);
     const delta = rssConnected.map((r, i) => r - (rssBefore[i] ?? 0));
@@ -381,32 +261,34 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     // the agents come back at once; every other agent stays connected and idle.
     const active = Math.min(opts.active, opts.workers);
     const steadyIds = ids.slice(0, active);
-    for (const i of steadyIds) sims[i]?.stream?.cancel();
-    process.stderr.write(
-      `control: steady phase, ${String(opts.waves)} waves of ${String(active)} active workflows among ${String(opts.workers)} workers\n`,
-    );
-    await startPhase();
-    // The first wave's agents reconnect at once, as after an outage; later waves find them
-    // connected, and each new workflow's first action is pushed when its create commits.
-    for (let wave = 1; wave <= opts.waves; wave++) {
-      await create(steadyIds);
-      if (wave === 1) for (const i of steadyIds) connect(i);
-      await waitCompleted(active * wave, `steady phase, wave ${String(wave)}`);
+    if (opts.phases.has('steady')) {
+      agents.cancel(steadyIds);
+      process.stderr.write(
+        `control: steady phase, ${String(opts.waves)} waves of ${String(active)} active workflows among ${String(opts.workers)} workers\n`,
+      );
+      await startPhase();
+      // The first wave's agents reconnect at once, as after an outage; later waves find them
+      // connected, and each new workflow's first action is pushed when its create commits.
+      for (let wave = 1; wave <= opts.waves; wave++) {
+        await create(steadyIds);
+        if (wave === 1) agents.connect(steadyIds);
+        await waitCompleted(active * wave, `steady phase, wave ${String(wave)}`);
+      }
+      await latency('steady', active, opts.waves);
     }
-    await latency('steady', active, opts.waves);
 
     // Burst: every other machine gets a workflow at once while all agents are connected.
     const burstIds = ids.slice(active);
-    if (burstIds.length > 0) {
+    if (opts.phases.has('burst') && burstIds.length > 0) {
       process.stderr.write(`control: burst phase, ${String(burstIds.length)} workflows created at once\n`);
       await startPhase();
-      const t0 = performance.now();
-      const before = completed;
+      const t0 = Date.now();
+      const before = agents.completed;
       await create(burstIds);
-      const created = performance.now();
+      const created = Date.now();
       await waitCompleted(before + burstIds.length, 'burst phase');
       await latency('burst', burstIds.length);
-      const wall = (lastDone - t0) / 1000;
+      const wall = (agents.lastDoneMs - t0) / 1000;
       out({
         bench: 'control',
         metric: 'workflows_per_second',
@@ -420,26 +302,24 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     }
 
     // Paced: every machine gets a workflow while its agent holds each action for a while.
-    if (opts.holdMs > 0) {
+    if (opts.phases.has('paced') && opts.holdMs > 0) {
       process.stderr.write(
         `control: paced phase, ${String(ids.length)} workflows, actions held ${String(opts.holdMs)} ms on average\n`,
       );
-      for (const sim of sims) sim.holdMs = opts.holdMs;
+      agents.hold(opts.holdMs);
       await startPhase();
-      const t0 = performance.now();
-      const before = completed;
+      const t0 = Date.now();
+      const before = agents.completed;
       await create(ids);
       await waitCompleted(before + ids.length, 'paced phase');
-      const actions = samples.actions;
-      await latency('paced', ids.length, 1, {
+      await latency('paced', ids.length, 1, (actions) => ({
         hold_ms: opts.holdMs,
-        dispatches_per_second: round(actions / ((lastDone - t0) / 1000)),
-      });
+        dispatches_per_second: round(actions / ((agents.lastDoneMs - t0) / 1000)),
+      }));
     }
     control.close();
   } finally {
-    for (const s of streams) s.cancel();
-    for (const c of clients) c.close();
+    await stopAgents();
     await cluster.stop(opts.keep);
     if (opts.keep) process.stderr.write(`control: kept ${cluster.dir}\n`);
   }

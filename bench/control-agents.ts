@@ -1,0 +1,352 @@
+// The control benchmark's simulated agents, spread over child processes: a real agent is one
+// process per machine, and 1,000 streams in one bench process made its own event loop (its
+// garbage collection, its turns) part of every figure. Each child runs the agents of the
+// machines i with i % processes === k on real gRPC worker streams and measures, for each action
+// it receives, the time since the commit of the result that started it (and the other figures
+// bench/control.ts prints); the parent drives the phases and merges the samples.
+import { fork, type ChildProcess } from 'node:child_process';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { credentials, Metadata } from '@grpc/grpc-js';
+import type { ClientDuplexStream } from '@grpc/grpc-js';
+import { attemptKey } from '../src/api/worker-service.js';
+import type { AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
+import { WorkerClient } from '../src/gen/worker.js';
+
+/** What the agents measured since the last collect. Times are ms; `ackAt` is since the epoch. */
+export interface AgentSamples {
+  sinceCommit: number[];
+  sinceAck: number[];
+  sinceStamp: number[];
+  sinceSend: number[];
+  ackAt: number[];
+  node: number[];
+  actionBeforeAck: number;
+  actions: number;
+  /** The longest event-loop delay among the agent processes (ms). */
+  loopDelayMaxMs: number;
+}
+
+type ToChild =
+  | { type: 'init'; endpoints: string[]; actions: number; ids: number[]; seed: number }
+  | { type: 'connect'; ids: number[] }
+  | { type: 'cancel'; ids: number[] }
+  | { type: 'hold'; ms: number }
+  | { type: 'collect' }
+  | { type: 'stop' };
+
+type FromChild =
+  { type: 'ready' } | { type: 'done'; atMs: number } | { type: 'samples'; samples: AgentSamples };
+
+function emptySamples(): AgentSamples {
+  return {
+    sinceCommit: [],
+    sinceAck: [],
+    sinceStamp: [],
+    sinceSend: [],
+    ackAt: [],
+    node: [],
+    actionBeforeAck: 0,
+    actions: 0,
+    loopDelayMaxMs: 0,
+  };
+}
+
+/** The parent's handle on the agent processes. */
+export class AgentProcesses {
+  readonly #children: ChildProcess[] = [];
+  readonly #processes: number;
+  #completed = 0;
+  #lastDoneMs = 0;
+  #collected: ((s: AgentSamples) => void)[] = [];
+  #pending: AgentSamples[] = [];
+
+  constructor(processes: number) {
+    this.#processes = processes;
+  }
+
+  /** Workflows whose last result an agent has sent. */
+  get completed(): number {
+    return this.#completed;
+  }
+
+  /** When the last of them was sent (ms since the epoch). */
+  get lastDoneMs(): number {
+    return this.#lastDoneMs;
+  }
+
+  async start(endpoints: readonly string[], actions: number, workers: number): Promise<void> {
+    const script = fileURLToPath(import.meta.url);
+    const ready: Promise<void>[] = [];
+    for (let k = 0; k < this.#processes; k++) {
+      const child = fork(script, ['--agents'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+      this.#children.push(child);
+      ready.push(
+        new Promise((resolve, reject) => {
+          child.once('error', reject);
+          child.once('exit', (code) =>
+            reject(new Error(`agent process ${String(k)} exited (${String(code)})`)),
+          );
+          child.on('message', (msg: FromChild) => {
+            if (msg.type === 'ready') resolve();
+            else if (msg.type === 'done') {
+              this.#completed++;
+              this.#lastDoneMs = Math.max(this.#lastDoneMs, msg.atMs);
+            } else this.#onSamples(msg.samples);
+          });
+        }),
+      );
+      const ids: number[] = [];
+      for (let i = k; i < workers; i += this.#processes) ids.push(i);
+      this.#send(k, { type: 'init', endpoints: [...endpoints], actions, ids, seed: 0x5eed + k });
+    }
+    await Promise.all(ready);
+  }
+
+  connect(ids: readonly number[]): void {
+    this.#route('connect', ids);
+  }
+
+  cancel(ids: readonly number[]): void {
+    this.#route('cancel', ids);
+  }
+
+  /** From now on every agent holds each action for 0.5 to 1.5 x `ms` before answering. */
+  hold(ms: number): void {
+    for (let k = 0; k < this.#children.length; k++) this.#send(k, { type: 'hold', ms });
+  }
+
+  /** The samples since the last collect, merged over the processes (which then start over). */
+  collect(): Promise<AgentSamples> {
+    return new Promise((resolve) => {
+      this.#collected.push(resolve);
+      for (let k = 0; k < this.#children.length; k++) this.#send(k, { type: 'collect' });
+    });
+  }
+
+  /** Stops the agents and their processes (by PID, if they do not leave on their own). */
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.#children.map(
+        (child, k) =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) {
+              resolve();
+              return;
+            }
+            const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+            child.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            this.#send(k, { type: 'stop' });
+          }),
+      ),
+    );
+  }
+
+  #onSamples(s: AgentSamples): void {
+    this.#pending.push(s);
+    if (this.#pending.length < this.#children.length) return;
+    const merged = emptySamples();
+    for (const p of this.#pending) {
+      merged.sinceCommit.push(...p.sinceCommit);
+      merged.sinceAck.push(...p.sinceAck);
+      merged.sinceStamp.push(...p.sinceStamp);
+      merged.sinceSend.push(...p.sinceSend);
+      merged.ackAt.push(...p.ackAt);
+      merged.node.push(...p.node);
+      merged.actionBeforeAck += p.actionBeforeAck;
+      merged.actions += p.actions;
+      merged.loopDelayMaxMs = Math.max(merged.loopDelayMaxMs, p.loopDelayMaxMs);
+    }
+    this.#pending = [];
+    this.#collected.shift()?.(merged);
+  }
+
+  #route(type: 'connect' | 'cancel', ids: readonly number[]): void {
+    const byChild = new Map<number, number[]>();
+    for (const i of ids) {
+      const k = i % this.#processes;
+      byChild.set(k, [...(byChild.get(k) ?? []), i]);
+    }
+    for (const [k, list] of byChild) this.#send(k, { type, ids: list });
+  }
+
+  #send(k: number, msg: ToChild): void {
+    this.#children[k]?.send(msg);
+  }
+}
+
+/** One simulated agent: a machine's worker stream. */
+interface Sim {
+  readonly index: number;
+  readonly key: string;
+  stream: ClientDuplexStream<ConnectRequest, ConnectResponse> | undefined;
+  sentAt: number;
+  /** The attempt whose result was sent last; only its acknowledgment starts a sample. */
+  sentAttempt: string;
+  ackAt: number | null;
+  /** When the leader applied the entry that recorded `sentAttempt` and started the next. */
+  committedAt: number | null;
+  /** An action that arrived before the acknowledgment of the result that started it. */
+  arrivedBeforeAck: { readonly result: string; readonly atMs: number } | null;
+}
+
+/** The child's side: runs its share of the agents until told to stop. */
+function runAgents(): void {
+  const send = (msg: FromChild): void => {
+    process.send?.(msg);
+  };
+  const keyOf = (a: AttemptRef | undefined): string => (a === undefined ? '' : attemptKey(a));
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  let samples = emptySamples();
+  let endpoints: string[] = [];
+  let actions = 0;
+  let holdMs = 0;
+  // Seeded (mulberry32), so a run's hold times are the same every time.
+  let seed = 0;
+  const random = (): number => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const sims = new Map<number, Sim>();
+  const clients = new Map<number, WorkerClient>();
+
+  const connect = (sim: Sim): void => {
+    const i = sim.index;
+    let client = clients.get(i);
+    if (client === undefined) {
+      client = new WorkerClient(endpoints[i % endpoints.length] ?? '', credentials.createInsecure());
+      clients.set(i, client);
+    }
+    const md = new Metadata();
+    md.set('x-worker-id', sim.key);
+    const s = client.connect(md);
+    sim.stream = s;
+    sim.sentAt = 0;
+    sim.ackAt = null;
+    sim.committedAt = null;
+    sim.arrivedBeforeAck = null;
+    s.on('data', (msg: ConnectResponse) => {
+      const k = msg.kind;
+      if (k === undefined) return;
+      if (k.$case === 'ack') {
+        // A node may push the next action before the acknowledgment of the result that
+        // started it (it applied the entry first); the late ack is then for an older result.
+        const acked = keyOf(k.value.attempt);
+        // The leader's clock, as this process's: the nodes run on this machine.
+        const committedAt = k.value.committedAtMs > 0 ? k.value.committedAtMs : null;
+        if (sim.sentAt > 0 && acked === sim.sentAttempt) {
+          sim.ackAt = performance.now();
+          sim.committedAt = committedAt;
+        } else if (sim.arrivedBeforeAck?.result === acked) {
+          if (committedAt !== null) samples.sinceCommit.push(sim.arrivedBeforeAck.atMs - committedAt);
+          sim.arrivedBeforeAck = null;
+        }
+        return;
+      }
+      if (k.$case !== 'action') return;
+      const now = performance.now();
+      samples.actions++;
+      if (sim.sentAt > 0) {
+        samples.sinceSend.push(now - sim.sentAt);
+        // The leader stamped its clock into the entry that started this attempt when it
+        // proposed it, and the deadline is that stamp plus the timeout: proposal to arrival.
+        const stampedAt = k.value.deadlineMs - k.value.timeoutS * 1000;
+        const arrivedAt = performance.timeOrigin + now;
+        samples.sinceStamp.push(arrivedAt - stampedAt);
+        if (sim.committedAt !== null) samples.sinceCommit.push(arrivedAt - sim.committedAt);
+        else if (sim.ackAt === null) sim.arrivedBeforeAck = { result: sim.sentAttempt, atMs: arrivedAt };
+        if (sim.ackAt !== null) {
+          samples.sinceAck.push(now - sim.ackAt);
+          samples.ackAt.push(performance.timeOrigin + sim.ackAt);
+          samples.node.push(i % endpoints.length);
+        } else {
+          // Received before its result's ack, so within the ack's own delay of the commit.
+          // Not a from-ack sample (that would flatter the figure): counted on its own.
+          samples.actionBeforeAck++;
+        }
+      }
+      const attempt = k.value.attempt;
+      // Nothing is in flight while the agent holds the action: an ack arriving meanwhile is
+      // the late one of the previous result (arrivedBeforeAck).
+      sim.sentAt = 0;
+      sim.sentAttempt = '';
+      sim.ackAt = null;
+      sim.committedAt = null;
+      const answer = (): void => {
+        if (sim.stream !== s) return;
+        sim.sentAt = performance.now();
+        sim.sentAttempt = keyOf(attempt);
+        s.write({
+          kind: {
+            $case: 'result',
+            value: { attempt, success: true, exitStatus: 0, message: '', outputTail: '' },
+          },
+        });
+        if (attempt !== undefined && attempt.actionIndex === actions - 1) {
+          send({ type: 'done', atMs: performance.timeOrigin + performance.now() });
+          sim.sentAt = 0;
+        }
+      };
+      if (holdMs > 0) setTimeout(answer, holdMs * (0.5 + random()));
+      else answer();
+    });
+    s.on('error', () => undefined);
+    s.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'bench' } } });
+  };
+
+  process.on('message', (msg: ToChild) => {
+    switch (msg.type) {
+      case 'init':
+        endpoints = msg.endpoints;
+        actions = msg.actions;
+        seed = msg.seed;
+        for (const i of msg.ids) {
+          const sim: Sim = {
+            index: i,
+            key: `bench-${String(i)}`,
+            stream: undefined,
+            sentAt: 0,
+            sentAttempt: '',
+            ackAt: null,
+            committedAt: null,
+            arrivedBeforeAck: null,
+          };
+          sims.set(i, sim);
+          connect(sim);
+        }
+        send({ type: 'ready' });
+        break;
+      case 'connect':
+        for (const i of msg.ids) {
+          const sim = sims.get(i);
+          if (sim !== undefined) connect(sim);
+        }
+        break;
+      case 'cancel':
+        for (const i of msg.ids) sims.get(i)?.stream?.cancel();
+        break;
+      case 'hold':
+        holdMs = msg.ms;
+        break;
+      case 'collect':
+        samples.loopDelayMaxMs = Math.max(0, loop.max / 1e6 - 10);
+        send({ type: 'samples', samples });
+        samples = emptySamples();
+        loop.reset();
+        break;
+      case 'stop':
+        for (const sim of sims.values()) sim.stream?.cancel();
+        for (const c of clients.values()) c.close();
+        process.disconnect();
+        break;
+    }
+  });
+}
+
+if (process.argv.includes('--agents') && process.send !== undefined) runAgents();
