@@ -1,9 +1,11 @@
-// The control benchmark's simulated agents, spread over child processes: a real agent is one
-// process per machine, and 1,000 streams in one bench process made its own event loop (its
-// garbage collection, its turns) part of every figure. Each child runs the agents of the
+// The control benchmark's simulated agents, in child processes of their own: in the bench's
+// process they shared its event loop with the driver's work (a thousand workflow creates, the
+// servers' probes), which then showed in every figure. Each child runs the agents of the
 // machines i with i % processes === k on real gRPC worker streams and measures, for each action
 // it receives, the time since the commit of the result that started it (and the other figures
-// bench/control.ts prints); the parent drives the phases and merges the samples.
+// bench/control.ts prints); the parent drives the phases and merges the samples. One child is
+// the default: on 2 cores each further process costs the machine more CPU (its own gRPC
+// channels, its own event loop) than it saves (paced p99 27-35 ms with one, 42-91 with four).
 import { fork, type ChildProcess } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';

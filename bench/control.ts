@@ -1,9 +1,9 @@
 // `npm run bench -- control [--workers N] [--active K] [--actions A] [--waves W] [--hold-ms H]
 //  [--agent-processes P] [--phases steady,burst,paced] [--keep]`
 // The control plane under many connected workers: a 3-node slipway cluster (real processes),
-// N simulated agents on real gRPC worker streams (one stream each, as the agent opens), spread
-// over P processes (bench/control-agents.ts) as real agents are not all in one, one
-// workflow of A actions per worker. Each agent answers an action at once with a success, so the
+// N simulated agents on real gRPC worker streams (one stream each, as the agent opens), in P
+// processes of their own (bench/control-agents.ts; default 1), one workflow of A actions per
+// worker. Each agent answers an action at once with a success, so the
 // figures measure the cluster, not the actions. Prints one JSON object per line:
 //  - dispatch latency: from the commit of a result (the leader's apply of the entry that
 //    recorded it and started the next action; the acknowledgment carries that time, and the
@@ -55,7 +55,7 @@ function parseOptions(argv: readonly string[]): Options {
       actions: { type: 'string', default: '5' },
       waves: { type: 'string', default: '5' },
       'hold-ms': { type: 'string', default: '2000' },
-      'agent-processes': { type: 'string', default: '4' },
+      'agent-processes': { type: 'string', default: '1' },
       phases: { type: 'string', default: 'steady,burst,paced' },
       keep: { type: 'boolean', default: false },
     },
