@@ -56,7 +56,7 @@ export class DeadlineScanner {
     if (this.#node.softState().role !== 'leader') return;
     // Collected first: proposing may change the set (a local apply) while it is walked.
     const due: { id: string; deadlineMs: number }[] = [];
-    for (const id of this.#control.activeWorkflowIdsUnordered()) {
+    for (const id of this.#control.activeWorkflowIds()) {
       if (this.#inFlight.has(id)) continue;
       const wf = this.#control.workflow(id);
       if (wf === undefined) continue;

@@ -389,28 +389,13 @@ describe('forwarding through a follower', () => {
     md.set('authorization', `Bearer ${token}`);
     const stream = client.connect(md);
     const received: ConnectResponse[] = [];
-    let wake: () => void = () => undefined;
-    stream.on('data', (msg: ConnectResponse) => {
-      received.push(msg);
-      wake();
-    });
+    stream.on('data', (msg: ConnectResponse) => received.push(msg));
     stream.on('error', () => undefined);
-    const next = async (pred: (m: ConnectResponse) => boolean, what: string): Promise<ConnectResponse> => {
-      const deadline = Date.now() + 20_000;
-      for (;;) {
+    const next = (pred: (m: ConnectResponse) => boolean, what: string): Promise<ConnectResponse> =>
+      waitFor(what, 20_000, () => {
         const i = received.findIndex(pred);
-        if (i >= 0) return received.splice(i, 1)[0] as ConnectResponse;
-        const left = deadline - Date.now();
-        if (left <= 0) throw new Error(`timed out waiting for ${what}`);
-        await new Promise<void>((r) => {
-          const t = setTimeout(r, left);
-          wake = () => {
-            clearTimeout(t);
-            r();
-          };
-        });
-      }
-    };
+        return Promise.resolve(i < 0 ? undefined : received.splice(i, 1)[0]);
+      });
     const actionAt = (index: number) => (m: ConnectResponse) =>
       m.kind?.$case === 'action' && m.kind.value.attempt?.actionIndex === index;
     const ackOf = (index: number) => (m: ConnectResponse) =>

@@ -440,7 +440,7 @@ describe('workflow.create', () => {
     ]);
     assert.equal(wf.createdMs, h.nowMs);
     assert.deepEqual(h.eventTypes('w1'), ['workflow.created']);
-    assert.deepEqual(h.state.activeWorkflowIds(), ['w1']);
+    assert.deepEqual([...h.state.activeWorkflowIds()], ['w1']);
     assert.deepEqual(
       h.state.workflowsForWorker('m1').map((w) => w.id),
       ['w1'],
@@ -629,7 +629,7 @@ describe('attempt.result', () => {
     assert.equal(hw?.version, 2);
     assert.deepEqual(h.hardwareChanges, ['m1']);
     assert.deepEqual(h.eventTypes('w1').slice(-2), ['action.succeeded', 'workflow.succeeded']);
-    assert.deepEqual(h.state.activeWorkflowIds(), []);
+    assert.deepEqual([...h.state.activeWorkflowIds()], []);
     assert.deepEqual(h.state.workflowsForWorker('m1'), []);
   });
 
@@ -1099,7 +1099,7 @@ describe('events and hooks', () => {
       h.start(`w${n}`);
       h.finish(`w${n}`, true);
     }
-    assert.deepEqual(h.state.activeWorkflowIds(), ['extra']);
+    assert.deepEqual([...h.state.activeWorkflowIds()], ['extra']);
     assert.deepEqual(h.state.workflowsForWorker('m1'), []);
     assert.equal(h.state.hardwareList().filter((hw) => !hw.netboot.allowPXE).length, workers);
   });
@@ -1200,7 +1200,7 @@ describe('determinism and snapshots', () => {
     assert.deepEqual(copy.workflows(), a.workflows());
     assert.deepEqual(copy.hardwareByMac(mac(2)), a.hardwareByMac(mac(2)));
     assert.deepEqual(copy.workflowsForWorker('m1'), a.workflowsForWorker('m1'));
-    assert.deepEqual(copy.activeWorkflowIds(), a.activeWorkflowIds());
+    assert.deepEqual([...copy.activeWorkflowIds()].sort(), [...a.activeWorkflowIds()].sort());
     assert.equal(copy.token('f'.repeat(64))?.name, 'ops');
     assert.equal(copy.appliedIndex, a.appliedIndex);
   });

@@ -195,13 +195,8 @@ export class ControlState {
     return out.sort(byCreation);
   }
 
-  /** Workflows not yet finished, by id (for the leader's deadline scanner). */
-  activeWorkflowIds(): string[] {
-    return [...this.#active].sort();
-  }
-
-  /** The ids of the workflows not yet finished, in no particular order (no copy, no sort). */
-  activeWorkflowIdsUnordered(): ReadonlySet<string> {
+  /** The ids of the workflows not yet finished (for the leader's deadline scanner), in no order. */
+  activeWorkflowIds(): ReadonlySet<string> {
     return this.#active;
   }
 
