@@ -453,10 +453,16 @@ export class LevelLogStore implements LogStore {
       });
   }
 
-  #assertWritable(): void {
+  /** The store can take writes at all: loaded, not closed, no background delete failed. */
+  #assertOpen(): void {
     if (this.#closed) throw new Error(`raft log store at ${this.location} is closed`);
     if (this.#clearError !== null) throw this.#clearError;
     if (!this.#loaded) throw new Error(`raft log store at ${this.location}: call load() before writing`);
+  }
+
+  /** As #assertOpen, and no other write (save, saveLocalSnapshot) is in flight. */
+  #assertWritable(): void {
+    this.#assertOpen();
     if (this.#writing) {
       throw new Error(
         `raft log store at ${this.location}: a write is already in flight; await it before the next`,
@@ -589,8 +595,7 @@ export class LevelLogStore implements LogStore {
    * chunks are written inside saveLocalSnapshot, holding up the appends queued behind it.
    */
   async stageSnapshot(snapshot: Snapshot): Promise<void> {
-    if (this.#closed) throw new Error(`raft log store at ${this.location} is closed`);
-    if (!this.#loaded) throw new Error(`raft log store at ${this.location}: call load() before writing`);
+    this.#assertOpen();
     // Checked against the stored snapshot by saveLocalSnapshot: a leader's snapshot may be
     // installed meanwhile, and then this one is simply never named.
     if (!(snapshot.data instanceof Uint8Array)) throw new TypeError('snapshot data must be a Uint8Array');
