@@ -14,6 +14,7 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { attemptKey } from '../src/api/worker-service.js';
 import type { AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
+import { Xorshift } from '../test/raft/xorshift.js';
 
 /** What the agents measured since the last collect. Times are ms; `ackAt` is since the epoch. */
 export interface AgentSamples {
@@ -207,14 +208,9 @@ function runAgents(): void {
   let endpoints: string[] = [];
   let actions = 0;
   let holdMs = 0;
-  // Seeded (mulberry32), so a run's hold times are the same every time.
-  let seed = 0;
-  const random = (): number => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  // Seeded, so a run's hold times are the same every time.
+  let rng = new Xorshift(0);
+  const random = (): number => rng.next() / 0x1_0000_0000;
   const sims = new Map<number, Sim>();
   const clients = new Map<number, WorkerClient>();
 
@@ -307,7 +303,7 @@ function runAgents(): void {
       case 'init':
         endpoints = msg.endpoints;
         actions = msg.actions;
-        seed = msg.seed;
+        rng = new Xorshift(msg.seed);
         for (const i of msg.ids) {
           const sim: Sim = {
             index: i,
