@@ -210,7 +210,7 @@ function runAgents(): void {
   let holdMs = 0;
   // Seeded, so a run's hold times are the same every time.
   let rng = new Xorshift(0);
-  const random = (): number => rng.next() / 0x1_0000_0000;
+  const random = (): number => rng.fraction();
   const sims = new Map<number, Sim>();
   const clients = new Map<number, WorkerClient>();
 

@@ -21,6 +21,11 @@ export class Xorshift implements Random {
     return x;
   }
 
+  /** A number in [0, 1), for rates and jitter. */
+  fraction(): number {
+    return this.next() / 0x1_0000_0000;
+  }
+
   int(n: number): number {
     if (!Number.isInteger(n) || n <= 0) throw new Error(`Xorshift.int: bad bound ${n}`);
     return this.next() % n;

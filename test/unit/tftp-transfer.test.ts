@@ -15,6 +15,7 @@ import {
   type TransferStep,
 } from '../../src/boot/tftp/transfer.js';
 import { TRANSFER_LIMITS_DEFAULT, type TransferLimits } from '../../src/boot/tftp/limits.js';
+import { Xorshift } from '../raft/xorshift.js';
 
 const limits = (overrides: Partial<TransferLimits> = {}): TransferLimits => ({
   ...TRANSFER_LIMITS_DEFAULT,
@@ -309,18 +310,6 @@ void test('invalid limits are refused at construction', () => {
 
 // ---- Whole transfers over a simulated lossy network -------------------------------------
 
-/** A small deterministic PRNG (mulberry32) so a fast-check seed reproduces a whole run. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface Scenario {
   readonly fileSize: number;
   readonly blockSize: number;
@@ -342,7 +331,8 @@ interface Flight {
  * when it hears nothing for a while it repeats its last ACK.
  */
 function simulate(s: Scenario): { content: Uint8Array; received: Uint8Array; step: TransferStep } {
-  const random = prng(s.seed);
+  const rng = new Xorshift(s.seed);
+  const random = (): number => rng.fraction();
   const content = Uint8Array.from({ length: s.fileSize }, (_, i) => (i * 31 + 7) & 0xff);
   const transfer = new ReadTransfer(
     limits({ retriesMax: 1000, timeoutMs: 100, timeoutMaxMs: 400, windowSizeMax: 16 }),
