@@ -34,7 +34,7 @@ export function slipwayBuild(): SlipwayBuild {
   const probePath = fileURLToPath(new URL('../dist/bench-eld-probe.mjs', import.meta.url));
   writeFileSync(probePath, probe.outputText);
   built = {
-    main: fileURLToPath(new URL('../dist/cli/main.js', import.meta.url)),
+    main: fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url)),
     probeArgs: ['--import', probePath],
   };
   return built;

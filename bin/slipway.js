@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // Entry point for the `slipway` command. It runs the compiled build in dist/ (`npm run build`)
-// when that build is newer than every file and folder under src/, and otherwise the TypeScript
-// sources through tsx: a checkout works without a build step, and an edit never runs stale code.
+// when that build is newer than every file and folder under src/ and lb/, and otherwise the
+// TypeScript sources through tsx: a checkout works without a build step, and an edit never runs
+// stale code.
 // The compiled build saves tsx's loader thread, about 40 MB of RSS per node, and its start-up.
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 
-const src = new URL('../src/', import.meta.url);
+/** The compiled folders (tsconfig.build.json), each under dist/ by the same name. */
+const sources = [new URL('../src/', import.meta.url), new URL('../lb/', import.meta.url)];
 const builtStamp = new URL('../dist/.built', import.meta.url);
+const builtMain = new URL('../dist/src/cli/main.js', import.meta.url);
 
 /** The latest modification time under dir, folders included (a deleted file changes its folder). */
 function newestMtimeMs(dir) {
@@ -27,8 +30,9 @@ function builtMtimeMs() {
 }
 
 const built = builtMtimeMs();
-if (built >= 0 && built >= newestMtimeMs(src)) {
-  await import('../dist/cli/main.js');
+// A build from before lb/ was compiled has no dist/src/: it is stale whatever its time.
+if (built >= 0 && existsSync(builtMain) && sources.every((dir) => built >= newestMtimeMs(dir))) {
+  await import(builtMain.href);
 } else {
   const { register } = await import('tsx/esm/api');
   register();

@@ -17,10 +17,10 @@ import { tokenCommand } from './commands/token.js';
 import { workerCommand } from './commands/worker.js';
 import { workflowCommand } from './commands/workflow.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
+import { packageFile } from './package-file.js';
 
-/** The package version; package.json sits two folders up from both src/cli and dist/cli. */
 function packageVersion(): string {
-  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  const text = readFileSync(packageFile('package.json'), 'utf8');
   const parsed = JSON.parse(text) as { version?: unknown };
   return typeof parsed.version === 'string' ? parsed.version : 'unknown';
 }

@@ -3,9 +3,12 @@
 // the test checks its output, its exit codes (0 ok, 1 failed, 2 bad usage) and the cluster's
 // state: kv verbs, output formats, follower forwarding, member add (a --join node) and remove,
 // leader transfer, SIGTERM handing leadership over, bad config, and a corrupted data dir.
+// `cluster up` and `cluster down` run a second, local cluster of their own, balancer included.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { credentials, Metadata } from '@grpc/grpc-js';
@@ -14,7 +17,7 @@ import { KvClient } from '../../src/gen/kv.js';
 import { ClusterClient } from '../../src/cli/client.js';
 import { parse as parseYaml } from 'yaml';
 import type { ProcNode } from '../support/process-cluster.js';
-import { nextPort, ProcessCluster, slipwayBin } from '../support/process-cluster.js';
+import { clusterUpBasePort, nextPort, ProcessCluster, slipwayBin } from '../support/process-cluster.js';
 
 interface CliResult {
   code: number;
@@ -346,3 +349,48 @@ describe('bad configuration and damaged data', () => {
     assert.equal(put.code, 0, put.stderr);
   });
 });
+
+describe('cluster up and down', () => {
+  test('cluster up puts HAProxy in front; a write goes through it; cluster down stops it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-up-'));
+    const balancerAddr = `127.0.0.1:${clusterUpBasePort}`;
+    try {
+      const up = await cli(['cluster', 'up', '--dir', dir, '--base-port', String(clusterUpBasePort)]);
+      assert.equal(up.code, 0, up.stderr);
+      assert.ok(up.stdout.includes(`balancer: ${balancerAddr} (HAProxy`), up.stdout);
+      assert.ok(up.stdout.includes(`use: export SLIPWAY_SERVER=${balancerAddr}\n`), up.stdout);
+      const recorded = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as {
+        nodes: { pid: number }[];
+        balancer: { pid: number; listenAddr: string };
+      };
+      assert.equal(recorded.balancer.listenAddr, balancerAddr);
+      const pids = [recorded.balancer.pid, ...recorded.nodes.map((n) => n.pid)];
+
+      const put = await cli(['kv', 'put', 'through', 'the-balancer'], { SLIPWAY_SERVER: balancerAddr });
+      assert.equal(put.code, 0, put.stderr);
+      const get = await cli(['--server', balancerAddr, 'kv', 'get', 'through']);
+      assert.equal(get.stdout.trim(), 'the-balancer');
+
+      const down = await cli(['cluster', 'down', '--dir', dir]);
+      assert.equal(down.code, 0, down.stderr);
+      assert.match(down.stdout, /stopped 3 node\(s\) and the balancer/);
+      assert.deepEqual(
+        pids.filter((pid) => running(pid)),
+        [],
+        'every process cluster up started is gone',
+      );
+    } finally {
+      await cli(['cluster', 'down', '--dir', dir]); // by the recorded PIDs, should the test fail midway
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

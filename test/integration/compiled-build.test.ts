@@ -2,11 +2,11 @@
 // operators and the benchmarks can run it without tsx: the CLI answers, a node serves the
 // replicated store, and TFTP transfers run on worker threads loaded from .js files (their
 // entry is found beside the running module, and only the tsx path needs a bootstrap).
-// Method: tsc compiles src/ into a folder of its own at the repo root (the same depth as dist/,
-// so the build finds package.json and bin/ where dist/ would; the real dist/ is left alone,
-// since bin/slipway.js would pick it up for the other test files). A one-node cluster runs
-// from it with TFTP on loopback; the compiled CLI writes and reads a key, and tftp-hpa fetches
-// a file, compared byte for byte. The build folder is removed at the end.
+// Method: tsc compiles src/ and lb/ into a folder of its own at the repo root, laid out as dist/
+// is (the build finds package.json and bin/ in the nearest folder above it that holds them; the
+// real dist/ is left alone, since bin/slipway.js would pick it up for the other test files). A
+// one-node cluster runs from it with TFTP on loopback; the compiled CLI writes and reads a key,
+// and tftp-hpa fetches a file, compared byte for byte. The build folder is removed at the end.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -21,7 +21,7 @@ import { nextPort, ProcessCluster } from '../support/process-cluster.js';
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const outDir = join(repoRoot, `.build-test-${String(process.pid)}`);
-const main = join(outDir, 'cli', 'main.js');
+const main = join(outDir, 'src', 'cli', 'main.js');
 const tftpRoot = mkdtempSync(join(tmpdir(), 'slipway-compiled-tftp-'));
 const tftpAddr = `127.0.0.1:${String(nextPort())}`;
 /** Larger than one window of blocks, so the worker thread runs a real transfer. */

@@ -34,6 +34,13 @@ export function nextPort(): number {
   return portCursor;
 }
 
+/**
+ * `slipway cluster up --base-port` for tests: its ports span BASE..BASE+97 (balancer, API, raft,
+ * status page, metrics), above every nextPort() range (which end at 32000) and below the
+ * ephemeral range. One test file uses it.
+ */
+export const clusterUpBasePort = 32_100;
+
 export class ProcessCluster {
   readonly dir: string;
   readonly nodes: ProcNode[];

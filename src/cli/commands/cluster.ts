@@ -1,16 +1,26 @@
 // `slipway cluster up|down|status`: a local cluster of N nodes on loopback, each a real
-// `slipway server` process, for development, tests and `npm start`.
+// `slipway server` process, with HAProxy in front when it is installed, for development, tests
+// and `npm start`.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '@commander-js/extra-typings';
+import type { RunningHaproxy } from '../../../lb/haproxy-process.js';
+import {
+  findHaproxy,
+  HaproxyError,
+  isHaproxyRunning,
+  startHaproxy,
+  stopHaproxy,
+} from '../../../lb/haproxy-process.js';
 import { Role } from '../../gen/kv.js';
 import { ClusterClient } from '../client.js';
+import { packageFile } from '../package-file.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
 
-const slipwayBin = fileURLToPath(new URL('../../../bin/slipway.js', import.meta.url));
+const slipwayBin = fileURLToPath(packageFile('bin/slipway.js'));
 
 interface ClusterFile {
   readonly nodes: {
@@ -21,7 +31,11 @@ interface ClusterFile {
     dataDir: string;
     log: string;
   }[];
+  /** The HAProxy in front of the nodes, when `cluster up` started one. */
+  readonly balancer?: LocalBalancer | undefined;
 }
+
+type LocalBalancer = RunningHaproxy & { readonly statsAddr: string };
 
 export interface StatusAccess {
   /** The global --server list (or SLIPWAY_SERVER, or the local cluster). */
@@ -34,11 +48,15 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
   const cluster = program.command('cluster').description('run a local cluster on loopback');
   cluster
     .command('up')
-    .description('start N nodes on 127.0.0.1 (API ports BASE+1.., raft BASE+11.., metrics BASE+91..)')
+    .description(
+      'start N nodes on 127.0.0.1 (API ports BASE+1.., raft BASE+11.., metrics BASE+91..) and, when ' +
+        'haproxy is installed, the gRPC balancer in front of them on BASE (status page BASE+90)',
+    )
     .option('--nodes <n>', 'how many nodes (1-7)', '3')
     .option('--dir <dir>', 'data and log directory', '.data/local-cluster')
     .option('--base-port <n>', 'port base', '7000')
-    .option('--foreground', 'stay attached; Ctrl-C stops the cluster')
+    .option('--no-balancer', 'start the nodes only, without HAProxy in front')
+    .option('--foreground', 'stay attached; Ctrl-C stops the cluster and the balancer')
     .action(async (o) => {
       const n = Number(o.nodes);
       const base = Number(o.basePort);
@@ -47,7 +65,7 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
         throw new UsageError('--base-port must be 1024-65000');
       const dir = resolve(o.dir);
       const file = join(dir, 'cluster.json');
-      if (existsSync(file) && readCluster(file).nodes.some((x) => alive(x.pid))) {
+      if (existsSync(file) && running(readCluster(file))) {
         throw new UsageError(
           `a cluster is already running from ${dir}; stop it with: slipway cluster down --dir ${o.dir}`,
         );
@@ -89,14 +107,24 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
       );
       const leader = await waitForLeader(client);
       client.close();
+      const balancer = o.balancer ? await startBalancer(nodes, base, dir, o.foreground !== true) : undefined;
+      writeFileSync(file, JSON.stringify({ nodes, balancer }, null, 2));
       const rows = nodes.map((x) => ({ id: x.id, pid: x.pid, api: x.apiAddr, raft: x.raftAddr, log: x.log }));
-      process.stdout.write(`${render(output(), { nodes: rows, leader, server: api }, rows)}\n`);
-      process.stdout.write(`\nleader: ${leader}\nuse: export SLIPWAY_SERVER=${api}\n`);
+      const doc = { nodes: rows, leader, server: api, balancer };
+      process.stdout.write(`${render(output(), doc, rows)}\n\nleader: ${leader}\n`);
+      if (balancer === undefined) process.stdout.write(`use: export SLIPWAY_SERVER=${api}\n`);
+      else {
+        process.stdout.write(
+          `balancer: ${balancer.listenAddr} (HAProxy, pid ${balancer.pid}; status http://${balancer.statsAddr}/)\n` +
+            `use: export SLIPWAY_SERVER=${balancer.listenAddr}\n` +
+            `  or the nodes directly: export SLIPWAY_SERVER=${api}\n`,
+        );
+      }
       if (o.foreground === true) {
         process.stdout.write('press Ctrl-C to stop the cluster\n');
         await new Promise<void>((done) => {
           const stop = (): void => {
-            void stopNodes(nodes).then(() => done());
+            void stopCluster({ nodes, balancer }).then(() => done());
           };
           process.once('SIGINT', stop);
           process.once('SIGTERM', stop);
@@ -106,13 +134,13 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
     });
   cluster
     .command('down')
-    .description('stop a local cluster started with `cluster up`')
+    .description('stop a local cluster started with `cluster up`: its nodes and its balancer')
     .option('--dir <dir>', 'the directory given to `cluster up`', '.data/local-cluster')
     .action(async (o) => {
       const file = join(resolve(o.dir), 'cluster.json');
       if (!existsSync(file)) throw new UsageError(`no cluster in ${o.dir} (no cluster.json)`);
-      const stopped = await stopNodes(readCluster(file).nodes);
-      process.stdout.write(`stopped ${stopped} node(s)\n`);
+      const { nodes, balancer } = await stopCluster(readCluster(file));
+      process.stdout.write(`stopped ${nodes} node(s)${balancer ? ' and the balancer' : ''}\n`);
     });
   cluster
     .command('status')
@@ -173,6 +201,11 @@ function readCluster(file: string): ClusterFile {
   return JSON.parse(readFileSync(file, 'utf8')) as ClusterFile;
 }
 
+function running(c: ClusterFile): boolean {
+  const balancer = c.balancer !== undefined && isHaproxyRunning(c.balancer.pid, c.balancer.configFile);
+  return balancer || c.nodes.some((x) => alive(x.pid));
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -194,6 +227,44 @@ async function waitForLeader(client: ClusterClient): Promise<string> {
     if (Date.now() > deadline) throw new Error('no leader was elected within 20 s; see the node logs');
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * HAProxy on BASE in front of the nodes, its status page on BASE+90. Without haproxy installed,
+ * or when it does not start, the cluster runs without it: a note says so and why.
+ */
+async function startBalancer(
+  nodes: ClusterFile['nodes'],
+  base: number,
+  dir: string,
+  detached: boolean,
+): Promise<LocalBalancer | undefined> {
+  const bin = findHaproxy();
+  if (bin === undefined) {
+    process.stderr.write(
+      'note: haproxy is not installed (apt-get install haproxy); running without the balancer\n',
+    );
+    return undefined;
+  }
+  const statsAddr = `127.0.0.1:${base + 90}`;
+  const spec = {
+    listenAddr: `127.0.0.1:${base}`,
+    nodes: nodes.map(({ id, apiAddr }) => ({ id, apiAddr })),
+    statsAddr,
+  };
+  try {
+    return { ...(await startHaproxy({ bin, spec, dir, detached })), statsAddr };
+  } catch (err) {
+    if (!(err instanceof HaproxyError)) throw err;
+    process.stderr.write(`note: running without the balancer: ${err.message}\n`);
+    return undefined;
+  }
+}
+
+/** The balancer first, so that no call goes through it to a node on its way out. */
+async function stopCluster(c: ClusterFile): Promise<{ nodes: number; balancer: boolean }> {
+  const balancer = c.balancer !== undefined && (await stopHaproxy(c.balancer.pid, c.balancer.configFile));
+  return { nodes: await stopNodes(c.nodes), balancer };
 }
 
 /** SIGTERM each node, then SIGKILL whatever is still alive after 5 s. */

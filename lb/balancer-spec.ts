@@ -1,0 +1,120 @@
+// What a balancer in front of the nodes' gRPC API is asked to do, independent of the proxy that
+// does it: where it listens, which nodes it spreads calls over, how often it checks them. The
+// HAProxy and Envoy renderers take the same spec, validated here once, so a bad address or id is
+// refused with the field named before any configuration text exists.
+
+/** One node behind the balancer: its member id (the server's name) and its API address. */
+export interface BalancedNode {
+  readonly id: string;
+  readonly apiAddr: string;
+}
+
+/** Active health checking of each node (grpc.health.v1 Check). */
+export interface HealthCheckTiming {
+  readonly intervalMs: number;
+  /** Consecutive failed checks that take a node out. */
+  readonly fall: number;
+  /** Consecutive passed checks that bring it back. */
+  readonly rise: number;
+}
+
+export interface BalancerSpec {
+  /** HOST:PORT the balancer serves gRPC (h2c) on. */
+  readonly listenAddr: string;
+  /** The nodes, in a fixed order: a server's position gives its id, and the ids place it on the hash ring. */
+  readonly nodes: readonly BalancedNode[];
+  /** Defaults to defaultHealthCheck. */
+  readonly healthCheck?: HealthCheckTiming;
+  /** HOST:PORT of a read-only status page (HAProxy stats, Envoy admin); none when absent. */
+  readonly statsAddr?: string;
+}
+
+/**
+ * Two misses a second apart take a node out: long enough to ride out one lost check, short
+ * enough that workers stop landing on a dead node within about 2 s.
+ */
+export const defaultHealthCheck: HealthCheckTiming = { intervalMs: 1000, fall: 2, rise: 2 };
+
+/** The request header whose value picks the node: worker streams stick to one node per worker. */
+export const stickyHeader = 'x-worker-id';
+
+export const balancedNodesMax = 64;
+
+/** Bad input to a balancer renderer; the message names the field and what it must be. */
+export class BalancerSpecError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BalancerSpecError';
+  }
+}
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+const hostPortPattern = /^([A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9a-fA-F:.]+\]):(\d{1,5})$/;
+/** Member ids as `slipway server --id` accepts them, which are also valid HAProxy server names. */
+const nodeIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+/** Splits HOST:PORT (IPv6 in brackets), or throws naming `field`. */
+export function parseHostPort(field: string, addr: string): HostPort {
+  const m = hostPortPattern.exec(addr);
+  const port = m === null ? NaN : Number(m[2]);
+  if (m === null || port < 1 || port > 65_535) {
+    throw new BalancerSpecError(
+      `${field} "${addr}" must be HOST:PORT with a port 1-65535, for example 127.0.0.1:7001`,
+    );
+  }
+  return { host: m[1]!, port };
+}
+
+/** A spec that passed validBalancerSpec, with its defaults filled in. */
+export interface ValidBalancerSpec {
+  readonly listenAddr: string;
+  readonly nodes: readonly BalancedNode[];
+  readonly healthCheck: HealthCheckTiming;
+  readonly statsAddr: string | undefined;
+}
+
+/** Throws BalancerSpecError on the first problem found; returns the spec with defaults filled in. */
+export function validBalancerSpec(spec: BalancerSpec): ValidBalancerSpec {
+  parseHostPort('listenAddr', spec.listenAddr);
+  if (spec.nodes.length === 0) throw new BalancerSpecError('nodes must list at least one node');
+  if (spec.nodes.length > balancedNodesMax) {
+    throw new BalancerSpecError(`nodes lists ${spec.nodes.length} nodes; at most ${balancedNodesMax}`);
+  }
+  const ids = new Set<string>();
+  const addrs = new Map<string, string>([[spec.listenAddr, 'listenAddr']]);
+  const claim = (field: string, addr: string): void => {
+    const owner = addrs.get(addr);
+    if (owner !== undefined) throw new BalancerSpecError(`${field} "${addr}" is already used by ${owner}`);
+    addrs.set(addr, field);
+  };
+  spec.nodes.forEach((node, i) => {
+    if (!nodeIdPattern.test(node.id)) {
+      throw new BalancerSpecError(
+        `nodes[${i}].id "${node.id}" must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
+      );
+    }
+    if (ids.has(node.id)) throw new BalancerSpecError(`nodes[${i}].id "${node.id}" appears twice`);
+    ids.add(node.id);
+    parseHostPort(`nodes[${i}].apiAddr`, node.apiAddr);
+    claim(`nodes[${i}].apiAddr`, node.apiAddr);
+  });
+  if (spec.statsAddr !== undefined) {
+    parseHostPort('statsAddr', spec.statsAddr);
+    claim('statsAddr', spec.statsAddr);
+  }
+  const healthCheck = spec.healthCheck ?? defaultHealthCheck;
+  checkRange('healthCheck.intervalMs', healthCheck.intervalMs, 100, 60_000);
+  checkRange('healthCheck.fall', healthCheck.fall, 1, 10);
+  checkRange('healthCheck.rise', healthCheck.rise, 1, 10);
+  return { listenAddr: spec.listenAddr, nodes: spec.nodes, healthCheck, statsAddr: spec.statsAddr };
+}
+
+function checkRange(field: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new BalancerSpecError(`${field} must be a whole number from ${min} to ${max}, got ${value}`);
+  }
+}

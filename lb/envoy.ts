@@ -1,0 +1,122 @@
+// The same balancer as lb/haproxy.ts, as an Envoy v3 static bootstrap (JSON): h2c in and out,
+// a ring hash on x-worker-id, grpc.health.v1 checks, and retries only for calls that never
+// reached a node. Envoy cannot be installed here, so this is rendered and checked for its shape
+// only (test/unit/lb-envoy-bootstrap.test.ts); HAProxy is what runs (docs/decisions/0013).
+// Pure: a BalancerSpec in, a JSON-ready object out.
+import type { BalancerSpec } from './balancer-spec.js';
+import { parseHostPort, stickyHeader, validBalancerSpec } from './balancer-spec.js';
+
+export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json };
+
+const clusterName = 'slipway_nodes';
+/** As lb/haproxy.ts: no gRPC call is idle this long in normal operation. */
+const streamIdleTimeout = '3600s';
+const ipLiteral = /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])$/;
+
+/** Renders the bootstrap; throws BalancerSpecError on bad input. */
+export function renderEnvoyBootstrap(input: BalancerSpec): Json {
+  const spec = validBalancerSpec(input);
+  const { intervalMs, fall, rise } = spec.healthCheck;
+  const allIps = spec.nodes.every((n) => ipLiteral.test(parseHostPort('apiAddr', n.apiAddr).host));
+  const route = {
+    cluster: clusterName,
+    // The default 15 s would end every worker stream; idle streams are bounded below instead.
+    timeout: '0s',
+    idle_timeout: streamIdleTimeout,
+    // One hash per call (per stream); a call without the header gets a random node.
+    hash_policy: [{ header: { header_name: stickyHeader }, terminal: true }],
+    // A call that reached a node may have been applied: retry only what never got there (0012),
+    // on another host, as HAProxy's redispatch does.
+    retry_policy: {
+      retry_on: 'connect-failure,refused-stream',
+      num_retries: 2,
+      retry_host_predicate: [
+        {
+          name: 'envoy.retry_host_predicates.previous_hosts',
+          typed_config: {
+            '@type':
+              'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate',
+          },
+        },
+      ],
+      host_selection_retry_max_attempts: 3,
+    },
+  };
+  const connectionManager = {
+    '@type':
+      'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+    stat_prefix: 'grpc_in',
+    codec_type: 'HTTP2',
+    stream_idle_timeout: streamIdleTimeout,
+    route_config: {
+      name: 'slipway',
+      virtual_hosts: [{ name: 'slipway', domains: ['*'], routes: [{ match: { prefix: '/' }, route }] }],
+    },
+    http_filters: [
+      {
+        name: 'envoy.filters.http.router',
+        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' },
+      },
+    ],
+  };
+  const cluster = {
+    name: clusterName,
+    type: allIps ? 'STATIC' : 'STRICT_DNS',
+    connect_timeout: '2s',
+    lb_policy: 'RING_HASH',
+    ring_hash_lb_config: { minimum_ring_size: 1024, maximum_ring_size: 8192 },
+    // The default (50 %) sends calls to dead nodes once half are down; refuse instead.
+    common_lb_config: { healthy_panic_threshold: { value: 0 } },
+    typed_extension_protocol_options: {
+      'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+        '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+        explicit_http_config: { http2_protocol_options: {} },
+      },
+    },
+    load_assignment: {
+      cluster_name: clusterName,
+      endpoints: [
+        {
+          lb_endpoints: spec.nodes.map((n) => ({
+            endpoint: { address: socketAddress(n.apiAddr), hostname: n.id },
+          })),
+        },
+      ],
+    },
+    health_checks: [
+      {
+        timeout: '1s',
+        interval: `${intervalMs / 1000}s`,
+        // Checked alike with or without traffic (the default slows to 60 s without).
+        no_traffic_interval: `${intervalMs / 1000}s`,
+        unhealthy_threshold: fall,
+        healthy_threshold: rise,
+        grpc_health_check: {},
+      },
+    ],
+  };
+  return {
+    ...(spec.statsAddr === undefined ? {} : { admin: { address: socketAddress(spec.statsAddr) } }),
+    static_resources: {
+      listeners: [
+        {
+          name: 'grpc_in',
+          address: socketAddress(spec.listenAddr),
+          filter_chains: [
+            {
+              filters: [
+                { name: 'envoy.filters.network.http_connection_manager', typed_config: connectionManager },
+              ],
+            },
+          ],
+        },
+      ],
+      clusters: [cluster],
+    },
+  };
+}
+
+function socketAddress(addr: string): Json {
+  const { host, port } = parseHostPort('address', addr);
+  return { socket_address: { address: host.replace(/^\[|\]$/g, ''), port_value: port } };
+}

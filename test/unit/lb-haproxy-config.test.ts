@@ -1,0 +1,180 @@
+// Goal: lb/haproxy.ts renders a configuration HAProxy 2.6 accepts, with the routing the
+// balancer promises (h2c in and out, a consistent hash on x-worker-id, grpc health checks,
+// retries to another node only for failed connections, long stream timeouts), and refuses bad
+// input naming the field.
+// Method: the output for 3 nodes is compared with a golden file (UPDATE_GOLDEN=1 rewrites it;
+// review the diff) and with the lines each promise rests on; then the real `haproxy -c` checks
+// it, and must refuse a broken file with its own words. Bad specs are a table of input and the
+// error each must give.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { BalancerSpec } from '../../lb/balancer-spec.js';
+import { BalancerSpecError } from '../../lb/balancer-spec.js';
+import { renderHaproxyConfig } from '../../lb/haproxy.js';
+import { checkHaproxyConfig, findHaproxy, HaproxyError } from '../../lb/haproxy-process.js';
+
+const golden = new URL('./testdata/lb-haproxy-3-nodes.cfg', import.meta.url);
+const update = process.env['UPDATE_GOLDEN'] === '1';
+const dir = mkdtempSync(join(tmpdir(), 'slipway-lb-unit-'));
+
+const threeNodes: BalancerSpec = {
+  listenAddr: '127.0.0.1:7000',
+  nodes: [
+    { id: 'n1', apiAddr: '127.0.0.1:7001' },
+    { id: 'n2', apiAddr: '127.0.0.1:7002' },
+    { id: 'n3', apiAddr: '127.0.0.1:7003' },
+  ],
+  statsAddr: '127.0.0.1:7090',
+};
+
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The installed haproxy; the suite fails rather than skips without it (.ci/run installs it). */
+function haproxy(): string {
+  const bin = findHaproxy();
+  assert.ok(bin !== undefined, 'haproxy is not installed: apt-get install haproxy');
+  return bin;
+}
+
+describe('the rendered configuration', () => {
+  const text = renderHaproxyConfig(threeNodes);
+
+  test('matches the golden file for 3 nodes', () => {
+    if (update) writeFileSync(golden, text);
+    assert.equal(text, readFileSync(golden, 'utf8'));
+  });
+
+  test('routes gRPC over h2c with a consistent hash on x-worker-id', () => {
+    const lines = text.split('\n').map((l) => l.trim());
+    for (const line of [
+      'bind 127.0.0.1:7000 proto h2',
+      'balance hdr(x-worker-id)',
+      'hash-type consistent',
+      'retries 2',
+      'option redispatch 1',
+      'timeout client 1h',
+      'timeout server 1h',
+      'timeout tunnel 1h',
+      'bind 127.0.0.1:7090',
+    ]) {
+      assert.ok(lines.includes(line), `missing "${line}"`);
+    }
+    const servers = lines.filter((l) => l.startsWith('server '));
+    assert.deepEqual(servers, [
+      'server n1 127.0.0.1:7001 id 1 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+      'server n2 127.0.0.1:7002 id 2 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+      'server n3 127.0.0.1:7003 id 3 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+    ]);
+    // The check sends a grpc.health.v1 Check and passes on SERVING (status 1) only.
+    assert.match(text, /tcp-check send-binary 505249202a20485454502f322e30[0-9a-f]+/);
+    assert.match(text, /tcp-check expect min-recv 0 binary 00000000020801 /);
+  });
+
+  test('has no status page unless asked, and takes the health check timing given', () => {
+    const { statsAddr: _, ...noStats } = threeNodes;
+    const plain = renderHaproxyConfig({ ...noStats, healthCheck: { intervalMs: 250, fall: 1, rise: 3 } });
+    assert.doesNotMatch(plain, /stats/);
+    assert.match(plain, /server n2 127\.0\.0\.1:7002 id 2 proto h2 check inter 250ms fall 1 rise 3 /);
+  });
+
+  test('haproxy -c accepts it', async () => {
+    const file = join(dir, 'three-nodes.cfg');
+    writeFileSync(file, text);
+    await checkHaproxyConfig(haproxy(), file);
+  });
+
+  test('haproxy -c accepts IPv6 and host names', async () => {
+    const file = join(dir, 'v6.cfg');
+    writeFileSync(
+      file,
+      renderHaproxyConfig({
+        listenAddr: '[::1]:7000',
+        nodes: [
+          { id: 'a', apiAddr: '[::1]:7001' },
+          { id: 'b', apiAddr: 'localhost:7002' },
+        ],
+      }),
+    );
+    await checkHaproxyConfig(haproxy(), file);
+  });
+
+  test('a file HAProxy refuses fails with its own message', async () => {
+    const file = join(dir, 'broken.cfg');
+    writeFileSync(file, text.replace('hash-type consistent', 'hash-type sideways'));
+    await assert.rejects(checkHaproxyConfig(haproxy(), file), (err: unknown) => {
+      assert.ok(err instanceof HaproxyError);
+      assert.match(err.message, /broken\.cfg/);
+      assert.match(err.message, /broken\.cfg:\d+\] : 'hash-type' only supports 'consistent'/);
+      assert.doesNotMatch(err.message, /NOTICE/, 'only the complaints, not the banner');
+      return true;
+    });
+  });
+});
+
+describe('bad input', () => {
+  const node = (id: string, apiAddr: string): { id: string; apiAddr: string } => ({ id, apiAddr });
+  const cases: { name: string; spec: BalancerSpec; error: RegExp }[] = [
+    {
+      name: 'a listen address without a port',
+      spec: { ...threeNodes, listenAddr: '127.0.0.1' },
+      error: /listenAddr "127\.0\.0\.1" must be HOST:PORT/,
+    },
+    {
+      name: 'a port out of range',
+      spec: { ...threeNodes, listenAddr: '127.0.0.1:70000' },
+      error: /listenAddr "127\.0\.0\.1:70000" must be HOST:PORT with a port 1-65535/,
+    },
+    { name: 'no nodes', spec: { listenAddr: '127.0.0.1:7000', nodes: [] }, error: /at least one node/ },
+    {
+      name: 'a node id HAProxy cannot take as a server name',
+      spec: { ...threeNodes, nodes: [node('n 1', '127.0.0.1:7001')] },
+      error: /nodes\[0\]\.id "n 1" must be 1-63 letters/,
+    },
+    {
+      name: 'the same id twice',
+      spec: { ...threeNodes, nodes: [node('n1', '127.0.0.1:7001'), node('n1', '127.0.0.1:7002')] },
+      error: /nodes\[1\]\.id "n1" appears twice/,
+    },
+    {
+      name: 'an API address with a space in it',
+      spec: { ...threeNodes, nodes: [node('n1', '127.0.0.1 :7001')] },
+      error: /nodes\[0\]\.apiAddr "127\.0\.0\.1 :7001" must be HOST:PORT/,
+    },
+    {
+      name: 'two nodes on one address',
+      spec: { ...threeNodes, nodes: [node('n1', '127.0.0.1:7001'), node('n2', '127.0.0.1:7001')] },
+      error: /nodes\[1\]\.apiAddr "127\.0\.0\.1:7001" is already used by nodes\[0\]\.apiAddr/,
+    },
+    {
+      name: 'a node on the listen address (a loop)',
+      spec: { ...threeNodes, nodes: [node('n1', '127.0.0.1:7000')] },
+      error: /nodes\[0\]\.apiAddr "127\.0\.0\.1:7000" is already used by listenAddr/,
+    },
+    {
+      name: 'the status page on a node address',
+      spec: { ...threeNodes, statsAddr: '127.0.0.1:7003' },
+      error: /statsAddr "127\.0\.0\.1:7003" is already used by nodes\[2\]\.apiAddr/,
+    },
+    {
+      name: 'a check interval below 100 ms',
+      spec: { ...threeNodes, healthCheck: { intervalMs: 10, fall: 2, rise: 2 } },
+      error: /healthCheck\.intervalMs must be a whole number from 100 to 60000, got 10/,
+    },
+    {
+      name: 'a fall of zero',
+      spec: { ...threeNodes, healthCheck: { intervalMs: 1000, fall: 0, rise: 2 } },
+      error: /healthCheck\.fall must be a whole number from 1 to 10, got 0/,
+    },
+  ];
+  for (const c of cases) {
+    test(`refuses ${c.name}`, () => {
+      assert.throws(
+        () => renderHaproxyConfig(c.spec),
+        (err: unknown) => err instanceof BalancerSpecError && c.error.test(err.message),
+      );
+    });
+  }
+});
