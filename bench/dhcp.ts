@@ -1,5 +1,5 @@
 // `npm run bench -- dhcp [--quick] [--mode reservation|dynamic|both] [--rates LIST] [--period S]
-//  [--nodes 1|3] [--keep] [--slipway-only]`
+//  [--nodes 1|3] [--keep] [--slipway-only] [--client-rcvbuf BYTES]`
 // Slipway's DHCP server against Kea 2.2 (memfile), measured with perfdhcp in one network-namespace
 // lab, one system at a time: for each, the highest DORA rate with under 1 % drops, found by a
 // bounded search over rates. Prints one JSON object per line on stdout (the first describes the
@@ -29,6 +29,7 @@ import {
   type SweepResult,
   type SweepStep,
 } from './dhcp-perfdhcp.js';
+import { raiseRcvbufDefault, readRcvbufDefault } from './rcvbuf-default.js';
 import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, ratio, round, sleep } from './stats.js';
 
@@ -51,6 +52,9 @@ const apiPort = 7001;
 /** perfdhcp's client count, as in ANCHORS §2 (the pool holds 241 addresses). */
 const clients = 200;
 const leaseTimeS = 3600;
+/** perfdhcp's receive buffer (the host's default for the run): 1 MiB holds ~70 ms of replies. */
+const clientRcvbufDefaultBytes = 1024 * 1024;
+const clientRcvbufMaxBytes = 64 * 1024 * 1024;
 
 /** Unmeasured load before each sweep, so every client holds a lease and the server is warm. */
 const warmupRatePerS = 500;
@@ -79,6 +83,8 @@ interface Options {
   readonly nodes: number;
   readonly keep: boolean;
   readonly slipwayOnly: boolean;
+  /** net.core.rmem_default for the run (see bench/rcvbuf-default.ts); 0 leaves the host's. */
+  readonly clientRcvbufBytes: number;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -92,6 +98,7 @@ function parseOptions(argv: readonly string[]): Options {
       nodes: { type: 'string', default: '3' },
       keep: { type: 'boolean', default: false },
       'slipway-only': { type: 'boolean', default: false },
+      'client-rcvbuf': { type: 'string', default: String(clientRcvbufDefaultBytes) },
     },
     strict: true,
   });
@@ -107,7 +114,8 @@ function parseOptions(argv: readonly string[]): Options {
     return Number(text);
   };
   const rates = (
-    values.rates ?? (values.quick ? '1000,2000,4000,6000,8000' : '1000,2000,3000,4000,5000,6000,7000,8000')
+    values.rates ??
+    (values.quick ? '1000,2000,4000,6000,8000,10000' : '1000,2000,3000,4000,5000,6000,7000,8000,9000,10000')
   )
     .split(',')
     .filter((s) => s !== '')
@@ -115,6 +123,9 @@ function parseOptions(argv: readonly string[]): Options {
   if (rates.length === 0 || rates.length > 20) throw new Error('--rates must list 1 to 20 rates');
   const periodS = positive(values.period ?? (values.quick ? '3' : '10'), '--period');
   if (periodS > 120) throw new Error('--period must be at most 120 s');
+  const clientRcvbuf = values['client-rcvbuf'];
+  if (!/^\d+$/.test(clientRcvbuf) || Number(clientRcvbuf) > clientRcvbufMaxBytes)
+    throw new Error(`--client-rcvbuf must be 0 (the host's default) to ${clientRcvbufMaxBytes} bytes`);
   const nodes = positive(values.nodes, '--nodes');
   if (nodes !== 1 && nodes !== 3) throw new Error('--nodes must be 1 or 3');
   return {
@@ -126,6 +137,7 @@ function parseOptions(argv: readonly string[]): Options {
     nodes,
     keep: values.keep,
     slipwayOnly: values['slipway-only'],
+    clientRcvbufBytes: Number(clientRcvbuf),
   };
 }
 
@@ -804,8 +816,10 @@ export async function runDhcpBench(argv: readonly string[]): Promise<void> {
       `warning: kea-dhcp4 not started by this benchmark is running (pid ${stray.join(', ')}); ` +
         'it takes CPU. Stop it: systemctl stop kea-dhcp4-server (or kill its pid from /run/kea)',
     );
+  const rcvbuf = o.clientRcvbufBytes === 0 ? null : raiseRcvbufDefault(o.clientRcvbufBytes);
   const onSignal = (): void => {
     progress('interrupted: stopping every process this benchmark started and deleting the lab');
+    rcvbuf?.restore();
     void destroyLab().finally(() => process.exit(130));
   };
   process.once('SIGINT', onSignal);
@@ -815,6 +829,7 @@ export async function runDhcpBench(argv: readonly string[]): Promise<void> {
     kea: tools.kea,
     perfdhcp: tools.perfdhcp,
     options: o,
+    rmem_default_bytes: { run: rcvbuf?.bytes ?? readRcvbufDefault(), host: rcvbuf?.previousBytes ?? null },
     started: new Date().toISOString(),
   });
   try {
@@ -835,6 +850,7 @@ export async function runDhcpBench(argv: readonly string[]): Promise<void> {
     emit(summary(o, kea, slipway));
     emit({ bench: 'done', finished: new Date().toISOString(), loadavg: loadavg().map((x) => round(x, 2)) });
   } finally {
+    rcvbuf?.restore();
     await destroyLab();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -874,7 +890,8 @@ function summary(
     bench: 'dhcp_summary',
     criterion:
       `highest perfdhcp DORA/s with DO and RA drops < ${dropPercentMax} %, ` +
-      `${clients} clients, ${o.periodS} s steps`,
+      `${clients} clients, ${o.periodS} s steps, socket receive buffer default ` +
+      (o.clientRcvbufBytes === 0 ? "the host's" : `${o.clientRcvbufBytes} bytes`),
     kea_pool_per_s: baseline,
     kea_reservations_per_s: kea.reservations?.best ?? null,
     ...(kea.pool?.error === undefined ? {} : { kea_error: kea.pool.error }),
