@@ -49,7 +49,7 @@ export function healthCheckResponseMessage(status: number): Uint8Array {
 }
 
 export function toHex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
 }
 
 function grpcMessage(protobuf: Uint8Array): Uint8Array {
@@ -110,11 +110,5 @@ function ascii(text: string): Uint8Array {
 }
 
 function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return Buffer.concat(parts);
 }
