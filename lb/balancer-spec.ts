@@ -2,6 +2,7 @@
 // does it: where it listens, which nodes it spreads calls over, how often it checks them. The
 // HAProxy and Envoy renderers take the same spec, validated here once, so a bad address or id is
 // refused with the field named before any configuration text exists.
+import { parseHostPort, type HostPort } from '../src/platform/host-port.js';
 
 /** One node behind the balancer: its member id (the server's name) and its API address. */
 export interface BalancedNode {
@@ -48,25 +49,18 @@ export class BalancerSpecError extends Error {
   }
 }
 
-export interface HostPort {
-  readonly host: string;
-  readonly port: number;
-}
-
-const hostPortPattern = /^([A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9a-fA-F:.]+\]):(\d{1,5})$/;
 /** Member ids as `slipway server --id` accepts them, which are also valid HAProxy server names. */
 const nodeIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
 /** Splits HOST:PORT (IPv6 in brackets), or throws naming `field`. */
-export function parseHostPort(field: string, addr: string): HostPort {
-  const m = hostPortPattern.exec(addr);
-  const port = m === null ? NaN : Number(m[2]);
-  if (m === null || port < 1 || port > 65_535) {
+export function hostPortOf(field: string, addr: string): HostPort {
+  const parsed = parseHostPort(addr);
+  if (parsed === undefined) {
     throw new BalancerSpecError(
       `${field} "${addr}" must be HOST:PORT with a port 1-65535, for example 127.0.0.1:7001`,
     );
   }
-  return { host: m[1]!, port };
+  return parsed;
 }
 
 /** A spec that passed validBalancerSpec, with its defaults filled in. */
@@ -79,7 +73,7 @@ export interface ValidBalancerSpec {
 
 /** Throws BalancerSpecError on the first problem found; returns the spec with defaults filled in. */
 export function validBalancerSpec(spec: BalancerSpec): ValidBalancerSpec {
-  parseHostPort('listenAddr', spec.listenAddr);
+  hostPortOf('listenAddr', spec.listenAddr);
   if (spec.nodes.length === 0) throw new BalancerSpecError('nodes must list at least one node');
   if (spec.nodes.length > balancedNodesMax) {
     throw new BalancerSpecError(`nodes lists ${spec.nodes.length} nodes; at most ${balancedNodesMax}`);
@@ -99,11 +93,11 @@ export function validBalancerSpec(spec: BalancerSpec): ValidBalancerSpec {
     }
     if (ids.has(node.id)) throw new BalancerSpecError(`nodes[${i}].id "${node.id}" appears twice`);
     ids.add(node.id);
-    parseHostPort(`nodes[${i}].apiAddr`, node.apiAddr);
+    hostPortOf(`nodes[${i}].apiAddr`, node.apiAddr);
     claim(`nodes[${i}].apiAddr`, node.apiAddr);
   });
   if (spec.statsAddr !== undefined) {
-    parseHostPort('statsAddr', spec.statsAddr);
+    hostPortOf('statsAddr', spec.statsAddr);
     claim('statsAddr', spec.statsAddr);
   }
   const healthCheck = spec.healthCheck ?? defaultHealthCheck;

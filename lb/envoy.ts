@@ -4,7 +4,7 @@
 // only (test/unit/lb-envoy-bootstrap.test.ts); HAProxy is what runs (docs/decisions/0013).
 // Pure: a BalancerSpec in, a JSON-ready object out.
 import type { BalancerSpec } from './balancer-spec.js';
-import { parseHostPort, stickyHeader, validBalancerSpec } from './balancer-spec.js';
+import { hostPortOf, stickyHeader, validBalancerSpec } from './balancer-spec.js';
 
 export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json };
 
@@ -17,7 +17,7 @@ const ipLiteral = /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])$/;
 export function renderEnvoyBootstrap(input: BalancerSpec): Json {
   const spec = validBalancerSpec(input);
   const { intervalMs, fall, rise } = spec.healthCheck;
-  const allIps = spec.nodes.every((n) => ipLiteral.test(parseHostPort('apiAddr', n.apiAddr).host));
+  const allIps = spec.nodes.every((n) => ipLiteral.test(hostPortOf('apiAddr', n.apiAddr).host));
   const route = {
     cluster: clusterName,
     // The default 15 s would end every worker stream; idle streams are bounded below instead.
@@ -117,6 +117,6 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
 }
 
 function socketAddress(addr: string): Json {
-  const { host, port } = parseHostPort('address', addr);
+  const { host, port } = hostPortOf('address', addr);
   return { socket_address: { address: host.replace(/^\[|\]$/g, ''), port_value: port } };
 }

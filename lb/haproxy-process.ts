@@ -6,7 +6,7 @@ import { accessSync, constants, openSync, closeSync, readFileSync, writeFileSync
 import { connect } from 'node:net';
 import { delimiter, join } from 'node:path';
 import type { BalancerSpec } from './balancer-spec.js';
-import { parseHostPort } from './balancer-spec.js';
+import { hostPortOf } from './balancer-spec.js';
 import { renderHaproxyConfig } from './haproxy.js';
 
 /** Debian's location, for callers whose PATH lacks /usr/sbin. */
@@ -81,7 +81,7 @@ export async function startHaproxy(o: HaproxyStart): Promise<RunningHaproxy> {
   const logFile = join(o.dir, 'haproxy.log');
   writeFileSync(configFile, renderHaproxyConfig(o.spec));
   await checkHaproxyConfig(o.bin, configFile);
-  const listen = parseHostPort('listenAddr', o.spec.listenAddr);
+  const listen = hostPortOf('listenAddr', o.spec.listenAddr);
   // Something already answering there would pass for HAProxy being up.
   if (await accepts(listen.host, listen.port)) {
     throw new HaproxyError(`${o.spec.listenAddr} is already in use; pick another address for the balancer`);

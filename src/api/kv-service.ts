@@ -23,6 +23,7 @@ import type { Role as OperatorRole } from '../state/control/model.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
+import { isHostPort } from '../platform/host-port.js';
 
 /** The namespace the operator-facing `kv` commands use; the control plane has its own. */
 export const operatorNamespace = 'kv';
@@ -360,7 +361,7 @@ function checkKey(key: string): void {
 }
 
 function checkAddr(addr: string, what: string): void {
-  if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(addr)) {
+  if (!isHostPort(addr)) {
     throw new ApiError(status.INVALID_ARGUMENT, `${what} "${addr}" must be HOST:PORT`);
   }
 }

@@ -6,10 +6,11 @@ import { z } from 'zod';
 import { overlappingPools, parsePoolSpec, type DhcpPool } from '../boot/dhcp/pool.js';
 import type { Member } from '../raft/core/types.js';
 import { leaseTimeSMax } from '../state/limits.js';
+import { isHostPort } from '../platform/host-port.js';
 
 const hostPort = z
   .string()
-  .regex(/^([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):\d{1,5}$/, 'must be HOST:PORT, for example 127.0.0.1:7001');
+  .refine(isHostPort, 'must be HOST:PORT with a port 1-65535, for example 127.0.0.1:7001');
 const ipv4 = z
   .string()
   .regex(/^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/, 'must be an IPv4 address');

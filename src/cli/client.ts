@@ -9,6 +9,7 @@ import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
 import { refusedBeforeAppend } from '../api/errors.js';
 import { UsageError } from './output.js';
+import { isHostPort } from '../platform/host-port.js';
 
 export const defaultServer = '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003';
 // A read moves on to the next node on any UNAVAILABLE. A write moves on only when the failure
@@ -61,7 +62,7 @@ export function parseServers(text: string | undefined): string[] {
     .filter((s) => s !== '');
   if (list.length === 0) throw new UsageError('--server must list at least one HOST:PORT');
   for (const s of list) {
-    if (!/^([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):\d{1,5}$/.test(s)) {
+    if (!isHostPort(s)) {
       throw new UsageError(`--server: "${s}" must be HOST:PORT`);
     }
   }
