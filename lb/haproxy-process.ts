@@ -8,6 +8,7 @@ import { delimiter, join } from 'node:path';
 import type { BalancerSpec } from './balancer-spec.js';
 import { hostPortOf } from './balancer-spec.js';
 import { renderHaproxyConfig } from './haproxy.js';
+import { isRunningAs, stopRecordedProcess } from '../src/platform/recorded-process.js';
 
 /** Debian's location, for callers whose PATH lacks /usr/sbin. */
 const debianHaproxy = '/usr/sbin/haproxy';
@@ -114,32 +115,17 @@ export async function startHaproxy(o: HaproxyStart): Promise<RunningHaproxy> {
  * `configFile` is signalled, so a PID reused since it was recorded is left alone. Resolves to
  * whether one was running.
  */
-export async function stopHaproxy(pid: number, configFile: string): Promise<boolean> {
-  if (!isHaproxyRunning(pid, configFile)) return false;
-  signal(pid, 'SIGTERM');
-  const deadline = Date.now() + stopGraceMs;
-  while (isHaproxyRunning(pid, configFile) && Date.now() < deadline) await sleep(pollMs);
-  if (isHaproxyRunning(pid, configFile)) signal(pid, 'SIGKILL');
-  return true;
+export function stopHaproxy(pid: number, configFile: string): Promise<boolean> {
+  return stopRecordedProcess(pid, haproxyOn(configFile), stopGraceMs);
 }
 
-/** process.kill, where a process that exited since it was seen is not an error. */
-function signal(pid: number, name: NodeJS.Signals): void {
-  try {
-    process.kill(pid, name);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-  }
-}
-
-/** Whether `pid` is a live HAProxy on this configuration (a zombie has no command line). */
+/** Whether `pid` is a live HAProxy on this configuration. */
 export function isHaproxyRunning(pid: number, configFile: string): boolean {
-  try {
-    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return argv.some((a) => a.endsWith('haproxy')) && argv.includes(configFile);
-  } catch {
-    return false;
-  }
+  return isRunningAs(pid, haproxyOn(configFile));
+}
+
+function haproxyOn(configFile: string): (argv: readonly string[]) => boolean {
+  return (argv) => argv.some((a) => a.endsWith('haproxy')) && argv.includes(configFile);
 }
 
 function accepts(host: string, port: number): Promise<boolean> {

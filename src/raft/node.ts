@@ -225,6 +225,13 @@ export class RaftNode {
       if (Date.now() > deadline)
         throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
       await delay(5);
+      const { role, transferee } = this.core.status();
+      // The core gave up: the target's stream broke, or it did not take over within an election timeout.
+      if (role === 'leader' && transferee === '')
+        throw new RaftError(
+          'E_BAD_REQUEST',
+          `leadership transfer to ${to} was abandoned: ${to} is unreachable or did not take over in time`,
+        );
     }
   }
 

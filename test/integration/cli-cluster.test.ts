@@ -15,6 +15,7 @@ import { credentials, Metadata } from '@grpc/grpc-js';
 import { Level } from 'level';
 import { KvClient } from '../../src/gen/kv.js';
 import { ClusterClient } from '../../src/cli/client.js';
+import { commandLine } from '../../src/platform/recorded-process.js';
 import { parse as parseYaml } from 'yaml';
 import type { ProcNode } from '../support/process-cluster.js';
 import { clusterUpBasePort, nextPort, ProcessCluster, slipwayBin } from '../support/process-cluster.js';
@@ -375,7 +376,7 @@ describe('cluster up and down', () => {
       assert.equal(down.code, 0, down.stderr);
       assert.match(down.stdout, /stopped 3 node\(s\) and the balancer/);
       assert.deepEqual(
-        pids.filter((pid) => running(pid)),
+        pids.filter((pid) => commandLine(pid) !== undefined),
         [],
         'every process cluster up started is gone',
       );
@@ -385,12 +386,3 @@ describe('cluster up and down', () => {
     }
   });
 });
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}

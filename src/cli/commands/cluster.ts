@@ -15,6 +15,7 @@ import {
   stopHaproxy,
 } from '../../../lb/haproxy-process.js';
 import { Role } from '../../gen/kv.js';
+import { isRunningAs, stopRecordedProcess } from '../../platform/recorded-process.js';
 import { ClusterClient } from '../client.js';
 import { packageFile } from '../package-file.js';
 import type { OutputFormat } from '../output.js';
@@ -203,16 +204,12 @@ function readCluster(file: string): ClusterFile {
 
 function running(c: ClusterFile): boolean {
   const balancer = c.balancer !== undefined && isHaproxyRunning(c.balancer.pid, c.balancer.configFile);
-  return balancer || c.nodes.some((x) => alive(x.pid));
+  return balancer || c.nodes.some((x) => isRunningAs(x.pid, nodeOn(x.dataDir)));
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+/** The recorded node's process: `slipway server` on its data directory, not a reused PID. */
+function nodeOn(dataDir: string): (argv: readonly string[]) => boolean {
+  return (argv) => argv.includes('server') && argv.includes(dataDir);
 }
 
 async function waitForLeader(client: ClusterClient): Promise<string> {
@@ -267,12 +264,8 @@ async function stopCluster(c: ClusterFile): Promise<{ nodes: number; balancer: b
   return { nodes: await stopNodes(c.nodes), balancer };
 }
 
-/** SIGTERM each node, then SIGKILL whatever is still alive after 5 s. */
+/** SIGTERM each node, then SIGKILL whatever is still running after 5 s; resolves once all are gone. */
 async function stopNodes(nodes: ClusterFile['nodes']): Promise<number> {
-  const live = nodes.filter((x) => alive(x.pid));
-  for (const x of live) process.kill(x.pid, 'SIGTERM');
-  const deadline = Date.now() + 5000;
-  while (live.some((x) => alive(x.pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  for (const x of live) if (alive(x.pid)) process.kill(x.pid, 'SIGKILL');
-  return live.length;
+  const stopped = await Promise.all(nodes.map((x) => stopRecordedProcess(x.pid, nodeOn(x.dataDir), 5000)));
+  return stopped.filter(Boolean).length;
 }

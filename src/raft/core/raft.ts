@@ -265,10 +265,15 @@ export class RaftCore {
     pr.probeSent = true;
   }
 
-  /** The transport lost its stream to a peer. */
+  /**
+   * The transport lost its stream to a peer. A transfer to it is abandoned now rather than after
+   * an election timeout: until then the leader refuses every proposal for a target that is gone.
+   */
   reportUnreachable(to: NodeId): void {
     const pr = this.progress.get(to);
-    if (this.role === 'leader' && pr?.state === 'replicate') pr.becomeProbe();
+    if (this.role !== 'leader') return;
+    if (pr?.state === 'replicate') pr.becomeProbe();
+    if (this.leadTransferee === to) this.leadTransferee = '';
   }
 
   /** Starts an election now (used by tests and by a single-node bootstrap). */
