@@ -226,6 +226,28 @@ export class NetnsLab {
     }
   }
 
+  /**
+   * One LAN: namespace "lan" with bridge br0, and a namespace per role with a veth named eth0 on
+   * br0 (its peer in lan is p-ROLE). Returns the namespaces by role, "lan" included.
+   */
+  async addLan<R extends string>(
+    ends: Readonly<Record<R, Omit<VethEnd, 'ns' | 'ifname' | 'bridge'>>>,
+  ): Promise<Record<R | 'lan', string>> {
+    const lan = await this.addNamespace('lan');
+    await this.addBridge(lan, 'br0');
+    // Filled in below, one role at a time.
+    const namespaces = { lan } as Record<R | 'lan', string>;
+    for (const role of Object.keys(ends) as R[]) {
+      const ns = await this.addNamespace(role);
+      namespaces[role] = ns;
+      await this.connect(
+        { ns: lan, ifname: `p-${role}`, bridge: 'br0' },
+        { ...ends[role], ns, ifname: 'eth0' },
+      );
+    }
+    return namespaces;
+  }
+
   /** A tap device on a bridge, for QEMU's `-netdev tap,ifname=NAME,script=no`. */
   async addTap(ns: string, name: string, bridge: string): Promise<void> {
     await ip(['-n', ns, 'tuntap', 'add', 'dev', name, 'mode', 'tap']);

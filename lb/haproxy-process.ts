@@ -2,36 +2,22 @@
 // file (`haproxy -c`), starts it in the foreground (`-db`: one process, no master, so its PID is
 // the one to stop), waits until it accepts connections, and stops it by PID.
 import { execFile, spawn } from 'node:child_process';
-import { accessSync, constants, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
+import { openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import type { BalancerSpec } from './balancer-spec.js';
 import { hostPortOf } from './balancer-spec.js';
 import { renderHaproxyConfig } from './haproxy.js';
+import { findExecutable } from '../src/platform/executable.js';
 import { isRunningAs, stopRecordedProcess } from '../src/platform/recorded-process.js';
 
-/** Debian's location, for callers whose PATH lacks /usr/sbin. */
-const debianHaproxy = '/usr/sbin/haproxy';
 const readyTimeoutMsDefault = 10_000;
 const stopGraceMs = 5000;
 const pollMs = 50;
 
-/** The haproxy executable on PATH, else /usr/sbin/haproxy; undefined when neither exists. */
+/** The haproxy executable on PATH, else Debian's /usr/sbin/haproxy; undefined when neither exists. */
 export function findHaproxy(path = process.env['PATH'] ?? ''): string | undefined {
-  const onPath = path
-    .split(delimiter)
-    .filter((dir) => dir !== '')
-    .map((dir) => join(dir, 'haproxy'));
-  return [...onPath, debianHaproxy].find(isExecutable);
-}
-
-function isExecutable(file: string): boolean {
-  try {
-    accessSync(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
+  return findExecutable('haproxy', ['/usr/sbin/haproxy'], path);
 }
 
 /** HAProxy refused its configuration or did not come up; the message carries its own words. */

@@ -25,6 +25,8 @@ export interface MetricsSources {
   readonly connectedWorkers: () => number;
   /** Commands this node forwarded to a leader, and the calls that carried them. */
   readonly forwarding?: () => ForwardingStats;
+  /** Whether this node's interface has the VIP, when it manages one. */
+  readonly vipHeld?: () => boolean;
 }
 
 export class NodeMetrics {
@@ -97,6 +99,17 @@ export class NodeMetrics {
       help: 'Action retries scheduled after a failed or timed-out attempt',
       registers,
     });
+    const vipHeld = src.vipHeld;
+    if (vipHeld !== undefined) {
+      new Gauge({
+        name: 'slipway_vip_held',
+        help: '1 while this node holds the VIP on its interface (--vip-interface), else 0',
+        registers,
+        collect() {
+          this.set(vipHeld() ? 1 : 0);
+        },
+      });
+    }
     new Gauge({
       name: 'slipway_connected_workers',
       help: 'Worker agents with a live stream on this node',

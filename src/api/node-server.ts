@@ -27,6 +27,7 @@ import { advertisedAddress, ConfigError, initialMembers } from './server-config.
 import { startNodeBootServices } from '../boot/node-boot.js';
 import { WorkerService } from './worker-service.js';
 import { ReplicatedLeaseLedger } from './lease-ledger.js';
+import { VipError, VipManager } from '../../lb/vip-manager.js';
 
 export interface RunningNode {
   readonly node: RaftNode;
@@ -37,11 +38,13 @@ export interface RunningNode {
 
 export async function startNode(cfg: ServerConfig, logger: Logger): Promise<RunningNode> {
   const tls = nodeTls(cfg);
+  let stopping: Promise<void> | null = null;
   const adminTokenFile =
     cfg.adminTokenFile ??
     (cfg.tlsDir !== undefined && existsSync(join(cfg.tlsDir, 'admin.token'))
       ? join(cfg.tlsDir, 'admin.token')
       : undefined);
+  const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
   const stateMachine = new KvStore();
@@ -78,6 +81,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     control,
     connectedWorkers: () => workers.connected,
     forwarding: () => proposer.forwarding,
+    ...(vip === undefined ? {} : { vipHeld: () => vip.held }),
   });
   control.onEvent = (e) => {
     events.publish(e);
@@ -141,7 +145,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     'node serving',
   );
 
-  let stopping: Promise<void> | null = null;
+  // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
+  vip?.start();
+
   const stop = (opts?: { transfer?: boolean }): Promise<void> => {
     stopping ??= (async () => {
       if (opts?.transfer !== false && node.softState().role === 'leader') {
@@ -157,6 +163,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
           }
         }
       }
+      await vip?.stop();
       health.shutdown();
       deadlines.stop();
       workers.close();
@@ -170,6 +177,17 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     return stopping;
   };
   return { node, apiPort, stop };
+}
+
+/** The VIP manager when --vip-interface is given; the host is checked now, before anything starts. */
+function vipManagerFor(cfg: ServerConfig, shouldHold: () => boolean, logger: Logger): VipManager | undefined {
+  if (cfg.vipInterface === undefined || cfg.vip === undefined) return undefined;
+  try {
+    return new VipManager({ vip: cfg.vip, iface: cfg.vipInterface, shouldHold, logger });
+  } catch (err) {
+    if (err instanceof VipError) throw new ConfigError(err.message);
+    throw err;
+  }
 }
 
 function readAdminTokenSha(file: string | undefined): string | undefined {

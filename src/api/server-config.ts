@@ -18,6 +18,9 @@ const memberId = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, "must be 1-63 letters, digits, '.', '_' or '-'");
 
+/** A Linux interface name: at most 15 bytes (IFNAMSIZ), no slash or white space. */
+const interfaceName = z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}$/, 'must be an interface name');
+
 export const serverConfigSchema = z
   .object({
     id: memberId,
@@ -38,11 +41,13 @@ export const serverConfigSchema = z
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal']).default('info'),
     /** The address machines are told to use (DHCP server id, next-server, URLs); default: the API host. */
     vip: ipv4.optional(),
+    /**
+     * Hold the VIP on this interface while this node is the leader with a live quorum
+     * (lb/vip-manager.ts); without it, something else (keepalived, the operator) places the VIP.
+     */
+    vipInterface: interfaceName.optional(),
     /** Serve DHCP on this interface (broadcasts included). */
-    dhcpInterface: z
-      .string()
-      .regex(/^[A-Za-z0-9_.:@-]{1,15}$/, 'must be an interface name')
-      .optional(),
+    dhcpInterface: interfaceName.optional(),
     /** Serve DHCP on this address only (relayed and unicast requests). */
     dhcpAddr: hostPort.optional(),
     dhcpMode: z.enum(['reservation', 'dynamic', 'proxy']).default('reservation'),
@@ -102,6 +107,13 @@ export const serverConfigSchema = z
     }
     if (c.insecure && c.tlsDir !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['insecure'], message: 'give --tls-dir or --insecure, not both' });
+    }
+    if (c.vipInterface !== undefined && c.vip === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['vipInterface'],
+        message: 'names where to hold the VIP: pass --vip IP as well',
+      });
     }
     if (c.dhcpInterface !== undefined && c.dhcpAddr !== undefined) {
       ctx.addIssue({

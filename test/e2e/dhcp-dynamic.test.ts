@@ -14,7 +14,7 @@ import { chmod, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { NetnsLab, requireCommands, type LabProcess } from '../support/netns.js';
-import { NetnsCluster, slipwayBin, type NetnsNode } from '../support/netns-cluster.js';
+import { addNodeLan, NetnsCluster, slipwayBin, type NetnsNode } from '../support/netns-cluster.js';
 
 const nodeAddresses = { n1: '10.79.0.11', n2: '10.79.0.12', n3: '10.79.0.13' };
 const router = '10.79.0.1';
@@ -43,25 +43,13 @@ before(async () => {
   await requireCommands({ ip: 'iproute2', busybox: 'busybox', dhclient: 'isc-dhcp-client' });
   created = await NetnsLab.create();
   const lab = created;
-  for (const role of Object.keys(ns) as (keyof typeof ns)[]) ns[role] = await lab.addNamespace(role);
-  await lab.addBridge(ns.lan, 'br0');
-  for (const id of ['n1', 'n2', 'n3'] as const) {
-    await lab.connect(
-      { ns: ns.lan, ifname: `p-${id}`, bridge: 'br0' },
-      { ns: ns[id], ifname: 'eth0', addresses: [`${nodeAddresses[id]}/24`] },
-    );
-  }
-  await lab.connect(
-    { ns: ns.lan, ifname: 'p-ops', bridge: 'br0' },
-    { ns: ns.ops, ifname: 'eth0', addresses: ['10.79.0.5/24'] },
-  );
-  await lab.connect(
-    { ns: ns.lan, ifname: 'p-c1', bridge: 'br0' },
-    { ns: ns.c1, ifname: 'eth0', mac: macs.c1 },
-  );
-  await lab.connect(
-    { ns: ns.lan, ifname: 'p-c2', bridge: 'br0' },
-    { ns: ns.c2, ifname: 'eth0', mac: macs.c2 },
+  Object.assign(
+    ns,
+    await addNodeLan(lab, nodeAddresses, 24, {
+      ops: { addresses: ['10.79.0.5/24'] },
+      c1: { mac: macs.c1 },
+      c2: { mac: macs.c2 },
+    }),
   );
 
   hooks = { udhcpc: path.join(lab.dir, 'udhcpc.sh'), dhclient: path.join(lab.dir, 'dhclient.sh') };
@@ -86,18 +74,10 @@ before(async () => {
   await chmod(hooks.udhcpc, 0o755);
   await chmod(hooks.dhclient, 0o755);
 
-  cluster = await NetnsCluster.start(
-    lab,
-    (['n1', 'n2', 'n3'] as const).map((id) => ({
-      id,
-      ns: ns[id],
-      address: nodeAddresses[id],
-      args: [
-        ...['--dhcp-interface', 'eth0', '--dhcp-mode', 'dynamic', '--dhcp-pool', pool.spec],
-        ...['--dhcp-lease-time', String(leaseTimeS)],
-      ],
-    })),
-  );
+  cluster = await NetnsCluster.startOnLan(lab, ns, nodeAddresses, () => [
+    ...['--dhcp-interface', 'eth0', '--dhcp-mode', 'dynamic', '--dhcp-pool', pool.spec],
+    ...['--dhcp-lease-time', String(leaseTimeS)],
+  ]);
   leader = await cluster.waitForLeader(ns.ops, electionTimeoutMs);
 });
 

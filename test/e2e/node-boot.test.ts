@@ -17,7 +17,13 @@ import { chmod, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { NetnsLab, requireCommands, type LabProcess, type RunResult } from '../support/netns.js';
-import { NetnsCluster, apiPort, collectOffers, type NetnsNode } from '../support/netns-cluster.js';
+import {
+  addNodeLan,
+  NetnsCluster,
+  apiPort,
+  collectOffers,
+  type NetnsNode,
+} from '../support/netns-cluster.js';
 
 const subnet = { prefix: 24, gateway: '10.78.0.1', ops: '10.78.0.5' };
 const nodeAddresses = { n1: '10.78.0.11', n2: '10.78.0.12', n3: '10.78.0.13' };
@@ -42,25 +48,13 @@ before(async () => {
   await requireCommands({ ip: 'iproute2', busybox: 'busybox', curl: 'curl' });
   created = await NetnsLab.create();
   const lab = created;
-  for (const role of Object.keys(ns) as (keyof typeof ns)[]) ns[role] = await lab.addNamespace(role);
-  await lab.addBridge(ns.lan, 'br0');
-  for (const id of ['n1', 'n2', 'n3'] as const) {
-    await lab.connect(
-      { ns: ns.lan, ifname: `p-${id}`, bridge: 'br0' },
-      { ns: ns[id], ifname: 'eth0', addresses: [`${nodeAddresses[id]}/${subnet.prefix}`] },
-    );
-  }
-  await lab.connect(
-    { ns: ns.lan, ifname: 'p-ops', bridge: 'br0' },
-    { ns: ns.ops, ifname: 'eth0', addresses: [`${subnet.ops}/${subnet.prefix}`] },
-  );
-  await lab.connect(
-    { ns: ns.lan, ifname: 'p-c1', bridge: 'br0' },
-    { ns: ns.c1, ifname: 'eth0', mac: machine.early.mac },
-  );
-  await lab.connect(
-    { ns: ns.lan, ifname: 'p-c2', bridge: 'br0' },
-    { ns: ns.c2, ifname: 'eth0', mac: machine.late.mac },
+  Object.assign(
+    ns,
+    await addNodeLan(lab, nodeAddresses, subnet.prefix, {
+      ops: { addresses: [`${subnet.ops}/${subnet.prefix}`] },
+      c1: { mac: machine.early.mac },
+      c2: { mac: machine.late.mac },
+    }),
   );
 
   hooks = { print: path.join(lab.dir, 'print.sh'), configure: path.join(lab.dir, 'configure.sh') };
@@ -84,18 +78,9 @@ before(async () => {
   await chmod(hooks.print, 0o755);
   await chmod(hooks.configure, 0o755);
 
-  cluster = await NetnsCluster.start(
-    lab,
-    (['n1', 'n2', 'n3'] as const).map((id) => ({
-      id,
-      ns: ns[id],
-      address: nodeAddresses[id],
-      args: [
-        ...['--dhcp-interface', 'eth0', '--tftp-addr', `${nodeAddresses[id]}:69`],
-        ...['--http-addr', `${nodeAddresses[id]}:8080`],
-      ],
-    })),
-  );
+  cluster = await NetnsCluster.startOnLan(lab, ns, nodeAddresses, (_id, address) => [
+    ...['--dhcp-interface', 'eth0', '--tftp-addr', `${address}:69`, '--http-addr', `${address}:8080`],
+  ]);
   leader = await cluster.waitForLeader(ns.ops, electionTimeoutMs);
 });
 

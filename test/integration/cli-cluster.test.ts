@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -304,6 +304,13 @@ describe('bad configuration and damaged data', () => {
     const badAddr = await cli(flags({ '--raft-addr': 'nowhere' }));
     assert.equal(badAddr.code, 2);
     assert.match(badAddr.stderr, /raftAddr/);
+    const vipInterfaceAlone = await cli(flags({ '--vip-interface': 'lo' }));
+    assert.equal(vipInterfaceAlone.code, 2);
+    assert.match(vipInterfaceAlone.stderr, /vipInterface.*--vip IP/);
+    const noSuchInterface = await cli(flags({ '--vip': '127.0.0.9', '--vip-interface': 'nosuch0' }));
+    assert.equal(noSuchInterface.code, 2);
+    assert.match(noSuchInterface.stderr, /nosuch0: no such network interface/);
+    assert.equal(existsSync(join(cluster.dir, 'x1')), false, 'nothing was created for the refused node');
   });
 
   test('a node whose log is corrupted before the tail refuses to start, naming the index', async () => {

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { clientHardwareAddress, decodeDhcpPacket, encodeDhcpPacket } from '../../src/boot/dhcp/codec.js';
 import { openDhcpSockets } from '../../src/boot/dhcp/socket-driver.js';
-import type { LabProcess, NetnsLab, RunResult } from '../../cluster/netns-lab.js';
+import type { LabProcess, NetnsLab, RunResult, VethEnd } from '../../cluster/netns-lab.js';
 import { clientPacket } from './dhcp-packets.js';
 
 export const slipwayBin = fileURLToPath(new URL('../../bin/slipway.js', import.meta.url));
@@ -55,10 +55,14 @@ export function apiAddrOf(spec: NetnsNodeSpec): string {
 /** A running (or SIGKILLed) `slipway server` in its namespace. */
 export class NetnsNode {
   readonly spec: NetnsNodeSpec;
-  readonly process: LabProcess;
+  /** The command line it was started with, for a restart on the same data directory. */
+  readonly argv: readonly string[];
+  /** The current process; a restart replaces it. */
+  process: LabProcess;
 
-  constructor(spec: NetnsNodeSpec, process: LabProcess) {
+  constructor(spec: NetnsNodeSpec, argv: readonly string[], process: LabProcess) {
     this.spec = spec;
+    this.argv = argv;
     this.process = process;
   }
 
@@ -122,6 +126,25 @@ export interface ClusterStatusRow {
   readonly health: string;
 }
 
+/**
+ * The lab's LAN with one namespace per node (eth0 at its address from `nodeAddresses`, on a
+ * /`prefix`) and the `others` (ops, clients). Returns the namespaces by role, "lan" included.
+ */
+export function addNodeLan<N extends string, O extends string>(
+  lab: NetnsLab,
+  nodeAddresses: Readonly<Record<N, string>>,
+  prefix: number,
+  others: Readonly<Record<O, Omit<VethEnd, 'ns' | 'ifname' | 'bridge'>>>,
+): Promise<Record<N | O | 'lan', string>> {
+  const nodes = Object.fromEntries(
+    Object.entries<string>(nodeAddresses).map(([id, address]) => [
+      id,
+      { addresses: [`${address}/${prefix}`] },
+    ]),
+  ) as Record<N, { addresses: string[] }>;
+  return lab.addLan<N | O>({ ...nodes, ...others });
+}
+
 export class NetnsCluster {
   readonly lab: NetnsLab;
   readonly nodes: readonly NetnsNode[];
@@ -144,18 +167,39 @@ export class NetnsCluster {
         ...['--raft-addr', raftAddrOf(spec), '--api-addr', apiAddrOf(spec), '--peers', peers],
         ...['--log-level', 'debug', '--insecure', ...spec.args],
       ];
-      return new NetnsNode(spec, lab.spawn(spec.ns, argv, { cwd: repoRoot }));
+      return new NetnsNode(spec, argv, lab.spawn(spec.ns, argv, { cwd: repoRoot }));
     });
-    await Promise.all(
-      nodes.map((node) =>
-        node.process.waitForOutput(
-          (output) => output.includes('"msg":"node serving"'),
-          nodeReadyTimeoutMs,
-          `node ${node.id} serving`,
-        ),
-      ),
-    );
+    await Promise.all(nodes.map((node) => serving(node)));
     return new NetnsCluster(lab, nodes);
+  }
+
+  /**
+   * start() with one node per entry of `nodeAddresses` (ID: address), each in the namespace of
+   * the same name in `namespaces` (as addNodeLan made them), with the flags `argsOf` gives it.
+   */
+  static startOnLan<N extends string>(
+    lab: NetnsLab,
+    namespaces: Readonly<Record<NoInfer<N>, string>>,
+    nodeAddresses: Readonly<Record<N, string>>,
+    argsOf: (id: N, address: string) => readonly string[],
+  ): Promise<NetnsCluster> {
+    const ids = Object.keys(nodeAddresses) as N[];
+    return NetnsCluster.start(
+      lab,
+      ids.map((id) => ({
+        id,
+        ns: namespaces[id],
+        address: nodeAddresses[id],
+        args: argsOf(id, nodeAddresses[id]),
+      })),
+    );
+  }
+
+  /** Starts a stopped node again on its data directory and resolves once it serves. */
+  async restart(node: NetnsNode): Promise<void> {
+    if (node.running) throw new Error(`${node.id} is still running`);
+    node.process = this.lab.spawn(node.spec.ns, node.argv, { cwd: repoRoot });
+    await serving(node);
   }
 
   /** The API addresses of the nodes still running, as `--server` takes them. */
@@ -217,10 +261,10 @@ export class NetnsCluster {
     throw new Error(`no agreed leader within ${timeoutMs} ms; last status: ${JSON.stringify(last)}`);
   }
 
-  /** SIGKILL `node` (no leadership hand-over) and resolve once it has exited. */
-  async kill(node: NetnsNode): Promise<void> {
+  /** SIGKILL `node` (no leadership hand-over; or SIGTERM, with one) and resolve once it has exited. */
+  async kill(node: NetnsNode, signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): Promise<void> {
     if (!node.running) return;
-    node.process.child.kill('SIGKILL');
+    node.process.child.kill(signal);
     await node.process.exited;
   }
 
@@ -228,6 +272,14 @@ export class NetnsCluster {
   followersOf(leader: NetnsNode): NetnsNode[] {
     return this.nodes.filter((n) => n.running && n !== leader);
   }
+}
+
+function serving(node: NetnsNode): Promise<string> {
+  return node.process.waitForOutput(
+    (output) => output.includes('"msg":"node serving"'),
+    nodeReadyTimeoutMs,
+    `node ${node.id} serving`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

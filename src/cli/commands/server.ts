@@ -26,6 +26,10 @@ export function serverCommand(program: Command): void {
     .option('--log-level <level>', 'trace|debug|info|warn|error (default info)')
     .option('--metrics-addr <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
     .option('--vip <ip>', "the address machines are told to use (default: the API address's host)")
+    .option(
+      '--vip-interface <name>',
+      'hold the VIP on this interface while this node is the leader (ip addr add, then gratuitous ARP)',
+    )
     .option('--dhcp-interface <name>', 'serve DHCP on this interface, broadcasts included')
     .option('--dhcp-addr <host:port>', 'serve DHCP on this address only (relayed and unicast requests)')
     .option(
@@ -69,6 +73,7 @@ export function serverCommand(program: Command): void {
       if (o.insecure === true) raw['insecure'] = true;
       set('metricsAddr', o.metricsAddr);
       set('vip', o.vip);
+      set('vipInterface', o.vipInterface);
       set('dhcpInterface', o.dhcpInterface);
       set('dhcpAddr', o.dhcpAddr);
       set('dhcpMode', o.dhcpMode);
