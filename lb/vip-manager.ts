@@ -77,8 +77,16 @@ export class VipManager {
           'learn it only as their ARP entries for it expire',
       );
     }
+    let busy = false;
     const round = (): void => {
-      this.#round = this.#round.then(() => this.#reconcile());
+      // A slow `ip` (up to its 5 s timeout) must not queue up rounds behind it.
+      if (busy) return;
+      busy = true;
+      this.#round = this.#reconcile()
+        .catch((err: unknown) => this.#logger.error({ err }, 'VIP round failed'))
+        .finally(() => {
+          busy = false;
+        });
     };
     round();
     this.#timer = setInterval(round, this.#roundMs);
