@@ -47,6 +47,8 @@ export class VipManager {
   /** Failures in a row, logged once as a warning and then at debug until one succeeds. */
   #failures = 0;
   #stopped = false;
+  /** The VIP as last seen on the interface (ADDRESS/PREFIX). */
+  #cidr: string | undefined;
 
   /** Checks the host (the interface, `ip`); throws VipError naming what is missing. Starts nothing. */
   constructor(o: VipManagerOptions) {
@@ -65,9 +67,9 @@ export class VipManager {
     this.#holder = o.holder ?? new VipHolder();
   }
 
-  /** Whether the interface has the VIP now. */
+  /** Whether the interface had the VIP when last looked at (every round). */
   get held(): boolean {
-    return this.#presentCidr() !== undefined;
+    return this.#cidr !== undefined;
   }
 
   start(): void {
@@ -99,12 +101,13 @@ export class VipManager {
     clearInterval(this.#timer);
     await this.#round;
     await Promise.all(this.#announcing);
-    if (this.held) await this.#run('delete');
+    if ((await this.#observe()) !== undefined) await this.#run('delete');
   }
 
   async #reconcile(): Promise<void> {
     if (this.#stopped) return;
-    const actions = this.#holder.step(Date.now(), this.#shouldHold(), this.held);
+    const present = (await this.#observe()) !== undefined;
+    const actions = this.#holder.step(Date.now(), this.#shouldHold(), present);
     for (const action of actions) {
       const ok = await this.#run(action);
       if (!ok) {
@@ -118,9 +121,13 @@ export class VipManager {
   async #run(action: VipAction): Promise<boolean> {
     switch (action) {
       case 'add':
-        return this.#ipAddr(['add', `${this.vip}/32`, 'dev', this.iface], 'took the VIP', /File exists/);
+        return this.#ipAddr(
+          ['add', `${this.vip}/32`, 'dev', this.iface],
+          'took the VIP',
+          /File exists|Address already assigned/,
+        );
       case 'delete': {
-        const cidr = this.#presentCidr() ?? `${this.vip}/32`;
+        const cidr = this.#cidr ?? `${this.vip}/32`;
         const ok = await this.#ipAddr(
           ['del', cidr, 'dev', this.iface],
           'let the VIP go',
@@ -162,18 +169,46 @@ export class VipManager {
     return true;
   }
 
-  #command(file: string, args: readonly string[]): Promise<void> {
+  /** Runs a command; resolves to its standard output. */
+  #command(file: string, args: readonly string[]): Promise<string> {
     return new Promise((resolve, reject) => {
-      execFile(file, args, { timeout: commandTimeoutMs }, (err, _stdout, stderr) => {
-        if (err === null) resolve();
+      execFile(file, args, { timeout: commandTimeoutMs }, (err, stdout, stderr) => {
+        if (err === null) resolve(stdout);
         else reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`));
       });
     });
   }
 
-  /** The VIP as configured on the interface (ADDRESS/PREFIX), or undefined when it is not there. */
-  #presentCidr(): string | undefined {
-    const found = networkInterfaces()[this.iface]?.find((a) => a.family === 'IPv4' && a.address === this.vip);
-    return found?.cidr ?? undefined;
+  /**
+   * Looks at the interface: the VIP as configured there (ADDRESS/PREFIX), or undefined. While
+   * the interface is up and running os.networkInterfaces() lists all its addresses at no cost;
+   * it leaves out an interface without carrier altogether (libuv skips it), and a leader cut off
+   * by a dead link is exactly the one that must find and drop its VIP, so then `ip` is asked.
+   */
+  async #observe(): Promise<string | undefined> {
+    const listed = networkInterfaces()[this.iface];
+    if (listed !== undefined) {
+      this.#cidr = listed.find((a) => a.family === 'IPv4' && a.address === this.vip)?.cidr ?? undefined;
+      return this.#cidr;
+    }
+    try {
+      const out = await this.#command(this.#ip, ['-j', '-4', 'addr', 'show', 'dev', this.iface]);
+      this.#cidr = vipCidrIn(out, this.vip);
+    } catch (err) {
+      // The interface is gone: so is every address it had.
+      this.#logger.debug({ err }, 'cannot list the interface addresses');
+      this.#cidr = undefined;
+    }
+    return this.#cidr;
   }
+}
+
+/** The VIP's ADDRESS/PREFIX in `ip -j addr show` output, or undefined. */
+export function vipCidrIn(ipJson: string, vip: string): string | undefined {
+  const links = JSON.parse(ipJson) as { addr_info?: { local?: string; prefixlen?: number }[] }[];
+  for (const link of links) {
+    const found = link.addr_info?.find((a) => a.local === vip && typeof a.prefixlen === 'number');
+    if (found !== undefined) return `${vip}/${String(found.prefixlen)}`;
+  }
+  return undefined;
 }

@@ -2,7 +2,8 @@
 // --vip-interface: exactly one node holds it, the leader; neighbours are told by gratuitous ARP
 // when it moves; a node SIGKILLed while holding it leaves it behind (nothing in the process can
 // run) and removes it when it starts again as a follower; a node stopped with SIGTERM hands
-// leadership over and lets the VIP go, and the new leader takes it.
+// leadership over and lets the VIP go, and the new leader takes it; a leader cut off from the
+// others steps down when it loses quorum and lets the VIP go.
 // Method: a network-namespace lab. Namespace lan holds bridge br0; n1-n3 each run one node on a
 // veth on br0 (10.80.0.11-13/24, raft and API on that address, HTTP boot on 0.0.0.0:8080 so that
 // it answers on the VIP too, metrics on :9100); ops (10.80.0.5) runs the CLI and curl and keeps
@@ -168,5 +169,31 @@ describe('the VIP follows the leader', () => {
       100,
     );
     assert.equal((await curlVip()).status, '404');
+    await cluster.restart(stopped);
+  });
+
+  it('is let go by a leader cut off from the others (it loses quorum), and taken by the new leader', async () => {
+    await waitForHolder(leader);
+    const cut = leader;
+    const cable = `p-${cut.id}`; // its veth's end on the bridge
+    await theLab().check(ns.lan, ['ip', 'link', 'set', cable, 'down']);
+    try {
+      let last: string[] = [];
+      await waitFor(
+        'the cut-off leader to let the VIP go and another node to take it',
+        async () => {
+          last = await holders();
+          return last.length === 1 && last[0] !== cut.id;
+        },
+        vipMoveTimeoutMs,
+        100,
+      ).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; holders: [${last.join(', ')}]`);
+      });
+    } finally {
+      await theLab().check(ns.lan, ['ip', 'link', 'set', cable, 'up']);
+    }
+    leader = await cluster.waitForLeader(ns.ops, electionTimeoutMs);
+    await waitForHolder(leader);
   });
 });
