@@ -12,7 +12,11 @@ const killWaitMs = 5000;
 export function commandLine(pid: number): string[] | undefined {
   try {
     const raw = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    return raw === '' ? undefined : raw.split('\0').slice(0, -1);
+    if (raw === '') return undefined;
+    // Each argument ends in NUL; a process that rewrote its arguments may have left that off.
+    const argv = raw.split('\0');
+    if (argv.at(-1) === '') argv.pop();
+    return argv;
   } catch {
     return undefined;
   }
