@@ -183,18 +183,6 @@ export class ConfigError extends Error {
   }
 }
 
-/** Parses `n1=127.0.0.1:7001,n2=127.0.0.1:7002`. */
-export function parsePeers(text: string): { id: string; addr: string }[] {
-  return text
-    .split(',')
-    .filter((s) => s.trim() !== '')
-    .map((item) => {
-      const eq = item.indexOf('=');
-      if (eq <= 0) throw new ConfigError(`--peers: "${item}" must be ID=HOST:PORT`);
-      return { id: item.slice(0, eq).trim(), addr: item.slice(eq + 1).trim() };
-    });
-}
-
 export function readConfigFile(path: string): Record<string, unknown> {
   let text: string;
   try {

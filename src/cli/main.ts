@@ -5,6 +5,7 @@ import { ConfigError } from '../api/server-config.js';
 import { isServiceError } from '../api/errors.js';
 import { ClusterClient, clusterCa, parseServers } from './client.js';
 import { readFileSync } from 'node:fs';
+import { balancerCommand } from './commands/balancer.js';
 import { bootstrapCommand } from './commands/bootstrap.js';
 import { clusterCommand } from './commands/cluster.js';
 import { hardwareCommand } from './commands/hardware.js';
@@ -59,6 +60,7 @@ function connect(): { client: ClusterClient; output: ReturnType<typeof parseOutp
 
 serverCommand(program);
 bootstrapCommand(program);
+balancerCommand(program);
 kvCommand(program, connect);
 memberCommand(program, connect);
 hardwareCommand(program, connect);

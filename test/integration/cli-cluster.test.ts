@@ -3,11 +3,11 @@
 // the test checks its output, its exit codes (0 ok, 1 failed, 2 bad usage) and the cluster's
 // state: kv verbs, output formats, follower forwarding, member add (a --join node) and remove,
 // leader transfer, SIGTERM handing leadership over, bad config, and a corrupted data dir.
-// `cluster up` and `cluster down` run a second, local cluster of their own, balancer included.
+// `cluster up` and `cluster down` run a second, local cluster of their own, balancer included;
+// `balancer config` prints the configuration an operator installs on each node.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,29 +16,23 @@ import { Level } from 'level';
 import { KvClient } from '../../src/gen/kv.js';
 import { ClusterClient } from '../../src/cli/client.js';
 import { commandLine } from '../../src/platform/recorded-process.js';
+import { defaultHealthCheck } from '../../lb/balancer-spec.js';
+import { renderEnvoyBootstrap } from '../../lb/envoy.js';
+import { renderHaproxyConfig } from '../../lb/haproxy.js';
+import { checkHaproxyConfig, findHaproxy } from '../../lb/haproxy-process.js';
 import { parse as parseYaml } from 'yaml';
 import type { ProcNode } from '../support/process-cluster.js';
-import { clusterUpBasePort, nextPort, ProcessCluster, slipwayBin } from '../support/process-cluster.js';
+import {
+  clusterUpBasePort,
+  nextPort,
+  ProcessCluster,
+  runSlipway,
+  slipwayBin,
+  type CliResult,
+} from '../support/process-cluster.js';
 
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [slipwayBin, ...args],
-      { env: { ...process.env, ...env }, timeout: 30_000 },
-      (err, stdout, stderr) => {
-        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
+const cli = (args: string[], env: Record<string, string> = {}): Promise<CliResult> =>
+  runSlipway(args, { env, timeoutMs: 30_000 });
 
 let cluster: ProcessCluster;
 let server: string;
@@ -390,6 +384,63 @@ describe('cluster up and down', () => {
     } finally {
       await cli(['cluster', 'down', '--dir', dir]); // by the recorded PIDs, should the test fail midway
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('balancer config', () => {
+  const nodes = [
+    { id: 'n1', apiAddr: '10.0.0.1:7001' },
+    { id: 'n2', apiAddr: '10.0.0.2:7001' },
+    { id: 'n3', apiAddr: '10.0.0.3:7001' },
+  ];
+  const args = [
+    ...['balancer', 'config', '--listen', '0.0.0.0:7000'],
+    ...['--nodes', nodes.map((n) => `${n.id}=${n.apiAddr}`).join(',')],
+  ];
+
+  test('prints the HAProxy configuration that haproxy -c accepts, or an Envoy bootstrap', async () => {
+    const haproxy = await cli(args);
+    assert.equal(haproxy.code, 0, haproxy.stderr);
+    assert.equal(haproxy.stdout, renderHaproxyConfig({ listenAddr: '0.0.0.0:7000', nodes }));
+    const bin = findHaproxy();
+    assert.ok(bin !== undefined, 'haproxy is installed (.ci/run installs it)');
+    const dir = mkdtempSync(join(tmpdir(), 'slipway-balancer-'));
+    try {
+      writeFileSync(join(dir, 'haproxy.cfg'), haproxy.stdout);
+      await checkHaproxyConfig(bin, join(dir, 'haproxy.cfg'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    const envoy = await cli([...args, '--proxy', 'envoy', '--stats', '127.0.0.1:9901', '--fall', '3']);
+    assert.equal(envoy.code, 0, envoy.stderr);
+    const expected = renderEnvoyBootstrap({
+      listenAddr: '0.0.0.0:7000',
+      nodes,
+      statsAddr: '127.0.0.1:9901',
+      healthCheck: { ...defaultHealthCheck, fall: 3 },
+    });
+    assert.deepEqual(JSON.parse(envoy.stdout), expected);
+  });
+
+  test('refuses bad input with exit 2, naming the flag, and prints no configuration', async () => {
+    const cases: [string[], RegExp][] = [
+      [
+        ['balancer', 'config', '--listen', '0.0.0.0:7000', '--nodes', 'n1'],
+        /--nodes: "n1" must be ID=HOST:PORT/,
+      ],
+      [['balancer', 'config', '--listen', 'nowhere', '--nodes', 'n1=10.0.0.1:7001'], /listenAddr "nowhere"/],
+      [[...args, '--proxy', 'nginx'], /--proxy must be haproxy or envoy/],
+      [[...args, '--rise', 'two'], /--rise must be a whole number/],
+      [[...args, '--check-interval', '10'], /healthCheck\.intervalMs must be a whole number from 100/],
+      [['balancer', 'config', '--nodes', 'n1=10.0.0.1:7001'], /--listen/],
+    ];
+    for (const [argv, message] of cases) {
+      const r = await cli(argv);
+      assert.equal(r.code, 2, `${argv.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+      assert.equal(r.stdout, '');
     }
   });
 });

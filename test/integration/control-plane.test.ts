@@ -8,7 +8,7 @@
 // Writes sent to a follower together reach the leader in one call, each answered on its own.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
@@ -18,27 +18,14 @@ import { ClusterClient } from '../../src/cli/client.js';
 import type { WorkflowRecord } from '../../src/gen/control.js';
 import type { AttemptRef, ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
-import { ProcessCluster, slipwayBin } from '../support/process-cluster.js';
+import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
 
 const adminToken = 'admin-token-for-the-control-plane-test';
 const workerCount = 10;
 const workflowsPerWorker = 5;
 const actionsPerWorkflow = 5;
 
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], timeoutMs = 60_000): Promise<CliResult> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [slipwayBin, ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const cli = (args: string[], timeoutMs = 60_000): Promise<CliResult> => runSlipway(args, { timeoutMs });
 
 async function waitFor<T>(what: string, deadlineMs: number, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + deadlineMs;

@@ -5,29 +5,16 @@
 // three real `slipway server --tls-dir` processes; the CLI and `slipway worker` as children.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { KvClient } from '../../src/gen/kv.js';
-import { ProcessCluster, slipwayBin } from '../support/process-cluster.js';
+import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
 
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[]): Promise<CliResult> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [slipwayBin, ...args], { timeout: 60_000 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const cli = (args: string[]): Promise<CliResult> => runSlipway(args);
 
 let cluster: ProcessCluster;
 let pki: string;

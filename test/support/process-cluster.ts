@@ -1,7 +1,7 @@
 // Real `slipway server` processes on loopback for integration tests: start, SIGKILL,
 // SIGSTOP/SIGCONT, restart on the same data directory, and clean up by PID.
 import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +11,31 @@ import type { StatusResponse } from '../../src/gen/kv.js';
 import { KvClient } from '../../src/gen/kv.js';
 
 export const slipwayBin = fileURLToPath(new URL('../../bin/slipway.js', import.meta.url));
+
+/** What a `slipway` command run to its end left: its exit code and its output. */
+export interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `slipway ARGS` (bin/slipway.js) to its end; SIGKILLed after `timeoutMs`. */
+export function runSlipway(
+  args: readonly string[],
+  opts: { env?: Readonly<Record<string, string>>; timeoutMs?: number } = {},
+): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [slipwayBin, ...args],
+      { env: { ...process.env, ...opts.env }, timeout: opts.timeoutMs ?? 60_000 },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
 
 export interface ProcNode {
   readonly id: string;

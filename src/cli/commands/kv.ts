@@ -2,7 +2,8 @@
 import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
-import { render, UsageError } from '../output.js';
+import { wholeNumber } from '../flags.js';
+import { render } from '../output.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -18,7 +19,8 @@ export function kvCommand(program: Command, connect: Connect): void {
       const req = {
         key,
         value: Buffer.from(value, 'utf8'),
-        prevRevision: o.prevRevision === undefined ? undefined : revisionFlag(o.prevRevision),
+        prevRevision:
+          o.prevRevision === undefined ? undefined : wholeNumber(o.prevRevision, '--prev-revision'),
       };
       const res = await client.call('put', req);
       print(output, { key, revision: res.revision });
@@ -66,17 +68,12 @@ export function kvCommand(program: Command, connect: Connect): void {
       const { client, output } = connect();
       const res = await client.call('range', {
         prefix,
-        limit: revisionFlag(o.limit),
+        limit: wholeNumber(o.limit, '--limit'),
         local: o.local === true,
       });
       const kvs = res.kvs.map((k) => ({ key: k.key, value: k.value.toString('utf8'), revision: k.revision }));
       process.stdout.write(`${render(output, { kvs, more: res.more }, kvs)}\n`);
     });
-}
-
-function revisionFlag(v: string): number {
-  if (!/^\d+$/.test(v)) throw new UsageError(`expected a whole number, got "${v}"`);
-  return Number(v);
 }
 
 function print(output: OutputFormat, doc: Record<string, string | number | boolean>): void {

@@ -3,7 +3,8 @@
 import type { Command } from '@commander-js/extra-typings';
 import { startNode } from '../../api/node-server.js';
 import type { ServerConfig } from '../../api/server-config.js';
-import { parsePeers, readConfigFile, validateServerConfig } from '../../api/server-config.js';
+import { readConfigFile, validateServerConfig } from '../../api/server-config.js';
+import { idAddressList, wholeNumber } from '../flags.js';
 import { createLogger } from '../../platform/logger.js';
 
 export function serverCommand(program: Command): void {
@@ -62,7 +63,7 @@ export function serverCommand(program: Command): void {
       set('dataDir', o.dataDir);
       set('raftAddr', o.raftAddr);
       set('apiAddr', o.apiAddr);
-      if (o.peers !== undefined) raw['peers'] = parsePeers(o.peers);
+      if (o.peers !== undefined) raw['peers'] = idAddressList(o.peers, '--peers');
       if (o.join === true) raw['join'] = true;
       set('tickMs', toInt(o.tickMs, '--tick-ms'));
       set('electionTicks', toInt(o.electionTicks, '--election-ticks'));
@@ -101,7 +102,5 @@ export function serverCommand(program: Command): void {
 }
 
 function toInt(v: string | undefined, flag: string): number | undefined {
-  if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) throw new Error(`${flag} must be a whole number, got "${v}"`);
-  return Number(v);
+  return v === undefined ? undefined : wholeNumber(v, flag);
 }

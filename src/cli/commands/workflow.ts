@@ -3,6 +3,7 @@ import type { Command } from '@commander-js/extra-typings';
 import type { WorkflowEvent, WorkflowRecord } from '../../gen/control.js';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
+import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
@@ -73,9 +74,9 @@ export function workflowCommand(program: Command, connect: Connect): void {
     .option('--follow', 'keep streaming (survives the loss of the node serving it)')
     .option('--from <seq>', 'start at this event sequence number (resume after a break)', '0')
     .action(async (id, o) => {
-      if (!/^\d+$/.test(o.from)) throw new UsageError(`--from must be a whole number, got "${o.from}"`);
+      const from = wholeNumber(o.from, '--from');
       const { client, output } = connect();
-      await client.events(id, Number(o.from), o.follow === true, (e) => {
+      await client.events(id, from, o.follow === true, (e) => {
         if (output === 'table') process.stdout.write(`${eventLine(e)}\n`);
         else if (output === 'json') process.stdout.write(`${JSON.stringify(e)}\n`);
         else process.stdout.write(`---\n${render(output, e, [])}\n`);

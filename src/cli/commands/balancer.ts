@@ -1,0 +1,49 @@
+// `slipway balancer config`: the balancer configuration for a production cluster, printed for
+// the operator to install on each node: HAProxy's (run by Debian's haproxy service) or an Envoy
+// bootstrap. The same renderers `cluster up` uses (lb/haproxy.ts, lb/envoy.ts).
+import type { Command } from '@commander-js/extra-typings';
+import { BalancerSpecError, defaultHealthCheck } from '../../../lb/balancer-spec.js';
+import type { BalancerSpec } from '../../../lb/balancer-spec.js';
+import { renderEnvoyBootstrap } from '../../../lb/envoy.js';
+import { renderHaproxyConfig } from '../../../lb/haproxy.js';
+import { idAddressList, wholeNumber } from '../flags.js';
+import { UsageError } from '../output.js';
+
+export function balancerCommand(program: Command): void {
+  const balancer = program.command('balancer').description('the gRPC balancer in front of the nodes');
+  balancer
+    .command('config')
+    .description(
+      'print the balancer configuration: calls spread over the nodes, each worker kept on one node ' +
+        '(x-worker-id, consistent hash), nodes without a leader taken out by a grpc.health.v1 check',
+    )
+    .requiredOption('--listen <host:port>', 'where the balancer serves gRPC, e.g. 0.0.0.0:7000')
+    .requiredOption('--nodes <list>', "the nodes' API addresses: ID=HOST:PORT,... (ids as in --peers)")
+    .option('--proxy <name>', 'haproxy (a haproxy.cfg) or envoy (an Envoy bootstrap, JSON)', 'haproxy')
+    .option('--stats <host:port>', 'a read-only status page (HAProxy stats, Envoy admin)')
+    .option('--check-interval <ms>', 'health check interval', String(defaultHealthCheck.intervalMs))
+    .option('--fall <n>', 'failed checks in a row that take a node out', String(defaultHealthCheck.fall))
+    .option('--rise <n>', 'passed checks in a row that bring it back', String(defaultHealthCheck.rise))
+    .action((o) => {
+      const spec: BalancerSpec = {
+        listenAddr: o.listen,
+        nodes: idAddressList(o.nodes, '--nodes').map(({ id, addr }) => ({ id, apiAddr: addr })),
+        healthCheck: {
+          intervalMs: wholeNumber(o.checkInterval, '--check-interval'),
+          fall: wholeNumber(o.fall, '--fall'),
+          rise: wholeNumber(o.rise, '--rise'),
+        },
+        ...(o.stats === undefined ? {} : { statsAddr: o.stats }),
+      };
+      let text: string;
+      try {
+        if (o.proxy === 'haproxy') text = renderHaproxyConfig(spec);
+        else if (o.proxy === 'envoy') text = `${JSON.stringify(renderEnvoyBootstrap(spec), null, 2)}\n`;
+        else throw new UsageError(`--proxy must be haproxy or envoy, got "${o.proxy}"`);
+      } catch (err) {
+        if (err instanceof BalancerSpecError) throw new UsageError(err.message);
+        throw err;
+      }
+      process.stdout.write(text);
+    });
+}
