@@ -19,6 +19,18 @@ export interface HealthCheckTiming {
   readonly rise: number;
 }
 
+/**
+ * TLS on both sides, with the files `slipway bootstrap` makes: clients get the certificate in
+ * `certFile` with its key in `keyFile` (Envoy), or both in `pemFile` (HAProxy); each node's
+ * certificate is verified against `caFile`.
+ */
+export interface BalancerTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly pemFile: string;
+  readonly caFile: string;
+}
+
 export interface BalancerSpec {
   /** HOST:PORT the balancer serves gRPC (h2c) on. */
   readonly listenAddr: string;
@@ -28,6 +40,8 @@ export interface BalancerSpec {
   readonly healthCheck?: HealthCheckTiming;
   /** HOST:PORT of a read-only status page (HAProxy stats, Envoy admin); none when absent. */
   readonly statsAddr?: string;
+  /** Plaintext h2c on both sides when absent, as on a development cluster (`--insecure`). */
+  readonly tls?: BalancerTls;
 }
 
 /**
@@ -69,6 +83,7 @@ export interface ValidBalancerSpec {
   readonly nodes: readonly BalancedNode[];
   readonly healthCheck: HealthCheckTiming;
   readonly statsAddr: string | undefined;
+  readonly tls: BalancerTls | undefined;
 }
 
 /** Throws BalancerSpecError on the first problem found; returns the spec with defaults filled in. */
@@ -104,7 +119,25 @@ export function validBalancerSpec(spec: BalancerSpec): ValidBalancerSpec {
   checkRange('healthCheck.intervalMs', healthCheck.intervalMs, 100, 60_000);
   checkRange('healthCheck.fall', healthCheck.fall, 1, 10);
   checkRange('healthCheck.rise', healthCheck.rise, 1, 10);
-  return { listenAddr: spec.listenAddr, nodes: spec.nodes, healthCheck, statsAddr: spec.statsAddr };
+  if (spec.tls !== undefined) validTls(spec.tls);
+  return {
+    listenAddr: spec.listenAddr,
+    nodes: spec.nodes,
+    healthCheck,
+    statsAddr: spec.statsAddr,
+    tls: spec.tls,
+  };
+}
+
+/** Absolute paths, which a configuration line holds as they are. */
+function validTls(tls: BalancerTls): void {
+  for (const field of ['certFile', 'keyFile', 'pemFile', 'caFile'] as const) {
+    if (!/^\/[A-Za-z0-9_./@+-]*$/.test(tls[field])) {
+      throw new BalancerSpecError(
+        `tls.${field} "${tls[field]}" must be an absolute path of letters, digits and _ . / @ + -`,
+      );
+    }
+  }
 }
 
 function checkRange(field: string, value: number, min: number, max: number): void {

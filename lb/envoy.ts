@@ -1,4 +1,4 @@
-// The same balancer as lb/haproxy.ts, as an Envoy v3 static bootstrap (JSON): h2c in and out,
+// The same balancer as lb/haproxy.ts, as an Envoy v3 static bootstrap (JSON): h2c (or TLS) in and out,
 // a ring hash on x-worker-id, grpc.health.v1 checks, and retries only for calls that never
 // reached a node. Envoy cannot be installed here, so this is rendered and checked for its shape
 // only (test/unit/lb-envoy-bootstrap.test.ts); HAProxy is what runs (docs/decisions/0013).
@@ -59,8 +59,25 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
       },
     ],
   };
+  const tls = spec.tls;
+  const tlsSocket = (typedConfig: Record<string, Json>): Json => ({
+    name: 'envoy.transport_sockets.tls',
+    typed_config: typedConfig,
+  });
   const cluster = {
     name: clusterName,
+    // To each node: TLS verified against the cluster CA, HTTP/2 by ALPN (health checks too).
+    ...(tls === undefined
+      ? {}
+      : {
+          transport_socket: tlsSocket({
+            '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext',
+            common_tls_context: {
+              validation_context: { trusted_ca: { filename: tls.caFile } },
+              alpn_protocols: ['h2'],
+            },
+          }),
+        }),
     type: allIps ? 'STATIC' : 'STRICT_DNS',
     connect_timeout: '2s',
     lb_policy: 'RING_HASH',
@@ -104,6 +121,23 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
           address: socketAddress(spec.listenAddr),
           filter_chains: [
             {
+              ...(tls === undefined
+                ? {}
+                : {
+                    transport_socket: tlsSocket({
+                      '@type':
+                        'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext',
+                      common_tls_context: {
+                        tls_certificates: [
+                          {
+                            certificate_chain: { filename: tls.certFile },
+                            private_key: { filename: tls.keyFile },
+                          },
+                        ],
+                        alpn_protocols: ['h2'],
+                      },
+                    }),
+                  }),
               filters: [
                 { name: 'envoy.filters.network.http_connection_manager', typed_config: connectionManager },
               ],

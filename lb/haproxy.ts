@@ -1,4 +1,4 @@
-// The HAProxy 2.6 configuration for the nodes' gRPC API: h2c in, h2c out, one gRPC call per
+// The HAProxy 2.6 configuration for the nodes' gRPC API: h2c (or TLS) in and out, one gRPC call per
 // HTTP/2 stream, each stream sent to a node picked by a consistent hash of its x-worker-id
 // header. A worker's stream therefore lands on the same node every time it (re)connects, and
 // moves only when that node is out; calls without the header (the CLI, scripts) are spread
@@ -22,6 +22,9 @@ const streamIdleTimeout = '1h';
 export function renderHaproxyConfig(input: BalancerSpec): string {
   const spec = validBalancerSpec(input);
   const { intervalMs, fall, rise } = spec.healthCheck;
+  const tls = spec.tls;
+  // To each node: h2c, or TLS verified against the cluster CA.
+  const toNode = tls === undefined ? 'proto h2' : `ssl verify required ca-file ${tls.caFile} alpn h2`;
   // The response message up to the status byte: its arrival ends the wait for an answer.
   const answered = toHex(healthCheckResponseMessage(servingStatus.SERVING)).slice(0, -2);
   const lines = [
@@ -47,7 +50,10 @@ export function renderHaproxyConfig(input: BalancerSpec): string {
     '  option redispatch 1',
     '',
     'frontend grpc_in',
-    `  bind ${spec.listenAddr} proto h2`,
+    // With TLS, ALPN picks HTTP/2, as gRPC clients ask.
+    tls === undefined
+      ? `  bind ${spec.listenAddr} proto h2`
+      : `  bind ${spec.listenAddr} ssl crt ${tls.pemFile} alpn h2`,
     '  default_backend slipway_nodes',
     '',
     'backend slipway_nodes',
@@ -57,7 +63,8 @@ export function renderHaproxyConfig(input: BalancerSpec): string {
     // grpc.health.v1 Check spoken as raw h2c (lb/grpc-health-probe.ts says why): SERVING while
     // the node knows a leader. The first rule waits for the answer, the second reads it.
     '  option tcp-check',
-    '  tcp-check connect',
+    // Checks do not inherit the server line's TLS: they ask for it (and for HTTP/2) here.
+    tls === undefined ? '  tcp-check connect' : '  tcp-check connect ssl alpn h2',
     `  tcp-check send-binary ${toHex(healthCheckRequestBytes('slipway'))}`,
     `  tcp-check expect rbinary ${answered}.. comment "a grpc.health.v1 answer"`,
     `  tcp-check expect min-recv 0 binary ${toHex(healthCheckResponseMessage(servingStatus.SERVING))} comment "status SERVING (the node knows a leader)"`,
@@ -66,7 +73,7 @@ export function renderHaproxyConfig(input: BalancerSpec): string {
     // its workers reconnect, and the hash sends them to a live node.
     ...spec.nodes.map(
       (node, i) =>
-        `  server ${node.id} ${node.apiAddr} id ${i + 1} proto h2 check inter ${intervalMs}ms fall ${fall} rise ${rise} on-marked-down shutdown-sessions`,
+        `  server ${node.id} ${node.apiAddr} id ${i + 1} ${toNode} check inter ${intervalMs}ms fall ${fall} rise ${rise} on-marked-down shutdown-sessions`,
     ),
   ];
   if (spec.statsAddr !== undefined) {

@@ -21,7 +21,7 @@ export interface PkiFiles {
   readonly dir: string;
   readonly caCert: string;
   readonly adminToken: string;
-  readonly nodes: readonly { id: string; cert: string; key: string }[];
+  readonly nodes: readonly { id: string; cert: string; key: string; pem: string }[];
 }
 
 async function pemKey(key: webcrypto.CryptoKey): Promise<string> {
@@ -77,7 +77,7 @@ export async function bootstrapPki(
   });
   writeFileSync(join(dir, 'ca.crt'), ca.toString('pem') + '\n');
   writeSecret(join(dir, 'ca.key'), await pemKey(caKeys.privateKey));
-  const issued: { id: string; cert: string; key: string }[] = [];
+  const issued: { id: string; cert: string; key: string; pem: string }[] = [];
   for (const node of nodes) {
     const keys = await crypto.subtle.generateKey(algorithm, true, ['sign', 'verify']);
     const hosts = [...new Set(['localhost', '127.0.0.1', ...node.hosts])];
@@ -108,9 +108,14 @@ export async function bootstrapPki(
     });
     const certPath = join(dir, `${node.id}.crt`);
     const keyPath = join(dir, `${node.id}.key`);
-    writeFileSync(certPath, cert.toString('pem') + '\n');
-    writeSecret(keyPath, await pemKey(keys.privateKey));
-    issued.push({ id: node.id, cert: certPath, key: keyPath });
+    const certPem = cert.toString('pem') + '\n';
+    const keyPem = await pemKey(keys.privateKey);
+    writeFileSync(certPath, certPem);
+    writeSecret(keyPath, keyPem);
+    // Certificate and key in one file, as HAProxy reads them (`slipway balancer config --tls-dir`).
+    const pemPath = join(dir, `${node.id}.pem`);
+    writeSecret(pemPath, certPem + keyPem);
+    issued.push({ id: node.id, cert: certPath, key: keyPath, pem: pemPath });
   }
   const adminToken = join(dir, 'admin.token');
   writeSecret(adminToken, `${randomBytes(32).toString('base64url')}\n`);

@@ -435,6 +435,9 @@ describe('balancer config', () => {
       [[...args, '--rise', 'two'], /--rise must be a whole number/],
       [[...args, '--check-interval', '10'], /healthCheck\.intervalMs must be a whole number from 100/],
       [['balancer', 'config', '--nodes', 'n1=10.0.0.1:7001'], /--listen/],
+      [[...args, '--tls-dir', '/nonexistent'], /--tls-dir needs --id/],
+      [[...args, '--tls-dir', '/nonexistent', '--id', 'n1'], /--tls-dir: no \/nonexistent\/n1\.crt/],
+      [[...args, '--id', 'n1'], /--id goes with --tls-dir/],
     ];
     for (const [argv, message] of cases) {
       const r = await cli(argv);

@@ -16,6 +16,7 @@ import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process
 import { ClusterClient } from '../../src/cli/client.js';
 import { KvClient } from '../../src/gen/kv.js';
 import { nextPort, ProcessCluster } from '../support/process-cluster.js';
+import { haproxyServerStates } from '../support/haproxy-stats.js';
 import { waitFor } from '../support/wait.js';
 
 const cluster = new ProcessCluster(3);
@@ -27,18 +28,8 @@ const placement = new Map<string, string>();
 let balancer: RunningHaproxy | undefined;
 let kv: KvClient;
 
-/** HAProxy's view of each node: `UP`/`DOWN` and the last check's result (`L7OK` passed). */
-async function serverStates(): Promise<Map<string, { status: string; check: string }>> {
-  const csv = await (await fetch(`http://${statsAddr}/;csv`)).text();
-  const [header = '', ...rows] = csv.trim().split('\n');
-  const columns = header.replace(/^# /, '').split(',');
-  const col = (row: string[], name: string): string => row[columns.indexOf(name)] ?? '';
-  const states = new Map<string, { status: string; check: string }>();
-  for (const row of rows.map((r) => r.split(','))) {
-    if (col(row, 'pxname') !== 'slipway_nodes' || col(row, 'svname') === 'BACKEND') continue;
-    states.set(col(row, 'svname'), { status: col(row, 'status'), check: col(row, 'check_status') });
-  }
-  return states;
+function serverStates(): ReturnType<typeof haproxyServerStates> {
+  return haproxyServerStates(statsAddr);
 }
 
 /** The id of the node that answered a Status call through the balancer. */

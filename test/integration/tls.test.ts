@@ -1,6 +1,7 @@
 // Goal: a cluster made with `slipway bootstrap` speaks only TLS on its API and mutual TLS between
 // nodes, and requires tokens: the CLI and a worker with the CA and a token work end to end;
-// a plaintext client, a client without the CA, and a peer without a node certificate fail.
+// a plaintext client, a client without the CA, and a peer without a node certificate fail;
+// HAProxy configured by `balancer config --tls-dir` serves the CLI with TLS on both sides.
 // Method: `slipway bootstrap` (the real CLI) writes the CA, node certificates and admin token;
 // three real `slipway server --tls-dir` processes; the CLI and `slipway worker` as children.
 import assert from 'node:assert/strict';
@@ -12,7 +13,17 @@ import { after, before, test } from 'node:test';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { KvClient } from '../../src/gen/kv.js';
-import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process.js';
+import { renderHaproxyConfig } from '../../lb/haproxy.js';
+import { haproxyServerStates } from '../support/haproxy-stats.js';
+import {
+  nextPort,
+  ProcessCluster,
+  runSlipway,
+  slipwayBin,
+  type CliResult,
+} from '../support/process-cluster.js';
+import { waitFor } from '../support/wait.js';
 
 const cli = (args: string[]): Promise<CliResult> => runSlipway(args);
 
@@ -171,4 +182,54 @@ test('a workflow runs over TLS: worker with the CA and its machine token', async
     await new Promise((r) => setTimeout(r, 200));
   }
   assert.equal(readFileSync(out, 'utf8'), 'ran\n');
+});
+
+test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass their checks, the CLI works through it', async () => {
+  const bin = findHaproxy();
+  assert.ok(bin !== undefined, 'haproxy is installed (.ci/run installs it)');
+  const listenAddr = `127.0.0.1:${nextPort()}`;
+  const statsAddr = `127.0.0.1:${nextPort()}`;
+  const nodes = cluster.nodes.map((n) => ({ id: n.id, apiAddr: n.apiAddr }));
+  const tls = {
+    certFile: join(pki, 'n1.crt'),
+    keyFile: join(pki, 'n1.key'),
+    pemFile: join(pki, 'n1.pem'),
+    caFile: join(pki, 'ca.crt'),
+  };
+  const spec = { listenAddr, statsAddr, nodes, tls, healthCheck: { intervalMs: 200, fall: 2, rise: 2 } };
+  // What the operator's command prints is what runs here.
+  const printed = await cli([
+    ...['balancer', 'config', '--listen', listenAddr, '--stats', statsAddr, '--check-interval', '200'],
+    ...['--nodes', nodes.map((n) => `${n.id}=${n.apiAddr}`).join(','), '--tls-dir', pki, '--id', 'n1'],
+  ]);
+  assert.equal(printed.code, 0, printed.stderr);
+  assert.equal(printed.stdout, renderHaproxyConfig(spec));
+
+  const balancer = await startHaproxy({ bin, spec, dir: cluster.dir, detached: false });
+  try {
+    await waitFor(
+      'HAProxy to find every node SERVING over TLS',
+      async () => {
+        const states = [...(await haproxyServerStates(statsAddr)).values()];
+        return states.length === 3 && states.every((s) => s.status === 'UP' && s.check === 'L7OK');
+      },
+      15_000,
+    );
+    const through = [
+      '--server',
+      listenAddr,
+      '--ca',
+      join(pki, 'ca.crt'),
+      '--token-file',
+      join(pki, 'admin.token'),
+    ];
+    const put = await cli([...through, 'kv', 'put', 'via', 'the-balancer']);
+    assert.equal(put.code, 0, put.stderr);
+    const get = await cli([...through, 'kv', 'get', 'via']);
+    assert.equal(get.stdout.trim(), 'the-balancer');
+    const plaintext = await cli(['--server', listenAddr, '--timeout', '3000', 'kv', 'get', 'via']);
+    assert.equal(plaintext.code, 1, 'a plaintext client gets nothing from the TLS balancer');
+  } finally {
+    await stopHaproxy(balancer.pid, balancer.configFile);
+  }
 });

@@ -98,6 +98,31 @@ test('resolves host names (STRICT_DNS) and takes IPv6 without brackets', () => {
   assert.equal((named as Record<string, Json>)['admin'], undefined, 'no admin page unless asked');
 });
 
+test('with TLS: the certificate and key served to clients, each node verified against the CA, HTTP/2 by ALPN', () => {
+  const tls = {
+    certFile: '/pki/n1.crt',
+    keyFile: '/pki/n1.key',
+    pemFile: '/pki/n1.pem',
+    caFile: '/pki/ca.crt',
+  };
+  const secured = renderEnvoyBootstrap({ listenAddr: '127.0.0.1:7000', nodes, tls });
+  const down = at(secured, 'static_resources', 'listeners', 0, 'filter_chains', 0, 'transport_socket');
+  assert.equal(at(down, 'name'), 'envoy.transport_sockets.tls');
+  const served = at(down, 'typed_config', 'common_tls_context');
+  assert.equal(at(served, 'tls_certificates', 0, 'certificate_chain', 'filename'), '/pki/n1.crt');
+  assert.equal(at(served, 'tls_certificates', 0, 'private_key', 'filename'), '/pki/n1.key');
+  assert.deepEqual(at(served, 'alpn_protocols'), ['h2']);
+  const up = at(secured, 'static_resources', 'clusters', 0, 'transport_socket', 'typed_config');
+  assert.equal(
+    at(up, '@type'),
+    'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext',
+  );
+  assert.equal(at(up, 'common_tls_context', 'validation_context', 'trusted_ca', 'filename'), '/pki/ca.crt');
+  assert.deepEqual(at(up, 'common_tls_context', 'alpn_protocols'), ['h2']);
+  const plain = at(doc, 'static_resources', 'clusters', 0) as Record<string, Json>;
+  assert.equal(plain['transport_socket'], undefined, 'h2c without TLS');
+});
+
 test('refuses the bad input the HAProxy renderer refuses', () => {
   assert.throws(() => renderEnvoyBootstrap({ listenAddr: 'nowhere', nodes }), BalancerSpecError);
 });

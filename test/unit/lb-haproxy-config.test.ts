@@ -80,6 +80,26 @@ describe('the rendered configuration', () => {
     assert.match(plain, /server n2 127\.0\.0\.1:7002 id 2 proto h2 check inter 250ms fall 1 rise 3 /);
   });
 
+  test('with TLS: the PEM served to clients, each node verified against the CA, checks over TLS too', () => {
+    const tls = {
+      certFile: '/pki/n1.crt',
+      keyFile: '/pki/n1.key',
+      pemFile: '/pki/n1.pem',
+      caFile: '/pki/ca.crt',
+    };
+    const lines = renderHaproxyConfig({ ...threeNodes, tls })
+      .split('\n')
+      .map((l) => l.trim());
+    assert.ok(lines.includes('bind 127.0.0.1:7000 ssl crt /pki/n1.pem alpn h2'));
+    assert.ok(lines.includes('tcp-check connect ssl alpn h2'));
+    assert.ok(
+      lines.includes(
+        'server n1 127.0.0.1:7001 id 1 ssl verify required ca-file /pki/ca.crt alpn h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+      ),
+    );
+    assert.ok(!lines.some((l) => l.includes('proto h2')), 'no h2c anywhere');
+  });
+
   test('haproxy -c accepts it', async () => {
     const file = join(dir, 'three-nodes.cfg');
     writeFileSync(file, text);
@@ -128,6 +148,27 @@ describe('bad input', () => {
       error: /listenAddr "127\.0\.0\.1:70000" must be HOST:PORT with a port 1-65535/,
     },
     { name: 'no nodes', spec: { listenAddr: '127.0.0.1:7000', nodes: [] }, error: /at least one node/ },
+    {
+      name: 'a TLS file whose path would break the configuration line',
+      spec: {
+        ...threeNodes,
+        tls: {
+          certFile: '/pki/n1.crt',
+          keyFile: '/pki/n1.key',
+          pemFile: '/pki/n1 x.pem',
+          caFile: '/pki/ca.crt',
+        },
+      },
+      error: /tls\.pemFile "\/pki\/n1 x\.pem" must be an absolute path/,
+    },
+    {
+      name: 'a relative TLS path',
+      spec: {
+        ...threeNodes,
+        tls: { certFile: '/pki/n1.crt', keyFile: '/pki/n1.key', pemFile: '/pki/n1.pem', caFile: 'ca.crt' },
+      },
+      error: /tls\.caFile "ca\.crt" must be an absolute path/,
+    },
     {
       name: 'a node id HAProxy cannot take as a server name',
       spec: { ...threeNodes, nodes: [node('n 1', '127.0.0.1:7001')] },

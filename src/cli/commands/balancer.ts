@@ -1,9 +1,11 @@
 // `slipway balancer config`: the balancer configuration for a production cluster, printed for
 // the operator to install on each node: HAProxy's (run by Debian's haproxy service) or an Envoy
 // bootstrap. The same renderers `cluster up` uses (lb/haproxy.ts, lb/envoy.ts).
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { BalancerSpecError, defaultHealthCheck } from '../../../lb/balancer-spec.js';
-import type { BalancerSpec } from '../../../lb/balancer-spec.js';
+import type { BalancerSpec, BalancerTls } from '../../../lb/balancer-spec.js';
 import { renderEnvoyBootstrap } from '../../../lb/envoy.js';
 import { renderHaproxyConfig } from '../../../lb/haproxy.js';
 import { idAddressList, wholeNumber } from '../flags.js';
@@ -21,6 +23,11 @@ export function balancerCommand(program: Command): void {
     .requiredOption('--nodes <list>', "the nodes' API addresses: ID=HOST:PORT,... (ids as in --peers)")
     .option('--proxy <name>', 'haproxy (a haproxy.cfg) or envoy (an Envoy bootstrap, JSON)', 'haproxy')
     .option('--stats <host:port>', 'a read-only status page (HAProxy stats, Envoy admin)')
+    .option(
+      '--tls-dir <dir>',
+      "TLS on both sides with the files of `slipway bootstrap`: clients get node --id's certificate, nodes are verified against ca.crt",
+    )
+    .option('--id <id>', 'with --tls-dir: the node this balancer runs on (its ID.crt and ID.key)')
     .option('--check-interval <ms>', 'health check interval', String(defaultHealthCheck.intervalMs))
     .option('--fall <n>', 'failed checks in a row that take a node out', String(defaultHealthCheck.fall))
     .option('--rise <n>', 'passed checks in a row that bring it back', String(defaultHealthCheck.rise))
@@ -34,7 +41,9 @@ export function balancerCommand(program: Command): void {
           rise: wholeNumber(o.rise, '--rise'),
         },
         ...(o.stats === undefined ? {} : { statsAddr: o.stats }),
+        ...(o.tlsDir === undefined ? {} : { tls: tlsFiles(o.tlsDir, o.id) }),
       };
+      if (o.tlsDir === undefined && o.id !== undefined) throw new UsageError('--id goes with --tls-dir');
       let text: string;
       try {
         if (o.proxy === 'haproxy') text = renderHaproxyConfig(spec);
@@ -46,4 +55,21 @@ export function balancerCommand(program: Command): void {
       }
       process.stdout.write(text);
     });
+}
+
+/** The files `slipway bootstrap` wrote for node `id`, which must exist: HAProxy reads them at start. */
+function tlsFiles(dir: string, id: string | undefined): BalancerTls {
+  if (id === undefined) throw new UsageError('--tls-dir needs --id: the node whose certificate clients get');
+  const abs = resolve(dir);
+  const files = {
+    certFile: join(abs, `${id}.crt`),
+    pemFile: join(abs, `${id}.pem`),
+    keyFile: join(abs, `${id}.key`),
+    caFile: join(abs, 'ca.crt'),
+  };
+  for (const file of Object.values(files)) {
+    if (!existsSync(file))
+      throw new UsageError(`--tls-dir: no ${file} (made by \`slipway bootstrap --dir ${dir}\`)`);
+  }
+  return files;
 }

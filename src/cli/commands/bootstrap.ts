@@ -44,7 +44,9 @@ export function bootstrapCommand(program: Command): void {
       process.stdout.write(
         [
           `cluster CA:   ${files.caCert} (give it to clients: --ca or SLIPWAY_CA)`,
-          ...files.nodes.map((n) => `node ${n.id}:     ${n.cert}, ${n.key}`),
+          ...files.nodes.map(
+            (n) => `node ${n.id}:     ${n.cert}, ${n.key} (and both in ${n.pem}, for HAProxy)`,
+          ),
           `admin token:  ${files.adminToken} (--token-file; keep it secret)`,
           '',
           `start each node with --tls-dir ${o.dir} (it reads ca.crt, ID.crt, ID.key and admin.token);`,
