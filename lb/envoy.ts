@@ -87,7 +87,11 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
     typed_extension_protocol_options: {
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
         '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
-        explicit_http_config: { http2_protocol_options: {} },
+        // PINGs to each node: a node that freezes or is cut off sends no FIN, and a failed health
+        // check does not end streams already open to it (shared/reference/lb.md §1.5).
+        explicit_http_config: {
+          http2_protocol_options: { connection_keepalive: { interval: '10s', timeout: '5s' } },
+        },
       },
     },
     load_assignment: {

@@ -14,6 +14,19 @@ import { runAction } from './runner.js';
 
 export const agentVersion = '0.1.0';
 
+/**
+ * HTTP/2 PINGs on the stream's connection. A node (or the balancer, or the VIP's holder) that
+ * freezes or is cut off sends no FIN: the kernel keeps ACKing or TCP keeps retransmitting, the
+ * heartbeats and results written meanwhile fail nowhere, and without PINGs the stream would hang
+ * for many minutes. An unanswered PING ends it within about 15 s, and the agent moves on to the
+ * next server. (grpc-js servers do not count PINGs against the client.)
+ */
+const streamKeepalive = {
+  'grpc.keepalive_time_ms': 10_000,
+  'grpc.keepalive_timeout_ms': 5_000,
+  'grpc.keepalive_permit_without_calls': 1,
+};
+
 export interface AgentOptions {
   readonly workerId: string;
   readonly servers: readonly string[];
@@ -29,6 +42,12 @@ export interface AgentOptions {
   readonly heartbeatMs?: number;
   /** Unacknowledged results are sent again this often while connected. */
   readonly resendMs?: number;
+  /**
+   * A server whose connection is not up within this long is passed over for the next one: a
+   * powered-off host leaves TCP retrying its SYN for two minutes, and a frozen node accepts the
+   * connection but never answers the HTTP/2 handshake. Default 5000.
+   */
+  readonly connectTimeoutMs?: number;
 }
 
 type Stream = ClientDuplexStream<ConnectRequest, ConnectResponse>;
@@ -91,7 +110,7 @@ export class Agent {
       await journal.setRunning(undefined);
     }
     const creds = this.#o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(this.#o.ca);
-    this.#clients = this.#o.servers.map((s) => new WorkerClient(s, creds));
+    this.#clients = this.#o.servers.map((s) => new WorkerClient(s, creds, streamKeepalive));
     this.#connect();
   }
 
@@ -157,6 +176,11 @@ export class Agent {
     const resend = setInterval(() => {
       for (const r of journal.pending()) stream.write({ kind: { $case: 'result', value: toProtoResult(r) } });
     }, this.#o.resendMs ?? 5000);
+    client.waitForReady(Date.now() + (this.#o.connectTimeoutMs ?? 5000), (err) => {
+      if (err === undefined || broken) return;
+      onBroken(new Error(`no connection to ${server ?? '?'} within the connect timeout`));
+      stream.cancel();
+    });
     this.#log.info({ server, reconnect: this.#connectedOnce }, 'connecting');
     this.#connectedOnce = true;
   }

@@ -276,6 +276,77 @@ describe('workflows across node loss', () => {
   });
 });
 
+describe('a frozen node', () => {
+  /**
+   * Freezes a follower (SIGSTOP: its kernel still accepts connections and ACKs data, but nothing
+   * answers and no FIN comes), starts a worker whose server list begins with it, and runs a
+   * workflow of two actions.
+   * `freezeWhen` says whether the node freezes before the worker starts, or once the worker,
+   * connected to it, runs the second action.
+   */
+  async function runPastFrozenNode(hardware: number, freezeWhen: 'before' | 'running'): Promise<void> {
+    const leader = await cluster.waitForLeader();
+    const frozen = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null);
+    assert.ok(frozen !== undefined);
+    const template = `freeze-${freezeWhen}`;
+    const steps = [
+      '      - name: quick\n        command: ["true"]\n        timeout: 60',
+      '      - name: slow\n        command: ["sleep", "2"]\n        timeout: 60',
+    ].join('\n');
+    await admin.control('templateCreate', { source: templateYaml(template, steps), replace: true });
+    await admin.control('hardwareCreate', { documentJson: hardwareDoc(hardware), replace: false });
+    const id = `hw-${String(hardware)}`;
+    const token = (await admin.control('hardwareToken', { id })).token;
+    // The test's own calls go to the live nodes only: a call to the frozen one would wait out its deadline.
+    const live = new ClusterClient(
+      cluster.nodes.filter((n) => n !== frozen).map((n) => n.apiAddr),
+      { timeoutMs: 20_000, token: adminToken },
+    );
+    const workflowIn = async (workflowId: string): Promise<WorkflowRecord | undefined> =>
+      (await live.control('workflowGet', { id: workflowId, local: false })).workflow;
+    try {
+      if (freezeWhen === 'before') cluster.pause(frozen);
+      const workflowId =
+        (await live.control('workflowCreate', { template, hardwareId: id, hardwareMap: {} })).workflow?.id ??
+        '';
+      const worker = startWorker(id, cluster.nodes.indexOf(frozen), token);
+      if (freezeWhen === 'running') {
+        await waitFor('the slow action to run', 30_000, async () => {
+          const wf = await workflowIn(workflowId);
+          return wf?.actions[1]?.state === 'RUNNING' ? wf : undefined;
+        });
+        cluster.pause(frozen);
+      }
+      // Before: the connect timeout (5 s) passes the frozen node over. Running: keepalive
+      // (10 s + 5 s) ends the dead stream, and the result waiting in the journal goes to the next node.
+      const done = await waitFor('the workflow to succeed through another node', 45_000, async () => {
+        const wf = await workflowIn(workflowId);
+        return wf?.state === 'SUCCESS' ? wf : undefined;
+      });
+      // One attempt each: the result sent into the frozen stream is delivered again, not re-run.
+      assert.deepEqual(
+        done.actions.map((a) => [a.state, a.attempt]),
+        [
+          ['SUCCESS', 1],
+          ['SUCCESS', 1],
+        ],
+      );
+      await stopProcess(worker);
+    } finally {
+      live.close();
+      cluster.resume(frozen);
+    }
+  }
+
+  test('a worker whose first server is frozen before it starts moves on to the next', async () => {
+    await runPastFrozenNode(201, 'before');
+  });
+
+  test('a worker whose node freezes mid-action reconnects elsewhere and delivers the result', async () => {
+    await runPastFrozenNode(202, 'running');
+  });
+});
+
 describe('operability', () => {
   test('each node serves Prometheus metrics of the workflows, workers and raft', async () => {
     for (const n of cluster.nodes) {

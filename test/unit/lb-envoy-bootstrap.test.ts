@@ -82,6 +82,15 @@ test('sends h2c to every node, in order, checked with grpc.health.v1', () => {
       options !== null &&
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions' in options,
   );
+  const keepalive = at(
+    cluster,
+    'typed_extension_protocol_options',
+    'envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+    'explicit_http_config',
+    'http2_protocol_options',
+    'connection_keepalive',
+  );
+  assert.deepEqual(keepalive, { interval: '10s', timeout: '5s' }, 'a frozen node is noticed without a FIN');
   const check = at(cluster, 'health_checks', 0);
   assert.deepEqual(at(check, 'grpc_health_check'), {});
   assert.equal(at(check, 'interval'), '1s');
