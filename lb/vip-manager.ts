@@ -13,6 +13,8 @@ import { VipHolder } from './vip-holder.js';
 
 const roundMsDefault = 100;
 const commandTimeoutMs = 5000;
+/** While the interface has no carrier, `ip` is asked at most this often. */
+const ipQueryEveryMs = 1000;
 
 export interface VipManagerOptions {
   readonly vip: string;
@@ -49,6 +51,8 @@ export class VipManager {
   #stopped = false;
   /** The VIP as last seen on the interface (ADDRESS/PREFIX). */
   #cidr: string | undefined;
+  /** When `ip` was last asked (the interface had no carrier), ms since the epoch. */
+  #askedIpAt = 0;
 
   /** Checks the host (the interface, `ip`); throws VipError naming what is missing. Starts nothing. */
   constructor(o: VipManagerOptions) {
@@ -101,7 +105,7 @@ export class VipManager {
     clearInterval(this.#timer);
     await this.#round;
     await Promise.all(this.#announcing);
-    if ((await this.#observe()) !== undefined) await this.#run('delete');
+    if ((await this.#observe(true)) !== undefined) await this.#run('delete');
   }
 
   async #reconcile(): Promise<void> {
@@ -185,12 +189,16 @@ export class VipManager {
    * it leaves out an interface without carrier altogether (libuv skips it), and a leader cut off
    * by a dead link is exactly the one that must find and drop its VIP, so then `ip` is asked.
    */
-  async #observe(): Promise<string | undefined> {
+  async #observe(force = false): Promise<string | undefined> {
     const listed = networkInterfaces()[this.iface];
     if (listed !== undefined) {
       this.#cidr = listed.find((a) => a.family === 'IPv4' && a.address === this.vip)?.cidr ?? undefined;
       return this.#cidr;
     }
+    // Forking `ip` every round while a link stays down would cost a few percent of a core.
+    const now = Date.now();
+    if (!force && now - this.#askedIpAt < ipQueryEveryMs) return this.#cidr;
+    this.#askedIpAt = now;
     try {
       const out = await this.#command(this.#ip, ['-j', '-4', 'addr', 'show', 'dev', this.iface]);
       this.#cidr = vipCidrIn(out, this.vip);
