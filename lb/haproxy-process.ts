@@ -5,6 +5,7 @@ import { execFile, spawn } from 'node:child_process';
 import { openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { BalancerSpec } from './balancer-spec.js';
 import { hostPortOf } from './balancer-spec.js';
 import { renderHaproxyConfig } from './haproxy.js';
@@ -131,8 +132,4 @@ function tail(file: string): string {
   } catch {
     return '(no log)';
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

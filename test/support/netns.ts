@@ -1,11 +1,12 @@
 // Test-side helpers for the network-namespace lab: the boot services as a process inside a
 // lab namespace (events read from its stdout, waited on with deadlines), and hardware records
 // for the in-memory inventory.
-import { access, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { eventLinePrefix, type BootEvent, type BootServicesConfig } from '../../cluster/lab/boot-services.js';
 import type { LabProcess, NetnsLab } from '../../cluster/netns-lab.js';
+import { findExecutable } from '../../src/platform/executable.js';
 import type { Hardware, NetworkInterface } from '../../src/state/control/model.js';
 
 export { NetnsLab, LabProcess, type RunResult } from '../../cluster/netns-lab.js';
@@ -137,15 +138,13 @@ export function hardwareRecord(spec: HardwareSpec): Hardware {
 }
 
 /** Fails with the Debian packages to install when a client a test drives is missing. */
-export async function requireCommands(packages: Readonly<Record<string, string>>): Promise<void> {
-  const dirs = (process.env['PATH'] ?? '').split(':').concat(['/usr/sbin', '/sbin']);
-  const missing: string[] = [];
-  for (const [command, debianPackage] of Object.entries(packages)) {
-    const found = await Promise.any(dirs.map((dir) => access(path.join(dir, command)))).then(
-      () => true,
-      () => false,
-    );
-    if (!found) missing.push(`${command} (apt-get install ${debianPackage})`);
-  }
-  if (missing.length > 0) throw new Error(`missing test tools: ${missing.join(', ')}; .ci/run installs them`);
+export function requireCommands(packages: Readonly<Record<string, string>>): Promise<void> {
+  const missing = Object.entries(packages)
+    .filter(
+      ([command]) => findExecutable(command, [`/usr/sbin/${command}`, `/sbin/${command}`]) === undefined,
+    )
+    .map(([command, debianPackage]) => `${command} (apt-get install ${debianPackage})`);
+  if (missing.length > 0)
+    return Promise.reject(new Error(`missing test tools: ${missing.join(', ')}; .ci/run installs them`));
+  return Promise.resolve();
 }
