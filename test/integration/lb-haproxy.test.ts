@@ -16,7 +16,7 @@ import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process
 import { ClusterClient } from '../../src/cli/client.js';
 import { KvClient } from '../../src/gen/kv.js';
 import { nextPort, ProcessCluster } from '../support/process-cluster.js';
-import { haproxyServerStates } from '../support/haproxy-stats.js';
+import { haproxyServerStates, waitForAllServing } from '../support/haproxy-stats.js';
 import { waitFor } from '../support/wait.js';
 
 const cluster = new ProcessCluster(3);
@@ -68,14 +68,7 @@ before(async () => {
     },
   });
   kv = new KvClient(listenAddr, credentials.createInsecure());
-  await waitFor(
-    'HAProxy to find every node SERVING',
-    async () => {
-      const states = [...(await serverStates()).values()];
-      return states.length === 3 && states.every((s) => s.status === 'UP' && s.check === 'L7OK');
-    },
-    15_000,
-  );
+  await waitForAllServing(statsAddr, 3, 'HAProxy to find every node SERVING');
 });
 
 after(async () => {

@@ -15,7 +15,7 @@ import type { ServiceError } from '@grpc/grpc-js';
 import { KvClient } from '../../src/gen/kv.js';
 import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
-import { haproxyServerStates } from '../support/haproxy-stats.js';
+import { waitForAllServing } from '../support/haproxy-stats.js';
 import {
   nextPort,
   ProcessCluster,
@@ -23,7 +23,6 @@ import {
   slipwayBin,
   type CliResult,
 } from '../support/process-cluster.js';
-import { waitFor } from '../support/wait.js';
 
 const cli = (args: string[]): Promise<CliResult> => runSlipway(args);
 
@@ -207,14 +206,7 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
 
   const balancer = await startHaproxy({ bin, spec, dir: cluster.dir, detached: false });
   try {
-    await waitFor(
-      'HAProxy to find every node SERVING over TLS',
-      async () => {
-        const states = [...(await haproxyServerStates(statsAddr)).values()];
-        return states.length === 3 && states.every((s) => s.status === 'UP' && s.check === 'L7OK');
-      },
-      15_000,
-    );
+    await waitForAllServing(statsAddr, 3, 'HAProxy to find every node SERVING over TLS');
     const through = [
       '--server',
       listenAddr,

@@ -1,4 +1,6 @@
 // HAProxy's view of each node, from its status page (CSV), for tests of the balancer.
+import { waitFor } from './wait.js';
+
 export interface ServerState {
   /** UP, DOWN, or a transition such as "UP 1/2". */
   readonly status: string;
@@ -18,4 +20,16 @@ export async function haproxyServerStates(statsAddr: string): Promise<Map<string
     states.set(col(row, 'svname'), { status: col(row, 'status'), check: col(row, 'check_status') });
   }
   return states;
+}
+
+/** Waits until HAProxy has `count` nodes, every one UP with a passed grpc.health.v1 check. */
+export function waitForAllServing(statsAddr: string, count: number, what: string): Promise<void> {
+  return waitFor(
+    what,
+    async () => {
+      const states = [...(await haproxyServerStates(statsAddr)).values()];
+      return states.length === count && states.every((s) => s.status === 'UP' && s.check === 'L7OK');
+    },
+    15_000,
+  );
 }
