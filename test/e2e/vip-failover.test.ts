@@ -102,19 +102,24 @@ async function metric(node: NetnsNode, name: string): Promise<string | undefined
   return out.split('\n').find((l) => l.startsWith(`${name} `));
 }
 
-async function waitForHolder(expected: NetnsNode): Promise<void> {
+/** Waits until exactly one node holds the VIP and `ok` accepts it; the failure names the holders. */
+async function waitForSoleHolder(what: string, ok: (holder: string) => boolean): Promise<void> {
   let last: string[] = [];
   await waitFor(
-    `the VIP on ${expected.id} alone`,
+    what,
     async () => {
       last = await holders();
-      return last.length === 1 && last[0] === expected.id;
+      return last.length === 1 && ok(last[0] ?? '');
     },
     vipMoveTimeoutMs,
     100,
   ).catch((err: unknown) => {
     throw new Error(`${(err as Error).message}; holders: [${last.join(', ')}]`);
   });
+}
+
+function waitForHolder(expected: NetnsNode): Promise<void> {
+  return waitForSoleHolder(`the VIP on ${expected.id} alone`, (holder) => holder === expected.id);
 }
 
 describe('the VIP follows the leader', () => {
@@ -178,18 +183,10 @@ describe('the VIP follows the leader', () => {
     const cable = `p-${cut.id}`; // its veth's end on the bridge
     await theLab().check(ns.lan, ['ip', 'link', 'set', cable, 'down']);
     try {
-      let last: string[] = [];
-      await waitFor(
+      await waitForSoleHolder(
         'the cut-off leader to let the VIP go and another node to take it',
-        async () => {
-          last = await holders();
-          return last.length === 1 && last[0] !== cut.id;
-        },
-        vipMoveTimeoutMs,
-        100,
-      ).catch((err: unknown) => {
-        throw new Error(`${(err as Error).message}; holders: [${last.join(', ')}]`);
-      });
+        (holder) => holder !== cut.id,
+      );
     } finally {
       await theLab().check(ns.lan, ['ip', 'link', 'set', cable, 'up']);
     }
