@@ -6,6 +6,7 @@ import { status } from '@grpc/grpc-js';
 import type { Metadata } from '@grpc/grpc-js';
 import type { Role } from '../state/control/model.js';
 import type { ControlState } from '../state/control/control-state.js';
+import { workflowOfCredential } from '../state/control/credentials.js';
 import { ApiError } from './errors.js';
 
 const roleRank: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
@@ -24,6 +25,16 @@ export function bearerToken(md: Metadata): string | undefined {
   if (typeof v !== 'string') return undefined;
   const m = /^Bearer\s+(\S+)$/i.exec(v.trim());
   return m?.[1];
+}
+
+/** An authenticated worker stream. */
+export interface WorkerCaller {
+  readonly workerId: string;
+  /**
+   * The workflow whose per-boot credential the worker presented: the stream serves only that
+   * workflow, and ends when it does (the credential is revoked then).
+   */
+  readonly credentialOf?: string;
 }
 
 export interface AuthOptions {
@@ -74,31 +85,37 @@ export class Authenticator {
     return caller;
   }
 
-  /** The hardware id of an authenticated worker; throws UNAUTHENTICATED otherwise. */
-  async worker(md: Metadata): Promise<string> {
+  /**
+   * The worker behind a stream: its machine's per-boot credential (claimed by the boot OS, see
+   * src/state/control/credentials.ts) or the machine's worker token (`slipway hardware token`,
+   * for agents an operator starts). Throws UNAUTHENTICATED otherwise.
+   */
+  async worker(md: Metadata): Promise<WorkerCaller> {
     const id = md.get('x-worker-id')[0];
     if (typeof id !== 'string' || id === '') {
       throw new ApiError(status.INVALID_ARGUMENT, 'x-worker-id metadata (the hardware id) is required');
     }
-    if (!this.#opts.enabled) return id;
     const token = bearerToken(md);
-    if (token === undefined)
-      throw new ApiError(status.UNAUTHENTICATED, `worker ${id}: a worker token is required`);
-    if (!this.#workerTokenMatches(id, token)) {
-      await this.#catchUp();
-      if (!this.#workerTokenMatches(id, token)) {
-        throw new ApiError(
-          status.UNAUTHENTICATED,
-          `worker ${id}: the token is not this machine's worker token`,
-        );
-      }
+    if (token !== undefined) {
+      const found =
+        this.#credentialOf(id, token) ?? (await this.#catchUp().then(() => this.#credentialOf(id, token)));
+      if (found !== undefined) return found;
     }
-    return id;
+    if (!this.#opts.enabled) return { workerId: id };
+    if (token === undefined)
+      throw new ApiError(status.UNAUTHENTICATED, `worker ${id}: a worker credential is required`);
+    throw new ApiError(
+      status.UNAUTHENTICATED,
+      `worker ${id}: the credential is not valid (expired, revoked when its workflow ended, or not this machine's)`,
+    );
   }
 
-  #workerTokenMatches(id: string, token: string): boolean {
+  #credentialOf(id: string, token: string): WorkerCaller | undefined {
     const hw = this.#control.hardware(id);
-    return hw !== undefined && constantTimeEqual(hw.workerToken, token);
+    if (hw === undefined) return undefined;
+    if (constantTimeEqual(hw.workerToken, token)) return { workerId: id };
+    const wf = workflowOfCredential(this.#control.activeWorkflowsOf(id), id, sha256Hex(token), Date.now());
+    return wf === undefined ? undefined : { workerId: id, credentialOf: wf.id };
   }
 
   #lookup(sha: string): Caller | undefined {

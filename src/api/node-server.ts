@@ -25,6 +25,7 @@ import { Proposer } from './proposer.js';
 import type { ServerConfig } from './server-config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './server-config.js';
 import { startNodeBootServices } from '../boot/node-boot.js';
+import { CredentialIssuer } from './credential-issuer.js';
 import { WorkerService } from './worker-service.js';
 import { ReplicatedLeaseLedger } from './lease-ledger.js';
 import { VipError, VipManager } from '../../lb/vip-manager.js';
@@ -132,7 +133,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       tftpTransfersMax: cfg.tftpTransfersMax,
       httpAddr: cfg.httpAddr,
       artifactsDir: cfg.artifactsDir,
+      bootOsDir: cfg.bootOsDir ?? join(cfg.dataDir, 'bootos'),
       kernelArgs: cfg.kernelArgs,
+      credentials: new CredentialIssuer({
+        control,
+        proposer,
+        logger: logger.child({ service: 'credentials' }),
+      }),
     },
     control,
     // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).

@@ -62,6 +62,8 @@ export const serverConfigSchema = z
     httpAddr: hostPort.optional(),
     /** Kernels and initrds served under /artifacts/. */
     artifactsDir: z.string().min(1).optional(),
+    /** The boot OS served under /boot/ (`slipway bootos build --out DIR`). Default: DATA_DIR/bootos. */
+    bootOsDir: z.string().min(1).optional(),
     /** Extra kernel arguments in the generated iPXE scripts. */
     kernelArgs: z.array(z.string()).default([]),
     /** Where Prometheus scrapes /metrics; off when absent. */

@@ -36,6 +36,8 @@ type Stream = ServerDuplexStream<ConnectRequest, ConnectResponse>;
 interface Session {
   readonly serial: number;
   readonly workerId: string;
+  /** Set when the worker authenticated with a per-boot credential: the one workflow it serves. */
+  readonly credentialOf: string | undefined;
   readonly call: Stream;
   hello: boolean;
   closed: boolean;
@@ -100,6 +102,33 @@ export class WorkerService {
   /** Called from apply (synchronously) whenever a workflow changes: wake its workers' sessions. */
   workflowChanged(wf: Workflow): void {
     for (const task of wf.spec.tasks) this.#wake(task.worker);
+    if (isTerminal(wf.state)) this.#revoke(wf.id);
+  }
+
+  /**
+   * A finished workflow's credentials are no longer valid: end the streams they opened, once
+   * the results already queued on them are answered (the one that finished the workflow is
+   * acknowledged on this stream; a reboot action waits for that acknowledgment).
+   */
+  #revoke(workflowId: string): void {
+    for (const set of this.#sessions.values()) {
+      for (const session of set) {
+        if (session.credentialOf !== workflowId) continue;
+        session.results = session.results.then(() => {
+          if (session.closed) return;
+          this.#end(session);
+          session.call.emit(
+            'error',
+            toServiceError(
+              new ApiError(
+                status.UNAUTHENTICATED,
+                `workflow ${workflowId} ended; its worker credential is revoked`,
+              ),
+            ),
+          );
+        });
+      }
+    }
   }
 
   hardwareChanged(id: string): void {
@@ -122,10 +151,11 @@ export class WorkerService {
 
   async #accept(call: Stream): Promise<void> {
     if (this.#closed) throw new ApiError(status.UNAVAILABLE, 'this node is shutting down');
-    const workerId = await this.#ctx.auth.worker(call.metadata);
+    const { workerId, credentialOf } = await this.#ctx.auth.worker(call.metadata);
     const session: Session = {
       serial: ++this.#serial,
       workerId,
+      credentialOf,
       call,
       hello: false,
       closed: false,
@@ -218,6 +248,13 @@ export class WorkerService {
       actionIndex: ref.actionIndex,
       attempt: ref.attempt,
     });
+    if (session.credentialOf !== undefined && ref.workflowId !== session.credentialOf) {
+      // Checked before anything is proposed: a credential speaks only for its own workflow.
+      const reason = `this stream's credential is for workflow ${session.credentialOf}, not ${ref.workflowId}`;
+      log.warn({ reason }, 'result refused');
+      this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason } } });
+      return;
+    }
     for (;;) {
       if (session.closed) return;
       let res: ControlResult;
@@ -354,7 +391,9 @@ export class WorkerService {
       } else return undefined;
     }
     // A finished workflow has no running action and nothing to start (transitions stop both).
-    const workflows = control.workflowsForWorker(workerId).filter((wf) => !isTerminal(wf.state));
+    const workflows = control
+      .workflowsForWorker(workerId)
+      .filter((wf) => !isTerminal(wf.state) && (session.credentialOf ?? wf.id) === wf.id);
     // First, hand over what the state already shows RUNNING on this worker.
     for (const wf of workflows) {
       const positions = actionPositions(wf.spec);

@@ -12,7 +12,7 @@ import type { DhcpMode, DhcpServer } from './dhcp/server.js';
 import type { BootInventory } from './inventory.js';
 import { defaultBootArtifacts } from './http/ipxe-script.js';
 import { startHttpBootServer } from './http/server.js';
-import type { HttpBootServer } from './http/server.js';
+import type { CredentialClaims, HttpBootServer } from './http/server.js';
 import { startTftpServer } from './tftp/server.js';
 import type { TftpServer } from './tftp/server.js';
 
@@ -36,7 +36,11 @@ export interface NodeBootConfig {
   readonly tftpTransfersMax?: number | undefined;
   readonly httpAddr?: string | undefined;
   readonly artifactsDir?: string | undefined;
+  /** The boot OS, served under /boot/ (created empty when missing). */
+  readonly bootOsDir?: string | undefined;
   readonly kernelArgs: readonly string[];
+  /** Answers booted machines' credential claims (POST /credential). */
+  readonly credentials?: CredentialClaims | undefined;
 }
 
 export interface NodeBootServices {
@@ -57,6 +61,11 @@ export function inventoryOf(control: ControlState): BootInventory {
 function splitHostPort(addr: string): { host: string; port: number } {
   const i = addr.lastIndexOf(':');
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(addr.slice(i + 1)) };
+}
+
+function ensureDirectory(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  return dir;
 }
 
 /**
@@ -111,6 +120,8 @@ export async function startNodeBootServices(
           extraKernelArgs: cfg.kernelArgs,
         },
         ...(cfg.artifactsDir === undefined ? {} : { artifactsDir: cfg.artifactsDir }),
+        ...(cfg.bootOsDir === undefined ? {} : { bootOsDir: ensureDirectory(cfg.bootOsDir) }),
+        ...(cfg.credentials === undefined ? {} : { credentials: cfg.credentials }),
         binariesDir: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
         logger: logger.child({ service: 'http' }),
         onRequest: (e) => {

@@ -6,6 +6,7 @@ import { isServiceError } from '../api/errors.js';
 import { ClusterClient, clusterCa, parseServers } from './client.js';
 import { readFileSync } from 'node:fs';
 import { balancerCommand } from './commands/balancer.js';
+import { bootosCommand } from './commands/bootos.js';
 import { bootstrapCommand } from './commands/bootstrap.js';
 import { clusterCommand } from './commands/cluster.js';
 import { hardwareCommand } from './commands/hardware.js';
@@ -60,6 +61,7 @@ function connect(): { client: ClusterClient; output: ReturnType<typeof parseOutp
 
 serverCommand(program);
 bootstrapCommand(program);
+bootosCommand(program);
 balancerCommand(program);
 kvCommand(program, connect);
 memberCommand(program, connect);

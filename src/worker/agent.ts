@@ -3,13 +3,14 @@
 // the cluster pushes one at a time, and journals every result on disk until the cluster
 // acknowledges it. The journal also remembers which attempts were executed, so a node that
 // pushes an attempt again after a reconnect never gets it run twice (invariant 3).
-import { credentials, Metadata } from '@grpc/grpc-js';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Action, AttemptRef, ConnectRequest, ConnectResponse } from '../gen/worker.js';
 import { WorkerClient } from '../gen/worker.js';
 import type { ActionResult as JournalResult } from './journal.js';
 import { ResultJournal } from './journal.js';
+import type { CredentialSource } from './credential-claim.js';
 import { runAction } from './runner.js';
 
 export const agentVersion = '0.1.0';
@@ -31,6 +32,8 @@ export interface AgentOptions {
   readonly workerId: string;
   readonly servers: readonly string[];
   readonly token?: string;
+  /** The boot OS's per-boot credential (claimed over the boot network); instead of `token`. */
+  readonly credential?: CredentialSource;
   /** The cluster CA (PEM): TLS to the nodes when set. */
   readonly ca?: Buffer | undefined;
   readonly journalDir: string;
@@ -73,6 +76,7 @@ export class Agent {
   #stopped = false;
   #timers = new Set<NodeJS.Timeout>();
   #connectedOnce = false;
+  readonly #stopping = new AbortController();
   /** Resolves when the agent has stopped. */
   readonly done: Promise<void>;
   #resolveDone: () => void = () => undefined;
@@ -116,6 +120,7 @@ export class Agent {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#stopping.abort();
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
     this.#running?.abort.abort();
@@ -128,12 +133,27 @@ export class Agent {
 
   #connect(): void {
     if (this.#stopped) return;
+    const source = this.#o.credential;
+    if (source === undefined) {
+      this.#open(this.#o.token);
+      return;
+    }
+    source.current(this.#stopping.signal).then(
+      (credential) => this.#open(credential),
+      (err: unknown) => {
+        if (!this.#stopped) this.#log.error({ err }, 'no worker credential');
+      },
+    );
+  }
+
+  #open(token: string | undefined): void {
+    if (this.#stopped) return;
     const journal = this.#mustJournal();
     const i = this.#next % this.#clients.length;
     const client = this.#clients[i]!;
     const md = new Metadata();
     md.set('x-worker-id', this.#o.workerId);
-    if (this.#o.token !== undefined) md.set('authorization', `Bearer ${this.#o.token}`);
+    if (token !== undefined) md.set('authorization', `Bearer ${token}`);
     const stream = client.connect(md);
     this.#stream = stream;
     const server = this.#o.servers[i];
@@ -145,6 +165,12 @@ export class Agent {
       clearInterval(heartbeat);
       clearInterval(resend);
       if (this.#stopped) return;
+      if (isUnauthenticated(why)) {
+        // Expired, or revoked when its workflow ended: the next connect claims a fresh one.
+        this.#o.credential
+          ?.invalidate()
+          .catch((err: unknown) => this.#log.error({ err }, 'dropping the credential failed'));
+      }
       this.#failures++;
       this.#next++;
       const min = this.#o.reconnectMinMs ?? 100;
@@ -289,6 +315,12 @@ export class Agent {
     if (this.#journal === undefined) throw new Error('the agent is not started');
     return this.#journal;
   }
+}
+
+function isUnauthenticated(err: unknown): boolean {
+  return (
+    typeof err === 'object' && err !== null && (err as { code?: unknown }).code === status.UNAUTHENTICATED
+  );
 }
 
 function toProtoResult(r: JournalResult): {

@@ -67,7 +67,7 @@ let hooks: { udhcpc: string; dhclient: string };
 before(async () => {
   await requireCommands({
     ip: 'iproute2',
-    busybox: 'busybox',
+    busybox: 'busybox-static',
     dhclient: 'isc-dhcp-client',
     dhcrelay: 'isc-dhcp-relay',
     perfdhcp: 'kea-admin',

@@ -40,7 +40,7 @@ interface LeaseDoc {
 }
 
 before(async () => {
-  await requireCommands({ ip: 'iproute2', busybox: 'busybox', dhclient: 'isc-dhcp-client' });
+  await requireCommands({ ip: 'iproute2', busybox: 'busybox-static', dhclient: 'isc-dhcp-client' });
   created = await NetnsLab.create();
   const lab = created;
   Object.assign(

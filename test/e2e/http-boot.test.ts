@@ -74,7 +74,7 @@ describe('curl', () => {
       assert.match(result.stdout, /^#!ipxe\n/);
       assert.match(
         result.stdout,
-        /^kernel http:\/\/10\.77\.1\.1:8080\/artifacts\/vmlinuz-x86_64 .*slipway\.worker_id=curl-1 slipway\.server=10\.77\.1\.1:7001 slipway\.token=token-curl-1 .*console=ttyS0$/m,
+        /^kernel http:\/\/10\.77\.1\.1:8080\/boot\/vmlinuz-x86_64 .*slipway\.worker_id=curl-1 slipway\.server=10\.77\.1\.1:7001 slipway\.http=http:\/\/10\.77\.1\.1:8080 .*console=ttyS0$/m,
       );
     }
   });

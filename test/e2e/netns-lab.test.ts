@@ -27,7 +27,7 @@ function alive(pid: number): boolean {
 
 describe('netns lab', () => {
   it('connects its namespaces, then removes them and every process inside', async () => {
-    await requireCommands({ ip: 'iproute2', busybox: 'busybox', sleep: 'coreutils' });
+    await requireCommands({ ip: 'iproute2', busybox: 'busybox-static', sleep: 'coreutils' });
     const lab = await NetnsLab.create();
     let pids: number[] = [];
     try {

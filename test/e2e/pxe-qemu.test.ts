@@ -91,10 +91,11 @@ async function networkBoot(firmware: Firmware): Promise<BootRecord> {
     await lab.addTap(srv, 'tap0', 'br0');
     await lab.advertiseIpv6(srv, 'br0', 'fd77:1::/64');
 
-    const artifacts = path.join(lab.dir, 'artifacts');
-    await mkdir(artifacts);
-    await writeFile(path.join(artifacts, 'vmlinuz-x86_64'), 'marker: the script ran\n');
-    await writeFile(path.join(artifacts, 'initramfs-x86_64'), 'marker\n');
+    // Stand-ins for the boot OS (test/e2e/bootos-qemu.test.ts boots the real one).
+    const bootOs = path.join(lab.dir, 'bootos');
+    await mkdir(bootOs);
+    await writeFile(path.join(bootOs, 'vmlinuz-x86_64'), 'marker: the script ran\n');
+    await writeFile(path.join(bootOs, 'initramfs-x86_64'), 'marker\n');
 
     const cluster = await NetnsCluster.start(lab, [
       {
@@ -103,7 +104,7 @@ async function networkBoot(firmware: Firmware): Promise<BootRecord> {
         address: nodeAddress,
         args: [
           ...['--dhcp-interface', 'br0', '--tftp-addr', `${nodeAddress}:69`],
-          ...['--http-addr', `${nodeAddress}:8080`, '--artifacts-dir', artifacts],
+          ...['--http-addr', `${nodeAddress}:8080`, '--bootos-dir', bootOs],
         ],
       },
     ]);
@@ -126,7 +127,7 @@ async function networkBoot(firmware: Firmware): Promise<BootRecord> {
         // "terminating on signal" message once it is stopped.
         (output) =>
           consoleLines(output.slice(0, output.lastIndexOf('\n') + 1)).includes(
-            `${httpBase}/artifacts/vmlinuz-x86_64... ok`,
+            `${httpBase}/boot/vmlinuz-x86_64... ok`,
           ),
         firmware.bootTimeoutMs,
         `${firmware.name} boot reaching the kernel fetch`,
@@ -171,7 +172,7 @@ function ipxeRun(mac: string, id: string): string[] {
     `Next server: ${nodeAddress}`,
     `Filename: ${httpBase}/ipxe/${mac}`,
     `Slipway: booting ${id} (${mac})`,
-    `${httpBase}/artifacts/vmlinuz-x86_64... ok`,
+    `${httpBase}/boot/vmlinuz-x86_64... ok`,
   ];
 }
 

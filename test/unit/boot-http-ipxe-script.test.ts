@@ -1,7 +1,7 @@
 // Goal: the per-machine iPXE script says exactly what the machine must do: the generated script
-// loads the kernel and initrd of the machine's architecture from /artifacts/ and puts the
-// worker's identity (id, API address, token) and the extra arguments on the kernel command
-// line; a custom script is served as written; a chain URL becomes `chain URL`; anything that
+// loads the boot OS kernel and initrd of the machine's architecture from /boot/ and puts the
+// worker's identity and where to find the cluster (id, API address, boot HTTP server, MAC) and
+// the extra arguments on the kernel command line, with nothing secret on it (invariant 7); a custom script is served as written; a chain URL becomes `chain URL`; anything that
 // would change the script's meaning (spaces, ${...}, quotes, line breaks) is refused.
 // Method: renderIpxeScript on hardware records built for each case, checking the script line
 // by line and the error's field.
@@ -47,13 +47,20 @@ describe('generated script', () => {
     assert.match(echo ?? '', /^echo .*rack1-node7.*52:54:00:12:34:56/);
     assert.equal(
       kernel,
-      'kernel http://10.0.0.100:8080/artifacts/vmlinuz-x86_64 initrd=initramfs-x86_64 ' +
-        'slipway.worker_id=rack1-node7 slipway.server=10.0.0.100:7001 slipway.token=token-rack1-node7 ' +
+      'kernel http://10.0.0.100:8080/boot/vmlinuz-x86_64 initrd=initramfs-x86_64 ' +
+        'slipway.worker_id=rack1-node7 slipway.server=10.0.0.100:7001 slipway.http=http://10.0.0.100:8080 ' +
         'slipway.mac=52:54:00:12:34:56 console=ttyS0,115200 quiet',
     );
-    assert.equal(initrd, 'initrd http://10.0.0.100:8080/artifacts/initramfs-x86_64');
+    assert.equal(initrd, 'initrd http://10.0.0.100:8080/boot/initramfs-x86_64');
     assert.equal(boot, 'boot');
     assert.equal(end, '');
+  });
+
+  it('carries no secret: the worker token appears nowhere in the script', () => {
+    const record = recordOf({}, (h) => ({ ...h, workerToken: 'secret-worker-token-42' }));
+    const script = renderIpxeScript(record, settings);
+    assert.ok(!script.text.includes('secret-worker-token-42'), script.text);
+    assert.ok(!script.text.includes('token'), script.text);
   });
 
   it('picks the arm64 artifacts for arm64 hardware and percent-encodes odd file names', () => {
@@ -62,17 +69,14 @@ describe('generated script', () => {
       ...settings,
       artifacts: { ...defaultBootArtifacts, arm64: { kernel: 'arm/Image v2', initrd: 'arm/initrd.img' } },
     }).text;
-    assert.match(
-      text,
-      /^kernel http:\/\/10\.0\.0\.100:8080\/artifacts\/arm\/Image%20v2 initrd=initrd\.img /m,
-    );
-    assert.match(text, /^initrd http:\/\/10\.0\.0\.100:8080\/artifacts\/arm\/initrd\.img$/m);
+    assert.match(text, /^kernel http:\/\/10\.0\.0\.100:8080\/boot\/arm\/Image%20v2 initrd=initrd\.img /m);
+    assert.match(text, /^initrd http:\/\/10\.0\.0\.100:8080\/boot\/arm\/initrd\.img$/m);
   });
 
   it('refuses values that iPXE would split, expand or unquote', () => {
     const cases: [string, BootRecord, IpxeScriptSettings][] = [
       ['hardware.id', recordOf({ id: 'two words' }), settings],
-      ['hardware.workerToken', recordOf({}, (h) => ({ ...h, workerToken: 'abc${x}' })), settings],
+      ['httpBaseUrl', recordOf(), { ...settings, httpBaseUrl: 'http://10.0.0.100:8080/${x}' }],
       ['apiAddress', recordOf(), { ...settings, apiAddress: '10.0.0.1:7001\nshell' }],
       ['extraKernelArgs[1]', recordOf(), { ...settings, extraKernelArgs: ['ok', 'a"b'] }],
       [

@@ -114,7 +114,7 @@ describe('iPXE scripts', () => {
       assert.match(text, /^#!ipxe\n/, target);
       assert.match(
         text,
-        /slipway\.worker_id=node-1 slipway\.server=10\.0\.0\.100:7001 slipway\.token=token-node-1/,
+        /slipway\.worker_id=node-1 slipway\.server=10\.0\.0\.100:7001 slipway\.http=http:\/\/10\.0\.0\.100:8080/,
       );
     }
   });

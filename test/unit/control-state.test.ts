@@ -1577,3 +1577,94 @@ it('the stream generator reaches the interesting paths (fixed seed, so this guar
     assert.ok(reached.has(path), `no stream reached ${path}; saw ${[...reached].sort().join(', ')}`);
   }
 });
+
+describe('per-boot worker credentials', () => {
+  const sha = (c: string): string => c.repeat(64).slice(0, 64);
+  const claim = (
+    extra: Partial<Extract<ControlCommand, { type: 'credential.issue' }>> = {},
+  ): ControlCommand => ({
+    type: 'credential.issue',
+    workerId: 'm1',
+    mac: mac(1),
+    ip: '10.0.0.1',
+    sha256: sha('a'),
+    ttlS: 3_600,
+    ...extra,
+  });
+
+  function withWorkflow(): Harness {
+    const h = new Harness();
+    h.hardware('m1', 1);
+    h.template();
+    h.create('wf1', specOf([task('t', 'm1', [actionSpec('a')])]));
+    return h;
+  }
+
+  it('binds the first claim from the reserved MAC and address to the outstanding workflow', () => {
+    const h = withWorkflow();
+    const issued = h.ok(claim(), 'credential');
+    assert.equal(issued.workflowId, 'wf1');
+    assert.equal(issued.expiresMs, h.nowMs + 3_600_000);
+    const held = h.state.workflow('wf1')?.credentials?.['m1'];
+    assert.deepEqual(held, {
+      sha256: sha('a'),
+      mac: mac(1),
+      ip: '10.0.0.1',
+      issuedMs: h.nowMs,
+      expiresMs: h.nowMs + 3_600_000,
+    });
+    assert.ok(h.eventTypes('wf1').includes('credential.issued'));
+  });
+
+  it('refuses, changing nothing, a claimant that is not the machine or has nothing to run', () => {
+    const h = new Harness();
+    h.hardware('m1', 1);
+    h.refused(claim(), 'E_NOT_FOUND', /no outstanding workflow/);
+    h.template();
+    h.create('wf1', specOf([task('t', 'm1', [actionSpec('a')])]));
+    h.refused(claim({ ip: '10.0.0.99' }), 'E_INVALID', /from Slipway's DHCP/);
+    h.refused(claim({ mac: mac(2) }), 'E_INVALID', /from Slipway's DHCP/);
+    h.refused(claim({ workerId: 'nosuch' }), 'E_INVALID', /from Slipway's DHCP/);
+    h.refused(claim({ sha256: 'xyz' }), 'E_INVALID');
+    h.refused(claim({ mac: 'not-a-mac' }), 'E_INVALID', /not a MAC/);
+  });
+
+  it('refuses a second claim for the same workflow and records it for the operator', () => {
+    const h = withWorkflow();
+    h.ok(claim(), 'credential');
+    const second = h.run(claim({ sha256: sha('b') }));
+    assert.equal(second.type, 'error');
+    assert.equal(second.type === 'error' ? second.code : '', 'E_CONFLICT');
+    assert.equal(
+      h.state.workflow('wf1')?.credentials?.['m1']?.sha256,
+      sha('a'),
+      'the first claim keeps its credential',
+    );
+    assert.deepEqual(h.eventTypes('wf1').slice(-2), ['credential.issued', 'credential.refused']);
+  });
+
+  it('accepts a claim from a bound dynamic lease, not from an expired one', () => {
+    const h = new Harness();
+    h.hardware('m1', 1, {
+      interfaces: [{ mac: mac(1), dns: [], leaseTimeS: 3_600 }],
+    });
+    h.template();
+    h.create('wf1', specOf([task('t', 'm1', [actionSpec('a')])]));
+    h.ok({ type: 'lease.grant', grants: [{ mac: mac(1), ip: '10.9.0.5', leaseTimeS: 60 }] }, 'grants');
+    h.nowMs += 61_000;
+    h.refused(claim({ ip: '10.9.0.5' }), 'E_INVALID');
+    h.ok({ type: 'lease.grant', grants: [{ mac: mac(1), ip: '10.9.0.5', leaseTimeS: 600 }] }, 'grants');
+    h.ok(claim({ ip: '10.9.0.5' }), 'credential');
+  });
+
+  it('a new run of the workflow needs a new claim: retry clears the credentials', () => {
+    const h = withWorkflow();
+    h.ok(claim(), 'credential');
+    h.start('wf1');
+    h.finish('wf1', false);
+    assert.equal(h.state.workflow('wf1')?.state, 'FAILED');
+    h.ok({ type: 'workflow.retry', id: 'wf1', fromStart: false }, 'workflow');
+    assert.equal(h.state.workflow('wf1')?.credentials, undefined);
+    h.ok(claim({ sha256: sha('c') }), 'credential');
+  });
+});

@@ -4,19 +4,21 @@
 // Three kinds, the first that applies wins:
 // 1. netboot.ipxeScript: the operator's script, served as written ("#!ipxe" added if missing);
 // 2. netboot.ipxeUrl: a one-line script that chains to that URL;
-// 3. generated: the in-memory OS (kernel + initrd from /artifacts/) with the worker's
-//    identity on the kernel command line:
-//      slipway.worker_id=HARDWARE_ID slipway.server=VIP:API_PORT slipway.token=WORKER_TOKEN
+// 3. generated: the boot OS (kernel + initramfs from /boot/, `slipway bootos build`) with
+//    where to find the cluster on the kernel command line:
+//      slipway.worker_id=HARDWARE_ID slipway.server=VIP:API_PORT slipway.http=http://VIP:PORT
+//      slipway.mac=MAC
+//    Nothing secret: the booted worker claims its credential from slipway.http (invariant 7).
 //
 // iPXE expands ${...} anywhere in a command line and splits arguments on spaces, so every
 // value that lands on one is checked; a record that would change the script's meaning is
 // refused with IpxeScriptError instead of being served.
 import type { Arch } from '../../state/control/model.js';
 import type { BootRecord } from '../inventory.js';
-import { artifactPrefix, joinBaseUrl } from './paths.js';
+import { bootOsPrefix, joinBaseUrl } from './paths.js';
 
 export interface BootArtifacts {
-  /** File names under the artifacts directory. */
+  /** File names under the boot OS directory (served at /boot/). */
   readonly kernel: string;
   readonly initrd: string;
 }
@@ -76,6 +78,7 @@ export function renderIpxeScript(record: BootRecord, settings: IpxeScriptSetting
 function generatedScript(record: BootRecord, settings: IpxeScriptSettings): string {
   const { hardware, iface } = record;
   const artifacts = settings.artifacts[hardware.arch];
+  const httpBase = checkArgument('httpBaseUrl', settings.httpBaseUrl.replace(/\/+$/, ''));
   const kernelUrl = artifactUrl(settings, 'kernel', artifacts.kernel);
   const initrdUrl = artifactUrl(settings, 'initrd', artifacts.initrd);
   const args = [
@@ -83,7 +86,7 @@ function generatedScript(record: BootRecord, settings: IpxeScriptSettings): stri
     `initrd=${lastSegment(artifacts.initrd)}`,
     `slipway.worker_id=${checkArgument('hardware.id', hardware.id)}`,
     `slipway.server=${checkArgument('apiAddress', settings.apiAddress)}`,
-    `slipway.token=${checkArgument('hardware.workerToken', hardware.workerToken)}`,
+    `slipway.http=${httpBase}`,
     `slipway.mac=${checkArgument('iface.mac', iface.mac)}`,
     ...settings.extraKernelArgs.map((arg, i) => checkArgument(`extraKernelArgs[${i}]`, arg)),
   ];
@@ -108,7 +111,7 @@ function artifactUrl(settings: IpxeScriptSettings, role: 'kernel' | 'initrd', na
     throw new IpxeScriptError(field, `"${name}" is not a relative file name`);
   }
   const encoded = name.split('/').map(encodeURIComponent).join('/');
-  return checkUrl(field, joinBaseUrl(settings.httpBaseUrl, `${artifactPrefix}${encoded}`));
+  return checkUrl(field, joinBaseUrl(settings.httpBaseUrl, `${bootOsPrefix}${encoded}`));
 }
 
 function checkUrl(field: string, url: string, allow = { expansion: false }): string {

@@ -4,11 +4,15 @@
 //   /ipxe/{mac}            the machine's iPXE script ({mac} with colons or dashes, optional .ipxe)
 //   /artifacts/{name}      kernels, initrds and other boot artifacts from the artifacts directory
 //   /binaries/{name}       the iPXE binaries (the TFTP root), for UEFI HTTP boot
+//   /boot/{name}           the boot OS (`slipway bootos build`): vmlinuz-ARCH, initramfs-ARCH
+//   /credential            POST: a booted machine claims its worker credential
 import { canonicalMac } from '../inventory.js';
 
 export const ipxeScriptPrefix = '/ipxe/';
 export const artifactPrefix = '/artifacts/';
 export const binaryPrefix = '/binaries/';
+export const bootOsPrefix = '/boot/';
+export const credentialPath = '/credential';
 
 /** The path of a machine's script; `mac` in canonical colon form. */
 export function ipxeScriptPath(mac: string): string {
@@ -24,6 +28,8 @@ export type BootRoute =
   | { readonly kind: 'ipxe-script'; readonly mac: string }
   | { readonly kind: 'artifact'; readonly name: string }
   | { readonly kind: 'binary'; readonly name: string }
+  | { readonly kind: 'boot-os'; readonly name: string }
+  | { readonly kind: 'credential' }
   | { readonly kind: 'not-found'; readonly reason: string };
 
 /**
@@ -32,6 +38,7 @@ export type BootRoute =
  * text here; whether they are safe to open is the file server's decision.
  */
 export function routeOf(pathname: string): BootRoute {
+  if (pathname === credentialPath) return { kind: 'credential' };
   if (pathname.startsWith(ipxeScriptPrefix)) {
     const name = decode(pathname.slice(ipxeScriptPrefix.length));
     const mac = name === undefined ? undefined : canonicalMac(name.replace(/\.ipxe$/, ''));
@@ -41,6 +48,7 @@ export function routeOf(pathname: string): BootRoute {
   for (const [prefix, kind] of [
     [artifactPrefix, 'artifact'],
     [binaryPrefix, 'binary'],
+    [bootOsPrefix, 'boot-os'],
   ] as const) {
     if (!pathname.startsWith(prefix)) continue;
     const name = decode(pathname.slice(prefix.length));

@@ -34,10 +34,23 @@ export interface HttpBootServerOptions {
   readonly artifactsDir?: string;
   /** Served under /binaries/ (the iPXE binaries, for UEFI HTTP boot); without it, 404. */
   readonly binariesDir?: string;
+  /** Served under /boot/: the boot OS (`slipway bootos build --out DIR`); without it, 404. */
+  readonly bootOsDir?: string;
+  /** Answers POST /credential (a booted machine's claim); without it, 404. */
+  readonly credentials?: CredentialClaims;
   readonly logger: Logger;
   /** Called once per finished response; must not throw. */
   readonly onRequest?: (event: HttpRequestEvent) => void;
 }
+
+/** Hands out per-boot worker credentials (src/api/credential-issuer.ts). */
+export interface CredentialClaims {
+  /** `body` is the request's parsed JSON; the answer's body is sent as JSON. */
+  claim(body: unknown, remoteAddress: string): Promise<{ readonly status: number; readonly body: unknown }>;
+}
+
+/** A claim is a small JSON object; anything longer is refused unread. */
+const claimBytesMax = 4096;
 
 export interface HttpBootServer {
   readonly address: string;
@@ -52,6 +65,7 @@ export async function startHttpBootServer(options: HttpBootServerOptions): Promi
   const roots = {
     artifact: options.artifactsDir === undefined ? undefined : await FileRoot.open(options.artifactsDir),
     binary: options.binariesDir === undefined ? undefined : await FileRoot.open(options.binariesDir),
+    'boot-os': options.bootOsDir === undefined ? undefined : await FileRoot.open(options.bootOsDir),
   };
   const handler = new BootHandler(options, roots);
   const server = http.createServer((request, response) => handler.handle(request, response));
@@ -79,6 +93,7 @@ export async function startHttpBootServer(options: HttpBootServerOptions): Promi
 interface Roots {
   readonly artifact: FileRoot | undefined;
   readonly binary: FileRoot | undefined;
+  readonly 'boot-os': FileRoot | undefined;
 }
 
 interface Reply {
@@ -123,6 +138,7 @@ class BootHandler {
   /** Answers one request; resolves with the body bytes sent. */
   async #serve(request: IncomingMessage, response: ServerResponse, route: BootRoute): Promise<number> {
     const method = request.method ?? 'GET';
+    if (route.kind === 'credential') return this.#claim(request, response);
     if (method !== 'GET' && method !== 'HEAD') {
       return send(response, method, {
         ...text(405, `method ${method} not allowed\n`),
@@ -133,8 +149,9 @@ class BootHandler {
       case 'ipxe-script':
         return send(response, method, this.#script(route.mac));
       case 'artifact':
-      case 'binary': {
-        const root = route.kind === 'artifact' ? this.#roots.artifact : this.#roots.binary;
+      case 'binary':
+      case 'boot-os': {
+        const root = this.#roots[route.kind];
         if (root === undefined)
           return send(response, method, text(404, `no ${route.kind}s are served here\n`));
         return serveFile(request, response, root, route.name);
@@ -146,6 +163,29 @@ class BootHandler {
         throw new Error(`unhandled route ${JSON.stringify(unknown)}`);
       }
     }
+  }
+
+  async #claim(request: IncomingMessage, response: ServerResponse): Promise<number> {
+    const method = request.method ?? 'GET';
+    const claims = this.#options.credentials;
+    if (claims === undefined) return send(response, method, text(404, 'credentials are not issued here\n'));
+    if (method !== 'POST') {
+      return send(response, method, {
+        ...text(405, `method ${method} not allowed\n`),
+        headers: { 'content-type': 'text/plain; charset=utf-8', allow: 'POST' },
+      });
+    }
+    const raw = await readBody(request, claimBytesMax);
+    if (raw === undefined)
+      return send(response, method, json(413, { error: `a claim is at most ${claimBytesMax} bytes` }));
+    let body: unknown;
+    try {
+      body = JSON.parse(raw.toString('utf8'));
+    } catch {
+      return send(response, method, json(400, { error: 'the claim is not JSON' }));
+    }
+    const answer = await claims.claim(body, request.socket.remoteAddress ?? '');
+    return send(response, method, json(answer.status, answer.body));
   }
 
   #script(mac: string): Reply {
@@ -168,6 +208,33 @@ class BootHandler {
       return text(500, `no iPXE script for ${mac}: ${error.message}\n`);
     }
   }
+}
+
+function json(status: number, body: unknown): Reply {
+  return {
+    status,
+    headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
+    body: JSON.stringify(body),
+  };
+}
+
+/** The request's body, or undefined once it passes `bytesMax` (the rest is not read). */
+function readBody(request: IncomingMessage, bytesMax: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    request.on('data', (chunk: Buffer) => {
+      length += chunk.length;
+      if (length > bytesMax) {
+        request.pause();
+        resolve(undefined);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks)));
+    request.on('error', reject);
+  });
 }
 
 function text(status: number, body: string): Reply {

@@ -46,7 +46,11 @@ export function serverCommand(program: Command): void {
     .option('--tftp-root <dir>', "TFTP root (default: Debian's iPXE binaries, copied into the data dir)")
     .option('--tftp-transfers-max <n>', 'TFTP transfers at once; more requests wait for a slot (default 256)')
     .option('--http-addr <host:port>', 'serve iPXE scripts and boot artifacts here, e.g. 0.0.0.0:8080')
-    .option('--artifacts-dir <dir>', 'kernels and initrds served under /artifacts/')
+    .option('--artifacts-dir <dir>', 'other boot files served under /artifacts/')
+    .option(
+      '--bootos-dir <dir>',
+      'the boot OS served under /boot/ and booted by the default iPXE script (`slipway bootos build --out DIR`; default DATA_DIR/bootos)',
+    )
     .option('--kernel-arg <arg...>', 'extra kernel argument for the generated iPXE scripts (repeatable)')
     .option('--tls-dir <dir>', 'certificates and admin token from `slipway bootstrap` (TLS, mTLS, tokens)')
     .option('--insecure', 'no TLS and no tokens: only for a development cluster on loopback')
@@ -85,6 +89,7 @@ export function serverCommand(program: Command): void {
       set('tftpTransfersMax', toInt(o.tftpTransfersMax, '--tftp-transfers-max'));
       set('httpAddr', o.httpAddr);
       set('artifactsDir', o.artifactsDir);
+      set('bootOsDir', o.bootosDir);
       set('kernelArgs', o.kernelArg);
       const cfg: ServerConfig = validateServerConfig(raw);
       const logger = createLogger({ node: cfg.id }, cfg.logLevel);

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from '@commander-js/extra-typings';
 import { createLogger } from '../../platform/logger.js';
 import { Agent } from '../../worker/agent.js';
+import { ClaimedCredential } from '../../worker/credential-claim.js';
 import { clusterCa, parseServers } from '../client.js';
 import { UsageError } from '../output.js';
 
@@ -19,6 +20,15 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
     .description("run a machine's worker agent: receive its actions, run them, report results")
     .requiredOption('--id <hardware-id>', "this machine's hardware id")
     .option('--token-file <file>', "file holding this machine's worker token (`slipway hardware token ID`)")
+    .option(
+      '--claim-url <url>',
+      'claim a per-boot credential here instead of a token (the boot OS: http://VIP:PORT/credential)',
+    )
+    .option('--mac <mac>', 'with --claim-url: the MAC of the interface this machine booted from')
+    .option(
+      '--credential-file <file>',
+      'with --claim-url: where the claimed credential is kept across restarts',
+    )
     .option(
       '--journal-dir <dir>',
       'where unacknowledged results are kept across restarts',
@@ -44,10 +54,29 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
       if (!levels.includes(o.logLevel))
         throw new UsageError(`--log-level must be one of ${levels.join(', ')}`);
       const logger = createLogger({ worker: o.id }, o.logLevel);
+      if (o.claimUrl !== undefined && (token !== undefined || o.mac === undefined)) {
+        throw new UsageError('--claim-url needs --mac and takes the place of --token-file');
+      }
+      if (o.claimUrl !== undefined && !/^https?:\/\/[^/\s]+\//.test(o.claimUrl)) {
+        throw new UsageError(
+          `--claim-url must be an http(s) URL such as http://10.0.0.100:8080/credential, got ${o.claimUrl}`,
+        );
+      }
+      const credential =
+        o.claimUrl === undefined || o.mac === undefined
+          ? undefined
+          : new ClaimedCredential({
+              url: o.claimUrl,
+              workerId: o.id,
+              mac: o.mac,
+              ...(o.credentialFile === undefined ? {} : { file: o.credentialFile }),
+              logger,
+            });
       const agent = new Agent({
         workerId: o.id,
         servers,
         ...(token === undefined ? {} : { token }),
+        ...(credential === undefined ? {} : { credential }),
         ca: clusterCa(g.ca),
         journalDir: o.journalDir,
         ...(o.workDir === undefined ? {} : { workDir: o.workDir }),

@@ -87,6 +87,19 @@ export type ControlCommand =
   | { readonly type: 'workflow.cancel'; readonly id: string; readonly message?: string }
   | { readonly type: 'workflow.retry'; readonly id: string; readonly fromStart: boolean }
   | { readonly type: 'workflow.delete'; readonly id: string }
+  /**
+   * A booted machine's claim of its worker credential (src/state/control/credentials.ts): bound
+   * to the machine's outstanding workflow, once per workflow and worker.
+   */
+  | {
+      readonly type: 'credential.issue';
+      readonly workerId: string;
+      readonly mac: string;
+      readonly ip: string;
+      /** SHA-256 (hex) of the credential the proposer generated; the credential itself is never replicated. */
+      readonly sha256: string;
+      readonly ttlS: number;
+    }
   | { readonly type: 'token.put'; readonly name: string; readonly role: Role; readonly sha256: string }
   | { readonly type: 'token.delete'; readonly name: string }
   /** Addresses the DHCP server on the leader wants to ACK; each is decided on its own. */
@@ -160,6 +173,8 @@ export type ControlResult =
   /** attempt.result or attempt.lost for an attempt already recorded: acknowledged, nothing changed. */
   | ({ readonly type: 'duplicate' } & AttemptOutcome)
   | { readonly type: 'token'; readonly token: OperatorToken }
+  /** credential.issue: the workflow the credential is bound to and when it expires. */
+  | { readonly type: 'credential'; readonly workflowId: string; readonly expiresMs: number }
   /** lease.grant: one outcome per grant, in order. */
   | { readonly type: 'grants'; readonly outcomes: readonly GrantOutcome[] }
   /** lease.release and lease.decline. */

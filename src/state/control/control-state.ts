@@ -17,6 +17,7 @@ import {
 } from '../limits.js';
 import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
+import { decideCredential } from './credentials.js';
 import { EventLog } from './event-log.js';
 import { LeaseTable } from './leases.js';
 import { deepFreeze, record } from './immutable.js';
@@ -191,6 +192,16 @@ export class ControlState {
     for (const id of ids) {
       const wf = this.#workflows.get(id);
       if (wf !== undefined) out.push(wf);
+    }
+    return out.sort(byCreation);
+  }
+
+  /** Active workflows with at least one task on this worker, oldest first. */
+  activeWorkflowsOf(workerId: string): Workflow[] {
+    const out: Workflow[] = [];
+    for (const id of this.#active) {
+      const wf = this.#workflows.get(id);
+      if (wf !== undefined && wf.spec.tasks.some((task) => task.worker === workerId)) out.push(wf);
     }
     return out.sort(byCreation);
   }
@@ -381,6 +392,8 @@ export class ControlState {
         return this.#putToken(command, nowMs);
       case 'token.delete':
         return this.#deleteToken(command.name);
+      case 'credential.issue':
+        return this.#issueCredential(command, nowMs);
       case 'lease.grant': {
         const outcomes = this.#leases.grant(command.grants, nowMs, (ip) => this.#reservedIps.get(ip));
         return typeof outcomes === 'string' ? failure('E_INVALID', outcomes) : { type: 'grants', outcomes };
@@ -686,6 +699,27 @@ export class ControlState {
     this.#tokens.set(token.name, token);
     this.#tokenBySha.set(sha256, token.name);
     return { type: 'token', token };
+  }
+
+  #issueCredential(command: Command<'credential.issue'>, nowMs: number): ControlResult {
+    const problem = idProblem('workerId', command.workerId) ?? sha256Problem(command.sha256);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    const mac = normalizeMac(command.mac);
+    if (mac === undefined) return failure('E_INVALID', `mac: "${command.mac}" is not a MAC address`);
+    const decision = decideCredential(this, { ...command, mac }, nowMs);
+    switch (decision.kind) {
+      case 'refused':
+        return failure(decision.code, decision.message);
+      case 'second-claim':
+        // Recorded for the operator, and still a refusal for the claimant.
+        this.#commit({ kind: 'changed', workflow: decision.workflow, events: decision.events }, nowMs);
+        return failure('E_CONFLICT', decision.message);
+      case 'issued':
+        this.#commit({ kind: 'changed', workflow: decision.workflow, events: decision.events }, nowMs);
+        return { type: 'credential', workflowId: decision.workflow.id, expiresMs: decision.expiresMs };
+      default:
+        return unreachable(decision);
+    }
   }
 
   #deleteToken(name: string): ControlResult {

@@ -148,6 +148,22 @@ export interface Workflow {
   /** Flat list, task by task, action by action (see actionPositions in src/workflow/rules.ts). */
   readonly actions: readonly ActionStatus[];
   readonly message?: string;
+  /**
+   * Worker id → the per-boot credential that worker claimed for this workflow (see
+   * src/state/control/credentials.ts). Only its SHA-256 is kept; it is valid while the workflow
+   * is active and until expiresMs.
+   */
+  readonly credentials?: { readonly [workerId: string]: WorkerCredential };
+}
+
+/** A worker's credential for one workflow, claimed once per boot by the machine itself. */
+export interface WorkerCredential {
+  readonly sha256: string;
+  /** The MAC and address the claim came from, checked against the reservation or lease. */
+  readonly mac: string;
+  readonly ip: string;
+  readonly issuedMs: number;
+  readonly expiresMs: number;
 }
 
 export type EventType =
@@ -163,7 +179,9 @@ export type EventType =
   | 'action.failed'
   | 'action.timeout'
   | 'action.cancelled'
-  | 'action.retry-scheduled';
+  | 'action.retry-scheduled'
+  | 'credential.issued'
+  | 'credential.refused';
 
 /** One entry of the changefeed. `seq` is global, dense and the same on every node. */
 export interface WorkflowEvent {

@@ -142,6 +142,12 @@ export const readWorkflow: Reader<Workflow> = object({
   deadlineMs: optional(count),
   actions: array(readActionStatus, controlCommandBytesMax),
   message: optional(text),
+  credentials: optional(
+    map(
+      object({ sha256: text, mac: text, ip: text, issuedMs: count, expiresMs: count }),
+      controlCommandBytesMax,
+    ),
+  ),
 });
 
 export const readWorkflowEvent: Reader<WorkflowEvent> = object({
@@ -161,6 +167,8 @@ export const readWorkflowEvent: Reader<WorkflowEvent> = object({
     'action.timeout',
     'action.cancelled',
     'action.retry-scheduled',
+    'credential.issued',
+    'credential.refused',
   ]),
   stampMs: count,
   task: optional(text),
@@ -249,6 +257,14 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     role: literal(['admin', 'operator', 'viewer']),
     sha256: text,
   }),
+  'credential.issue': object({
+    type: literal(['credential.issue']),
+    workerId: text,
+    mac: text,
+    ip: text,
+    sha256: text,
+    ttlS: safeInteger,
+  }),
   'token.delete': object({ type: literal(['token.delete']), name: text }),
   'lease.grant': object({
     type: literal(['lease.grant']),
@@ -282,6 +298,7 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   attempt: object({ type: literal(['attempt']), ...outcome }),
   duplicate: object({ type: literal(['duplicate']), ...outcome }),
   token: object({ type: literal(['token']), token: readOperatorToken }),
+  credential: object({ type: literal(['credential']), workflowId: text, expiresMs: count }),
   grants: object({
     type: literal(['grants']),
     outcomes: array(readGrantOutcome, leaseGrantsPerCommandMax),

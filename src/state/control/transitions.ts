@@ -355,6 +355,8 @@ export function retryWorkflow(wf: Workflow, fromStart: boolean): Transition {
     deadlineMs: undefined,
     message: undefined,
     actions: Object.freeze(actions),
+    // A retried workflow is a new run: its machine claims a new credential.
+    credentials: undefined,
   });
   const where = from === 0 ? 'from the start' : `from action ${from}`;
   return {

@@ -1,0 +1,352 @@
+// `slipway bootos build`: the in-memory OS that machines network-boot into, made from this
+// machine's Debian packages: the kernel of linux-image-amd64 with the modules for common NICs
+// and disks, busybox-static, the Node.js runtime that runs this build (stripped, with the shared
+// libraries it links), kexec from kexec-tools when installed, and the worker agent bundled into
+// one file. See docs/decisions/0015-boot-os.md.
+//
+// Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
+// sorted entries, the bundle by esbuild from the same sources, and zstd compresses
+// single-threaded at a fixed level; so the same inputs give the same bytes.
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { findExecutable } from '../platform/executable.js';
+import { cpioArchive, type CpioEntry } from './cpio.js';
+import { initScript, udhcpcScript } from './init-script.js';
+import { bootModules, moduleLoadOrder } from './kernel-modules.js';
+import { sharedLibraries } from './shared-libraries.js';
+
+export type BootOsArch = 'x86_64';
+
+export interface BootOsBuildOptions {
+  readonly outDir: string;
+  readonly arch?: BootOsArch;
+  /** Default: the newest kernel with both /boot/vmlinuz-V and /lib/modules/V. */
+  readonly kernelVersion?: string;
+  /** The cluster CA (PEM file) the worker verifies the nodes with; absent: plaintext to the nodes. */
+  readonly caFile?: string;
+  /** Default: the Node.js runtime running this build. */
+  readonly nodeBinary?: string;
+  /** zstd level, 1-19. Default 12: 19 saves ~3 MB and costs ~80 s of CPU more. */
+  readonly compressionLevel?: number;
+  /** Every archive entry's time (seconds). Default SOURCE_DATE_EPOCH, else 0. */
+  readonly mtimeS?: number;
+  /** Called with one line per step, for the operator. */
+  readonly progress?: (line: string) => void;
+}
+
+export interface BootOsFile {
+  readonly file: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+export interface BootOsManifest {
+  readonly arch: BootOsArch;
+  readonly kernelVersion: string;
+  readonly nodeVersion: string;
+  readonly modules: number;
+  readonly initramfsUncompressedBytes: number;
+  readonly kernel: BootOsFile;
+  readonly initramfs: BootOsFile;
+}
+
+/** The file names the default iPXE script boots (src/boot/http/ipxe-script.ts defaultBootArtifacts). */
+export const bootOsFileNames = { kernel: 'vmlinuz-x86_64', initramfs: 'initramfs-x86_64' } as const;
+export const manifestFileName = 'manifest.json';
+
+const paths = {
+  init: 'init',
+  busybox: 'bin/busybox',
+  worker: 'opt/slipway/worker.mjs',
+  modulesList: 'etc/slipway/modules',
+  udhcpcScript: 'etc/slipway/udhcpc.sh',
+  ca: 'etc/slipway/ca.crt',
+} as const;
+
+export class BootOsBuildError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BootOsBuildError';
+  }
+}
+
+export async function buildBootOs(o: BootOsBuildOptions): Promise<BootOsManifest> {
+  const say = o.progress ?? ((): void => undefined);
+  const level = o.compressionLevel ?? 12;
+  if (!Number.isInteger(level) || level < 1 || level > 19) {
+    throw new BootOsBuildError(`the compression level must be 1-19, got ${level}`);
+  }
+  const arch = o.arch ?? 'x86_64';
+  const kernelVersion = o.kernelVersion ?? (await newestKernel());
+  const kernelFile = `/boot/vmlinuz-${kernelVersion}`;
+  const modulesDir = `/lib/modules/${kernelVersion}`;
+  if (!existsSync(kernelFile) || !existsSync(modulesDir)) {
+    throw new BootOsBuildError(
+      `kernel ${kernelVersion} is not installed (${kernelFile}, ${modulesDir}): apt-get install linux-image-amd64`,
+    );
+  }
+  const zstd = tool('zstd', 'zstd');
+  const image = new ImageTree();
+
+  say(`kernel ${kernelVersion}`);
+  const order = moduleLoadOrder(
+    bootModules,
+    await readFile(path.join(modulesDir, 'modules.dep'), 'utf8'),
+    await readFile(path.join(modulesDir, 'modules.builtin'), 'utf8'),
+  );
+  for (const module of order) {
+    image.file(
+      `lib/modules/${kernelVersion}/${module}`,
+      0o644,
+      await readFile(path.join(modulesDir, module)),
+    );
+  }
+  image.file(paths.modulesList, 0o644, Buffer.from(`${order.join('\n')}\n`));
+  say(`${order.length} kernel modules`);
+
+  const busybox = '/bin/busybox';
+  if (!existsSync(busybox) || (await sharedLibraries(busybox)).length > 0) {
+    throw new BootOsBuildError('a static /bin/busybox is needed: apt-get install busybox-static');
+  }
+  image.file(paths.busybox, 0o755, await readFile(busybox));
+  image.symlink('bin/sh', 'busybox');
+
+  const nodeBinary = o.nodeBinary ?? process.execPath;
+  const scratch = await mkdtemp(path.join(tmpdir(), 'slipway-bootos-'));
+  try {
+    const node = await strippedCopy(nodeBinary, scratch);
+    image.file('usr/bin/node', 0o755, await readFile(node));
+    const programs = [nodeBinary];
+    const kexec = findExecutable('kexec', ['/usr/sbin/kexec', '/sbin/kexec']);
+    if (kexec !== undefined) {
+      image.file('usr/sbin/kexec', 0o755, await readFile(kexec));
+      programs.push(kexec);
+    } else say('kexec not installed (kexec-tools): the kexec action will not be available');
+    const libraries = new Set<string>();
+    for (const program of programs)
+      for (const library of await sharedLibraries(program)) libraries.add(library);
+    for (const library of [...libraries].sort()) {
+      image.file(library.slice(1), 0o755, await readFile(library));
+    }
+    say(`node ${await nodeVersion(nodeBinary)}; ${libraries.size} shared libraries`);
+
+    image.file(paths.worker, 0o644, await bundleWorker());
+    say('worker bundled');
+
+    if (o.caFile !== undefined) image.file(paths.ca, 0o644, await readFile(o.caFile));
+    image.file(
+      paths.init,
+      0o755,
+      Buffer.from(
+        initScript({
+          kernelVersion,
+          workerPath: `/${paths.worker}`,
+          modulesListPath: `/${paths.modulesList}`,
+          udhcpcScriptPath: `/${paths.udhcpcScript}`,
+          ...(o.caFile === undefined ? {} : { caPath: `/${paths.ca}` }),
+        }),
+      ),
+    );
+    image.file(paths.udhcpcScript, 0o755, Buffer.from(udhcpcScript()));
+    image.device('dev/console', 0o600, 5, 1);
+    for (const dir of ['proc', 'sys', 'run', 'tmp', 'root', 'mnt', 'etc']) image.directory(dir, 0o755);
+
+    await mkdir(o.outDir, { recursive: true });
+    const mtimeS = o.mtimeS ?? sourceDateEpoch();
+    const parts = cpioArchive(image.entries(), mtimeS);
+    const uncompressed = parts.reduce((n, p) => n + p.length, 0);
+    say(`initramfs: ${(uncompressed / 1e6).toFixed(1)} MB before compression; zstd -${level}`);
+    const initramfsPath = path.join(o.outDir, bootOsFileNames.initramfs);
+    await compressTo(zstd, level, parts, initramfsPath);
+    const kernelPath = path.join(o.outDir, bootOsFileNames.kernel);
+    await writeAtomically(kernelPath, await readFile(kernelFile));
+    const manifest: BootOsManifest = {
+      arch,
+      kernelVersion,
+      nodeVersion: await nodeVersion(nodeBinary),
+      modules: order.length,
+      initramfsUncompressedBytes: uncompressed,
+      kernel: await describeFile(kernelPath),
+      initramfs: await describeFile(initramfsPath),
+    };
+    await writeAtomically(
+      path.join(o.outDir, manifestFileName),
+      Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`),
+    );
+    return manifest;
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The archive's entries by path, with every parent directory added. */
+class ImageTree {
+  readonly #entries = new Map<string, CpioEntry>();
+
+  file(p: string, mode: number, data: Uint8Array): void {
+    this.#parents(p);
+    this.#entries.set(p, { kind: 'file', path: p, mode, data });
+  }
+
+  symlink(p: string, target: string): void {
+    this.#parents(p);
+    this.#entries.set(p, { kind: 'symlink', path: p, target });
+  }
+
+  device(p: string, mode: number, major: number, minor: number): void {
+    this.#parents(p);
+    this.#entries.set(p, { kind: 'char-device', path: p, mode, major, minor });
+  }
+
+  directory(p: string, mode: number): void {
+    this.#parents(p);
+    if (!this.#entries.has(p)) this.#entries.set(p, { kind: 'directory', path: p, mode });
+  }
+
+  entries(): CpioEntry[] {
+    return [...this.#entries.values()];
+  }
+
+  #parents(p: string): void {
+    const segments = p.split('/');
+    for (let i = 1; i < segments.length; i++) {
+      const dir = segments.slice(0, i).join('/');
+      if (!this.#entries.has(dir)) this.#entries.set(dir, { kind: 'directory', path: dir, mode: 0o755 });
+    }
+  }
+}
+
+async function newestKernel(): Promise<string> {
+  const versions = existsSync('/lib/modules') ? await readdir('/lib/modules') : [];
+  const installed = versions.filter((v) => existsSync(`/boot/vmlinuz-${v}`)).sort(compareVersions);
+  const newest = installed.at(-1);
+  if (newest === undefined) {
+    throw new BootOsBuildError('no kernel is installed (/boot/vmlinuz-*): apt-get install linux-image-amd64');
+  }
+  return newest;
+}
+
+function compareVersions(a: string, b: string): number {
+  return a.localeCompare(b, 'en', { numeric: true });
+}
+
+function tool(name: string, debianPackage: string): string {
+  const found = findExecutable(name, [`/usr/bin/${name}`]);
+  if (found === undefined) {
+    throw new BootOsBuildError(`${name} is needed to build the boot OS: apt-get install ${debianPackage}`);
+  }
+  return found;
+}
+
+/** The runtime without its debug symbols (about 13 MB less); the runtime itself when strip is missing. */
+async function strippedCopy(binary: string, dir: string): Promise<string> {
+  const strip = findExecutable('strip', ['/usr/bin/strip']);
+  if (strip === undefined) return binary;
+  const out = path.join(dir, 'node');
+  await runTool(strip, ['--strip-all', '-o', out, binary]);
+  return out;
+}
+
+async function nodeVersion(binary: string): Promise<string> {
+  return binary === process.execPath ? process.version : (await runTool(binary, ['--version'])).trim();
+}
+
+/** The worker agent and every module it imports, in one ES module file. */
+async function bundleWorker(): Promise<Uint8Array> {
+  const { build } = await import('esbuild');
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  // From the sources (tsx) the entry is .ts; from a compiled build it is .js beside this file.
+  const entry = ['worker-main.ts', 'worker-main.js']
+    .map((f) => path.join(here, f))
+    .find((f) => existsSync(f));
+  if (entry === undefined) throw new BootOsBuildError(`the worker entry point is missing beside ${here}`);
+  const result = await build({
+    entryPoints: [entry],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    minify: true,
+    legalComments: 'none',
+    write: false,
+    logLevel: 'silent',
+    // Bundled CommonJS packages (grpc-js) call require() for Node's own modules.
+    banner: {
+      js: "import { createRequire as __slipwayRequire } from 'node:module'; const require = __slipwayRequire(import.meta.url);",
+    },
+  });
+  const output = result.outputFiles[0];
+  if (output === undefined) throw new BootOsBuildError('esbuild produced no worker bundle');
+  return output.contents;
+}
+
+async function compressTo(
+  zstd: string,
+  level: number,
+  parts: readonly Uint8Array[],
+  out: string,
+): Promise<void> {
+  const temporary = `${out}.partial`;
+  await rm(temporary, { force: true });
+  // One thread: zstd's output is then fixed by its input and level alone.
+  await runTool(zstd, [`-${level}`, '-T1', '-q', '-f', '-o', temporary, '-'], parts);
+  await rename(temporary, out);
+}
+
+async function writeAtomically(file: string, data: Uint8Array): Promise<void> {
+  await writeFile(`${file}.partial`, data);
+  await rename(`${file}.partial`, file);
+}
+
+async function describeFile(file: string): Promise<BootOsFile> {
+  const data = await readFile(file);
+  return {
+    file: path.basename(file),
+    bytes: (await stat(file)).size,
+    sha256: createHash('sha256').update(data).digest('hex'),
+  };
+}
+
+function sourceDateEpoch(): number {
+  const text = process.env['SOURCE_DATE_EPOCH'];
+  if (text === undefined || text === '') return 0;
+  if (!/^[0-9]{1,10}$/.test(text))
+    throw new BootOsBuildError(`SOURCE_DATE_EPOCH must be whole seconds, got "${text}"`);
+  return Number(text);
+}
+
+/** Runs a tool, optionally feeding it `input`; resolves with its stdout, rejects with its stderr. */
+function runTool(program: string, args: readonly string[], input?: readonly Uint8Array[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(program, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code === 0) resolve(stdout);
+      else
+        reject(
+          new BootOsBuildError(
+            `${path.basename(program)} ${args.join(' ')} failed (${code}): ${stderr.trim()}`,
+          ),
+        );
+    });
+    if (input !== undefined && child.stdin !== null) {
+      const stdin = child.stdin;
+      stdin.on('error', reject);
+      void (async () => {
+        for (const part of input) {
+          if (!stdin.write(part)) await new Promise<void>((r) => stdin.once('drain', () => r()));
+        }
+        stdin.end();
+      })();
+    }
+  });
+}

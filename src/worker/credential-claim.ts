@@ -1,0 +1,155 @@
+// The boot OS's worker credential: claimed once per boot from the boot HTTP server (POST
+// /credential, see src/api/credential-issuer.ts) and kept in a file on the boot OS's tmpfs, so a
+// restarted agent goes on with it. The claim proves the machine by where it comes from (its MAC
+// and the address Slipway's DHCP gave it); the answer is sealed to a key made for this claim.
+// When a stream is refused for its credential (the workflow ended, a new one began), the agent
+// drops it and claims again.
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import { openingKey, type SealedBox } from '../platform/sealed-box.js';
+
+export interface CredentialSource {
+  /** The credential to present; claims one (waiting as long as needed) when none is held. */
+  current(signal: AbortSignal): Promise<string>;
+  /** The cluster refused the held credential: the next current() claims a new one. */
+  invalidate(): Promise<void>;
+}
+
+export interface ClaimOptions {
+  /** http://VIP:PORT/credential */
+  readonly url: string;
+  readonly workerId: string;
+  readonly mac: string;
+  /** Where the credential is kept across agent restarts (a tmpfs on the boot OS). */
+  readonly file?: string;
+  readonly logger: Logger;
+  readonly retryMinMs?: number;
+  readonly retryMaxMs?: number;
+}
+
+interface ClaimAnswer {
+  readonly workflowId?: unknown;
+  readonly sealed?: unknown;
+  readonly error?: unknown;
+}
+
+/** A claim refused for a reason worth telling the operator; the claim is tried again later. */
+export class ClaimRefused extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.name = 'ClaimRefused';
+    this.status = status;
+  }
+}
+
+export class ClaimedCredential implements CredentialSource {
+  readonly #o: ClaimOptions;
+  #held: string | undefined;
+  /** The file's removal after a refusal: a claim waits for it, so it never reads the old one. */
+  #dropping: Promise<void> = Promise.resolve();
+
+  constructor(options: ClaimOptions) {
+    this.#o = options;
+  }
+
+  async current(signal: AbortSignal): Promise<string> {
+    if (this.#held !== undefined) return this.#held;
+    await this.#dropping;
+    const kept = await this.#readKept();
+    if (kept !== undefined) {
+      this.#held = kept;
+      return kept;
+    }
+    const min = this.#o.retryMinMs ?? 500;
+    const max = this.#o.retryMaxMs ?? 5000;
+    for (let failures = 0; ; failures++) {
+      signal.throwIfAborted();
+      try {
+        const credential = await this.claimOnce(signal);
+        await this.#keep(credential);
+        this.#held = credential;
+        return credential;
+      } catch (err) {
+        if (signal.aborted) throw err;
+        const wait = Math.min(max, min * 2 ** Math.min(failures, 10));
+        this.#o.logger.warn(
+          { err: err instanceof Error ? err.message : String(err), retryMs: wait, url: this.#o.url },
+          'credential claim failed',
+        );
+        await abortableDelay(wait, signal);
+      }
+    }
+  }
+
+  invalidate(): Promise<void> {
+    this.#held = undefined;
+    const file = this.#o.file;
+    if (file !== undefined) this.#dropping = this.#dropping.then(() => rm(file, { force: true }));
+    return this.#dropping;
+  }
+
+  /** One claim: the credential, or an error saying why not. */
+  async claimOnce(signal?: AbortSignal): Promise<string> {
+    const key = openingKey();
+    const response = await fetch(this.#o.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ workerId: this.#o.workerId, mac: this.#o.mac, publicKey: key.publicKey }),
+      signal: signal ?? AbortSignal.timeout(10_000),
+    });
+    const answer = (await response.json().catch(() => ({}))) as ClaimAnswer;
+    if (!response.ok) {
+      const reason = typeof answer.error === 'string' ? answer.error : `HTTP ${response.status}`;
+      throw new ClaimRefused(response.status, reason);
+    }
+    if (!isSealedBox(answer.sealed)) throw new Error('the claim answer holds no sealed credential');
+    const credential = key.open(answer.sealed).toString('utf8');
+    this.#o.logger.info(
+      { workflowId: typeof answer.workflowId === 'string' ? answer.workflowId : undefined },
+      'credential claimed',
+    );
+    return credential;
+  }
+
+  async #readKept(): Promise<string | undefined> {
+    if (this.#o.file === undefined) return undefined;
+    try {
+      const text = (await readFile(this.#o.file, 'utf8')).trim();
+      return text === '' ? undefined : text;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async #keep(credential: string): Promise<void> {
+    if (this.#o.file === undefined) return;
+    const partial = `${this.#o.file}.partial`;
+    await writeFile(partial, credential, { mode: 0o600 });
+    await rename(partial, this.#o.file);
+  }
+}
+
+function isSealedBox(value: unknown): value is SealedBox {
+  if (typeof value !== 'object' || value === null) return false;
+  const box = value as Record<string, unknown>;
+  return (
+    typeof box['publicKey'] === 'string' &&
+    typeof box['nonce'] === 'string' &&
+    typeof box['ciphertext'] === 'string'
+  );
+}
+
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
