@@ -79,6 +79,9 @@ const actionFields = [
   'volumes',
   'retries',
   'action',
+  // Tinkerbell's reboot and kexec examples ask for the host's PID namespace. Slipway runs no
+  // containers, so it means nothing here; it is accepted (as a string) so they run unchanged.
+  'pid',
 ] as const;
 
 const templateNamePattern = new RegExp(`^[A-Za-z0-9._-]{1,${nameLengthMax}}$`);
@@ -379,6 +382,7 @@ class StructureChecker {
           `or "action" (built in: ${builtinActions.join(', ')})`,
       );
     }
+    if (fields['pid'] !== undefined) this.#text(fields['pid'], [...path, 'pid'], 'a string such as host');
     const builtin = named ?? (image === undefined ? undefined : builtinForImage(image));
     const action = {
       name,

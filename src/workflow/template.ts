@@ -17,6 +17,7 @@
 //           retries: 2                extra attempts after a failure or timeout, 0-10, default 0
 //           environment: {K: v}       wins over the task's
 //           volumes: [/tmp:/tmp]      added to the task's
+//           pid: host                 accepted and ignored (Tinkerbell's containers use it)
 //         - name: stream-image
 //           action: image2disk        a built-in the agent runs itself: image2disk, writefile,
 //                                     reboot, poweroff or kexec; no image, command or args

@@ -349,7 +349,7 @@ describe('validateTemplateSource', () => {
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
         'or "action" (built in: image2disk, writefile, reboot, poweroff, kexec)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
-        'allowed here: name, image, command, args, timeout, environment, volumes, retries, action',
+        'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
     assert.equal(error.problems[1]?.line, lineContaining(source, 'comand:'));
   });
@@ -663,9 +663,7 @@ describe('built-in actions', () => {
   ].join('\n');
 
   it('maps Tinkerbell hub images, by their last path segment, to the built-ins', () => {
-    // `pid: host` is a Tinkerbell field Slipway has no use for: drop that one line only.
-    const source = hubTemplate.replace('        pid: host\n', '');
-    const spec = renderTemplate(source, context());
+    const spec = renderTemplate(hubTemplate, context());
     const actions = spec.tasks[0]?.actions ?? [];
     assert.deepEqual(
       actions.map((action) => [action.builtin, action.image?.split('/')[0]]),
