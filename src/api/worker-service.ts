@@ -454,6 +454,7 @@ export class WorkerService {
           volumes: [...pos.action.volumes],
           timeoutS: pos.action.timeoutS,
           deadlineMs: deadlineMs ?? 0,
+          builtin: pos.action.builtin ?? '',
         },
       },
     });

@@ -84,6 +84,12 @@ export interface Action {
   timeoutS: number;
   /** The attempt's absolute deadline in the replicated state (ms since the epoch). */
   deadlineMs: number;
+  /**
+   * A built-in action the agent runs in its own code (image2disk, writefile, reboot, poweroff,
+   * kexec), configured by `env`; `image` and `command` are then not run. Empty: none. An agent
+   * that predates this field runs `command`, or refuses `image`, as before.
+   */
+  builtin: string;
 }
 
 export interface Action_EnvEntry {
@@ -784,6 +790,7 @@ function createBaseAction(): Action {
     volumes: [],
     timeoutS: 0,
     deadlineMs: 0,
+    builtin: "",
   };
 }
 
@@ -818,6 +825,9 @@ export const Action: MessageFns<Action> = {
     }
     if (message.deadlineMs !== 0) {
       writer.uint32(80).uint64(message.deadlineMs);
+    }
+    if (message.builtin !== "") {
+      writer.uint32(90).string(message.builtin);
     }
     return writer;
   },
@@ -918,6 +928,14 @@ export const Action: MessageFns<Action> = {
             message.deadlineMs = longToNumber(reader.uint64());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.builtin = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -963,6 +981,7 @@ export const Action: MessageFns<Action> = {
         : isSet(object.deadline_ms)
         ? globalThis.Number(object.deadline_ms)
         : 0,
+      builtin: isSet(object.builtin) ? globalThis.String(object.builtin) : "",
     };
   },
 
@@ -1004,6 +1023,9 @@ export const Action: MessageFns<Action> = {
     if (message.deadlineMs !== 0) {
       obj.deadlineMs = Math.round(message.deadlineMs);
     }
+    if (message.builtin !== "") {
+      obj.builtin = message.builtin;
+    }
     return obj;
   },
 
@@ -1032,6 +1054,7 @@ export const Action: MessageFns<Action> = {
     message.volumes = object.volumes?.map((e) => e) || [];
     message.timeoutS = object.timeoutS ?? 0;
     message.deadlineMs = object.deadlineMs ?? 0;
+    message.builtin = object.builtin ?? "";
     return message;
   },
 };

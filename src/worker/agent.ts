@@ -3,15 +3,26 @@
 // the cluster pushes one at a time, and journals every result on disk until the cluster
 // acknowledges it. The journal also remembers which attempts were executed, so a node that
 // pushes an attempt again after a reconnect never gets it run twice (invariant 3).
+//
+// Built-in actions (Action.builtin) run in the agent's own code (actions/builtin.ts). Those
+// that take the machine down (reboot, poweroff, kexec) only prepare as the action; their effect
+// waits until the cluster has acknowledged the result, so the result is committed before the
+// machine goes down (Tinkerbell's reboot races its report, and the workflow times out). The
+// effect is journaled with the result, with the machine's boot id: an agent restarted in the
+// same boot after the ack performs it; one restarted in a later boot knows it happened. Until
+// it is performed, the agent starts no other action.
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Action, AttemptRef, ConnectRequest, ConnectResponse } from '../gen/worker.js';
 import { WorkerClient } from '../gen/worker.js';
-import type { ActionResult as JournalResult } from './journal.js';
+import { isBuiltinAction } from '../workflow/builtin-actions.js';
+import { runBuiltin } from './actions/builtin.js';
+import type { ActionResult as JournalResult, PendingEffect } from './journal.js';
 import { ResultJournal } from './journal.js';
 import type { CredentialSource } from './credential-claim.js';
-import { runAction } from './runner.js';
+import { KernelMachineControl, type MachineControl } from './machine-control.js';
+import { runAction, type ActionOutcome } from './runner.js';
 
 export const agentVersion = '0.1.0';
 
@@ -51,6 +62,11 @@ export interface AgentOptions {
    * connection but never answers the HTTP/2 handshake. Default 5000.
    */
   readonly connectTimeoutMs?: number;
+  /**
+   * Performs reboot, poweroff and kexec. Default: the kernel's (SysRq, kexec -e). `slipway
+   * worker` takes SLIPWAY_MACHINE_CONTROL=record:FILE, for tests (machine-control.ts).
+   */
+  readonly machineControl?: MachineControl;
 }
 
 type Stream = ClientDuplexStream<ConnectRequest, ConnectResponse>;
@@ -77,6 +93,9 @@ export class Agent {
   #timers = new Set<NodeJS.Timeout>();
   #connectedOnce = false;
   readonly #stopping = new AbortController();
+  readonly #machine: MachineControl;
+  /** A machine effect is being performed: acks arriving meanwhile must not start it again. */
+  #performing = false;
   /** Resolves when the agent has stopped. */
   readonly done: Promise<void>;
   #resolveDone: () => void = () => undefined;
@@ -84,6 +103,7 @@ export class Agent {
   constructor(opts: AgentOptions) {
     this.#o = opts;
     this.#log = opts.logger.child({ workerId: opts.workerId });
+    this.#machine = opts.machineControl ?? new KernelMachineControl();
     this.done = new Promise((r) => {
       this.#resolveDone = r;
     });
@@ -113,6 +133,7 @@ export class Agent {
       }
       await journal.setRunning(undefined);
     }
+    await this.#resumeEffect();
     const creds = this.#o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(this.#o.ca);
     this.#clients = this.#o.servers.map((s) => new WorkerClient(s, creds, streamKeepalive));
     this.#connect();
@@ -226,11 +247,9 @@ export class Agent {
         if (ref === undefined) return;
         if (kind.$case === 'refused')
           this.#log.warn({ attempt: ref, reason: kind.value.reason }, 'result refused');
-        this.#mustJournal()
-          .acknowledge(ref)
-          .catch((err: unknown) => {
-            this.#log.error({ err }, 'journal write failed');
-          });
+        this.#acknowledged(ref, kind.$case === 'ack').catch((err: unknown) => {
+          this.#log.error({ err }, 'journal write failed');
+        });
         return;
       }
       case 'cancel': {
@@ -261,6 +280,12 @@ export class Agent {
       log.warn({ busyWith: this.#running.ref }, 'an action arrived while another runs; ignoring it');
       return;
     }
+    const waiting = journal.effect();
+    if (waiting !== undefined) {
+      // The machine is about to go down; the cluster pushes the action again after it is back.
+      log.info({ action: action.name, effect: waiting.effect }, 'a machine effect is pending; not starting');
+      return;
+    }
     const abort = new AbortController();
     this.#running = { ref, abort };
     // Durable before the process starts: after a crash we know it may have run.
@@ -268,27 +293,7 @@ export class Agent {
     const remaining = action.deadlineMs > 0 ? action.deadlineMs - Date.now() : action.timeoutS * 1000;
     const timeoutMs = Math.max(1, Math.min(action.timeoutS * 1000, remaining));
     log.info({ action: action.name, task: action.task, timeoutMs }, 'running action');
-    if (action.image !== '') {
-      log.warn({ image: action.image }, 'container images are not supported by this agent yet');
-    }
-    const outcome =
-      action.image !== ''
-        ? {
-            success: false,
-            exitStatus: 126,
-            message: `container image ${action.image} cannot run: this agent runs only commands`,
-            outputTail: '',
-          }
-        : await runAction(
-            {
-              command: action.command,
-              args: action.args,
-              env: action.env,
-              timeoutMs,
-              ...(this.#o.workDir === undefined ? {} : { cwd: this.#o.workDir }),
-            },
-            { signal: abort.signal },
-          );
+    const outcome = await this.#run(action, timeoutMs, abort.signal);
     const result: JournalResult = {
       attempt: ref,
       success: outcome.success,
@@ -296,11 +301,102 @@ export class Agent {
       message: outcome.message,
       outputTail: outcome.outputTail,
     };
-    await journal.addResult(result);
+    const effect = outcome.success && outcome.effect !== undefined ? outcome.effect : undefined;
+    const pending =
+      effect === undefined ? undefined : { attempt: ref, effect, bootId: await this.#machine.bootId() };
+    await journal.addResult(result, pending);
     await journal.setRunning(undefined);
     this.#running = undefined;
     log.info({ success: result.success, exitStatus: result.exitStatus }, 'action finished');
     this.#stream?.write({ kind: { $case: 'result', value: toProtoResult(result) } });
+  }
+
+  async #run(
+    action: Action,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<ActionOutcome & { readonly effect?: PendingEffect['effect'] }> {
+    const ref = action.attempt;
+    if (action.builtin !== '') {
+      if (!isBuiltinAction(action.builtin)) {
+        return unrunnable(127, `this agent has no built-in action "${action.builtin}"; upgrade it`);
+      }
+      return runBuiltin(action.builtin, action.env, {
+        timeoutMs,
+        signal,
+        onProgress: (message) => {
+          this.#stream?.write({ kind: { $case: 'progress', value: { attempt: ref, message } } });
+        },
+      });
+    }
+    if (action.image !== '') {
+      this.#log.warn({ image: action.image }, 'container images are not supported by this agent yet');
+      return unrunnable(126, `container image ${action.image} cannot run: this agent runs only commands`);
+    }
+    return runAction(
+      {
+        command: action.command,
+        args: action.args,
+        env: action.env,
+        timeoutMs,
+        ...(this.#o.workDir === undefined ? {} : { cwd: this.#o.workDir }),
+      },
+      { signal },
+    );
+  }
+
+  /** The cluster recorded (ack) or refused a result: forget it, then act on its effect. */
+  async #acknowledged(ref: AttemptRef, recorded: boolean): Promise<void> {
+    const journal = this.#mustJournal();
+    await journal.acknowledge(ref);
+    const effect = journal.effect();
+    if (effect === undefined || !sameAttempt(effect.attempt, ref)) return;
+    if (recorded) {
+      await this.#performEffect(effect);
+      return;
+    }
+    this.#log.warn(
+      { attempt: ref, effect: effect.effect },
+      'the result was refused; not performing its effect',
+    );
+    await journal.clearEffect();
+  }
+
+  /** After a restart: a journaled effect is done if the machine has booted since, else due. */
+  async #resumeEffect(): Promise<void> {
+    const journal = this.#mustJournal();
+    const effect = journal.effect();
+    if (effect === undefined) return;
+    if ((await this.#machine.bootId()) !== effect.bootId) {
+      this.#log.info(
+        { effect: effect.effect },
+        'the machine has booted since its pending effect; it is done',
+      );
+      await journal.clearEffect();
+      return;
+    }
+    const acknowledged = !journal.pending().some((r) => sameAttempt(r.attempt, effect.attempt));
+    // Not acknowledged yet: the result goes out with the hello, and the ack brings the effect.
+    if (acknowledged) await this.#performEffect(effect);
+  }
+
+  /**
+   * Performs the effect once. For a real machine this does not return; when it does (a test's
+   * recording control, or a failure), the effect is forgotten either way: a failed reboot
+   * retried forever would wedge the agent, and the error is in the log.
+   */
+  async #performEffect(effect: PendingEffect): Promise<void> {
+    if (this.#performing || this.#stopped) return;
+    this.#performing = true;
+    try {
+      this.#log.warn({ attempt: effect.attempt, effect: effect.effect }, 'performing the machine effect');
+      await this.#machine.perform(effect.effect);
+    } catch (err) {
+      this.#log.error({ err, effect: effect.effect }, 'the machine effect failed; the machine stays up');
+    } finally {
+      await this.#mustJournal().clearEffect();
+      this.#performing = false;
+    }
   }
 
   #after(ms: number, f: () => void): void {
@@ -321,6 +417,10 @@ function isUnauthenticated(err: unknown): boolean {
   return (
     typeof err === 'object' && err !== null && (err as { code?: unknown }).code === status.UNAUTHENTICATED
   );
+}
+
+function unrunnable(exitStatus: number, message: string): ActionOutcome {
+  return { success: false, exitStatus, message, outputTail: '', timedOut: false, cancelled: false };
 }
 
 function toProtoResult(r: JournalResult): {

@@ -7,6 +7,10 @@
 // fsyncs it, renames it over the journal and fsyncs the directory, all before the promise
 // resolves. A crash at any point leaves either the old journal or the new one, never a mix.
 //
+// A reboot, poweroff or kexec action leaves a pending machine effect, journaled with its result
+// in one write: the agent performs it once the cluster acknowledges that result, and the boot id
+// it records tells a restarted agent whether the machine has gone down since (see agent.ts).
+//
 // File format: a header line `slipway-worker-journal 1 sha256=HEX`, then one line of JSON. The
 // checksum covers the JSON line exactly as written. A journal that fails any check is refused
 // with an error naming the file: it may hold results recorded nowhere else, so it is never
@@ -16,6 +20,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { machineEffects, type MachineEffect } from './machine-control.js';
 
 /** Mirrors proto/worker.proto AttemptRef. */
 export interface AttemptRef {
@@ -32,6 +37,14 @@ export interface ActionResult {
   readonly exitStatus: number;
   readonly message: string;
   readonly outputTail: string;
+}
+
+/** A machine effect that waits for the cluster to acknowledge the result of `attempt`. */
+export interface PendingEffect {
+  readonly attempt: AttemptRef;
+  readonly effect: MachineEffect;
+  /** The machine's boot id when the effect was asked for (MachineControl.bootId). */
+  readonly bootId: string;
 }
 
 export interface JournalOptions {
@@ -86,6 +99,14 @@ const bodySchema = z.strictObject({
     }),
   ),
   executed: z.array(attemptRefSchema),
+  // Absent in journals without one, which so stay readable by agents that predate effects.
+  effect: z
+    .strictObject({
+      attempt: attemptRefSchema,
+      effect: z.enum(machineEffects as [MachineEffect, ...MachineEffect[]]),
+      bootId: z.string().min(1),
+    })
+    .optional(),
 });
 
 interface JournalState {
@@ -93,6 +114,7 @@ interface JournalState {
   readonly pending: readonly ActionResult[];
   /** Oldest first, at most executedMax. */
   readonly executed: readonly AttemptRef[];
+  readonly effect?: PendingEffect;
 }
 
 const emptyState: JournalState = { running: undefined, pending: [], executed: [] };
@@ -152,6 +174,20 @@ export class ResultJournal {
     return this.#state.pending;
   }
 
+  /** The machine effect waiting for its attempt's acknowledgement (or to be performed). */
+  effect(): PendingEffect | undefined {
+    return this.#state.effect;
+  }
+
+  /** The effect was performed, or must not be: forget it. */
+  clearEffect(): Promise<void> {
+    return this.#change((state) => {
+      if (state.effect === undefined) return undefined;
+      const { effect: _done, ...rest } = state;
+      return rest;
+    });
+  }
+
   /** Whether this attempt was ever started here (within the remembered history). */
   hasExecuted(ref: AttemptRef): boolean {
     const { running, pending } = this.#state;
@@ -178,8 +214,9 @@ export class ResultJournal {
   /**
    * Keeps a result until acknowledge(). Clears `running` if it is this attempt. A second result
    * for an attempt already pending is ignored: the first one is what the cluster will record.
+   * `effect`, written in the same change, waits for this result's acknowledgement.
    */
-  addResult(result: ActionResult): Promise<void> {
+  addResult(result: ActionResult, effect?: PendingEffect): Promise<void> {
     assertAttemptRef(result.attempt);
     assert.equal(typeof result.success, 'boolean');
     assert.ok(Number.isSafeInteger(result.exitStatus), 'exitStatus must be an integer');
@@ -188,11 +225,15 @@ export class ResultJournal {
       if (state.pending.length >= this.#pendingMax) throw new JournalFullError(this.#file, this.#pendingMax);
       const running =
         state.running !== undefined && sameAttempt(state.running, result.attempt) ? undefined : state.running;
-      return {
+      const next = {
         running,
         pending: [...state.pending, copyResult(result)],
         executed: this.#withExecuted(state.executed, result.attempt),
       };
+      if (effect !== undefined) {
+        return { ...next, effect: { ...effect, attempt: copyRef(effect.attempt) } };
+      }
+      return state.effect === undefined ? next : { ...next, effect: state.effect };
     });
   }
 
@@ -249,6 +290,7 @@ function encodeJournal(state: JournalState): string {
     running: state.running ?? null,
     pending: state.pending,
     executed: state.executed,
+    ...(state.effect === undefined ? {} : { effect: state.effect }),
   });
   return `${formatHeader} sha256=${sha256Hex(body)}\n${body}\n`;
 }
@@ -286,8 +328,9 @@ async function readJournal(file: string): Promise<JournalState> {
       `unexpected content at ${issue?.path.join('.') ?? '?'}: ${issue?.message ?? ''}`,
     );
   }
-  const { running, pending, executed } = checked.data;
-  return { running: running ?? undefined, pending, executed };
+  const { running, pending, executed, effect } = checked.data;
+  const state = { running: running ?? undefined, pending, executed };
+  return effect === undefined ? state : { ...state, effect };
 }
 
 function sha256Hex(text: string): string {

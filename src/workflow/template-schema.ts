@@ -17,6 +17,13 @@ import {
   timeoutSMax,
   volumesMax,
 } from './template-limits.js';
+import {
+  builtinActions,
+  builtinForImage,
+  builtinRequiredSettings,
+  isBuiltinAction,
+  type BuiltinAction,
+} from './builtin-actions.js';
 import { closestName, describeValue, type FieldPath, type FieldProblem } from './template-yaml.js';
 
 export type PlaceholderMode = 'unrendered' | 'rendered';
@@ -30,6 +37,8 @@ export interface CheckedAction {
   readonly volumes: readonly string[];
   readonly timeoutS: number;
   readonly retries: number;
+  /** From `action:`, or from a Tinkerbell hub image that has a built-in counterpart. */
+  readonly builtin?: BuiltinAction;
 }
 
 export interface CheckedTask {
@@ -69,6 +78,10 @@ const actionFields = [
   'environment',
   'volumes',
   'retries',
+  'action',
+  // Tinkerbell's reboot and kexec examples ask for the host's PID namespace. Slipway runs no
+  // containers, so it means nothing here; it is accepted (as a string) so they run unchanged.
+  'pid',
 ] as const;
 
 const templateNamePattern = new RegExp(`^[A-Za-z0-9._-]{1,${nameLengthMax}}$`);
@@ -325,6 +338,7 @@ class StructureChecker {
     const env = this.#environment(fields['environment'], [...path, 'environment']);
     const volumes = this.#volumes(fields['volumes'], [...path, 'volumes']);
     const actions = this.#actions(fields['actions'], [...path, 'actions']);
+    this.#requiredSettings(fields, actions, [...path, 'actions']);
     return worker === undefined ? { name, env, volumes, actions } : { name, worker, env, volumes, actions };
   }
 
@@ -351,9 +365,25 @@ class StructureChecker {
         ? undefined
         : this.#text(fields['image'], [...path, 'image'], 'an image reference');
     const command = this.#command(fields['command'], [...path, 'command']);
-    if (fields['image'] === undefined && fields['command'] === undefined) {
-      this.#report(path, 'needs "image" (a container to run) or "command" (a process to run)');
+    const named = this.#builtin(fields['action'], [...path, 'action']);
+    if (fields['action'] !== undefined) {
+      // One way to say what runs: a built-in takes its settings from `environment` only.
+      for (const other of ['image', 'command', 'args'] as const) {
+        if (fields[other] === undefined) continue;
+        this.#report(
+          [...path, other],
+          'is not used by a built-in action ("action:"); remove it, or remove "action" to run it',
+        );
+      }
+    } else if (fields['image'] === undefined && fields['command'] === undefined) {
+      this.#report(
+        path,
+        'needs "image" (a container to run), "command" (a process to run) ' +
+          `or "action" (built in: ${builtinActions.join(', ')})`,
+      );
     }
+    if (fields['pid'] !== undefined) this.#text(fields['pid'], [...path, 'pid'], 'a string such as host');
+    const builtin = named ?? (image === undefined ? undefined : builtinForImage(image));
     const action = {
       name,
       command,
@@ -363,7 +393,40 @@ class StructureChecker {
       timeoutS: this.#seconds(fields['timeout'], [...path, 'timeout'], actionTimeoutSDefault),
       retries: this.#retries(fields['retries'], [...path, 'retries']),
     };
-    return image === undefined ? action : { ...action, image };
+    const withImage = image === undefined ? action : { ...action, image };
+    return builtin === undefined ? withImage : { ...withImage, builtin };
+  }
+
+  #builtin(value: unknown, path: FieldPath): BuiltinAction | undefined {
+    if (value === undefined || this.#isPlaceholder(value)) return undefined;
+    if (typeof value === 'string' && isBuiltinAction(value)) return value;
+    const guess = typeof value === 'string' ? closestName(value, builtinActions) : undefined;
+    const hint = guess === undefined ? '' : ` (did you mean "${guess}"?)`;
+    this.#report(
+      path,
+      `must name a built-in action, one of ${builtinActions.join(', ')}; got ${describeValue(value)}${hint}`,
+    );
+    return undefined;
+  }
+
+  /**
+   * After rendering, a built-in's required settings must be in its environment (the task's and
+   * its own): a workflow that would fail on the machine for want of one never starts.
+   */
+  #requiredSettings(task: Fields, actions: readonly CheckedAction[], path: FieldPath): void {
+    if (this.#mode !== 'rendered') return;
+    const taskEnv = isFields(task['environment']) ? task['environment'] : {};
+    actions.forEach((action, index) => {
+      if (action.builtin === undefined) return;
+      const missing = builtinRequiredSettings[action.builtin].filter(
+        (setting) => action.env[setting] === undefined && taskEnv[setting] === undefined,
+      );
+      if (missing.length === 0) return;
+      this.#report(
+        [...path, index, 'environment'],
+        `${action.builtin} needs ${missing.join(', ')} in the action's or the task's environment`,
+      );
+    });
   }
 
   #uniqueNames(items: readonly { name: string }[], pathOf: (index: number) => FieldPath, what: string): void {

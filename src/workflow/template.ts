@@ -17,6 +17,25 @@
 //           retries: 2                extra attempts after a failure or timeout, 0-10, default 0
 //           environment: {K: v}       wins over the task's
 //           volumes: [/tmp:/tmp]      added to the task's
+//           pid: host                 accepted and ignored (Tinkerbell's containers use it)
+//         - name: stream-image
+//           action: image2disk        a built-in the agent runs itself: image2disk, writefile,
+//                                     reboot, poweroff or kexec; no image, command or args
+//           environment:              its settings, named as Tinkerbell's hub actions name them
+//             IMG_URL: http://10.0.0.1:8080/ubuntu.raw.gz
+//             DEST_DISK: /dev/sda
+//
+// Built-in actions (src/worker/actions/) and their settings; those marked * are required and
+// checked when a workflow is created, in the action's or the task's environment:
+//   image2disk  IMG_URL* (http/https), DEST_DISK* (a block device), COMPRESSED (true|false|gzip|
+//               zstd; true detects gzip or zstd), IMG_SHA256 (hex SHA-256 of the image as served)
+//   writefile   DEST_DISK* (a partition), FS_TYPE* (ext4, vfat, ...), DEST_PATH* (absolute),
+//               CONTENTS, UID, GID (default 0), MODE (octal, default 0644), DIRMODE (default 0755)
+//   kexec       BLOCK_DEVICE*, FS_TYPE*, KERNEL_PATH*, INITRD_PATH, CMD_LINE: loads the kernel
+//   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
+// A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
+// any tag or digest) for image2disk, writefile, kexec or reboot means that built-in, so a
+// Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
 //
 // Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
 // values, as in Tinkerbell: `worker: "{{.device_1}}"`. Unknown fields are refused by name, so a
@@ -170,7 +189,8 @@ function taskSpec(task: CheckedTask, worker: string): TaskSpec {
       timeoutS: action.timeoutS,
       retries: action.retries,
     };
-    return action.image === undefined ? spec : { ...spec, image: action.image };
+    const withImage = action.image === undefined ? spec : { ...spec, image: action.image };
+    return action.builtin === undefined ? withImage : { ...withImage, builtin: action.builtin };
   });
   return { name: task.name, worker, env: task.env, volumes: task.volumes, actions };
 }

@@ -12,7 +12,12 @@ import fc from 'fast-check';
 import { DecodeError } from '../../src/state/binary.js';
 import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
-import { decodeControlResult, encodeControlResult } from '../../src/state/control/codec.js';
+import {
+  decodeControlCommand,
+  decodeControlResult,
+  encodeControlCommand,
+  encodeControlResult,
+} from '../../src/state/control/codec.js';
 import { EventLog } from '../../src/state/control/event-log.js';
 import type {
   ActionSpec,
@@ -480,7 +485,11 @@ describe('workflow.create', () => {
       /^spec\.tasks\[0\]\.actions\[0\]\.timeoutS/,
     );
     h.refused(create({ spec: oneAction({ retries: 11 }) }), 'E_INVALID', /retries: must be 0-10/);
-    h.refused(create({ spec: oneAction({ command: [] }) }), 'E_INVALID', /needs an image or a command/);
+    h.refused(
+      create({ spec: oneAction({ command: [] }) }),
+      'E_INVALID',
+      /needs an image, a command or a built-in action/,
+    );
     h.refused(
       create({ spec: specOf([task('os', 'm1', [actionSpec('a')])], 0) }),
       'E_INVALID',
@@ -489,6 +498,27 @@ describe('workflow.create', () => {
     h.refused(create({ id: 'bad id' }), 'E_INVALID', /^id: /);
     h.ok(create({}), 'workflow');
     h.refused(create({}), 'E_EXISTS', /workflow "w1" already exists/);
+  });
+
+  it('accepts a built-in action without image or command, and its command keeps the builtin', () => {
+    const h = ready();
+    const spec = oneAction({ command: [], builtin: 'reboot' });
+    const wf = h.create('w1', spec);
+    assert.equal(wf.spec.tasks[0]?.actions[0]?.builtin, 'reboot');
+    const command: ControlCommand = {
+      type: 'workflow.create',
+      id: 'w2',
+      template: 'ubuntu',
+      templateVersion: 1,
+      hardwareId: 'm1',
+      hardwareMap: {},
+      spec,
+    };
+    assert.deepEqual(decodeControlCommand(encodeControlCommand(command)), command);
+    assert.throws(
+      () => encodeControlCommand({ ...command, spec: oneAction({ builtin: 'format' as 'reboot' }) }),
+      /builtin: must be one of image2disk, writefile, reboot, poweroff, kexec/,
+    );
   });
 });
 

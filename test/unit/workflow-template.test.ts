@@ -71,6 +71,7 @@ const tinkerbellTemplate = [
   '        environment:',
   '          IMG_URL: "http://10.0.0.1:8080/{{ .hardware.id }}.raw.gz"',
   '          COMPRESSED: true',
+  '          DEST_DISK: "{{ hardware.metadata.disk }}"',
   '          SHARED: action',
   '      - name: "wipe"',
   '        command: ["wipefs", "-a", "{{ hardware.metadata.disk }}"]',
@@ -134,10 +135,12 @@ describe('renderTemplate', () => {
                 SHARED: 'action',
                 IMG_URL: 'http://10.0.0.1:8080/node-17.raw.gz',
                 COMPRESSED: 'true',
+                DEST_DISK: '/dev/nvme0n1',
               },
               volumes: ['/dev:/dev'],
               timeoutS: 900,
               retries: 0,
+              builtin: 'image2disk',
             },
             {
               name: 'wipe',
@@ -330,11 +333,11 @@ describe('validateTemplateSource', () => {
     const source = tinkerbellTemplate.replace('retries: 2', 'timeout: ten');
     const error = templateError(() => validateTemplateSource(source));
     const line = lineContaining(source, 'timeout: ten');
-    assert.equal(line, 23);
+    assert.equal(line, 24);
     assert.equal(error.line, line);
     assert.equal(
       error.message,
-      'line 23: tasks[0].actions[1].timeout: must be a positive integer number of seconds, got "ten"',
+      'line 24: tasks[0].actions[1].timeout: must be a positive integer number of seconds, got "ten"',
     );
   });
 
@@ -343,9 +346,10 @@ describe('validateTemplateSource', () => {
     const error = templateError(() => validateTemplateSource(source));
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
-      'line 20: tasks[0].actions[1]: needs "image" (a container to run) or "command" (a process to run)',
-      'line 21: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
-        'allowed here: name, image, command, args, timeout, environment, volumes, retries',
+      'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
+        'or "action" (built in: image2disk, writefile, reboot, poweroff, kexec)',
+      'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
+        'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
     assert.equal(error.problems[1]?.line, lineContaining(source, 'comand:'));
   });
@@ -469,7 +473,7 @@ describe('validateTemplateSource', () => {
       from: '        image: quay.io/tinkerbell-actions/image2disk:v1.0.0\n',
       to: '',
       line: '- name: "stream-image"',
-      message: /tasks\[0\]\.actions\[0\]: needs "image" \(a container to run\) or "command"/,
+      message: /tasks\[0\]\.actions\[0\]: needs "image" \(a container to run\), "command"/,
     },
     {
       what: 'an empty command list',
@@ -606,5 +610,139 @@ describe('validateTemplateSource', () => {
       error.message,
       `line 4: tasks: has ${actionsMax + 1} actions in all; at most ${actionsMax} are allowed`,
     );
+  });
+});
+
+describe('built-in actions', () => {
+  /** A Tinkerbell template as its users write it, hub images and all; not one word changed. */
+  const hubTemplate = [
+    'version: "0.1"',
+    'name: debian-install',
+    'global_timeout: 3600',
+    'tasks:',
+    '  - name: "os installation"',
+    '    worker: "{{.device_1}}"',
+    '    volumes:',
+    '      - /dev:/dev',
+    '      - /dev/console:/dev/console',
+    '    actions:',
+    '      - name: "stream debian image"',
+    '        image: quay.io/tinkerbell/actions/image2disk:latest',
+    '        timeout: 600',
+    '        environment:',
+    '          DEST_DISK: /dev/nvme0n1',
+    '          IMG_URL: "http://10.1.1.11:8080/debian-12.raw.gz"',
+    '          COMPRESSED: true',
+    '      - name: "write netplan"',
+    '        image: quay.io/tinkerbell-actions/writefile:v1.0.0',
+    '        timeout: 90',
+    '        environment:',
+    '          DEST_DISK: /dev/nvme0n1p2',
+    '          FS_TYPE: ext4',
+    '          DEST_PATH: /etc/netplan/config.yaml',
+    '          CONTENTS: |',
+    '            network:',
+    '              version: 2',
+    '          UID: 0',
+    '          GID: 0',
+    '          MODE: 0644',
+    '          DIRMODE: 0755',
+    '      - name: "kexec debian"',
+    '        image: quay.io/tinkerbell/actions/kexec@sha256:' + 'ab12'.repeat(16),
+    '        timeout: 90',
+    '        pid: host',
+    '        environment:',
+    '          BLOCK_DEVICE: /dev/nvme0n1p2',
+    '          FS_TYPE: ext4',
+    '          KERNEL_PATH: /boot/vmlinuz',
+    '          INITRD_PATH: /boot/initrd.img',
+    '          CMD_LINE: "root=/dev/nvme0n1p2 ro"',
+    '      - name: "reboot"',
+    '        image: quay.io/tinkerbell/actions/reboot:v1.0.0',
+    '        timeout: 90',
+  ].join('\n');
+
+  it('maps Tinkerbell hub images, by their last path segment, to the built-ins', () => {
+    const spec = renderTemplate(hubTemplate, context());
+    const actions = spec.tasks[0]?.actions ?? [];
+    assert.deepEqual(
+      actions.map((action) => [action.builtin, action.image?.split('/')[0]]),
+      [
+        ['image2disk', 'quay.io'],
+        ['writefile', 'quay.io'],
+        ['kexec', 'quay.io'],
+        ['reboot', 'quay.io'],
+      ],
+    );
+    assert.equal(actions[1]?.env['CONTENTS'], 'network:\n  version: 2\n');
+    assert.equal(actions[1]?.env['MODE'], '644');
+  });
+
+  it('leaves other images and look-alikes alone', () => {
+    for (const image of [
+      'quay.io/tinkerbell/actions/cexec:latest',
+      'quay.io/tinkerbell/actions/extra/image2disk:latest',
+      'quay.io/example/image2disk:latest',
+      'docker.io/tinkerbell/actions/image2disk',
+      'quay.io/tinkerbell/actions/image2disk-fork:v1',
+    ]) {
+      const spec = renderTemplate(withAction([`image: ${image}`]), context());
+      assert.equal(spec.tasks[0]?.actions[0]?.builtin, undefined, image);
+    }
+    const spec = renderTemplate(withAction(['image: quay.io/tinkerbell-actions/reboot']), context());
+    assert.equal(spec.tasks[0]?.actions[0]?.builtin, 'reboot');
+  });
+
+  it('runs `action:` with neither image nor command, keeping the environment as the settings', () => {
+    const source = withAction([
+      'action: image2disk',
+      'environment:',
+      '  IMG_URL: http://10.0.0.1/disk.raw',
+      '  DEST_DISK: "{{ hardware.metadata.disk }}"',
+    ]);
+    assert.deepEqual(validateTemplateSource(source), { name: 't' });
+    const action = renderTemplate(source, context()).tasks[0]?.actions[0];
+    assert.equal(action?.builtin, 'image2disk');
+    assert.equal(action?.image, undefined);
+    assert.deepEqual(action?.command, []);
+    assert.deepEqual(action?.env, { IMG_URL: 'http://10.0.0.1/disk.raw', DEST_DISK: '/dev/nvme0n1' });
+    const reboot = renderTemplate(withAction(['action: reboot']), context()).tasks[0]?.actions[0];
+    assert.equal(reboot?.builtin, 'reboot');
+  });
+
+  it('refuses an unknown built-in, naming the allowed ones', () => {
+    const source = withAction(['action: image2dsk']);
+    const error = templateError(() => validateTemplateSource(source));
+    assert.equal(
+      error.message,
+      `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
+        'one of image2disk, writefile, reboot, poweroff, kexec; got "image2dsk" (did you mean "image2disk"?)',
+    );
+  });
+
+  it('refuses image, command or args beside `action:`', () => {
+    const source = withAction(['action: reboot', 'command: [reboot, -f]', 'image: busybox']);
+    const error = templateError(() => validateTemplateSource(source));
+    assert.deepEqual(
+      error.problems.map((problem) => problem.path.at(-1)),
+      ['command', 'image'],
+    );
+    assert.match(error.message, /is not used by a built-in action/);
+  });
+
+  it('refuses, once rendered, a built-in missing a required setting from both environments', () => {
+    const source = withAction(['action: writefile', 'environment:', '  DEST_DISK: /dev/sda1']);
+    // Before rendering the settings may still come from elsewhere: only rendering decides.
+    assert.deepEqual(validateTemplateSource(source), { name: 't' });
+    const error = templateError(() => renderTemplate(source, context()));
+    assert.match(
+      error.message,
+      /tasks\[0\]\.actions\[0\]\.environment: writefile needs FS_TYPE, DEST_PATH in the action's or the task's environment/,
+    );
+    const fromTask = source.replace(
+      '  - name: only\n',
+      '  - name: only\n    environment:\n      FS_TYPE: ext4\n      DEST_PATH: /etc/motd\n',
+    );
+    assert.equal(renderTemplate(fromTask, context()).tasks[0]?.actions[0]?.builtin, 'writefile');
   });
 });

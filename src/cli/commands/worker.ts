@@ -4,6 +4,11 @@ import type { Command } from '@commander-js/extra-typings';
 import { createLogger } from '../../platform/logger.js';
 import { Agent } from '../../worker/agent.js';
 import { ClaimedCredential } from '../../worker/credential-claim.js';
+import {
+  machineControlFrom,
+  machineControlVariable,
+  type MachineControl,
+} from '../../worker/machine-control.js';
 import { clusterCa, parseServers } from '../client.js';
 import { UsageError } from '../output.js';
 
@@ -53,6 +58,13 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
       const levels = ['trace', 'debug', 'info', 'warn', 'error'];
       if (!levels.includes(o.logLevel))
         throw new UsageError(`--log-level must be one of ${levels.join(', ')}`);
+      let machineControl: MachineControl;
+      try {
+        // For tests: record:FILE notes reboots and poweroffs instead of doing them.
+        machineControl = machineControlFrom(process.env[machineControlVariable]);
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
       const logger = createLogger({ worker: o.id }, o.logLevel);
       if (o.claimUrl !== undefined && (token !== undefined || o.mac === undefined)) {
         throw new UsageError('--claim-url needs --mac and takes the place of --token-file');
@@ -81,6 +93,7 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
         journalDir: o.journalDir,
         ...(o.workDir === undefined ? {} : { workDir: o.workDir }),
         logger,
+        machineControl,
       });
       await agent.start();
       const stop = (): void => {

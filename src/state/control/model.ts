@@ -73,6 +73,13 @@ export type WorkflowState = 'PENDING' | 'RUNNING' | 'SUCCESS' | 'FAILED' | 'TIME
 export type ActionState = 'PENDING' | 'RUNNING' | 'SUCCESS' | 'FAILED' | 'TIMEOUT' | 'CANCELLED';
 export const terminalWorkflowStates: readonly WorkflowState[] = ['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'];
 
+/**
+ * Actions the worker agent runs itself, in its own code (src/worker/actions/), with neither a
+ * process nor a container: a template names one with `action:` or a Tinkerbell hub image.
+ */
+export const builtinActions = ['image2disk', 'writefile', 'reboot', 'poweroff', 'kexec'] as const;
+export type BuiltinAction = (typeof builtinActions)[number];
+
 /** An action as the rendered template gives it: what to run and its limits. */
 export interface ActionSpec {
   readonly name: string;
@@ -87,6 +94,8 @@ export interface ActionSpec {
   readonly timeoutS: number;
   /** Extra attempts after the first fails or times out. */
   readonly retries: number;
+  /** Run by the agent itself, configured by `env`; `image` and `command` are then not run. */
+  readonly builtin?: BuiltinAction;
 }
 
 export interface TaskSpec {

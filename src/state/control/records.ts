@@ -17,6 +17,7 @@ import type {
   Workflow,
   WorkflowEvent,
 } from './model.js';
+import { builtinActions } from './model.js';
 import {
   array,
   boolean,
@@ -98,6 +99,8 @@ const readActionSpec: Reader<ActionSpec> = object({
   volumes: texts,
   timeoutS: safeInteger,
   retries: safeInteger,
+  // Last: specs without it keep their encoding byte for byte.
+  builtin: optional(literal(builtinActions)),
 });
 
 const readTaskSpec: Reader<TaskSpec> = object({

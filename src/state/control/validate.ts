@@ -180,8 +180,8 @@ export function specProblem(spec: RenderedTemplate): string | undefined {
     for (const [a, action] of task.actions.entries()) {
       const where = at(`${path}.actions`, a);
       if (action.name === '') return `${where}.name: is empty`;
-      if ((action.image ?? '') === '' && action.command.length === 0) {
-        return `${where}: needs an image or a command`;
+      if ((action.image ?? '') === '' && action.command.length === 0 && action.builtin === undefined) {
+        return `${where}: needs an image, a command or a built-in action`;
       }
       if (!inRange(action.timeoutS, 1, timeoutSMax)) {
         return `${where}.timeoutS: must be 1-${timeoutSMax} seconds, got ${action.timeoutS}`;

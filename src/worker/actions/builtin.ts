@@ -1,0 +1,142 @@
+// Runs a built-in action (image2disk, writefile, reboot, poweroff, kexec) inside the agent, with
+// the outcome a process would have: success, an exit status, a message and the output tail,
+// under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
+//
+// Each action is one module with one function: it reads its settings from the environment,
+// reports progress lines, honours the signal, and either returns what it did or throws an
+// ActionError that says what is wrong and how to fix it. Anything else it throws is a bug in
+// the action and is reported as such rather than swallowed.
+import type { BuiltinAction } from '../../state/control/model.js';
+import type { MachineEffect } from '../machine-control.js';
+import { OutputTail, outputTailBytesDefault, type ActionOutcome } from '../runner.js';
+import { image2disk } from './image2disk.js';
+import { kexec } from './kexec.js';
+import { poweroff } from './poweroff.js';
+import { reboot } from './reboot.js';
+import { writefile } from './writefile.js';
+
+export interface BuiltinContext {
+  /** The action's settings (its environment). */
+  readonly env: Readonly<Record<string, string>>;
+  /** Aborted on timeout or cancel; every wait and I/O loop of the action checks it. */
+  readonly signal: AbortSignal;
+  /** A line for the output tail (and the stream's Progress messages). */
+  readonly progress: (line: string) => void;
+}
+
+export interface BuiltinDone {
+  /** One line: what was done. */
+  readonly message: string;
+  /** A machine effect to perform once the cluster has acknowledged the result. */
+  readonly effect?: MachineEffect;
+}
+
+/** A failure the operator can act on: the message names what is wrong and how to fix it. */
+export class ActionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ActionError';
+  }
+}
+
+export interface BuiltinOptions {
+  readonly timeoutMs: number;
+  /** Aborting it stops the action and reports it cancelled. */
+  readonly signal?: AbortSignal;
+  /** Called with each progress line as it comes. */
+  readonly onProgress?: (line: string) => void;
+  /** Bytes of output kept, from the end. Default 4096. */
+  readonly outputTailBytes?: number;
+}
+
+export interface BuiltinOutcome extends ActionOutcome {
+  readonly effect?: MachineEffect;
+}
+
+const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<BuiltinDone>>> = {
+  image2disk,
+  writefile,
+  reboot,
+  poweroff,
+  kexec,
+};
+
+/** As a shell reports them: a failure, timeout(1)'s status, and an interrupted command. */
+const exitStatusFailed = 1;
+const exitStatusTimedOut = 124;
+const exitStatusCancelled = 130;
+
+export async function runBuiltin(
+  name: BuiltinAction,
+  env: Readonly<Record<string, string>>,
+  opts: BuiltinOptions,
+): Promise<BuiltinOutcome> {
+  const tail = new OutputTail(opts.outputTailBytes ?? outputTailBytesDefault);
+  const stop = new AbortController();
+  let reason: 'timeout' | 'cancel' | undefined;
+  const onCancel = (): void => {
+    reason ??= 'cancel';
+    stop.abort(new ActionError('cancelled'));
+  };
+  const timer = setTimeout(() => {
+    reason ??= 'timeout';
+    stop.abort(new ActionError(`timed out after ${formatDuration(opts.timeoutMs)}`));
+  }, opts.timeoutMs);
+  if (opts.signal?.aborted === true) onCancel();
+  opts.signal?.addEventListener('abort', onCancel, { once: true });
+  const progress = (line: string): void => {
+    tail.append(`${line}\n`);
+    opts.onProgress?.(line);
+  };
+  const failed = (exitStatus: number, message: string): BuiltinOutcome => ({
+    success: false,
+    exitStatus,
+    message,
+    outputTail: tail.text(),
+    timedOut: false,
+    cancelled: false,
+  });
+  try {
+    stop.signal.throwIfAborted();
+    const done = await actions[name]({ env, signal: stop.signal, progress });
+    // An action that finished as the abort came still did its work: report it done.
+    const outcome = {
+      success: true,
+      exitStatus: 0,
+      message: done.message,
+      timedOut: false,
+      cancelled: false,
+    };
+    return {
+      ...outcome,
+      outputTail: tail.text(),
+      ...(done.effect === undefined ? {} : { effect: done.effect }),
+    };
+  } catch (error) {
+    if (reason !== undefined) {
+      const why = reason === 'timeout' ? `timed out after ${formatDuration(opts.timeoutMs)}` : 'cancelled';
+      return {
+        ...failed(reason === 'timeout' ? exitStatusTimedOut : exitStatusCancelled, `${name} ${why}`),
+        timedOut: reason === 'timeout',
+        cancelled: reason === 'cancel',
+      };
+    }
+    // A system error (EIO, ENOSPC, ...) is the machine's trouble and its message says which;
+    // anything else is the agent's own bug.
+    if (error instanceof ActionError || isSystemError(error))
+      return failed(exitStatusFailed, `${name}: ${error.message}`);
+    const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    return failed(exitStatusFailed, `${name} failed unexpectedly (a bug in the agent): ${detail}`);
+  } finally {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener('abort', onCancel);
+  }
+}
+
+function formatDuration(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}
+
+function isSystemError(error: unknown): error is NodeJS.ErrnoException {
+  return error instanceof Error && typeof (error as NodeJS.ErrnoException).code === 'string';
+}

@@ -1,0 +1,180 @@
+// image2disk: streams a disk image from IMG_URL onto DEST_DISK, as Tinkerbell's hub action does.
+//
+//   IMG_URL     http:// or https://; must answer 200
+//   DEST_DISK   a block device (or an existing regular file, for tests and VM images)
+//   COMPRESSED  false (default) | true (gzip or zstd, told by the first bytes) | gzip | zstd
+//   IMG_SHA256  optional: the hex SHA-256 of the image as served (compressed, if it is)
+//
+// Everything that can be checked is checked before the disk is touched: the disk exists, the
+// server answers 200, and an uncompressed image of known length fits. The image then streams
+// HTTP → decompression → the disk in large chunks; nothing holds it whole. The disk's first MiB
+// is written last, once the digest matches, and zeroed on any failure, so a machine never boots
+// an image that was cut short or failed verification.
+import { createHash } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { ActionError, type BuiltinContext, type BuiltinDone } from './builtin.js';
+import { decompressor, detectCompression, magicBytes, type Compression } from './decompress.js';
+import { DiskWriter } from './disk-writer.js';
+import { openImage } from './image-source.js';
+import { optionalSetting, requiredSetting } from './settings.js';
+import { inspectTarget } from './target-disk.js';
+
+/** How often a progress line is written while the image streams. */
+export const progressIntervalMs = 3000;
+
+type CompressedSetting = Compression | 'detect' | 'none';
+
+export async function image2disk(ctx: BuiltinContext): Promise<BuiltinDone> {
+  const url = requiredSetting(ctx.env, 'IMG_URL');
+  const dest = requiredSetting(ctx.env, 'DEST_DISK');
+  const compressed = compressedSetting(optionalSetting(ctx.env, 'COMPRESSED'));
+  const expected = sha256Setting(optionalSetting(ctx.env, 'IMG_SHA256'));
+  const target = await inspectTarget(dest);
+  const image = await openImage(url, ctx.signal);
+  try {
+    const length = image.lengthBytes;
+    if (compressed === 'none' && length !== undefined && target.capacityBytes !== undefined) {
+      if (length > target.capacityBytes) {
+        throw new ActionError(
+          `disk too small: the image is ${length} bytes and DEST_DISK ${dest} holds ${target.capacityBytes}`,
+        );
+      }
+    }
+    ctx.progress(`streaming ${url}${length === undefined ? '' : ` (${length} bytes)`} to ${dest}`);
+    const hash = createHash('sha256');
+    const served = hashed(image.body, hash);
+    const head = await peek(served, magicBytes);
+    const compression = chooseCompression(compressed, head.first, url);
+    const disk = await open(dest, 'r+');
+    try {
+      const started = Date.now();
+      let reported = started;
+      const writer = new DiskWriter(disk, {
+        capacityBytes: target.capacityBytes,
+        name: `DEST_DISK ${dest}`,
+        written: (bytes) => {
+          const now = Date.now();
+          if (now - reported < progressIntervalMs) return;
+          reported = now;
+          ctx.progress(`wrote ${mebibytes(bytes)} MiB (${rate(bytes, now - started)} MB/s)`);
+        },
+      });
+      const source = Readable.from(head.all);
+      try {
+        const options = { signal: ctx.signal };
+        if (compression === undefined) await pipeline(source, writer, options);
+        else await pipeline(source, decompressor(compression), writer, options);
+        const actual = hash.digest('hex');
+        if (expected !== undefined && actual !== expected) {
+          throw new ActionError(
+            `IMG_SHA256 mismatch: the image from ${url} has SHA-256 ${actual}, expected ${expected}; ` +
+              `the first MiB of ${dest} is zeroed so the machine cannot boot it`,
+          );
+        }
+        await writer.commitHead();
+      } catch (error) {
+        // Not abortable: whatever stopped the stream, the head must not stay half-written.
+        await writer.blankHead();
+        throw error;
+      }
+      const elapsedMs = Date.now() - started;
+      const what = compression === undefined ? 'image' : `${compression} image`;
+      const line =
+        `wrote ${writer.bytes} bytes of the ${what} to ${dest} in ${(elapsedMs / 1000).toFixed(1)} s ` +
+        `(${rate(writer.bytes, elapsedMs)} MB/s)${expected === undefined ? '' : ', SHA-256 verified'}`;
+      ctx.progress(line);
+      return { message: line };
+    } finally {
+      await disk.close();
+    }
+  } finally {
+    image.body.destroy();
+  }
+}
+
+function compressedSetting(value: string | undefined): CompressedSetting {
+  switch (value?.trim().toLowerCase()) {
+    case undefined:
+    case 'false':
+      return 'none';
+    case 'true':
+      return 'detect';
+    case 'gzip':
+    case 'zstd':
+      return value.trim().toLowerCase() as Compression;
+    default:
+      throw new ActionError(
+        `COMPRESSED=${value} is not supported; use false, true (gzip or zstd, told by the image's ` +
+          'first bytes), gzip or zstd (recompress bzip2 or xz images with one of those)',
+      );
+  }
+}
+
+function sha256Setting(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const digest = value.trim().toLowerCase();
+  if (!/^[0-9a-f]{64}$/.test(digest)) {
+    throw new ActionError(`IMG_SHA256=${value} is not a SHA-256 digest (64 hexadecimal digits)`);
+  }
+  return digest;
+}
+
+function chooseCompression(setting: CompressedSetting, first: Buffer, url: string): Compression | undefined {
+  if (setting === 'none') return undefined;
+  const found = detectCompression(first);
+  if (setting === 'detect') {
+    if (found === undefined) {
+      throw new ActionError(
+        `the image at ${url} is neither gzip nor zstd data (COMPRESSED=true); set COMPRESSED=false for a raw image`,
+      );
+    }
+    return found;
+  }
+  if (found !== setting) {
+    throw new ActionError(
+      `the image at ${url} is ${found ?? 'not compressed data'}, not ${setting} as COMPRESSED says`,
+    );
+  }
+  return setting;
+}
+
+/** Passes the image through unchanged, hashing it as served. */
+async function* hashed(
+  body: AsyncIterable<Buffer>,
+  hash: ReturnType<typeof createHash>,
+): AsyncGenerator<Buffer> {
+  for await (const chunk of body) {
+    hash.update(chunk);
+    yield chunk;
+  }
+}
+
+/** The first `bytes` bytes (fewer if the image is shorter), and all of it again from the start. */
+async function peek(
+  source: AsyncGenerator<Buffer>,
+  bytes: number,
+): Promise<{ first: Buffer; all: AsyncGenerator<Buffer> }> {
+  const held: Buffer[] = [];
+  let length = 0;
+  while (length < bytes) {
+    const next = await source.next();
+    if (next.done === true) break;
+    held.push(next.value);
+    length += next.value.length;
+  }
+  async function* all(): AsyncGenerator<Buffer> {
+    yield* held.splice(0);
+    yield* source;
+  }
+  return { first: Buffer.concat(held).subarray(0, bytes), all: all() };
+}
+
+function mebibytes(bytes: number): string {
+  return (bytes / 1024 / 1024).toFixed(0);
+}
+
+function rate(bytes: number, ms: number): string {
+  return (bytes / 1e6 / Math.max(ms / 1000, 0.001)).toFixed(1);
+}

@@ -1,0 +1,52 @@
+// Real block devices for tests of the built-in actions: loop devices over small files, detached
+// in every case. They need root and util-linux's losetup; a test without them skips.
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+export function canUseLoopDevices(): boolean {
+  try {
+    return (
+      process.getuid?.() === 0 && execFileSync('losetup', ['-f'], { encoding: 'utf8' }).startsWith('/dev/')
+    );
+  } catch {
+    return false;
+  }
+}
+
+export function hasCommand(command: string): boolean {
+  try {
+    execFileSync('sh', ['-c', 'command -v "$0"', command], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A loop device over a fresh zeroed file of `bytes` in `dir`; `use` runs with its path. */
+export async function withLoopDevice<T>(
+  dir: string,
+  bytes: number,
+  use: (device: string) => Promise<T>,
+): Promise<T> {
+  const backing = path.join(dir, `loop-${process.pid}-${Date.now()}.img`);
+  writeFileSync(backing, Buffer.alloc(0));
+  execFileSync('truncate', ['-s', String(bytes), backing]);
+  const device = execFileSync('losetup', ['-f', '--show', backing], { encoding: 'utf8' }).trim();
+  try {
+    return await use(device);
+  } finally {
+    execFileSync('losetup', ['-d', device]);
+  }
+}
+
+/** Whether the running kernel can mount `fsType` (a test VM's kernel may lack vfat). */
+export function kernelHasFilesystem(fsType: string): boolean {
+  try {
+    return readFileSync('/proc/filesystems', 'utf8')
+      .split('\n')
+      .some((line) => line.split('\t')[1] === fsType);
+  } catch {
+    return false;
+  }
+}
