@@ -51,7 +51,7 @@ class Cluster {
   job(command: ControlCommand): PowerJob {
     const r = this.run(command);
     assert.equal(r.type, 'powerJob', JSON.stringify(r));
-    return (r).job;
+    return r.job;
   }
 
   refused(command: ControlCommand, code: string, why?: RegExp): void {
