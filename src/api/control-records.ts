@@ -1,16 +1,40 @@
-// Domain records → the operator API's messages. Worker tokens never leave through these.
+// Domain records → the operator API's messages. Worker tokens and BMC passwords never leave
+// through these.
 import type {
   ActionRecord,
+  PowerJobRecord,
   TemplateRecord,
   WorkflowEvent as EventProto,
   WorkflowRecord,
 } from '../gen/control.js';
-import type { Hardware, Template, Workflow, WorkflowEvent } from '../state/control/model.js';
+import type { Hardware, PowerJob, Template, Workflow, WorkflowEvent } from '../state/control/model.js';
 import { actionPositions } from '../workflow/rules.js';
 
 export function hardwareJson(hw: Hardware): string {
-  const { workerToken: _token, ...visible } = hw;
-  return JSON.stringify(visible);
+  const { workerToken: _token, bmc, ...visible } = hw;
+  if (bmc === undefined) return JSON.stringify(visible);
+  // The password stays in the state; readers learn only whether one is set.
+  const { password, ...bmcVisible } = bmc;
+  return JSON.stringify({ ...visible, bmc: { ...bmcVisible, passwordSet: password !== undefined } });
+}
+
+export function powerJobRecord(job: PowerJob): PowerJobRecord {
+  return {
+    id: job.id,
+    hardwareId: job.hardwareId,
+    op: job.op,
+    steps: [...job.steps],
+    state: job.state,
+    stepIndex: job.stepIndex,
+    attempt: job.attempt,
+    maxAttempts: job.maxAttempts,
+    createdMs: job.createdMs,
+    updatedMs: job.updatedMs,
+    finishedMs: job.finishedMs ?? 0,
+    claimedBy: job.claimedBy ?? '',
+    powerState: job.powerState ?? '',
+    message: job.message ?? '',
+  };
 }
 
 export function templateRecord(t: Template): TemplateRecord {

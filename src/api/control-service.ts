@@ -17,13 +17,30 @@ import type { ControlServer, WorkflowEventsRequest, WorkflowEventsResponse } fro
 import type { RaftNode } from '../raft/node.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { Hardware, Role, Template, Workflow, WorkflowEvent } from '../state/control/model.js';
+import type {
+  Hardware,
+  PowerJob,
+  PowerOp,
+  Role,
+  Template,
+  Workflow,
+  WorkflowEvent,
+} from '../state/control/model.js';
+import { enqueuePowerJob, PowerRequestError } from '../power/enqueue.js';
+import { PowerJobWaiters } from '../power/waiters.js';
+import { isFinishedPowerJob } from '../state/control/power-jobs.js';
 import { parseHardwareDocument } from '../workflow/hardware-doc.js';
 import { renderTemplate, TemplateError, validateTemplateSource } from '../workflow/template.js';
 import { TurnQueue } from '../platform/turn-queue.js';
 import type { Authenticator } from './auth.js';
 import { sha256Hex } from './auth.js';
-import { eventRecord, hardwareJson, templateRecord, workflowRecord } from './control-records.js';
+import {
+  eventRecord,
+  hardwareJson,
+  powerJobRecord,
+  templateRecord,
+  workflowRecord,
+} from './control-records.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { EventHub } from './event-hub.js';
 import type { Proposer } from './proposer.js';
@@ -35,20 +52,28 @@ export interface ControlServiceContext {
   readonly auth: Authenticator;
   readonly events: EventHub;
   readonly logger: Logger;
+  /** Wakes power requests when their job finishes (fed by ControlState.onPowerJobChange). */
+  readonly powerWaiters?: PowerJobWaiters;
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
 
 const eventBatch = 1000;
+/** How long a power request waits for its job by default, and at most. */
+const powerWaitMsDefault = 60_000;
+const powerWaitMsMax = 10 * 60_000;
+const powerChangeOps: readonly PowerOp[] = ['on', 'off', 'cycle', 'netboot'];
 const roles: readonly Role[] = ['admin', 'operator', 'viewer'];
 
 export class ControlService {
   readonly #ctx: ControlServiceContext;
   /** Template renders, one per event-loop turn, so a burst of creates does not stall the node. */
   readonly #renders = new TurnQueue();
+  readonly #powerWaiters: PowerJobWaiters;
 
   constructor(ctx: ControlServiceContext) {
     this.#ctx = ctx;
+    this.#powerWaiters = ctx.powerWaiters ?? new PowerJobWaiters();
   }
 
   handlers(): ControlServer {
@@ -192,7 +217,50 @@ export class ControlService {
         expectType(await this.#apply({ type: 'token.delete', name: req.name }), 'deleted');
         return {};
       }),
+      powerChange: this.#unary('operator', async (req) => {
+        const op = powerChangeOps.find((o) => o === req.op);
+        if (op === undefined) {
+          throw new ApiError(
+            status.INVALID_ARGUMENT,
+            `op must be one of ${powerChangeOps.join(', ')}, got "${req.op}" (use PowerStatus for status)`,
+          );
+        }
+        return this.#power(req.hardwareId, op, req.waitMs);
+      }),
+      powerStatus: this.#unary('viewer', (req) => this.#power(req.hardwareId, 'status', req.waitMs)),
+      powerJobGet: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        const job = c.powerJob(req.id);
+        if (job === undefined) throw new ApiError(status.NOT_FOUND, `power job "${req.id}" not found`);
+        return { job: powerJobRecord(job) };
+      }),
+      powerJobList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        if (req.hardwareId !== '') this.#hardware(req.hardwareId);
+        const jobs = c.powerJobs(req.hardwareId === '' ? undefined : req.hardwareId);
+        return { jobs: jobs.map(powerJobRecord) };
+      }),
     };
+  }
+
+  /** Enqueues a power job and waits (up to waitMs) for it to finish on this node. */
+  async #power(
+    hardwareId: string,
+    op: PowerOp,
+    waitMs: number,
+  ): Promise<{ job: ReturnType<typeof powerJobRecord>; finished: boolean }> {
+    if (hardwareId === '') throw new ApiError(status.INVALID_ARGUMENT, 'the hardware id is required');
+    const wait = Math.min(waitMs === 0 ? powerWaitMsDefault : waitMs, powerWaitMsMax);
+    let queued: PowerJob;
+    try {
+      queued = await enqueuePowerJob((command) => this.#ctx.proposer.proposeControl(command), hardwareId, op);
+    } catch (err) {
+      if (err instanceof PowerRequestError) throw new ApiError(controlStatus(err.code), err.message);
+      throw err;
+    }
+    const job =
+      (await this.#powerWaiters.wait(queued.id, wait, () => this.#ctx.control.powerJob(queued.id))) ?? queued;
+    return { job: powerJobRecord(job), finished: isFinishedPowerJob(job) };
   }
 
   #unary<Req, Res>(need: Role, work: (req: Req, md: Metadata) => Promise<Res>): Handler<Req, Res> {

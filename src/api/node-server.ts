@@ -17,6 +17,9 @@ import { KvStore } from '../state/kv-store.js';
 import { Authenticator, sha256Hex } from './auth.js';
 import { ControlService } from './control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
+import { PowerExecutor } from '../power/executor.js';
+import { IpmitoolDriver } from '../power/ipmitool.js';
+import { PowerJobWaiters } from '../power/waiters.js';
 import { EventHub } from './event-hub.js';
 import { HealthService } from './health-service.js';
 import { KvService } from './kv-service.js';
@@ -74,9 +77,19 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     () => node.linearizableRead(),
   );
   const events = new EventHub();
-  const controlService = new ControlService({ node, control, proposer, auth, events, logger });
+  const powerWaiters = new PowerJobWaiters();
+  const controlService = new ControlService({ node, control, proposer, auth, events, logger, powerWaiters });
   const workers = new WorkerService({ control, proposer, auth, logger });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
+  // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
+  const power = new PowerExecutor({
+    nodeId: cfg.id,
+    control,
+    propose: (command) => proposer.proposeControl(command),
+    isLeader: () => stopping === null && node.softState().role === 'leader',
+    driver: new IpmitoolDriver(),
+    logger: logger.child({ component: 'power' }),
+  });
   const metrics = new NodeMetrics({
     node,
     control,
@@ -91,6 +104,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   control.onWorkflowChange = (wf) => {
     workers.workflowChanged(wf);
   };
+  control.onPowerJobChange = (job) => {
+    powerWaiters.changed(job);
+  };
   control.onHardwareChange = (id) => {
     workers.hardwareChanged(id);
   };
@@ -100,6 +116,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   transport.addService(InternalService, proposer.handlers());
   await node.start();
   deadlines.start();
+  power.start();
 
   const api = new Server();
   api.addService(KvServiceDefinition, kv.handlers(auth.enabled ? auth : undefined));
@@ -173,6 +190,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       await vip?.stop();
       health.shutdown();
       deadlines.stop();
+      power.stop();
       workers.close();
       metricsServer?.close();
       await boot.close();

@@ -31,6 +31,8 @@ const readMethods: ReadonlySet<string> = new Set([
   'workflowGet',
   'workflowList',
   'leaseList',
+  'powerJobGet',
+  'powerJobList',
 ]);
 
 function mayFailOver(method: string, req: unknown, err: ServiceError): boolean {
@@ -101,7 +103,10 @@ export type RequestOf<M extends KvMethod> = ReqOf<KvServer, M>;
 export type ResponseOf<M extends KvMethod> = ResOf<KvServer, M>;
 export type ControlMethod = Exclude<
   // The client has no index signature, so its keys are the method names themselves.
-  Extract<keyof ControlClient, `${'hardware' | 'template' | 'workflow' | 'token' | 'lease'}${string}`>,
+  Extract<
+    keyof ControlClient,
+    `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power'}${string}`
+  >,
   'workflowEvents'
 >;
 

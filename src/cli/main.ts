@@ -13,6 +13,7 @@ import { hardwareCommand } from './commands/hardware.js';
 import { leaseCommand } from './commands/lease.js';
 import { kvCommand } from './commands/kv.js';
 import { memberCommand } from './commands/member.js';
+import { powerCommand } from './commands/power.js';
 import { serverCommand } from './commands/server.js';
 import { templateCommand } from './commands/template.js';
 import { tokenCommand } from './commands/token.js';
@@ -45,13 +46,17 @@ const program = new Command()
   .showHelpAfterError();
 
 const clients: ClusterClient[] = [];
-function connect(): { client: ClusterClient; output: ReturnType<typeof parseOutputFormat> } {
+/** `waitMs`: a command that waits server-side (power) gets at least that long plus a margin. */
+function connect(opts: { waitMs?: number } = {}): {
+  client: ClusterClient;
+  output: ReturnType<typeof parseOutputFormat>;
+} {
   const o = program.opts();
   const timeout = Number(o.timeout);
   if (!Number.isInteger(timeout) || timeout <= 0)
     throw new UsageError('--timeout must be a positive number of ms');
   const client = new ClusterClient(parseServers(o.server), {
-    timeoutMs: timeout,
+    timeoutMs: Math.max(timeout, (opts.waitMs ?? 0) + 5000),
     token: operatorToken(o.tokenFile),
     ca: clusterCa(o.ca),
   });
@@ -69,6 +74,7 @@ hardwareCommand(program, connect);
 leaseCommand(program, connect);
 templateCommand(program, connect);
 workflowCommand(program, connect);
+powerCommand(program, connect);
 tokenCommand(program, connect);
 workerCommand(program, () => program.opts());
 clusterCommand(program, () => parseOutputFormat(program.opts().output), {

@@ -270,6 +270,75 @@ export interface TokenDeleteRequest {
 export interface TokenDeleteResponse {
 }
 
+/** A power job: steps carried out in order on the machine's BMC (see src/state/control/model.ts). */
+export interface PowerJobRecord {
+  id: string;
+  hardwareId: string;
+  /** on, off, cycle, status or netboot. */
+  op: string;
+  /** on, off, status, bootdev-pxe or bootdev-disk. */
+  steps: string[];
+  /** PENDING, RUNNING, SUCCEEDED or FAILED. */
+  state: string;
+  stepIndex: number;
+  attempt: number;
+  maxAttempts: number;
+  createdMs: number;
+  updatedMs: number;
+  /** 0 while the job runs. */
+  finishedMs: number;
+  /** The node running the current attempt; empty when none. */
+  claimedBy: string;
+  /** on or off as the BMC last reported; empty when not known. */
+  powerState: string;
+  message: string;
+}
+
+export interface PowerChangeRequest {
+  hardwareId: string;
+  /** on, off, cycle or netboot. */
+  op: string;
+  /** How long to wait for the job to finish before answering with it as it stands (0: 60 s). */
+  waitMs: number;
+}
+
+export interface PowerChangeResponse {
+  job?:
+    | PowerJobRecord
+    | undefined;
+  /** False when wait_ms passed first: the job goes on; follow it with PowerJobGet. */
+  finished: boolean;
+}
+
+export interface PowerStatusRequest {
+  hardwareId: string;
+  waitMs: number;
+}
+
+export interface PowerStatusResponse {
+  job?: PowerJobRecord | undefined;
+  finished: boolean;
+}
+
+export interface PowerJobGetRequest {
+  id: string;
+  local: boolean;
+}
+
+export interface PowerJobGetResponse {
+  job?: PowerJobRecord | undefined;
+}
+
+export interface PowerJobListRequest {
+  /** Only this machine's jobs; all when empty. */
+  hardwareId: string;
+  local: boolean;
+}
+
+export interface PowerJobListResponse {
+  jobs: PowerJobRecord[];
+}
+
 function createBaseHardwareCreateRequest(): HardwareCreateRequest {
   return { documentJson: "", replace: false };
 }
@@ -4219,6 +4288,1018 @@ export const TokenDeleteResponse: MessageFns<TokenDeleteResponse> = {
   },
 };
 
+function createBasePowerJobRecord(): PowerJobRecord {
+  return {
+    id: "",
+    hardwareId: "",
+    op: "",
+    steps: [],
+    state: "",
+    stepIndex: 0,
+    attempt: 0,
+    maxAttempts: 0,
+    createdMs: 0,
+    updatedMs: 0,
+    finishedMs: 0,
+    claimedBy: "",
+    powerState: "",
+    message: "",
+  };
+}
+
+export const PowerJobRecord: MessageFns<PowerJobRecord> = {
+  encode(message: PowerJobRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.hardwareId !== "") {
+      writer.uint32(18).string(message.hardwareId);
+    }
+    if (message.op !== "") {
+      writer.uint32(26).string(message.op);
+    }
+    for (const v of message.steps) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.state !== "") {
+      writer.uint32(42).string(message.state);
+    }
+    if (message.stepIndex !== 0) {
+      writer.uint32(48).uint32(message.stepIndex);
+    }
+    if (message.attempt !== 0) {
+      writer.uint32(56).uint32(message.attempt);
+    }
+    if (message.maxAttempts !== 0) {
+      writer.uint32(64).uint32(message.maxAttempts);
+    }
+    if (message.createdMs !== 0) {
+      writer.uint32(72).uint64(message.createdMs);
+    }
+    if (message.updatedMs !== 0) {
+      writer.uint32(80).uint64(message.updatedMs);
+    }
+    if (message.finishedMs !== 0) {
+      writer.uint32(88).uint64(message.finishedMs);
+    }
+    if (message.claimedBy !== "") {
+      writer.uint32(98).string(message.claimedBy);
+    }
+    if (message.powerState !== "") {
+      writer.uint32(106).string(message.powerState);
+    }
+    if (message.message !== "") {
+      writer.uint32(114).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerJobRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerJobRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.hardwareId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.op = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.steps.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.stepIndex = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.attempt = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.maxAttempts = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.createdMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.updatedMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.finishedMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.claimedBy = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.powerState = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerJobRecord {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      hardwareId: isSet(object.hardwareId)
+        ? globalThis.String(object.hardwareId)
+        : isSet(object.hardware_id)
+        ? globalThis.String(object.hardware_id)
+        : "",
+      op: isSet(object.op) ? globalThis.String(object.op) : "",
+      steps: globalThis.Array.isArray(object?.steps) ? object.steps.map((e: any) => globalThis.String(e)) : [],
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      stepIndex: isSet(object.stepIndex)
+        ? globalThis.Number(object.stepIndex)
+        : isSet(object.step_index)
+        ? globalThis.Number(object.step_index)
+        : 0,
+      attempt: isSet(object.attempt) ? globalThis.Number(object.attempt) : 0,
+      maxAttempts: isSet(object.maxAttempts)
+        ? globalThis.Number(object.maxAttempts)
+        : isSet(object.max_attempts)
+        ? globalThis.Number(object.max_attempts)
+        : 0,
+      createdMs: isSet(object.createdMs)
+        ? globalThis.Number(object.createdMs)
+        : isSet(object.created_ms)
+        ? globalThis.Number(object.created_ms)
+        : 0,
+      updatedMs: isSet(object.updatedMs)
+        ? globalThis.Number(object.updatedMs)
+        : isSet(object.updated_ms)
+        ? globalThis.Number(object.updated_ms)
+        : 0,
+      finishedMs: isSet(object.finishedMs)
+        ? globalThis.Number(object.finishedMs)
+        : isSet(object.finished_ms)
+        ? globalThis.Number(object.finished_ms)
+        : 0,
+      claimedBy: isSet(object.claimedBy)
+        ? globalThis.String(object.claimedBy)
+        : isSet(object.claimed_by)
+        ? globalThis.String(object.claimed_by)
+        : "",
+      powerState: isSet(object.powerState)
+        ? globalThis.String(object.powerState)
+        : isSet(object.power_state)
+        ? globalThis.String(object.power_state)
+        : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: PowerJobRecord): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.hardwareId !== "") {
+      obj.hardwareId = message.hardwareId;
+    }
+    if (message.op !== "") {
+      obj.op = message.op;
+    }
+    if (message.steps?.length) {
+      obj.steps = message.steps;
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.stepIndex !== 0) {
+      obj.stepIndex = Math.round(message.stepIndex);
+    }
+    if (message.attempt !== 0) {
+      obj.attempt = Math.round(message.attempt);
+    }
+    if (message.maxAttempts !== 0) {
+      obj.maxAttempts = Math.round(message.maxAttempts);
+    }
+    if (message.createdMs !== 0) {
+      obj.createdMs = Math.round(message.createdMs);
+    }
+    if (message.updatedMs !== 0) {
+      obj.updatedMs = Math.round(message.updatedMs);
+    }
+    if (message.finishedMs !== 0) {
+      obj.finishedMs = Math.round(message.finishedMs);
+    }
+    if (message.claimedBy !== "") {
+      obj.claimedBy = message.claimedBy;
+    }
+    if (message.powerState !== "") {
+      obj.powerState = message.powerState;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerJobRecord>, I>>(base?: I): PowerJobRecord {
+    return PowerJobRecord.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerJobRecord>, I>>(object: I): PowerJobRecord {
+    const message = createBasePowerJobRecord();
+    message.id = object.id ?? "";
+    message.hardwareId = object.hardwareId ?? "";
+    message.op = object.op ?? "";
+    message.steps = object.steps?.map((e) => e) || [];
+    message.state = object.state ?? "";
+    message.stepIndex = object.stepIndex ?? 0;
+    message.attempt = object.attempt ?? 0;
+    message.maxAttempts = object.maxAttempts ?? 0;
+    message.createdMs = object.createdMs ?? 0;
+    message.updatedMs = object.updatedMs ?? 0;
+    message.finishedMs = object.finishedMs ?? 0;
+    message.claimedBy = object.claimedBy ?? "";
+    message.powerState = object.powerState ?? "";
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
+function createBasePowerChangeRequest(): PowerChangeRequest {
+  return { hardwareId: "", op: "", waitMs: 0 };
+}
+
+export const PowerChangeRequest: MessageFns<PowerChangeRequest> = {
+  encode(message: PowerChangeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hardwareId !== "") {
+      writer.uint32(10).string(message.hardwareId);
+    }
+    if (message.op !== "") {
+      writer.uint32(18).string(message.op);
+    }
+    if (message.waitMs !== 0) {
+      writer.uint32(24).uint32(message.waitMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerChangeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerChangeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.hardwareId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.op = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.waitMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerChangeRequest {
+    return {
+      hardwareId: isSet(object.hardwareId)
+        ? globalThis.String(object.hardwareId)
+        : isSet(object.hardware_id)
+        ? globalThis.String(object.hardware_id)
+        : "",
+      op: isSet(object.op) ? globalThis.String(object.op) : "",
+      waitMs: isSet(object.waitMs)
+        ? globalThis.Number(object.waitMs)
+        : isSet(object.wait_ms)
+        ? globalThis.Number(object.wait_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: PowerChangeRequest): unknown {
+    const obj: any = {};
+    if (message.hardwareId !== "") {
+      obj.hardwareId = message.hardwareId;
+    }
+    if (message.op !== "") {
+      obj.op = message.op;
+    }
+    if (message.waitMs !== 0) {
+      obj.waitMs = Math.round(message.waitMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerChangeRequest>, I>>(base?: I): PowerChangeRequest {
+    return PowerChangeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerChangeRequest>, I>>(object: I): PowerChangeRequest {
+    const message = createBasePowerChangeRequest();
+    message.hardwareId = object.hardwareId ?? "";
+    message.op = object.op ?? "";
+    message.waitMs = object.waitMs ?? 0;
+    return message;
+  },
+};
+
+function createBasePowerChangeResponse(): PowerChangeResponse {
+  return { job: undefined, finished: false };
+}
+
+export const PowerChangeResponse: MessageFns<PowerChangeResponse> = {
+  encode(message: PowerChangeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.job !== undefined) {
+      PowerJobRecord.encode(message.job, writer.uint32(10).fork()).join();
+    }
+    if (message.finished !== false) {
+      writer.uint32(16).bool(message.finished);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerChangeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerChangeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.job = PowerJobRecord.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.finished = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerChangeResponse {
+    return {
+      job: isSet(object.job) ? PowerJobRecord.fromJSON(object.job) : undefined,
+      finished: isSet(object.finished) ? globalThis.Boolean(object.finished) : false,
+    };
+  },
+
+  toJSON(message: PowerChangeResponse): unknown {
+    const obj: any = {};
+    if (message.job !== undefined) {
+      obj.job = PowerJobRecord.toJSON(message.job);
+    }
+    if (message.finished !== false) {
+      obj.finished = message.finished;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerChangeResponse>, I>>(base?: I): PowerChangeResponse {
+    return PowerChangeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerChangeResponse>, I>>(object: I): PowerChangeResponse {
+    const message = createBasePowerChangeResponse();
+    message.job = (object.job !== undefined && object.job !== null)
+      ? PowerJobRecord.fromPartial(object.job)
+      : undefined;
+    message.finished = object.finished ?? false;
+    return message;
+  },
+};
+
+function createBasePowerStatusRequest(): PowerStatusRequest {
+  return { hardwareId: "", waitMs: 0 };
+}
+
+export const PowerStatusRequest: MessageFns<PowerStatusRequest> = {
+  encode(message: PowerStatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hardwareId !== "") {
+      writer.uint32(10).string(message.hardwareId);
+    }
+    if (message.waitMs !== 0) {
+      writer.uint32(16).uint32(message.waitMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerStatusRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerStatusRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.hardwareId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.waitMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerStatusRequest {
+    return {
+      hardwareId: isSet(object.hardwareId)
+        ? globalThis.String(object.hardwareId)
+        : isSet(object.hardware_id)
+        ? globalThis.String(object.hardware_id)
+        : "",
+      waitMs: isSet(object.waitMs)
+        ? globalThis.Number(object.waitMs)
+        : isSet(object.wait_ms)
+        ? globalThis.Number(object.wait_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: PowerStatusRequest): unknown {
+    const obj: any = {};
+    if (message.hardwareId !== "") {
+      obj.hardwareId = message.hardwareId;
+    }
+    if (message.waitMs !== 0) {
+      obj.waitMs = Math.round(message.waitMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerStatusRequest>, I>>(base?: I): PowerStatusRequest {
+    return PowerStatusRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerStatusRequest>, I>>(object: I): PowerStatusRequest {
+    const message = createBasePowerStatusRequest();
+    message.hardwareId = object.hardwareId ?? "";
+    message.waitMs = object.waitMs ?? 0;
+    return message;
+  },
+};
+
+function createBasePowerStatusResponse(): PowerStatusResponse {
+  return { job: undefined, finished: false };
+}
+
+export const PowerStatusResponse: MessageFns<PowerStatusResponse> = {
+  encode(message: PowerStatusResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.job !== undefined) {
+      PowerJobRecord.encode(message.job, writer.uint32(10).fork()).join();
+    }
+    if (message.finished !== false) {
+      writer.uint32(16).bool(message.finished);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerStatusResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerStatusResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.job = PowerJobRecord.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.finished = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerStatusResponse {
+    return {
+      job: isSet(object.job) ? PowerJobRecord.fromJSON(object.job) : undefined,
+      finished: isSet(object.finished) ? globalThis.Boolean(object.finished) : false,
+    };
+  },
+
+  toJSON(message: PowerStatusResponse): unknown {
+    const obj: any = {};
+    if (message.job !== undefined) {
+      obj.job = PowerJobRecord.toJSON(message.job);
+    }
+    if (message.finished !== false) {
+      obj.finished = message.finished;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerStatusResponse>, I>>(base?: I): PowerStatusResponse {
+    return PowerStatusResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerStatusResponse>, I>>(object: I): PowerStatusResponse {
+    const message = createBasePowerStatusResponse();
+    message.job = (object.job !== undefined && object.job !== null)
+      ? PowerJobRecord.fromPartial(object.job)
+      : undefined;
+    message.finished = object.finished ?? false;
+    return message;
+  },
+};
+
+function createBasePowerJobGetRequest(): PowerJobGetRequest {
+  return { id: "", local: false };
+}
+
+export const PowerJobGetRequest: MessageFns<PowerJobGetRequest> = {
+  encode(message: PowerJobGetRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.local !== false) {
+      writer.uint32(16).bool(message.local);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerJobGetRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerJobGetRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerJobGetRequest {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+    };
+  },
+
+  toJSON(message: PowerJobGetRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerJobGetRequest>, I>>(base?: I): PowerJobGetRequest {
+    return PowerJobGetRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerJobGetRequest>, I>>(object: I): PowerJobGetRequest {
+    const message = createBasePowerJobGetRequest();
+    message.id = object.id ?? "";
+    message.local = object.local ?? false;
+    return message;
+  },
+};
+
+function createBasePowerJobGetResponse(): PowerJobGetResponse {
+  return { job: undefined };
+}
+
+export const PowerJobGetResponse: MessageFns<PowerJobGetResponse> = {
+  encode(message: PowerJobGetResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.job !== undefined) {
+      PowerJobRecord.encode(message.job, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerJobGetResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerJobGetResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.job = PowerJobRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerJobGetResponse {
+    return { job: isSet(object.job) ? PowerJobRecord.fromJSON(object.job) : undefined };
+  },
+
+  toJSON(message: PowerJobGetResponse): unknown {
+    const obj: any = {};
+    if (message.job !== undefined) {
+      obj.job = PowerJobRecord.toJSON(message.job);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerJobGetResponse>, I>>(base?: I): PowerJobGetResponse {
+    return PowerJobGetResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerJobGetResponse>, I>>(object: I): PowerJobGetResponse {
+    const message = createBasePowerJobGetResponse();
+    message.job = (object.job !== undefined && object.job !== null)
+      ? PowerJobRecord.fromPartial(object.job)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePowerJobListRequest(): PowerJobListRequest {
+  return { hardwareId: "", local: false };
+}
+
+export const PowerJobListRequest: MessageFns<PowerJobListRequest> = {
+  encode(message: PowerJobListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hardwareId !== "") {
+      writer.uint32(10).string(message.hardwareId);
+    }
+    if (message.local !== false) {
+      writer.uint32(16).bool(message.local);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerJobListRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerJobListRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.hardwareId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerJobListRequest {
+    return {
+      hardwareId: isSet(object.hardwareId)
+        ? globalThis.String(object.hardwareId)
+        : isSet(object.hardware_id)
+        ? globalThis.String(object.hardware_id)
+        : "",
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+    };
+  },
+
+  toJSON(message: PowerJobListRequest): unknown {
+    const obj: any = {};
+    if (message.hardwareId !== "") {
+      obj.hardwareId = message.hardwareId;
+    }
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerJobListRequest>, I>>(base?: I): PowerJobListRequest {
+    return PowerJobListRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerJobListRequest>, I>>(object: I): PowerJobListRequest {
+    const message = createBasePowerJobListRequest();
+    message.hardwareId = object.hardwareId ?? "";
+    message.local = object.local ?? false;
+    return message;
+  },
+};
+
+function createBasePowerJobListResponse(): PowerJobListResponse {
+  return { jobs: [] };
+}
+
+export const PowerJobListResponse: MessageFns<PowerJobListResponse> = {
+  encode(message: PowerJobListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.jobs) {
+      PowerJobRecord.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PowerJobListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePowerJobListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.jobs.push(PowerJobRecord.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PowerJobListResponse {
+    return {
+      jobs: globalThis.Array.isArray(object?.jobs) ? object.jobs.map((e: any) => PowerJobRecord.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: PowerJobListResponse): unknown {
+    const obj: any = {};
+    if (message.jobs?.length) {
+      obj.jobs = message.jobs.map((e) => PowerJobRecord.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PowerJobListResponse>, I>>(base?: I): PowerJobListResponse {
+    return PowerJobListResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PowerJobListResponse>, I>>(object: I): PowerJobListResponse {
+    const message = createBasePowerJobListResponse();
+    message.jobs = object.jobs?.map((e) => PowerJobRecord.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 export type ControlService = typeof ControlService;
 export const ControlService = {
   hardwareCreate: {
@@ -4413,6 +5494,44 @@ export const ControlService = {
     responseSerialize: (value: LeaseListResponse): Buffer => Buffer.from(LeaseListResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): LeaseListResponse => LeaseListResponse.decode(value),
   },
+  /** Power control through the machine's BMC: a job in the replicated state, run by the leader. */
+  powerChange: {
+    path: "/slipway.control.v1.Control/PowerChange" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PowerChangeRequest): Buffer => Buffer.from(PowerChangeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PowerChangeRequest => PowerChangeRequest.decode(value),
+    responseSerialize: (value: PowerChangeResponse): Buffer => Buffer.from(PowerChangeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PowerChangeResponse => PowerChangeResponse.decode(value),
+  },
+  powerStatus: {
+    path: "/slipway.control.v1.Control/PowerStatus" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PowerStatusRequest): Buffer => Buffer.from(PowerStatusRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PowerStatusRequest => PowerStatusRequest.decode(value),
+    responseSerialize: (value: PowerStatusResponse): Buffer => Buffer.from(PowerStatusResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PowerStatusResponse => PowerStatusResponse.decode(value),
+  },
+  powerJobGet: {
+    path: "/slipway.control.v1.Control/PowerJobGet" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PowerJobGetRequest): Buffer => Buffer.from(PowerJobGetRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PowerJobGetRequest => PowerJobGetRequest.decode(value),
+    responseSerialize: (value: PowerJobGetResponse): Buffer => Buffer.from(PowerJobGetResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PowerJobGetResponse => PowerJobGetResponse.decode(value),
+  },
+  powerJobList: {
+    path: "/slipway.control.v1.Control/PowerJobList" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PowerJobListRequest): Buffer => Buffer.from(PowerJobListRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PowerJobListRequest => PowerJobListRequest.decode(value),
+    responseSerialize: (value: PowerJobListResponse): Buffer =>
+      Buffer.from(PowerJobListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PowerJobListResponse => PowerJobListResponse.decode(value),
+  },
 } as const;
 
 export interface ControlServer extends UntypedServiceImplementation {
@@ -4435,6 +5554,11 @@ export interface ControlServer extends UntypedServiceImplementation {
   tokenCreate: handleUnaryCall<TokenCreateRequest, TokenCreateResponse>;
   tokenDelete: handleUnaryCall<TokenDeleteRequest, TokenDeleteResponse>;
   leaseList: handleUnaryCall<LeaseListRequest, LeaseListResponse>;
+  /** Power control through the machine's BMC: a job in the replicated state, run by the leader. */
+  powerChange: handleUnaryCall<PowerChangeRequest, PowerChangeResponse>;
+  powerStatus: handleUnaryCall<PowerStatusRequest, PowerStatusResponse>;
+  powerJobGet: handleUnaryCall<PowerJobGetRequest, PowerJobGetResponse>;
+  powerJobList: handleUnaryCall<PowerJobListRequest, PowerJobListResponse>;
 }
 
 export interface ControlClient extends Client {
@@ -4716,6 +5840,67 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: LeaseListResponse) => void,
+  ): ClientUnaryCall;
+  /** Power control through the machine's BMC: a job in the replicated state, run by the leader. */
+  powerChange(
+    request: PowerChangeRequest,
+    callback: (error: ServiceError | null, response: PowerChangeResponse) => void,
+  ): ClientUnaryCall;
+  powerChange(
+    request: PowerChangeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PowerChangeResponse) => void,
+  ): ClientUnaryCall;
+  powerChange(
+    request: PowerChangeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PowerChangeResponse) => void,
+  ): ClientUnaryCall;
+  powerStatus(
+    request: PowerStatusRequest,
+    callback: (error: ServiceError | null, response: PowerStatusResponse) => void,
+  ): ClientUnaryCall;
+  powerStatus(
+    request: PowerStatusRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PowerStatusResponse) => void,
+  ): ClientUnaryCall;
+  powerStatus(
+    request: PowerStatusRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PowerStatusResponse) => void,
+  ): ClientUnaryCall;
+  powerJobGet(
+    request: PowerJobGetRequest,
+    callback: (error: ServiceError | null, response: PowerJobGetResponse) => void,
+  ): ClientUnaryCall;
+  powerJobGet(
+    request: PowerJobGetRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PowerJobGetResponse) => void,
+  ): ClientUnaryCall;
+  powerJobGet(
+    request: PowerJobGetRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PowerJobGetResponse) => void,
+  ): ClientUnaryCall;
+  powerJobList(
+    request: PowerJobListRequest,
+    callback: (error: ServiceError | null, response: PowerJobListResponse) => void,
+  ): ClientUnaryCall;
+  powerJobList(
+    request: PowerJobListRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PowerJobListResponse) => void,
+  ): ClientUnaryCall;
+  powerJobList(
+    request: PowerJobListRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PowerJobListResponse) => void,
   ): ClientUnaryCall;
 }
 

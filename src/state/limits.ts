@@ -74,3 +74,22 @@ export const leasesMax = 1_048_576;
 export const leaseGrantsPerCommandMax = 1_024;
 /** Longest lease, in seconds (RFC 2131's 0xffffffff "infinite" is refused: leases must end). */
 export const leaseTimeSMax = 366 * 24 * 3600;
+
+// ---- power jobs (src/state/control/power-jobs.ts) ----
+
+/** Power jobs kept, of any state; a request beyond it is refused. */
+export const powerJobsMax = 100_000;
+/** Unfinished jobs queued for one machine: they run one at a time, oldest first. */
+export const powerJobsActivePerHardwareMax = 16;
+/** Finished jobs kept per machine; a new request drops the oldest beyond this. */
+export const powerJobsKeptPerHardware = 20;
+/** Steps in one job (netboot, the longest, has three). */
+export const powerStepsMax = 8;
+/** Attempts per step, lapsed claims included. */
+export const powerAttemptsMax = 10;
+/** How long a claim may last: long enough for a few BMC round trips, short enough to take over. */
+export const powerClaimMsMin = 1_000;
+export const powerClaimMsMax = 10 * 60 * 1000;
+/** IPMI v2.0 limits: a user name is at most 16 bytes, a password at most 20. */
+export const bmcUsernameBytesMax = 16;
+export const bmcPasswordBytesMax = 20;

@@ -15,7 +15,13 @@
 //       vlan: 12                       1-4094
 //   netboot: {allowPXE: true, allowWorkflow: true, ipxeScript: "#!ipxe ...", ipxeUrl: http://...}
 //   metadata: {...}                    any JSON, up to 64 KiB
-//   bmc: {address: 10.0.1.17, username: admin, secretRef: bmc-node-17}
+//   bmc:                               the machine's BMC, for `slipway power`
+//     address: ipmi://10.0.1.17:623    ipmi://HOST[:PORT] (port 623 by default) or a bare HOST;
+//                                      stored as ipmi://HOST:PORT
+//     username: admin                  at most 16 bytes (IPMI)
+//     password: ...                    at most 20 bytes (IPMI v2.0); kept in the replicated
+//                                      state, never shown by get/list (they say passwordSet)
+//     secretRef: bmc-node-17           optional name of an external secret
 //
 // Unknown fields are refused by name. Every refusal is a HardwareDocumentError naming the field
 // path and, for YAML, the line: `line 4: interfaces[0].mac: "zz:1" is not a MAC address (want
@@ -23,7 +29,10 @@
 import { z } from 'zod';
 import type { Arch, BmcRef, Netboot, NetworkInterface } from '../state/control/model.js';
 import type { HardwareInput } from '../state/control/commands.js';
+import { formatBmcAddress, parseBmcAddress } from '../power/bmc-address.js';
 import {
+  bmcPasswordBytesMax,
+  bmcUsernameBytesMax,
   controlIdLengthMax,
   dnsServersPerInterfaceMax,
   hardwareMetadataBytesMax,
@@ -159,10 +168,30 @@ const netbootSchema = z.strictObject({
   ipxeUrl: checkedText(isHttpUrl, 'an http:// or https:// URL').optional(),
 });
 
+const bmcAddress = z.string().transform((text, ctx) => {
+  const endpoint = parseBmcAddress(text);
+  if (!('problem' in endpoint)) return formatBmcAddress(endpoint);
+  ctx.issues.push({ code: 'custom', input: text, message: endpoint.problem });
+  return z.NEVER;
+});
+
 const bmcSchema = z.strictObject({
-  address: z.string().min(1).max(253),
-  username: z.string().min(1).optional(),
+  address: bmcAddress,
+  username: z
+    .string()
+    .min(1)
+    .refine((name) => Buffer.byteLength(name) <= bmcUsernameBytesMax, {
+      error: `must be at most ${bmcUsernameBytesMax} bytes (IPMI's limit)`,
+    })
+    .optional(),
   secretRef: z.string().min(1).optional(),
+  // The message never quotes the password back.
+  password: z
+    .string({ error: 'must be a string' })
+    .refine((pw) => Buffer.byteLength(pw) <= bmcPasswordBytesMax, {
+      error: `must be at most ${bmcPasswordBytesMax} bytes (IPMI v2.0's limit)`,
+    })
+    .optional(),
 });
 
 const metadataSchema = z
@@ -281,7 +310,7 @@ function problemsOf(issue: z.core.$ZodIssue): LocatedProblem[] {
   return issue.keys.map((key) => {
     const guess = closestName(key, allowed);
     const hint = guess === undefined ? '' : ` (did you mean "${guess}"?)`;
-    const secret = key === 'password' ? '; keep the password outside Slipway and name it in secretRef' : '';
+    const secret = key === 'passwordSet' ? '; give the password itself (get/list never show it)' : '';
     return {
       path: [...path, key],
       message: `unknown field${hint}${secret}; allowed here: ${allowed.join(', ')}`,
@@ -388,5 +417,45 @@ function bmcRef(bmc: NonNullable<DocumentOutput['bmc']>): BmcRef {
   const ref: { -readonly [K in keyof BmcRef]: BmcRef[K] } = { address: bmc.address };
   if (bmc.username !== undefined) ref.username = bmc.username;
   if (bmc.secretRef !== undefined) ref.secretRef = bmc.secretRef;
+  if (bmc.password !== undefined) ref.password = bmc.password;
   return ref;
+}
+
+/** `--bmc URL [--bmc-credentials-file F]`: the machine's BMC, set or replaced on a parsed input. */
+export function withBmc(
+  input: HardwareInput,
+  bmc: { readonly address: string; readonly username?: string; readonly password?: string },
+): HardwareInput {
+  const checked = bmcSchema.safeParse(bmc, { error: errorMessage, reportInput: true });
+  if (!checked.success) {
+    throw new HardwareDocumentError(
+      checked.error.issues.map((issue) => ({
+        path: [],
+        message: `${issue.path[0] === 'address' ? '--bmc' : `--bmc-credentials-file: ${String(issue.path[0])}`}: ${issue.message}`,
+      })),
+    );
+  }
+  return { ...input, bmc: bmcRef(checked.data) };
+}
+
+/**
+ * A BMC credentials file: `username:password` on one line, or the user name on the first line
+ * and the password on the second (for passwords with a colon). Surrounding blank space and a
+ * final newline are ignored.
+ */
+export function parseBmcCredentials(text: string): { username: string; password: string } {
+  const lines = text.split(/\r?\n/).filter((line) => line.trim() !== '');
+  if (lines.length === 2) return { username: (lines[0] ?? '').trim(), password: (lines[1] ?? '').trim() };
+  const line = lines[0]?.trim() ?? '';
+  const colon = line.indexOf(':');
+  if (lines.length !== 1 || colon <= 0) {
+    throw new HardwareDocumentError([
+      {
+        path: [],
+        message:
+          '--bmc-credentials-file: want "username:password" on one line, or the user name and the password on two lines',
+      },
+    ]);
+  }
+  return { username: line.slice(0, colon), password: line.slice(colon + 1) };
 }

@@ -63,7 +63,7 @@ const fullInput: HardwareInput = {
   ],
   netboot: { allowPXE: false, allowWorkflow: true, ipxeUrl: 'http://10.0.0.1/boot.ipxe' },
   metadata: { rack: { row: 3, slot: 'b' }, disks: ['/dev/sda'] },
-  bmc: { address: '10.0.9.17', username: 'admin', secretRef: 'bmc-node-17' },
+  bmc: { address: 'ipmi://10.0.9.17:623', username: 'admin', secretRef: 'bmc-node-17' },
 };
 
 function documentError(run: () => unknown): HardwareDocumentError {
@@ -229,11 +229,11 @@ describe('parseHardwareDocument', () => {
   it('refuses unknown fields by name, with a suggestion and the line', () => {
     const source = fullYaml
       .replace('    gateway:', '    gatway:')
-      .replace('  username: admin', '  username: admin\n  password: hunter2');
+      .replace('  username: admin', '  username: admin\n  passwordSet: true');
     const error = documentError(() => parseHardwareDocument(source));
     assert.deepEqual(
       error.problems.map((problem) => problem.line),
-      [lineContaining(source, 'gatway'), lineContaining(source, 'password')],
+      [lineContaining(source, 'gatway'), lineContaining(source, 'passwordSet')],
     );
     assert.match(
       error.message,
@@ -241,7 +241,7 @@ describe('parseHardwareDocument', () => {
     );
     assert.match(
       error.message,
-      /\nline 23: bmc\.password: unknown field; keep the password outside Slipway and name it in secretRef;/,
+      /\nline 23: bmc\.passwordSet: unknown field; give the password itself \(get\/list never show it\);/,
     );
   });
 

@@ -4,7 +4,12 @@ import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
-import { hardwareFromFlags, parseHardwareDocument } from '../../workflow/hardware-doc.js';
+import {
+  hardwareFromFlags,
+  parseBmcCredentials,
+  parseHardwareDocument,
+  withBmc,
+} from '../../workflow/hardware-doc.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -19,6 +24,11 @@ export function hardwareCommand(program: Command, connect: Connect): void {
     .option('--gateway <ip>', 'default gateway')
     .option('--arch <arch>', 'x86_64 or arm64', 'x86_64')
     .option('--uefi', 'the machine boots with UEFI firmware')
+    .option('--bmc <url>', "the machine's BMC for `slipway power`: ipmi://HOST[:PORT] (port 623 by default)")
+    .option(
+      '--bmc-credentials-file <file>',
+      'BMC login: "username:password" on one line, or user name and password on two lines',
+    )
     .option('--replace', 'replace an existing machine with the same id')
     .action(async (o) => {
       let input;
@@ -43,6 +53,19 @@ export function hardwareCommand(program: Command, connect: Connect): void {
           uefi: o.uefi === true,
         };
         input = parseOrUsage(() => hardwareFromFlags(flags));
+      }
+      if (o.bmcCredentialsFile !== undefined && o.bmc === undefined) {
+        throw new UsageError('--bmc-credentials-file needs --bmc ipmi://HOST:PORT');
+      }
+      if (o.bmc !== undefined) {
+        const address = o.bmc;
+        // Read here, sent inside the document over the (TLS) API; never on a command line.
+        const credentials =
+          o.bmcCredentialsFile === undefined
+            ? {}
+            : parseOrUsage(() => parseBmcCredentials(readInput(o.bmcCredentialsFile ?? '')));
+        const base = input;
+        input = parseOrUsage(() => withBmc(base, { address, ...credentials }));
       }
       const { client, output } = connect();
       const res = await client.control('hardwareCreate', {

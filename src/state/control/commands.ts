@@ -7,6 +7,10 @@ import type {
   Hardware,
   Lease,
   OperatorToken,
+  PowerJob,
+  PowerOp,
+  PowerState,
+  PowerStep,
   RenderedTemplate,
   Role,
   Template,
@@ -110,6 +114,39 @@ export type ControlCommand =
       readonly mac: string;
       readonly ip: string;
       readonly probationS: number;
+    }
+  /**
+   * A power job for a machine with a BMC, proposed by the API (or the leader, see
+   * src/power/enqueue.ts). The proposer picks the id and the steps (src/power/plan.ts).
+   */
+  | {
+      readonly type: 'power.request';
+      readonly jobId: string;
+      readonly hardwareId: string;
+      readonly op: PowerOp;
+      readonly steps: readonly PowerStep[];
+      readonly maxAttempts: number;
+    }
+  /** The leader's power executor takes the job's next attempt until stamp + leaseMs. */
+  | {
+      readonly type: 'power.claim';
+      readonly jobId: string;
+      readonly stepIndex: number;
+      readonly attempt: number;
+      /** The claiming node's raft id. */
+      readonly claimer: string;
+      readonly leaseMs: number;
+    }
+  /** The result of a claimed attempt, from the node that claimed it. */
+  | {
+      readonly type: 'power.step';
+      readonly jobId: string;
+      readonly stepIndex: number;
+      readonly attempt: number;
+      readonly claimer: string;
+      readonly ok: boolean;
+      readonly message: string;
+      readonly powerState?: PowerState;
     };
 
 export type ControlCommandType = ControlCommand['type'];
@@ -179,4 +216,8 @@ export type ControlResult =
   | { readonly type: 'grants'; readonly outcomes: readonly GrantOutcome[] }
   /** lease.release and lease.decline. */
   | { readonly type: 'lease'; readonly lease: Lease }
+  /** power.request, power.claim and power.step: the job after the command. */
+  | { readonly type: 'powerJob'; readonly job: PowerJob }
+  /** power.step for a step already recorded: acknowledged, nothing changed. */
+  | { readonly type: 'powerJobDuplicate'; readonly job: PowerJob }
   | { readonly type: 'deleted' };

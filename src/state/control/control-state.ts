@@ -11,6 +11,9 @@ import {
   errorMessageBytesMax,
   hardwareMax,
   operatorTokensMax,
+  powerJobsActivePerHardwareMax,
+  powerJobsKeptPerHardware,
+  powerJobsMax,
   templatesMax,
   workflowEventsMax,
   workflowsMax,
@@ -26,10 +29,19 @@ import type {
   Lease,
   NetworkInterface,
   OperatorToken,
+  PowerJob,
   Template,
   Workflow,
   WorkflowEvent,
 } from './model.js';
+import {
+  claimPowerJob,
+  createPowerJob,
+  isFinishedPowerJob,
+  powerRequestProblem,
+  recordPowerStep,
+  type PowerTransition,
+} from './power-jobs.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from './text.js';
 import {
@@ -62,6 +74,7 @@ interface Prepared {
   readonly events: Map<string, EventLog>;
   readonly reservedIps: Map<string, string>;
   readonly leases: () => LeaseTable;
+  readonly powerJobsByHardware: Map<string, Set<string>>;
 }
 
 /** A machine found by one of its MACs, with the interface that has it. */
@@ -77,6 +90,11 @@ function failure(code: ControlErrorCode, message: string): ControlResult {
 const deleted: ControlResult = Object.freeze({ type: 'deleted' });
 
 function byCreation(a: Workflow, b: Workflow): number {
+  return a.createdMs - b.createdMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** Power jobs run and are kept in this order: by creation stamp, then id (the same on every node). */
+function byPowerJobAge(a: PowerJob, b: PowerJob): number {
   return a.createdMs - b.createdMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
@@ -97,6 +115,8 @@ export class ControlState {
   /** Also called when the hardware was deleted (hardware(id) is then undefined). */
   onHardwareChange?: (id: string) => void;
   onRestore?: () => void;
+  /** A power job was created or changed (not on a duplicate result). */
+  onPowerJobChange?: (job: PowerJob) => void;
 
   #appliedIndex = 0;
   #lastEventSeq = 0;
@@ -115,11 +135,17 @@ export class ControlState {
   #leases = new LeaseTable();
   /** Reserved address → the MAC of the interface that reserves it (for lease grants). */
   #reservedIps = new Map<string, string>();
+  #powerJobs = new Map<string, PowerJob>();
+  /** Hardware id → the ids of its power jobs, finished or not. */
+  #powerJobsByHardware = new Map<string, Set<string>>();
+  /** Power jobs not finished (for the leader's power executor). */
+  #activePowerJobs = new Set<string>();
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
   #changedWorkflows = new Map<string, Workflow | undefined>();
   #newEvents: WorkflowEvent[] = [];
+  #changedPowerJobs: PowerJob[] = [];
 
   /** The raft index of the last control command applied (0 when none). */
   get appliedIndex(): number {
@@ -249,6 +275,38 @@ export class ControlState {
     return this.#reservedIps.get(ip);
   }
 
+  powerJob(id: string): PowerJob | undefined {
+    return this.#powerJobs.get(id);
+  }
+
+  /** The machine's power jobs (all machines' when absent), oldest first. */
+  powerJobs(hardwareId?: string): PowerJob[] {
+    const ids =
+      hardwareId === undefined ? this.#powerJobs.keys() : (this.#powerJobsByHardware.get(hardwareId) ?? []);
+    const out: PowerJob[] = [];
+    for (const id of ids) {
+      const job = this.#powerJobs.get(id);
+      if (job !== undefined) out.push(job);
+    }
+    return out.sort(byPowerJobAge);
+  }
+
+  /** The ids of unfinished power jobs (for the leader's power executor), in no order. */
+  activePowerJobIds(): ReadonlySet<string> {
+    return this.#activePowerJobs;
+  }
+
+  /** The machine's oldest unfinished power job: the only one of its jobs that may run now. */
+  firstActivePowerJob(hardwareId: string): PowerJob | undefined {
+    let first: PowerJob | undefined;
+    for (const id of this.#powerJobsByHardware.get(hardwareId) ?? []) {
+      const job = this.#powerJobs.get(id);
+      if (job === undefined || isFinishedPowerJob(job)) continue;
+      if (first === undefined || byPowerJobAge(job, first) < 0) first = job;
+    }
+    return first;
+  }
+
   /** The whole state as canonical JSON bytes: equal states give equal bytes. */
   snapshot(): Uint8Array {
     return writeSnapshot(this.captureImage());
@@ -271,6 +329,7 @@ export class ControlState {
       })),
       tokens: this.tokens(),
       leases: this.#leases.all(),
+      powerJobs: sortedValues(this.#powerJobs),
     };
   }
 
@@ -299,6 +358,7 @@ export class ControlState {
   #prepare(image: SnapshotImage): Prepared {
     const hardwareByMac = new Map<string, string>();
     const reservedIps = new Map<string, string>();
+    const hardwareIds = new Set(image.hardware.map((hw) => hw.id));
     for (const hw of image.hardware) {
       for (const iface of hw.interfaces) {
         const owner = hardwareByMac.get(iface.mac);
@@ -324,7 +384,21 @@ export class ControlState {
       }
       events.set(workflow.id, new EventLog(workflowEventsMax, list));
     }
-    return { hardwareByMac, tokenBySha, events, reservedIps, leases };
+    const powerJobsByHardware = new Map<string, Set<string>>();
+    for (const job of image.powerJobs ?? []) {
+      if (!hardwareIds.has(job.hardwareId)) {
+        throw new DecodeError(
+          `power job "${job.id}" is for hardware "${job.hardwareId}", which does not exist`,
+        );
+      }
+      let ids = powerJobsByHardware.get(job.hardwareId);
+      if (ids === undefined) {
+        ids = new Set();
+        powerJobsByHardware.set(job.hardwareId, ids);
+      }
+      ids.add(job.id);
+    }
+    return { hardwareByMac, tokenBySha, events, reservedIps, leases, powerJobsByHardware };
   }
 
   #install(image: SnapshotImage, prepared: Prepared): void {
@@ -343,6 +417,11 @@ export class ControlState {
     this.#byWorker = new Map();
     this.#workerOf = new Map();
     for (const wf of this.#workflows.values()) this.#index(wf);
+    this.#powerJobs = new Map((image.powerJobs ?? []).map((job) => [job.id, job]));
+    this.#powerJobsByHardware = prepared.powerJobsByHardware;
+    this.#activePowerJobs = new Set(
+      [...this.#powerJobs.values()].filter((job) => !isFinishedPowerJob(job)).map((job) => job.id),
+    );
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
@@ -402,9 +481,88 @@ export class ControlState {
         return leaseResult(this.#leases.release(command.mac, command.ip, nowMs));
       case 'lease.decline':
         return leaseResult(this.#leases.decline(command.mac, command.ip, command.probationS, nowMs));
+      case 'power.request':
+        return this.#requestPower(command, nowMs);
+      case 'power.claim':
+        return this.#onPowerJob(command.jobId, (job) =>
+          claimPowerJob(job, command, this.firstActivePowerJob(job.hardwareId)?.id === job.id, nowMs),
+        );
+      case 'power.step':
+        return this.#onPowerJob(command.jobId, (job) => recordPowerStep(job, command, nowMs));
       default:
         return unreachable(command);
     }
+  }
+
+  #requestPower(command: Command<'power.request'>, nowMs: number): ControlResult {
+    const problem = idProblem('jobId', command.jobId) ?? powerRequestProblem(command);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    if (this.#powerJobs.has(command.jobId)) {
+      return failure('E_EXISTS', `power job "${command.jobId}" already exists`);
+    }
+    const hardware = this.#hardware.get(command.hardwareId);
+    if (hardware === undefined)
+      return failure('E_NOT_FOUND', `hardware "${command.hardwareId}" does not exist`);
+    if (hardware.bmc === undefined) {
+      return failure(
+        'E_CONFLICT',
+        `hardware "${hardware.id}" has no BMC; add one (hardware create --replace ... --bmc ipmi://HOST:PORT)`,
+      );
+    }
+    const jobs = this.powerJobs(hardware.id);
+    const active = jobs.filter((job) => !isFinishedPowerJob(job));
+    if (active.length >= powerJobsActivePerHardwareMax) {
+      return failure(
+        'E_CONFLICT',
+        `hardware "${hardware.id}" already has ${active.length} unfinished power jobs; wait for them`,
+      );
+    }
+    // Keep room for this job among the machine's kept ones: the oldest finished go first.
+    const finished = jobs.filter(isFinishedPowerJob);
+    const drop = finished.slice(0, Math.max(finished.length - (powerJobsKeptPerHardware - 1), 0));
+    if (this.#powerJobs.size - drop.length >= powerJobsMax) {
+      return failure('E_CONFLICT', `the state holds the maximum of ${powerJobsMax} power jobs`);
+    }
+    for (const job of drop) this.#dropPowerJob(job);
+    return this.#storePowerJob(createPowerJob(command, nowMs));
+  }
+
+  #onPowerJob(id: string, change: (job: PowerJob) => PowerTransition): ControlResult {
+    const job = this.#powerJobs.get(id);
+    if (job === undefined) return failure('E_NOT_FOUND', `power job "${id}" does not exist`);
+    const transition = change(job);
+    switch (transition.kind) {
+      case 'refused':
+        return failure(transition.code, transition.message);
+      case 'duplicate':
+        return { type: 'powerJobDuplicate', job: transition.job };
+      case 'changed':
+        return this.#storePowerJob(transition.job);
+      default:
+        return unreachable(transition);
+    }
+  }
+
+  #storePowerJob(job: PowerJob): ControlResult {
+    this.#powerJobs.set(job.id, job);
+    let ids = this.#powerJobsByHardware.get(job.hardwareId);
+    if (ids === undefined) {
+      ids = new Set();
+      this.#powerJobsByHardware.set(job.hardwareId, ids);
+    }
+    ids.add(job.id);
+    if (isFinishedPowerJob(job)) this.#activePowerJobs.delete(job.id);
+    else this.#activePowerJobs.add(job.id);
+    this.#changedPowerJobs.push(job);
+    return { type: 'powerJob', job };
+  }
+
+  #dropPowerJob(job: PowerJob): void {
+    this.#powerJobs.delete(job.id);
+    this.#activePowerJobs.delete(job.id);
+    const ids = this.#powerJobsByHardware.get(job.hardwareId);
+    ids?.delete(job.id);
+    if (ids?.size === 0) this.#powerJobsByHardware.delete(job.hardwareId);
   }
 
   #putHardware(command: Command<'hardware.put'>, nowMs: number): ControlResult {
@@ -466,6 +624,14 @@ export class ControlState {
         );
       }
     }
+    const unfinished = this.firstActivePowerJob(id);
+    if (unfinished !== undefined) {
+      return failure(
+        'E_CONFLICT',
+        `hardware "${id}" has ${unfinished.state} power job "${unfinished.id}"; wait for it to finish`,
+      );
+    }
+    for (const job of this.powerJobs(id)) this.#dropPowerJob(job);
     this.#unindexInterfaces(existing);
     this.#hardware.delete(id);
     this.#changedHardware.add(id);
@@ -734,15 +900,18 @@ export class ControlState {
     const hardware = [...this.#changedHardware];
     const workflows = [...this.#changedWorkflows];
     const events = this.#newEvents;
+    const powerJobs = this.#changedPowerJobs;
     this.#changedHardware.clear();
     this.#changedWorkflows.clear();
     this.#newEvents = [];
+    this.#changedPowerJobs = [];
     for (const id of hardware) this.onHardwareChange?.(id);
     for (const [id, wf] of workflows) {
       if (wf === undefined) this.onWorkflowDelete?.(id);
       else this.onWorkflowChange?.(wf);
     }
     for (const event of events) this.onEvent?.(event);
+    for (const job of powerJobs) this.onPowerJobChange?.(job);
   }
 }
 

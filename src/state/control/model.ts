@@ -35,10 +35,16 @@ export interface Netboot {
 }
 
 export interface BmcRef {
+  /** ipmi://HOST:PORT (src/power/bmc-address.ts); the port is 623 unless given. */
   readonly address: string;
   readonly username?: string;
-  /** The name of a secret held outside the replicated state (never the password itself). */
+  /** The name of a secret held outside the replicated state. */
   readonly secretRef?: string;
+  /**
+   * The BMC password, in the replicated state so that whichever node leads can act on the
+   * BMC. Never leaves through the API (src/api/control-records.ts strips it) nor into logs.
+   */
+  readonly password?: string;
 }
 
 export type JsonValue =
@@ -235,4 +241,52 @@ export interface Lease {
   /** When this holder first got this address. */
   readonly grantedMs: number;
   readonly updatedMs: number;
+}
+
+/** What an operator asks of a machine's BMC. */
+export type PowerOp = 'on' | 'off' | 'cycle' | 'status' | 'netboot';
+export const powerOps: readonly PowerOp[] = ['on', 'off', 'cycle', 'status', 'netboot'];
+
+/**
+ * One idempotent BMC operation: doing it twice has the effect of doing it once, so a step a
+ * dead leader may or may not have done is simply done again by the next one.
+ */
+export type PowerStep = 'on' | 'off' | 'status' | 'bootdev-pxe' | 'bootdev-disk';
+export const powerSteps: readonly PowerStep[] = ['on', 'off', 'status', 'bootdev-pxe', 'bootdev-disk'];
+
+export type PowerJobState = 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+export const powerJobStates: readonly PowerJobState[] = ['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED'];
+
+/** The chassis power as the BMC last reported it. */
+export type PowerState = 'on' | 'off';
+
+/**
+ * A power job: steps run in order by the leader's power executor, one claim per attempt.
+ * PENDING: the step at stepIndex waits for a claim (from notBeforeMs, after a failure).
+ * RUNNING: claimedBy runs attempt `attempt` of that step until claimExpiresMs; a claim that
+ * lapses (its leader died) may be taken over by the next leader as the following attempt.
+ */
+export interface PowerJob {
+  readonly id: string;
+  readonly hardwareId: string;
+  readonly op: PowerOp;
+  readonly steps: readonly PowerStep[];
+  readonly state: PowerJobState;
+  /** The step being run or next to run; steps.length once SUCCEEDED. */
+  readonly stepIndex: number;
+  /** Attempts of the current step so far (0 before its first claim). */
+  readonly attempt: number;
+  /** Attempts allowed per step, lapsed claims included. */
+  readonly maxAttempts: number;
+  readonly createdMs: number;
+  readonly updatedMs: number;
+  readonly finishedMs?: number;
+  /** The node (raft id) holding the claim on the running attempt. */
+  readonly claimedBy?: string;
+  readonly claimExpiresMs?: number;
+  /** A retry may be claimed from this time. */
+  readonly notBeforeMs?: number;
+  readonly powerState?: PowerState;
+  /** The last step's outcome, or why the job failed. */
+  readonly message?: string;
 }

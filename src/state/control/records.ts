@@ -4,6 +4,7 @@
 import { controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
 import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
 import { controlErrorCodes } from './commands.js';
+import { powerJobStates, powerOps, powerSteps } from './model.js';
 import type { GrantOutcome } from './leases.js';
 import type {
   ActionSpec,
@@ -11,6 +12,7 @@ import type {
   Hardware,
   Lease,
   OperatorToken,
+  PowerJob,
   RenderedTemplate,
   TaskSpec,
   Template,
@@ -68,7 +70,14 @@ const hardwareInputFields = {
     ipxeUrl: optional(text),
   }),
   metadata: map(json(jsonDepthMax, controlCommandBytesMax), controlCommandBytesMax),
-  bmc: optional(object({ address: text, username: optional(text), secretRef: optional(text) })),
+  bmc: optional(
+    object({
+      address: text,
+      username: optional(text),
+      secretRef: optional(text),
+      password: optional(text),
+    }),
+  ),
 } as const;
 
 export const readHardwareInput: Reader<HardwareInput> = object(hardwareInputFields);
@@ -212,6 +221,28 @@ export const readOperatorToken: Reader<OperatorToken> = object({
   createdMs: count,
 });
 
+const powerStep = literal(powerSteps);
+const powerState = literal(['on', 'off'] as const);
+
+export const readPowerJob: Reader<PowerJob> = object({
+  id: text,
+  hardwareId: text,
+  op: literal(powerOps),
+  steps: array(powerStep, controlCommandBytesMax),
+  state: literal(powerJobStates),
+  stepIndex: count,
+  attempt: count,
+  maxAttempts: count,
+  createdMs: count,
+  updatedMs: count,
+  finishedMs: optional(count),
+  claimedBy: optional(text),
+  claimExpiresMs: optional(count),
+  notBeforeMs: optional(count),
+  powerState: optional(powerState),
+  message: optional(text),
+});
+
 const attempt = { workflowId: text, actionIndex: count, attempt: count, workerId: text } as const;
 
 export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand>({
@@ -280,6 +311,32 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     ip: text,
     probationS: safeInteger,
   }),
+  'power.request': object({
+    type: literal(['power.request']),
+    jobId: text,
+    hardwareId: text,
+    op: literal(powerOps),
+    steps: array(powerStep, controlCommandBytesMax),
+    maxAttempts: safeInteger,
+  }),
+  'power.claim': object({
+    type: literal(['power.claim']),
+    jobId: text,
+    stepIndex: count,
+    attempt: count,
+    claimer: text,
+    leaseMs: safeInteger,
+  }),
+  'power.step': object({
+    type: literal(['power.step']),
+    jobId: text,
+    stepIndex: count,
+    attempt: count,
+    claimer: text,
+    ok: boolean,
+    message: text,
+    powerState: optional(powerState),
+  }),
 });
 
 const outcome = {
@@ -308,4 +365,6 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   }),
   lease: object({ type: literal(['lease']), lease: readLease }),
   deleted: object({ type: literal(['deleted']) }),
+  powerJob: object({ type: literal(['powerJob']), job: readPowerJob }),
+  powerJobDuplicate: object({ type: literal(['powerJobDuplicate']), job: readPowerJob }),
 });

@@ -7,12 +7,17 @@
 //     "workflows": [{ "workflow": Workflow, "events": [its kept events by seq] } by id],
 //     "tokens": [OperatorToken by name], "leases": [Lease by address] }
 //
-// Format 2 added leases; a format 1 snapshot (none) still restores.
+//     ..., "powerJobs": [PowerJob by id] }   (format 3 only, and only when there are jobs)
+//
+// Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
+// is written only when there are some, so a state without jobs keeps the bytes (and the
+// readers) of format 2.
 import { DecodeError } from '../binary.js';
 import {
   hardwareMax,
   leasesMax,
   operatorTokensMax,
+  powerJobsMax,
   templatesMax,
   workflowEventsMax,
   workflowsMax,
@@ -20,11 +25,12 @@ import {
 import { actionPositions } from '../../workflow/rules.js';
 import { deepFreeze } from './immutable.js';
 import { ipOrder } from './leases.js';
-import type { Hardware, Lease, OperatorToken, Template, Workflow, WorkflowEvent } from './model.js';
+import type { Hardware, Lease, OperatorToken, PowerJob, Template, Workflow, WorkflowEvent } from './model.js';
 import {
   readHardware,
   readLease,
   readOperatorToken,
+  readPowerJob,
   readTemplate,
   readWorkflow,
   readWorkflowEvent,
@@ -40,9 +46,11 @@ export interface SnapshotImage {
   readonly workflows: readonly { readonly workflow: Workflow; readonly events: readonly WorkflowEvent[] }[];
   readonly tokens: readonly OperatorToken[];
   readonly leases?: readonly Lease[];
+  readonly powerJobs?: readonly PowerJob[];
 }
 
-const snapshotFormat = 2;
+const snapshotFormat = 3;
+const formatWithoutPowerJobs = 2;
 
 const readWorkflowEntry = object({
   workflow: readWorkflow,
@@ -58,6 +66,7 @@ const readImage = object({
   workflows: array(readWorkflowEntry, workflowsMax),
   tokens: array(readOperatorToken, operatorTokensMax),
   leases: optional(array(readLease, leasesMax)),
+  powerJobs: optional(array(readPowerJob, powerJobsMax)),
 });
 
 const encoder = new TextEncoder();
@@ -83,7 +92,9 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   const chunks: Uint8Array[] = [];
   const appliedIndex = count(image.appliedIndex, 'appliedIndex');
   const lastEventSeq = count(image.lastEventSeq, 'lastEventSeq');
-  let text = `{"format":${String(snapshotFormat)},"appliedIndex":${String(appliedIndex)},"lastEventSeq":${String(lastEventSeq)}`;
+  const powerJobs = image.powerJobs ?? [];
+  const format = powerJobs.length > 0 ? snapshotFormat : formatWithoutPowerJobs;
+  let text = `{"format":${String(format)},"appliedIndex":${String(appliedIndex)},"lastEventSeq":${String(lastEventSeq)}`;
   function* list<T>(key: string, items: readonly T[], read: Reader<T>, lengthMax: number): Sliced<void> {
     if (items.length > lengthMax)
       throw new ShapeError(key, `has ${items.length} items, over the limit of ${lengthMax}`);
@@ -103,6 +114,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   yield* list('workflows', image.workflows, readWorkflowEntry, workflowsMax);
   yield* list('tokens', image.tokens, readOperatorToken, operatorTokensMax);
   if (image.leases !== undefined) yield* list('leases', image.leases, readLease, leasesMax);
+  if (powerJobs.length > 0) yield* list('powerJobs', powerJobs, readPowerJob, powerJobsMax);
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -156,7 +168,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
       image.tokens.map((t) => t.name),
     ) ??
     workflowsProblem(image.workflows) ??
-    leaseOrderProblem(image.format, image.leases);
+    leaseOrderProblem(image.format, image.leases) ??
+    powerJobsProblem(image.format, image.powerJobs);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -181,6 +194,25 @@ function leaseOrderProblem(format: number, leases: readonly Lease[] | undefined)
     }
   }
   return undefined;
+}
+
+function powerJobsProblem(format: number, jobs: readonly PowerJob[] | undefined): string | undefined {
+  if (format < snapshotFormat) return jobs === undefined ? undefined : `format ${format} has no power jobs`;
+  // One encoding per state: an empty list is written as format 2 without the field.
+  if (jobs === undefined || jobs.length === 0) return 'powerJobs: format 3 needs at least one';
+  return (
+    orderProblem(
+      'powerJobs',
+      jobs.map((j) => j.id),
+    ) ??
+    jobs
+      .map((j) =>
+        j.stepIndex > j.steps.length || (j.state !== 'SUCCEEDED' && j.stepIndex >= j.steps.length)
+          ? `power job "${j.id}" has step ${j.stepIndex} of ${j.steps.length}`
+          : undefined,
+      )
+      .find((p) => p !== undefined)
+  );
 }
 
 function workflowsProblem(workflows: SnapshotImage['workflows']): string | undefined {

@@ -3,8 +3,11 @@
 // message), or undefined. Rules that depend on other records (unique MACs, existing hardware)
 // live in control-state.ts, next to the indexes they need.
 import { utf8Length } from '../binary.js';
+import { parseBmcAddress } from '../../power/bmc-address.js';
 import {
   actionRetriesMax,
+  bmcPasswordBytesMax,
+  bmcUsernameBytesMax,
   controlIdLengthMax,
   dnsServersPerInterfaceMax,
   hardwareMetadataBytesMax,
@@ -96,7 +99,7 @@ export function normalizeHardware(input: HardwareInput): { hardware: HardwareInp
       : undefined) ??
     netbootProblem(input) ??
     metadataProblem(input) ??
-    (input.bmc !== undefined && input.bmc.address.trim() === '' ? 'bmc.address: is empty' : undefined);
+    bmcProblem(input);
   if (problem !== undefined) return { problem };
   const interfaces: NetworkInterface[] = [];
   const seen = new Set<string>();
@@ -153,6 +156,29 @@ function netbootProblem(input: HardwareInput): string | undefined {
     return `netboot.ipxeUrl: ${quoted(ipxeUrl)} is not an http:// or https:// URL`;
   }
   return undefined;
+}
+
+function bmcProblem(input: HardwareInput): string | undefined {
+  const bmc = input.bmc;
+  if (bmc === undefined) return undefined;
+  const endpoint = parseBmcAddress(bmc.address);
+  if ('problem' in endpoint) return `bmc.address: ${endpoint.problem}`;
+  if (bmc.username !== undefined && utf8Length(bmc.username) > bmcUsernameBytesMax) {
+    return `bmc.username: IPMI allows at most ${bmcUsernameBytesMax} bytes`;
+  }
+  // The password is never quoted back: errors end up in logs and on terminals.
+  if (bmc.password !== undefined && utf8Length(bmc.password) > bmcPasswordBytesMax) {
+    return `bmc.password: IPMI v2.0 allows at most ${bmcPasswordBytesMax} bytes`;
+  }
+  if (bmc.password !== undefined && controlCharacterPattern.test(bmc.password)) {
+    return 'bmc.password: contains a control character';
+  }
+  return undefined;
+}
+
+/** Power job ids, which the proposer makes (UUIDs), checked like other ids. */
+export function powerJobIdProblem(id: string): string | undefined {
+  return idProblem('jobId', id);
 }
 
 function metadataProblem(input: HardwareInput): string | undefined {
