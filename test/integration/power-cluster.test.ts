@@ -13,9 +13,8 @@ import { IpmiSim, ipmiSimMissing } from '../support/ipmi-sim.js';
 import { ProcessCluster, runSlipway, type CliResult } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
 
-const skip = ipmiSimMissing();
-
-describe('slipway power against ipmi_sim + QEMU', { skip }, () => {
+describe('slipway power against ipmi_sim + QEMU', () => {
+  before(() => assert.equal(ipmiSimMissing(), undefined));
   let sim: IpmiSim;
   let cluster: ProcessCluster;
   let server: string;

@@ -16,11 +16,11 @@ import { commandLine } from '../../src/platform/recorded-process.js';
 import { IpmiSim, ipmiSimMissing } from '../support/ipmi-sim.js';
 import { waitFor } from '../support/wait.js';
 
-const skip = ipmiSimMissing();
 const driver = new IpmitoolDriver({ timeoutMs: 10_000 });
 const fast = { uefi: false, settleMs: 15_000, pollMs: 100 };
 
-describe('IPMI driver against ipmi_sim (startcmd: the simulator manages the VM)', { skip }, () => {
+describe('IPMI driver against ipmi_sim (startcmd: the simulator manages the VM)', () => {
+  before(() => assert.equal(ipmiSimMissing(), undefined));
   let sim: IpmiSim;
   before(async () => {
     sim = await IpmiSim.start();
@@ -95,7 +95,8 @@ describe('IPMI driver against ipmi_sim (startcmd: the simulator manages the VM)'
   });
 });
 
-describe('IPMI driver against ipmi_sim (chassis-control: the boot device reaches the VM)', { skip }, () => {
+describe('IPMI driver against ipmi_sim (chassis-control: the boot device reaches the VM)', () => {
+  before(() => assert.equal(ipmiSimMissing(), undefined));
   let sim: IpmiSim;
   before(async () => {
     sim = await IpmiSim.start({ mode: 'chassis-control' });
@@ -121,7 +122,8 @@ describe('IPMI driver against ipmi_sim (chassis-control: the boot device reaches
   });
 });
 
-describe('IPMI driver: an unreachable BMC', { skip }, () => {
+describe('IPMI driver: an unreachable BMC', () => {
+  before(() => assert.equal(ipmiSimMissing(), undefined));
   it('a closed port is "unreachable" within a bound', async () => {
     const started = Date.now();
     await assert.rejects(
