@@ -164,6 +164,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
           template: 'bench',
           hardwareId: `bench-${String(i)}`,
           hardwareMap: {},
+          netboot: false,
         });
       });
     // Where a slow dispatch comes from: the agent processes' event loops, each server's (the

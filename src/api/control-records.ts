@@ -82,6 +82,7 @@ export function workflowRecord(wf: Workflow): WorkflowRecord {
     message: wf.message ?? '',
     actions,
     globalTimeoutS: wf.spec.globalTimeoutS,
+    netboot: wf.netboot === true,
   };
 }
 

@@ -161,6 +161,7 @@ export class ControlService {
             hardwareId: hardware.id,
             hardwareMap: req.hardwareMap,
             spec,
+            ...(req.netboot ? { netboot: true } : {}),
           }),
           'workflow',
         ).workflow;

@@ -160,6 +160,8 @@ export interface WorkflowRecord {
   message: string;
   actions: ActionRecord[];
   globalTimeoutS: number;
+  /** The workflow netboots its machine at the start and sets disk boot at a successful end. */
+  netboot: boolean;
 }
 
 export interface WorkflowCreateRequest {
@@ -167,6 +169,11 @@ export interface WorkflowCreateRequest {
   hardwareId: string;
   /** Extra template variables, e.g. device_1 -> a MAC. */
   hardwareMap: { [key: string]: string };
+  /**
+   * Start by netbooting the machine through its BMC (next boot from the network, then a power
+   * cycle) and, once the workflow succeeds, set its next boot to the disk.
+   */
+  netboot: boolean;
 }
 
 export interface WorkflowCreateRequest_HardwareMapEntry {
@@ -2291,6 +2298,7 @@ function createBaseWorkflowRecord(): WorkflowRecord {
     message: "",
     actions: [],
     globalTimeoutS: 0,
+    netboot: false,
   };
 }
 
@@ -2328,6 +2336,9 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     }
     if (message.globalTimeoutS !== 0) {
       writer.uint32(88).uint32(message.globalTimeoutS);
+    }
+    if (message.netboot !== false) {
+      writer.uint32(96).bool(message.netboot);
     }
     return writer;
   },
@@ -2433,6 +2444,14 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
             message.globalTimeoutS = reader.uint32();
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.netboot = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2484,6 +2503,7 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
         : isSet(object.global_timeout_s)
         ? globalThis.Number(object.global_timeout_s)
         : 0,
+      netboot: isSet(object.netboot) ? globalThis.Boolean(object.netboot) : false,
     };
   },
 
@@ -2522,6 +2542,9 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     if (message.globalTimeoutS !== 0) {
       obj.globalTimeoutS = Math.round(message.globalTimeoutS);
     }
+    if (message.netboot !== false) {
+      obj.netboot = message.netboot;
+    }
     return obj;
   },
 
@@ -2541,12 +2564,13 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     message.message = object.message ?? "";
     message.actions = object.actions?.map((e) => ActionRecord.fromPartial(e)) || [];
     message.globalTimeoutS = object.globalTimeoutS ?? 0;
+    message.netboot = object.netboot ?? false;
     return message;
   },
 };
 
 function createBaseWorkflowCreateRequest(): WorkflowCreateRequest {
-  return { template: "", hardwareId: "", hardwareMap: {} };
+  return { template: "", hardwareId: "", hardwareMap: {}, netboot: false };
 }
 
 export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
@@ -2560,6 +2584,9 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
     globalThis.Object.entries(message.hardwareMap).forEach(([key, value]: [string, string]) => {
       WorkflowCreateRequest_HardwareMapEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
+    if (message.netboot !== false) {
+      writer.uint32(32).bool(message.netboot);
+    }
     return writer;
   },
 
@@ -2601,6 +2628,14 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
             if (entry3.value !== undefined) {
               message.hardwareMap[entry3.key] = entry3.value;
             }
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.netboot = reader.bool();
             continue;
           }
         }
@@ -2650,6 +2685,7 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
           {},
         )
         : {},
+      netboot: isSet(object.netboot) ? globalThis.Boolean(object.netboot) : false,
     };
   },
 
@@ -2670,6 +2706,9 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
         });
       }
     }
+    if (message.netboot !== false) {
+      obj.netboot = message.netboot;
+    }
     return obj;
   },
 
@@ -2689,6 +2728,7 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
       },
       {},
     );
+    message.netboot = object.netboot ?? false;
     return message;
   },
 };

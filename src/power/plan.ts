@@ -1,23 +1,4 @@
-// What each operator request does, as idempotent steps (model.ts PowerStep). A cycle is off
-// then on rather than IPMI's own "power cycle": each half can be repeated safely by a new
-// leader, and on a machine that is off it simply powers it on. Netboot sets the next boot to
-// PXE first, then cycles, so the machine boots from the network whether it was on or off.
-import type { PowerOp, PowerStep } from '../state/control/model.js';
-
-export function powerSteps(op: PowerOp): readonly PowerStep[] {
-  switch (op) {
-    case 'on':
-      return ['on'];
-    case 'off':
-      return ['off'];
-    case 'cycle':
-      return ['off', 'on'];
-    case 'status':
-      return ['status'];
-    case 'netboot':
-      return ['bootdev-pxe', 'off', 'on'];
-  }
-}
-
-/** Attempts per step: a BMC that drops a UDP exchange or is busy usually answers the next try. */
-export const powerAttemptsDefault = 3;
+// What each operator request does, as idempotent steps: the plan lives with the power jobs in
+// the replicated state (src/state/control/power-jobs.ts), which also makes a workflow's own
+// netboot and disk-boot jobs; re-exported here for the API and the CLI.
+export { powerAttemptsDefault, powerStepsOf as powerSteps } from '../state/control/power-jobs.js';

@@ -68,6 +68,7 @@ tasks:
       template: 'install-then-reboot',
       hardwareId: 'hw-1',
       hardwareMap: {},
+      netboot: false,
     });
     const id = created.workflow?.id ?? '';
     const tokenFile = join(cluster.dir, 'hw-1.token');

@@ -149,6 +149,7 @@ describe('workflows across node loss', () => {
           template: 'five-steps',
           hardwareId: `hw-${String(i)}`,
           hardwareMap: {},
+          netboot: false,
         });
         assert.ok(res.workflow);
         created.push(res.workflow);
@@ -248,7 +249,12 @@ describe('workflows across node loss', () => {
     await admin.control('hardwareCreate', { documentJson: hardwareDoc(99), replace: false });
     const token = (await admin.control('hardwareToken', { id: 'hw-99' })).token;
     const wf = (
-      await admin.control('workflowCreate', { template: 'too-slow', hardwareId: 'hw-99', hardwareMap: {} })
+      await admin.control('workflowCreate', {
+        template: 'too-slow',
+        hardwareId: 'hw-99',
+        hardwareMap: {},
+        netboot: false,
+      })
     ).workflow;
     assert.ok(wf);
     const worker = startWorker('hw-99', 0, token);
@@ -307,8 +313,8 @@ describe('a frozen node', () => {
     try {
       if (freezeWhen === 'before') cluster.pause(frozen);
       const workflowId =
-        (await live.control('workflowCreate', { template, hardwareId: id, hardwareMap: {} })).workflow?.id ??
-        '';
+        (await live.control('workflowCreate', { template, hardwareId: id, hardwareMap: {}, netboot: false }))
+          .workflow?.id ?? '';
       const worker = startWorker(id, cluster.nodes.indexOf(frozen), token);
       if (freezeWhen === 'running') {
         await waitFor('the slow action to run', 30_000, async () => {
@@ -439,6 +445,7 @@ describe('forwarding through a follower', () => {
       template: 'two-steps',
       hardwareId: 'hw-200',
       hardwareMap: {},
+      netboot: false,
     });
     const workflowId = created.workflow?.id ?? '';
     const client = new WorkerClient(follower.apiAddr, credentials.createInsecure());

@@ -297,3 +297,89 @@ describe('power jobs', () => {
     assert.deepEqual(c.state.powerJobs('m1'), []);
   });
 });
+
+describe('a workflow that netboots its machine', () => {
+  const spec = {
+    version: '0.1',
+    name: 'install',
+    globalTimeoutS: 600,
+    tasks: [
+      {
+        name: 't',
+        worker: 'm1',
+        env: {},
+        volumes: [],
+        actions: [
+          { name: 'a', command: ['/bin/true'], args: [], env: {}, volumes: [], timeoutS: 60, retries: 0 },
+        ],
+      },
+    ],
+  };
+  const create = (c: Cluster, id: string, hardwareId = 'm1'): ControlResult => {
+    const templateVersion = c.state.template('install')?.version ?? 0;
+    return c.run({
+      type: 'workflow.create',
+      id,
+      template: 'install',
+      templateVersion,
+      hardwareId,
+      hardwareMap: {},
+      spec: { ...spec, tasks: [{ ...spec.tasks[0]!, worker: hardwareId }] },
+      netboot: true,
+    });
+  };
+  const withTemplate = (c: Cluster): void => {
+    assert.equal(c.run({ type: 'template.put', name: 'install', source: 'x' }).type, 'template');
+  };
+
+  it('makes its netboot job in the same entry, and a disk-boot job when it succeeds', () => {
+    const c = setUp();
+    withTemplate(c);
+    const created = create(c, 'wf1');
+    assert.equal(created.type, 'workflow', JSON.stringify(created));
+    assert.equal(created.type === 'workflow' && created.workflow.netboot, true);
+    const netboot = c.state.powerJob('wf1-netboot');
+    assert.deepEqual(
+      [netboot?.op, netboot?.steps, netboot?.state],
+      ['netboot', ['bootdev-pxe', 'off', 'on'], 'PENDING'],
+    );
+    assert.equal(
+      c.run({ type: 'attempt.start', workflowId: 'wf1', actionIndex: 0, attempt: 1, workerId: 'm1' }).type,
+      'attempt',
+    );
+    const done = c.run({
+      type: 'attempt.result',
+      workflowId: 'wf1',
+      actionIndex: 0,
+      attempt: 1,
+      workerId: 'm1',
+      success: true,
+      exitStatus: 0,
+      message: '',
+      outputTail: '',
+    });
+    assert.equal(done.type, 'attempt');
+    assert.equal(c.state.workflow('wf1')?.state, 'SUCCESS');
+    const diskboot = c.state.powerJob('wf1-diskboot');
+    assert.deepEqual([diskboot?.op, diskboot?.steps], ['diskboot', ['bootdev-disk']]);
+    assert.equal(c.state.hardware('m1')?.netboot.allowPXE, false);
+  });
+
+  it('is refused whole, changing nothing, when its machine has no BMC', () => {
+    const c = setUp();
+    withTemplate(c);
+    assert.equal(
+      c.run({ type: 'hardware.put', hardware: machine('m3', 3, false), workerToken: 't3' }).type,
+      'hardware',
+    );
+    const before = withoutIndex(c.state.snapshot());
+    const refused = create(c, 'wf3', 'm3');
+    assert.equal(refused.type, 'error');
+    assert.match(
+      refused.type === 'error' ? refused.message : '',
+      /^cannot netboot the machine: hardware "m3" has no BMC/,
+    );
+    assert.deepEqual(withoutIndex(c.state.snapshot()), before);
+    assert.equal(c.state.workflow('wf3'), undefined);
+  });
+});

@@ -15,6 +15,10 @@ export function workflowCommand(program: Command, connect: Connect): void {
     .requiredOption('--template <name>', 'template name')
     .requiredOption('--hardware <id>', 'the machine the workflow is for')
     .option('--map <k=v...>', 'extra template variables, e.g. device_1=aa:bb:cc:dd:ee:ff (repeatable)')
+    .option(
+      '--netboot',
+      'start by netbooting the machine through its BMC (next boot from the network, power cycle); on success its next boot is set to the disk',
+    )
     .action(async (o) => {
       const hardwareMap: Record<string, string> = {};
       for (const kv of o.map ?? []) {
@@ -27,6 +31,7 @@ export function workflowCommand(program: Command, connect: Connect): void {
         template: o.template,
         hardwareId: o.hardware,
         hardwareMap,
+        netboot: o.netboot === true,
       });
       const rec = must(res.workflow);
       if (output === 'table') process.stdout.write(`${rec.id}\n`);

@@ -50,6 +50,8 @@ export type ControlCommand =
       readonly hardwareId: string;
       readonly hardwareMap: { readonly [k: string]: string };
       readonly spec: RenderedTemplate;
+      /** Netboot the machine first (a power job made in the same entry); see Workflow.netboot. */
+      readonly netboot?: boolean;
     }
   /** Hand the attempt to a worker. Refused unless it is the workflow's next action and due. */
   | {

@@ -41,6 +41,8 @@ import {
   powerRequestProblem,
   recordPowerStep,
   type PowerTransition,
+  powerAttemptsDefault,
+  powerStepsOf,
 } from './power-jobs.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from './text.js';
@@ -83,7 +85,9 @@ export interface HardwareInterface {
   readonly iface: NetworkInterface;
 }
 
-function failure(code: ControlErrorCode, message: string): ControlResult {
+type Refusal = Extract<ControlResult, { readonly type: 'error' }>;
+
+function failure(code: ControlErrorCode, message: string): Refusal {
   return { type: 'error', code, message: headUtf8(message, errorMessageBytesMax) };
 }
 
@@ -495,6 +499,18 @@ export class ControlState {
   }
 
   #requestPower(command: Command<'power.request'>, nowMs: number): ControlResult {
+    const refusal = this.#powerRequestRefusal(command);
+    if (refusal !== undefined) return refusal;
+    const jobs = this.powerJobs(command.hardwareId);
+    // Keep room for this job among the machine's kept ones: the oldest finished go first.
+    const finished = jobs.filter(isFinishedPowerJob);
+    const drop = finished.slice(0, Math.max(finished.length - (powerJobsKeptPerHardware - 1), 0));
+    for (const job of drop) this.#dropPowerJob(job);
+    return this.#storePowerJob(createPowerJob(command, nowMs));
+  }
+
+  /** Why a power request would be refused, checked without changing anything. */
+  #powerRequestRefusal(command: Command<'power.request'>): Refusal | undefined {
     const problem = idProblem('jobId', command.jobId) ?? powerRequestProblem(command);
     if (problem !== undefined) return failure('E_INVALID', problem);
     if (this.#powerJobs.has(command.jobId)) {
@@ -517,14 +533,12 @@ export class ControlState {
         `hardware "${hardware.id}" already has ${active.length} unfinished power jobs; wait for them`,
       );
     }
-    // Keep room for this job among the machine's kept ones: the oldest finished go first.
     const finished = jobs.filter(isFinishedPowerJob);
-    const drop = finished.slice(0, Math.max(finished.length - (powerJobsKeptPerHardware - 1), 0));
-    if (this.#powerJobs.size - drop.length >= powerJobsMax) {
+    const drop = Math.max(finished.length - (powerJobsKeptPerHardware - 1), 0);
+    if (this.#powerJobs.size - drop >= powerJobsMax) {
       return failure('E_CONFLICT', `the state holds the maximum of ${powerJobsMax} power jobs`);
     }
-    for (const job of drop) this.#dropPowerJob(job);
-    return this.#storePowerJob(createPowerJob(command, nowMs));
+    return undefined;
   }
 
   #onPowerJob(id: string, change: (job: PowerJob) => PowerTransition): ControlResult {
@@ -709,9 +723,37 @@ export class ControlState {
         `the state holds the maximum of ${workflowsMax} workflows; delete finished ones`,
       );
     }
+    // The netboot job is made in the same entry; if it cannot be, neither is the workflow.
+    const netboot =
+      command.netboot === true
+        ? this.#workflowPowerJob(command.id, command.hardwareId, 'netboot')
+        : undefined;
+    if (netboot !== undefined) {
+      const refusal = this.#powerRequestRefusal(netboot);
+      if (refusal !== undefined)
+        return failure(refusal.code, `cannot netboot the machine: ${refusal.message}`);
+    }
     deepFreeze(command.spec);
     deepFreeze(command.hardwareMap);
-    return this.#commit(createWorkflow(command, nowMs), nowMs);
+    const created = this.#commit(createWorkflow(command, nowMs), nowMs);
+    if (netboot !== undefined) this.#requestPower(netboot, nowMs);
+    return created;
+  }
+
+  /** The power job a netbooting workflow makes at its start ('netboot') or success ('diskboot'). */
+  #workflowPowerJob(
+    workflowId: string,
+    hardwareId: string,
+    op: 'netboot' | 'diskboot',
+  ): Command<'power.request'> {
+    return {
+      type: 'power.request',
+      jobId: `${workflowId}-${op}`,
+      hardwareId,
+      op,
+      steps: powerStepsOf(op),
+      maxAttempts: powerAttemptsDefault,
+    };
   }
 
   #unknownWorker(tasks: Workflow['spec']['tasks']): string | undefined {
@@ -795,6 +837,12 @@ export class ControlState {
     // A provisioned machine must not boot into the installer again (Tinkerbell's allowPXE).
     if (wf.state === 'SUCCESS' && before?.state !== 'SUCCESS' && this.#hardware.has(wf.hardwareId)) {
       this.#setAllowPXE(wf.hardwareId, false, nowMs);
+      // A netbooted machine boots its disk next; best effort: a machine whose BMC was removed
+      // meanwhile still has PXE off, so it falls through to its disk anyway.
+      if (wf.netboot === true) {
+        const diskboot = this.#workflowPowerJob(wf.id, wf.hardwareId, 'diskboot');
+        if (this.#powerRequestRefusal(diskboot) === undefined) this.#requestPower(diskboot, nowMs);
+      }
     }
     if (transition.outcome !== undefined) return { type: 'attempt', ...transition.outcome };
     return { type: 'workflow', workflow: wf };

@@ -164,6 +164,11 @@ export interface Workflow {
   readonly actions: readonly ActionStatus[];
   readonly message?: string;
   /**
+   * Started by netbooting the machine through its BMC (a power job made with the workflow);
+   * a success then sets the machine's next boot to its disk (another power job).
+   */
+  readonly netboot?: boolean;
+  /**
    * Worker id → the per-boot credential that worker claimed for this workflow (see
    * src/state/control/credentials.ts). Only its SHA-256 is kept; it is valid while the workflow
    * is active and until expiresMs.
@@ -244,8 +249,8 @@ export interface Lease {
 }
 
 /** What an operator asks of a machine's BMC. */
-export type PowerOp = 'on' | 'off' | 'cycle' | 'status' | 'netboot';
-export const powerOps: readonly PowerOp[] = ['on', 'off', 'cycle', 'status', 'netboot'];
+export type PowerOp = 'on' | 'off' | 'cycle' | 'status' | 'netboot' | 'diskboot';
+export const powerOps: readonly PowerOp[] = ['on', 'off', 'cycle', 'status', 'netboot', 'diskboot'];
 
 /**
  * One idempotent BMC operation: doing it twice has the effect of doing it once, so a step a

@@ -14,7 +14,7 @@
 // Steps are idempotent (power on when on is a no-op), so a step repeated by the next leader
 // after a lapsed claim is harmless. Attempts, lapsed claims included, are bounded per step.
 import type { ControlCommand, ControlErrorCode } from './commands.js';
-import type { PowerJob } from './model.js';
+import type { PowerJob, PowerOp, PowerStep } from './model.js';
 import { record } from './immutable.js';
 import { headUtf8 } from './text.js';
 import {
@@ -33,6 +33,32 @@ export type PowerTransition =
   | { readonly kind: 'changed'; readonly job: PowerJob }
   | { readonly kind: 'duplicate'; readonly job: PowerJob }
   | { readonly kind: 'refused'; readonly code: ControlErrorCode; readonly message: string };
+
+/**
+ * What each request does, as idempotent steps. A cycle is off then on rather than IPMI's own
+ * "power cycle": each half can be repeated safely by a new leader, and on a machine that is off
+ * it simply powers it on. Netboot sets the next boot to PXE first, then cycles, so the machine
+ * boots from the network whether it was on or off; diskboot only sets the next boot.
+ */
+export function powerStepsOf(op: PowerOp): readonly PowerStep[] {
+  switch (op) {
+    case 'on':
+      return ['on'];
+    case 'off':
+      return ['off'];
+    case 'cycle':
+      return ['off', 'on'];
+    case 'status':
+      return ['status'];
+    case 'netboot':
+      return ['bootdev-pxe', 'off', 'on'];
+    case 'diskboot':
+      return ['bootdev-disk'];
+  }
+}
+
+/** Attempts per step: a BMC that drops a UDP exchange or is busy usually answers the next try. */
+export const powerAttemptsDefault = 3;
 
 function refused(code: ControlErrorCode, message: string): PowerTransition {
   return { kind: 'refused', code, message };

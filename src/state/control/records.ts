@@ -160,6 +160,7 @@ export const readWorkflow: Reader<Workflow> = object({
       controlCommandBytesMax,
     ),
   ),
+  netboot: optional(boolean),
 });
 
 export const readWorkflowEvent: Reader<WorkflowEvent> = object({
@@ -269,6 +270,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     hardwareId: text,
     hardwareMap: textMap,
     spec: readRenderedTemplate,
+    netboot: optional(boolean),
   }),
   'attempt.start': object({ type: literal(['attempt.start']), ...attempt }),
   'attempt.result': object({

@@ -91,6 +91,7 @@ export function createWorkflow(command: Command<'workflow.create'>, nowMs: numbe
     deadlineMs: undefined,
     actions: Object.freeze(positions.map(() => pending)),
     message: undefined,
+    netboot: command.netboot === true ? true : undefined,
   });
   return { kind: 'changed', workflow, events: [{ type: 'workflow.created' }] };
 }
