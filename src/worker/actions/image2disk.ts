@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { runProgram } from './program.js';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './builtin.js';
 import { decompressor, detectCompression, magicBytes, type Compression } from './decompress.js';
 import { DiskWriter } from './disk-writer.js';
@@ -85,12 +86,26 @@ export async function image2disk(ctx: BuiltinContext): Promise<BuiltinDone> {
         `wrote ${writer.bytes} bytes of the ${what} to ${dest} in ${(elapsedMs / 1000).toFixed(1)} s ` +
         `(${rate(writer.bytes, elapsedMs)} MB/s)${expected === undefined ? '' : ', SHA-256 verified'}`;
       ctx.progress(line);
+      await disk.close();
+      // The kernel still knows the disk's old (or no) partitions; without udev nothing tells it
+      // of the new table, and the next action (writefile on /dev/vda1) would find no partition.
+      if (target.capacityBytes !== undefined) await rereadPartitions(dest, ctx);
       return { message: line };
     } finally {
-      await disk.close();
+      await disk.close().catch(() => undefined);
     }
   } finally {
     image.body.destroy();
+  }
+}
+
+async function rereadPartitions(dest: string, ctx: BuiltinContext): Promise<void> {
+  try {
+    await runProgram(['blockdev', '--rereadpt', dest], ctx.signal);
+    ctx.progress(`re-read the partition table of ${dest}`);
+  } catch (error) {
+    // The image is written and verified; a busy disk keeps its old view until the next boot.
+    ctx.progress(`could not re-read the partition table of ${dest}: ${(error as Error).message}`);
   }
 }
 
