@@ -139,7 +139,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     {
       dataDir: cfg.dataDir,
       advertise,
-      apiAddress: `${advertise}:${String(apiPort)}`,
+      apiAddress: cfg.workerServer ?? `${advertise}:${String(apiPort)}`,
       dhcpInterface: cfg.dhcpInterface,
       dhcpAddr: cfg.dhcpAddr,
       dhcpMode: cfg.dhcpMode,

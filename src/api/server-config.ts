@@ -64,6 +64,11 @@ export const serverConfigSchema = z
     artifactsDir: z.string().min(1).optional(),
     /** The boot OS served under /boot/ (`slipway bootos build --out DIR`). Default: DATA_DIR/bootos. */
     bootOsDir: z.string().min(1).optional(),
+    /**
+     * What booted machines' workers dial (slipway.server in the iPXE script): the balancer on the
+     * VIP in production. Default: the VIP (or this node) with this node's API port.
+     */
+    workerServer: hostPort.optional(),
     /** Extra kernel arguments in the generated iPXE scripts. */
     kernelArgs: z.array(z.string()).default([]),
     /** Where Prometheus scrapes /metrics; off when absent. */

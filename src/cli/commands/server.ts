@@ -51,6 +51,10 @@ export function serverCommand(program: Command): void {
       '--bootos-dir <dir>',
       'the boot OS served under /boot/ and booted by the default iPXE script (`slipway bootos build --out DIR`; default DATA_DIR/bootos)',
     )
+    .option(
+      '--worker-server <host:port>',
+      "what booted machines' workers dial, e.g. the balancer on the VIP (default: --vip with this node's API port)",
+    )
     .option('--kernel-arg <arg...>', 'extra kernel argument for the generated iPXE scripts (repeatable)')
     .option('--tls-dir <dir>', 'certificates and admin token from `slipway bootstrap` (TLS, mTLS, tokens)')
     .option('--insecure', 'no TLS and no tokens: only for a development cluster on loopback')
@@ -90,6 +94,7 @@ export function serverCommand(program: Command): void {
       set('httpAddr', o.httpAddr);
       set('artifactsDir', o.artifactsDir);
       set('bootOsDir', o.bootosDir);
+      set('workerServer', o.workerServer);
       set('kernelArgs', o.kernelArg);
       const cfg: ServerConfig = validateServerConfig(raw);
       const logger = createLogger({ node: cfg.id }, cfg.logLevel);

@@ -1,5 +1,11 @@
 // Where image2disk reads an image from. Today an http:// or https:// URL; registered artifacts
 // will come here too, so image2disk sees only a stream and its length.
+//
+// The image is usually served by the node holding the VIP. When that node dies mid-download,
+// the connection breaks; the VIP moves to the new leader, which serves the same file. So a
+// broken body is resumed with a Range request from the byte it stopped at (when the server
+// said it accepts ranges), for a bounded time, instead of failing the attempt and writing the
+// image a second time. The SHA-256 covers the whole stream, resumed parts included.
 import { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
 import { ActionError } from './builtin.js';
@@ -11,8 +17,19 @@ export interface ImageSource {
   readonly lengthBytes: number | undefined;
 }
 
+export interface OpenOptions {
+  /** Told each time a broken download is resumed. */
+  readonly onResume?: (message: string) => void;
+  /** How long a broken download may take to resume, in all. Default 120 s. */
+  readonly resumeWindowMs?: number;
+}
+
 /** Opens the image; resolves once the server has answered 200, so nothing is written before. */
-export async function openImage(url: string, signal: AbortSignal): Promise<ImageSource> {
+export async function openImage(
+  url: string,
+  signal: AbortSignal,
+  options: OpenOptions = {},
+): Promise<ImageSource> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -38,8 +55,92 @@ export async function openImage(url: string, signal: AbortSignal): Promise<Image
     );
   }
   const length = Number(response.headers.get('content-length') ?? Number.NaN);
+  const lengthBytes = Number.isSafeInteger(length) && length >= 0 ? length : undefined;
+  const first = Readable.fromWeb(response.body as ReadableStream<Uint8Array>);
+  const resumable = response.headers.get('accept-ranges') === 'bytes' && lengthBytes !== undefined;
   return {
-    body: Readable.fromWeb(response.body as ReadableStream<Uint8Array>),
-    lengthBytes: Number.isSafeInteger(length) && length >= 0 ? length : undefined,
+    body: resumable ? Readable.from(resumingBody(parsed, first, lengthBytes, signal, options)) : first,
+    lengthBytes,
   };
+}
+
+const resumeDelayMinMs = 250;
+const resumeDelayMaxMs = 4000;
+
+async function* resumingBody(
+  url: URL,
+  first: Readable,
+  total: number,
+  signal: AbortSignal,
+  options: OpenOptions,
+): AsyncGenerator<Buffer> {
+  let offset = 0;
+  let body: Readable = first;
+  let deadline: number | undefined;
+  for (let tries = 0; ;) {
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        offset += chunk.length;
+        deadline = undefined;
+        tries = 0;
+        yield chunk;
+      }
+      if (offset === total) return;
+      throw new Error(`the server ended the body at byte ${offset} of ${total}`);
+    } catch (error) {
+      body.destroy();
+      if (signal.aborted) throw error;
+      deadline ??= Date.now() + (options.resumeWindowMs ?? 120_000);
+      const reason = error instanceof Error ? error.message : String(error);
+      for (;;) {
+        if (Date.now() > deadline) {
+          throw new ActionError(
+            `the download of ${url.href} broke at byte ${offset} of ${total} and could not be resumed: ${reason}`,
+          );
+        }
+        await delay(Math.min(resumeDelayMaxMs, resumeDelayMinMs * 2 ** Math.min(tries++, 8)), signal);
+        const resumed = await resumeAt(url, offset, total, signal).catch((e: unknown) => {
+          if (signal.aborted) throw e;
+          return e instanceof Error ? e.message : String(e);
+        });
+        if (typeof resumed === 'string') continue;
+        options.onResume?.(`the download broke at byte ${offset} (${reason}); resumed from there`);
+        body = resumed;
+        break;
+      }
+    }
+  }
+}
+
+/** A Range request for the rest of the image: the body from `offset`, or why not. */
+async function resumeAt(url: URL, offset: number, total: number, signal: AbortSignal): Promise<Readable> {
+  const response = await fetch(url, { signal, redirect: 'follow', headers: { range: `bytes=${offset}-` } });
+  const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(response.headers.get('content-range') ?? '');
+  if (
+    response.status !== 206 ||
+    response.body === null ||
+    range === null ||
+    Number(range[1]) !== offset ||
+    Number(range[3]) !== total
+  ) {
+    await response.body?.cancel().catch(() => undefined);
+    throw new Error(
+      `the server answered ${response.status} to a range request for bytes ${offset}- of ${total}`,
+    );
+  }
+  return Readable.fromWeb(response.body as ReadableStream<Uint8Array>);
+}
+
+function delay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }

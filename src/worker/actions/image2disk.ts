@@ -33,7 +33,7 @@ export async function image2disk(ctx: BuiltinContext): Promise<BuiltinDone> {
   const compressed = compressedSetting(optionalSetting(ctx.env, 'COMPRESSED'));
   const expected = sha256Setting(optionalSetting(ctx.env, 'IMG_SHA256'));
   const target = await inspectTarget(dest);
-  const image = await openImage(url, ctx.signal);
+  const image = await openImage(url, ctx.signal, { onResume: (message) => ctx.progress(message) });
   try {
     const length = image.lengthBytes;
     if (compressed === 'none' && length !== undefined && target.capacityBytes !== undefined) {
