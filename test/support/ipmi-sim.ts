@@ -33,6 +33,18 @@ export interface IpmiSimOptions {
   readonly mode?: IpmiSimMode;
   readonly username?: string;
   readonly password?: string;
+  /** Run ipmi_sim (and so its VM) in this network namespace; its LAN address is `host`. */
+  readonly netns?: string;
+  /** The LAN address ipmi_sim serves on. Default 127.0.0.1. */
+  readonly host?: string;
+  /** The LAN port. Default: a free UDP port on 127.0.0.1 (623 is the usual one in a namespace). */
+  readonly port?: number;
+  /** QEMU's machine: memory, disks, NICs, firmware, console. Default a 128 MiB VM with nothing. */
+  readonly vm?: string;
+  /** QEMU's -boot value for each boot device. Default n and c. */
+  readonly bootOrder?: { readonly pxe: string; readonly disk: string };
+  /** Whether the BMC answers; default an ipmitool status from this process. */
+  readonly probe?: (sim: IpmiSim) => Promise<boolean>;
 }
 
 /** The Debian packages the harness needs, by the executable each provides. */
@@ -72,7 +84,7 @@ async function freeTcpPort(): Promise<number> {
 }
 
 export class IpmiSim {
-  readonly host = '127.0.0.1';
+  readonly host: string;
   readonly port: number;
   readonly username: string;
   readonly password: string;
@@ -81,6 +93,7 @@ export class IpmiSim {
   readonly #proc: ChildProcess;
 
   private constructor(fields: {
+    host: string;
     port: number;
     username: string;
     password: string;
@@ -88,6 +101,7 @@ export class IpmiSim {
     dir: string;
     proc: ChildProcess;
   }) {
+    this.host = fields.host;
     this.port = fields.port;
     this.username = fields.username;
     this.password = fields.password;
@@ -108,10 +122,11 @@ export class IpmiSim {
     const dir = mkdtempSync(join(tmpdir(), 'slipway-ipmisim-'));
     const state = join(dir, 'state');
     mkdirSync(state);
-    const port = await freeUdpPort();
+    const host = options.host ?? '127.0.0.1';
+    const port = options.port ?? (await freeUdpPort());
     const vmPort = await freeTcpPort();
     const script = join(dir, 'vm.sh');
-    writeFileSync(script, vmScript(dir, vmPort));
+    writeFileSync(script, vmScript(dir, vmPort, options.vm, options.bootOrder));
     chmodSync(script, 0o755);
     const power =
       mode === 'startcmd'
@@ -123,7 +138,7 @@ export class IpmiSim {
         'name "slipway-sim"',
         'set_working_mc 0x20',
         '  startlan 1',
-        `    addr 127.0.0.1 ${String(port)}`,
+        `    addr ${host} ${String(port)}`,
         '    priv_limit admin',
         '    allowed_auths_callback none md2 md5 straight',
         '    allowed_auths_user none md2 md5 straight',
@@ -148,14 +163,26 @@ export class IpmiSim {
         '',
       ].join('\n'),
     );
-    const proc = spawn('ipmi_sim', ['-c', join(dir, 'lan.conf'), '-f', join(dir, 'sim.emu'), '-s', state], {
+    const simArgs = ['ipmi_sim', '-c', join(dir, 'lan.conf'), '-f', join(dir, 'sim.emu'), '-s', state];
+    // `ip netns exec` execs ipmi_sim in place: the PID stays the simulator's.
+    const argv = options.netns === undefined ? simArgs : ['ip', 'netns', 'exec', options.netns, ...simArgs];
+    const proc = spawn(argv[0]!, argv.slice(1), {
       // stdin stays an open pipe: ipmi_sim does not open its LAN port without it.
       stdio: ['pipe', 'ignore', 'ignore'],
       cwd: dir,
     });
-    const sim = new IpmiSim({ port, username, password, mode, dir, proc });
+    const sim = new IpmiSim({ host, port, username, password, mode, dir, proc });
+    const probe = options.probe ?? ((s: IpmiSim): Promise<boolean> => s.#answers());
     try {
-      await waitFor('ipmi_sim to answer on its LAN port', () => sim.#answers(), 15_000, 100);
+      await waitFor(
+        'ipmi_sim to answer on its LAN port',
+        () => {
+          if (proc.exitCode !== null) throw new Error(`ipmi_sim exited with ${String(proc.exitCode)}`);
+          return probe(sim);
+        },
+        15_000,
+        100,
+      );
     } catch (err) {
       await sim.stop();
       throw err;
@@ -225,16 +252,21 @@ export class IpmiSim {
  * DEVICE get|set ...` (ipmi_sim's chassis_control: power and boot device, QEMU in the
  * background). QEMU's output goes to files, never to the pipe ipmi_sim reads PROG's answer from.
  */
-function vmScript(dir: string, vmPort: number): string {
+function vmScript(
+  dir: string,
+  vmPort: number,
+  vm = `-m 128 -net none -serial file:${dir}/serial.log`,
+  bootOrder = { pxe: 'n', disk: 'c' },
+): string {
   const qemu = [
-    'qemu-system-x86_64 -accel tcg -m 128 -display none -monitor none -net none',
-    `-serial file:${dir}/serial.log`,
+    'qemu-system-x86_64 -accel tcg -display none -monitor none',
+    vm,
     `-chardev socket,id=ipmi0,host=127.0.0.1,port=${String(vmPort)},reconnect=10`,
     '-device ipmi-bmc-extern,id=bmc0,chardev=ipmi0 -device isa-ipmi-bt,bmc=bmc0',
   ].join(' ');
   return `#!/bin/sh
 dir=${dir}
-boot() { if [ "$(cat "$dir/bootdev" 2>/dev/null)" = pxe ]; then echo n; else echo c; fi; }
+boot() { if [ "$(cat "$dir/bootdev" 2>/dev/null)" = pxe ]; then echo ${bootOrder.pxe}; else echo ${bootOrder.disk}; fi; }
 running() { [ -f "$dir/vm.pid" ] && grep -q qemu "/proc/$(cat "$dir/vm.pid")/cmdline" 2>/dev/null; }
 case "$1" in
 start)
@@ -249,7 +281,7 @@ control)
     if [ "$op" = get ]; then
       case $parm in
       power) if running; then echo power:1; else echo power:0; fi ;;
-      boot) if [ "$(boot)" = n ]; then echo boot:pxe; else echo boot:default; fi ;;
+      boot) if [ "$(boot)" = ${bootOrder.pxe} ]; then echo boot:pxe; else echo boot:default; fi ;;
       *) echo "Invalid parameter: $parm"; exit 1 ;;
       esac
     else
