@@ -5,19 +5,29 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import type {
+  handleClientStreamingCall,
   handleServerStreamingCall,
   Metadata,
   sendUnaryData,
+  ServerReadableStream,
   ServerUnaryCall,
   ServerWritableStream,
   ServiceError,
 } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { ControlServer, WorkflowEventsRequest, WorkflowEventsResponse } from '../gen/control.js';
+import type {
+  ArtifactAddRequest,
+  ArtifactAddResponse,
+  ArtifactRecord,
+  ControlServer,
+  WorkflowEventsRequest,
+  WorkflowEventsResponse,
+} from '../gen/control.js';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type {
+  Artifact,
   Hardware,
   PowerJob,
   PowerOp,
@@ -26,6 +36,9 @@ import type {
   Workflow,
   WorkflowEvent,
 } from '../state/control/model.js';
+import type { ContentState } from '../artifacts/fetcher.js';
+import type { ContentStore } from '../artifacts/content-store.js';
+import { receiveArtifact } from '../artifacts/upload.js';
 import { enqueuePowerJob, PowerRequestError } from '../power/enqueue.js';
 import { PowerJobWaiters } from '../power/waiters.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';
@@ -54,6 +67,14 @@ export interface ControlServiceContext {
   readonly logger: Logger;
   /** Wakes power requests when their job finishes (fed by ControlState.onPowerJobChange). */
   readonly powerWaiters?: PowerJobWaiters;
+  /** This node's artifact content; without it ArtifactAdd is UNIMPLEMENTED. */
+  readonly artifacts?: ArtifactContext;
+}
+
+export interface ArtifactContext {
+  readonly store: ContentStore;
+  /** This node's copy of a registered artifact's content (src/artifacts/catalogue.ts). */
+  local(artifact: Artifact): ContentState;
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -235,12 +256,79 @@ export class ControlService {
         if (job === undefined) throw new ApiError(status.NOT_FOUND, `power job "${req.id}" not found`);
         return { job: powerJobRecord(job) };
       }),
+      artifactAdd: this.#artifactAdd(),
+      artifactList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return {
+          artifacts: c.artifacts().map((a) => this.#artifactRecord(a)),
+          nodeId: this.#ctx.node.id,
+        };
+      }),
+      artifactDelete: this.#unary('operator', async (req) => {
+        expectType(await this.#apply({ type: 'artifact.delete', name: req.name }), 'deleted');
+        return {};
+      }),
       powerJobList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
         if (req.hardwareId !== '') this.#hardware(req.hardwareId);
         const jobs = c.powerJobs(req.hardwareId === '' ? undefined : req.hardwareId);
         return { jobs: jobs.map(powerJobRecord) };
       }),
+    };
+  }
+
+  /**
+   * An upload: authenticated before any content is read, stored and verified here, then
+   * registered through the leader; answers once artifact.put is committed and applied.
+   */
+  #artifactAdd(): handleClientStreamingCall<ArtifactAddRequest, ArtifactAddResponse> {
+    return (
+      call: ServerReadableStream<ArtifactAddRequest, ArtifactAddResponse>,
+      callback: sendUnaryData<ArtifactAddResponse>,
+    ) => {
+      const run = async (): Promise<ArtifactAddResponse> => {
+        await this.#ctx.auth.operator(call.metadata, 'operator');
+        const artifacts = this.#ctx.artifacts;
+        if (artifacts === undefined)
+          throw new ApiError(status.UNIMPLEMENTED, 'this node stores no artifacts');
+        const received = await receiveArtifact(call, artifacts.store);
+        const stored = expectType(
+          await this.#apply({
+            type: 'artifact.put',
+            name: received.name,
+            sha256: received.sha256,
+            bytes: received.bytes,
+            ...(received.expectVersion === 0 ? {} : { expectVersion: received.expectVersion }),
+          }),
+          'artifact',
+        ).artifact;
+        this.#ctx.logger.info(
+          { name: stored.name, sha256: stored.sha256, bytes: stored.bytes, version: stored.version },
+          'artifact registered',
+        );
+        return { artifact: this.#artifactRecord(stored) };
+      };
+      run().then(
+        (res) => callback(null, res),
+        (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+      );
+    };
+  }
+
+  #artifactRecord(a: Artifact): ArtifactRecord {
+    const local = this.#ctx.artifacts?.local(a) ?? {
+      kind: 'missing',
+      error: 'this node stores no artifacts',
+    };
+    return {
+      name: a.name,
+      sha256: a.sha256,
+      bytes: a.bytes,
+      version: a.version,
+      createdMs: a.createdMs,
+      updatedMs: a.updatedMs,
+      local: local.kind,
+      localError: local.kind === 'missing' ? local.error : '',
     };
   }
 

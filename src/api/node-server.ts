@@ -14,6 +14,11 @@ import type { PeerTls } from '../raft/transport/grpc-config.js';
 import { loadNodeTls } from '../platform/pki.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
 import { KvStore } from '../state/kv-store.js';
+import { ArtifactCatalogue } from '../artifacts/catalogue.js';
+import { ContentStore } from '../artifacts/content-store.js';
+import { ArtifactFetcher } from '../artifacts/fetcher.js';
+import { GrpcPeerReader } from '../artifacts/peer-client.js';
+import { artifactReadHandlers } from '../artifacts/peer-service.js';
 import { Authenticator, sha256Hex } from './auth.js';
 import { ControlService } from './control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
@@ -66,6 +71,16 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     snapshotEntries: cfg.snapshotEntries,
   });
   const control = stateMachine.control;
+  // Registered artifacts' content, the same on every node: stored by digest under the data dir
+  // and fetched from peers when missing (docs/decisions/0017).
+  const contentStore = await ContentStore.open(join(cfg.dataDir, 'artifacts'));
+  const peerReader = new GrpcPeerReader(node, tls);
+  const fetcher = new ArtifactFetcher({
+    store: contentStore,
+    peers: peerReader,
+    logger: logger.child({ component: 'artifacts' }),
+  });
+  const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
   const kv = new KvService({ node, store: stateMachine, logger, peerTls: tls });
   const proposer = new Proposer(node, logger, tls);
   const auth = new Authenticator(
@@ -78,7 +93,16 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   );
   const events = new EventHub();
   const powerWaiters = new PowerJobWaiters();
-  const controlService = new ControlService({ node, control, proposer, auth, events, logger, powerWaiters });
+  const controlService = new ControlService({
+    node,
+    control,
+    proposer,
+    auth,
+    events,
+    logger,
+    powerWaiters,
+    artifacts: { store: contentStore, local: (artifact) => catalogue.local(artifact) },
+  });
   const workers = new WorkerService({ control, proposer, auth, logger });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
   // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
@@ -110,11 +134,19 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   control.onHardwareChange = (id) => {
     workers.hardwareChanged(id);
   };
+  control.onArtifactChange = () => {
+    catalogue.sync();
+  };
+  control.onRestore = () => {
+    catalogue.sync();
+  };
   const health = new HealthService(() => node.softState().leader !== '');
   // Followers forward writes to the leader's raft address, so those services are served there too.
   transport.addService(KvServiceDefinition, kv.handlers());
-  transport.addService(InternalService, proposer.handlers());
+  transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
   await node.start();
+  // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
+  catalogue.sync();
   deadlines.start();
   power.start();
 
@@ -151,6 +183,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       httpAddr: cfg.httpAddr,
       artifactsDir: cfg.artifactsDir,
       bootOsDir: cfg.bootOsDir ?? join(cfg.dataDir, 'bootos'),
+      registeredArtifacts: catalogue,
       kernelArgs: cfg.kernelArgs,
       credentials: new CredentialIssuer({
         control,
@@ -191,6 +224,8 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       health.shutdown();
       deadlines.stop();
       power.stop();
+      fetcher.stop();
+      peerReader.close();
       workers.close();
       metricsServer?.close();
       await boot.close();

@@ -159,8 +159,11 @@ export class Proposer {
     return { commands: this.#forwardedCommands, calls: this.#forwardCalls };
   }
 
-  /** The Internal service, served on the raft address for followers' forwarded proposals. */
-  handlers(): InternalServer {
+  /**
+   * The Internal service's proposals, served on the raft address for followers' forwarded
+   * proposals (ArtifactRead is src/artifacts/peer-service.ts's).
+   */
+  handlers(): Omit<InternalServer, 'artifactRead'> {
     return {
       proposeBatch: (
         call: ServerUnaryCall<ProposeBatchRequest, ProposeBatchResponse>,

@@ -12,7 +12,7 @@ import type { DhcpMode, DhcpServer } from './dhcp/server.js';
 import type { BootInventory } from './inventory.js';
 import { defaultBootArtifacts } from './http/ipxe-script.js';
 import { startHttpBootServer } from './http/server.js';
-import type { CredentialClaims, HttpBootServer } from './http/server.js';
+import type { CredentialClaims, HttpBootServer, RegisteredArtifacts } from './http/server.js';
 import { startTftpServer } from './tftp/server.js';
 import type { TftpServer } from './tftp/server.js';
 
@@ -38,6 +38,8 @@ export interface NodeBootConfig {
   readonly artifactsDir?: string | undefined;
   /** The boot OS, served under /boot/ (created empty when missing). */
   readonly bootOsDir?: string | undefined;
+  /** Artifacts registered in the replicated state, served ahead of the directories. */
+  readonly registeredArtifacts?: RegisteredArtifacts | undefined;
   readonly kernelArgs: readonly string[];
   /** Answers booted machines' credential claims (POST /credential). */
   readonly credentials?: CredentialClaims | undefined;
@@ -122,6 +124,7 @@ export async function startNodeBootServices(
         ...(cfg.artifactsDir === undefined ? {} : { artifactsDir: cfg.artifactsDir }),
         ...(cfg.bootOsDir === undefined ? {} : { bootOsDir: ensureDirectory(cfg.bootOsDir) }),
         ...(cfg.credentials === undefined ? {} : { credentials: cfg.credentials }),
+        ...(cfg.registeredArtifacts === undefined ? {} : { registered: cfg.registeredArtifacts }),
         binariesDir: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
         logger: logger.child({ service: 'http' }),
         onRequest: (e) => {

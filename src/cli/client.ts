@@ -3,11 +3,16 @@
 import { readFileSync } from 'node:fs';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ChannelCredentials, handleUnaryCall, ServiceError } from '@grpc/grpc-js';
-import type { ControlServer, WorkflowEvent } from '../gen/control.js';
+import type {
+  ArtifactAddRequest,
+  ArtifactAddResponse,
+  ControlServer,
+  WorkflowEvent,
+} from '../gen/control.js';
 import { ControlClient } from '../gen/control.js';
 import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
-import { refusedBeforeAppend } from '../api/errors.js';
+import { isServiceError, refusedBeforeAppend } from '../api/errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';
 
@@ -33,6 +38,7 @@ const readMethods: ReadonlySet<string> = new Set([
   'leaseList',
   'powerJobGet',
   'powerJobList',
+  'artifactList',
 ]);
 
 function mayFailOver(method: string, req: unknown, err: ServiceError): boolean {
@@ -105,10 +111,16 @@ export type ControlMethod = Exclude<
   // The client has no index signature, so its keys are the method names themselves.
   Extract<
     keyof ControlClient,
-    `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power'}${string}`
+    `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power' | 'artifact'}${string}`
   >,
-  'workflowEvents'
+  'workflowEvents' | 'artifactAdd'
 >;
+
+/** The first message of an artifact upload: what the content is (see proto/control.proto). */
+export type ArtifactUploadHead = Pick<ArtifactAddRequest, 'name' | 'bytes' | 'sha256' | 'expectVersion'>;
+
+/** An upload is allowed this long on top of --timeout per MiB (at least 1 MiB/s to the node). */
+const uploadMsPerMiB = 1000;
 
 export interface ClientOptions {
   readonly timeoutMs?: number;
@@ -187,6 +199,56 @@ export class ClusterClient {
         await new Promise((r) => setTimeout(r, 200));
       }
     }
+  }
+
+  /**
+   * Streams content to one node, which stores and verifies it and answers once it is registered
+   * (committed). `content` opens the data afresh for each try. On UNAVAILABLE the next node is
+   * tried: registering the same digest under the same name twice changes nothing, so a retry
+   * after an upload whose answer was lost does no harm.
+   */
+  async uploadArtifact(
+    head: ArtifactUploadHead,
+    content: () => AsyncIterable<Uint8Array>,
+  ): Promise<ArtifactAddResponse> {
+    const clients = this.controls();
+    const deadline = Date.now() + this.timeoutMs + Math.ceil(head.bytes / (1 << 20)) * uploadMsPerMiB;
+    let lastErr: ServiceError | null = null;
+    for (let attempt = 0; attempt < clients.length && Date.now() < deadline; attempt++) {
+      const i = (this.preferred + attempt) % clients.length;
+      const client = clients[i]!;
+      try {
+        const res = await new Promise<ArtifactAddResponse>((resolve, reject) => {
+          const call = client.artifactAdd(this.metadata(), { deadline }, (err, r) => {
+            if (err === null) resolve(r);
+            else reject(err);
+          });
+          const send = async (): Promise<void> => {
+            const write = (message: ArtifactAddRequest): Promise<void> =>
+              new Promise((done) => {
+                if (call.write(message)) done();
+                else call.once('drain', () => done());
+              });
+            await write({ ...head, data: Buffer.alloc(0) });
+            for await (const data of content()) {
+              await write({ name: '', bytes: 0, sha256: '', expectVersion: 0, data: Buffer.from(data) });
+            }
+            call.end();
+          };
+          // A failed call ends through the callback; a failed read of the file ends the call.
+          send().catch((err: unknown) => {
+            call.cancel();
+            reject(err instanceof Error ? err : new Error(String(err)));
+          });
+        });
+        this.preferred = i;
+        return res;
+      } catch (err) {
+        if (!isServiceError(err) || !failoverCodes.has(err.code)) throw err;
+        lastErr = err;
+      }
+    }
+    throw lastErr ?? new Error('no server answered');
   }
 
   close(): void {

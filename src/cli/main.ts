@@ -5,6 +5,7 @@ import { ConfigError } from '../api/server-config.js';
 import { isServiceError } from '../api/errors.js';
 import { ClusterClient, clusterCa, parseServers } from './client.js';
 import { readFileSync } from 'node:fs';
+import { artifactCommand } from './commands/artifact.js';
 import { balancerCommand } from './commands/balancer.js';
 import { bootosCommand } from './commands/bootos.js';
 import { bootstrapCommand } from './commands/bootstrap.js';
@@ -75,6 +76,7 @@ leaseCommand(program, connect);
 templateCommand(program, connect);
 workflowCommand(program, connect);
 powerCommand(program, connect);
+artifactCommand(program, connect);
 tokenCommand(program, connect);
 workerCommand(program, () => program.opts());
 clusterCommand(program, () => parseOutputFormat(program.opts().output), {

@@ -13,6 +13,8 @@ import {
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
+  type ClientWritableStream,
+  type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
@@ -344,6 +346,63 @@ export interface PowerJobListRequest {
 
 export interface PowerJobListResponse {
   jobs: PowerJobRecord[];
+}
+
+/**
+ * A boot artifact registered in the replicated state (name -> content digest), served by every
+ * node's HTTP boot server under /artifacts/NAME. Each node keeps the content in its own store.
+ */
+export interface ArtifactRecord {
+  name: string;
+  /** SHA-256 of the content, lower-case hex. */
+  sha256: string;
+  bytes: number;
+  version: number;
+  createdMs: number;
+  updatedMs: number;
+  /** The answering node's copy: present, fetching or missing. */
+  local: string;
+  /** Why the answering node's copy is missing (the last fetch's error); empty otherwise. */
+  localError: string;
+}
+
+/**
+ * An upload, in order: the first message names the artifact and says what the content must be;
+ * every message may carry the next piece of data (about 1 MiB each).
+ */
+export interface ArtifactAddRequest {
+  /** First message only. */
+  name: string;
+  /** First message only: the content's size and SHA-256 (hex); the node refuses other content. */
+  bytes: number;
+  sha256: string;
+  data: Buffer;
+  /**
+   * First message only: 0 create or replace; n: replace only version n. The same digest again is
+   * always accepted and changes nothing.
+   */
+  expectVersion: number;
+}
+
+export interface ArtifactAddResponse {
+  artifact?: ArtifactRecord | undefined;
+}
+
+export interface ArtifactListRequest {
+  local: boolean;
+}
+
+export interface ArtifactListResponse {
+  artifacts: ArtifactRecord[];
+  /** The node whose copies `local` describes. */
+  nodeId: string;
+}
+
+export interface ArtifactDeleteRequest {
+  name: string;
+}
+
+export interface ArtifactDeleteResponse {
 }
 
 function createBaseHardwareCreateRequest(): HardwareCreateRequest {
@@ -5340,6 +5399,682 @@ export const PowerJobListResponse: MessageFns<PowerJobListResponse> = {
   },
 };
 
+function createBaseArtifactRecord(): ArtifactRecord {
+  return { name: "", sha256: "", bytes: 0, version: 0, createdMs: 0, updatedMs: 0, local: "", localError: "" };
+}
+
+export const ArtifactRecord: MessageFns<ArtifactRecord> = {
+  encode(message: ArtifactRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.sha256 !== "") {
+      writer.uint32(18).string(message.sha256);
+    }
+    if (message.bytes !== 0) {
+      writer.uint32(24).uint64(message.bytes);
+    }
+    if (message.version !== 0) {
+      writer.uint32(32).uint64(message.version);
+    }
+    if (message.createdMs !== 0) {
+      writer.uint32(40).uint64(message.createdMs);
+    }
+    if (message.updatedMs !== 0) {
+      writer.uint32(48).uint64(message.updatedMs);
+    }
+    if (message.local !== "") {
+      writer.uint32(58).string(message.local);
+    }
+    if (message.localError !== "") {
+      writer.uint32(66).string(message.localError);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sha256 = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.bytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.version = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.createdMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.updatedMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.local = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.localError = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactRecord {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      sha256: isSet(object.sha256) ? globalThis.String(object.sha256) : "",
+      bytes: isSet(object.bytes) ? globalThis.Number(object.bytes) : 0,
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      createdMs: isSet(object.createdMs)
+        ? globalThis.Number(object.createdMs)
+        : isSet(object.created_ms)
+        ? globalThis.Number(object.created_ms)
+        : 0,
+      updatedMs: isSet(object.updatedMs)
+        ? globalThis.Number(object.updatedMs)
+        : isSet(object.updated_ms)
+        ? globalThis.Number(object.updated_ms)
+        : 0,
+      local: isSet(object.local) ? globalThis.String(object.local) : "",
+      localError: isSet(object.localError)
+        ? globalThis.String(object.localError)
+        : isSet(object.local_error)
+        ? globalThis.String(object.local_error)
+        : "",
+    };
+  },
+
+  toJSON(message: ArtifactRecord): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.sha256 !== "") {
+      obj.sha256 = message.sha256;
+    }
+    if (message.bytes !== 0) {
+      obj.bytes = Math.round(message.bytes);
+    }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.createdMs !== 0) {
+      obj.createdMs = Math.round(message.createdMs);
+    }
+    if (message.updatedMs !== 0) {
+      obj.updatedMs = Math.round(message.updatedMs);
+    }
+    if (message.local !== "") {
+      obj.local = message.local;
+    }
+    if (message.localError !== "") {
+      obj.localError = message.localError;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactRecord>, I>>(base?: I): ArtifactRecord {
+    return ArtifactRecord.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactRecord>, I>>(object: I): ArtifactRecord {
+    const message = createBaseArtifactRecord();
+    message.name = object.name ?? "";
+    message.sha256 = object.sha256 ?? "";
+    message.bytes = object.bytes ?? 0;
+    message.version = object.version ?? 0;
+    message.createdMs = object.createdMs ?? 0;
+    message.updatedMs = object.updatedMs ?? 0;
+    message.local = object.local ?? "";
+    message.localError = object.localError ?? "";
+    return message;
+  },
+};
+
+function createBaseArtifactAddRequest(): ArtifactAddRequest {
+  return { name: "", bytes: 0, sha256: "", data: Buffer.alloc(0), expectVersion: 0 };
+}
+
+export const ArtifactAddRequest: MessageFns<ArtifactAddRequest> = {
+  encode(message: ArtifactAddRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.bytes !== 0) {
+      writer.uint32(16).uint64(message.bytes);
+    }
+    if (message.sha256 !== "") {
+      writer.uint32(26).string(message.sha256);
+    }
+    if (message.data.length !== 0) {
+      writer.uint32(34).bytes(message.data);
+    }
+    if (message.expectVersion !== 0) {
+      writer.uint32(40).uint64(message.expectVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactAddRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactAddRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.bytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.sha256 = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.expectVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactAddRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      bytes: isSet(object.bytes) ? globalThis.Number(object.bytes) : 0,
+      sha256: isSet(object.sha256) ? globalThis.String(object.sha256) : "",
+      data: isSet(object.data) ? Buffer.from(bytesFromBase64(object.data)) : Buffer.alloc(0),
+      expectVersion: isSet(object.expectVersion)
+        ? globalThis.Number(object.expectVersion)
+        : isSet(object.expect_version)
+        ? globalThis.Number(object.expect_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: ArtifactAddRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.bytes !== 0) {
+      obj.bytes = Math.round(message.bytes);
+    }
+    if (message.sha256 !== "") {
+      obj.sha256 = message.sha256;
+    }
+    if (message.data.length !== 0) {
+      obj.data = base64FromBytes(message.data);
+    }
+    if (message.expectVersion !== 0) {
+      obj.expectVersion = Math.round(message.expectVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactAddRequest>, I>>(base?: I): ArtifactAddRequest {
+    return ArtifactAddRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactAddRequest>, I>>(object: I): ArtifactAddRequest {
+    const message = createBaseArtifactAddRequest();
+    message.name = object.name ?? "";
+    message.bytes = object.bytes ?? 0;
+    message.sha256 = object.sha256 ?? "";
+    message.data = object.data ?? Buffer.alloc(0);
+    message.expectVersion = object.expectVersion ?? 0;
+    return message;
+  },
+};
+
+function createBaseArtifactAddResponse(): ArtifactAddResponse {
+  return { artifact: undefined };
+}
+
+export const ArtifactAddResponse: MessageFns<ArtifactAddResponse> = {
+  encode(message: ArtifactAddResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.artifact !== undefined) {
+      ArtifactRecord.encode(message.artifact, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactAddResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactAddResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.artifact = ArtifactRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactAddResponse {
+    return { artifact: isSet(object.artifact) ? ArtifactRecord.fromJSON(object.artifact) : undefined };
+  },
+
+  toJSON(message: ArtifactAddResponse): unknown {
+    const obj: any = {};
+    if (message.artifact !== undefined) {
+      obj.artifact = ArtifactRecord.toJSON(message.artifact);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactAddResponse>, I>>(base?: I): ArtifactAddResponse {
+    return ArtifactAddResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactAddResponse>, I>>(object: I): ArtifactAddResponse {
+    const message = createBaseArtifactAddResponse();
+    message.artifact = (object.artifact !== undefined && object.artifact !== null)
+      ? ArtifactRecord.fromPartial(object.artifact)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseArtifactListRequest(): ArtifactListRequest {
+  return { local: false };
+}
+
+export const ArtifactListRequest: MessageFns<ArtifactListRequest> = {
+  encode(message: ArtifactListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.local !== false) {
+      writer.uint32(8).bool(message.local);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactListRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactListRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactListRequest {
+    return { local: isSet(object.local) ? globalThis.Boolean(object.local) : false };
+  },
+
+  toJSON(message: ArtifactListRequest): unknown {
+    const obj: any = {};
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactListRequest>, I>>(base?: I): ArtifactListRequest {
+    return ArtifactListRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactListRequest>, I>>(object: I): ArtifactListRequest {
+    const message = createBaseArtifactListRequest();
+    message.local = object.local ?? false;
+    return message;
+  },
+};
+
+function createBaseArtifactListResponse(): ArtifactListResponse {
+  return { artifacts: [], nodeId: "" };
+}
+
+export const ArtifactListResponse: MessageFns<ArtifactListResponse> = {
+  encode(message: ArtifactListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.artifacts) {
+      ArtifactRecord.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nodeId !== "") {
+      writer.uint32(18).string(message.nodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.artifacts.push(ArtifactRecord.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nodeId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactListResponse {
+    return {
+      artifacts: globalThis.Array.isArray(object?.artifacts)
+        ? object.artifacts.map((e: any) => ArtifactRecord.fromJSON(e))
+        : [],
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ArtifactListResponse): unknown {
+    const obj: any = {};
+    if (message.artifacts?.length) {
+      obj.artifacts = message.artifacts.map((e) => ArtifactRecord.toJSON(e));
+    }
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactListResponse>, I>>(base?: I): ArtifactListResponse {
+    return ArtifactListResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactListResponse>, I>>(object: I): ArtifactListResponse {
+    const message = createBaseArtifactListResponse();
+    message.artifacts = object.artifacts?.map((e) => ArtifactRecord.fromPartial(e)) || [];
+    message.nodeId = object.nodeId ?? "";
+    return message;
+  },
+};
+
+function createBaseArtifactDeleteRequest(): ArtifactDeleteRequest {
+  return { name: "" };
+}
+
+export const ArtifactDeleteRequest: MessageFns<ArtifactDeleteRequest> = {
+  encode(message: ArtifactDeleteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactDeleteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactDeleteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactDeleteRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: ArtifactDeleteRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactDeleteRequest>, I>>(base?: I): ArtifactDeleteRequest {
+    return ArtifactDeleteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactDeleteRequest>, I>>(object: I): ArtifactDeleteRequest {
+    const message = createBaseArtifactDeleteRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseArtifactDeleteResponse(): ArtifactDeleteResponse {
+  return {};
+}
+
+export const ArtifactDeleteResponse: MessageFns<ArtifactDeleteResponse> = {
+  encode(_: ArtifactDeleteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactDeleteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactDeleteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ArtifactDeleteResponse {
+    return {};
+  },
+
+  toJSON(_: ArtifactDeleteResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactDeleteResponse>, I>>(base?: I): ArtifactDeleteResponse {
+    return ArtifactDeleteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactDeleteResponse>, I>>(_: I): ArtifactDeleteResponse {
+    const message = createBaseArtifactDeleteResponse();
+    return message;
+  },
+};
+
 export type ControlService = typeof ControlService;
 export const ControlService = {
   hardwareCreate: {
@@ -5572,6 +6307,40 @@ export const ControlService = {
       Buffer.from(PowerJobListResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PowerJobListResponse => PowerJobListResponse.decode(value),
   },
+  /**
+   * Boot artifacts: the content is streamed to the answering node, stored and verified there,
+   * and registered once committed; every other node fetches it from a peer.
+   */
+  artifactAdd: {
+    path: "/slipway.control.v1.Control/ArtifactAdd" as const,
+    requestStream: true as const,
+    responseStream: false as const,
+    requestSerialize: (value: ArtifactAddRequest): Buffer => Buffer.from(ArtifactAddRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ArtifactAddRequest => ArtifactAddRequest.decode(value),
+    responseSerialize: (value: ArtifactAddResponse): Buffer => Buffer.from(ArtifactAddResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ArtifactAddResponse => ArtifactAddResponse.decode(value),
+  },
+  artifactList: {
+    path: "/slipway.control.v1.Control/ArtifactList" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ArtifactListRequest): Buffer => Buffer.from(ArtifactListRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ArtifactListRequest => ArtifactListRequest.decode(value),
+    responseSerialize: (value: ArtifactListResponse): Buffer =>
+      Buffer.from(ArtifactListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ArtifactListResponse => ArtifactListResponse.decode(value),
+  },
+  artifactDelete: {
+    path: "/slipway.control.v1.Control/ArtifactDelete" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ArtifactDeleteRequest): Buffer =>
+      Buffer.from(ArtifactDeleteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ArtifactDeleteRequest => ArtifactDeleteRequest.decode(value),
+    responseSerialize: (value: ArtifactDeleteResponse): Buffer =>
+      Buffer.from(ArtifactDeleteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ArtifactDeleteResponse => ArtifactDeleteResponse.decode(value),
+  },
 } as const;
 
 export interface ControlServer extends UntypedServiceImplementation {
@@ -5599,6 +6368,13 @@ export interface ControlServer extends UntypedServiceImplementation {
   powerStatus: handleUnaryCall<PowerStatusRequest, PowerStatusResponse>;
   powerJobGet: handleUnaryCall<PowerJobGetRequest, PowerJobGetResponse>;
   powerJobList: handleUnaryCall<PowerJobListRequest, PowerJobListResponse>;
+  /**
+   * Boot artifacts: the content is streamed to the answering node, stored and verified there,
+   * and registered once committed; every other node fetches it from a peer.
+   */
+  artifactAdd: handleClientStreamingCall<ArtifactAddRequest, ArtifactAddResponse>;
+  artifactList: handleUnaryCall<ArtifactListRequest, ArtifactListResponse>;
+  artifactDelete: handleUnaryCall<ArtifactDeleteRequest, ArtifactDeleteResponse>;
 }
 
 export interface ControlClient extends Client {
@@ -5942,6 +6718,56 @@ export interface ControlClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PowerJobListResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Boot artifacts: the content is streamed to the answering node, stored and verified there,
+   * and registered once committed; every other node fetches it from a peer.
+   */
+  artifactAdd(
+    callback: (error: ServiceError | null, response: ArtifactAddResponse) => void,
+  ): ClientWritableStream<ArtifactAddRequest>;
+  artifactAdd(
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ArtifactAddResponse) => void,
+  ): ClientWritableStream<ArtifactAddRequest>;
+  artifactAdd(
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ArtifactAddResponse) => void,
+  ): ClientWritableStream<ArtifactAddRequest>;
+  artifactAdd(
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ArtifactAddResponse) => void,
+  ): ClientWritableStream<ArtifactAddRequest>;
+  artifactList(
+    request: ArtifactListRequest,
+    callback: (error: ServiceError | null, response: ArtifactListResponse) => void,
+  ): ClientUnaryCall;
+  artifactList(
+    request: ArtifactListRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ArtifactListResponse) => void,
+  ): ClientUnaryCall;
+  artifactList(
+    request: ArtifactListRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ArtifactListResponse) => void,
+  ): ClientUnaryCall;
+  artifactDelete(
+    request: ArtifactDeleteRequest,
+    callback: (error: ServiceError | null, response: ArtifactDeleteResponse) => void,
+  ): ClientUnaryCall;
+  artifactDelete(
+    request: ArtifactDeleteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ArtifactDeleteResponse) => void,
+  ): ClientUnaryCall;
+  artifactDelete(
+    request: ArtifactDeleteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ArtifactDeleteResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const ControlClient = makeGenericClientConstructor(ControlService, "slipway.control.v1.Control") as unknown as {
@@ -5949,6 +6775,14 @@ export const ControlClient = makeGenericClientConstructor(ControlService, "slipw
   service: typeof ControlService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

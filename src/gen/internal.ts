@@ -68,6 +68,24 @@ export interface ProposeBatchResponse {
   outcomes: ProposeOutcome[];
 }
 
+/**
+ * A range of an artifact's content, by digest, from a peer's content store: how a node that lacks
+ * a registered artifact fetches it.
+ */
+export interface ArtifactReadRequest {
+  /** Lower-case hex SHA-256 of the whole content. */
+  sha256: string;
+  offset: number;
+  /** At most 1 MiB; fewer bytes come back only at the end of the content. */
+  length: number;
+}
+
+export interface ArtifactReadResponse {
+  data: Buffer;
+  /** The whole content's size. */
+  totalBytes: number;
+}
+
 function createBaseProposeRequest(): ProposeRequest {
   return { command: Buffer.alloc(0) };
 }
@@ -523,6 +541,196 @@ export const ProposeBatchResponse: MessageFns<ProposeBatchResponse> = {
   },
 };
 
+function createBaseArtifactReadRequest(): ArtifactReadRequest {
+  return { sha256: "", offset: 0, length: 0 };
+}
+
+export const ArtifactReadRequest: MessageFns<ArtifactReadRequest> = {
+  encode(message: ArtifactReadRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sha256 !== "") {
+      writer.uint32(10).string(message.sha256);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(16).uint64(message.offset);
+    }
+    if (message.length !== 0) {
+      writer.uint32(24).uint32(message.length);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactReadRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactReadRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sha256 = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.offset = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.length = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactReadRequest {
+    return {
+      sha256: isSet(object.sha256) ? globalThis.String(object.sha256) : "",
+      offset: isSet(object.offset) ? globalThis.Number(object.offset) : 0,
+      length: isSet(object.length) ? globalThis.Number(object.length) : 0,
+    };
+  },
+
+  toJSON(message: ArtifactReadRequest): unknown {
+    const obj: any = {};
+    if (message.sha256 !== "") {
+      obj.sha256 = message.sha256;
+    }
+    if (message.offset !== 0) {
+      obj.offset = Math.round(message.offset);
+    }
+    if (message.length !== 0) {
+      obj.length = Math.round(message.length);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactReadRequest>, I>>(base?: I): ArtifactReadRequest {
+    return ArtifactReadRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactReadRequest>, I>>(object: I): ArtifactReadRequest {
+    const message = createBaseArtifactReadRequest();
+    message.sha256 = object.sha256 ?? "";
+    message.offset = object.offset ?? 0;
+    message.length = object.length ?? 0;
+    return message;
+  },
+};
+
+function createBaseArtifactReadResponse(): ArtifactReadResponse {
+  return { data: Buffer.alloc(0), totalBytes: 0 };
+}
+
+export const ArtifactReadResponse: MessageFns<ArtifactReadResponse> = {
+  encode(message: ArtifactReadResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.totalBytes !== 0) {
+      writer.uint32(16).uint64(message.totalBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ArtifactReadResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseArtifactReadResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.totalBytes = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ArtifactReadResponse {
+    return {
+      data: isSet(object.data) ? Buffer.from(bytesFromBase64(object.data)) : Buffer.alloc(0),
+      totalBytes: isSet(object.totalBytes)
+        ? globalThis.Number(object.totalBytes)
+        : isSet(object.total_bytes)
+        ? globalThis.Number(object.total_bytes)
+        : 0,
+    };
+  },
+
+  toJSON(message: ArtifactReadResponse): unknown {
+    const obj: any = {};
+    if (message.data.length !== 0) {
+      obj.data = base64FromBytes(message.data);
+    }
+    if (message.totalBytes !== 0) {
+      obj.totalBytes = Math.round(message.totalBytes);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ArtifactReadResponse>, I>>(base?: I): ArtifactReadResponse {
+    return ArtifactReadResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ArtifactReadResponse>, I>>(object: I): ArtifactReadResponse {
+    const message = createBaseArtifactReadResponse();
+    message.data = object.data ?? Buffer.alloc(0);
+    message.totalBytes = object.totalBytes ?? 0;
+    return message;
+  },
+};
+
 export type InternalService = typeof InternalService;
 export const InternalService = {
   propose: {
@@ -548,6 +756,17 @@ export const InternalService = {
       Buffer.from(ProposeBatchResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ProposeBatchResponse => ProposeBatchResponse.decode(value),
   },
+  /** NOT_FOUND when this node holds no verified copy of the content. */
+  artifactRead: {
+    path: "/slipway.internal.v1.Internal/ArtifactRead" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ArtifactReadRequest): Buffer => Buffer.from(ArtifactReadRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ArtifactReadRequest => ArtifactReadRequest.decode(value),
+    responseSerialize: (value: ArtifactReadResponse): Buffer =>
+      Buffer.from(ArtifactReadResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ArtifactReadResponse => ArtifactReadResponse.decode(value),
+  },
 } as const;
 
 export interface InternalServer extends UntypedServiceImplementation {
@@ -557,6 +776,8 @@ export interface InternalServer extends UntypedServiceImplementation {
    * results, one HTTP/2 stream per command cost both ends more CPU than the commands did.
    */
   proposeBatch: handleUnaryCall<ProposeBatchRequest, ProposeBatchResponse>;
+  /** NOT_FOUND when this node holds no verified copy of the content. */
+  artifactRead: handleUnaryCall<ArtifactReadRequest, ArtifactReadResponse>;
 }
 
 export interface InternalClient extends Client {
@@ -593,6 +814,22 @@ export interface InternalClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ProposeBatchResponse) => void,
+  ): ClientUnaryCall;
+  /** NOT_FOUND when this node holds no verified copy of the content. */
+  artifactRead(
+    request: ArtifactReadRequest,
+    callback: (error: ServiceError | null, response: ArtifactReadResponse) => void,
+  ): ClientUnaryCall;
+  artifactRead(
+    request: ArtifactReadRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ArtifactReadResponse) => void,
+  ): ClientUnaryCall;
+  artifactRead(
+    request: ArtifactReadRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ArtifactReadResponse) => void,
   ): ClientUnaryCall;
 }
 

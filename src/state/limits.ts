@@ -93,3 +93,12 @@ export const powerClaimMsMax = 10 * 60 * 1000;
 /** IPMI v2.0 limits: a user name is at most 16 bytes, a password at most 20. */
 export const bmcUsernameBytesMax = 16;
 export const bmcPasswordBytesMax = 20;
+
+// ---- replicated boot artifacts (src/state/control/artifacts.ts) ----
+
+/** Artifacts registered; one more is refused with E_CONFLICT (a boot catalogue, not a store). */
+export const artifactsMax = 1_000;
+/** An artifact's name, in characters (one path segment: it is also a URL path segment). */
+export const artifactNameLengthMax = 200;
+/** An artifact's size: 1 TiB, far above any disk image, well inside a safe integer. */
+export const artifactBytesMax = 2 ** 40;

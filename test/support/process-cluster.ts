@@ -75,6 +75,8 @@ export class ProcessCluster {
   readonly extraArgs: string[];
   /** The script node runs for `slipway`: bin/slipway.js, or a compiled build's cli/main.js. */
   readonly bin: string;
+  /** Flags for one node only (by id), after extraArgs: e.g. each node's own --http-addr. */
+  readonly nodeArgs = new Map<string, string[]>();
 
   constructor(size: number, extraArgs: string[] = [], bin = slipwayBin) {
     this.dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-'));
@@ -109,6 +111,7 @@ export class ProcessCluster {
     args.push('--api-addr', node.apiAddr, '--peers', this.peers(), '--metrics-addr', node.metricsAddr);
     // Plaintext unless the test brings its own certificates.
     args.push(...(this.extraArgs.includes('--tls-dir') ? [] : ['--insecure']), ...this.extraArgs);
+    args.push(...(this.nodeArgs.get(node.id) ?? []));
     node.proc = spawn(process.execPath, args, { stdio: ['ignore', log, log] });
   }
 

@@ -1,14 +1,23 @@
 // The HTTP boot server: per-machine iPXE scripts and the files they load (see paths.ts for
 // the URL layout). GET and HEAD only; scripts are rendered from the inventory on every request
 // (never cached: the record may change between boots), files are streamed from disk with
-// single-range support.
+// single-range support. Artifacts registered in the replicated state (src/artifacts/) are
+// served from this node's verified copy of their content, by digest, ahead of the local
+// directories; while that copy is still being fetched from a peer a request waits for it, a
+// bounded time, then gets 503 with Retry-After: never a partial or wrong file.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { FileHandle } from 'node:fs/promises';
+import { constants, type Stats } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BootInventory } from '../inventory.js';
 import { FileRoot, contentTypeOf } from './file-root.js';
-import { IpxeScriptError, renderIpxeScript, type IpxeScriptSettings } from './ipxe-script.js';
+import {
+  defaultBootArtifacts,
+  IpxeScriptError,
+  renderIpxeScript,
+  type IpxeScriptSettings,
+} from './ipxe-script.js';
 import { routeOf, type BootRoute } from './paths.js';
 import { chooseRange } from './range.js';
 
@@ -36,6 +45,13 @@ export interface HttpBootServerOptions {
   readonly binariesDir?: string;
   /** Served under /boot/: the boot OS (`slipway bootos build --out DIR`); without it, 404. */
   readonly bootOsDir?: string;
+  /**
+   * Artifacts registered in the replicated state: served under /artifacts/NAME, and the boot
+   * OS files (vmlinuz-ARCH, initramfs-ARCH) under /boot/NAME, ahead of the directories.
+   */
+  readonly registered?: RegisteredArtifacts;
+  /** How long a request for registered content still being fetched waits. Default 30 s. */
+  readonly registeredWaitMs?: number;
   /** Answers POST /credential (a booted machine's claim); without it, 404. */
   readonly credentials?: CredentialClaims;
   readonly logger: Logger;
@@ -48,6 +64,27 @@ export interface CredentialClaims {
   /** `body` is the request's parsed JSON; the answer's body is sent as JSON. */
   claim(body: unknown, remoteAddress: string): Promise<{ readonly status: number; readonly body: unknown }>;
 }
+
+/** The replicated artifact catalogue as the server needs it (src/artifacts/catalogue.ts). */
+export interface RegisteredArtifacts {
+  /**
+   * What to serve for `name`: undefined when no artifact is registered under it (the local
+   * directory answers then), this node's verified copy, or why there is none now. Waits up to
+   * `waitMs` for a copy being fetched.
+   */
+  resolve(name: string, waitMs: number): Promise<RegisteredContent | undefined>;
+}
+
+export type RegisteredContent =
+  | { readonly kind: 'file'; readonly path: string; readonly sha256: string; readonly bytes: number }
+  | { readonly kind: 'unavailable'; readonly reason: string; readonly retryAfterS: number };
+
+/** The boot OS files a registered artifact may stand in for under /boot/. */
+const bootOsNames: ReadonlySet<string> = new Set(
+  Object.values(defaultBootArtifacts).flatMap((a) => [a.kernel, a.initrd]),
+);
+
+const registeredWaitMsDefault = 30_000;
 
 /** A claim is a small JSON object; anything longer is refused unread. */
 const claimBytesMax = 4096;
@@ -151,6 +188,8 @@ class BootHandler {
       case 'artifact':
       case 'binary':
       case 'boot-os': {
+        const registered = await this.#registered(route);
+        if (registered !== undefined) return serveRegistered(request, response, route.name, registered);
         const root = this.#roots[route.kind];
         if (root === undefined)
           return send(response, method, text(404, `no ${route.kind}s are served here\n`));
@@ -163,6 +202,15 @@ class BootHandler {
         throw new Error(`unhandled route ${JSON.stringify(unknown)}`);
       }
     }
+  }
+
+  /** The registered content standing for this route's file, if an artifact has its name. */
+  async #registered(route: BootRoute): Promise<RegisteredContent | undefined> {
+    const catalogue = this.#options.registered;
+    if (catalogue === undefined) return undefined;
+    if (route.kind !== 'artifact' && !(route.kind === 'boot-os' && bootOsNames.has(route.name)))
+      return undefined;
+    return catalogue.resolve(route.name, this.#options.registeredWaitMs ?? registeredWaitMsDefault);
   }
 
   async #claim(request: IncomingMessage, response: ServerResponse): Promise<number> {
@@ -258,11 +306,72 @@ async function serveFile(
   const opening = await root.openFile(name);
   if (opening.kind === 'refused') return send(response, method, text(opening.status, `${opening.reason}\n`));
   const { handle, stats } = opening;
+  const etag = `"${stats.ino.toString(16)}-${stats.size.toString(16)}-${Math.floor(stats.mtimeMs).toString(16)}"`;
+  return serveHandle(request, response, name, handle, stats, etag);
+}
+
+/**
+ * A registered artifact: the verified copy named by its digest, whose ETag is the digest (the
+ * same on every node, so a client resuming a range on another node keeps its If-Range).
+ */
+async function serveRegistered(
+  request: IncomingMessage,
+  response: ServerResponse,
+  name: string,
+  content: RegisteredContent,
+): Promise<number> {
+  const method = request.method ?? 'GET';
+  if (content.kind === 'unavailable') {
+    return send(response, method, {
+      status: 503,
+      headers: { 'content-type': 'text/plain; charset=utf-8', 'retry-after': String(content.retryAfterS) },
+      body: `${content.reason}\n`,
+    });
+  }
+  let handle: FileHandle;
+  try {
+    handle = await open(content.path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (error) {
+    if (!(error instanceof Error && 'code' in error && error.code === 'ENOENT')) throw error;
+    return send(response, method, {
+      status: 503,
+      headers: { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '30' },
+      body: `artifact "${name}": the local copy of sha256 ${content.sha256} is gone\n`,
+    });
+  }
+  let stats: Stats;
+  try {
+    stats = await handle.stat();
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+  if (!stats.isFile() || stats.size !== content.bytes) {
+    // The store only renames verified content into place; anything else is not served.
+    await handle.close();
+    return send(response, method, {
+      status: 503,
+      headers: { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '30' },
+      body: `artifact "${name}": the local copy of sha256 ${content.sha256} has ${stats.size} bytes, not ${content.bytes}\n`,
+    });
+  }
+  return serveHandle(request, response, name, handle, stats, `"sha256:${content.sha256}"`);
+}
+
+/** Serves an open file (whole, or one range); closes the handle. */
+async function serveHandle(
+  request: IncomingMessage,
+  response: ServerResponse,
+  name: string,
+  handle: FileHandle,
+  stats: Stats,
+  etag: string,
+): Promise<number> {
+  const method = request.method ?? 'GET';
   let streaming = false;
   try {
     const size = stats.size;
     const lastModified = stats.mtime.toUTCString();
-    const etag = `"${stats.ino.toString(16)}-${size.toString(16)}-${Math.floor(stats.mtimeMs).toString(16)}"`;
     const choice = chooseRange({
       range: request.headers.range,
       ifRange: headerText(request.headers['if-range']),

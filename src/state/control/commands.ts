@@ -4,6 +4,7 @@
 // and carried in the command, so apply is a pure function of state and command.
 import type {
   ActionState,
+  Artifact,
   Hardware,
   Lease,
   OperatorToken,
@@ -149,7 +150,21 @@ export type ControlCommand =
       readonly ok: boolean;
       readonly message: string;
       readonly powerState?: PowerState;
-    };
+    }
+  /**
+   * Registers content the proposing node holds (stored and verified) under a name. The same
+   * name with the same digest changes nothing; with another digest it replaces the record as
+   * its next version.
+   */
+  | {
+      readonly type: 'artifact.put';
+      readonly name: string;
+      readonly sha256: string;
+      readonly bytes: number;
+      /** 0: must not exist. n: must be at version n. Absent: create or replace. */
+      readonly expectVersion?: number;
+    }
+  | { readonly type: 'artifact.delete'; readonly name: string };
 
 export type ControlCommandType = ControlCommand['type'];
 
@@ -222,4 +237,6 @@ export type ControlResult =
   | { readonly type: 'powerJob'; readonly job: PowerJob }
   /** power.step for a step already recorded: acknowledged, nothing changed. */
   | { readonly type: 'powerJobDuplicate'; readonly job: PowerJob }
+  /** artifact.put: the record after the command (unchanged when the digest was the same). */
+  | { readonly type: 'artifact'; readonly artifact: Artifact }
   | { readonly type: 'deleted' };

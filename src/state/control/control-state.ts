@@ -8,6 +8,7 @@
 // worker) are maintained on each change, so those queries cost O(1) plus their result.
 import { DecodeError } from '../binary.js';
 import {
+  artifactsMax,
   errorMessageBytesMax,
   hardwareMax,
   operatorTokensMax,
@@ -20,11 +21,13 @@ import {
 } from '../limits.js';
 import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
+import { putArtifact } from './artifacts.js';
 import { decideCredential } from './credentials.js';
 import { EventLog } from './event-log.js';
 import { LeaseTable } from './leases.js';
 import { deepFreeze, record } from './immutable.js';
 import type {
+  Artifact,
   Hardware,
   Lease,
   NetworkInterface,
@@ -121,6 +124,8 @@ export class ControlState {
   onRestore?: () => void;
   /** A power job was created or changed (not on a duplicate result). */
   onPowerJobChange?: (job: PowerJob) => void;
+  /** An artifact was registered, replaced or deleted (artifact(name) is then undefined). */
+  onArtifactChange?: (name: string) => void;
 
   #appliedIndex = 0;
   #lastEventSeq = 0;
@@ -144,12 +149,14 @@ export class ControlState {
   #powerJobsByHardware = new Map<string, Set<string>>();
   /** Power jobs not finished (for the leader's power executor). */
   #activePowerJobs = new Set<string>();
+  #artifacts = new Map<string, Artifact>();
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
   #changedWorkflows = new Map<string, Workflow | undefined>();
   #newEvents: WorkflowEvent[] = [];
   #changedPowerJobs: PowerJob[] = [];
+  #changedArtifacts: string[] = [];
 
   /** The raft index of the last control command applied (0 when none). */
   get appliedIndex(): number {
@@ -311,6 +318,16 @@ export class ControlState {
     return first;
   }
 
+  /** The artifact registered under this name. */
+  artifact(name: string): Artifact | undefined {
+    return this.#artifacts.get(name);
+  }
+
+  /** Every registered artifact, by name. */
+  artifacts(): Artifact[] {
+    return sortedValues(this.#artifacts);
+  }
+
   /** The whole state as canonical JSON bytes: equal states give equal bytes. */
   snapshot(): Uint8Array {
     return writeSnapshot(this.captureImage());
@@ -334,6 +351,7 @@ export class ControlState {
       tokens: this.tokens(),
       leases: this.#leases.all(),
       powerJobs: sortedValues(this.#powerJobs),
+      artifacts: this.artifacts(),
     };
   }
 
@@ -426,6 +444,7 @@ export class ControlState {
     this.#activePowerJobs = new Set(
       [...this.#powerJobs.values()].filter((job) => !isFinishedPowerJob(job)).map((job) => job.id),
     );
+    this.#artifacts = new Map((image.artifacts ?? []).map((a) => [a.name, a]));
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
@@ -493,6 +512,14 @@ export class ControlState {
         );
       case 'power.step':
         return this.#onPowerJob(command.jobId, (job) => recordPowerStep(job, command, nowMs));
+      case 'artifact.put':
+        return this.#putArtifact(command, nowMs);
+      case 'artifact.delete':
+        if (!this.#artifacts.delete(command.name)) {
+          return failure('E_NOT_FOUND', `artifact "${command.name}" does not exist`);
+        }
+        this.#changedArtifacts.push(command.name);
+        return deleted;
       default:
         return unreachable(command);
     }
@@ -539,6 +566,30 @@ export class ControlState {
       return failure('E_CONFLICT', `the state holds the maximum of ${powerJobsMax} power jobs`);
     }
     return undefined;
+  }
+
+  #putArtifact(command: Command<'artifact.put'>, nowMs: number): ControlResult {
+    const existing = this.#artifacts.get(command.name);
+    const transition = putArtifact(existing, command, nowMs);
+    switch (transition.kind) {
+      case 'refused':
+        return failure(transition.code, transition.message);
+      case 'unchanged':
+        return { type: 'artifact', artifact: transition.artifact };
+      case 'changed':
+        break;
+      default:
+        return unreachable(transition);
+    }
+    if (existing === undefined && this.#artifacts.size >= artifactsMax) {
+      return failure(
+        'E_CONFLICT',
+        `the state holds the maximum of ${artifactsMax} artifacts; delete some first (slipway artifact delete NAME)`,
+      );
+    }
+    this.#artifacts.set(transition.artifact.name, transition.artifact);
+    this.#changedArtifacts.push(transition.artifact.name);
+    return { type: 'artifact', artifact: transition.artifact };
   }
 
   #onPowerJob(id: string, change: (job: PowerJob) => PowerTransition): ControlResult {
@@ -949,6 +1000,8 @@ export class ControlState {
     const workflows = [...this.#changedWorkflows];
     const events = this.#newEvents;
     const powerJobs = this.#changedPowerJobs;
+    const artifacts = this.#changedArtifacts;
+    this.#changedArtifacts = [];
     this.#changedHardware.clear();
     this.#changedWorkflows.clear();
     this.#newEvents = [];
@@ -960,6 +1013,7 @@ export class ControlState {
     }
     for (const event of events) this.onEvent?.(event);
     for (const job of powerJobs) this.onPowerJobChange?.(job);
+    for (const name of artifacts) this.onArtifactChange?.(name);
   }
 }
 

@@ -295,3 +295,22 @@ export interface PowerJob {
   /** The last step's outcome, or why the job failed. */
   readonly message?: string;
 }
+
+/**
+ * A boot artifact registered in the replicated state: a name served by every node's HTTP boot
+ * server (/artifacts/NAME, and /boot/NAME for the boot OS) and the digest of its content. Only
+ * the digest travels through the log; each node keeps the bytes in its content store
+ * (DATA_DIR/artifacts/sha256/HEX) and fetches them from a peer when it lacks them.
+ */
+export interface Artifact {
+  /** One safe path segment, e.g. debian-12.raw.zst or vmlinuz-x86_64. Unique. */
+  readonly name: string;
+  /** SHA-256 of the content, 64 lower-case hexadecimal digits. */
+  readonly sha256: string;
+  /** The content's size in bytes. */
+  readonly bytes: number;
+  readonly createdMs: number;
+  readonly updatedMs: number;
+  /** Bumped by every change of digest; compare-and-set target for a replace. */
+  readonly version: number;
+}

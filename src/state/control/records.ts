@@ -9,6 +9,7 @@ import type { GrantOutcome } from './leases.js';
 import type {
   ActionSpec,
   ActionStatus,
+  Artifact,
   Hardware,
   Lease,
   OperatorToken,
@@ -244,6 +245,15 @@ export const readPowerJob: Reader<PowerJob> = object({
   message: optional(text),
 });
 
+export const readArtifact: Reader<Artifact> = object({
+  name: text,
+  sha256: text,
+  bytes: count,
+  createdMs: count,
+  updatedMs: count,
+  version: count,
+});
+
 const attempt = { workflowId: text, actionIndex: count, attempt: count, workerId: text } as const;
 
 export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand>({
@@ -339,6 +349,14 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     message: text,
     powerState: optional(powerState),
   }),
+  'artifact.put': object({
+    type: literal(['artifact.put']),
+    name: text,
+    sha256: text,
+    bytes: safeInteger,
+    expectVersion: optional(count),
+  }),
+  'artifact.delete': object({ type: literal(['artifact.delete']), name: text }),
 });
 
 const outcome = {
@@ -369,4 +387,5 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   deleted: object({ type: literal(['deleted']) }),
   powerJob: object({ type: literal(['powerJob']), job: readPowerJob }),
   powerJobDuplicate: object({ type: literal(['powerJobDuplicate']), job: readPowerJob }),
+  artifact: object({ type: literal(['artifact']), artifact: readArtifact }),
 });

@@ -8,12 +8,16 @@
 //     "tokens": [OperatorToken by name], "leases": [Lease by address] }
 //
 //     ..., "powerJobs": [PowerJob by id] }   (format 3 only, and only when there are jobs)
+//     ..., "artifacts": [Artifact by name] } (format 4 only, and only when there are artifacts)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
-// readers) of format 2.
+// readers) of format 2. Format 4 adds artifacts the same way: written only when some are
+// registered, so a state without artifacts keeps the bytes of format 2 or 3. In format 4,
+// powerJobs is present exactly when there are jobs.
 import { DecodeError } from '../binary.js';
 import {
+  artifactsMax,
   hardwareMax,
   leasesMax,
   operatorTokensMax,
@@ -23,10 +27,21 @@ import {
   workflowsMax,
 } from '../limits.js';
 import { actionPositions } from '../../workflow/rules.js';
+import { artifactRecordProblem } from './artifacts.js';
 import { deepFreeze } from './immutable.js';
 import { ipOrder } from './leases.js';
-import type { Hardware, Lease, OperatorToken, PowerJob, Template, Workflow, WorkflowEvent } from './model.js';
+import type {
+  Artifact,
+  Hardware,
+  Lease,
+  OperatorToken,
+  PowerJob,
+  Template,
+  Workflow,
+  WorkflowEvent,
+} from './model.js';
 import {
+  readArtifact,
   readHardware,
   readLease,
   readOperatorToken,
@@ -47,9 +62,11 @@ export interface SnapshotImage {
   readonly tokens: readonly OperatorToken[];
   readonly leases?: readonly Lease[];
   readonly powerJobs?: readonly PowerJob[];
+  readonly artifacts?: readonly Artifact[];
 }
 
-const snapshotFormat = 3;
+const snapshotFormat = 4;
+const formatWithPowerJobs = 3;
 const formatWithoutPowerJobs = 2;
 
 const readWorkflowEntry = object({
@@ -67,6 +84,7 @@ const readImage = object({
   tokens: array(readOperatorToken, operatorTokensMax),
   leases: optional(array(readLease, leasesMax)),
   powerJobs: optional(array(readPowerJob, powerJobsMax)),
+  artifacts: optional(array(readArtifact, artifactsMax)),
 });
 
 const encoder = new TextEncoder();
@@ -93,7 +111,13 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   const appliedIndex = count(image.appliedIndex, 'appliedIndex');
   const lastEventSeq = count(image.lastEventSeq, 'lastEventSeq');
   const powerJobs = image.powerJobs ?? [];
-  const format = powerJobs.length > 0 ? snapshotFormat : formatWithoutPowerJobs;
+  const artifacts = image.artifacts ?? [];
+  const format =
+    artifacts.length > 0
+      ? snapshotFormat
+      : powerJobs.length > 0
+        ? formatWithPowerJobs
+        : formatWithoutPowerJobs;
   let text = `{"format":${String(format)},"appliedIndex":${String(appliedIndex)},"lastEventSeq":${String(lastEventSeq)}`;
   function* list<T>(key: string, items: readonly T[], read: Reader<T>, lengthMax: number): Sliced<void> {
     if (items.length > lengthMax)
@@ -115,6 +139,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   yield* list('tokens', image.tokens, readOperatorToken, operatorTokensMax);
   if (image.leases !== undefined) yield* list('leases', image.leases, readLease, leasesMax);
   if (powerJobs.length > 0) yield* list('powerJobs', powerJobs, readPowerJob, powerJobsMax);
+  if (artifacts.length > 0) yield* list('artifacts', artifacts, readArtifact, artifactsMax);
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -169,7 +194,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     ) ??
     workflowsProblem(image.workflows) ??
     leaseOrderProblem(image.format, image.leases) ??
-    powerJobsProblem(image.format, image.powerJobs);
+    powerJobsProblem(image.format, image.powerJobs) ??
+    artifactsProblem(image.format, image.artifacts);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -197,9 +223,13 @@ function leaseOrderProblem(format: number, leases: readonly Lease[] | undefined)
 }
 
 function powerJobsProblem(format: number, jobs: readonly PowerJob[] | undefined): string | undefined {
-  if (format < snapshotFormat) return jobs === undefined ? undefined : `format ${format} has no power jobs`;
-  // One encoding per state: an empty list is written as format 2 without the field.
-  if (jobs === undefined || jobs.length === 0) return 'powerJobs: format 3 needs at least one';
+  if (format < formatWithPowerJobs)
+    return jobs === undefined ? undefined : `format ${format} has no power jobs`;
+  // One encoding per state: no jobs is written without the field (format 2, or 4 without it).
+  if (format === formatWithPowerJobs && (jobs === undefined || jobs.length === 0))
+    return 'powerJobs: format 3 needs at least one';
+  if (jobs === undefined) return undefined;
+  if (jobs.length === 0) return `powerJobs: format ${format} leaves out an empty list`;
   return (
     orderProblem(
       'powerJobs',
@@ -212,6 +242,19 @@ function powerJobsProblem(format: number, jobs: readonly PowerJob[] | undefined)
           : undefined,
       )
       .find((p) => p !== undefined)
+  );
+}
+
+function artifactsProblem(format: number, artifacts: readonly Artifact[] | undefined): string | undefined {
+  if (format < snapshotFormat)
+    return artifacts === undefined ? undefined : `format ${format} has no artifacts`;
+  // One encoding per state: a state without artifacts is written as format 2 or 3.
+  if (artifacts === undefined || artifacts.length === 0) return 'artifacts: format 4 needs at least one';
+  return (
+    orderProblem(
+      'artifacts',
+      artifacts.map((a) => a.name),
+    ) ?? artifacts.map(artifactRecordProblem).find((p) => p !== undefined)
   );
 }
 
