@@ -9,6 +9,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   'write-path': runWritePathBench,
   tftp: async (argv) => (await import('./tftp.js')).runTftpBench(argv),
   dhcp: async (argv) => (await import('./dhcp.js')).runDhcpBench(argv),
+  bootos: async (argv) => (await import('./bootos.js')).runBootOsBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

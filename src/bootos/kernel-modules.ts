@@ -28,6 +28,8 @@ export const bootModules: readonly string[] = [
   'ext4',
   'vfat',
   'nls_cp437',
+  // Debian's FAT default iocharset: without it every vfat mount fails with EINVAL.
+  'nls_ascii',
   'nls_iso8859_1',
   'nls_utf8',
 ];

@@ -31,7 +31,7 @@ const bmcAddress = '10.81.0.2';
 const opsAddress = '10.81.0.5';
 const machineAddress = '10.81.0.60';
 const nodeAddresses = { n1: '10.81.0.11', n2: '10.81.0.12', n3: '10.81.0.13' };
-const balancerPort = 7000;
+const balancerPort = 7070;
 const bmcUser = 'admin';
 const bmcPassword = 'e2e-Bmc-pw1';
 const ovmfCode = '/usr/share/OVMF/OVMF_CODE_4M.fd';
@@ -107,10 +107,14 @@ describe('a machine provisioned end to end through the VIP', { concurrency: 1 },
   });
 
   for (const firmware of [bios, uefi]) {
-    it(`${firmware.name}: PXE through the VIP, image2disk across a failover, boot from disk`, { timeout: 600_000 }, async () => {
-      assert.ok(image !== undefined);
-      await provision(firmware, image);
-    });
+    it(
+      `${firmware.name}: PXE through the VIP, image2disk across a failover, boot from disk`,
+      { timeout: 600_000 },
+      async () => {
+        assert.ok(image !== undefined);
+        await provision(firmware, image);
+      },
+    );
   }
 });
 
@@ -125,7 +129,21 @@ async function provision(firmware: Firmware, disk: DiskImage): Promise<void> {
     await lab.check(ns.lan, ['ip', 'addr', 'add', 'fd81::2/64', 'dev', 'br0']);
     await lab.advertiseIpv6(ns.lan, 'br0', 'fd81::/64');
     await lab.addTap(ns.lan, 'tap0', 'br0');
-    await lab.check(ns.lan, ['tc', 'qdisc', 'add', 'dev', 'tap0', 'root', 'tbf', 'rate', '48mbit', 'burst', '64kb', 'latency', '500ms']);
+    await lab.check(ns.lan, [
+      'tc',
+      'qdisc',
+      'add',
+      'dev',
+      'tap0',
+      'root',
+      'tbf',
+      'rate',
+      '48mbit',
+      'burst',
+      '64kb',
+      'latency',
+      '500ms',
+    ]);
 
     // Each node serves the same boot OS and the disk image as an artifact (one file each).
     const artifacts = path.join(lab.dir, 'artifacts');
@@ -154,7 +172,12 @@ async function provision(firmware: Firmware, disk: DiskImage): Promise<void> {
       ...['--worker-server', `${vip}:${balancerPort}`, '--kernel-arg', 'console=ttyS0'],
     ]);
     await cluster.waitForLeader(ns.ops, 30_000);
-    await waitFor('a node to hold the VIP', async () => (await holder(lab, cluster)) !== undefined, 20_000, 200);
+    await waitFor(
+      'a node to hold the VIP',
+      async () => (await holder(lab, cluster)) !== undefined,
+      20_000,
+      200,
+    );
 
     // The machine: an empty disk behind a BMC whose chassis control starts QEMU.
     const emptyDisk = path.join(lab.dir, 'vda.raw');
@@ -198,7 +221,15 @@ async function provision(firmware: Firmware, disk: DiskImage): Promise<void> {
     await cluster.slipwayOk(ns.ops, ['template', 'create', '-f', templateFile]);
     const created = Date.now();
     const id = (
-      await cluster.slipwayOk(ns.ops, ['workflow', 'create', '--template', 'install', '--hardware', 'vm1', '--netboot'])
+      await cluster.slipwayOk(ns.ops, [
+        'workflow',
+        'create',
+        '--template',
+        'install',
+        '--hardware',
+        'vm1',
+        '--netboot',
+      ])
     ).trim();
 
     // While image2disk runs, the node holding the VIP dies.
@@ -258,7 +289,9 @@ async function provision(firmware: Firmware, disk: DiskImage): Promise<void> {
     assert.ok(full + resumed >= 1 && full <= 1, `image fetches: ${JSON.stringify(fetches)}`);
     assert.match(view.actions[0]?.outputTail ?? '', /SHA-256 verified/);
 
-    const hardware = JSON.parse(await cluster.slipwayOk(ns.ops, ['-o', 'json', 'hardware', 'get', 'vm1'])) as {
+    const hardware = JSON.parse(
+      await cluster.slipwayOk(ns.ops, ['-o', 'json', 'hardware', 'get', 'vm1']),
+    ) as {
       netboot?: { allowPXE?: boolean };
       allowPxe?: boolean;
     };
@@ -316,7 +349,11 @@ tasks:
 }
 
 /** The live node whose namespace holds the VIP (other than `except`). */
-async function holder(lab: NetnsLab, cluster: NetnsCluster, except?: NetnsNode): Promise<NetnsNode | undefined> {
+async function holder(
+  lab: NetnsLab,
+  cluster: NetnsCluster,
+  except?: NetnsNode,
+): Promise<NetnsNode | undefined> {
   for (const node of cluster.nodes) {
     if (!node.running || node === except) continue;
     const out = await lab.check(node.spec.ns, ['ip', '-j', 'addr', 'show', 'dev', 'eth0']);
