@@ -7,7 +7,6 @@
 // Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
 // sorted entries, the bundle by esbuild from the same sources, and zstd compresses
 // single-threaded at a fixed level; so the same inputs give the same bytes.
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -15,6 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findExecutable } from '../platform/executable.js';
+import { runTool } from '../platform/run-tool.js';
 import { cpioArchive, type CpioEntry } from './cpio.js';
 import { initScript, udhcpcScript } from './init-script.js';
 import { bootModules, moduleLoadOrder } from './kernel-modules.js';
@@ -294,7 +294,7 @@ async function compressTo(
   const temporary = `${out}.partial`;
   await rm(temporary, { force: true });
   // One thread: zstd's output is then fixed by its input and level alone.
-  await runTool(zstd, [`-${level}`, '-T1', '-q', '-f', '-o', temporary, '-'], parts);
+  await runTool(zstd, [`-${level}`, '-T1', '-q', '-f', '-o', temporary, '-'], { input: parts });
   await rename(temporary, out);
 }
 
@@ -318,35 +318,4 @@ function sourceDateEpoch(): number {
   if (!/^[0-9]{1,10}$/.test(text))
     throw new BootOsBuildError(`SOURCE_DATE_EPOCH must be whole seconds, got "${text}"`);
   return Number(text);
-}
-
-/** Runs a tool, optionally feeding it `input`; resolves with its stdout, rejects with its stderr. */
-function runTool(program: string, args: readonly string[], input?: readonly Uint8Array[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code === 0) resolve(stdout);
-      else
-        reject(
-          new BootOsBuildError(
-            `${path.basename(program)} ${args.join(' ')} failed (${code}): ${stderr.trim()}`,
-          ),
-        );
-    });
-    if (input !== undefined && child.stdin !== null) {
-      const stdin = child.stdin;
-      stdin.on('error', reject);
-      void (async () => {
-        for (const part of input) {
-          if (!stdin.write(part)) await new Promise<void>((r) => stdin.once('drain', () => r()));
-        }
-        stdin.end();
-      })();
-    }
-  });
 }

@@ -5,6 +5,7 @@
 // When a stream is refused for its credential (the workflow ended, a new one began), the agent
 // drops it and claims again.
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { openingKey, type SealedBox } from '../platform/sealed-box.js';
 
@@ -77,7 +78,7 @@ export class ClaimedCredential implements CredentialSource {
           { err: err instanceof Error ? err.message : String(err), retryMs: wait, url: this.#o.url },
           'credential claim failed',
         );
-        await abortableDelay(wait, signal);
+        await sleep(wait, undefined, { signal });
       }
     }
   }
@@ -138,18 +139,4 @@ function isSealedBox(value: unknown): value is SealedBox {
     typeof box['nonce'] === 'string' &&
     typeof box['ciphertext'] === 'string'
   );
-}
-
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }

@@ -45,7 +45,6 @@
 // and copied into the image at the partition's offset. Deterministic: mkfs.vfat --invariant
 // with a fixed volume id, a fixed disk id, SOURCE_DATE_EPOCH for mtools and syslinux, and the
 // cpio writer's fixed times; the same inputs give the same bytes.
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, readdir, rm, writeFile } from 'node:fs/promises';
@@ -54,6 +53,7 @@ import { cpioArchive, type CpioEntry } from '../../src/bootos/cpio.js';
 import { moduleLoadOrder } from '../../src/bootos/kernel-modules.js';
 import { sharedLibraries } from '../../src/bootos/shared-libraries.js';
 import { findExecutable } from '../../src/platform/executable.js';
+import { runTool } from '../../src/platform/run-tool.js';
 
 /** The lines the installed system prints (besides the caller's marker). */
 export const diskImageMarkers = {
@@ -182,7 +182,7 @@ export async function buildBootableDiskImage(o: DiskImageOptions): Promise<DiskI
   await mkdir(work, { recursive: true });
   const env = { ...process.env, SOURCE_DATE_EPOCH: String(epochS), MTOOLS_SKIP_CHECK: '1' };
   const run = (name: Tool, args: readonly string[], input?: string): Promise<string> =>
-    runTool(tool[name], args, env, input);
+    runTool(tool[name], args, { env, ...(input === undefined ? {} : { input }) });
 
   // The installed system's initramfs.
   const initrd = path.join(work, 'initrd');
@@ -291,12 +291,12 @@ export async function putFileInImage(image: DiskImage, filePath: string, content
   for (let i = 1; i < segments.length; i++) {
     const dir = `::/${segments.slice(0, i).join('/')}`;
     // mmd fails on a directory that is there already; -D s skips it.
-    await runTool(tool.mmd, ['-D', 's', '-i', image.mtoolsImage, dir], env);
+    await runTool(tool.mmd, ['-D', 's', '-i', image.mtoolsImage, dir], { env });
   }
   const source = path.join(path.dirname(image.image), `.put-${segments.at(-1) ?? 'file'}`);
   await writeFile(source, contents);
   try {
-    await runTool(tool.mcopy, ['-o', '-i', image.mtoolsImage, source, `::${filePath}`], env);
+    await runTool(tool.mcopy, ['-o', '-i', image.mtoolsImage, source, `::${filePath}`], { env });
   } finally {
     await rm(source, { force: true });
   }
@@ -427,30 +427,4 @@ async function newestKernel(): Promise<string> {
     throw new Error('no kernel is installed (/boot/vmlinuz-*): apt-get install linux-image-amd64');
   }
   return newest;
-}
-
-/** Runs a tool; resolves with its stdout, rejects with its stderr. */
-function runTool(
-  program: string,
-  args: readonly string[],
-  env: NodeJS.ProcessEnv,
-  input?: string,
-): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, {
-      env,
-      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code === 0) resolve(stdout);
-      else
-        reject(new Error(`${path.basename(program)} ${args.join(' ')} failed (${code}): ${stderr.trim()}`));
-    });
-    if (input !== undefined) child.stdin?.end(input);
-  });
 }

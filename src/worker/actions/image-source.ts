@@ -7,6 +7,7 @@
 // said it accepts ranges), for a bounded time, instead of failing the attempt and writing the
 // image a second time. The SHA-256 covers the whole stream, resumed parts included.
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReadableStream } from 'node:stream/web';
 import { ActionError } from './builtin.js';
 
@@ -98,7 +99,9 @@ async function* resumingBody(
             `the download of ${url.href} broke at byte ${offset} of ${total} and could not be resumed: ${reason}`,
           );
         }
-        await delay(Math.min(resumeDelayMaxMs, resumeDelayMinMs * 2 ** Math.min(tries++, 8)), signal);
+        await sleep(Math.min(resumeDelayMaxMs, resumeDelayMinMs * 2 ** Math.min(tries++, 8)), undefined, {
+          signal,
+        });
         const resumed = await resumeAt(url, offset, total, signal).catch((e: unknown) => {
           if (signal.aborted) throw e;
           return e instanceof Error ? e.message : String(e);
@@ -129,18 +132,4 @@ async function resumeAt(url: URL, offset: number, total: number, signal: AbortSi
     );
   }
   return Readable.fromWeb(response.body as ReadableStream<Uint8Array>);
-}
-
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }
