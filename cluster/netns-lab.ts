@@ -384,6 +384,13 @@ async function removeNamespaces(namespaces: readonly string[]): Promise<void> {
   }
 }
 
+/** Removes what is left of the lab `id` (a run that was killed): its processes and namespaces. */
+export async function removeLab(id: string): Promise<string[]> {
+  const namespaces = await labNamespaces(id);
+  await removeNamespaces(namespaces);
+  return namespaces;
+}
+
 /** Namespaces of the lab `id` that exist now (for removing a lab left by a killed run). */
 export async function labNamespaces(id: string): Promise<string[]> {
   if (!new RegExp(`^${labPrefix}[0-9a-f]{6}$`).test(id)) throw new Error(`"${id}" is not a lab id`);

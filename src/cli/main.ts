@@ -11,6 +11,7 @@ import { bootosCommand } from './commands/bootos.js';
 import { bootstrapCommand } from './commands/bootstrap.js';
 import { clusterCommand } from './commands/cluster.js';
 import { hardwareCommand } from './commands/hardware.js';
+import { labCommand } from './commands/lab.js';
 import { leaseCommand } from './commands/lease.js';
 import { kvCommand } from './commands/kv.js';
 import { memberCommand } from './commands/member.js';
@@ -68,6 +69,7 @@ function connect(opts: { waitMs?: number } = {}): {
 serverCommand(program);
 bootstrapCommand(program);
 bootosCommand(program);
+labCommand(program);
 balancerCommand(program);
 kvCommand(program, connect);
 memberCommand(program, connect);
