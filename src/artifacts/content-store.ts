@@ -6,6 +6,7 @@
 import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { syncDirectory } from '../platform/sync-directory.js';
 
 const hexDigest = /^[0-9a-f]{64}$/;
 
@@ -180,15 +181,6 @@ export class ContentWriter {
   }
 }
 
-/** The rename is durable only once the directory's entry is on disk. */
-async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
 
 function isNotFound(err: unknown): boolean {
   return err instanceof Error && 'code' in err && (err.code === 'ENOENT' || err.code === 'ENOTDIR');

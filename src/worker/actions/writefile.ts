@@ -15,6 +15,7 @@ import path from 'node:path';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './builtin.js';
 import { withMounted } from './mounted.js';
 import { idSetting, modeSetting, requiredSetting } from './settings.js';
+import { syncDirectory } from '../../platform/sync-directory.js';
 
 /** Filesystems with no POSIX owner or mode: chown and chmod there fail or mean nothing. */
 const ownerlessFilesystems: ReadonlySet<string> = new Set(['vfat', 'msdos', 'fat', 'exfat', 'ntfs3']);
@@ -99,14 +100,6 @@ async function makeParents(root: string, dir: string, dirMode: number, ownerless
   return real;
 }
 
-async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
 
 function octal(mode: number): string {
   return `0${mode.toString(8).padStart(3, '0')}`;
