@@ -181,7 +181,6 @@ export class ContentWriter {
   }
 }
 
-
 function isNotFound(err: unknown): boolean {
   return err instanceof Error && 'code' in err && (err.code === 'ENOENT' || err.code === 'ENOTDIR');
 }

@@ -100,7 +100,6 @@ async function makeParents(root: string, dir: string, dirMode: number, ownerless
   return real;
 }
 
-
 function octal(mode: number): string {
   return `0${mode.toString(8).padStart(3, '0')}`;
 }
