@@ -23,6 +23,7 @@ import {
   type DiskImage,
 } from '../support/disk-image.js';
 import { requireCommands } from '../support/netns.js';
+import { waitFor } from '../support/wait.js';
 
 const ovmfCode = '/usr/share/OVMF/OVMF_CODE_4M.fd';
 const ovmfVars = '/usr/share/OVMF/OVMF_VARS_4M.fd';
@@ -124,12 +125,17 @@ describe('the bootable disk image for provisioning tests', { concurrency: 1 }, (
         );
         let exit: { readonly code: number | null; readonly signal: NodeJS.Signals | null } | undefined;
         try {
-          exit = await Promise.race([
-            qemu.exited,
-            new Promise<undefined>((resolve) => {
-              setTimeout(() => resolve(undefined), firmware.bootTimeoutMs).unref();
-            }),
-          ]);
+          // The installed system powers off by itself; the deadline bounds the wait.
+          const poweredOff = await waitFor(
+            'QEMU to power off',
+            () => qemu.child.exitCode !== null || qemu.child.signalCode !== null,
+            firmware.bootTimeoutMs,
+            100,
+          ).then(
+            () => true,
+            () => false,
+          );
+          if (poweredOff) exit = await qemu.exited;
         } finally {
           await qemu.stop();
         }
