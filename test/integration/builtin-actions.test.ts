@@ -22,10 +22,7 @@ let worker: ChildProcess | undefined;
 
 before(async () => {
   cluster = new ProcessCluster(1, []);
-  const tokenFile = join(cluster.dir, 'admin.token');
-  writeFileSync(tokenFile, adminToken);
-  cluster.extraArgs.push('--admin-token-file', tokenFile);
-  cluster.token = adminToken;
+  cluster.requireToken(adminToken);
   cluster.startAll();
   await cluster.waitForLeader();
   admin = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 20_000, token: adminToken });

@@ -82,10 +82,7 @@ async function stopProcess(p: ChildProcess): Promise<void> {
 
 before(async () => {
   cluster = new ProcessCluster(3, []);
-  const tokenFile = join(cluster.dir, 'admin.token');
-  writeFileSync(tokenFile, adminToken);
-  cluster.extraArgs.push('--admin-token-file', tokenFile);
-  cluster.token = adminToken;
+  cluster.requireToken(adminToken);
   cluster.startAll();
   await cluster.waitForLeader();
   admin = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 20_000, token: adminToken });

@@ -2,7 +2,7 @@
 // SIGSTOP/SIGCONT, restart on the same data directory, and clean up by PID.
 import type { ChildProcess } from 'node:child_process';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, openSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -90,6 +90,14 @@ export class ProcessCluster {
       dataDir: join(this.dir, `n${i + 1}`),
       proc: null,
     }));
+  }
+
+  /** Nodes started from now on require operator tokens; `token` is the bootstrap admin's. */
+  requireToken(token: string): void {
+    const file = join(this.dir, 'admin.token');
+    writeFileSync(file, token);
+    this.extraArgs.push('--admin-token-file', file);
+    this.token = token;
   }
 
   peers(): string {
