@@ -14,29 +14,13 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { nextPort, ProcessCluster, runSlipway, type CliResult } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { httpRequest, type HttpReply } from '../support/http-fetch.js';
 
 const cli = (args: string[]): Promise<CliResult> => runSlipway(args, { timeoutMs: 60_000 });
 
-interface Reply {
-  readonly status: number;
-  readonly headers: http.IncomingHttpHeaders;
-  readonly body: Buffer;
-}
-
-function get(addr: string, target: string, headers: http.OutgoingHttpHeaders = {}): Promise<Reply> {
+function get(addr: string, target: string, headers: http.OutgoingHttpHeaders = {}): Promise<HttpReply> {
   const [host, port] = addr.split(':');
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host, port: Number(port), path: target, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
-      );
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
+  return httpRequest(host ?? '', Number(port), target, { headers });
 }
 
 const sha256 = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
@@ -78,8 +62,8 @@ function addrOf(id: string): string {
 }
 
 /** Waits until the node serves the artifact (a fetch may still be under way), then returns it. */
-async function served(id: string, name: string): Promise<Reply> {
-  let last: Reply | undefined;
+async function served(id: string, name: string): Promise<HttpReply> {
+  let last: HttpReply | undefined;
   await waitFor(
     `node ${id} to serve /artifacts/${name}`,
     async () => {
@@ -174,7 +158,7 @@ describe('replicated artifacts', () => {
     assert.equal(sha256(res.body), digest);
     assert.ok(existsSync(store(n3.id, digest)), 'the fetched copy is in the store');
     for (const n of cluster.nodes) {
-      let reply: Reply | undefined;
+      let reply: HttpReply | undefined;
       await waitFor(
         `node ${n.id} to answer 503 for ghost.img`,
         async () => {

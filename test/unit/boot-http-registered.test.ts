@@ -21,6 +21,7 @@ import { defaultBootArtifacts } from '../../src/boot/http/ipxe-script.js';
 import { startHttpBootServer, type HttpBootServer } from '../../src/boot/http/server.js';
 import { staticInventory } from '../../src/boot/inventory.js';
 import type { Artifact } from '../../src/state/control/model.js';
+import { httpRequest } from '../support/http-fetch.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -70,20 +71,7 @@ let fetcher: ArtifactFetcher;
 const peer = new GatedPeer();
 
 function get(target: string, headers: http.OutgoingHttpHeaders = {}) {
-  return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>(
-    (resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port: server.port, path: target, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
-        );
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end();
-    },
-  );
+  return httpRequest('127.0.0.1', server.port, target, { headers });
 }
 
 before(async () => {

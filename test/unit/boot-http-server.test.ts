@@ -22,6 +22,7 @@ import {
 } from '../../src/boot/http/server.js';
 import { staticInventory } from '../../src/boot/inventory.js';
 import { hardwareRecord } from '../support/netns.js';
+import { httpRequest } from '../support/http-fetch.js';
 
 const known = '52:54:00:00:00:01';
 const off = '52:54:00:00:00:02';
@@ -33,34 +34,8 @@ let dir: string;
 let server: HttpBootServer;
 const events: HttpRequestEvent[] = [];
 
-interface Response {
-  readonly status: number;
-  readonly headers: http.IncomingHttpHeaders;
-  readonly body: Buffer;
-}
-
 function request(target: string, options: { method?: string; headers?: http.OutgoingHttpHeaders } = {}) {
-  return new Promise<Response>((resolve, reject) => {
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port: server.port,
-        path: target,
-        method: options.method ?? 'GET',
-        headers: options.headers,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
-        );
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
+  return httpRequest('127.0.0.1', server.port, target, options);
 }
 
 before(async () => {
