@@ -97,8 +97,11 @@ export class Authenticator {
     }
     const token = bearerToken(md);
     if (token !== undefined) {
+      // A credential issued a moment ago may not be applied here yet: look again after a
+      // linearizable read, unless auth is off (then the stream is accepted anyway).
       const found =
-        this.#credentialOf(id, token) ?? (await this.#catchUp().then(() => this.#credentialOf(id, token)));
+        this.#credentialOf(id, token) ??
+        (this.#opts.enabled ? await this.#catchUp().then(() => this.#credentialOf(id, token)) : undefined);
       if (found !== undefined) return found;
     }
     if (!this.#opts.enabled) return { workerId: id };
