@@ -75,6 +75,7 @@ export class CredentialIssuer {
       ...claim,
       sha256: sha256Hex(credential),
       ttlS,
+      claimKey: sha256Hex(request.publicKey),
     });
     if (result.type === 'error') {
       log.warn({ code: result.code, reason: result.message }, 'credential claim refused');

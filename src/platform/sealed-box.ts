@@ -8,6 +8,7 @@
 import {
   createCipheriv,
   createDecipheriv,
+  createPrivateKey,
   createPublicKey,
   diffieHellman,
   generateKeyPairSync,
@@ -31,14 +32,22 @@ export interface SealedBox {
 export interface OpeningKey {
   /** Raw X25519 public key, base64url: what the recipient sends to the sealer. */
   readonly publicKey: string;
+  /** The private half (PKCS#8 PEM), to keep beside a claim that may have to be made again. */
+  readonly privateKeyPem: string;
   open(box: SealedBox): Buffer;
 }
 
-/** A fresh key pair for one claim. */
-export function openingKey(): OpeningKey {
-  const { publicKey, privateKey } = generateKeyPairSync('x25519');
+/** A fresh key pair for one claim, or the one kept from an earlier try (`privateKeyPem`). */
+export function openingKey(privateKeyPem?: string): OpeningKey {
+  const privateKey =
+    privateKeyPem === undefined
+      ? generateKeyPairSync('x25519').privateKey
+      : createPrivateKey({ key: privateKeyPem, format: 'pem' });
+  if (privateKey.asymmetricKeyType !== 'x25519') throw new Error('the kept claim key is not an X25519 key');
+  const publicKey = createPublicKey(privateKey);
   return {
     publicKey: rawPublicKey(publicKey),
+    privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
     open: (box) => {
       const key = sharedKey(privateKey, importPublicKey(box.publicKey), box.nonce);
       const sealed = Buffer.from(box.ciphertext, 'base64url');

@@ -4,10 +4,14 @@
 // and the address Slipway's DHCP gave it); the answer is sealed to a key made for this claim.
 // When a stream is refused for its credential (the workflow ended, a new one began), the agent
 // drops it and claims again.
+//
+// Every try of a claim sends the same key (kept beside the credential file): a claim whose answer
+// was lost, because the node died between committing it and replying, is then answered again
+// with a fresh credential instead of being refused as a second claimant.
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { openingKey, type SealedBox } from '../platform/sealed-box.js';
+import { openingKey, type OpeningKey, type SealedBox } from '../platform/sealed-box.js';
 
 export interface CredentialSource {
   /** The credential to present; claims one (waiting as long as needed) when none is held. */
@@ -47,6 +51,8 @@ export class ClaimRefused extends Error {
 export class ClaimedCredential implements CredentialSource {
   readonly #o: ClaimOptions;
   #held: string | undefined;
+  /** The key this claim is sealed to, the same for every try until a credential is held. */
+  #key: OpeningKey | undefined;
   /** The file's removal after a refusal: a claim waits for it, so it never reads the old one. */
   #dropping: Promise<void> = Promise.resolve();
 
@@ -70,6 +76,7 @@ export class ClaimedCredential implements CredentialSource {
         const credential = await this.claimOnce(signal);
         await this.#keep(credential);
         this.#held = credential;
+        await this.#forgetKey();
         return credential;
       } catch (err) {
         if (signal.aborted) throw err;
@@ -92,7 +99,7 @@ export class ClaimedCredential implements CredentialSource {
 
   /** One claim: the credential, or an error saying why not. */
   async claimOnce(signal?: AbortSignal): Promise<string> {
-    const key = openingKey();
+    const key = await this.#claimKey();
     const response = await fetch(this.#o.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -111,6 +118,35 @@ export class ClaimedCredential implements CredentialSource {
       'credential claimed',
     );
     return credential;
+  }
+
+  /** The key of the claim in progress: made once, kept on the tmpfs so a restarted agent reuses it. */
+  async #claimKey(): Promise<OpeningKey> {
+    if (this.#key !== undefined) return this.#key;
+    const file = this.#keyFile();
+    if (file !== undefined) {
+      try {
+        this.#key = openingKey(await readFile(file, 'utf8'));
+        return this.#key;
+      } catch {
+        // None kept, or unreadable: a new key (a claim with it may be refused as a second one).
+      }
+    }
+    const key = openingKey();
+    if (file !== undefined) await writeFile(file, key.privateKeyPem, { mode: 0o600 });
+    this.#key = key;
+    return key;
+  }
+
+  /** Once a credential is held the key has done its job; the next claim (a new workflow) makes another. */
+  async #forgetKey(): Promise<void> {
+    this.#key = undefined;
+    const file = this.#keyFile();
+    if (file !== undefined) await rm(file, { force: true });
+  }
+
+  #keyFile(): string | undefined {
+    return this.#o.file === undefined ? undefined : `${this.#o.file}.key`;
   }
 
   async #readKept(): Promise<string | undefined> {

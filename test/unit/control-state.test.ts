@@ -1675,6 +1675,25 @@ describe('per-boot worker credentials', () => {
     assert.deepEqual(h.eventTypes('wf1').slice(-2), ['credential.issued', 'credential.refused']);
   });
 
+  it('answers the same claimant again (its answer was lost) and still refuses any other key', () => {
+    const h = withWorkflow();
+    h.ok(claim({ claimKey: sha('f') }), 'credential');
+    const again = h.ok(claim({ claimKey: sha('f'), sha256: sha('b') }), 'credential');
+    assert.equal(again.workflowId, 'wf1');
+    assert.equal(
+      h.state.workflow('wf1')?.credentials?.['m1']?.sha256,
+      sha('b'),
+      'the lost credential is replaced by the new one',
+    );
+    assert.match(h.state.events('wf1', 0, 100).at(-1)?.message ?? '', /again .* same key/);
+    const other = h.run(claim({ claimKey: sha('e'), sha256: sha('c') }));
+    assert.equal(other.type === 'error' ? other.code : other.type, 'E_CONFLICT');
+    assert.equal(h.state.workflow('wf1')?.credentials?.['m1']?.sha256, sha('b'));
+    const keyless = h.run(claim({ sha256: sha('d') }));
+    assert.equal(keyless.type === 'error' ? keyless.code : keyless.type, 'E_CONFLICT');
+    h.refused(claim({ claimKey: 'nothex' }), 'E_INVALID', /claimKey/);
+  });
+
   it('accepts a claim from a bound dynamic lease, not from an expired one', () => {
     const h = new Harness();
     h.hardware('m1', 1, {

@@ -2,6 +2,7 @@
 // box is detected (GCM), so the boot network's listeners learn nothing and cannot swap it.
 // Method: seal/open round trips with fresh keys; tampered boxes; malformed public keys.
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { isPublicKey, openingKey, seal } from '../../src/platform/sealed-box.js';
 
@@ -22,6 +23,16 @@ describe('sealed box', () => {
     assert.throws(() => recipient.open({ ...box, nonce: flip(box.nonce) }));
     assert.throws(() => recipient.open({ ...box, publicKey: openingKey().publicKey }));
     assert.throws(() => recipient.open({ ...box, ciphertext: 'AA' }), /too short/);
+  });
+
+  it('a kept key opens what was sealed to the original, and only an X25519 key is taken back', () => {
+    const first = openingKey();
+    const kept = openingKey(first.privateKeyPem);
+    assert.equal(kept.publicKey, first.publicKey);
+    assert.equal(kept.open(seal(Buffer.from('again'), first.publicKey)).toString('utf8'), 'again');
+    const ed25519 = generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' });
+    assert.throws(() => openingKey(ed25519.toString()), /not an X25519 key/);
+    assert.throws(() => openingKey('not a key'));
   });
 
   it('refuses what is not a raw X25519 public key', () => {

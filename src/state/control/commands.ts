@@ -106,6 +106,11 @@ export type ControlCommand =
       /** SHA-256 (hex) of the credential the proposer generated; the credential itself is never replicated. */
       readonly sha256: string;
       readonly ttlS: number;
+      /**
+       * SHA-256 (hex) of the public key the claim's answer was sealed to. The same key claiming
+       * again is the same boot whose answer was lost (only it can open what is sealed to the key).
+       */
+      readonly claimKey?: string;
     }
   | { readonly type: 'token.put'; readonly name: string; readonly role: Role; readonly sha256: string }
   | { readonly type: 'token.delete'; readonly name: string }

@@ -967,7 +967,12 @@ export class ControlState {
   }
 
   #issueCredential(command: Command<'credential.issue'>, nowMs: number): ControlResult {
-    const problem = idProblem('workerId', command.workerId) ?? sha256Problem(command.sha256);
+    const problem =
+      idProblem('workerId', command.workerId) ??
+      sha256Problem(command.sha256) ??
+      (command.claimKey === undefined
+        ? undefined
+        : sha256Problem(command.claimKey)?.replace(/^sha256/, 'claimKey'));
     if (problem !== undefined) return failure('E_INVALID', problem);
     const mac = normalizeMac(command.mac);
     if (mac === undefined) return failure('E_INVALID', `mac: "${command.mac}" is not a MAC address`);

@@ -6,7 +6,8 @@
 // reservation, or a bound dynamic lease), and the machine has an outstanding workflow. The
 // credential is then bound to that workflow and that worker: the first claim wins, a second
 // claim for the same workflow and worker is refused and recorded in the workflow's events for
-// the operator (someone else on the boot network knows the machine's MAC and address). The
+// the operator (someone else on the boot network knows the machine's MAC and address), unless it
+// comes with the first claim's key (the same boot, whose answer was lost). The
 // credential expires, and it stops being valid when its workflow ends, so every workflow gets a
 // fresh one. Only its SHA-256 is replicated.
 import type { ControlErrorCode } from './commands.js';
@@ -88,14 +89,18 @@ export function checkClaim(
 
 export function decideCredential(
   view: CredentialView,
-  claim: CredentialClaim & { readonly sha256: string; readonly ttlS: number },
+  claim: CredentialClaim & { readonly sha256: string; readonly ttlS: number; readonly claimKey?: string },
   nowMs: number,
 ): CredentialDecision {
   const checked = checkClaim(view, claim, nowMs);
   if (!('workflow' in checked)) return { kind: 'refused', ...checked };
   const { workflow } = checked;
   const held = workflow.credentials?.[claim.workerId];
-  if (held !== undefined) {
+  // The same key again: the claimant whose answer was lost (a node died between the commit and
+  // the reply). Only the holder of that key's private half can open what is sealed to it, so a
+  // fresh credential replaces the lost one; anyone else is a second claimant.
+  const sameClaimant = held?.claimKey !== undefined && held.claimKey === claim.claimKey?.toLowerCase();
+  if (held !== undefined && !sameClaimant) {
     const message =
       `a credential for worker "${claim.workerId}" in workflow "${workflow.id}" was already claimed ` +
       `(from ${held.mac} at ${held.ip}); a second claim from ${claim.mac} at ${claim.ip} is refused. ` +
@@ -109,6 +114,7 @@ export function decideCredential(
     ip: claim.ip,
     issuedMs: nowMs,
     expiresMs: nowMs + ttlS * 1000,
+    ...(claim.claimKey === undefined ? {} : { claimKey: claim.claimKey.toLowerCase() }),
   });
   const credentials = Object.freeze({ ...workflow.credentials, [claim.workerId]: credential });
   return {
@@ -117,7 +123,10 @@ export function decideCredential(
     events: [
       {
         type: 'credential.issued',
-        message: `worker "${claim.workerId}" claimed its credential from ${claim.mac} at ${claim.ip}`,
+        message: sameClaimant
+          ? `worker "${claim.workerId}" claimed its credential again from ${claim.mac} at ${claim.ip} ` +
+            'with the same key (the first answer was lost); the earlier credential is replaced'
+          : `worker "${claim.workerId}" claimed its credential from ${claim.mac} at ${claim.ip}`,
       },
     ],
     expiresMs: credential.expiresMs,

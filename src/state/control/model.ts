@@ -184,6 +184,8 @@ export interface WorkerCredential {
   readonly ip: string;
   readonly issuedMs: number;
   readonly expiresMs: number;
+  /** SHA-256 of the claimant's public key: that claimant may claim again (a lost answer). */
+  readonly claimKey?: string;
 }
 
 export type EventType =

@@ -157,7 +157,14 @@ export const readWorkflow: Reader<Workflow> = object({
   message: optional(text),
   credentials: optional(
     map(
-      object({ sha256: text, mac: text, ip: text, issuedMs: count, expiresMs: count }),
+      object({
+        sha256: text,
+        mac: text,
+        ip: text,
+        issuedMs: count,
+        expiresMs: count,
+        claimKey: optional(text),
+      }),
       controlCommandBytesMax,
     ),
   ),
@@ -310,6 +317,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     ip: text,
     sha256: text,
     ttlS: safeInteger,
+    claimKey: optional(text),
   }),
   'token.delete': object({ type: literal(['token.delete']), name: text }),
   'lease.grant': object({
