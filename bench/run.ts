@@ -10,6 +10,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   tftp: async (argv) => (await import('./tftp.js')).runTftpBench(argv),
   dhcp: async (argv) => (await import('./dhcp.js')).runDhcpBench(argv),
   bootos: async (argv) => (await import('./bootos.js')).runBootOsBench(argv),
+  storm: async (argv) => (await import('./storm.js')).runStormBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

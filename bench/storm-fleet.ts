@@ -1,0 +1,524 @@
+// The storm benchmark's fleet: N simulated machines in one process inside the lab's fleet
+// namespace (bench/storm.ts starts it). Each machine boots as a real one does against the VIP —
+// DHCP as a PXE ROM, the iPXE binary over TFTP, DHCP as iPXE, the iPXE script, the kernel and
+// initrd from /boot/, DHCP as the boot OS, the credential claim from its own address — and then
+// runs its workflow on a worker stream through the balancer, holding each action a short while.
+// Like the real agent, it reconnects when a stream breaks, re-sends unacknowledged results in its
+// hello and never runs an attempt it already ran; it also counts how often each action ran.
+//
+//   node --import tsx bench/storm-fleet.ts setup CONFIG   register everything, add the addresses
+//   node --import tsx bench/storm-fleet.ts run CONFIG     the storm; one JSON line per event
+//
+// Output lines (stdout): {"event":"setup",...}, {"event":"claimed","count":N} every 10 %,
+// {"event":"midway"} once half the machines hold a credential (bench/storm.ts then kills the
+// leader), and {"event":"result"} once the FleetResult, with every sample, is in its file.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync, createReadStream } from 'node:fs';
+import { promisify } from 'node:util';
+import { credentials, Metadata } from '@grpc/grpc-js';
+import type { ClientDuplexStream } from '@grpc/grpc-js';
+import { attemptKey } from '../src/api/worker-service.js';
+import { ClusterClient } from '../src/cli/client.js';
+import type { ActionResult, AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
+import { WorkerClient } from '../src/gen/worker.js';
+import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
+import { Xorshift } from '../test/raft/xorshift.js';
+import { FleetDhcp, httpRequest, tftpRead } from './storm-protocols.js';
+
+export interface FleetConfig {
+  readonly machines: number;
+  readonly actions: number;
+  /** Mean time a machine holds an action before it reports success (0.5 to 1.5 times). */
+  readonly holdMs: number;
+  /** Machines power on spread over this long (firmware POST times differ). */
+  readonly rampMs: number;
+  /** The storm gives up at this moment (ms since the epoch). */
+  readonly deadlineMs: number;
+  /** The nodes' API addresses (setup and the check at the end). */
+  readonly apiServers: readonly string[];
+  readonly subnetPrefix: number;
+  /** Stand-ins for the boot OS: registered as artifacts, fetched by every machine. */
+  readonly kernelFile: string;
+  readonly initrdFile: string;
+  /** SHA-256 of the TFTP root's iPXE binary stand-in. */
+  readonly tftpSha256: string;
+  readonly seed: number;
+  readonly addressFile: string;
+  /** Where the run writes its FleetResult. */
+  readonly resultFile: string;
+}
+
+export type SampleKind =
+  | 'dhcp_pxe'
+  | 'tftp'
+  | 'dhcp_ipxe'
+  | 'script'
+  | 'artifacts'
+  | 'dhcp_bootos'
+  | 'claim'
+  | 'dispatch'
+  | 'boot'
+  | 'workflow';
+
+/** [kind, when it ended (ms since the epoch), how long it took (ms)] */
+export type Sample = readonly [SampleKind, number, number];
+
+export interface MachineOutcome {
+  readonly startMs: number;
+  readonly doneMs: number | null;
+  readonly error: string | null;
+  readonly reconnects: number;
+  readonly retransmits: number;
+}
+
+export interface FleetResult {
+  readonly event: 'result';
+  readonly machines: readonly MachineOutcome[];
+  readonly samples: readonly Sample[];
+  /** Actions a machine ran more than once (distinct attempts of one action). */
+  readonly ranTwice: number;
+  readonly actionsRun: number;
+  readonly refusedResults: number;
+  /** From the cluster at the end. */
+  readonly check: {
+    readonly workflows: number;
+    readonly succeeded: number;
+    readonly notSucceeded: readonly string[];
+    /** Actions recorded with an attempt other than the first. */
+    readonly retriedActions: number;
+    readonly lastFinishedMs: number;
+  };
+}
+
+const run = promisify(execFile);
+const template = 'storm';
+const hardwareId = (i: number): string => `storm-${String(i).padStart(4, '0')}`;
+
+export function machineMac(i: number): string {
+  const hex = (n: number): string => n.toString(16).padStart(2, '0');
+  return `52:54:00:5e:${hex(i >> 8)}:${hex(i & 255)}`;
+}
+
+/** 10.214.16.1 onwards, 250 to a third octet (no .0 or .255 anywhere). */
+export function machineAddress(i: number): string {
+  return `10.214.${String(16 + Math.floor(i / 250))}.${String(1 + (i % 250))}`;
+}
+
+function say(line: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+async function pool<T>(items: readonly T[], width: number, f: (x: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) {
+        const x = items[next++];
+        if (x !== undefined) await f(x);
+      }
+    }),
+  );
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// ------------------------------------------------------------------------------ setup
+
+/** A few tries: the cluster may change leader while a thousand records are written. */
+async function retried(write: () => Promise<unknown>): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    try {
+      await write();
+      return;
+    } catch (err) {
+      if (tries >= 5) throw err;
+      await sleep(500 * tries);
+    }
+  }
+}
+
+async function setup(c: FleetConfig): Promise<void> {
+  const started = Date.now();
+  const client = new ClusterClient(c.apiServers, { timeoutMs: 30_000 });
+  const actions = Array.from(
+    { length: c.actions },
+    (_, i) => `      - name: step-${String(i + 1)}\n        command: ["true"]\n        timeout: 120`,
+  ).join('\n');
+  await client.control('templateCreate', {
+    source: `version: "0.1"\nname: ${template}\nglobal_timeout: 1800\ntasks:\n  - name: provision\n    actions:\n${actions}\n`,
+    replace: true,
+  });
+  for (const [name, file] of [
+    ['vmlinuz-x86_64', c.kernelFile],
+    ['initramfs-x86_64', c.initrdFile],
+  ] as const) {
+    const content = readFileSync(file);
+    await client.uploadArtifact(
+      {
+        name,
+        bytes: content.length,
+        sha256: createHash('sha256').update(content).digest('hex'),
+        expectVersion: 0,
+      },
+      () => createReadStream(file),
+    );
+  }
+  const ids = Array.from({ length: c.machines }, (_, i) => i);
+  await pool(ids, 16, async (i) => {
+    const doc = {
+      id: hardwareId(i),
+      arch: 'x86_64',
+      uefi: false,
+      interfaces: [{ mac: machineMac(i), ip: `${machineAddress(i)}/${String(c.subnetPrefix)}` }],
+      netboot: { allowPXE: true, allowWorkflow: true },
+    };
+    // Replacing a record with itself changes nothing, so a write whose outcome a leader change
+    // left unknown is simply sent again.
+    await retried(() =>
+      client.control('hardwareCreate', { documentJson: JSON.stringify(doc), replace: true }),
+    );
+  });
+  await pool(ids, 16, async (i) => {
+    const hardware = hardwareId(i);
+    await retried(async () => {
+      // A create is not idempotent: after an unknown outcome, look before creating again.
+      const { workflows } = await client.control('workflowList', { local: false, hardwareId: hardware });
+      if (workflows.length > 0) return;
+      await client.control('workflowCreate', {
+        template,
+        hardwareId: hardware,
+        hardwareMap: {},
+        netboot: false,
+      });
+    });
+  });
+  // The machines' own addresses, each the one its reservation names, and a route for DHCP's
+  // limited broadcast (this namespace has no default route).
+  const lines = ids.map((i) => `address add ${machineAddress(i)}/${String(c.subnetPrefix)} dev eth0`);
+  writeFileSync(c.addressFile, `${lines.join('\n')}\nroute add 255.255.255.255/32 dev eth0\n`);
+  await run('ip', ['-batch', c.addressFile]);
+  await waitApplied(c.apiServers);
+  client.close();
+  say({ event: 'setup', machines: c.machines, ms: Date.now() - started });
+}
+
+/** Until every node has applied what the leader had committed when this began. */
+async function waitApplied(servers: readonly string[]): Promise<void> {
+  const clients = servers.map((s) => new ClusterClient([s], { timeoutMs: 5000 }));
+  const commit = Math.max(
+    ...(await Promise.all(clients.map(async (cl) => (await cl.call('status', {})).commit))),
+  );
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const applied = await Promise.all(clients.map(async (cl) => (await cl.call('status', {})).applied));
+    if (applied.every((a) => a >= commit)) break;
+    if (Date.now() > deadline)
+      throw new Error(`the nodes applied ${applied.join(', ')} of ${String(commit)} in 2 minutes`);
+    await sleep(200);
+  }
+  for (const cl of clients) cl.close();
+}
+
+// ------------------------------------------------------------------------------ the storm
+
+interface Fleet {
+  readonly c: FleetConfig;
+  readonly dhcp: FleetDhcp;
+  readonly samples: Sample[];
+  readonly runs: Map<string, number>;
+  claimed: number;
+  refusedResults: number;
+}
+
+function sample(f: Fleet, kind: SampleKind, since: number): number {
+  const now = Date.now();
+  f.samples.push([kind, now, now - since]);
+  return now;
+}
+
+/** Retries a request until it answers 2xx; a 4xx other than 404/409/429 is final. */
+async function httpUntil(
+  f: Fleet,
+  url: string,
+  local: string,
+  options: { readonly method?: 'GET' | 'POST'; readonly json?: () => unknown },
+): Promise<Buffer> {
+  for (let tries = 1; ; tries++) {
+    if (Date.now() >= f.c.deadlineMs)
+      throw new Error(`${url}: no answer before the deadline (${String(tries)} tries)`);
+    try {
+      const answer = await httpRequest(url, local, {
+        ...(options.method === undefined ? {} : { method: options.method }),
+        ...(options.json === undefined ? {} : { json: options.json() }),
+        timeoutMs: 5000,
+      });
+      if (answer.status >= 200 && answer.status < 300) return answer.body;
+      if (answer.status >= 400 && answer.status < 500 && ![404, 409, 429].includes(answer.status)) {
+        throw new FinalError(
+          `${url}: HTTP ${String(answer.status)} ${answer.body.toString('utf8').slice(0, 300)}`,
+        );
+      }
+    } catch (err) {
+      if (err instanceof FinalError) throw err;
+    }
+    await sleep(250 + Math.min(tries, 8) * 100);
+  }
+}
+
+class FinalError extends Error {}
+
+async function bootMachine(
+  f: Fleet,
+  i: number,
+  outcome: { reconnects: number; retransmits: number },
+): Promise<void> {
+  const { c } = f;
+  const mac = Buffer.from(
+    machineMac(i)
+      .split(':')
+      .map((h) => Number.parseInt(h, 16)),
+  );
+  const expected = machineAddress(i);
+  const powerOn = Date.now();
+
+  let t = Date.now();
+  const pxe = await f.dhcp.lease(mac, 'pxe', c.deadlineMs);
+  outcome.retransmits += pxe.retransmits;
+  t = sample(f, 'dhcp_pxe', t);
+  if (pxe.address !== expected) throw new Error(`DHCP gave ${pxe.address}, the reservation is ${expected}`);
+  if (pxe.bootfile === '') throw new Error('the PXE offer named no boot file');
+  const binary = await tftpRead(expected, pxe.nextServer, pxe.bootfile, c.deadlineMs);
+  outcome.retransmits += binary.retransmits;
+  t = sample(f, 'tftp', t);
+  if (binary.sha256 !== c.tftpSha256) throw new Error(`TFTP ${pxe.bootfile}: wrong content`);
+
+  const ipxe = await f.dhcp.lease(mac, 'ipxe', c.deadlineMs);
+  outcome.retransmits += ipxe.retransmits;
+  t = sample(f, 'dhcp_ipxe', t);
+  if (!ipxe.bootfile.startsWith('http://'))
+    throw new Error(`iPXE was offered "${ipxe.bootfile}", not a script URL`);
+  const script = (await httpUntil(f, ipxe.bootfile, expected, {})).toString('utf8');
+  t = sample(f, 'script', t);
+  const kernelLine = /^kernel (\S+) (.*)$/m.exec(script);
+  const initrdLine = /^initrd (\S+)$/m.exec(script);
+  if (kernelLine === null || initrdLine === null)
+    throw new Error(`the iPXE script boots nothing:\n${script}`);
+  const args = new Map(
+    (kernelLine[2] ?? '').split(' ').map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]),
+  );
+  const kernel = await httpUntil(f, kernelLine[1] ?? '', expected, {});
+  const initrd = await httpUntil(f, initrdLine[1] ?? '', expected, {});
+  t = sample(f, 'artifacts', t);
+  if (kernel.length === 0 || initrd.length === 0) throw new Error('an empty kernel or initrd');
+
+  const bootos = await f.dhcp.lease(mac, 'bootos', c.deadlineMs);
+  outcome.retransmits += bootos.retransmits;
+  t = sample(f, 'dhcp_bootos', t);
+  const workerId = args.get('slipway.worker_id') ?? '';
+  const server = args.get('slipway.server') ?? '';
+  const http = args.get('slipway.http') ?? '';
+  if (workerId !== hardwareId(i) || server === '' || http === '') {
+    throw new Error(`the kernel command line lacks slipway.* arguments: ${kernelLine[2] ?? ''}`);
+  }
+  // One key for every try of the claim, as the boot OS's worker keeps it.
+  const key = openingKey();
+  const answer = await httpUntil(f, `${http}/credential`, bootos.address, {
+    method: 'POST',
+    json: () => ({ workerId, mac: machineMac(i), publicKey: key.publicKey }),
+  });
+  const credential = openClaim(key, answer);
+  t = sample(f, 'claim', t);
+  f.claimed++;
+  if (f.claimed % Math.max(1, Math.floor(c.machines / 10)) === 0) say({ event: 'claimed', count: f.claimed });
+  if (f.claimed === Math.ceil(c.machines / 2)) say({ event: 'midway' });
+  sample(f, 'boot', powerOn);
+
+  await runWorkflow(f, i, workerId, server, credential, outcome);
+  sample(f, 'workflow', t);
+}
+
+function openClaim(key: OpeningKey, answer: Buffer): string {
+  const body = JSON.parse(answer.toString('utf8')) as { sealed?: SealedBox };
+  if (body.sealed === undefined) throw new Error('the claim answer holds no sealed credential');
+  return key.open(body.sealed).toString('utf8');
+}
+
+type Stream = ClientDuplexStream<ConnectRequest, ConnectResponse>;
+
+/** The worker: one stream at a time, until the last action's result is acknowledged. */
+function runWorkflow(
+  f: Fleet,
+  i: number,
+  workerId: string,
+  server: string,
+  credential: string,
+  outcome: { reconnects: number },
+): Promise<void> {
+  const rng = new Xorshift(f.c.seed + i);
+  const client = new WorkerClient(server, credentials.createInsecure(), {
+    // A machine has a connection of its own, as it would; grpc-js would otherwise share one.
+    'grpc.use_local_subchannel_pool': 1,
+    'grpc.keepalive_time_ms': 10_000,
+    'grpc.keepalive_timeout_ms': 5_000,
+  });
+  const executed = new Set<string>();
+  const pending = new Map<string, ActionResult>();
+  let running: AttemptRef | undefined;
+  let resultSentAt = 0;
+  let stream: Stream | undefined;
+  let finished = false;
+  return new Promise<void>((resolve, reject) => {
+    const finish = (error?: Error): void => {
+      if (finished) return;
+      finished = true;
+      clearInterval(heartbeat);
+      stream?.cancel();
+      client.close();
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const heartbeat = setInterval(() => {
+      stream?.write({ kind: { $case: 'heartbeat', value: {} } });
+      if (Date.now() > f.c.deadlineMs) finish(new Error('the workflow did not finish before the deadline'));
+    }, 5000);
+    const connect = (): void => {
+      if (finished) return;
+      const md = new Metadata();
+      md.set('x-worker-id', workerId);
+      md.set('authorization', `Bearer ${credential}`);
+      const s = client.connect(md);
+      stream = s;
+      let broken = false;
+      const reconnect = (): void => {
+        if (broken || finished) return;
+        broken = true;
+        outcome.reconnects++;
+        setTimeout(connect, 200 + rng.fraction() * 800);
+      };
+      s.on('data', (msg: ConnectResponse) => {
+        const kind = msg.kind;
+        if (kind === undefined || stream !== s) return;
+        if (kind.$case === 'ack' || kind.$case === 'refused') {
+          const ref = kind.value.attempt;
+          if (ref === undefined) return;
+          pending.delete(attemptKey(ref));
+          if (kind.$case === 'refused') f.refusedResults++;
+          if (ref.actionIndex === f.c.actions - 1) {
+            if (kind.$case === 'refused')
+              finish(new Error(`the last result was refused: ${kind.value.reason}`));
+            else finish();
+          }
+          return;
+        }
+        if (kind.$case !== 'action') return;
+        const ref = kind.value.attempt;
+        if (ref === undefined) return;
+        const key = attemptKey(ref);
+        // Pushed again after a reconnect: already run; its result is in `pending` or acknowledged.
+        if (executed.has(key)) return;
+        executed.add(key);
+        const action = `${ref.workflowId}/${String(ref.actionIndex)}`;
+        f.runs.set(action, (f.runs.get(action) ?? 0) + 1);
+        if (resultSentAt > 0) sample(f, 'dispatch', resultSentAt);
+        running = ref;
+        setTimeout(
+          () => {
+            running = undefined;
+            const result: ActionResult = {
+              attempt: ref,
+              success: true,
+              exitStatus: 0,
+              message: '',
+              outputTail: '',
+            };
+            pending.set(key, result);
+            resultSentAt = Date.now();
+            stream?.write({ kind: { $case: 'result', value: result } });
+          },
+          f.c.holdMs * (0.5 + rng.fraction()),
+        );
+      });
+      s.on('error', reconnect);
+      s.on('end', reconnect);
+      s.write({
+        kind: {
+          $case: 'hello',
+          value: {
+            pendingResults: [...pending.values()],
+            agentVersion: 'storm',
+            ...(running === undefined ? {} : { running }),
+          },
+        },
+      });
+    };
+    connect();
+  });
+}
+
+async function storm(c: FleetConfig): Promise<void> {
+  const dhcp = await FleetDhcp.open(c.seed);
+  const f: Fleet = { c, dhcp, samples: [], runs: new Map(), claimed: 0, refusedResults: 0 };
+  const rng = new Xorshift(c.seed);
+  const outcomes = await Promise.all(
+    Array.from({ length: c.machines }, async (_, i): Promise<MachineOutcome> => {
+      await sleep(rng.fraction() * c.rampMs);
+      const startMs = Date.now();
+      const counters = { reconnects: 0, retransmits: 0 };
+      try {
+        await bootMachine(f, i, counters);
+        return { startMs, doneMs: Date.now(), error: null, ...counters };
+      } catch (err) {
+        return { startMs, doneMs: null, error: errorText(err), ...counters };
+      }
+    }),
+  );
+  dhcp.close();
+  const result: FleetResult = {
+    event: 'result',
+    machines: outcomes,
+    samples: f.samples,
+    ranTwice: [...f.runs.values()].filter((n) => n > 1).length,
+    actionsRun: [...f.runs.values()].reduce((a, b) => a + b, 0),
+    refusedResults: f.refusedResults,
+    check: await checkCluster(c),
+  };
+  // A file rather than stdout: tens of thousands of samples, read once the process is done.
+  writeFileSync(c.resultFile, JSON.stringify(result));
+  say({ event: 'result', file: c.resultFile });
+}
+
+/** What the cluster recorded: every storm workflow succeeded, each action on its first attempt. */
+async function checkCluster(c: FleetConfig): Promise<FleetResult['check']> {
+  const client = new ClusterClient(c.apiServers, { timeoutMs: 30_000 });
+  const { workflows } = await client.control('workflowList', { local: false, hardwareId: '' });
+  client.close();
+  const storm = workflows.filter((w) => w.hardwareId.startsWith('storm-'));
+  return {
+    workflows: storm.length,
+    succeeded: storm.filter((w) => w.state === 'SUCCESS').length,
+    notSucceeded: storm
+      .filter((w) => w.state !== 'SUCCESS')
+      .slice(0, 10)
+      .map((w) => `${w.hardwareId} ${w.state} ${w.message}`),
+    retriedActions: storm.reduce((n, w) => n + w.actions.filter((a) => a.attempt > 1).length, 0),
+    lastFinishedMs: Math.max(0, ...storm.map((w) => w.finishedMs)),
+  };
+}
+
+const [mode, configFile] = process.argv.slice(2);
+if ((mode === 'setup' || mode === 'run') && configFile !== undefined) {
+  const config = JSON.parse(readFileSync(configFile, 'utf8')) as FleetConfig;
+  (mode === 'setup' ? setup(config) : storm(config)).catch((err: unknown) => {
+    process.stderr.write(
+      `storm fleet ${mode}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exitCode = 1;
+  });
+}

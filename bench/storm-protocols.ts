@@ -1,0 +1,353 @@
+// What a simulated machine of the storm benchmark speaks before its worker runs: DHCP as a PXE
+// ROM, as iPXE and as the boot OS would (one shared client socket, replies matched by xid), a
+// TFTP read with blksize (as PXE ROMs fetch iPXE), and HTTP from the machine's own address (the
+// credential claim is checked against it). Every exchange retransmits on a timer, as firmware
+// does, and gives up at the caller's deadline.
+import { createSocket, type Socket } from 'node:dgram';
+import { request } from 'node:http';
+import { createHash } from 'node:crypto';
+import {
+  broadcastFlag,
+  decodeDhcpPacket,
+  encodeDhcpPacket,
+  type DhcpPacket,
+} from '../src/boot/dhcp/codec.js';
+import type { DhcpOptions } from '../src/boot/dhcp/options.js';
+import { decodePacket, encodePacket, type TftpPacket } from '../src/boot/tftp/packet.js';
+
+/** Which DHCP client a machine is at this point of its boot. */
+export type DhcpClientKind = 'pxe' | 'ipxe' | 'bootos';
+
+export interface DhcpLease {
+  readonly address: string;
+  readonly serverId: string;
+  /** siaddr: where the boot file is fetched from. */
+  readonly nextServer: string;
+  /** The boot file name (TFTP) or URL (iPXE script); empty when none was given. */
+  readonly bootfile: string;
+  /** DISCOVERs and REQUESTs sent again after a timeout. */
+  readonly retransmits: number;
+}
+
+const retransmitMs = 1000;
+const zero = '0.0.0.0';
+
+function clientOptions(kind: DhcpClientKind): DhcpOptions {
+  const requested = { parameterRequestList: [1, 3, 6, 15, 43, 54, 60, 66, 67, 97, 128, 175] };
+  switch (kind) {
+    case 'pxe':
+      return {
+        ...requested,
+        vendorClass: 'PXEClient:Arch:00000:UNDI:002001',
+        clientArch: [0],
+        clientNdi: { type: 1, major: 2, minor: 1 },
+        maxMessageSize: 1260,
+      };
+    case 'ipxe':
+      return {
+        ...requested,
+        vendorClass: 'PXEClient:Arch:00000:UNDI:002001',
+        clientArch: [0],
+        userClass: { format: 'plain', classes: ['iPXE'] },
+        maxMessageSize: 1472,
+      };
+    case 'bootos':
+      return { parameterRequestList: [1, 3, 6, 12, 15, 28, 42], vendorClass: 'udhcp 1.36.1' };
+  }
+}
+
+/** One DHCP client socket for every simulated machine in this process. */
+export class FleetDhcp {
+  readonly #socket: Socket;
+  readonly #waiting = new Map<number, (reply: DhcpPacket) => void>();
+  #nextXid: number;
+
+  private constructor(socket: Socket, seed: number) {
+    this.#socket = socket;
+    this.#nextXid = seed >>> 0;
+    socket.on('message', (bytes) => {
+      let reply: DhcpPacket;
+      try {
+        reply = decodeDhcpPacket(bytes);
+      } catch {
+        return;
+      }
+      if (reply.op === 'reply') this.#waiting.get(reply.xid)?.(reply);
+    });
+  }
+
+  static async open(seed: number): Promise<FleetDhcp> {
+    const socket = createSocket({ type: 'udp4', reuseAddr: true });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.bind(68, zero, () => {
+        socket.off('error', reject);
+        resolve();
+      });
+    });
+    socket.setBroadcast(true);
+    socket.setRecvBufferSize(8 << 20);
+    return new FleetDhcp(socket, seed);
+  }
+
+  close(): void {
+    this.#socket.close();
+  }
+
+  /** DISCOVER, OFFER, REQUEST, ACK; a NAK or a silent server starts over until `deadlineMs`. */
+  async lease(mac: Uint8Array, kind: DhcpClientKind, deadlineMs: number): Promise<DhcpLease> {
+    let retransmits = 0;
+    for (;;) {
+      const xid = this.#xid();
+      const offer = await this.#exchange(xid, mac, kind, 'DISCOVER', {}, 'OFFER', deadlineMs);
+      retransmits += offer.sent - 1;
+      const serverId = offer.reply.options.serverId ?? offer.reply.siaddr;
+      const ack = await this.#exchange(
+        xid,
+        mac,
+        kind,
+        'REQUEST',
+        { requestedIp: offer.reply.yiaddr, serverId },
+        'ACK',
+        Math.min(deadlineMs, Date.now() + 4 * retransmitMs),
+      ).catch(() => undefined);
+      if (ack === undefined || ack.reply.options.messageType !== 'ACK') {
+        retransmits += 4;
+        continue;
+      }
+      retransmits += ack.sent - 1;
+      const reply = ack.reply;
+      return {
+        address: reply.yiaddr,
+        serverId,
+        nextServer: reply.siaddr,
+        bootfile: reply.file !== '' ? reply.file : (reply.options.bootfileName ?? ''),
+        retransmits,
+      };
+    }
+  }
+
+  #xid(): number {
+    this.#nextXid = (this.#nextXid + 0x9e3779b1) >>> 0;
+    return this.#nextXid;
+  }
+
+  /** Sends until a reply of the wanted type (or a NAK) arrives; throws at the deadline. */
+  #exchange(
+    xid: number,
+    mac: Uint8Array,
+    kind: DhcpClientKind,
+    type: 'DISCOVER' | 'REQUEST',
+    extra: DhcpOptions,
+    wanted: 'OFFER' | 'ACK',
+    deadlineMs: number,
+  ): Promise<{ reply: DhcpPacket; sent: number }> {
+    const chaddr = new Uint8Array(16);
+    chaddr.set(mac);
+    const bytes = encodeDhcpPacket({
+      op: 'request',
+      htype: 1,
+      hlen: 6,
+      hops: 0,
+      xid,
+      secs: 0,
+      flags: broadcastFlag,
+      ciaddr: zero,
+      yiaddr: zero,
+      siaddr: zero,
+      giaddr: zero,
+      chaddr,
+      sname: '',
+      file: '',
+      options: { messageType: type, ...clientOptions(kind), ...extra },
+    });
+    return new Promise((resolve, reject) => {
+      let sent = 0;
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (): void => {
+        clearTimeout(timer);
+        this.#waiting.delete(xid);
+      };
+      const send = (): void => {
+        if (Date.now() >= deadlineMs) {
+          finish();
+          reject(new Error(`DHCP ${type}: no ${wanted} before the deadline (${String(sent)} sent)`));
+          return;
+        }
+        sent++;
+        this.#socket.send(bytes, 67, '255.255.255.255');
+        timer = setTimeout(send, retransmitMs);
+      };
+      this.#waiting.set(xid, (reply) => {
+        const got = reply.options.messageType;
+        if (got !== wanted && got !== 'NAK') return;
+        finish();
+        resolve({ reply, sent });
+      });
+      send();
+    });
+  }
+}
+
+export interface TftpResult {
+  readonly bytes: number;
+  readonly sha256: string;
+  readonly retransmits: number;
+}
+
+/**
+ * Reads `filename` from `server`:69 into memory, from `localAddress`, with blksize 1432 as PXE
+ * ROMs ask. A transfer that stalls (its server died) starts over with a new RRQ.
+ */
+export async function tftpRead(
+  localAddress: string,
+  server: string,
+  filename: string,
+  deadlineMs: number,
+): Promise<TftpResult> {
+  let retransmits = 0;
+  for (;;) {
+    if (Date.now() >= deadlineMs) throw new Error(`TFTP ${filename}: not read before the deadline`);
+    const attempt = await tftpAttempt(localAddress, server, filename, deadlineMs).catch((err: unknown) => {
+      if (err instanceof TftpStall) return err;
+      throw err;
+    });
+    if (!(attempt instanceof TftpStall))
+      return { ...attempt, retransmits: retransmits + attempt.retransmits };
+    retransmits += attempt.retransmits + 1;
+  }
+}
+
+class TftpStall extends Error {
+  readonly retransmits: number;
+  constructor(retransmits: number) {
+    super('the TFTP transfer stalled');
+    this.retransmits = retransmits;
+  }
+}
+
+const tftpBlockSize = 1432;
+const tftpTimeoutMs = 1000;
+const tftpTriesPerPacket = 4;
+
+function tftpAttempt(
+  localAddress: string,
+  server: string,
+  filename: string,
+  deadlineMs: number,
+): Promise<Omit<TftpResult, 'retransmits'> & { retransmits: number }> {
+  return new Promise((resolve, reject) => {
+    const socket = createSocket('udp4');
+    const hash = createHash('sha256');
+    let bytes = 0;
+    let expected = 1;
+    let blockSize = 512;
+    let peer: { address: string; port: number } | undefined;
+    let last: Uint8Array = encodePacket({
+      type: 'rrq',
+      filename,
+      mode: 'octet',
+      options: new Map([
+        ['blksize', String(tftpBlockSize)],
+        ['tsize', '0'],
+      ]),
+    });
+    let tries = 0;
+    let retransmits = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const end = (error: Error | undefined, result?: TftpResult): void => {
+      clearTimeout(timer);
+      socket.close();
+      if (error !== undefined) reject(error);
+      else if (result !== undefined) resolve(result);
+    };
+    const send = (): void => {
+      if (Date.now() >= deadlineMs || tries >= tftpTriesPerPacket) {
+        end(new TftpStall(retransmits));
+        return;
+      }
+      if (tries > 0) retransmits++;
+      tries++;
+      socket.send(last, peer?.port ?? 69, peer?.address ?? server);
+      timer = setTimeout(send, tftpTimeoutMs);
+    };
+    const answer = (packet: TftpPacket): void => {
+      last = encodePacket(packet);
+      tries = 0;
+      clearTimeout(timer);
+      send();
+    };
+    socket.on('error', (err) => end(err));
+    socket.on('message', (message, rinfo) => {
+      // The transfer comes from a port of its own (RFC 1350's TID), and from the node's own
+      // address rather than the VIP the request went to: like iPXE, the first answer fixes both.
+      if (peer === undefined) peer = { address: rinfo.address, port: rinfo.port };
+      else if (rinfo.port !== peer.port || rinfo.address !== peer.address) return;
+      const decoded = decodePacket(message);
+      if (!decoded.ok) return;
+      const packet = decoded.packet;
+      if (packet.type === 'error') {
+        end(new Error(`TFTP ${filename}: error ${String(packet.code)} from ${server}: ${packet.message}`));
+        return;
+      }
+      if (packet.type === 'oack') {
+        blockSize = Number(packet.options.get('blksize') ?? '512');
+        answer({ type: 'ack', block: 0 });
+        return;
+      }
+      if (packet.type !== 'data') return;
+      if (packet.block !== (expected & 0xffff)) {
+        // A duplicate of the previous block: our ACK was lost; the retransmission timer re-sends it.
+        return;
+      }
+      hash.update(packet.data);
+      bytes += packet.data.length;
+      expected++;
+      if (packet.data.length < blockSize) {
+        socket.send(encodePacket({ type: 'ack', block: packet.block }), peer.port, peer.address);
+        end(undefined, { bytes, sha256: hash.digest('hex'), retransmits });
+        return;
+      }
+      answer({ type: 'ack', block: packet.block });
+    });
+    socket.bind(0, localAddress, () => send());
+  });
+}
+
+export interface HttpAnswer {
+  readonly status: number;
+  readonly body: Buffer;
+}
+
+/** One HTTP request from `localAddress`, with a timeout; rejects on a broken connection. */
+export function httpRequest(
+  url: string,
+  localAddress: string,
+  options: { readonly method?: 'GET' | 'POST'; readonly json?: unknown; readonly timeoutMs: number },
+): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const body = options.json === undefined ? undefined : Buffer.from(JSON.stringify(options.json));
+    const req = request(
+      url,
+      {
+        method: options.method ?? 'GET',
+        localAddress,
+        agent: false,
+        timeout: options.timeoutMs,
+        headers:
+          body === undefined ? {} : { 'content-type': 'application/json', 'content-length': body.length },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () =>
+      req.destroy(new Error(`HTTP ${url}: no answer within ${String(options.timeoutMs)} ms`)),
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}

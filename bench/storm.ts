@@ -1,0 +1,315 @@
+// `npm run bench -- storm [--machines N] [--actions A] [--hold-ms H] [--ramp-ms R] [--no-kill]
+//  [--artifact-kib K] [--keep]`
+// A boot storm: N simulated machines (bench/storm-fleet.ts) power on at once on a LAN of network
+// namespaces with 3 slipway nodes (the compiled build), the VIP held by the leader, HAProxy in
+// front of every node's API as `slipway balancer config` renders it. Each machine does what a
+// real one does against the VIP: DHCP as a PXE ROM, the iPXE binary over TFTP, DHCP as iPXE, the
+// iPXE script, the boot OS's kernel and initrd (small stand-ins registered with `artifact add`),
+// DHCP as the boot OS, the credential claim from its own address, then its workflow of A short
+// actions on a worker stream through the balancer. Once half the machines hold a credential the
+// leader is SIGKILLed, so the other half boot against the VIP while it moves.
+// Prints one JSON line: the time from the first power-on to the last workflow's success (target
+// <= 60 s), whether every workflow succeeded with every action run once (by the fleet's count
+// and by the cluster's records), and p50/p99 of each boot step and of dispatch (a result sent to
+// the next action received), before and after the kill.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { renderHaproxyConfig } from '../lb/haproxy.js';
+import { defaultHealthCheck } from '../lb/balancer-spec.js';
+import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
+import { repoRoot } from './clusters.js';
+import { slipwayBuild } from './slipway-build.js';
+import { percentile, round } from './stats.js';
+import type { FleetConfig, FleetResult, Sample, SampleKind } from './storm-fleet.js';
+
+const run = promisify(execFile);
+
+interface Options {
+  readonly machines: number;
+  readonly actions: number;
+  readonly holdMs: number;
+  readonly rampMs: number;
+  readonly kill: boolean;
+  readonly artifactKib: number;
+  readonly keep: boolean;
+}
+
+function parseOptions(argv: readonly string[]): Options {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      machines: { type: 'string', default: '1000' },
+      actions: { type: 'string', default: '5' },
+      'hold-ms': { type: 'string', default: '200' },
+      'ramp-ms': { type: 'string', default: '2000' },
+      'no-kill': { type: 'boolean', default: false },
+      'artifact-kib': { type: 'string', default: '256' },
+      keep: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  const int = (v: string, name: string, min: number, max: number): number => {
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
+      throw new Error(`--${name} must be ${min}..${max}`);
+    return Number(v);
+  };
+  return {
+    machines: int(values.machines, 'machines', 1, 2000),
+    actions: int(values.actions, 'actions', 1, 20),
+    holdMs: int(values['hold-ms'], 'hold-ms', 0, 10_000),
+    rampMs: int(values['ramp-ms'], 'ramp-ms', 0, 60_000),
+    kill: !values['no-kill'],
+    artifactKib: int(values['artifact-kib'], 'artifact-kib', 1, 65_536),
+    keep: values.keep,
+  };
+}
+
+const subnet = '10.214';
+const prefix = 16;
+const vip = `${subnet}.0.100`;
+const nodeIds = ['n1', 'n2', 'n3'] as const;
+const nodeAddress = (i: number): string => `${subnet}.0.${String(11 + i)}`;
+const balancerPort = 7070;
+/** Setup (registering N machines and workflows) and the storm itself are each bounded. */
+const setupTimeoutMs = 300_000;
+const stormTimeoutMs = 240_000;
+const targetS = 60;
+
+function progress(msg: string): void {
+  process.stderr.write(`storm: ${msg}\n`);
+}
+
+/** Deterministic stand-in bytes (the content only has to be checked, not booted). */
+function standIn(bytes: number, label: string): Buffer {
+  const out = Buffer.alloc(bytes);
+  let block = createHash('sha256').update(label).digest();
+  for (let at = 0; at < bytes; at += block.length) {
+    block.copy(out, at);
+    block = createHash('sha256').update(block).digest();
+  }
+  return out;
+}
+
+/**
+ * Every neighbour entry of every namespace counts against the kernel's one table, whose default
+ * hard limit (gc_thresh3, 1024) a thousand machines on one LAN exceed: raised for the run, as a
+ * site with a large provisioning segment raises it, and put back afterwards.
+ */
+async function raiseNeighbourLimits(): Promise<() => Promise<void>> {
+  const keys = ['gc_thresh1', 'gc_thresh2', 'gc_thresh3'].map((k) => `net.ipv4.neigh.default.${k}`);
+  const before = await Promise.all(
+    keys.map(async (k) => (await run('sysctl', ['-n', k], { encoding: 'utf8' })).stdout.trim()),
+  );
+  const wanted = [4096, 16384, 32768];
+  await Promise.all(
+    keys.map((k, i) =>
+      run('sysctl', ['-q', '-w', `${k}=${String(Math.max(Number(before[i]), wanted[i] ?? 0))}`]),
+    ),
+  );
+  return async () => {
+    await Promise.all(keys.map((k, i) => run('sysctl', ['-q', '-w', `${k}=${before[i] ?? ''}`])));
+  };
+}
+
+async function vipHolder(lab: NetnsLab, ns: Record<string, string>): Promise<number> {
+  for (let i = 0; i < nodeIds.length; i++) {
+    const out = await lab.run(ns[nodeIds[i] ?? ''] ?? '', ['ip', '-4', '-o', 'addr', 'show', 'dev', 'eth0']);
+    if (out.stdout.includes(` ${vip}/`)) return i;
+  }
+  return -1;
+}
+
+function stats(
+  samples: readonly Sample[],
+  kind: SampleKind,
+  from: number,
+  to: number,
+): Record<string, number> | null {
+  const xs = samples
+    .filter(([k, at]) => k === kind && at >= from && at < to)
+    .map(([, , ms]) => ms)
+    .sort((a, b) => a - b);
+  if (xs.length === 0) return null;
+  return {
+    n: xs.length,
+    p50_ms: round(percentile(xs, 0.5), 1),
+    p99_ms: round(percentile(xs, 0.99), 1),
+    max_ms: round(xs.at(-1) ?? 0, 1),
+  };
+}
+
+export async function runStormBench(argv: readonly string[]): Promise<void> {
+  const o = parseOptions(argv);
+  if (process.getuid?.() !== 0) throw new Error('the storm benchmark needs root (network namespaces)');
+  const build = slipwayBuild();
+  const restoreLimits = await raiseNeighbourLimits();
+  const lab = await NetnsLab.create();
+  const dir = o.keep ? join(repoRoot, `storm-${lab.id}`) : lab.dir;
+  mkdirSync(dir, { recursive: true });
+  const nodes: LabProcess[] = [];
+  try {
+    const ns = await lab.addLan({
+      n1: { addresses: [`${nodeAddress(0)}/${String(prefix)}`] },
+      n2: { addresses: [`${nodeAddress(1)}/${String(prefix)}`] },
+      n3: { addresses: [`${nodeAddress(2)}/${String(prefix)}`] },
+      fleet: { addresses: [`${subnet}.0.5/${String(prefix)}`] },
+    });
+    const tftpRoot = join(dir, 'tftp-root');
+    mkdirSync(tftpRoot, { recursive: true });
+    // undionly.kpxe is about 70 KiB; the stand-in has its size, not its code.
+    const binary = standIn(72 * 1024, 'undionly.kpxe');
+    writeFileSync(join(tftpRoot, 'undionly.kpxe'), binary);
+    const kernelFile = join(dir, 'vmlinuz-standin');
+    const initrdFile = join(dir, 'initramfs-standin');
+    writeFileSync(kernelFile, standIn(Math.ceil((o.artifactKib * 1024) / 4), 'kernel'));
+    writeFileSync(initrdFile, standIn(Math.floor((o.artifactKib * 1024 * 3) / 4), 'initrd'));
+
+    const haproxyConfig = join(dir, 'haproxy.cfg');
+    writeFileSync(
+      haproxyConfig,
+      renderHaproxyConfig({
+        listenAddr: `0.0.0.0:${String(balancerPort)}`,
+        nodes: nodeIds.map((id, i) => ({ id, apiAddr: `${nodeAddress(i)}:7001` })),
+        healthCheck: defaultHealthCheck,
+      }),
+    );
+    const peers = nodeIds.map((id, i) => `${id}=${nodeAddress(i)}:7000`).join(',');
+    nodeIds.forEach((id, i) => {
+      const address = nodeAddress(i);
+      nodes.push(
+        lab.spawn(ns[id], [
+          ...[process.execPath, build.main, 'server', '--id', id, '--log-level', 'warn'],
+          ...['--data-dir', join(dir, `data-${id}`), '--insecure'],
+          ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
+          ...['--vip', vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
+          ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--tftp-root', tftpRoot],
+          ...['--worker-server', `${vip}:${String(balancerPort)}`],
+        ]),
+      );
+      lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
+    });
+    progress(`3 nodes and their balancers starting in ${lab.id}-*`);
+
+    const config: FleetConfig = {
+      machines: o.machines,
+      actions: o.actions,
+      holdMs: o.holdMs,
+      rampMs: o.rampMs,
+      deadlineMs: 0,
+      apiServers: nodeIds.map((_, i) => `${nodeAddress(i)}:7001`),
+      subnetPrefix: prefix,
+      kernelFile,
+      initrdFile,
+      tftpSha256: createHash('sha256').update(binary).digest('hex'),
+      seed: 0x5707,
+      addressFile: join(dir, 'addresses.batch'),
+      resultFile: join(dir, 'fleet-result.json'),
+    };
+    const configFile = join(dir, 'fleet.json');
+    const fleetArgv = (mode: string): string[] => [
+      process.execPath,
+      '--import',
+      'tsx',
+      join(repoRoot, 'bench', 'storm-fleet.ts'),
+      mode,
+      configFile,
+    ];
+    writeFileSync(configFile, JSON.stringify(config));
+    progress(`registering ${String(o.machines)} machines, their workflows and the boot OS stand-ins`);
+    const setup = lab.spawn(ns.fleet, fleetArgv('setup'), { cwd: repoRoot });
+    await setup.waitForOutput((out) => out.includes('"event":"setup"'), setupTimeoutMs, 'the setup');
+    await setup.exited;
+
+    const stormStart = Date.now();
+    writeFileSync(
+      configFile,
+      JSON.stringify({ ...config, deadlineMs: stormStart + stormTimeoutMs - 20_000 }),
+    );
+    progress(`the storm: ${String(o.machines)} machines power on`);
+    const fleet = lab.spawn(ns.fleet, fleetArgv('run'), { cwd: repoRoot });
+    let killedAt: number | null = null;
+    let killed: string | null = null;
+    const killOnce = async (): Promise<void> => {
+      if (!o.kill || killedAt !== null) return;
+      killedAt = Date.now();
+      const holder = await vipHolder(lab, ns);
+      const victim = nodes[holder];
+      if (holder < 0 || victim === undefined) throw new Error('no node holds the VIP at midway');
+      killed = nodeIds[holder] ?? null;
+      victim.child.kill('SIGKILL');
+      progress(`midway: SIGKILLed ${killed ?? '?'}, the leader holding the VIP`);
+    };
+    let killing: Promise<void> = Promise.resolve();
+    await fleet.waitForOutput(
+      (out) => {
+        if (out.includes('"event":"midway"') && killedAt === null) killing = killOnce();
+        return out.includes('"event":"result"');
+      },
+      stormTimeoutMs,
+      'the storm result',
+    );
+    await killing;
+    await fleet.exited;
+    const result = JSON.parse(readFileSync(config.resultFile, 'utf8')) as FleetResult;
+    const firstStart = Math.min(...result.machines.map((m) => m.startMs));
+    const lastDone = Math.max(...result.machines.map((m) => m.doneMs ?? Number.POSITIVE_INFINITY));
+    const failed = result.machines.filter((m) => m.error !== null);
+    const totalS = Number.isFinite(lastDone) ? round((lastDone - firstStart) / 1000, 1) : null;
+    const split = killedAt ?? Number.POSITIVE_INFINITY;
+    const phases: Record<string, unknown> = {};
+    const kinds: SampleKind[] = [
+      'dhcp_pxe',
+      'tftp',
+      'dhcp_ipxe',
+      'script',
+      'artifacts',
+      'dhcp_bootos',
+      'claim',
+      'dispatch',
+      'boot',
+      'workflow',
+    ];
+    for (const kind of kinds) {
+      phases[kind] = {
+        before_kill: stats(result.samples, kind, 0, split),
+        after_kill: stats(result.samples, kind, split, Number.POSITIVE_INFINITY),
+      };
+    }
+    const allSucceeded = failed.length === 0 && result.check.succeeded === o.machines;
+    const noneTwice = result.ranTwice === 0 && result.check.retriedActions === 0;
+    process.stdout.write(
+      `${JSON.stringify({
+        bench: 'storm',
+        machines: o.machines,
+        actions_per_workflow: o.actions,
+        hold_ms: o.holdMs,
+        ramp_ms: o.rampMs,
+        killed_leader: killed,
+        killed_at_s: killedAt === null ? null : round((killedAt - firstStart) / 1000, 1),
+        first_power_on_to_last_success_s: totalS,
+        // The same end as the cluster recorded it (the leader's clock, on this machine).
+        cluster_last_success_s: round((result.check.lastFinishedMs - firstStart) / 1000, 1),
+        target_s: targetS,
+        target_met: allSucceeded && noneTwice && totalS !== null && totalS <= targetS,
+        workflows_succeeded: result.check.succeeded,
+        machines_failed: failed.length,
+        failures: failed.slice(0, 5).map((m) => m.error),
+        not_succeeded: result.check.notSucceeded,
+        actions_run: result.actionsRun,
+        actions_run_twice: result.ranTwice,
+        actions_retried_in_state: result.check.retriedActions,
+        results_refused: result.refusedResults,
+        reconnects: result.machines.reduce((n, m) => n + m.reconnects, 0),
+        retransmits: result.machines.reduce((n, m) => n + m.retransmits, 0),
+        phases,
+      })}\n`,
+    );
+  } finally {
+    await lab.destroy();
+    await restoreLimits();
+    if (o.keep) progress(`kept the configuration and data in ${dir}`);
+  }
+}
