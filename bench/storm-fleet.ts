@@ -15,6 +15,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync, createReadStream } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
@@ -24,7 +25,7 @@ import type { ActionResult, AttemptRef, ConnectRequest, ConnectResponse } from '
 import { WorkerClient } from '../src/gen/worker.js';
 import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
 import { Xorshift } from '../test/raft/xorshift.js';
-import { FleetDhcp, httpRequest, tftpRead } from './storm-protocols.js';
+import { FleetDhcp, httpRequest, tftpRead, type Firmware } from './storm-protocols.js';
 
 export interface FleetConfig {
   readonly machines: number;
@@ -41,8 +42,10 @@ export interface FleetConfig {
   /** Stand-ins for the boot OS: registered as artifacts, fetched by every machine. */
   readonly kernelFile: string;
   readonly initrdFile: string;
-  /** SHA-256 of the TFTP root's iPXE binary stand-in. */
-  readonly tftpSha256: string;
+  /** Which machines PXE-boot over TFTP (bios) and which use UEFI HTTP boot; mixed: every other. */
+  readonly firmware: 'bios' | 'uefi' | 'mixed';
+  /** SHA-256 of the iPXE binary stand-ins (undionly.kpxe, ipxe.efi) by name. */
+  readonly binarySha256: Readonly<Record<string, string>>;
   readonly seed: number;
   readonly addressFile: string;
   /** Where the run writes its FleetResult. */
@@ -51,7 +54,9 @@ export interface FleetConfig {
 
 export type SampleKind =
   | 'dhcp_pxe'
+  | 'dhcp_http_boot'
   | 'tftp'
+  | 'http_boot'
   | 'dhcp_ipxe'
   | 'script'
   | 'artifacts'
@@ -80,6 +85,9 @@ export interface FleetResult {
   readonly ranTwice: number;
   readonly actionsRun: number;
   readonly refusedResults: number;
+  /** The fleet's own CPU and event-loop delay: whether the simulator kept up. */
+  readonly cpuS: number;
+  readonly loopDelayMaxMs: number;
   /** From the cluster at the end. */
   readonly check: {
     readonly workflows: number;
@@ -103,6 +111,11 @@ export function machineMac(i: number): string {
 /** 10.214.16.1 onwards, 250 to a third octet (no .0 or .255 anywhere). */
 export function machineAddress(i: number): string {
   return `10.214.${String(16 + Math.floor(i / 250))}.${String(1 + (i % 250))}`;
+}
+
+export function firmwareOf(c: Pick<FleetConfig, 'firmware'>, i: number): Firmware {
+  if (c.firmware !== 'mixed') return c.firmware;
+  return i % 2 === 0 ? 'bios' : 'uefi';
 }
 
 function say(line: Record<string, unknown>): void {
@@ -175,7 +188,7 @@ async function setup(c: FleetConfig): Promise<void> {
     const doc = {
       id: hardwareId(i),
       arch: 'x86_64',
-      uefi: false,
+      uefi: firmwareOf(c, i) === 'uefi',
       interfaces: [{ mac: machineMac(i), ip: `${machineAddress(i)}/${String(c.subnetPrefix)}` }],
       netboot: { allowPXE: true, allowWorkflow: true },
     };
@@ -288,18 +301,29 @@ async function bootMachine(
   const expected = machineAddress(i);
   const powerOn = Date.now();
 
+  const firmware = firmwareOf(c, i);
   let t = Date.now();
-  const pxe = await f.dhcp.lease(mac, 'pxe', c.deadlineMs);
+  const pxe = await f.dhcp.lease(mac, 'pxe', firmware, c.deadlineMs);
   outcome.retransmits += pxe.retransmits;
-  t = sample(f, 'dhcp_pxe', t);
+  t = sample(f, firmware === 'bios' ? 'dhcp_pxe' : 'dhcp_http_boot', t);
   if (pxe.address !== expected) throw new Error(`DHCP gave ${pxe.address}, the reservation is ${expected}`);
   if (pxe.bootfile === '') throw new Error('the PXE offer named no boot file');
-  const binary = await tftpRead(expected, pxe.nextServer, pxe.bootfile, c.deadlineMs);
-  outcome.retransmits += binary.retransmits;
-  t = sample(f, 'tftp', t);
-  if (binary.sha256 !== c.tftpSha256) throw new Error(`TFTP ${pxe.bootfile}: wrong content`);
+  const name = pxe.bootfile.slice(pxe.bootfile.lastIndexOf('/') + 1);
+  let binarySha256: string;
+  if (firmware === 'bios') {
+    const binary = await tftpRead(expected, pxe.nextServer, pxe.bootfile, c.deadlineMs);
+    outcome.retransmits += binary.retransmits;
+    binarySha256 = binary.sha256;
+    t = sample(f, 'tftp', t);
+  } else {
+    if (!pxe.bootfile.startsWith('http://')) throw new Error(`UEFI HTTP boot was offered "${pxe.bootfile}"`);
+    const binary = await httpUntil(f, pxe.bootfile, expected, {});
+    binarySha256 = createHash('sha256').update(binary).digest('hex');
+    t = sample(f, 'http_boot', t);
+  }
+  if (binarySha256 !== c.binarySha256[name]) throw new Error(`${pxe.bootfile}: not the iPXE binary`);
 
-  const ipxe = await f.dhcp.lease(mac, 'ipxe', c.deadlineMs);
+  const ipxe = await f.dhcp.lease(mac, 'ipxe', firmware, c.deadlineMs);
   outcome.retransmits += ipxe.retransmits;
   t = sample(f, 'dhcp_ipxe', t);
   if (!ipxe.bootfile.startsWith('http://'))
@@ -318,7 +342,7 @@ async function bootMachine(
   t = sample(f, 'artifacts', t);
   if (kernel.length === 0 || initrd.length === 0) throw new Error('an empty kernel or initrd');
 
-  const bootos = await f.dhcp.lease(mac, 'bootos', c.deadlineMs);
+  const bootos = await f.dhcp.lease(mac, 'bootos', firmware, c.deadlineMs);
   outcome.retransmits += bootos.retransmits;
   t = sample(f, 'dhcp_bootos', t);
   const workerId = args.get('slipway.worker_id') ?? '';
@@ -463,6 +487,9 @@ function runWorkflow(
 }
 
 async function storm(c: FleetConfig): Promise<void> {
+  const loop = monitorEventLoopDelay({ resolution: 20 });
+  loop.enable();
+  const cpu0 = process.cpuUsage();
   const dhcp = await FleetDhcp.open(c.seed);
   const f: Fleet = { c, dhcp, samples: [], runs: new Map(), claimed: 0, refusedResults: 0 };
   const rng = new Xorshift(c.seed);
@@ -480,6 +507,7 @@ async function storm(c: FleetConfig): Promise<void> {
     }),
   );
   dhcp.close();
+  const used = process.cpuUsage(cpu0);
   const result: FleetResult = {
     event: 'result',
     machines: outcomes,
@@ -487,6 +515,8 @@ async function storm(c: FleetConfig): Promise<void> {
     ranTwice: [...f.runs.values()].filter((n) => n > 1).length,
     actionsRun: [...f.runs.values()].reduce((a, b) => a + b, 0),
     refusedResults: f.refusedResults,
+    cpuS: Math.round((used.user + used.system) / 1e5) / 10,
+    loopDelayMaxMs: Math.round(loop.max / 1e6),
     check: await checkCluster(c),
   };
   // A file rather than stdout: tens of thousands of samples, read once the process is done.

@@ -32,22 +32,36 @@ export interface DhcpLease {
 const retransmitMs = 1000;
 const zero = '0.0.0.0';
 
-function clientOptions(kind: DhcpClientKind): DhcpOptions {
+/** BIOS machines PXE-boot (iPXE over TFTP); UEFI ones use UEFI HTTP boot (iPXE over HTTP). */
+export type Firmware = 'bios' | 'uefi';
+
+function clientOptions(kind: DhcpClientKind, firmware: Firmware): DhcpOptions {
   const requested = { parameterRequestList: [1, 3, 6, 15, 43, 54, 60, 66, 67, 97, 128, 175] };
+  const pxeClass =
+    firmware === 'bios' ? 'PXEClient:Arch:00000:UNDI:002001' : 'PXEClient:Arch:00007:UNDI:003016';
+  const arch = firmware === 'bios' ? 0 : 7;
   switch (kind) {
     case 'pxe':
-      return {
-        ...requested,
-        vendorClass: 'PXEClient:Arch:00000:UNDI:002001',
-        clientArch: [0],
-        clientNdi: { type: 1, major: 2, minor: 1 },
-        maxMessageSize: 1260,
-      };
+      return firmware === 'bios'
+        ? {
+            ...requested,
+            vendorClass: pxeClass,
+            clientArch: [0],
+            clientNdi: { type: 1, major: 2, minor: 1 },
+            maxMessageSize: 1260,
+          }
+        : {
+            ...requested,
+            vendorClass: 'HTTPClient:Arch:00016:UNDI:003001',
+            clientArch: [16],
+            clientNdi: { type: 1, major: 3, minor: 1 },
+            maxMessageSize: 1472,
+          };
     case 'ipxe':
       return {
         ...requested,
-        vendorClass: 'PXEClient:Arch:00000:UNDI:002001',
-        clientArch: [0],
+        vendorClass: pxeClass,
+        clientArch: [arch],
         userClass: { format: 'plain', classes: ['iPXE'] },
         maxMessageSize: 1472,
       };
@@ -95,19 +109,24 @@ export class FleetDhcp {
   }
 
   /** DISCOVER, OFFER, REQUEST, ACK; a NAK or a silent server starts over until `deadlineMs`. */
-  async lease(mac: Uint8Array, kind: DhcpClientKind, deadlineMs: number): Promise<DhcpLease> {
+  async lease(
+    mac: Uint8Array,
+    kind: DhcpClientKind,
+    firmware: Firmware,
+    deadlineMs: number,
+  ): Promise<DhcpLease> {
     let retransmits = 0;
     for (;;) {
       const xid = this.#xid();
-      const offer = await this.#exchange(xid, mac, kind, 'DISCOVER', {}, 'OFFER', deadlineMs);
+      const options = clientOptions(kind, firmware);
+      const offer = await this.#exchange(xid, mac, 'DISCOVER', options, 'OFFER', deadlineMs);
       retransmits += offer.sent - 1;
       const serverId = offer.reply.options.serverId ?? offer.reply.siaddr;
       const ack = await this.#exchange(
         xid,
         mac,
-        kind,
         'REQUEST',
-        { requestedIp: offer.reply.yiaddr, serverId },
+        { ...options, requestedIp: offer.reply.yiaddr, serverId },
         'ACK',
         Math.min(deadlineMs, Date.now() + 4 * retransmitMs),
       ).catch(() => undefined);
@@ -136,9 +155,8 @@ export class FleetDhcp {
   #exchange(
     xid: number,
     mac: Uint8Array,
-    kind: DhcpClientKind,
     type: 'DISCOVER' | 'REQUEST',
-    extra: DhcpOptions,
+    options: DhcpOptions,
     wanted: 'OFFER' | 'ACK',
     deadlineMs: number,
   ): Promise<{ reply: DhcpPacket; sent: number }> {
@@ -159,7 +177,7 @@ export class FleetDhcp {
       chaddr,
       sname: '',
       file: '',
-      options: { messageType: type, ...clientOptions(kind), ...extra },
+      options: { messageType: type, ...options },
     });
     return new Promise((resolve, reject) => {
       let sent = 0;

@@ -1,9 +1,10 @@
 // `npm run bench -- storm [--machines N] [--actions A] [--hold-ms H] [--ramp-ms R] [--no-kill]
-//  [--artifact-kib K] [--keep]`
+//  [--firmware bios|uefi|mixed] [--artifact-kib K] [--keep]`
 // A boot storm: N simulated machines (bench/storm-fleet.ts) power on at once on a LAN of network
 // namespaces with 3 slipway nodes (the compiled build), the VIP held by the leader, HAProxy in
 // front of every node's API as `slipway balancer config` renders it. Each machine does what a
-// real one does against the VIP: DHCP as a PXE ROM, the iPXE binary over TFTP, DHCP as iPXE, the
+// real one does against the VIP: DHCP as a PXE ROM and the iPXE binary over TFTP (BIOS), or as
+// UEFI HTTP boot and the binary over HTTP (UEFI; by default every other machine), DHCP as iPXE, the
 // iPXE script, the boot OS's kernel and initrd (small stand-ins registered with `artifact add`),
 // DHCP as the boot OS, the credential claim from its own address, then its workflow of A short
 // actions on a worker stream through the balancer. Once half the machines hold a credential the
@@ -22,7 +23,7 @@ import { defaultHealthCheck } from '../lb/balancer-spec.js';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
 import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
-import { percentile, round } from './stats.js';
+import { cpuSeconds, machineCpu, percentile, round } from './stats.js';
 import type { FleetConfig, FleetResult, Sample, SampleKind } from './storm-fleet.js';
 
 const run = promisify(execFile);
@@ -34,6 +35,7 @@ interface Options {
   readonly rampMs: number;
   readonly kill: boolean;
   readonly artifactKib: number;
+  readonly firmware: 'bios' | 'uefi' | 'mixed';
   readonly keep: boolean;
 }
 
@@ -47,6 +49,7 @@ function parseOptions(argv: readonly string[]): Options {
       'ramp-ms': { type: 'string', default: '2000' },
       'no-kill': { type: 'boolean', default: false },
       'artifact-kib': { type: 'string', default: '256' },
+      firmware: { type: 'string', default: 'mixed' },
       keep: { type: 'boolean', default: false },
     },
     strict: true,
@@ -63,8 +66,16 @@ function parseOptions(argv: readonly string[]): Options {
     rampMs: int(values['ramp-ms'], 'ramp-ms', 0, 60_000),
     kill: !values['no-kill'],
     artifactKib: int(values['artifact-kib'], 'artifact-kib', 1, 65_536),
+    firmware: firmwareOption(values.firmware),
     keep: values.keep,
   };
+}
+
+function firmwareOption(v: string): Options['firmware'] {
+  if (v === 'bios' || v === 'uefi' || v === 'mixed') return v;
+  throw new Error(
+    `--firmware must be bios (PXE, TFTP), uefi (UEFI HTTP boot) or mixed (every other), got ${v}`,
+  );
 }
 
 const subnet = '10.214';
@@ -160,8 +171,13 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
     const tftpRoot = join(dir, 'tftp-root');
     mkdirSync(tftpRoot, { recursive: true });
     // undionly.kpxe is about 70 KiB; the stand-in has its size, not its code.
-    const binary = standIn(72 * 1024, 'undionly.kpxe');
-    writeFileSync(join(tftpRoot, 'undionly.kpxe'), binary);
+    // The iPXE binaries machines chainload: stand-ins of their sizes (undionly.kpxe about 70 KiB,
+    // ipxe.efi about 1 MiB), served over TFTP and, for UEFI HTTP boot, over HTTP.
+    const binaries = {
+      'undionly.kpxe': standIn(72 * 1024, 'undionly.kpxe'),
+      'ipxe.efi': standIn(1024 * 1024, 'ipxe.efi'),
+    };
+    for (const [name, content] of Object.entries(binaries)) writeFileSync(join(tftpRoot, name), content);
     const kernelFile = join(dir, 'vmlinuz-standin');
     const initrdFile = join(dir, 'initramfs-standin');
     writeFileSync(kernelFile, standIn(Math.ceil((o.artifactKib * 1024) / 4), 'kernel'));
@@ -203,7 +219,13 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
       subnetPrefix: prefix,
       kernelFile,
       initrdFile,
-      tftpSha256: createHash('sha256').update(binary).digest('hex'),
+      firmware: o.firmware,
+      binarySha256: Object.fromEntries(
+        Object.entries(binaries).map(([name, content]) => [
+          name,
+          createHash('sha256').update(content).digest('hex'),
+        ]),
+      ),
       seed: 0x5707,
       addressFile: join(dir, 'addresses.batch'),
       resultFile: join(dir, 'fleet-result.json'),
@@ -223,6 +245,8 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
     await setup.waitForOutput((out) => out.includes('"event":"setup"'), setupTimeoutMs, 'the setup');
     await setup.exited;
 
+    const cpuBefore = nodes.map((n) => (n.pid === undefined ? null : cpuSeconds(n.pid)));
+    const machineBusyBefore = machineCpu().busy;
     const stormStart = Date.now();
     writeFileSync(
       configFile,
@@ -232,6 +256,7 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
     const fleet = lab.spawn(ns.fleet, fleetArgv('run'), { cwd: repoRoot });
     let killedAt: number | null = null;
     let killed: string | null = null;
+    let victimCpu: number | null = null;
     const killOnce = async (): Promise<void> => {
       if (!o.kill || killedAt !== null) return;
       killedAt = Date.now();
@@ -239,6 +264,7 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
       const victim = nodes[holder];
       if (holder < 0 || victim === undefined) throw new Error('no node holds the VIP at midway');
       killed = nodeIds[holder] ?? null;
+      victimCpu = victim.pid === undefined ? null : cpuSeconds(victim.pid);
       victim.child.kill('SIGKILL');
       progress(`midway: SIGKILLed ${killed ?? '?'}, the leader holding the VIP`);
     };
@@ -253,6 +279,15 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
     );
     await killing;
     await fleet.exited;
+    const stormS = (Date.now() - stormStart) / 1000;
+    // CPU seconds each node used during the storm (the killed one until its kill), and how busy
+    // the machine's cores were: on 2 cores past about 1.8 every figure includes waiting for one.
+    const nodeCpuS = nodes.map((n, i) => {
+      const end = nodeIds[i] === killed ? victimCpu : n.pid === undefined ? null : cpuSeconds(n.pid);
+      const start = cpuBefore[i];
+      return end === null || start === null || start === undefined ? null : round(end - start, 1);
+    });
+    const coresBusy = round((machineCpu().busy - machineBusyBefore) / stormS, 2);
     const result = JSON.parse(readFileSync(config.resultFile, 'utf8')) as FleetResult;
     const firstStart = Math.min(...result.machines.map((m) => m.startMs));
     const lastDone = Math.max(...result.machines.map((m) => m.doneMs ?? Number.POSITIVE_INFINITY));
@@ -263,6 +298,8 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
     const kinds: SampleKind[] = [
       'dhcp_pxe',
       'tftp',
+      'dhcp_http_boot',
+      'http_boot',
       'dhcp_ipxe',
       'script',
       'artifacts',
@@ -287,6 +324,7 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
         actions_per_workflow: o.actions,
         hold_ms: o.holdMs,
         ramp_ms: o.rampMs,
+        firmware: o.firmware,
         killed_leader: killed,
         killed_at_s: killedAt === null ? null : round((killedAt - firstStart) / 1000, 1),
         first_power_on_to_last_success_s: totalS,
@@ -304,6 +342,10 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
         results_refused: result.refusedResults,
         reconnects: result.machines.reduce((n, m) => n + m.reconnects, 0),
         retransmits: result.machines.reduce((n, m) => n + m.retransmits, 0),
+        node_cpu_s: Object.fromEntries(nodeIds.map((id, i) => [id, nodeCpuS[i]])),
+        fleet_cpu_s: result.cpuS,
+        fleet_loop_delay_max_ms: result.loopDelayMaxMs,
+        cores_busy: coresBusy,
         phases,
       })}\n`,
     );
