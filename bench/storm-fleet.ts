@@ -164,23 +164,27 @@ async function setup(c: FleetConfig): Promise<void> {
     { length: c.actions },
     (_, i) => `      - name: step-${String(i + 1)}\n        command: ["true"]\n        timeout: 120`,
   ).join('\n');
-  await client.control('templateCreate', {
-    source: `version: "0.1"\nname: ${template}\nglobal_timeout: 1800\ntasks:\n  - name: provision\n    actions:\n${actions}\n`,
-    replace: true,
-  });
+  await retried(() =>
+    client.control('templateCreate', {
+      source: `version: "0.1"\nname: ${template}\nglobal_timeout: 1800\ntasks:\n  - name: provision\n    actions:\n${actions}\n`,
+      replace: true,
+    }),
+  );
   for (const [name, file] of [
     ['vmlinuz-x86_64', c.kernelFile],
     ['initramfs-x86_64', c.initrdFile],
   ] as const) {
     const content = readFileSync(file);
-    await client.uploadArtifact(
-      {
-        name,
-        bytes: content.length,
-        sha256: createHash('sha256').update(content).digest('hex'),
-        expectVersion: 0,
-      },
-      () => createReadStream(file),
+    await retried(() =>
+      client.uploadArtifact(
+        {
+          name,
+          bytes: content.length,
+          sha256: createHash('sha256').update(content).digest('hex'),
+          expectVersion: 0,
+        },
+        () => createReadStream(file),
+      ),
     );
   }
   const ids = Array.from({ length: c.machines }, (_, i) => i);

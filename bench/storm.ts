@@ -1,5 +1,5 @@
 // `npm run bench -- storm [--machines N] [--actions A] [--hold-ms H] [--ramp-ms R] [--no-kill]
-//  [--firmware bios|uefi|mixed] [--artifact-kib K] [--keep]`
+//  [--firmware bios|uefi|mixed] [--artifact-kib K] [--qemu] [--bootos-dir DIR] [--keep]`
 // A boot storm: N simulated machines (bench/storm-fleet.ts) power on at once on a LAN of network
 // namespaces with 3 slipway nodes (the compiled build), the VIP held by the leader, HAProxy in
 // front of every node's API as `slipway balancer config` renders it. Each machine does what a
@@ -9,6 +9,10 @@
 // DHCP as the boot OS, the credential claim from its own address, then its workflow of A short
 // actions on a worker stream through the balancer. Once half the machines hold a credential the
 // leader is SIGKILLed, so the other half boot against the VIP while it moves.
+// With --qemu, afterwards, one real machine of the machine lab (a QEMU VM under TCG behind its
+// BMC) is provisioned the same way, by `workflow create --netboot`, BIOS then UEFI: a JSON line
+// each with the time from the create to power on, to the iPXE script, to the worker connected and
+// to the workflow done (bench/provision-vm.ts).
 // Prints one JSON line: the time from the first power-on to the last workflow's success (target
 // <= 60 s), whether every workflow succeeded with every action run once (by the fleet's count
 // and by the cluster's records), and p50/p99 of each boot step and of dispatch (a result sent to
@@ -16,11 +20,14 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { renderHaproxyConfig } from '../lb/haproxy.js';
 import { defaultHealthCheck } from '../lb/balancer-spec.js';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
+import { buildBootOs } from '../src/bootos/build.js';
 import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, percentile, round } from './stats.js';
@@ -36,6 +43,8 @@ interface Options {
   readonly kill: boolean;
   readonly artifactKib: number;
   readonly firmware: 'bios' | 'uefi' | 'mixed';
+  readonly qemu: boolean;
+  readonly bootOsDir: string | undefined;
   readonly keep: boolean;
 }
 
@@ -50,6 +59,8 @@ function parseOptions(argv: readonly string[]): Options {
       'no-kill': { type: 'boolean', default: false },
       'artifact-kib': { type: 'string', default: '256' },
       firmware: { type: 'string', default: 'mixed' },
+      qemu: { type: 'boolean', default: false },
+      'bootos-dir': { type: 'string' },
       keep: { type: 'boolean', default: false },
     },
     strict: true,
@@ -67,6 +78,8 @@ function parseOptions(argv: readonly string[]): Options {
     kill: !values['no-kill'],
     artifactKib: int(values['artifact-kib'], 'artifact-kib', 1, 65_536),
     firmware: firmwareOption(values.firmware),
+    qemu: values.qemu,
+    bootOsDir: values['bootos-dir'],
     keep: values.keep,
   };
 }
@@ -155,6 +168,31 @@ function stats(
 export async function runStormBench(argv: readonly string[]): Promise<void> {
   const o = parseOptions(argv);
   if (process.getuid?.() !== 0) throw new Error('the storm benchmark needs root (network namespaces)');
+  await runStorm(o);
+  if (!o.qemu) return;
+  const { measureVmProvision } = await import('./provision-vm.js');
+  let bootOsDir = o.bootOsDir;
+  let built: string | undefined;
+  if (bootOsDir === undefined) {
+    // Built once for both machines (about a minute).
+    built = await mkdtemp(join(tmpdir(), 'slipway-storm-bootos-'));
+    progress('building the boot OS for the QEMU machines (slipway bootos build)');
+    await buildBootOs({ outDir: built });
+    bootOsDir = built;
+  }
+  try {
+    for (const firmware of ['bios', 'uefi'] as const) {
+      const figures = await measureVmProvision(firmware, o.actions, bootOsDir);
+      process.stdout.write(
+        `${JSON.stringify({ bench: 'storm-qemu', actions_per_workflow: o.actions, ...figures })}\n`,
+      );
+    }
+  } finally {
+    if (built !== undefined) await rm(built, { recursive: true, force: true });
+  }
+}
+
+async function runStorm(o: Options): Promise<void> {
   const build = slipwayBuild();
   const restoreLimits = await raiseNeighbourLimits();
   const lab = await NetnsLab.create();
@@ -197,7 +235,8 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
       const address = nodeAddress(i);
       nodes.push(
         lab.spawn(ns[id], [
-          ...[process.execPath, build.main, 'server', '--id', id, '--log-level', 'warn'],
+          // The default log level, as an operator runs it.
+          ...[process.execPath, build.main, 'server', '--id', id],
           ...['--data-dir', join(dir, `data-${id}`), '--insecure'],
           ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
           ...['--vip', vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
@@ -208,6 +247,9 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
       lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
     });
     progress(`3 nodes and their balancers starting in ${lab.id}-*`);
+    await Promise.all(
+      nodes.map((n) => n.waitForOutput((out) => out.includes('"msg":"node serving"'), 60_000, 'serving')),
+    );
 
     const config: FleetConfig = {
       machines: o.machines,

@@ -163,7 +163,7 @@ function acks(boot: BootRecord, mac: string): LogRecord[] {
 }
 
 function scriptsServed(boot: BootRecord, mac: string): LogRecord[] {
-  return boot.logs.filter((r) => r.msg === 'iPXE script' && r['mac'] === mac);
+  return boot.logs.filter((r) => r.msg === 'iPXE script served' && r['mac'] === mac);
 }
 
 /** What iPXE prints from DHCP until the kernel fetch, for the machine `mac` named `id`. */
