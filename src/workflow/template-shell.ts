@@ -18,7 +18,9 @@
 // inside them a value is split into words like any unquoted expansion (still data, never code).
 // Refused: a placeholder right after a backslash (the backslash would escape the reference),
 // as a here-document's delimiter, or inside a here-document whose delimiter is quoted (the
-// shell would print the reference, not the value).
+// shell would print the reference, not the value); a value no environment can carry (a NUL, or
+// longer than any other field); more values than an environment may have.
+import { environmentEntriesMax, fieldBytesMax } from './template-limits.js';
 
 /** A shell command line after rendering: text the template author wrote, and values. */
 export type ScriptPiece = { readonly text: string } | { readonly value: string };
@@ -174,7 +176,18 @@ class ScriptWriter {
   #reference(spell: (name: string) => string): void {
     const value = this.#values[this.#valuesSeen] ?? '';
     this.#valuesSeen += 1;
-    const name = `${shellValuePrefix}${Object.keys(this.#env).length + 1}`;
+    const count = Object.keys(this.#env).length + 1;
+    const name = `${shellValuePrefix}${count}`;
+    if (count > environmentEntriesMax) {
+      this.#refuse(`a shell command may refer to at most ${environmentEntriesMax} placeholder values`);
+    }
+    if (value.includes('\u0000')) {
+      this.#refuse(`the value for ${name} contains a NUL character, which no environment value can hold`);
+    }
+    const bytes = Buffer.byteLength(value);
+    if (bytes > fieldBytesMax) {
+      this.#refuse(`the value for ${name} is ${bytes} bytes; at most ${fieldBytesMax} are allowed`);
+    }
     this.#env[name] = value;
     this.#script += spell(name);
     this.#position += 1;
