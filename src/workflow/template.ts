@@ -38,9 +38,25 @@
 // Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
 //
 // Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
-// values, as in Tinkerbell: `worker: "{{.device_1}}"`. Unknown fields are refused by name, so a
-// typo such as `comand` never passes silently. Every refusal is a TemplateError naming the field
-// path and the line.
+// values, as in Tinkerbell: `worker: "{{.device_1}}"`. The YAML is parsed first, as written, and
+// each string value is then rendered on its own (template-render.ts), so a value is only ever
+// data: whatever it holds, it stays the one string it replaces, and no value can add a field,
+// a task or an action. What that means where a value lands:
+//   - list `command`, `args`, `environment`, `worker` and every other field: the value as is,
+//     one argument or one environment value;
+//   - a string `command` (a shell command line): the value goes into the action's environment as
+//     SLIPWAY_VALUE_n and the script gets a quoted reference to it (template-shell.ts), so the
+//     shell expands it as data and never runs it as code. A list command that runs a shell
+//     (`[sh, -c, "..."]`) is the author's own choice: its script gets the value as written, so
+//     pass values to such scripts through `environment` instead;
+//   - keys are never rendered; a placeholder in one is refused, as is a NUL in anything that
+//     reaches a process (argv and environment are C strings).
+// A block (`{{#if}}`, `{{#each}}`) opens and closes inside one value. Around several values or
+// around YAML structure (list items), which rendering the text allowed, it is refused with a
+// message saying so: one value can no longer become several. Comments are never rendered.
+//
+// Unknown fields are refused by name, so a typo such as `comand` never passes silently. Every
+// refusal is a TemplateError naming the field path and the line.
 import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../state/control/model.js';
 import { normaliseMac } from './hardware-doc.js';
 import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.js';
