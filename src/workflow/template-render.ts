@@ -81,31 +81,31 @@ export function renderValues(yaml: YamlSource, variables: object, sourceBytes: n
           rendered = renderPlaceholders(text, variables);
         }
       } catch (error) {
-        if (error instanceof PlaceholderError) {
-          throw new LocatedError([
-            atSourceLine(yaml, path, withLine({ path: [], message: error.message }, error.line)),
-          ]);
-        }
-        if (error instanceof ShellScriptError) {
-          throw new LocatedError([
-            atSourceLine(yaml, path, { path, message: error.message, line: error.line }),
-          ]);
-        }
-        throw error;
+        throw locatedRefusal(yaml, path, error);
       }
       renderedBytes += Buffer.byteLength(rendered) - Buffer.byteLength(text);
       if (renderedBytes > renderedTemplateBytesMax) {
-        throw new LocatedError([
-          {
-            path: [],
-            message: `the rendered template is ${renderedBytes} bytes; at most ${renderedTemplateBytesMax} are allowed`,
-          },
-        ]);
+        const message = `the rendered template is ${renderedBytes} bytes; at most ${renderedTemplateBytesMax} are allowed`;
+        throw new LocatedError([{ path: [], message }]);
       }
       return rendered;
     },
   });
   return { value, shellEnv };
+}
+
+/** A refusal while rendering the string at `path`, at its line in the template. */
+function locatedRefusal(yaml: YamlSource, path: FieldPath, error: unknown): unknown {
+  // Placeholder errors keep the messages they always had, without a field path.
+  if (error instanceof PlaceholderError) {
+    const problem = withLine({ path: [], message: error.message }, error.line);
+    return new LocatedError([atSourceLine(yaml, path, problem)]);
+  }
+  if (error instanceof ShellScriptError) {
+    const problem = { path, message: error.message, line: error.line };
+    return new LocatedError([atSourceLine(yaml, path, problem)]);
+  }
+  return error;
 }
 
 /** `tasks[i].actions[j].command` written as a string is a shell command line. */
