@@ -1,4 +1,6 @@
-// Placeholders in template text: Handlebars, with Tinkerbell's Go-template spelling accepted.
+// Placeholders in one string value of a template: Handlebars, with Tinkerbell's Go-template
+// spelling accepted. The YAML is parsed first (template-render.ts); only the text of a string
+// value is ever rendered here, so whatever a variable holds, the value stays one string.
 //
 // Tinkerbell templates write `{{.device_1}}` or `{{ .device_1 }}` (Go's field access on the
 // root). Handlebars reads a leading "." as a parse error, so before compiling, a "." that starts
@@ -7,16 +9,33 @@
 // happen, so lines stay where they were and error lines still point into the operator's text.
 //
 // Rendering is strict (a missing variable is an error, never an empty string), unescaped (the
-// output is YAML, not HTML), and limited to the built-in helpers; partials and decorators are
+// output is a value, not HTML), and limited to the built-in helpers; partials and decorators are
 // refused, since a template must be self-contained.
+//
+// A shell command line is rendered differently: every `{{ ... }}` that prints becomes a piece of
+// its own, so template-shell.ts can put the value in the environment and only a reference to it
+// in the script. The authored text is never mixed with a value here.
 import Handlebars from 'handlebars';
+import type { ScriptPiece } from './template-shell.js';
 import type { LocatedProblem } from './template-yaml.js';
 
 const handlebars = Handlebars.create();
 // `{{log}}` would write to the server's console from operator input.
 handlebars.unregisterHelper('log');
 
-const compileOptions = { strict: true, noEscape: true, knownHelpersOnly: true } as const;
+/** Where a string sits decides how it renders: as a value, or as a shell command line. */
+export type PlaceholderUse = 'value' | 'shell';
+
+/**
+ * The helper each printing mustache of a shell command line is routed through. The space makes
+ * it a name no template can write (Handlebars identifiers have none).
+ */
+const shellValueHelper = 'slipway shell value';
+const shellNulRefusal = 'a shell command line cannot contain a NUL character';
+const compileOptions = {
+  value: { strict: true, noEscape: true, knownHelpersOnly: true },
+  shell: { strict: true, noEscape: true, knownHelpersOnly: true, knownHelpers: { [shellValueHelper]: true } },
+} as const;
 
 /** Object.prototype names: Handlebars denies them at run time with a console warning instead. */
 const prototypeNames = new Set(Object.getOwnPropertyNames(Object.prototype));
@@ -39,8 +58,8 @@ export class PlaceholderError extends Error {
 }
 
 /**
- * What a mapping or list among the variables prints as: a NUL-delimited marker that no YAML
- * text can contain, found again after rendering so the refusal can name the line.
+ * What a mapping or list among the variables prints as: a NUL-delimited marker, found again after
+ * rendering so the refusal can name the line.
  */
 export function structureMarker(kind: 'list' | 'mapping', path: string): string {
   return `\u0000slipway:${kind}:${path}\u0000`;
@@ -100,37 +119,40 @@ function dropLeadingDots(inner: string): string {
 type CompiledTemplate = ReturnType<typeof handlebars.compile>;
 
 /**
- * Compiled templates by their rewritten text, the most recent few: a burst of workflows from one
- * template compiles it once (Handlebars compiles on the first call and keeps the result).
+ * Compiled strings, the most recent few hundred: a burst of workflows from one template compiles
+ * each of its placeholder values once (Handlebars compiles on the first call and keeps it).
  */
 const compiledTemplates = new Map<string, CompiledTemplate>();
-const compiledTemplatesMax = 16;
+const compiledTemplatesMax = 256;
 
-function compiled(rewritten: string): CompiledTemplate {
-  let template = compiledTemplates.get(rewritten);
+function compiled(rewritten: string, use: PlaceholderUse): CompiledTemplate {
+  const key = `${use}:${rewritten}`;
+  let template = compiledTemplates.get(key);
   if (template !== undefined) return template;
-  template = handlebars.compile(rewritten, compileOptions);
+  const input = use === 'shell' ? shellProgram(rewritten) : rewritten;
+  template = handlebars.compile(input, compileOptions[use]);
   if (compiledTemplates.size >= compiledTemplatesMax) {
     const oldest = compiledTemplates.keys().next();
     if (oldest.done !== true) compiledTemplates.delete(oldest.value);
   }
-  compiledTemplates.set(rewritten, template);
+  compiledTemplates.set(key, template);
   return template;
 }
 
-/** The first problem with the placeholder syntax, or undefined when the text compiles. */
-export function checkPlaceholderSyntax(source: string): LocatedProblem | undefined {
-  const rewritten = rewriteGoStylePaths(source);
+/** The first problem with the placeholder syntax of one string, its line counted in the string. */
+export function checkPlaceholderSyntax(text: string, use: PlaceholderUse): LocatedProblem | undefined {
+  if (use === 'shell' && text.includes('\u0000')) return { path: [], line: 1, message: shellNulRefusal };
+  const rewritten = rewriteGoStylePaths(text);
   let program: hbs.AST.Program;
   try {
     program = handlebars.parse(rewritten);
   } catch (error) {
-    return syntaxProblem(error);
+    return withBlockHint(rewritten, syntaxProblem(error));
   }
   const unsupported = findUnsupported(program);
   if (unsupported !== undefined) return unsupported;
   try {
-    handlebars.precompile(rewritten, compileOptions);
+    handlebars.precompile(use === 'shell' ? shellProgram(rewritten) : rewritten, compileOptions[use]);
   } catch (error) {
     return syntaxProblem(error);
   }
@@ -138,21 +160,103 @@ export function checkPlaceholderSyntax(source: string): LocatedProblem | undefin
 }
 
 /**
- * Fills the placeholders. `variables` should come from templateVariables() so that structures
- * refuse to print as "[object Object]". Throws PlaceholderError.
+ * A block opened in one string and closed in another: the template wrapped YAML structure (list
+ * items, several values) in `{{#each}}` or `{{#if}}`. Each value renders on its own, so the
+ * parser's "expecting ..." gets the reason added.
  */
-export function renderPlaceholders(source: string, variables: object): string {
-  const rewritten = rewriteGoStylePaths(source);
-  const known = Object.keys(variables).sort().join(', ');
-  let rendered: string;
+function withBlockHint(rewritten: string, problem: LocatedProblem): LocatedProblem {
+  const opened = rewritten.match(/\{\{~?\s*[#^](?![>*])/g)?.length ?? 0;
+  const closed = rewritten.match(/\{\{~?\s*\//g)?.length ?? 0;
+  if (opened === closed) return problem;
+  return {
+    ...problem,
+    message:
+      `${problem.message}; a placeholder block ({{#if}}, {{#each}}, ...) must open and close ` +
+      'inside one value, around neither several values nor YAML structure',
+  };
+}
+
+/**
+ * Fills the placeholders of one string value. `variables` should come from templateVariables()
+ * so that structures refuse to print as "[object Object]". Throws PlaceholderError.
+ */
+export function renderPlaceholders(text: string, variables: object): string {
+  const rendered = run(text, 'value', variables, {});
+  refuseStructure(rendered, (index) => lineAt(rendered, index));
+  return rendered;
+}
+
+/**
+ * Fills the placeholders of a shell command line, keeping them apart: the authored text as
+ * written, and each printed value as a piece of its own. Throws PlaceholderError.
+ */
+export function renderShellPieces(text: string, variables: object): ScriptPiece[] {
+  if (text.includes('\u0000')) throw new PlaceholderError(shellNulRefusal, 1);
+  const values: string[] = [];
+  const helpers = {
+    [shellValueHelper]: (value: unknown): string => {
+      // null prints as nothing, as it does in a value; a mapping or a list prints as its
+      // structure marker (template-variables.ts), refused below.
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string
+      values.push(value === null || value === undefined ? '' : String(value));
+      return `\u0000${values.length - 1}\u0000`;
+    },
+  };
+  const rendered = run(text, 'shell', variables, helpers);
+  const pieces: ScriptPiece[] = [];
+  rendered.split('\u0000').forEach((part, index) => {
+    // Odd parts are the markers' indexes: the authored text itself holds no NUL (refused).
+    if (index % 2 === 0) {
+      if (part !== '') pieces.push({ text: part });
+      return;
+    }
+    const value = values[Number(part)] ?? '';
+    refuseStructure(value, () => lineAt(rendered, rendered.indexOf(`\u0000${part}\u0000`)));
+    pieces.push({ value });
+  });
+  return pieces;
+}
+
+/**
+ * The pieces of a shell command line without rendering it: each printing mustache stands for an
+ * empty value, and both branches of a block are kept. Enough to check, before any workflow, that
+ * every placeholder sits where the shell will expand it.
+ */
+export function outlineShellPieces(text: string): ScriptPiece[] {
+  const pieces: ScriptPiece[] = [];
+  const visit = (program: hbs.AST.Program | undefined): void => {
+    for (const statement of program?.body ?? []) {
+      if (statement.type === 'ContentStatement') {
+        pieces.push({ text: (statement as hbs.AST.ContentStatement).value });
+      } else if (statement.type === 'MustacheStatement') {
+        pieces.push({ value: '' });
+      } else if (statement.type === 'BlockStatement') {
+        const block = statement as hbs.AST.BlockStatement;
+        visit(block.program);
+        visit(block.inverse);
+      }
+    }
+  };
+  visit(handlebars.parse(rewriteGoStylePaths(text)));
+  return pieces;
+}
+
+function run(
+  text: string,
+  use: PlaceholderUse,
+  variables: object,
+  helpers: Record<string, (value: unknown) => string>,
+): string {
+  const rewritten = rewriteGoStylePaths(text);
   try {
-    rendered = compiled(rewritten)(variables);
+    return compiled(rewritten, use)(variables, { helpers });
   } catch (error) {
     if (error instanceof PlaceholderError) throw error;
     const line = lineNumberOf(error);
     const missing = /^"(.*)" not defined in /.exec(errorMessage(error));
     if (missing !== null && line !== undefined) {
       const written = expressionAt(rewritten, error) ?? missing[1];
+      const known = Object.keys(variables).sort().join(', ');
       throw new PlaceholderError(
         `template variable "${written}" is not defined; defined at the top level: ${known}`,
         line,
@@ -160,16 +264,75 @@ export function renderPlaceholders(source: string, variables: object): string {
     }
     throw new PlaceholderError(`placeholder: ${stripLocation(errorMessage(error))}`, line);
   }
-  const structure = structureMarkerPattern.exec(rendered);
-  if (structure !== null) {
-    const [, kind, path] = structure;
-    const line = rendered.slice(0, structure.index).split('\n').length;
-    throw new PlaceholderError(
-      `template variable "${path ?? ''}" is a ${kind ?? ''}, not a single value; name one of its entries`,
-      line,
-    );
+}
+
+/** A mapping or list printed as a value left its marker: refuse it, at the line it landed on. */
+function refuseStructure(printed: string, lineOf: (index: number) => number): void {
+  const structure = structureMarkerPattern.exec(printed);
+  if (structure === null) return;
+  const [, kind, path] = structure;
+  throw new PlaceholderError(
+    `template variable "${path ?? ''}" is a ${kind ?? ''}, not a single value; name one of its entries`,
+    lineOf(structure.index),
+  );
+}
+
+function lineAt(text: string, index: number): number {
+  return text.slice(0, index).split('\n').length;
+}
+
+/**
+ * The parsed string with every printing mustache routed through the shell value helper:
+ * `{{ x }}` becomes `{{ (helper) x }}`, `{{ lookup a b }}` becomes `{{ (helper) (lookup a b) }}`.
+ * The value is looked up as strictly as the mustache would have been (a missing one is an error
+ * at its own line and column).
+ */
+function shellProgram(rewritten: string): hbs.AST.Program {
+  const route = (program: hbs.AST.Program): hbs.AST.Program => ({
+    ...program,
+    body: program.body.map((statement): hbs.AST.Statement => {
+      if (statement.type === 'BlockStatement') {
+        const block = statement as hbs.AST.BlockStatement;
+        return {
+          ...block,
+          program: route(block.program),
+          ...(block.inverse === undefined ? {} : { inverse: route(block.inverse) }),
+        } as hbs.AST.BlockStatement;
+      }
+      if (statement.type !== 'MustacheStatement') return statement;
+      const mustache = statement as hbs.AST.MustacheStatement;
+      const helper: hbs.AST.PathExpression = {
+        type: 'PathExpression',
+        data: false,
+        depth: 0,
+        parts: [shellValueHelper],
+        original: shellValueHelper,
+        loc: mustache.loc,
+      };
+      return { ...mustache, path: helper, params: [shellValueOf(mustache)], hash: undefined } as never;
+    }),
+  });
+  return route(handlebars.parseWithoutProcessing(rewritten));
+}
+
+function shellValueOf(mustache: hbs.AST.MustacheStatement): hbs.AST.Expression {
+  const { path, params, hash, loc } = mustache;
+  if (params.length > 0 || (hash as hbs.AST.Hash | undefined) !== undefined) {
+    return { type: 'SubExpression', path, params, hash, loc } as hbs.AST.SubExpression;
   }
-  return rendered;
+  // `strict` is what the compiler sets on a mustache's own path: a missing value is an error.
+  if (path.type === 'PathExpression') return { ...(path as hbs.AST.PathExpression), strict: true } as never;
+  // `{{ "name" }}` looks up "name", as Handlebars treats a literal in a mustache's place.
+  const original = String((path as hbs.AST.Literal & { original: unknown }).original);
+  return {
+    type: 'PathExpression',
+    data: false,
+    depth: 0,
+    parts: [original],
+    original,
+    loc,
+    strict: true,
+  } as never;
 }
 
 function syntaxProblem(error: unknown): LocatedProblem {

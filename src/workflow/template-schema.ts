@@ -24,6 +24,7 @@ import {
   isBuiltinAction,
   type BuiltinAction,
 } from './builtin-actions.js';
+import { shellValuePrefix } from './template-shell.js';
 import { closestName, describeValue, type FieldPath, type FieldProblem } from './template-yaml.js';
 
 export type PlaceholderMode = 'unrendered' | 'rendered';
@@ -91,6 +92,8 @@ const environmentNamePattern = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const controlCharacters = /[\u0000-\u001f\u007f]/;
 /** Enough to act on; more would bury the first one. */
 const problemsMax = 20;
+/** execve takes C strings: a NUL would end an argument or an environment value early. */
+const nulRefusal = 'must not contain a NUL character (no process argument or environment value can hold one)';
 
 type Fields = Readonly<Record<string, unknown>>;
 
@@ -229,6 +232,7 @@ class StructureChecker {
       if (Buffer.byteLength(value) > fieldBytesMax) {
         this.#report(path, `must be at most ${fieldBytesMax} bytes long`);
       }
+      if (value.includes('\u0000')) this.#report(path, nulRefusal);
       return value;
     }
     if (typeof value === 'number' || typeof value === 'boolean') return String(value);
@@ -288,6 +292,13 @@ class StructureChecker {
         );
         continue;
       }
+      if (name.startsWith(shellValuePrefix)) {
+        this.#report(
+          [...path, name],
+          `is reserved: ${shellValuePrefix}1, 2, ... carry the placeholder values of a shell command`,
+        );
+        continue;
+      }
       const text = this.#scalarText(entry, [...path, name]);
       if (text !== undefined) env[name] = text;
     }
@@ -301,6 +312,7 @@ class StructureChecker {
         this.#report(path, 'must not be empty');
         return [];
       }
+      if (value.includes('\u0000')) this.#report(path, nulRefusal);
       return this.#isPlaceholder(value) ? [value] : [...shellCommandPrefix, value];
     }
     const parts = this.#textList(value, path, commandPartsMax);

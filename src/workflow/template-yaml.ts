@@ -153,6 +153,33 @@ export class YamlSource {
     return offset === undefined ? undefined : this.#lines.linePos(offset).line;
   }
 
+  /**
+   * Where the text of the value at `path` begins, following aliases to where it was written:
+   * `first` is the source line of the value's first line. `aligned` says whether each later line
+   * of the value is also the next line of the source, as in a literal block (`|`); a quoted or
+   * folded value joins lines, so only its first line is known.
+   */
+  valueLines(path: FieldPath): { readonly first: number; readonly aligned: boolean } | undefined {
+    let node: unknown = this.#doc.contents;
+    for (const segment of path) {
+      node = this.#resolve(node);
+      if (isMap(node) && typeof segment === 'string') {
+        node = node.items.find((item) => isScalar(item.key) && String(item.key.value) === segment)?.value;
+      } else if (isSeq(node) && typeof segment === 'number') {
+        node = node.items[segment];
+      } else {
+        return undefined;
+      }
+    }
+    node = this.#resolve(node);
+    const start = this.#startOf(node);
+    if (start === undefined) return undefined;
+    const line = this.#lines.linePos(start).line;
+    // A block scalar starts at its `|` header; its text starts on the next line.
+    const literal = isScalar(node) && node.type === 'BLOCK_LITERAL';
+    return literal ? { first: line + 1, aligned: true } : { first: line, aligned: false };
+  }
+
   locate(problem: FieldProblem): LocatedProblem {
     const line = this.lineOf(problem.path);
     return line === undefined ? problem : { ...problem, line };

@@ -38,19 +38,31 @@
 // Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
 //
 // Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
-// values, as in Tinkerbell: `worker: "{{.device_1}}"`. Unknown fields are refused by name, so a
-// typo such as `comand` never passes silently. Every refusal is a TemplateError naming the field
-// path and the line.
+// values, as in Tinkerbell: `worker: "{{.device_1}}"`. The YAML is parsed first, as written, and
+// each string value is then rendered on its own (template-render.ts), so a value is only ever
+// data: whatever it holds, it stays the one string it replaces, and no value can add a field,
+// a task or an action. What that means where a value lands:
+//   - list `command`, `args`, `environment`, `worker` and every other field: the value as is,
+//     one argument or one environment value;
+//   - a string `command` (a shell command line): the value goes into the action's environment as
+//     SLIPWAY_VALUE_n and the script gets a quoted reference to it (template-shell.ts), so the
+//     shell expands it as data and never runs it as code. A list command that runs a shell
+//     (`[sh, -c, "..."]`) is the author's own choice: its script gets the value as written, so
+//     pass values to such scripts through `environment` instead;
+//   - keys are never rendered; a placeholder in one is refused, as is a NUL in anything that
+//     reaches a process (argv and environment are C strings).
+// A block (`{{#if}}`, `{{#each}}`) opens and closes inside one value. Around several values or
+// around YAML structure (list items), which rendering the text allowed, it is refused with a
+// message saying so: one value can no longer become several. Comments are never rendered.
+//
+// Unknown fields are refused by name, so a typo such as `comand` never passes silently. Every
+// refusal is a TemplateError naming the field path and the line.
 import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../state/control/model.js';
 import { normaliseMac } from './hardware-doc.js';
-import { renderedSpecBytesMax, renderedTemplateBytesMax, templateSourceBytesMax } from './template-limits.js';
-import { checkPlaceholderSyntax, PlaceholderError, renderPlaceholders } from './template-placeholders.js';
-import {
-  checkTemplateStructure,
-  type CheckedTask,
-  type CheckedTemplate,
-  type PlaceholderMode,
-} from './template-schema.js';
+import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.js';
+import { PlaceholderError } from './template-placeholders.js';
+import { actionKey, checkPlaceholders, renderValues, type RenderedValues } from './template-render.js';
+import { checkTemplateStructure, type CheckedTask } from './template-schema.js';
 import { templateVariables } from './template-variables.js';
 import {
   describeValue,
@@ -81,52 +93,83 @@ export interface RenderContext {
 }
 
 /**
- * Checks a template as the operator wrote it, before any rendering: the placeholder syntax, the
- * YAML, and the structure (a placeholder stands in for any scalar). For `template create`.
+ * Checks a template as the operator wrote it, before any rendering: the YAML, the placeholders
+ * in its values, and the structure (a placeholder stands in for any scalar). For `template create`.
  */
 export function validateTemplateSource(source: string): { name: string } {
-  checkSourceSize(source);
-  const syntax = checkPlaceholderSyntax(source);
-  if (syntax !== undefined) throw new TemplateError([syntax]);
-  const { template } = checkYaml(source, 'unrendered');
-  return { name: template.name };
+  return { name: checkedSource(source).name };
+}
+
+interface CheckedSource {
+  readonly name: string;
+  readonly yaml: YamlSource;
 }
 
 /**
- * Sources that passed validateTemplateSource lately. Rendering checks the source first, and a
- * burst of workflows from one template would otherwise parse the same YAML once per workflow.
- * Keyed by the source text itself, which the template record already holds.
+ * Sources that passed the checks lately, parsed. Rendering checks the source first, and a burst
+ * of workflows from one template would otherwise parse the same YAML once per workflow. Keyed by
+ * the source text itself, which the template record already holds.
  */
-const validSources = new Set<string>();
-const validSourcesMax = 16;
+const checkedSources = new Map<string, CheckedSource>();
+const checkedSourcesMax = 16;
 
-function validateSourceOnce(source: string): void {
-  if (validSources.has(source)) return;
-  validateTemplateSource(source);
-  if (validSources.size >= validSourcesMax) {
-    const oldest = validSources.values().next();
-    if (oldest.done !== true) validSources.delete(oldest.value);
+function checkedSourceOnce(source: string): CheckedSource {
+  const known = checkedSources.get(source);
+  if (known !== undefined) return known;
+  const checked = checkedSource(source);
+  if (checkedSources.size >= checkedSourcesMax) {
+    const oldest = checkedSources.keys().next();
+    if (oldest.done !== true) checkedSources.delete(oldest.value);
   }
-  validSources.add(source);
+  checkedSources.set(source, checked);
+  return checked;
+}
+
+function checkedSource(source: string): CheckedSource {
+  const sourceBytes = Buffer.byteLength(source);
+  if (sourceBytes > templateSourceBytesMax) {
+    throw TemplateError.of(
+      `the template is ${sourceBytes} bytes; at most ${templateSourceBytesMax} are allowed`,
+    );
+  }
+  const parsed = YamlSource.parse(source);
+  if (!parsed.ok) throw new TemplateError([withPlaceholderHint(parsed.problem, source)]);
+  const yaml = parsed.source;
+  const placeholderProblems = checkPlaceholders(yaml);
+  if (placeholderProblems.length > 0) throw new TemplateError(placeholderProblems);
+  const { template, problems } = checkTemplateStructure(yaml.value, 'unrendered');
+  if (problems.length > 0) throw new TemplateError(yaml.locateAll(problems));
+  return { name: template.name, yaml };
+}
+
+/**
+ * A YAML syntax error on a line holding a placeholder: most likely an unquoted one, or a block
+ * (`{{#each}}`) written around list items, which worked when templates were rendered as text.
+ */
+function withPlaceholderHint(problem: LocatedProblem, source: string): LocatedProblem {
+  const line = problem.line === undefined ? undefined : source.split('\n')[problem.line - 1];
+  if (line === undefined || !line.includes('{{')) return problem;
+  return {
+    ...problem,
+    message:
+      `${problem.message} (a placeholder goes inside a quoted value, and a {{#block}} must open ` +
+      'and close inside one value)',
+  };
 }
 
 /** Fills the placeholders for one workflow and resolves every field into a RenderedTemplate. */
 export function renderTemplate(source: string, ctx: RenderContext): RenderedTemplate {
-  validateSourceOnce(source);
-  let rendered: string;
+  const { yaml } = checkedSourceOnce(source);
+  let rendered: RenderedValues;
   try {
-    rendered = renderPlaceholders(source, templateVariables(ctx));
+    rendered = renderValues(yaml, templateVariables(ctx), Buffer.byteLength(source));
   } catch (error) {
     if (error instanceof PlaceholderError) throw TemplateError.of(error.message, error.line);
+    if (error instanceof LocatedError) throw new TemplateError(error.problems);
     throw error;
   }
-  const renderedBytes = Buffer.byteLength(rendered);
-  if (renderedBytes > renderedTemplateBytesMax) {
-    throw TemplateError.of(
-      `the rendered template is ${renderedBytes} bytes; at most ${renderedTemplateBytesMax} are allowed`,
-    );
-  }
-  const { template, yaml } = checkYaml(rendered, 'rendered');
+  const { template, problems } = checkTemplateStructure(rendered.value, 'rendered');
+  if (problems.length > 0) throw new TemplateError(yaml.locateAll(problems));
   const unresolved: FieldProblem[] = [];
   const tasks = template.tasks.map((task, index) => {
     const worker = resolveTaskWorker(task, ctx);
@@ -136,7 +179,7 @@ export function renderTemplate(source: string, ctx: RenderContext): RenderedTemp
         message: `${describeValue(task.worker)} of task "${task.name}" is not a known hardware id or MAC address`,
       });
     }
-    return taskSpec(task, worker ?? '');
+    return taskSpec(task, worker ?? '', (action) => rendered.shellEnv.get(actionKey(index, action)));
   });
   if (unresolved.length > 0) throw new TemplateError(yaml.locateAll(unresolved));
   const spec = {
@@ -155,36 +198,24 @@ export function renderTemplate(source: string, ctx: RenderContext): RenderedTemp
   return spec;
 }
 
-function checkSourceSize(source: string): void {
-  const sourceBytes = Buffer.byteLength(source);
-  if (sourceBytes > templateSourceBytesMax) {
-    throw TemplateError.of(
-      `the template is ${sourceBytes} bytes; at most ${templateSourceBytesMax} are allowed`,
-    );
-  }
-}
-
-function checkYaml(text: string, mode: PlaceholderMode): { template: CheckedTemplate; yaml: YamlSource } {
-  const parsed = YamlSource.parse(text);
-  if (!parsed.ok) throw new TemplateError([parsed.problem]);
-  const { template, problems } = checkTemplateStructure(parsed.source.value, mode);
-  if (problems.length > 0) throw new TemplateError(parsed.source.locateAll(problems));
-  return { template, yaml: parsed.source };
-}
-
 function resolveTaskWorker(task: CheckedTask, ctx: RenderContext): string | undefined {
   if (task.worker === undefined) return ctx.hardware.id;
   // MACs are stored lower-case with colons; a hardware id never looks like one.
   return ctx.resolveWorker(normaliseMac(task.worker) ?? task.worker);
 }
 
-function taskSpec(task: CheckedTask, worker: string): TaskSpec {
-  const actions = task.actions.map((action): ActionSpec => {
+/** `shellEnv(i)`: what action i's shell command line refers to, set beside its environment. */
+function taskSpec(
+  task: CheckedTask,
+  worker: string,
+  shellEnv: (action: number) => Readonly<Record<string, string>> | undefined,
+): TaskSpec {
+  const actions = task.actions.map((action, index): ActionSpec => {
     const spec = {
       name: action.name,
       command: action.command,
       args: action.args,
-      env: { ...task.env, ...action.env },
+      env: { ...task.env, ...action.env, ...shellEnv(index) },
       volumes: [...new Set([...task.volumes, ...action.volumes])],
       timeoutS: action.timeoutS,
       retries: action.retries,

@@ -200,6 +200,19 @@ describe('renderTemplate', () => {
     );
   });
 
+  it('names the line inside a literal block where a missing variable is', () => {
+    const source = withAction(['command: |', '  echo one', '  echo {{ missing }}']);
+    const error = templateError(() => renderTemplate(source, context({})));
+    assert.equal(error.line, lineContaining(source, '{{ missing }}'));
+    assert.match(error.message, /template variable "missing" is not defined/);
+  });
+
+  it('renders comments not at all: braces in them mean nothing', () => {
+    const source = `# {{ unclosed\n${withAction(['command: ["true"] # {{ nor this'])}`;
+    assert.deepEqual(validateTemplateSource(source), { name: 't' });
+    assert.deepEqual(renderTemplate(source, context({})).tasks[0]?.actions[0]?.command, ['true']);
+  });
+
   it('refuses an absent optional hardware field instead of rendering it empty', () => {
     const bare: Hardware = {
       ...hardware,
