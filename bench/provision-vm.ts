@@ -64,7 +64,7 @@ export async function measureVmProvision(
       templateFile,
       `version: "0.1"\nname: storm-vm\nglobal_timeout: 1200\ntasks:\n  - name: provision\n    actions:\n${steps}\n`,
     );
-    await lab.slipway(['template', 'create', templateFile]);
+    await lab.slipway(['template', 'create', '-f', templateFile]);
     const created = Date.now();
     const workflowId = (
       await lab.slipway([
