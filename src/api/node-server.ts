@@ -185,7 +185,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       registeredArtifacts: catalogue,
       // Booted workers may send their credential in the clear only to a node that itself serves
       // plaintext beyond loopback on purpose (src/bootos/init-script.ts reads this argument).
-      kernelArgs: cfg.insecureAllowNetwork ? [...cfg.kernelArgs, insecureNetworkKernelArg] : cfg.kernelArgs,
+      kernelArgs: cfg.insecureAllowNetwork ? [insecureNetworkKernelArg, ...cfg.kernelArgs] : cfg.kernelArgs,
       credentials: new CredentialIssuer({
         control,
         proposer,
