@@ -52,6 +52,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   let stopping: Promise<void> | null = null;
   // Decided before the data dir is touched: whether it already holds a raft log.
   const authMode = authModeOf(cfg, !existsSync(logStoreLocation(cfg.dataDir)));
+  logger.info(authMode.logFields, authMode.enabled ? 'API auth: tokens required' : 'API auth: off');
+  if (cfg.insecureAllowNetwork) {
+    logger.warn(
+      { insecure: true, apiAddr: cfg.apiAddr, raftAddr: cfg.raftAddr },
+      `${insecureNetworkFlag}: plaintext gRPC beyond loopback; anyone on the network can read and forge calls`,
+    );
+  }
   const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
@@ -202,13 +209,6 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
     'node serving',
   );
-  logger.info(authMode.logFields, authMode.enabled ? 'API auth: tokens required' : 'API auth: off');
-  if (cfg.insecureAllowNetwork) {
-    logger.warn(
-      { insecure: true, apiAddr: cfg.apiAddr, raftAddr: cfg.raftAddr },
-      `${insecureNetworkFlag}: plaintext gRPC beyond loopback; anyone on the network can read and forge calls`,
-    );
-  }
 
   // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
   vip?.start();
