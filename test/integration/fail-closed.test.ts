@@ -252,7 +252,7 @@ describe('no token or credential in plaintext beyond loopback', () => {
     assert.equal(withCredential.code, 2, withCredential.stderr);
     assert.match(
       withCredential.stderr,
-      /refusing to send its per-boot credential in plaintext to 10\.0\.0\.1:7001/,
+      /refusing to send the machine's per-boot credential in plaintext to 10\.0\.0\.1:7001/,
     );
   });
 });

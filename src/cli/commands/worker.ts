@@ -84,7 +84,8 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
       // A token or credential in the clear lets anyone on the path act as this machine.
       const insecureAllowNetwork = o.insecureAllowNetwork === true || g.insecureAllowNetwork === true;
       if ((token !== undefined || o.claimUrl !== undefined) && ca === undefined && !insecureAllowNetwork) {
-        const secret = token !== undefined ? "the machine's worker token" : 'its per-boot credential';
+        const secret =
+          token !== undefined ? "the machine's worker token" : "the machine's per-boot credential";
         const refusal = plaintextSecretRefusal(servers, secret);
         if (refusal !== undefined) throw new UsageError(refusal);
       }
