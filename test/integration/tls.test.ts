@@ -256,3 +256,10 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
     await stopHaproxy(balancer.pid, balancer.configFile);
   }
 });
+
+test('the nodes accepted each other all along: no call on the raft address was refused', () => {
+  for (const n of cluster.nodes) {
+    const log = readFileSync(join(cluster.dir, `${n.id}.log`), 'utf8');
+    assert.doesNotMatch(log, /refused a call on the raft address|refused a raft stream|refusing a snapshot/);
+  }
+});

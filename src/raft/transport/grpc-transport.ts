@@ -223,15 +223,16 @@ export class GrpcTransport implements Transport {
   }
 
   private acceptStream(call: Parameters<handleBidiStreamingCall<Buffer, StreamAck>>[0]): void {
-    // With TLS, the certificate names the sender (and the interceptor checked any claim).
-    const sender =
-      certifiedNodeId(call.getAuthContext()) ?? call.metadata.get('x-raft-from')[0]?.toString() ?? 'unknown';
+    // With TLS, the certificate names the sender (and the interceptor checked any claim), and
+    // every message must be from it; without, the claim is only for the logs.
+    const certified = certifiedNodeId(call.getAuthContext());
+    const sender = certified ?? call.metadata.get('x-raft-from')[0]?.toString() ?? 'unknown';
     let refused = false;
     call.on('error', () => undefined);
     call.on('end', () => call.end());
     call.on('data', (bytes: Buffer) => {
       if (refused) return;
-      const forged = this.receiveEnvelope(bytes, sender);
+      const forged = this.receiveEnvelope(bytes, sender, certified);
       if (forged === undefined) return;
       refused = true;
       const details = `a stream from ${sender} cannot carry a message from ${forged}`;
@@ -242,10 +243,10 @@ export class GrpcTransport implements Transport {
   }
 
   /**
-   * Hands the envelope's messages on in order. Returns the claimed sender of the first message
-   * not from `sender`, which stops it there: a node speaks only for itself.
+   * Hands the envelope's messages on in order. With a `certified` sender, returns the claimed
+   * sender of the first message not from it, which stops it there: a node speaks only for itself.
    */
-  private receiveEnvelope(bytes: Buffer, sender: string): NodeId | undefined {
+  private receiveEnvelope(bytes: Buffer, sender: string, certified: NodeId | undefined): NodeId | undefined {
     const handlers = this.handlers;
     if (this.stopped || handlers === null) return undefined;
     let received;
@@ -267,7 +268,7 @@ export class GrpcTransport implements Transport {
         );
         continue;
       }
-      if (msg.from !== sender) return msg.from;
+      if (certified !== undefined && msg.from !== certified) return msg.from;
       handlers.onMessage(msg);
     }
     return undefined;
