@@ -22,6 +22,7 @@ import {
   runSlipway,
   slipwayBin,
   type CliResult,
+  type ProcNode,
 } from '../support/process-cluster.js';
 
 const cli = (args: string[]): Promise<CliResult> => runSlipway(args);
@@ -42,7 +43,8 @@ const secure = (): string[] => [
 before(async () => {
   cluster = new ProcessCluster(3, []);
   pki = join(cluster.dir, 'pki');
-  const nodes = cluster.nodes.flatMap((n) => ['--node', `${n.id}=127.0.0.1`]);
+  // n4: a node that joins later (see the membership test).
+  const nodes = [...cluster.nodes.map((n) => n.id), 'n4'].flatMap((id) => ['--node', `${id}=127.0.0.1`]);
   const made = await cli(['bootstrap', '--dir', pki, ...nodes]);
   assert.equal(made.code, 0, made.stderr);
   // Each node gets only its own directory; the CA's key stays in pki/ca/.
@@ -254,6 +256,46 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
     assert.equal(plaintext.code, 1, 'a plaintext client gets nothing from the TLS balancer');
   } finally {
     await stopHaproxy(balancer.pid, balancer.configFile);
+  }
+});
+
+test('a node added with member add joins over mutual TLS, serves, and is removed', async () => {
+  const joiner: ProcNode = {
+    id: 'n4',
+    raftAddr: `127.0.0.1:${nextPort()}`,
+    apiAddr: `127.0.0.1:${nextPort()}`,
+    metricsAddr: `127.0.0.1:${nextPort()}`,
+    dataDir: join(cluster.dir, 'n4'),
+    proc: null,
+  };
+  cluster.nodeArgs.set('n4', ['--tls-dir', join(pki, 'n4'), '--join']);
+  cluster.nodes.push(joiner);
+  try {
+    cluster.start(joiner);
+    const added = await cli([
+      ...[...secure(), '-o', 'json', 'member', 'add', 'n4', joiner.raftAddr],
+      ...['--api-addr', joiner.apiAddr],
+    ]);
+    assert.equal(added.code, 0, added.stderr);
+    const members = (JSON.parse(added.stdout) as { members: { id: string; role: string }[] }).members;
+    assert.equal(members.find((m) => m.id === 'n4')?.role, 'voter');
+    const onJoiner = ['--server', joiner.apiAddr, '--ca', join(pki, 'ca', 'ca.crt')];
+    const get = await cli([
+      ...onJoiner,
+      '--token-file',
+      join(pki, 'admin.token'),
+      'kv',
+      'get',
+      'k',
+      '--local',
+    ]);
+    assert.equal(get.stdout.trim(), 'v', get.stderr);
+    await cluster.kill(joiner, 'SIGTERM');
+    const rm = await cli([...secure(), 'member', 'remove', 'n4']);
+    assert.equal(rm.code, 0, rm.stderr);
+  } finally {
+    await cluster.kill(joiner);
+    cluster.nodes.pop();
   }
 });
 
