@@ -55,7 +55,8 @@ export async function runBootOsBench(argv: readonly string[]): Promise<void> {
     const node = lab.spawn(srv, [
       process.execPath,
       slipway,
-      ...['server', '--id', 'n1', '--data-dir', data, '--insecure', '--log-level', 'info'],
+      ...['server', '--id', 'n1', '--data-dir', data, '--insecure', '--insecure-allow-network'],
+      ...['--log-level', 'info'],
       ...['--raft-addr', `${nodeAddress}:7000`, '--api-addr', `${nodeAddress}:7001`],
       ...['--peers', `n1=${nodeAddress}:7000`, '--dhcp-interface', 'br0'],
       ...['--http-addr', `${nodeAddress}:8080`, '--bootos-dir', bootOs],

@@ -599,7 +599,8 @@ function nodeArgv(i: number, ids: readonly string[], dataDir: string, mode: Mode
     ...[build.main, 'server', '--id', ids[i]!, '--data-dir', dataDir],
     ...['--raft-addr', `${addr}:${raftPort}`, '--api-addr', `${addr}:${apiPort}`, '--peers', peers],
     // info, not debug: the DHCP server logs every answer at debug.
-    ...['--log-level', 'info', '--insecure', '--dhcp-interface', serverIface, ...modeArgs(mode)],
+    ...['--log-level', 'info', '--insecure', '--insecure-allow-network'],
+    ...['--dhcp-interface', serverIface, ...modeArgs(mode)],
   ];
 }
 

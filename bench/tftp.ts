@@ -600,6 +600,7 @@ function startSlipway(lab: NetnsLab, ns: string, host: string, workDir: string, 
     ns,
     pinned(pin, pinnedCpus.servers, [
       ...[process.execPath, ...nodeArgs, slipwayBuild().main, 'server', '--id', 'n1', '--insecure'],
+      '--insecure-allow-network',
       ...['--data-dir', path.join(workDir, 'slipway-data'), '--raft-addr', raft],
       ...['--api-addr', `${host}:${ports.slipwayApi}`, '--peers', `n1=${raft}`],
       ...['--tftp-addr', `${host}:${ports.slipwayTftp}`],

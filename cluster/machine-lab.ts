@@ -149,7 +149,8 @@ export class MachineLab {
         const address = nodeAddress(i);
         const process = lab.spawn(ns[id], [
           ...[globalThis.process.execPath, slipwayBin, 'server', '--id', id],
-          ...['--data-dir', path.join(lab.dir, `data-${id}`), '--insecure', '--log-level', 'info'],
+          ...['--data-dir', path.join(lab.dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
+          ...['--log-level', 'info'],
           ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
           ...['--vip', labVip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
           ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--bootos-dir', bootOs],

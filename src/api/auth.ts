@@ -1,6 +1,6 @@
 // Who may call what. Operators present `authorization: Bearer TOKEN`; the cluster keeps only
 // the token's SHA-256 with a role. Workers present their machine's token and `x-worker-id`.
-// With auth off (the local development cluster) every caller is an admin.
+// With auth off (a plaintext development node, see auth-mode.ts) every caller is an admin.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import type { Metadata } from '@grpc/grpc-js';
@@ -37,6 +37,11 @@ export interface WorkerCaller {
   readonly credentialOf?: string;
 }
 
+const noOperatorsMessage =
+  'this node knows no operator token: it was started without the bootstrap admin token and the ' +
+  'cluster holds no named tokens, so every call is refused. Restart it with admin.token in ' +
+  '--tls-dir or with --admin-token-file FILE';
+
 export interface AuthOptions {
   readonly enabled: boolean;
   /** SHA-256 of the bootstrap admin token (from `slipway bootstrap`), accepted without state. */
@@ -66,7 +71,9 @@ export class Authenticator {
     if (token === undefined) {
       throw new ApiError(
         status.UNAUTHENTICATED,
-        'an operator token is required: pass --token-file or SLIPWAY_TOKEN',
+        this.#noOperators()
+          ? noOperatorsMessage
+          : 'an operator token is required: pass --token-file or SLIPWAY_TOKEN',
       );
     }
     const sha = sha256Hex(token);
@@ -75,7 +82,12 @@ export class Authenticator {
       await this.#catchUp();
       caller = this.#lookup(sha);
     }
-    if (caller === undefined) throw new ApiError(status.UNAUTHENTICATED, 'the operator token is not valid');
+    if (caller === undefined) {
+      throw new ApiError(
+        status.UNAUTHENTICATED,
+        this.#noOperators() ? noOperatorsMessage : 'the operator token is not valid',
+      );
+    }
     if (roleRank[caller.role] < roleRank[need]) {
       throw new ApiError(
         status.PERMISSION_DENIED,
@@ -119,6 +131,11 @@ export class Authenticator {
     if (constantTimeEqual(hw.workerToken, token)) return { workerId: id };
     const wf = workflowOfCredential(this.#control.activeWorkflowsOf(id), id, sha256Hex(token), Date.now());
     return wf === undefined ? undefined : { workerId: id, credentialOf: wf.id };
+  }
+
+  /** No token could ever pass here: no bootstrap token, and none in the (applied) state. */
+  #noOperators(): boolean {
+    return this.#opts.bootstrapAdminSha256 === undefined && this.#control.tokens().length === 0;
   }
 
   #lookup(sha: string): Caller | undefined {

@@ -9,7 +9,7 @@ import { InternalService } from '../gen/internal.js';
 import { KvService as KvServiceDefinition } from '../gen/kv.js';
 import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
 import { RaftNode } from '../raft/node.js';
-import { openLogStore } from '../raft/storage/level-log-store.js';
+import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
 import type { PeerTls } from '../raft/transport/grpc-config.js';
 import { loadNodeTls } from '../platform/pki.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
@@ -20,6 +20,7 @@ import { ArtifactFetcher } from '../artifacts/fetcher.js';
 import { GrpcPeerReader } from '../artifacts/peer-client.js';
 import { artifactReadHandlers } from '../artifacts/peer-service.js';
 import { Authenticator, sha256Hex } from './auth.js';
+import { authModeOf } from './auth-mode.js';
 import { ControlService } from './control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
 import { PowerExecutor } from '../power/executor.js';
@@ -33,6 +34,7 @@ import { Proposer } from './proposer.js';
 import type { ServerConfig } from './server-config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './server-config.js';
 import { startNodeBootServices } from '../boot/node-boot.js';
+import { insecureNetworkFlag, insecureNetworkKernelArg } from '../platform/plaintext-policy.js';
 import { CredentialIssuer } from './credential-issuer.js';
 import { WorkerService } from './worker-service.js';
 import { ReplicatedLeaseLedger } from './lease-ledger.js';
@@ -48,11 +50,15 @@ export interface RunningNode {
 export async function startNode(cfg: ServerConfig, logger: Logger): Promise<RunningNode> {
   const tls = nodeTls(cfg);
   let stopping: Promise<void> | null = null;
-  const adminTokenFile =
-    cfg.adminTokenFile ??
-    (cfg.tlsDir !== undefined && existsSync(join(cfg.tlsDir, 'admin.token'))
-      ? join(cfg.tlsDir, 'admin.token')
-      : undefined);
+  // Decided before the data dir is touched: whether it already holds a raft log.
+  const authMode = authModeOf(cfg, !existsSync(logStoreLocation(cfg.dataDir)));
+  logger.info(authMode.logFields, authMode.enabled ? 'API auth: tokens required' : 'API auth: off');
+  if (cfg.insecureAllowNetwork) {
+    logger.warn(
+      { insecure: true, apiAddr: cfg.apiAddr, raftAddr: cfg.raftAddr },
+      `${insecureNetworkFlag}: plaintext gRPC beyond loopback; anyone on the network can read and forge calls`,
+    );
+  }
   const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
@@ -86,8 +92,8 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   const auth = new Authenticator(
     control,
     {
-      enabled: adminTokenFile !== undefined,
-      bootstrapAdminSha256: readAdminTokenSha(adminTokenFile),
+      enabled: authMode.enabled,
+      bootstrapAdminSha256: readAdminTokenSha(authMode.adminTokenFile),
     },
     () => node.linearizableRead(),
   );
@@ -184,7 +190,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       artifactsDir: cfg.artifactsDir,
       bootOsDir: cfg.bootOsDir ?? join(cfg.dataDir, 'bootos'),
       registeredArtifacts: catalogue,
-      kernelArgs: cfg.kernelArgs,
+      // Booted workers may send their credential in the clear only to a node that itself serves
+      // plaintext beyond loopback on purpose (src/bootos/init-script.ts reads this argument).
+      kernelArgs: cfg.insecureAllowNetwork ? [insecureNetworkKernelArg, ...cfg.kernelArgs] : cfg.kernelArgs,
       credentials: new CredentialIssuer({
         control,
         proposer,

@@ -7,6 +7,7 @@ import { overlappingPools, parsePoolSpec, type DhcpPool } from '../boot/dhcp/poo
 import type { Member } from '../raft/core/types.js';
 import { leaseTimeSMax } from '../state/limits.js';
 import { isHostPort } from '../platform/host-port.js';
+import { insecureNetworkFlag, isLoopbackAddress } from '../platform/plaintext-policy.js';
 
 const hostPort = z
   .string()
@@ -80,6 +81,11 @@ export const serverConfigSchema = z
     tlsDir: z.string().min(1).optional(),
     /** Plaintext and no tokens: for a development cluster on loopback only. */
     insecure: z.boolean().default(false),
+    /**
+     * With `insecure`: listen and talk to peers beyond loopback all the same (a lab's private
+     * network). Tokens and worker credentials then cross the network in the clear.
+     */
+    insecureAllowNetwork: z.boolean().default(false),
     /** A file holding the bootstrap admin token; when set, every API call needs a token. */
     adminTokenFile: z.string().min(1).optional(),
   })
@@ -114,6 +120,30 @@ export const serverConfigSchema = z
     }
     if (c.insecure && c.tlsDir !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['insecure'], message: 'give --tls-dir or --insecure, not both' });
+    }
+    if (c.insecureAllowNetwork && !c.insecure) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['insecureAllowNetwork'],
+        message: `${insecureNetworkFlag} goes with --insecure (with TLS, any address is allowed)`,
+      });
+    }
+    if (c.insecure && !c.insecureAllowNetwork) {
+      const plaintext: [string, string][] = [
+        ['apiAddr', c.apiAddr],
+        ['raftAddr', c.raftAddr],
+        ...c.peers.map((p, i): [string, string] => [`peers.${String(i)}`, p.addr]),
+      ];
+      for (const [field, addr] of plaintext) {
+        if (isLoopbackAddress(addr)) continue;
+        ctx.addIssue({
+          code: 'custom',
+          path: field.split('.'),
+          message:
+            `${addr} is not a loopback address, and --insecure serves plaintext gRPC with no tokens: ` +
+            `use --tls-dir (\`slipway bootstrap\`), or for a lab on a private network add ${insecureNetworkFlag}`,
+        });
+      }
     }
     if (c.vipInterface !== undefined && c.vip === undefined) {
       ctx.addIssue({

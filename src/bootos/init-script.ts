@@ -12,6 +12,12 @@
 //   slipway.server=HOST:PORT      the API (the balancer on the VIP)
 //   slipway.http=http://HOST:PORT the boot HTTP server, where the worker claims its credential
 //   slipway.mac=MAC               the interface the machine booted from (optional)
+//   slipway.insecure_allow_network=1
+//                                 only from a node run with --insecure-allow-network: the
+//                                 worker may then present its credential over plaintext (without
+//                                 it, a worker built without a CA refuses to beyond loopback)
+
+import { insecureNetworkFlag, insecureNetworkKernelArg } from '../platform/plaintext-policy.js';
 
 export interface InitSettings {
   readonly kernelVersion: string;
@@ -58,6 +64,7 @@ for arg in $(cat /proc/cmdline); do
     slipway.server=*) SERVER="\${arg#*=}" ;;
     slipway.http=*) BOOT_HTTP="\${arg#*=}" ;;
     slipway.mac=*) BOOT_MAC="\${arg#*=}" ;;
+    ${insecureNetworkKernelArg}) INSECURE_NETWORK="${insecureNetworkFlag}" ;;
   esac
 done
 
@@ -92,7 +99,7 @@ fi
 mkdir -p /run/slipway/journal /run/slipway/work
 while true; do
   log "starting the worker $WORKER_ID against $SERVER"
-  node ${s.workerPath} worker --id "$WORKER_ID" --server "$SERVER"${caFlag} \\
+  node ${s.workerPath} worker --id "$WORKER_ID" --server "$SERVER"${caFlag} $INSECURE_NETWORK \\
     --claim-url "$BOOT_HTTP/credential" --mac "$BOOT_MAC" --credential-file /run/slipway/credential \\
     --journal-dir /run/slipway/journal --work-dir /run/slipway/work
   log "the worker exited with status $?; starting it again in 2 s"

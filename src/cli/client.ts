@@ -15,6 +15,7 @@ import { KvClient } from '../gen/kv.js';
 import { isServiceError, refusedBeforeAppend } from '../api/errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';
+import { plaintextSecretRefusal } from '../platform/plaintext-policy.js';
 
 export const defaultServer = '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003';
 // A read moves on to the next node on any UNAVAILABLE. A write moves on only when the failure
@@ -128,6 +129,8 @@ export interface ClientOptions {
   readonly token?: string | undefined;
   /** The cluster CA (PEM): TLS to the nodes when set. */
   readonly ca?: Buffer | undefined;
+  /** Send the token over plaintext beyond loopback all the same (--insecure-allow-network). */
+  readonly insecureAllowNetwork?: boolean | undefined;
 }
 
 export class ClusterClient {
@@ -144,6 +147,10 @@ export class ClusterClient {
     this.servers = servers;
     this.timeoutMs = o.timeoutMs ?? 10_000;
     this.token = o.token;
+    if (o.token !== undefined && o.ca === undefined && o.insecureAllowNetwork !== true) {
+      const refusal = plaintextSecretRefusal(servers, 'the operator token');
+      if (refusal !== undefined) throw new UsageError(refusal);
+    }
     this.creds = o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(o.ca);
   }
 

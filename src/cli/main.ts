@@ -23,6 +23,7 @@ import { workerCommand } from './commands/worker.js';
 import { workflowCommand } from './commands/workflow.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
 import { packageFile } from './package-file.js';
+import { insecureNetworkFlag } from '../platform/plaintext-policy.js';
 
 function packageVersion(): string {
   const text = readFileSync(packageFile('package.json'), 'utf8');
@@ -44,6 +45,10 @@ const program = new Command()
   .option('--timeout <ms>', 'give up on a command after this long', '10000')
   .option('--token-file <file>', 'file holding your operator token (env SLIPWAY_TOKEN)')
   .option('--ca <file>', 'the cluster CA certificate (ca.crt from `slipway bootstrap`): TLS (env SLIPWAY_CA)')
+  .option(
+    insecureNetworkFlag,
+    'DANGER: without --ca, send your token in plaintext to servers beyond loopback all the same (labs only)',
+  )
   .exitOverride()
   .showHelpAfterError();
 
@@ -61,6 +66,7 @@ function connect(opts: { waitMs?: number } = {}): {
     timeoutMs: Math.max(timeout, (opts.waitMs ?? 0) + 5000),
     token: operatorToken(o.tokenFile),
     ca: clusterCa(o.ca),
+    insecureAllowNetwork: o.insecureAllowNetwork,
   });
   clients.push(client);
   return { client, output: parseOutputFormat(o.output) };
@@ -89,6 +95,7 @@ clusterCommand(program, () => parseOutputFormat(program.opts().output), {
       timeoutMs: 3000,
       token: operatorToken(o.tokenFile),
       ca: clusterCa(o.ca),
+      insecureAllowNetwork: o.insecureAllowNetwork,
     });
     clients.push(c);
     return c;

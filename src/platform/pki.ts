@@ -1,6 +1,8 @@
 // The cluster's own certificate authority, made by `slipway bootstrap`: one CA, one certificate
-// per node (server and client use, for TLS on the API and mutual TLS between nodes), and the
-// first admin token. ECDSA P-256 keys through WebCrypto; @peculiar/x509 writes the certificates
+// per node (server and client use, for TLS on the API and mutual TLS between nodes; CN=ID names
+// the node, as the raft address's identity check reads it), and the first admin token. The CA's
+// key goes in a directory of its own, apart from every node's: a node that holds it could mint
+// any other node's certificate, so a node refuses to start with it in its --tls-dir. ECDSA P-256 keys through WebCrypto; @peculiar/x509 writes the certificates
 // (Node can parse X.509 but not issue it). The library needs the reflect-metadata polyfill, so
 // both load only when a CA is made, not with every CLI command.
 import { randomBytes, webcrypto } from 'node:crypto';
@@ -17,11 +19,24 @@ export interface NodeIdentity {
   readonly hosts: readonly string[];
 }
 
+/**
+ * The layout under the bootstrap directory OUT:
+ *   OUT/ca/ca.crt, OUT/ca/ca.key     the CA (keep ca.key offline)
+ *   OUT/admin.token                  the first admin token, for the operator
+ *   OUT/NODE/                        what node NODE needs (its --tls-dir): ca.crt, NODE.crt,
+ *                                    NODE.key, NODE.pem (both, for HAProxy) and admin.token
+ */
 export interface PkiFiles {
   readonly dir: string;
   readonly caCert: string;
+  readonly caKey: string;
   readonly adminToken: string;
-  readonly nodes: readonly { id: string; cert: string; key: string; pem: string }[];
+  readonly nodes: readonly { id: string; dir: string; cert: string; key: string; pem: string }[];
+}
+
+/** The CA's own directory under a bootstrap directory. */
+export function caDirOf(dir: string): string {
+  return join(dir, 'ca');
 }
 
 async function pemKey(key: webcrypto.CryptoKey): Promise<string> {
@@ -43,7 +58,7 @@ function serial(): string {
 }
 
 /**
- * Writes ca.crt, ca.key, NODE.crt and NODE.key for each node, and admin.token into `dir`.
+ * Writes the CA, each node's directory and the admin token into `dir` (layout: PkiFiles).
  * Refuses to overwrite an existing CA: a second bootstrap would split the cluster's trust.
  */
 export async function bootstrapPki(
@@ -51,10 +66,12 @@ export async function bootstrapPki(
   nodes: readonly NodeIdentity[],
   validDays = 3650,
 ): Promise<PkiFiles> {
-  if (existsSync(join(dir, 'ca.key'))) {
+  const caDir = caDirOf(dir);
+  // ca.key directly in `dir` is where bootstraps before the CA had its own directory put it.
+  if (existsSync(join(caDir, 'ca.key')) || existsSync(join(dir, 'ca.key'))) {
     throw new Error(`${dir} already holds a cluster CA (ca.key); use another directory or remove it first`);
   }
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  mkdirSync(caDir, { recursive: true, mode: 0o700 });
   await import('reflect-metadata');
   const x509 = await import('@peculiar/x509');
   const crypto = webcrypto;
@@ -75,9 +92,15 @@ export async function bootstrapPki(
       await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
     ],
   });
-  writeFileSync(join(dir, 'ca.crt'), ca.toString('pem') + '\n');
-  writeSecret(join(dir, 'ca.key'), await pemKey(caKeys.privateKey));
-  const issued: { id: string; cert: string; key: string; pem: string }[] = [];
+  const caPem = ca.toString('pem') + '\n';
+  const caCert = join(caDir, 'ca.crt');
+  const caKey = join(caDir, 'ca.key');
+  writeFileSync(caCert, caPem);
+  writeSecret(caKey, await pemKey(caKeys.privateKey));
+  const adminTokenText = `${randomBytes(32).toString('base64url')}\n`;
+  const adminToken = join(dir, 'admin.token');
+  writeSecret(adminToken, adminTokenText);
+  const issued: PkiFiles['nodes'][number][] = [];
   for (const node of nodes) {
     const keys = await crypto.subtle.generateKey(algorithm, true, ['sign', 'verify']);
     const hosts = [...new Set(['localhost', '127.0.0.1', ...node.hosts])];
@@ -106,20 +129,23 @@ export async function bootstrapPki(
         await x509.AuthorityKeyIdentifierExtension.create(caKeys.publicKey),
       ],
     });
-    const certPath = join(dir, `${node.id}.crt`);
-    const keyPath = join(dir, `${node.id}.key`);
+    const nodeDir = join(dir, node.id);
+    mkdirSync(nodeDir, { recursive: true, mode: 0o700 });
+    const certPath = join(nodeDir, `${node.id}.crt`);
+    const keyPath = join(nodeDir, `${node.id}.key`);
     const certPem = cert.toString('pem') + '\n';
     const keyPem = await pemKey(keys.privateKey);
+    writeFileSync(join(nodeDir, 'ca.crt'), caPem);
     writeFileSync(certPath, certPem);
     writeSecret(keyPath, keyPem);
     // Certificate and key in one file, as HAProxy reads them (`slipway balancer config --tls-dir`).
-    const pemPath = join(dir, `${node.id}.pem`);
+    const pemPath = join(nodeDir, `${node.id}.pem`);
     writeSecret(pemPath, certPem + keyPem);
-    issued.push({ id: node.id, cert: certPath, key: keyPath, pem: pemPath });
+    // The node accepts the bootstrap admin token from its own directory.
+    writeSecret(join(nodeDir, 'admin.token'), adminTokenText);
+    issued.push({ id: node.id, dir: nodeDir, cert: certPath, key: keyPath, pem: pemPath });
   }
-  const adminToken = join(dir, 'admin.token');
-  writeSecret(adminToken, `${randomBytes(32).toString('base64url')}\n`);
-  return { dir, caCert: join(dir, 'ca.crt'), adminToken, nodes: issued };
+  return { dir, caCert, caKey, adminToken, nodes: issued };
 }
 
 /** A node's TLS material from a bootstrap directory. */
@@ -130,6 +156,13 @@ export interface NodeTls {
 }
 
 export function loadNodeTls(dir: string, id: string): NodeTls {
+  if (existsSync(join(dir, 'ca.key'))) {
+    throw new Error(
+      `${dir} holds the cluster CA's private key (ca.key): anyone who can read this node's files could ` +
+        'issue a certificate for any node. Move ca.key off the node (`slipway bootstrap` keeps it in ' +
+        'OUT/ca/; give each node only OUT/ID/) and start again.',
+    );
+  }
   const read = (name: string): Buffer => {
     const path = join(dir, name);
     try {

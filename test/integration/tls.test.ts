@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { openSync, readFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
@@ -22,6 +22,7 @@ import {
   runSlipway,
   slipwayBin,
   type CliResult,
+  type ProcNode,
 } from '../support/process-cluster.js';
 
 const cli = (args: string[]): Promise<CliResult> => runSlipway(args);
@@ -34,7 +35,7 @@ const secure = (): string[] => [
   '--server',
   cluster.apiAddrs().join(','),
   '--ca',
-  join(pki, 'ca.crt'),
+  join(pki, 'ca', 'ca.crt'),
   '--token-file',
   join(pki, 'admin.token'),
 ];
@@ -42,10 +43,12 @@ const secure = (): string[] => [
 before(async () => {
   cluster = new ProcessCluster(3, []);
   pki = join(cluster.dir, 'pki');
-  const nodes = cluster.nodes.flatMap((n) => ['--node', `${n.id}=127.0.0.1`]);
+  // n4: a node that joins later (see the membership test).
+  const nodes = [...cluster.nodes.map((n) => n.id), 'n4'].flatMap((id) => ['--node', `${id}=127.0.0.1`]);
   const made = await cli(['bootstrap', '--dir', pki, ...nodes]);
   assert.equal(made.code, 0, made.stderr);
-  cluster.extraArgs.push('--tls-dir', pki);
+  // Each node gets only its own directory; the CA's key stays in pki/ca/.
+  for (const n of cluster.nodes) cluster.nodeArgs.set(n.id, ['--tls-dir', join(pki, n.id)]);
   cluster.startAll();
   // Status over TLS: the support code speaks plaintext, so wait through the CLI.
   const deadline = Date.now() + 30_000;
@@ -72,6 +75,29 @@ test('a second bootstrap into the same directory is refused', async () => {
   assert.match(r.stderr, /already holds a cluster CA/);
 });
 
+test("bootstrap keeps the CA's key out of every node's directory; a node given it refuses to start", () => {
+  assert.deepEqual(readdirSync(join(pki, 'ca')).sort(), ['ca.crt', 'ca.key']);
+  for (const n of cluster.nodes) {
+    const files = readdirSync(join(pki, n.id)).sort();
+    assert.deepEqual(files, ['admin.token', 'ca.crt', `${n.id}.crt`, `${n.id}.key`, `${n.id}.pem`]);
+  }
+});
+
+test('a node whose --tls-dir holds ca.key refuses to start, naming the file', async () => {
+  const dir = join(cluster.dir, 'n1-with-ca-key');
+  cpSync(join(pki, 'n1'), dir, { recursive: true });
+  copyFileSync(join(pki, 'ca', 'ca.key'), join(dir, 'ca.key'));
+  const n1 = cluster.nodes[0]!;
+  const dataDir = join(cluster.dir, 'never-created');
+  const r = await cli([
+    ...['server', '--id', 'n1', '--data-dir', dataDir, '--tls-dir', dir],
+    ...['--raft-addr', n1.raftAddr, '--api-addr', n1.apiAddr, '--peers', `n1=${n1.raftAddr}`],
+  ]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /holds the cluster CA's private key \(ca\.key\)/);
+  assert.equal(existsSync(dataDir), false, 'nothing was created');
+});
+
 test('the CLI with the CA and the admin token works; without either it fails', async () => {
   const put = await cli([...secure(), 'kv', 'put', 'k', 'v']);
   assert.equal(put.code, 0, put.stderr);
@@ -83,7 +109,7 @@ test('the CLI with the CA and the admin token works; without either it fails', a
     '--server',
     cluster.apiAddrs().join(','),
     '--ca',
-    join(pki, 'ca.crt'),
+    join(pki, 'ca', 'ca.crt'),
     'kv',
     'get',
     'k',
@@ -106,13 +132,13 @@ test('plaintext to the API and a peer without a node certificate are refused', a
   };
   assert.notEqual(await attempt(node.apiAddr, credentials.createInsecure()), status.OK);
   // The raft address serves Kv for forwarding; with TLS but no client certificate: refused.
-  const ca = readFileSync(join(pki, 'ca.crt'));
+  const ca = readFileSync(join(pki, 'ca', 'ca.crt'));
   assert.notEqual(await attempt(node.raftAddr, credentials.createSsl(ca)), status.OK);
   // With a node certificate it is accepted (this is how followers forward).
   const peer = credentials.createSsl(
     ca,
-    readFileSync(join(pki, 'n2.key')),
-    readFileSync(join(pki, 'n2.crt')),
+    readFileSync(join(pki, 'n2', 'n2.key')),
+    readFileSync(join(pki, 'n2', 'n2.crt')),
   );
   assert.equal(await attempt(node.raftAddr, peer), status.OK);
 });
@@ -165,7 +191,7 @@ test('a workflow runs over TLS: worker with the CA and its machine token', async
       '--server',
       cluster.apiAddrs().join(','),
       '--ca',
-      join(pki, 'ca.crt'),
+      join(pki, 'ca', 'ca.crt'),
       '--token-file',
       tokenFile,
       '--journal-dir',
@@ -190,16 +216,23 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
   const statsAddr = `127.0.0.1:${nextPort()}`;
   const nodes = cluster.nodes.map((n) => ({ id: n.id, apiAddr: n.apiAddr }));
   const tls = {
-    certFile: join(pki, 'n1.crt'),
-    keyFile: join(pki, 'n1.key'),
-    pemFile: join(pki, 'n1.pem'),
-    caFile: join(pki, 'ca.crt'),
+    certFile: join(pki, 'n1', 'n1.crt'),
+    keyFile: join(pki, 'n1', 'n1.key'),
+    pemFile: join(pki, 'n1', 'n1.pem'),
+    caFile: join(pki, 'n1', 'ca.crt'),
   };
   const spec = { listenAddr, statsAddr, nodes, tls, healthCheck: { intervalMs: 200, fall: 2, rise: 2 } };
   // What the operator's command prints is what runs here.
   const printed = await cli([
     ...['balancer', 'config', '--listen', listenAddr, '--stats', statsAddr, '--check-interval', '200'],
-    ...['--nodes', nodes.map((n) => `${n.id}=${n.apiAddr}`).join(','), '--tls-dir', pki, '--id', 'n1'],
+    ...[
+      '--nodes',
+      nodes.map((n) => `${n.id}=${n.apiAddr}`).join(','),
+      '--tls-dir',
+      join(pki, 'n1'),
+      '--id',
+      'n1',
+    ],
   ]);
   assert.equal(printed.code, 0, printed.stderr);
   assert.equal(printed.stdout, renderHaproxyConfig(spec));
@@ -211,7 +244,7 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
       '--server',
       listenAddr,
       '--ca',
-      join(pki, 'ca.crt'),
+      join(pki, 'ca', 'ca.crt'),
       '--token-file',
       join(pki, 'admin.token'),
     ];
@@ -223,5 +256,52 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
     assert.equal(plaintext.code, 1, 'a plaintext client gets nothing from the TLS balancer');
   } finally {
     await stopHaproxy(balancer.pid, balancer.configFile);
+  }
+});
+
+test('a node added with member add joins over mutual TLS, serves, and is removed', async () => {
+  const joiner: ProcNode = {
+    id: 'n4',
+    raftAddr: `127.0.0.1:${nextPort()}`,
+    apiAddr: `127.0.0.1:${nextPort()}`,
+    metricsAddr: `127.0.0.1:${nextPort()}`,
+    dataDir: join(cluster.dir, 'n4'),
+    proc: null,
+  };
+  cluster.nodeArgs.set('n4', ['--tls-dir', join(pki, 'n4'), '--join']);
+  cluster.nodes.push(joiner);
+  try {
+    cluster.start(joiner);
+    const added = await cli([
+      ...[...secure(), '-o', 'json', 'member', 'add', 'n4', joiner.raftAddr],
+      ...['--api-addr', joiner.apiAddr],
+    ]);
+    assert.equal(added.code, 0, added.stderr);
+    const members = (JSON.parse(added.stdout) as { members: { id: string; role: string }[] }).members;
+    assert.equal(members.find((m) => m.id === 'n4')?.role, 'voter');
+    const onJoiner = ['--server', joiner.apiAddr, '--ca', join(pki, 'ca', 'ca.crt')];
+    const get = await cli([
+      ...onJoiner,
+      '--token-file',
+      join(pki, 'admin.token'),
+      'kv',
+      'get',
+      'k',
+      '--local',
+    ]);
+    assert.equal(get.stdout.trim(), 'v', get.stderr);
+    await cluster.kill(joiner, 'SIGTERM');
+    const rm = await cli([...secure(), 'member', 'remove', 'n4']);
+    assert.equal(rm.code, 0, rm.stderr);
+  } finally {
+    await cluster.kill(joiner);
+    cluster.nodes.pop();
+  }
+});
+
+test('the nodes accepted each other all along: no call on the raft address was refused', () => {
+  for (const n of cluster.nodes) {
+    const log = readFileSync(join(cluster.dir, `${n.id}.log`), 'utf8');
+    assert.doesNotMatch(log, /refused a call on the raft address|refused a raft stream|refusing a snapshot/);
   }
 });

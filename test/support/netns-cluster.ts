@@ -165,7 +165,7 @@ export class NetnsCluster {
       const argv = [
         ...[process.execPath, slipwayBin, 'server', '--id', spec.id, '--data-dir', dataDir],
         ...['--raft-addr', raftAddrOf(spec), '--api-addr', apiAddrOf(spec), '--peers', peers],
-        ...['--log-level', 'debug', '--insecure', ...spec.args],
+        ...['--log-level', 'debug', '--insecure', '--insecure-allow-network', ...spec.args],
       ];
       return new NetnsNode(spec, argv, lab.spawn(spec.ns, argv, { cwd: repoRoot }));
     });

@@ -118,8 +118,9 @@ export class ProcessCluster {
     ];
     args.push('--api-addr', node.apiAddr, '--peers', this.peers(), '--metrics-addr', node.metricsAddr);
     // Plaintext unless the test brings its own certificates.
-    args.push(...(this.extraArgs.includes('--tls-dir') ? [] : ['--insecure']), ...this.extraArgs);
-    args.push(...(this.nodeArgs.get(node.id) ?? []));
+    const own = this.nodeArgs.get(node.id) ?? [];
+    const tls = this.extraArgs.includes('--tls-dir') || own.includes('--tls-dir');
+    args.push(...(tls ? [] : ['--insecure']), ...this.extraArgs, ...own);
     node.proc = spawn(process.execPath, args, { stdio: ['ignore', log, log] });
   }
 

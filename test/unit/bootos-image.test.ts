@@ -139,4 +139,34 @@ describe('shared libraries and init', () => {
     assert.doesNotMatch(script, /token/);
     assert.match(script, /^#!\/bin\/sh\n/);
   });
+
+  it('lets the worker send in plaintext beyond loopback only when the kernel command line says so', async () => {
+    const script = initScript({
+      kernelVersion: '6.1.0-test',
+      workerPath: '/opt/slipway/worker.mjs',
+      modulesListPath: '/etc/slipway/modules',
+      udhcpcScriptPath: '/etc/slipway/udhcpc.sh',
+    });
+    assert.match(script, /worker --id "\$WORKER_ID" --server "\$SERVER" \$INSECURE_NETWORK /);
+    // The script's own command-line loop, run by sh on a made-up /proc/cmdline.
+    const loop = /^for arg in \$\(cat \/proc\/cmdline\); do\n[\s\S]*?^done$/m.exec(script)?.[0];
+    assert.ok(loop !== undefined, 'the script reads /proc/cmdline');
+    const dir = await mkdtemp(path.join(tmpdir(), 'slipway-cmdline-'));
+    try {
+      const flagFor = async (cmdline: string): Promise<string> => {
+        await writeFile(path.join(dir, 'cmdline'), cmdline);
+        const sh = `${loop.replace('/proc/cmdline', path.join(dir, 'cmdline'))}\necho "[$INSECURE_NETWORK]"`;
+        return (await run('sh', ['-c', sh])).stdout.trim();
+      };
+      const base = 'slipway.worker_id=m1 slipway.server=10.0.0.100:7000 slipway.http=http://10.0.0.100';
+      assert.equal(await flagFor(base), '[]');
+      assert.equal(await flagFor(`${base} slipway.insecure_allow_network=0`), '[]');
+      assert.equal(
+        await flagFor(`${base} slipway.insecure_allow_network=1 console=ttyS0`),
+        '[--insecure-allow-network]',
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -1,5 +1,6 @@
 // `slipway bootstrap`: makes a cluster's trust before its first start: a CA, a certificate per
-// node (TLS on the API, mutual TLS between nodes) and the first admin token.
+// node (TLS on the API, mutual TLS between nodes) and the first admin token. Each node gets a
+// directory of its own to copy to it; the CA's key stays in DIR/ca/, on no node.
 import type { Command } from '@commander-js/extra-typings';
 import { bootstrapPki } from '../../platform/pki.js';
 import { UsageError } from '../output.js';
@@ -8,7 +9,10 @@ export function bootstrapCommand(program: Command): void {
   program
     .command('bootstrap')
     .description('create the cluster CA, node certificates and the first admin token in --dir')
-    .requiredOption('--dir <dir>', 'where to write ca.crt, ca.key, NODE.crt, NODE.key and admin.token')
+    .requiredOption(
+      '--dir <dir>',
+      'where to write ca/ (ca.crt, ca.key), admin.token and a directory per node (NODE/: its --tls-dir)',
+    )
     .requiredOption(
       '--node <id=hosts...>',
       'a node and the names/addresses it is reached at, e.g. n1=10.0.0.11,prov1.example (repeat per node)',
@@ -44,13 +48,14 @@ export function bootstrapCommand(program: Command): void {
       process.stdout.write(
         [
           `cluster CA:   ${files.caCert} (give it to clients: --ca or SLIPWAY_CA)`,
-          ...files.nodes.map(
-            (n) => `node ${n.id}:     ${n.cert}, ${n.key} (and both in ${n.pem}, for HAProxy)`,
-          ),
+          `CA key:       ${files.caKey} (copy it to no node; keep it offline)`,
           `admin token:  ${files.adminToken} (--token-file; keep it secret)`,
+          ...files.nodes.map(
+            (n) => `node ${n.id}:     ${n.dir}/ (ca.crt, ${n.id}.crt, ${n.id}.key, ${n.id}.pem, admin.token)`,
+          ),
           '',
-          `start each node with --tls-dir ${o.dir} (it reads ca.crt, ID.crt, ID.key and admin.token);`,
-          "copy only ca.crt, the node's own files and admin.token to each node.",
+          `copy ${o.dir}/ID/ to node ID and start it with --tls-dir there; once named tokens exist`,
+          '(`slipway token create`), delete admin.token everywhere: tokens stay required.',
           '',
         ].join('\n'),
       );

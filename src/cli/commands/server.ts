@@ -6,6 +6,7 @@ import type { ServerConfig } from '../../api/server-config.js';
 import { readConfigFile, validateServerConfig } from '../../api/server-config.js';
 import { idAddressList, wholeNumber } from '../flags.js';
 import { createLogger } from '../../platform/logger.js';
+import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
 
 export function serverCommand(program: Command): void {
   program
@@ -56,13 +57,23 @@ export function serverCommand(program: Command): void {
       "what booted machines' workers dial, e.g. the balancer on the VIP (default: --vip with this node's API port)",
     )
     .option('--kernel-arg <arg...>', 'extra kernel argument for the generated iPXE scripts (repeatable)')
-    .option('--tls-dir <dir>', 'certificates and admin token from `slipway bootstrap` (TLS, mTLS, tokens)')
-    .option('--insecure', 'no TLS and no tokens: only for a development cluster on loopback')
+    .option(
+      '--tls-dir <dir>',
+      "this node's directory from `slipway bootstrap` (TLS on the API, mTLS between nodes; tokens always required)",
+    )
+    .option('--insecure', 'no TLS and no tokens: a development cluster, on loopback addresses only')
+    .option(
+      insecureNetworkFlag,
+      'DANGER: with --insecure, listen beyond loopback too; tokens and credentials cross the network in the clear (labs on a private network only)',
+    )
     .option(
       '--admin-token-file <file>',
-      'require tokens on every API call; the token in this file is an admin (see `slipway token create`)',
+      'the bootstrap admin token (default: admin.token in --tls-dir); without TLS it turns tokens on',
     )
-    .action(async (o) => {
+    .action(async (local, command) => {
+      // --insecure-allow-network is also a global flag (for the CLI), and commander hands a flag
+      // both define to the program: read both.
+      const o: typeof local = command.optsWithGlobals();
       const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
       const set = (k: string, v: unknown): void => {
         if (v !== undefined) raw[k] = v;
@@ -80,6 +91,7 @@ export function serverCommand(program: Command): void {
       set('adminTokenFile', o.adminTokenFile);
       set('tlsDir', o.tlsDir);
       if (o.insecure === true) raw['insecure'] = true;
+      if (o.insecureAllowNetwork === true) raw['insecureAllowNetwork'] = true;
       set('metricsAddr', o.metricsAddr);
       set('vip', o.vip);
       set('vipInterface', o.vipInterface);

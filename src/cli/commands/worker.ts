@@ -10,6 +10,7 @@ import {
   type MachineControl,
 } from '../../worker/machine-control.js';
 import { clusterCa, parseServers } from '../client.js';
+import { insecureNetworkFlag, plaintextSecretRefusal } from '../../platform/plaintext-policy.js';
 import { UsageError } from '../output.js';
 
 /** Global flags the worker shares with the other commands (commander parses them anywhere). */
@@ -17,6 +18,7 @@ export interface GlobalFlags {
   readonly server?: string | undefined;
   readonly tokenFile?: string | undefined;
   readonly ca?: string | undefined;
+  readonly insecureAllowNetwork?: boolean | undefined;
 }
 
 export function workerCommand(program: Command, globals: () => GlobalFlags): void {
@@ -40,6 +42,10 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
       '/var/lib/slipway/worker',
     )
     .option('--work-dir <dir>', 'working directory of the actions')
+    .option(
+      insecureNetworkFlag,
+      'DANGER: without --ca, present the token or credential in plaintext to servers beyond loopback (labs only)',
+    )
     .option('--log-level <level>', 'trace|debug|info|warn|error', 'info')
     .action(async (o) => {
       // The agent's own --server list, falling back to the global flag and SLIPWAY_SERVER.
@@ -74,6 +80,15 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
           `--claim-url must be an http(s) URL such as http://10.0.0.100:8080/credential, got ${o.claimUrl}`,
         );
       }
+      const ca = clusterCa(g.ca);
+      // A token or credential in the clear lets anyone on the path act as this machine.
+      const insecureAllowNetwork = o.insecureAllowNetwork === true || g.insecureAllowNetwork === true;
+      if ((token !== undefined || o.claimUrl !== undefined) && ca === undefined && !insecureAllowNetwork) {
+        const secret =
+          token !== undefined ? "the machine's worker token" : "the machine's per-boot credential";
+        const refusal = plaintextSecretRefusal(servers, secret);
+        if (refusal !== undefined) throw new UsageError(refusal);
+      }
       const credential =
         o.claimUrl === undefined || o.mac === undefined
           ? undefined
@@ -89,7 +104,7 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
         servers,
         ...(token === undefined ? {} : { token }),
         ...(credential === undefined ? {} : { credential }),
-        ca: clusterCa(g.ca),
+        ca,
         journalDir: o.journalDir,
         ...(o.workDir === undefined ? {} : { workDir: o.workDir }),
         logger,

@@ -174,7 +174,7 @@ export class LevelLogStore implements LogStore {
   #clearError: Error | null = null;
 
   constructor(options: LevelLogStoreOptions) {
-    this.location = join(options.dir, 'raft');
+    this.location = logStoreLocation(options.dir);
     this.#db = new Level<Buffer, Uint8Array>(this.location, { keyEncoding: 'buffer', valueEncoding: 'view' });
   }
 
@@ -738,6 +738,11 @@ export class LevelLogStore implements LogStore {
 }
 
 /** Creates the data directory if needed and opens the raft log in it; call load() next. */
+/** Where the log lives under a data dir; absent until a node first opens it. */
+export function logStoreLocation(dataDir: string): string {
+  return join(dataDir, 'raft');
+}
+
 export async function openLogStore(dir: string): Promise<LevelLogStore> {
   await mkdir(dir, { recursive: true });
   const store = new LevelLogStore({ dir });

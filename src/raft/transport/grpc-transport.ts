@@ -17,6 +17,7 @@ import type { Member, Message, NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
 import { CodecError, decodeEnvelopeMessages, encodeMessageFrame } from './codec.js';
 import { peerServerCredentials, peerServerOptions, type PeerTls } from './grpc-config.js';
+import { certifiedNodeId, peerIdentityInterceptor } from './peer-identity.js';
 import {
   messageBytesMaxDefault,
   messageHeadroomBytes,
@@ -59,6 +60,8 @@ export class GrpcTransport implements Transport {
   private readonly logger: Logger;
   private readonly links = new Map<NodeId, PeerLink>();
   private readonly unreachable = new Set<NodeId>();
+  /** The other members as the driver last named them: who may call here (peer-identity.ts). */
+  private members = new Set<NodeId>();
   private handlers: TransportHandlers | null = null;
   private readonly server: Server;
   private started = false;
@@ -83,7 +86,14 @@ export class GrpcTransport implements Transport {
       subsystem: 'raft-transport',
       nodeId: options.id,
     });
-    this.server = new Server(peerServerOptions(maxMessageBytes));
+    // With mutual TLS, every call must come from the member its certificate names.
+    const isMember = (id: NodeId): boolean => id === this.id || this.members.has(id);
+    this.server = new Server({
+      ...peerServerOptions(maxMessageBytes),
+      ...(options.tls === undefined
+        ? {}
+        : { interceptors: [peerIdentityInterceptor(isMember, this.logger)] }),
+    });
     const stream: handleBidiStreamingCall<Buffer, StreamAck> = (call) => {
       this.acceptStream(call);
     };
@@ -128,6 +138,7 @@ export class GrpcTransport implements Transport {
   setPeers(peers: readonly Member[]): void {
     if (this.stopped) return;
     const wanted = new Map(peers.filter((p) => p.id !== this.id).map((p) => [p.id, p.addr]));
+    this.members = new Set(wanted.keys());
     for (const [id, link] of this.links) {
       if (wanted.get(id) !== link.addr) {
         link.close();
@@ -212,22 +223,38 @@ export class GrpcTransport implements Transport {
   }
 
   private acceptStream(call: Parameters<handleBidiStreamingCall<Buffer, StreamAck>>[0]): void {
-    const sender = call.metadata.get('x-raft-from')[0]?.toString() ?? 'unknown';
+    // With TLS, the certificate names the sender (and the interceptor checked any claim), and
+    // every message must be from it; without, the claim is only for the logs.
+    const certified = certifiedNodeId(call.getAuthContext());
+    const sender = certified ?? call.metadata.get('x-raft-from')[0]?.toString() ?? 'unknown';
+    let refused = false;
     call.on('error', () => undefined);
     call.on('end', () => call.end());
-    call.on('data', (bytes: Buffer) => this.receiveEnvelope(bytes, sender));
+    call.on('data', (bytes: Buffer) => {
+      if (refused) return;
+      const forged = this.receiveEnvelope(bytes, sender, certified);
+      if (forged === undefined) return;
+      refused = true;
+      const details = `a stream from ${sender} cannot carry a message from ${forged}`;
+      this.logger.warn({ sender, from: forged }, `refused a raft stream: ${details}`);
+      call.emit('error', { code: status.PERMISSION_DENIED, details });
+    });
     call.write({ nodeId: this.id });
   }
 
-  private receiveEnvelope(bytes: Buffer, sender: string): void {
+  /**
+   * Hands the envelope's messages on in order. With a `certified` sender, returns the claimed
+   * sender of the first message not from it, which stops it there: a node speaks only for itself.
+   */
+  private receiveEnvelope(bytes: Buffer, sender: string, certified: NodeId | undefined): NodeId | undefined {
     const handlers = this.handlers;
-    if (this.stopped || handlers === null) return;
+    if (this.stopped || handlers === null) return undefined;
     let received;
     try {
       received = decodeEnvelopeMessages(bytes);
     } catch (err) {
       this.logger.warn({ err, sender }, 'dropping an undecodable raft envelope');
-      return;
+      return undefined;
     }
     for (const msg of received) {
       if (msg instanceof CodecError) {
@@ -241,8 +268,10 @@ export class GrpcTransport implements Transport {
         );
         continue;
       }
+      if (certified !== undefined && msg.from !== certified) return msg.from;
       handlers.onMessage(msg);
     }
+    return undefined;
   }
 
   private acceptSnapshot(
@@ -250,6 +279,7 @@ export class GrpcTransport implements Transport {
     callback: Parameters<handleClientStreamingCall<SnapshotChunk, SnapshotAck>>[1],
   ): void {
     const assembler = new SnapshotAssembler(this.id, snapshotBytesMax);
+    const certified = certifiedNodeId(call.getAuthContext());
     // receiving → installing (all chunks in, the driver is installing) → answered.
     let phase: 'receiving' | 'installing' | 'answered' = 'receiving';
     const answer = (err: { code: status; details: string } | null, index = 0) => {
@@ -272,6 +302,12 @@ export class GrpcTransport implements Transport {
     });
     call.on('data', (chunk: SnapshotChunk) => {
       if (phase !== 'receiving') return;
+      if (certified !== undefined && chunk.from !== certified) {
+        const details = `the certificate of ${certified} cannot send a snapshot as ${chunk.from}`;
+        this.logger.warn({ certified, from: chunk.from }, `refusing a snapshot: ${details}`);
+        answer({ code: status.PERMISSION_DENIED, details });
+        return;
+      }
       let assembled;
       try {
         assembled = assembler.add(chunk);
