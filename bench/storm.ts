@@ -237,7 +237,7 @@ async function runStorm(o: Options): Promise<void> {
         lab.spawn(ns[id], [
           // The default log level, as an operator runs it.
           ...[process.execPath, build.main, 'server', '--id', id],
-          ...['--data-dir', join(dir, `data-${id}`), '--insecure'],
+          ...['--data-dir', join(dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
           ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
           ...['--vip', vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
           ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--tftp-root', tftpRoot],
