@@ -128,8 +128,9 @@ export class Authenticator {
   #credentialOf(id: string, token: string): WorkerCaller | undefined {
     const hw = this.#control.hardware(id);
     if (hw === undefined) return undefined;
-    if (constantTimeEqual(hw.workerToken, token)) return { workerId: id };
-    const wf = workflowOfCredential(this.#control.activeWorkflowsOf(id), id, sha256Hex(token), Date.now());
+    const digest = sha256Hex(token);
+    if (constantTimeEqual(hw.workerTokenSha256, digest)) return { workerId: id };
+    const wf = workflowOfCredential(this.#control.activeWorkflowsOf(id), id, digest, Date.now());
     return wf === undefined ? undefined : { workerId: id, credentialOf: wf.id };
   }
 

@@ -11,7 +11,7 @@ import type { Hardware, PowerJob, Template, Workflow, WorkflowEvent } from '../s
 import { actionPositions } from '../workflow/rules.js';
 
 export function hardwareJson(hw: Hardware): string {
-  const { workerToken: _token, bmc, ...visible } = hw;
+  const { workerTokenSha256: _token, bmc, ...visible } = hw;
   if (bmc === undefined) return JSON.stringify(visible);
   // The password stays in the state; readers learn only whether one is set.
   const { password, ...bmcVisible } = bmc;

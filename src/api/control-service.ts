@@ -106,7 +106,8 @@ export class ControlService {
           await this.#apply({
             type: 'hardware.put',
             hardware: input,
-            workerToken: randomBytes(32).toString('base64url'),
+            // Nobody learns this token: an agent run by hand needs `hardware token`, which mints one.
+            workerTokenSha256: sha256Hex(randomBytes(32).toString('base64url')),
             ...(req.replace ? {} : { expectVersion: 0 }),
           }),
           'hardware',
@@ -130,8 +131,14 @@ export class ControlService {
         return {};
       }),
       hardwareToken: this.#unary('admin', async (req) => {
-        await this.#read(false);
-        return { token: this.#hardware(req.id).workerToken };
+        // Only the digest is stored, so the token is minted here and shown this once; the
+        // previous one stops working when this is committed.
+        const token = randomBytes(32).toString('base64url');
+        expectType(
+          await this.#apply({ type: 'hardware.token', id: req.id, workerTokenSha256: sha256Hex(token) }),
+          'hardware',
+        );
+        return { token };
       }),
       templateCreate: this.#unary('operator', async (req) => {
         const { name } = wrapInput(() => validateTemplateSource(req.source));

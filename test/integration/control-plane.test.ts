@@ -613,23 +613,36 @@ describe('bad input and bad credentials change nothing', () => {
     assert.equal(await snapshot(), before);
   });
 
-  test("a worker stream with another machine's token is refused", async () => {
+  /** The status a worker stream as `workerId` with `token` ends with. */
+  async function refusal(workerId: string, token: string): Promise<number> {
     const leader = await cluster.waitForLeader();
-    const other = (await admin.control('hardwareToken', { id: 'hw-1' })).token;
     const client = new WorkerClient(leader.apiAddr, credentials.createInsecure());
     try {
       const md = new Metadata();
-      md.set('x-worker-id', 'hw-0');
-      md.set('authorization', `Bearer ${other}`);
-      const code = await new Promise<number>((resolve) => {
+      md.set('x-worker-id', workerId);
+      md.set('authorization', `Bearer ${token}`);
+      return await new Promise<number>((resolve) => {
         const s = client.connect(md);
         s.on('error', (e: ServiceError) => resolve(e.code));
         s.on('data', () => undefined);
         s.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'test' } } });
       });
-      assert.equal(code, status.UNAUTHENTICATED);
     } finally {
       client.close();
     }
+  }
+
+  test("a worker stream with another machine's token is refused", async () => {
+    const other = (await admin.control('hardwareToken', { id: 'hw-1' })).token;
+    assert.equal(await refusal('hw-0', other), status.UNAUTHENTICATED);
+  });
+
+  test('hardware token mints a new token and the previous one stops working', async () => {
+    const first = (await admin.control('hardwareToken', { id: 'hw-2' })).token;
+    const second = (await admin.control('hardwareToken', { id: 'hw-2' })).token;
+    assert.notEqual(first, second);
+    assert.equal(await refusal('hw-2', first), status.UNAUTHENTICATED);
+    const shown = (await admin.control('hardwareGet', { id: 'hw-2', local: false })).hardwareJson;
+    assert.ok(!shown.includes(second) && !shown.includes('workerToken'), shown);
   });
 });

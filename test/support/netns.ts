@@ -1,6 +1,7 @@
 // Test-side helpers for the network-namespace lab: the boot services as a process inside a
 // lab namespace (events read from its stdout, waited on with deadlines), and hardware records
 // for the in-memory inventory.
+import { createHash } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -130,7 +131,7 @@ export function hardwareRecord(spec: HardwareSpec): Hardware {
       ...(spec.ipxeUrl === undefined ? {} : { ipxeUrl: spec.ipxeUrl }),
     },
     metadata: {},
-    workerToken: `token-${spec.id}`,
+    workerTokenSha256: createHash('sha256').update(`token-${spec.id}`).digest('hex'),
     createdMs: 0,
     updatedMs: 0,
     version: 1,

@@ -19,6 +19,7 @@ import {
   encodeControlResult,
 } from '../../src/state/control/codec.js';
 import { EventLog } from '../../src/state/control/event-log.js';
+import { sha256HexOf } from '../../src/state/digest.js';
 import type {
   ActionSpec,
   Hardware,
@@ -221,11 +222,45 @@ const oneAction = (extra: Partial<ActionSpec> = {}): RenderedTemplate =>
 // ---- hardware ----
 
 describe('hardware', () => {
+  it('keeps only the digest of the worker token; hardware.token replaces it, and nothing else changes', () => {
+    const h = new Harness();
+    const digest = sha256HexOf('minted-1');
+    const created = h.ok(
+      { type: 'hardware.put', hardware: hardwareInput('m1', 1), workerTokenSha256: digest },
+      'hardware',
+    ).hardware;
+    assert.equal(created.workerTokenSha256, digest);
+    assert.ok(!JSON.stringify(created).includes('minted-1'));
+    h.nowMs += 1_000;
+    const rotated = h.ok(
+      { type: 'hardware.token', id: 'm1', workerTokenSha256: sha256HexOf('minted-2') },
+      'hardware',
+    ).hardware;
+    assert.equal(rotated.workerTokenSha256, sha256HexOf('minted-2'));
+    assert.equal(rotated.version, created.version + 1);
+    assert.deepEqual(
+      { ...rotated, workerTokenSha256: '', version: 0, updatedMs: 0 },
+      {
+        ...created,
+        workerTokenSha256: '',
+        version: 0,
+        updatedMs: 0,
+      },
+    );
+    h.refused({ type: 'hardware.token', id: 'nosuch', workerTokenSha256: digest }, 'E_NOT_FOUND');
+    h.refused(
+      { type: 'hardware.token', id: 'm1', workerTokenSha256: 'not-hex' },
+      'E_INVALID',
+      /workerTokenSha256/,
+    );
+    h.refused({ type: 'hardware.put', hardware: hardwareInput('m2', 2) }, 'E_INVALID', /workerTokenSha256/);
+  });
+
   it('put creates version 1 with the proposer token; a replace keeps token and creation time', () => {
     const h = new Harness();
     const created = h.hardware('m1', 1);
     assert.equal(created.version, 1);
-    assert.equal(created.workerToken, 'token-m1');
+    assert.equal(created.workerTokenSha256, sha256HexOf('token-m1'), 'only the digest is kept');
     assert.equal(created.createdMs, h.nowMs);
     h.nowMs += 5_000;
     const replaced = h.ok(
@@ -233,7 +268,7 @@ describe('hardware', () => {
       'hardware',
     ).hardware;
     assert.equal(replaced.version, 2);
-    assert.equal(replaced.workerToken, 'token-m1', 'a replace keeps the stored token');
+    assert.equal(replaced.workerTokenSha256, sha256HexOf('token-m1'), 'a replace keeps the stored token');
     assert.equal(replaced.createdMs, created.createdMs);
     assert.equal(replaced.updatedMs, h.nowMs);
     assert.equal(replaced.arch, 'arm64');

@@ -94,7 +94,7 @@ describe('BMC credentials', () => {
   it('the API never returns the password or the worker token', () => {
     const hw: Hardware = {
       ...withBmc(base, { address: '10.0.0.9', username: 'admin', password: 'never-shown' }),
-      workerToken: 'token-never-shown',
+      workerTokenSha256: 'f'.repeat(64),
       createdMs: 1,
       updatedMs: 1,
       version: 1,

@@ -140,9 +140,15 @@ const attemptRef = fc.record({ workflowId: text, actionIndex: count, attempt: co
 const controlCommand: fc.Arbitrary<ControlCommand> = fc
   .oneof(
     fc
-      .record({ hardware: hardwareInput, workerToken: text, expectVersion: opt(count) })
+      .record({
+        hardware: hardwareInput,
+        workerTokenSha256: opt(text),
+        workerToken: opt(text),
+        expectVersion: opt(count),
+      })
       .map((c) => defined({ type: 'hardware.put' as const, ...c })),
     text.map((id) => ({ type: 'hardware.delete' as const, id })),
+    fc.record({ id: text, workerTokenSha256: text }).map((c) => ({ type: 'hardware.token' as const, ...c })),
     fc
       .record({ id: text, allowPXE: fc.boolean() })
       .map((c) => ({ type: 'hardware.setAllowPXE' as const, ...c })),
@@ -244,8 +250,17 @@ const controlResult: fc.Arbitrary<ControlResult> = fc
       .record({ code: fc.constantFrom(...controlErrorCodes), message: text })
       .map((c) => ({ type: 'error' as const, ...c })),
     fc
-      .record({ input: hardwareInput, workerToken: text, createdMs: count, updatedMs: count, version: count })
-      .map(({ input, ...rest }) => ({ type: 'hardware' as const, hardware: { ...input, ...rest } })),
+      .record({
+        input: hardwareInput,
+        workerTokenSha256: text,
+        createdMs: count,
+        updatedMs: count,
+        version: count,
+      })
+      .map(({ input, workerTokenSha256, ...rest }) => ({
+        type: 'hardware' as const,
+        hardware: { ...input, workerTokenSha256, ...rest },
+      })),
     fc
       .record({ name: text, source: text, createdMs: count, updatedMs: count, version: count })
       .map((template) => ({ type: 'template' as const, template })),

@@ -29,7 +29,7 @@ const hardware: Hardware = {
   uefi: true,
   netboot: { allowPXE: true, allowWorkflow: true },
   metadata: {},
-  workerToken: 'secret',
+  workerTokenSha256: 'a'.repeat(64),
   createdMs: 1,
   updatedMs: 1,
   version: 1,

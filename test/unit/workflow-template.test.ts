@@ -34,7 +34,7 @@ const hardware: Hardware = {
   uefi: true,
   netboot: { allowPXE: true, allowWorkflow: true },
   metadata: { disk: '/dev/nvme0n1', rack: { row: 3 } },
-  workerToken: 'secret-token',
+  workerTokenSha256: 'a'.repeat(64),
   createdMs: 1,
   updatedMs: 1,
   version: 1,
@@ -185,9 +185,9 @@ describe('renderTemplate', () => {
   });
 
   it('keeps the worker token out of the variables', () => {
-    const source = withAction(['command: ["echo", "{{ hardware.workerToken }}"]']);
+    const source = withAction(['command: ["echo", "{{ hardware.workerTokenSha256 }}"]']);
     const error = templateError(() => renderTemplate(source, context()));
-    assert.match(error.message, /"hardware\.workerToken" is not defined/);
+    assert.match(error.message, /"hardware\.workerTokenSha256" is not defined/);
   });
 
   it('refuses a missing variable, naming it and its line', () => {

@@ -103,7 +103,9 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       process.stdout.write(`${render(output, { id, deleted: true }, [{ id, deleted: true }])}\n`);
     });
   hw.command('token')
-    .description("print the machine's worker token (admin only)")
+    .description(
+      'mint a new worker token for the machine and print it once; the previous one stops working (admin only)',
+    )
     .argument('<id>')
     .action(async (id) => {
       const { client } = connect();

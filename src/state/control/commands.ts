@@ -21,20 +21,27 @@ import type {
 import type { GrantOutcome, LeaseGrant } from './leases.js';
 
 /** Hardware as the operator describes it; the state adds token, times and version. */
-export type HardwareInput = Omit<Hardware, 'workerToken' | 'createdMs' | 'updatedMs' | 'version'>;
+export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
 
 export type ControlCommand =
   /** Create (expectVersion 0 or absent with create) or replace hardware. */
   | {
       readonly type: 'hardware.put';
       readonly hardware: HardwareInput;
-      /** Used only when the hardware is new: the proposer's fresh random token. */
-      readonly workerToken: string;
+      /**
+       * Used only when the hardware is new: the SHA-256 of a fresh random token the proposer
+       * made and forgot (an agent needs `hardware token` first).
+       */
+      readonly workerTokenSha256?: string;
+      /** What entries written before tokens were hashed carry instead: hashed when applied. */
+      readonly workerToken?: string;
       /** 0: must not exist. n: must be at version n. Absent: create or replace. */
       readonly expectVersion?: number;
     }
   | { readonly type: 'hardware.delete'; readonly id: string }
   | { readonly type: 'hardware.setAllowPXE'; readonly id: string; readonly allowPXE: boolean }
+  /** A new static worker token (its SHA-256; the proposer shows the token once): the old one stops working. */
+  | { readonly type: 'hardware.token'; readonly id: string; readonly workerTokenSha256: string }
   | {
       readonly type: 'template.put';
       readonly name: string;

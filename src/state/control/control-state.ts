@@ -23,6 +23,7 @@ import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
 import { decideCredential } from './credentials.js';
+import { sha256HexOf } from '../digest.js';
 import { EventLog } from './event-log.js';
 import { LeaseTable } from './leases.js';
 import { deepFreeze, record } from './immutable.js';
@@ -458,6 +459,21 @@ export class ControlState {
           return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
         return { type: 'hardware', hardware: this.#setAllowPXE(command.id, command.allowPXE, nowMs) };
       }
+      case 'hardware.token': {
+        const existing = this.#hardware.get(command.id);
+        if (existing === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
+        const problem = sha256Problem(command.workerTokenSha256);
+        if (problem !== undefined)
+          return failure('E_INVALID', problem.replace(/^sha256/, 'workerTokenSha256'));
+        const stored = deepFreeze<Hardware>({
+          ...existing,
+          workerTokenSha256: command.workerTokenSha256.toLowerCase(),
+          updatedMs: nowMs,
+          version: existing.version + 1,
+        });
+        this.#storeHardware(stored, existing);
+        return { type: 'hardware', hardware: stored };
+      }
       case 'template.put':
         return this.#putTemplate(command, nowMs);
       case 'template.delete':
@@ -646,8 +662,16 @@ export class ControlState {
         );
       }
     }
+    const tokenSha256 =
+      command.workerTokenSha256 ??
+      (command.workerToken === undefined ? undefined : sha256HexOf(command.workerToken));
     if (existing === undefined) {
-      const problem = workerTokenProblem(command.workerToken);
+      const problem =
+        command.workerToken !== undefined
+          ? workerTokenProblem(command.workerToken)
+          : tokenSha256 === undefined
+            ? 'workerTokenSha256: is required to create hardware'
+            : sha256Problem(tokenSha256)?.replace(/^sha256/, 'workerTokenSha256');
       if (problem !== undefined) return failure('E_INVALID', problem);
       if (this.#hardware.size >= hardwareMax) {
         return failure(
@@ -658,7 +682,7 @@ export class ControlState {
     }
     const stored = deepFreeze<Hardware>({
       ...input,
-      workerToken: existing?.workerToken ?? command.workerToken,
+      workerTokenSha256: existing?.workerTokenSha256 ?? tokenSha256 ?? '',
       createdMs: existing?.createdMs ?? nowMs,
       updatedMs: nowMs,
       version: (existing?.version ?? 0) + 1,

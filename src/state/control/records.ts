@@ -1,6 +1,7 @@
 // The JSON schema of the control plane: one reader per record and command (see shape.ts).
 // Field order here is the canonical order of the encoding, so reordering fields is a format
 // change, as is any change to what a reader accepts.
+import { sha256HexOf } from '../digest.js';
 import { controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
 import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
 import { controlErrorCodes } from './commands.js';
@@ -83,14 +84,28 @@ const hardwareInputFields = {
 
 export const readHardwareInput: Reader<HardwareInput> = object(hardwareInputFields);
 
-/** A stored record: the operator's input plus what the state adds. */
-export const readHardware: Reader<Hardware> = object({
+const readStoredHardware = object({
   ...hardwareInputFields,
-  workerToken: text,
+  workerTokenSha256: optional(text),
+  // Snapshots from before worker tokens were hashed hold the token itself.
+  workerToken: optional(text),
   createdMs: count,
   updatedMs: count,
   version: count,
 });
+
+/** A stored record: the operator's input plus what the state adds. */
+export const readHardware: Reader<Hardware> = (value, path) => {
+  const { workerToken, workerTokenSha256, createdMs, updatedMs, version, ...input } = readStoredHardware(
+    value,
+    path,
+  );
+  const sha256 = workerTokenSha256 ?? (workerToken === undefined ? undefined : sha256HexOf(workerToken));
+  if (sha256 === undefined) {
+    throw new ShapeError(path === '' ? 'workerTokenSha256' : `${path}.workerTokenSha256`, 'is missing');
+  }
+  return { ...input, workerTokenSha256: sha256, createdMs, updatedMs, version };
+};
 
 export const readTemplate: Reader<Template> = object({
   name: text,
@@ -267,9 +282,11 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
   'hardware.put': object({
     type: literal(['hardware.put']),
     hardware: readHardwareInput,
-    workerToken: text,
+    workerTokenSha256: optional(text),
+    workerToken: optional(text),
     expectVersion: optional(count),
   }),
+  'hardware.token': object({ type: literal(['hardware.token']), id: text, workerTokenSha256: text }),
   'hardware.delete': object({ type: literal(['hardware.delete']), id: text }),
   'hardware.setAllowPXE': object({ type: literal(['hardware.setAllowPXE']), id: text, allowPXE: boolean }),
   'template.put': object({
