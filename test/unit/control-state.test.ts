@@ -1249,7 +1249,7 @@ describe('determinism and snapshots', () => {
       [new TextEncoder().encode('{'), /not UTF-8 JSON/],
       [Uint8Array.of(0xff), /not UTF-8 JSON/],
       [new TextEncoder().encode(text.replace('{', '{ ')), /not in canonical form/],
-      [encode({ ...image, format: 5 }), /format: must be in \[1, 4\]/],
+      [encode({ ...image, format: 6 }), /format: must be in \[1, 5\]/],
       [encode({ ...image, format: 3 }), /powerJobs: format 3 needs at least one/],
       [encode({ ...image, format: 4 }), /artifacts: format 4 needs at least one/],
       [encode({ ...image, hardware: [...image.hardware].reverse() }), /hardware: .* out of order/],

@@ -1,7 +1,8 @@
 // The JSON schema of the control plane: one reader per record and command (see shape.ts).
 // Field order here is the canonical order of the encoding, so reordering fields is a format
 // change, as is any change to what a reader accepts.
-import { controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
+import { auditTextBytesMax, controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
+import type { AuditEntry, AuditTag } from './audit-log.js';
 import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
 import { controlErrorCodes } from './commands.js';
 import { powerJobStates, powerOps, powerSteps } from './model.js';
@@ -261,6 +262,34 @@ export const readArtifact: Reader<Artifact> = object({
   version: count,
 });
 
+const role = literal(['admin', 'operator', 'viewer']);
+// Audit texts are bounded tighter than the payload: the trail keeps many of them.
+const auditText = string(auditTextBytesMax);
+
+export const readAuditTag: Reader<AuditTag> = object({
+  user: auditText,
+  role,
+  address: auditText,
+  method: auditText,
+});
+
+const readAuditError = object({ code: auditText, message: auditText });
+
+/** The trailing field every command may carry (commands.ts Audited). */
+const audited = { audit: optional(readAuditTag) } as const;
+
+export const readAuditEntry: Reader<AuditEntry> = object({
+  seq: count,
+  stampMs: count,
+  user: auditText,
+  role,
+  address: auditText,
+  method: auditText,
+  kind: auditText,
+  target: auditText,
+  error: optional(readAuditError),
+});
+
 const attempt = { workflowId: text, actionIndex: count, attempt: count, workerId: text } as const;
 
 export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand>({
@@ -269,16 +298,23 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     hardware: readHardwareInput,
     workerToken: text,
     expectVersion: optional(count),
+    ...audited,
   }),
-  'hardware.delete': object({ type: literal(['hardware.delete']), id: text }),
-  'hardware.setAllowPXE': object({ type: literal(['hardware.setAllowPXE']), id: text, allowPXE: boolean }),
+  'hardware.delete': object({ type: literal(['hardware.delete']), id: text, ...audited }),
+  'hardware.setAllowPXE': object({
+    type: literal(['hardware.setAllowPXE']),
+    id: text,
+    allowPXE: boolean,
+    ...audited,
+  }),
   'template.put': object({
     type: literal(['template.put']),
     name: text,
     source: text,
     expectVersion: optional(count),
+    ...audited,
   }),
-  'template.delete': object({ type: literal(['template.delete']), name: text }),
+  'template.delete': object({ type: literal(['template.delete']), name: text, ...audited }),
   'workflow.create': object({
     type: literal(['workflow.create']),
     id: text,
@@ -288,8 +324,9 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     hardwareMap: textMap,
     spec: readRenderedTemplate,
     netboot: optional(boolean),
+    ...audited,
   }),
-  'attempt.start': object({ type: literal(['attempt.start']), ...attempt }),
+  'attempt.start': object({ type: literal(['attempt.start']), ...attempt, ...audited }),
   'attempt.result': object({
     type: literal(['attempt.result']),
     ...attempt,
@@ -298,17 +335,24 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     message: text,
     outputTail: text,
     startNext: optional(boolean),
+    ...audited,
   }),
-  'attempt.lost': object({ type: literal(['attempt.lost']), ...attempt, message: text }),
-  'deadline.expire': object({ type: literal(['deadline.expire']), workflowId: text }),
-  'workflow.cancel': object({ type: literal(['workflow.cancel']), id: text, message: optional(text) }),
-  'workflow.retry': object({ type: literal(['workflow.retry']), id: text, fromStart: boolean }),
-  'workflow.delete': object({ type: literal(['workflow.delete']), id: text }),
+  'attempt.lost': object({ type: literal(['attempt.lost']), ...attempt, message: text, ...audited }),
+  'deadline.expire': object({ type: literal(['deadline.expire']), workflowId: text, ...audited }),
+  'workflow.cancel': object({
+    type: literal(['workflow.cancel']),
+    id: text,
+    message: optional(text),
+    ...audited,
+  }),
+  'workflow.retry': object({ type: literal(['workflow.retry']), id: text, fromStart: boolean, ...audited }),
+  'workflow.delete': object({ type: literal(['workflow.delete']), id: text, ...audited }),
   'token.put': object({
     type: literal(['token.put']),
     name: text,
     role: literal(['admin', 'operator', 'viewer']),
     sha256: text,
+    ...audited,
   }),
   'credential.issue': object({
     type: literal(['credential.issue']),
@@ -318,18 +362,21 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     sha256: text,
     ttlS: safeInteger,
     claimKey: optional(text),
+    ...audited,
   }),
-  'token.delete': object({ type: literal(['token.delete']), name: text }),
+  'token.delete': object({ type: literal(['token.delete']), name: text, ...audited }),
   'lease.grant': object({
     type: literal(['lease.grant']),
     grants: array(object({ mac: text, ip: text, leaseTimeS: safeInteger }), leaseGrantsPerCommandMax),
+    ...audited,
   }),
-  'lease.release': object({ type: literal(['lease.release']), mac: text, ip: text }),
+  'lease.release': object({ type: literal(['lease.release']), mac: text, ip: text, ...audited }),
   'lease.decline': object({
     type: literal(['lease.decline']),
     mac: text,
     ip: text,
     probationS: safeInteger,
+    ...audited,
   }),
   'power.request': object({
     type: literal(['power.request']),
@@ -338,6 +385,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     op: literal(powerOps),
     steps: array(powerStep, controlCommandBytesMax),
     maxAttempts: safeInteger,
+    ...audited,
   }),
   'power.claim': object({
     type: literal(['power.claim']),
@@ -346,6 +394,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     attempt: count,
     claimer: text,
     leaseMs: safeInteger,
+    ...audited,
   }),
   'power.step': object({
     type: literal(['power.step']),
@@ -356,6 +405,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     ok: boolean,
     message: text,
     powerState: optional(powerState),
+    ...audited,
   }),
   'artifact.put': object({
     type: literal(['artifact.put']),
@@ -363,8 +413,22 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     sha256: text,
     bytes: safeInteger,
     expectVersion: optional(count),
+    ...audited,
   }),
-  'artifact.delete': object({ type: literal(['artifact.delete']), name: text }),
+  'artifact.delete': object({ type: literal(['artifact.delete']), name: text, ...audited }),
+  'audit.record': object({
+    type: literal(['audit.record']),
+    kind: auditText,
+    target: auditText,
+    error: optional(readAuditError),
+    ...audited,
+  }),
+  'audit.retention': object({
+    type: literal(['audit.retention']),
+    entries: safeInteger,
+    days: safeInteger,
+    ...audited,
+  }),
 });
 
 const outcome = {
@@ -396,4 +460,9 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   powerJob: object({ type: literal(['powerJob']), job: readPowerJob }),
   powerJobDuplicate: object({ type: literal(['powerJobDuplicate']), job: readPowerJob }),
   artifact: object({ type: literal(['artifact']), artifact: readArtifact }),
+  recorded: object({ type: literal(['recorded']) }),
+  auditRetention: object({
+    type: literal(['auditRetention']),
+    retention: object({ entries: count, days: count }),
+  }),
 });
