@@ -61,6 +61,14 @@ export class Authenticator {
 
   /** The operator behind the call, if their role is at least `need`; throws otherwise. */
   async operator(md: Metadata, need: Role): Promise<Caller> {
+    const caller = await this.identify(md);
+    const refusal = roleRefusal(caller, need);
+    if (refusal !== undefined) throw refusal;
+    return caller;
+  }
+
+  /** The operator behind the call, whatever their role; UNAUTHENTICATED without a valid token. */
+  async identify(md: Metadata): Promise<Caller> {
     if (!this.#opts.enabled) return { name: 'local', role: 'admin' };
     const token = bearerToken(md);
     if (token === undefined) {
@@ -76,12 +84,6 @@ export class Authenticator {
       caller = this.#lookup(sha);
     }
     if (caller === undefined) throw new ApiError(status.UNAUTHENTICATED, 'the operator token is not valid');
-    if (roleRank[caller.role] < roleRank[need]) {
-      throw new ApiError(
-        status.PERMISSION_DENIED,
-        `token "${caller.name}" has role ${caller.role}; this needs ${need} or higher`,
-      );
-    }
     return caller;
   }
 
@@ -131,6 +133,15 @@ export class Authenticator {
     const t = this.#control.token(sha);
     return t === undefined ? undefined : { name: t.name, role: t.role };
   }
+}
+
+/** PERMISSION_DENIED when the caller's role is below `need`. */
+export function roleRefusal(caller: Caller, need: Role): ApiError | undefined {
+  if (roleRank[caller.role] >= roleRank[need]) return undefined;
+  return new ApiError(
+    status.PERMISSION_DENIED,
+    `token "${caller.name}" has role ${caller.role}; this needs ${need} or higher`,
+  );
 }
 
 function constantTimeEqual(a: string, b: string): boolean {
