@@ -39,7 +39,10 @@ export function auditTag(caller: Caller, peer: string, method: string): AuditTag
 
 /** The gRPC status name of an error, e.g. PERMISSION_DENIED. */
 export function statusName(err: unknown): string {
-  const code = toServiceError(err).code ?? status.UNKNOWN;
+  return statusCodeName(toServiceError(err).code ?? status.UNKNOWN);
+}
+
+export function statusCodeName(code: number): string {
   return (status as Record<number, string | undefined>)[code] ?? 'UNKNOWN';
 }
 

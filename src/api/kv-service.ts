@@ -28,7 +28,7 @@ import { decodeResult, encodeCommand } from '../state/command.js';
 import type { KeyValue, KvStore } from '../state/kv-store.js';
 import type { Role as OperatorRole } from '../state/control/model.js';
 import type { Authenticator } from './auth.js';
-import type { CallAuditor } from './audit-calls.js';
+import { statusCodeName, type CallAuditor } from './audit-calls.js';
 import { ApiError, toServiceError } from './errors.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
@@ -372,24 +372,30 @@ function auditedHandler(
   return (call, callback) => {
     const audited = { metadata: call.metadata, peer: call.getPeer(), method, kind: audit.kind };
     const target = (): string => audit.target(call.request);
+    // The handler's own error goes back to the caller as it is (its status and metadata).
+    let failed: ServiceError | undefined;
     auditor
       .run(audited, need, target, async (tag, proposing) => {
         proposing();
-        const res = await new Promise<unknown>((resolve, reject) => {
-          handler(call, (err, value) => {
-            if (err !== null && err !== undefined) reject(err);
-            else resolve(value);
+        const outcome = await new Promise<{ err: ServiceError | null; res: unknown }>((resolve) => {
+          handler(call, (err, res) => {
+            resolve({ err: err === null || err === undefined ? null : (err as ServiceError), res });
           });
-        }).catch(async (err: unknown) => {
-          await auditor.refused(tag, audit.kind, target(), err);
-          throw err;
         });
-        await auditor.record(tag, audit.kind, target(), audit.refusal?.(res));
-        return res;
+        if (outcome.err !== null) {
+          failed = outcome.err;
+          await auditor.record(tag, audit.kind, target(), {
+            code: statusCodeName(outcome.err.code),
+            message: outcome.err.details,
+          });
+          throw new ApiError(outcome.err.code, outcome.err.details);
+        }
+        await auditor.record(tag, audit.kind, target(), audit.refusal?.(outcome.res));
+        return outcome.res;
       })
       .then(
         (res) => callback(null, res),
-        (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        (err: unknown) => callback(failed ?? (toServiceError(err) as ServiceError), null),
       );
   };
 }
