@@ -66,6 +66,14 @@ export class Authenticator {
 
   /** The operator behind the call, if their role is at least `need`; throws otherwise. */
   async operator(md: Metadata, need: Role): Promise<Caller> {
+    const caller = await this.identify(md);
+    const refusal = roleRefusal(caller, need);
+    if (refusal !== undefined) throw refusal;
+    return caller;
+  }
+
+  /** The operator behind the call, whatever their role; UNAUTHENTICATED without a valid token. */
+  async identify(md: Metadata): Promise<Caller> {
     if (!this.#opts.enabled) return { name: 'local', role: 'admin' };
     const token = bearerToken(md);
     if (token === undefined) {
@@ -86,12 +94,6 @@ export class Authenticator {
       throw new ApiError(
         status.UNAUTHENTICATED,
         this.#noOperators() ? noOperatorsMessage : 'the operator token is not valid',
-      );
-    }
-    if (roleRank[caller.role] < roleRank[need]) {
-      throw new ApiError(
-        status.PERMISSION_DENIED,
-        `token "${caller.name}" has role ${caller.role}; this needs ${need} or higher`,
       );
     }
     return caller;
@@ -149,6 +151,15 @@ export class Authenticator {
     const t = this.#control.token(sha);
     return t === undefined ? undefined : { name: t.name, role: t.role };
   }
+}
+
+/** PERMISSION_DENIED when the caller's role is below `need`. */
+export function roleRefusal(caller: Caller, need: Role): ApiError | undefined {
+  if (roleRank[caller.role] >= roleRank[need]) return undefined;
+  return new ApiError(
+    status.PERMISSION_DENIED,
+    `token "${caller.name}" has role ${caller.role}; this needs ${need} or higher`,
+  );
 }
 
 function constantTimeEqual(a: string, b: string): boolean {

@@ -47,6 +47,8 @@ import { renderTemplate, TemplateError, validateTemplateSource } from '../workfl
 import { TurnQueue } from '../platform/turn-queue.js';
 import type { Authenticator } from './auth.js';
 import { sha256Hex } from './auth.js';
+import { CallAuditor, type AuditedCall } from './audit-calls.js';
+import type { AuditTag } from '../state/control/audit-log.js';
 import {
   eventRecord,
   hardwareJson,
@@ -67,6 +69,8 @@ export interface ControlServiceContext {
   readonly logger: Logger;
   /** Wakes power requests when their job finishes (fed by ControlState.onPowerJobChange). */
   readonly powerWaiters?: PowerJobWaiters;
+  /** Puts operator calls into the audit trail; one is made here when absent. */
+  readonly auditor?: CallAuditor;
   /** This node's artifact content; without it ArtifactAdd is UNIMPLEMENTED. */
   readonly artifacts?: ArtifactContext;
 }
@@ -78,6 +82,12 @@ export interface ArtifactContext {
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
+
+/** An audited call's caller, and the mark it sets just before it proposes (audit-calls.ts). */
+interface Proposal {
+  readonly audit: AuditTag;
+  readonly proposing: () => void;
+}
 
 const eventBatch = 1000;
 /** How long a power request waits for its job by default, and at most. */
@@ -91,29 +101,38 @@ export class ControlService {
   /** Template renders, one per event-loop turn, so a burst of creates does not stall the node. */
   readonly #renders = new TurnQueue();
   readonly #powerWaiters: PowerJobWaiters;
+  readonly #auditor: CallAuditor;
 
   constructor(ctx: ControlServiceContext) {
     this.#ctx = ctx;
     this.#powerWaiters = ctx.powerWaiters ?? new PowerJobWaiters();
+    this.#auditor =
+      ctx.auditor ?? new CallAuditor(ctx.auth, (command) => ctx.proposer.proposeControl(command), ctx.logger);
   }
 
   handlers(): ControlServer {
     const c = this.#ctx.control;
     return {
-      hardwareCreate: this.#unary('operator', async (req) => {
-        const input = wrapInput(() => parseHardwareDocument(req.documentJson));
-        const hw = expectType(
-          await this.#apply({
-            type: 'hardware.put',
-            hardware: input,
-            // Nobody learns this token: an agent run by hand needs `hardware token`, which mints one.
-            workerTokenSha256: sha256Hex(randomBytes(32).toString('base64url')),
-            ...(req.replace ? {} : { expectVersion: 0 }),
-          }),
-          'hardware',
-        ).hardware;
-        return { hardwareJson: hardwareJson(hw) };
-      }),
+      hardwareCreate: this.#change(
+        'operator',
+        'HardwareCreate',
+        'hardware.put',
+        (req) => documentId(req.documentJson),
+        async (req, p) => {
+          const input = wrapInput(() => parseHardwareDocument(req.documentJson));
+          const hw = expectType(
+            await this.#apply(p, {
+              type: 'hardware.put',
+              hardware: input,
+              // Nobody learns this token: an agent run by hand needs `hardware token`, which mints one.
+              workerTokenSha256: sha256Hex(randomBytes(32).toString('base64url')),
+              ...(req.replace ? {} : { expectVersion: 0 }),
+            }),
+            'hardware',
+          ).hardware;
+          return { hardwareJson: hardwareJson(hw) };
+        },
+      ),
       hardwareGet: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
         return { hardwareJson: hardwareJson(this.#hardware(req.id)) };
@@ -126,33 +145,52 @@ export class ControlService {
         await this.#read(req.local);
         return { leaseJson: c.leases().map((lease) => JSON.stringify(lease)), nowMs: Date.now() };
       }),
-      hardwareDelete: this.#unary('operator', async (req) => {
-        expectType(await this.#apply({ type: 'hardware.delete', id: req.id }), 'deleted');
-        return {};
-      }),
-      hardwareToken: this.#unary('admin', async (req) => {
-        // Only the digest is stored, so the token is minted here and shown this once; the
-        // previous one stops working when this is committed.
-        const token = randomBytes(32).toString('base64url');
-        expectType(
-          await this.#apply({ type: 'hardware.token', id: req.id, workerTokenSha256: sha256Hex(token) }),
-          'hardware',
-        );
-        return { token };
-      }),
-      templateCreate: this.#unary('operator', async (req) => {
-        const { name } = wrapInput(() => validateTemplateSource(req.source));
-        const t = expectType(
-          await this.#apply({
-            type: 'template.put',
-            name,
-            source: req.source,
-            ...(req.replace ? {} : { expectVersion: 0 }),
-          }),
-          'template',
-        ).template;
-        return { template: templateRecord(t) };
-      }),
+      hardwareDelete: this.#change(
+        'operator',
+        'HardwareDelete',
+        'hardware.delete',
+        (req) => req.id,
+        async (req, p) => {
+          expectType(await this.#apply(p, { type: 'hardware.delete', id: req.id }), 'deleted');
+          return {};
+        },
+      ),
+      // Who minted which machine's token goes into the trail (never the token).
+      hardwareToken: this.#change(
+        'admin',
+        'HardwareToken',
+        'hardware.token',
+        (req) => req.id,
+        async (req, p) => {
+          // Only the digest is stored, so the token is minted here and shown this once; the
+          // previous one stops working when this is committed.
+          const token = randomBytes(32).toString('base64url');
+          expectType(
+            await this.#apply(p, { type: 'hardware.token', id: req.id, workerTokenSha256: sha256Hex(token) }),
+            'hardware',
+          );
+          return { token };
+        },
+      ),
+      templateCreate: this.#change(
+        'operator',
+        'TemplateCreate',
+        'template.put',
+        () => '',
+        async (req, p) => {
+          const { name } = wrapInput(() => validateTemplateSource(req.source));
+          const t = expectType(
+            await this.#apply(p, {
+              type: 'template.put',
+              name,
+              source: req.source,
+              ...(req.replace ? {} : { expectVersion: 0 }),
+            }),
+            'template',
+          ).template;
+          return { template: templateRecord(t) };
+        },
+      ),
       templateGet: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
         return { template: templateRecord(this.#template(req.name)) };
@@ -161,40 +199,52 @@ export class ControlService {
         await this.#read(req.local);
         return { templates: c.templates().map(templateRecord) };
       }),
-      templateDelete: this.#unary('operator', async (req) => {
-        expectType(await this.#apply({ type: 'template.delete', name: req.name }), 'deleted');
-        return {};
-      }),
-      workflowCreate: this.#unary('operator', async (req) => {
-        await this.#read(false);
-        const hardware = this.#hardware(req.hardwareId);
-        const template = this.#template(req.template);
-        const id = randomUUID();
-        const spec = await this.#renders.run(() =>
-          wrapInput(() =>
-            renderTemplate(template.source, {
-              workflowId: id,
-              hardware,
+      templateDelete: this.#change(
+        'operator',
+        'TemplateDelete',
+        'template.delete',
+        (req) => req.name,
+        async (req, p) => {
+          expectType(await this.#apply(p, { type: 'template.delete', name: req.name }), 'deleted');
+          return {};
+        },
+      ),
+      workflowCreate: this.#change(
+        'operator',
+        'WorkflowCreate',
+        'workflow.create',
+        (req) => `template ${req.template}, hardware ${req.hardwareId}`,
+        async (req, p) => {
+          await this.#read(false);
+          const hardware = this.#hardware(req.hardwareId);
+          const template = this.#template(req.template);
+          const id = randomUUID();
+          const spec = await this.#renders.run(() =>
+            wrapInput(() =>
+              renderTemplate(template.source, {
+                workflowId: id,
+                hardware,
+                hardwareMap: req.hardwareMap,
+                resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
+              }),
+            ),
+          );
+          const wf = expectType(
+            await this.#apply(p, {
+              type: 'workflow.create',
+              id,
+              template: template.name,
+              templateVersion: template.version,
+              hardwareId: hardware.id,
               hardwareMap: req.hardwareMap,
-              resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
+              spec,
+              ...(req.netboot ? { netboot: true } : {}),
             }),
-          ),
-        );
-        const wf = expectType(
-          await this.#apply({
-            type: 'workflow.create',
-            id,
-            template: template.name,
-            templateVersion: template.version,
-            hardwareId: hardware.id,
-            hardwareMap: req.hardwareMap,
-            spec,
-            ...(req.netboot ? { netboot: true } : {}),
-          }),
-          'workflow',
-        ).workflow;
-        return { workflow: workflowRecord(wf) };
-      }),
+            'workflow',
+          ).workflow;
+          return { workflow: workflowRecord(wf) };
+        },
+      ),
       workflowGet: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
         return { workflow: workflowRecord(this.#workflow(req.id)) };
@@ -204,59 +254,102 @@ export class ControlService {
         const all = c.workflows().filter((w) => req.hardwareId === '' || w.hardwareId === req.hardwareId);
         return { workflows: all.map(workflowRecord) };
       }),
-      workflowCancel: this.#unary('operator', async (req) => {
-        const wf = expectType(
-          await this.#apply({ type: 'workflow.cancel', id: req.id }),
-          'workflow',
-        ).workflow;
-        return { workflow: workflowRecord(wf) };
-      }),
-      workflowRetry: this.#unary('operator', async (req) => {
-        const wf = expectType(
-          await this.#apply({ type: 'workflow.retry', id: req.id, fromStart: req.fromStart }),
-          'workflow',
-        ).workflow;
-        return { workflow: workflowRecord(wf) };
-      }),
-      workflowDelete: this.#unary('operator', async (req) => {
-        expectType(await this.#apply({ type: 'workflow.delete', id: req.id }), 'deleted');
-        return {};
-      }),
+      workflowCancel: this.#change(
+        'operator',
+        'WorkflowCancel',
+        'workflow.cancel',
+        (req) => req.id,
+        async (req, p) => {
+          const wf = expectType(
+            await this.#apply(p, { type: 'workflow.cancel', id: req.id }),
+            'workflow',
+          ).workflow;
+          return { workflow: workflowRecord(wf) };
+        },
+      ),
+      workflowRetry: this.#change(
+        'operator',
+        'WorkflowRetry',
+        'workflow.retry',
+        (req) => req.id,
+        async (req, p) => {
+          const wf = expectType(
+            await this.#apply(p, { type: 'workflow.retry', id: req.id, fromStart: req.fromStart }),
+            'workflow',
+          ).workflow;
+          return { workflow: workflowRecord(wf) };
+        },
+      ),
+      workflowDelete: this.#change(
+        'operator',
+        'WorkflowDelete',
+        'workflow.delete',
+        (req) => req.id,
+        async (req, p) => {
+          expectType(await this.#apply(p, { type: 'workflow.delete', id: req.id }), 'deleted');
+          return {};
+        },
+      ),
       workflowEvents: this.#eventsHandler(),
-      tokenCreate: this.#unary('admin', async (req) => {
-        if (!(roles as readonly string[]).includes(req.role)) {
-          throw new ApiError(
-            status.INVALID_ARGUMENT,
-            `role must be one of ${roles.join(', ')}, got "${req.role}"`,
+      tokenCreate: this.#change(
+        'admin',
+        'TokenCreate',
+        'token.put',
+        (req) => `${req.name} (${req.role})`,
+        async (req, p) => {
+          if (!(roles as readonly string[]).includes(req.role)) {
+            throw new ApiError(
+              status.INVALID_ARGUMENT,
+              `role must be one of ${roles.join(', ')}, got "${req.role}"`,
+            );
+          }
+          const token = randomBytes(32).toString('base64url');
+          expectType(
+            await this.#apply(p, {
+              type: 'token.put',
+              name: req.name,
+              role: req.role as Role,
+              sha256: sha256Hex(token),
+            }),
+            'token',
           );
-        }
-        const token = randomBytes(32).toString('base64url');
-        expectType(
-          await this.#apply({
-            type: 'token.put',
-            name: req.name,
-            role: req.role as Role,
-            sha256: sha256Hex(token),
-          }),
-          'token',
-        );
-        return { token };
-      }),
-      tokenDelete: this.#unary('admin', async (req) => {
-        expectType(await this.#apply({ type: 'token.delete', name: req.name }), 'deleted');
-        return {};
-      }),
-      powerChange: this.#unary('operator', async (req) => {
-        const op = powerChangeOps.find((o) => o === req.op);
-        if (op === undefined) {
-          throw new ApiError(
-            status.INVALID_ARGUMENT,
-            `op must be one of ${powerChangeOps.join(', ')}, got "${req.op}" (use PowerStatus for status)`,
-          );
-        }
-        return this.#power(req.hardwareId, op, req.waitMs);
-      }),
-      powerStatus: this.#unary('viewer', (req) => this.#power(req.hardwareId, 'status', req.waitMs)),
+          return { token };
+        },
+      ),
+      tokenDelete: this.#change(
+        'admin',
+        'TokenDelete',
+        'token.delete',
+        (req) => req.name,
+        async (req, p) => {
+          expectType(await this.#apply(p, { type: 'token.delete', name: req.name }), 'deleted');
+          return {};
+        },
+      ),
+      powerChange: this.#change(
+        'operator',
+        'PowerChange',
+        'power.request',
+        (req) => `${req.hardwareId} (${req.op})`,
+        async (req, p) => {
+          const op = powerChangeOps.find((o) => o === req.op);
+          if (op === undefined) {
+            throw new ApiError(
+              status.INVALID_ARGUMENT,
+              `op must be one of ${powerChangeOps.join(', ')}, got "${req.op}" (use PowerStatus for status)`,
+            );
+          }
+          return this.#power(req.hardwareId, op, req.waitMs, p);
+        },
+      ),
+      // A status query is a power job in the state, so it is audited like the changes.
+      powerStatus: this.#change(
+        'viewer',
+        'PowerStatus',
+        'power.request',
+        (req) => `${req.hardwareId} (status)`,
+        (req, p) => this.#power(req.hardwareId, 'status', req.waitMs, p),
+      ),
       powerJobGet: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
         const job = c.powerJob(req.id);
@@ -271,10 +364,16 @@ export class ControlService {
           nodeId: this.#ctx.node.id,
         };
       }),
-      artifactDelete: this.#unary('operator', async (req) => {
-        expectType(await this.#apply({ type: 'artifact.delete', name: req.name }), 'deleted');
-        return {};
-      }),
+      artifactDelete: this.#change(
+        'operator',
+        'ArtifactDelete',
+        'artifact.delete',
+        (req) => req.name,
+        async (req, p) => {
+          expectType(await this.#apply(p, { type: 'artifact.delete', name: req.name }), 'deleted');
+          return {};
+        },
+      ),
       powerJobList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
         if (req.hardwareId !== '') this.#hardware(req.hardwareId);
@@ -293,33 +392,45 @@ export class ControlService {
       call: ServerReadableStream<ArtifactAddRequest, ArtifactAddResponse>,
       callback: sendUnaryData<ArtifactAddResponse>,
     ) => {
-      const run = async (): Promise<ArtifactAddResponse> => {
-        await this.#ctx.auth.operator(call.metadata, 'operator');
-        const artifacts = this.#ctx.artifacts;
-        if (artifacts === undefined)
-          throw new ApiError(status.UNIMPLEMENTED, 'this node stores no artifacts');
-        const received = await receiveArtifact(call, artifacts.store);
-        const stored = expectType(
-          await this.#apply({
-            type: 'artifact.put',
-            name: received.name,
-            sha256: received.sha256,
-            bytes: received.bytes,
-            ...(received.expectVersion === 0 ? {} : { expectVersion: received.expectVersion }),
-          }),
-          'artifact',
-        ).artifact;
-        this.#ctx.logger.info(
-          { name: stored.name, sha256: stored.sha256, bytes: stored.bytes, version: stored.version },
-          'artifact registered',
-        );
-        return { artifact: this.#artifactRecord(stored) };
+      const audited: AuditedCall = {
+        metadata: call.metadata,
+        peer: call.getPeer(),
+        method: 'Control/ArtifactAdd',
+        kind: 'artifact.put',
       };
-      run().then(
-        (res) => callback(null, res),
-        (err: unknown) => callback(toServiceError(err) as ServiceError, null),
-      );
+      const run = (audit: AuditTag, proposing: () => void): Promise<ArtifactAddResponse> =>
+        this.#addArtifact(call, { audit, proposing });
+      this.#auditor
+        .run(audited, 'operator', () => '', run)
+        .then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        );
     };
+  }
+
+  async #addArtifact(
+    call: ServerReadableStream<ArtifactAddRequest, ArtifactAddResponse>,
+    p: Proposal,
+  ): Promise<ArtifactAddResponse> {
+    const artifacts = this.#ctx.artifacts;
+    if (artifacts === undefined) throw new ApiError(status.UNIMPLEMENTED, 'this node stores no artifacts');
+    const received = await receiveArtifact(call, artifacts.store);
+    const stored = expectType(
+      await this.#apply(p, {
+        type: 'artifact.put',
+        name: received.name,
+        sha256: received.sha256,
+        bytes: received.bytes,
+        ...(received.expectVersion === 0 ? {} : { expectVersion: received.expectVersion }),
+      }),
+      'artifact',
+    ).artifact;
+    this.#ctx.logger.info(
+      { name: stored.name, sha256: stored.sha256, bytes: stored.bytes, version: stored.version },
+      'artifact registered',
+    );
+    return { artifact: this.#artifactRecord(stored) };
   }
 
   #artifactRecord(a: Artifact): ArtifactRecord {
@@ -344,12 +455,20 @@ export class ControlService {
     hardwareId: string,
     op: PowerOp,
     waitMs: number,
+    p: Proposal,
   ): Promise<{ job: ReturnType<typeof powerJobRecord>; finished: boolean }> {
     if (hardwareId === '') throw new ApiError(status.INVALID_ARGUMENT, 'the hardware id is required');
     const wait = Math.min(waitMs === 0 ? powerWaitMsDefault : waitMs, powerWaitMsMax);
     let queued: PowerJob;
     try {
-      queued = await enqueuePowerJob((command) => this.#ctx.proposer.proposeControl(command), hardwareId, op);
+      queued = await enqueuePowerJob(
+        (command) => {
+          p.proposing();
+          return this.#ctx.proposer.proposeControl({ ...command, audit: p.audit });
+        },
+        hardwareId,
+        op,
+      );
     } catch (err) {
       if (err instanceof PowerRequestError) throw new ApiError(controlStatus(err.code), err.message);
       throw err;
@@ -357,6 +476,35 @@ export class ControlService {
     const job =
       (await this.#powerWaiters.wait(queued.id, wait, () => this.#ctx.control.powerJob(queued.id))) ?? queued;
     return { job: powerJobRecord(job), finished: isFinishedPowerJob(job) };
+  }
+
+  /** A call that changes the state: audited, refusals included (audit-calls.ts). */
+  #change<Req, Res>(
+    need: Role,
+    method: string,
+    kind: string,
+    target: (req: Req) => string,
+    work: (req: Req, p: Proposal) => Promise<Res>,
+  ): Handler<Req, Res> {
+    return (call, callback) => {
+      const audited: AuditedCall = {
+        metadata: call.metadata,
+        peer: call.getPeer(),
+        method: `Control/${method}`,
+        kind,
+      };
+      this.#auditor
+        .run(
+          audited,
+          need,
+          () => target(call.request),
+          (audit, proposing) => work(call.request, { audit, proposing }),
+        )
+        .then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        );
+    };
   }
 
   #unary<Req, Res>(need: Role, work: (req: Req, md: Metadata) => Promise<Res>): Handler<Req, Res> {
@@ -431,10 +579,13 @@ export class ControlService {
     };
   }
 
+  /** Proposes an operator's command with who asked; a refusal by apply becomes the call's error. */
   async #apply(
+    p: Proposal,
     command: ControlCommand,
   ): Promise<ControlResult & { type: Exclude<ControlResult['type'], 'error'> }> {
-    const r = await this.#ctx.proposer.proposeControl(command);
+    p.proposing();
+    const r = await this.#ctx.proposer.proposeControl({ ...command, audit: p.audit });
     if (r.type === 'error') throw new ApiError(controlStatus(r.code), r.message);
     return r;
   }
@@ -483,6 +634,12 @@ function isTerminal(wf: Workflow): boolean {
 function expectType<T extends ControlResult['type']>(r: ControlResult, type: T): ControlResult & { type: T } {
   if (r.type !== type) throw new ApiError(status.INTERNAL, `unexpected result ${r.type}, wanted ${type}`);
   return r as ControlResult & { type: T };
+}
+
+/** The id a hardware document names, for the trail of a call refused before it was parsed. */
+function documentId(documentJson: string): string {
+  const doc: unknown = JSON.parse(documentJson);
+  return typeof doc === 'object' && doc !== null && 'id' in doc && typeof doc.id === 'string' ? doc.id : '';
 }
 
 /** Input errors from parsing and rendering become INVALID_ARGUMENT with their message. */

@@ -5,7 +5,14 @@ import { Metadata, status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type {
+  CompareAndSetRequest,
+  CompareAndSetResponse,
+  DeleteRequest,
   KeyValue as KeyValueProto,
+  LeaderTransferRequest,
+  MemberAddRequest,
+  MemberRemoveRequest,
+  PutRequest,
   KvServer,
   MemberInfo,
   Session as SessionProto,
@@ -21,6 +28,7 @@ import { decodeResult, encodeCommand } from '../state/command.js';
 import type { KeyValue, KvStore } from '../state/kv-store.js';
 import type { Role as OperatorRole } from '../state/control/model.js';
 import type { Authenticator } from './auth.js';
+import { statusCodeName, type CallAuditor } from './audit-calls.js';
 import { ApiError, toServiceError } from './errors.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
@@ -65,18 +73,22 @@ export class KvService {
    * The copy served on the raft address (for followers' forwards) goes without: mutual TLS
    * authenticates the peer there.
    */
-  handlers(auth?: Authenticator): KvServer {
+  handlers(auth?: Authenticator, auditor?: CallAuditor): KvServer {
     const h = this.#handlers();
     if (auth === undefined) return h;
     const guarded: Record<string, Handler<unknown, unknown>> = {};
     for (const [name, handler] of Object.entries(h) as [keyof typeof kvRoles, Handler<unknown, unknown>][]) {
       const role = kvRoles[name];
-      guarded[name] = (call, callback) => {
-        auth.operator(call.metadata, role).then(
-          () => handler(call, callback),
-          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
-        );
-      };
+      const audit = kvAudits[name as keyof typeof kvAudits] as KvAudit<unknown, unknown> | undefined;
+      guarded[name] =
+        auditor !== undefined && audit !== undefined
+          ? auditedHandler(auditor, `Kv/${capitalized(name)}`, role, audit, handler)
+          : (call, callback) => {
+              auth.operator(call.metadata, role).then(
+                () => handler(call, callback),
+                (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+              );
+            };
     }
     return guarded as unknown as KvServer;
   }
@@ -321,6 +333,75 @@ export class KvService {
     }
     return c;
   }
+}
+
+/**
+ * How a Kv call that changes the cluster goes into the audit trail. These change the store or
+ * the membership, not the control state, so the record is an audit.record proposed once the
+ * call's outcome is known: right after the change, not in its raft entry (0018).
+ */
+interface KvAudit<Req, Res> {
+  readonly kind: string;
+  readonly target: (req: Req) => string;
+  /** A refusal the answer carries rather than an error (a compare that did not match). */
+  readonly refusal?: (res: Res) => { code: string; message: string } | undefined;
+}
+
+const kvAudits = {
+  put: { kind: 'kv.put', target: (req: PutRequest) => req.key },
+  delete: { kind: 'kv.delete', target: (req: DeleteRequest) => req.key },
+  compareAndSet: {
+    kind: 'kv.compareAndSet',
+    target: (req: CompareAndSetRequest) => req.key,
+    refusal: (res: CompareAndSetResponse) =>
+      res.succeeded ? undefined : { code: 'E_VERSION', message: 'the revision did not match' },
+  },
+  memberAdd: { kind: 'member.add', target: (req: MemberAddRequest) => `${req.id} (${req.raftAddr})` },
+  memberRemove: { kind: 'member.remove', target: (req: MemberRemoveRequest) => req.id },
+  leaderTransfer: { kind: 'leader.transfer', target: (req: LeaderTransferRequest) => req.to },
+} as const;
+
+/** Runs a Kv handler for an authorized caller and records the call with its outcome. */
+function auditedHandler(
+  auditor: CallAuditor,
+  method: string,
+  need: OperatorRole,
+  audit: KvAudit<unknown, unknown>,
+  handler: Handler<unknown, unknown>,
+): Handler<unknown, unknown> {
+  return (call, callback) => {
+    const audited = { metadata: call.metadata, peer: call.getPeer(), method, kind: audit.kind };
+    const target = (): string => audit.target(call.request);
+    // The handler's own error goes back to the caller as it is (its status and metadata).
+    let failed: ServiceError | undefined;
+    auditor
+      .run(audited, need, target, async (tag, proposing) => {
+        proposing();
+        const outcome = await new Promise<{ err: ServiceError | null; res: unknown }>((resolve) => {
+          handler(call, (err, res) => {
+            resolve({ err: err === null || err === undefined ? null : (err as ServiceError), res });
+          });
+        });
+        if (outcome.err !== null) {
+          failed = outcome.err;
+          await auditor.record(tag, audit.kind, target(), {
+            code: statusCodeName(outcome.err.code),
+            message: outcome.err.details,
+          });
+          throw new ApiError(outcome.err.code, outcome.err.details);
+        }
+        await auditor.record(tag, audit.kind, target(), audit.refusal?.(outcome.res));
+        return outcome.res;
+      })
+      .then(
+        (res) => callback(null, res),
+        (err: unknown) => callback(failed ?? (toServiceError(err) as ServiceError), null),
+      );
+  };
+}
+
+function capitalized(name: string): string {
+  return name.charAt(0).toUpperCase() + name.slice(1);
 }
 
 /** The least role each Kv method needs when tokens are required. */

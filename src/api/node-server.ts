@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { AuditService as AuditServiceDefinition } from '../gen/audit.js';
 import { ControlService as ControlServiceDefinition } from '../gen/control.js';
 import { InternalService } from '../gen/internal.js';
 import { KvService as KvServiceDefinition } from '../gen/kv.js';
@@ -21,6 +22,8 @@ import { GrpcPeerReader } from '../artifacts/peer-client.js';
 import { artifactReadHandlers } from '../artifacts/peer-service.js';
 import { Authenticator, sha256Hex } from './auth.js';
 import { authModeOf } from './auth-mode.js';
+import { AuditService } from './audit-service.js';
+import { CallAuditor } from './audit-calls.js';
 import { ControlService } from './control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
 import { PowerExecutor } from '../power/executor.js';
@@ -99,6 +102,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   );
   const events = new EventHub();
   const powerWaiters = new PowerJobWaiters();
+  const auditor = new CallAuditor(auth, (command) => proposer.proposeControl(command), logger);
   const controlService = new ControlService({
     node,
     control,
@@ -107,6 +111,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     events,
     logger,
     powerWaiters,
+    auditor,
     artifacts: { store: contentStore, local: (artifact) => catalogue.local(artifact) },
   });
   const workers = new WorkerService({ control, proposer, auth, logger });
@@ -157,8 +162,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   power.start();
 
   const api = new Server();
-  api.addService(KvServiceDefinition, kv.handlers(auth.enabled ? auth : undefined));
+  // With auth off every caller is the local admin; the guard still puts changes in the trail.
+  api.addService(KvServiceDefinition, kv.handlers(auth, auditor));
   api.addService(ControlServiceDefinition, controlService.handlers());
+  api.addService(
+    AuditServiceDefinition,
+    new AuditService({ node, control, proposer, auth, auditor }).handlers(),
+  );
   api.addService(WorkerServiceDefinition, workers.handlers());
   health.register(api);
   const apiPort = await new Promise<number>((resolve, reject) => {

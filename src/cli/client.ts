@@ -10,6 +10,8 @@ import type {
   WorkflowEvent,
 } from '../gen/control.js';
 import { ControlClient } from '../gen/control.js';
+import type { AuditServer } from '../gen/audit.js';
+import { AuditClient } from '../gen/audit.js';
 import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
 import { isServiceError, refusedBeforeAppend } from '../api/errors.js';
@@ -40,6 +42,7 @@ const readMethods: ReadonlySet<string> = new Set([
   'powerJobGet',
   'powerJobList',
   'artifactList',
+  'auditList',
 ]);
 
 function mayFailOver(method: string, req: unknown, err: ServiceError): boolean {
@@ -117,6 +120,8 @@ export type ControlMethod = Exclude<
   'workflowEvents' | 'artifactAdd'
 >;
 
+export type AuditMethod = 'auditList' | 'auditRetention';
+
 /** The first message of an artifact upload: what the content is (see proto/control.proto). */
 export type ArtifactUploadHead = Pick<ArtifactAddRequest, 'name' | 'bytes' | 'sha256' | 'expectVersion'>;
 
@@ -140,6 +145,7 @@ export class ClusterClient {
   private readonly creds: ChannelCredentials;
   private kvClients: KvClient[] | undefined;
   private controlClients: ControlClient[] | undefined;
+  private auditClients: AuditClient[] | undefined;
   private preferred = 0;
 
   constructor(servers: readonly string[], opts: ClientOptions | number = {}) {
@@ -166,6 +172,12 @@ export class ClusterClient {
     req: ReqOf<ControlServer, M>,
   ): Promise<ResOf<ControlServer, M>> {
     return this.failover(this.controls(), method, req);
+  }
+
+  /** Calls an Audit method on the first node that answers; see mayFailOver for when it moves on. */
+  audit<M extends AuditMethod>(method: M, req: ReqOf<AuditServer, M>): Promise<ResOf<AuditServer, M>> {
+    this.auditClients ??= this.servers.map((s) => new AuditClient(s, this.creds));
+    return this.failover(this.auditClients, method, req);
   }
 
   /**
@@ -261,6 +273,7 @@ export class ClusterClient {
   close(): void {
     for (const c of this.kvClients ?? []) c.close();
     for (const c of this.controlClients ?? []) c.close();
+    for (const c of this.auditClients ?? []) c.close();
   }
 
   private controls(): ControlClient[] {

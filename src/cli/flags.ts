@@ -19,3 +19,21 @@ export function idAddressList(text: string, flag: string): { id: string; addr: s
       return { id: item.slice(0, eq).trim(), addr: item.slice(eq + 1).trim() };
     });
 }
+
+const durationUnitsMs: Readonly<Record<string, number>> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * A point in time as ms since the epoch: an ISO 8601 time (2026-01-31, 2026-01-31T12:00:00Z) or
+ * a duration before `nowMs` (90s, 15m, 1h, 7d), as `--since 1h` reads best.
+ */
+export function pointInTime(text: string, flag: string, nowMs: number): number {
+  const ago = /^(\d+)([smhd])$/.exec(text);
+  if (ago !== null) return nowMs - Number(ago[1]) * (durationUnitsMs[ago[2] ?? ''] ?? 0);
+  const ms = /^\d{4}-\d{2}-\d{2}/.test(text) ? Date.parse(text) : NaN;
+  if (Number.isNaN(ms)) {
+    throw new UsageError(
+      `${flag} must be an ISO 8601 time (2026-01-31 or 2026-01-31T12:00:00Z) or a duration ago (90s, 15m, 1h, 7d), got "${text}"`,
+    );
+  }
+  return ms;
+}

@@ -6,6 +6,7 @@ import { isServiceError } from '../api/errors.js';
 import { ClusterClient, clusterCa, parseServers } from './client.js';
 import { readFileSync } from 'node:fs';
 import { artifactCommand } from './commands/artifact.js';
+import { auditCommand } from './commands/audit.js';
 import { balancerCommand } from './commands/balancer.js';
 import { bootosCommand } from './commands/bootos.js';
 import { bootstrapCommand } from './commands/bootstrap.js';
@@ -86,6 +87,7 @@ workflowCommand(program, connect);
 powerCommand(program, connect);
 artifactCommand(program, connect);
 tokenCommand(program, connect);
+auditCommand(program, connect);
 workerCommand(program, () => program.opts());
 clusterCommand(program, () => parseOutputFormat(program.opts().output), {
   servers: () => parseServers(program.opts().server),

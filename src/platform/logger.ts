@@ -8,7 +8,7 @@ export type { Logger };
  * Fields that hold secrets wherever a log line might carry them (a command, a hardware record,
  * a BMC target): pino replaces them before the line is written.
  */
-const secretPaths = [
+export const secretPaths: readonly string[] = [
   'password',
   '*.password',
   '*.*.password',
@@ -16,6 +16,12 @@ const secretPaths = [
   'workerToken',
   '*.workerToken',
   '*.*.workerToken',
+  // Operator tokens and the header that carries them, should a call's metadata or a token
+  // answer ever be logged (the audit trail names the token, never the token itself).
+  'token',
+  '*.token',
+  'authorization',
+  '*.authorization',
 ];
 
 export function createLogger(
@@ -26,7 +32,11 @@ export function createLogger(
   // few hundred results a second. Lines written while one write is in flight go out with the
   // next; pino flushes what is left when the process exits (only SIGKILL can lose a last line).
   return pino(
-    { level, base: { pid: process.pid, ...fields }, redact: { paths: secretPaths, censor: '[redacted]' } },
+    {
+      level,
+      base: { pid: process.pid, ...fields },
+      redact: { paths: [...secretPaths], censor: '[redacted]' },
+    },
     pino.destination({ dest: 2, sync: false }),
   );
 }

@@ -102,3 +102,14 @@ export const artifactsMax = 1_000;
 export const artifactNameLengthMax = 200;
 /** An artifact's size: 1 TiB, far above any disk image, well inside a safe integer. */
 export const artifactBytesMax = 2 ** 40;
+
+// ---- the audit trail (src/state/control/audit-log.ts) ----
+
+/** Audit entries kept unless the retention setting says otherwise. */
+export const auditEntriesDefault = 10_000;
+/** The most a retention setting may keep: bounds a replica's memory and its snapshot. */
+export const auditEntriesMax = 100_000;
+/** The longest age a retention setting may give, in days (0: no age limit). */
+export const auditRetentionDaysMax = 3_650;
+/** What an audit entry names and says, in UTF-8 bytes (the kind, its target, a refusal's message). */
+export const auditTextBytesMax = 1024;

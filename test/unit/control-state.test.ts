@@ -1284,7 +1284,7 @@ describe('determinism and snapshots', () => {
       [new TextEncoder().encode('{'), /not UTF-8 JSON/],
       [Uint8Array.of(0xff), /not UTF-8 JSON/],
       [new TextEncoder().encode(text.replace('{', '{ ')), /not in canonical form/],
-      [encode({ ...image, format: 5 }), /format: must be in \[1, 4\]/],
+      [encode({ ...image, format: 6 }), /format: must be in \[1, 5\]/],
       [encode({ ...image, format: 3 }), /powerJobs: format 3 needs at least one/],
       [encode({ ...image, format: 4 }), /artifacts: format 4 needs at least one/],
       [encode({ ...image, hardware: [...image.hardware].reverse() }), /hardware: .* out of order/],
@@ -1383,7 +1383,7 @@ function stepArbitrary(): fc.Arbitrary<Step> {
         1_800,
       ),
     );
-  const raw: fc.Arbitrary<ControlCommand> = fc.oneof(
+  const untagged: fc.Arbitrary<ControlCommand> = fc.oneof(
     fc
       .tuple(machine, fc.nat(4), fc.option(fc.nat(3), { nil: undefined }), fc.boolean())
       .map(([id, n, expectVersion, badMac]) => {
@@ -1447,7 +1447,25 @@ function stepArbitrary(): fc.Arbitrary<Step> {
       role: 'viewer' as const,
       sha256: c.repeat(64),
     })),
+    // The audit trail: a small retention so that dropping is exercised, and records of refusals.
+    fc
+      .tuple(fc.nat(4), fc.nat(1))
+      .map(([entries, days]) => ({ type: 'audit.retention' as const, entries, days })),
+    fc.constantFrom('E_X', '').map((code) => ({
+      type: 'audit.record' as const,
+      kind: 'token.put',
+      target: 'a',
+      ...(code === '' ? {} : { error: { code, message: 'refused' } }),
+    })),
   );
+  // Operators' commands carry who asked; the leader's and workers' do not.
+  const raw: fc.Arbitrary<ControlCommand> = fc
+    .tuple(untagged, fc.constantFrom('alice', 'bob', ''))
+    .map(([command, user]): ControlCommand =>
+      user === ''
+        ? command
+        : { ...command, audit: { user, role: 'operator', address: '127.0.0.1:1', method: 'Control/X' } },
+    );
   return fc.oneof(
     {
       weight: 2,
@@ -1543,6 +1561,11 @@ function checkInvariants(state: ControlState, previousAttempts: Map<string, numb
   for (const hw of state.hardwareList()) {
     for (const iface of hw.interfaces) assert.equal(state.hardwareByMac(iface.mac)?.hardware.id, hw.id);
   }
+  // The trail stays within its retention, newest first, and never holds a worker token.
+  const trail = state.auditTrail({ limit: Number.MAX_SAFE_INTEGER }).entries;
+  assert.ok(trail.length <= state.auditRetention.entries, `${trail.length} audit entries kept`);
+  for (let i = 1; i < trail.length; i++) assert.ok((trail[i - 1]?.seq ?? 0) > (trail[i]?.seq ?? 0));
+  assert.ok(!JSON.stringify(trail).includes('"t-'), 'a worker token reached the audit trail');
 }
 
 /**

@@ -19,11 +19,22 @@ import type {
   WorkflowState,
 } from './model.js';
 import type { GrantOutcome, LeaseGrant } from './leases.js';
+import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 
 /** Hardware as the operator describes it; the state adds token, times and version. */
 export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
 
-export type ControlCommand =
+/**
+ * Any command may carry who asked for it: the node serving an operator's call attaches it, and
+ * apply records the command with its outcome in the audit trail (audit-log.ts) in the same entry.
+ */
+export interface Audited {
+  readonly audit?: AuditTag;
+}
+
+export type ControlCommand = ControlChange & Audited;
+
+type ControlChange =
   /** Create (expectVersion 0 or absent with create) or replace hardware. */
   | {
       readonly type: 'hardware.put';
@@ -176,7 +187,20 @@ export type ControlCommand =
       /** 0: must not exist. n: must be at version n. Absent: create or replace. */
       readonly expectVersion?: number;
     }
-  | { readonly type: 'artifact.delete'; readonly name: string };
+  | { readonly type: 'artifact.delete'; readonly name: string }
+  /**
+   * An operator call refused before anything was proposed (too weak a role, input the node
+   * refused): recorded in the trail and nothing else. Needs `audit`.
+   */
+  | {
+      readonly type: 'audit.record';
+      /** The command kind the call would have proposed. */
+      readonly kind: string;
+      readonly target: string;
+      readonly error?: AuditError;
+    }
+  /** How much of the audit trail every node keeps (admin). */
+  | { readonly type: 'audit.retention'; readonly entries: number; readonly days: number };
 
 export type ControlCommandType = ControlCommand['type'];
 
@@ -251,4 +275,8 @@ export type ControlResult =
   | { readonly type: 'powerJobDuplicate'; readonly job: PowerJob }
   /** artifact.put: the record after the command (unchanged when the digest was the same). */
   | { readonly type: 'artifact'; readonly artifact: Artifact }
+  /** audit.record: written to the trail. */
+  | { readonly type: 'recorded' }
+  /** audit.retention: the setting now in force. */
+  | { readonly type: 'auditRetention'; readonly retention: AuditRetention }
   | { readonly type: 'deleted' };

@@ -9,6 +9,9 @@
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
+  auditEntriesMax,
+  auditRetentionDaysMax,
+  auditTextBytesMax,
   errorMessageBytesMax,
   hardwareMax,
   operatorTokensMax,
@@ -22,6 +25,8 @@ import {
 import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
+import { AuditLog, type AuditPage, type AuditQuery, type AuditRetention } from './audit-log.js';
+import { auditTarget } from './audit-target.js';
 import { decideCredential } from './credentials.js';
 import { sha256HexOf } from '../digest.js';
 import { EventLog } from './event-log.js';
@@ -96,6 +101,7 @@ function failure(code: ControlErrorCode, message: string): Refusal {
 }
 
 const deleted: ControlResult = Object.freeze({ type: 'deleted' });
+const recorded: ControlResult = Object.freeze({ type: 'recorded' });
 
 function byCreation(a: Workflow, b: Workflow): number {
   return a.createdMs - b.createdMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
@@ -151,6 +157,7 @@ export class ControlState {
   /** Power jobs not finished (for the leader's power executor). */
   #activePowerJobs = new Set<string>();
   #artifacts = new Map<string, Artifact>();
+  #audit = new AuditLog();
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
@@ -183,8 +190,39 @@ export class ControlState {
       throw new Error(`control apply stamp ${nowMs} is not a time`);
     this.#appliedIndex = index;
     const result = this.#execute(nowMs, command);
+    this.#recordAudit(command, result, nowMs);
     this.#notify();
     return result;
+  }
+
+  /** The audit trail, newest first, filtered and paged (audit-log.ts). */
+  auditTrail(query: AuditQuery): AuditPage {
+    return this.#audit.query(query);
+  }
+
+  get auditRetention(): AuditRetention {
+    return this.#audit.retention;
+  }
+
+  /** An operator's command goes into the trail with its outcome, in the entry that applied it. */
+  #recordAudit(command: ControlCommand, result: ControlResult, nowMs: number): void {
+    const tag = command.audit;
+    if (tag === undefined) return;
+    const refusal =
+      result.type === 'error'
+        ? { code: result.code, message: result.message }
+        : command.type === 'audit.record'
+          ? command.error
+          : undefined;
+    this.#audit.append(
+      {
+        ...tag,
+        kind: headUtf8(command.type === 'audit.record' ? command.kind : command.type, auditTextBytesMax),
+        target: headUtf8(auditTarget(command), auditTextBytesMax),
+        ...(refusal === undefined ? {} : { error: refusal }),
+      },
+      nowMs,
+    );
   }
 
   hardware(id: string): Hardware | undefined {
@@ -353,6 +391,11 @@ export class ControlState {
       leases: this.#leases.all(),
       powerJobs: sortedValues(this.#powerJobs),
       artifacts: this.artifacts(),
+      audit: {
+        retention: this.#audit.retention,
+        lastSeq: this.#audit.lastSeq,
+        entries: this.#audit.all(),
+      },
     };
   }
 
@@ -446,6 +489,11 @@ export class ControlState {
       [...this.#powerJobs.values()].filter((job) => !isFinishedPowerJob(job)).map((job) => job.id),
     );
     this.#artifacts = new Map((image.artifacts ?? []).map((a) => [a.name, a]));
+    // A snapshot from before the trail existed restores with an empty one.
+    this.#audit =
+      image.audit === undefined
+        ? new AuditLog()
+        : new AuditLog(image.audit.retention, image.audit.lastSeq, image.audit.entries);
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
@@ -536,9 +584,30 @@ export class ControlState {
         }
         this.#changedArtifacts.push(command.name);
         return deleted;
+      case 'audit.record':
+        // The record itself is written by #recordAudit, like every audited command's.
+        return command.audit === undefined
+          ? failure('E_INVALID', 'audit: an audit.record needs who asked')
+          : recorded;
+      case 'audit.retention':
+        return this.#setAuditRetention(command, nowMs);
       default:
         return unreachable(command);
     }
+  }
+
+  #setAuditRetention(command: Command<'audit.retention'>, nowMs: number): ControlResult {
+    if (!Number.isSafeInteger(command.entries) || command.entries < 1 || command.entries > auditEntriesMax) {
+      return failure('E_INVALID', `entries: must be 1-${auditEntriesMax}, got ${command.entries}`);
+    }
+    if (!Number.isSafeInteger(command.days) || command.days < 0 || command.days > auditRetentionDaysMax) {
+      return failure(
+        'E_INVALID',
+        `days: must be 0 (no age limit) to ${auditRetentionDaysMax}, got ${command.days}`,
+      );
+    }
+    this.#audit.setRetention({ entries: command.entries, days: command.days }, nowMs);
+    return { type: 'auditRetention', retention: this.#audit.retention };
   }
 
   #requestPower(command: Command<'power.request'>, nowMs: number): ControlResult {

@@ -2,7 +2,8 @@
 // Field order here is the canonical order of the encoding, so reordering fields is a format
 // change, as is any change to what a reader accepts.
 import { sha256HexOf } from '../digest.js';
-import { controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
+import { auditTextBytesMax, controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
+import type { AuditEntry, AuditTag } from './audit-log.js';
 import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
 import { controlErrorCodes } from './commands.js';
 import { powerJobStates, powerOps, powerSteps } from './model.js';
@@ -276,6 +277,34 @@ export const readArtifact: Reader<Artifact> = object({
   version: count,
 });
 
+const role = literal(['admin', 'operator', 'viewer']);
+// Audit texts are bounded tighter than the payload: the trail keeps many of them.
+const auditText = string(auditTextBytesMax);
+
+export const readAuditTag: Reader<AuditTag> = object({
+  user: auditText,
+  role,
+  address: auditText,
+  method: auditText,
+});
+
+const readAuditError = object({ code: auditText, message: auditText });
+
+/** The trailing field every command may carry (commands.ts Audited). */
+const audited = { audit: optional(readAuditTag) } as const;
+
+export const readAuditEntry: Reader<AuditEntry> = object({
+  seq: count,
+  stampMs: count,
+  user: auditText,
+  role,
+  address: auditText,
+  method: auditText,
+  kind: auditText,
+  target: auditText,
+  error: optional(readAuditError),
+});
+
 const attempt = { workflowId: text, actionIndex: count, attempt: count, workerId: text } as const;
 
 export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand>({
@@ -285,17 +314,29 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     workerTokenSha256: optional(text),
     workerToken: optional(text),
     expectVersion: optional(count),
+    ...audited,
   }),
-  'hardware.token': object({ type: literal(['hardware.token']), id: text, workerTokenSha256: text }),
-  'hardware.delete': object({ type: literal(['hardware.delete']), id: text }),
-  'hardware.setAllowPXE': object({ type: literal(['hardware.setAllowPXE']), id: text, allowPXE: boolean }),
+  'hardware.delete': object({ type: literal(['hardware.delete']), id: text, ...audited }),
+  'hardware.setAllowPXE': object({
+    type: literal(['hardware.setAllowPXE']),
+    id: text,
+    allowPXE: boolean,
+    ...audited,
+  }),
+  'hardware.token': object({
+    type: literal(['hardware.token']),
+    id: text,
+    workerTokenSha256: text,
+    ...audited,
+  }),
   'template.put': object({
     type: literal(['template.put']),
     name: text,
     source: text,
     expectVersion: optional(count),
+    ...audited,
   }),
-  'template.delete': object({ type: literal(['template.delete']), name: text }),
+  'template.delete': object({ type: literal(['template.delete']), name: text, ...audited }),
   'workflow.create': object({
     type: literal(['workflow.create']),
     id: text,
@@ -305,8 +346,9 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     hardwareMap: textMap,
     spec: readRenderedTemplate,
     netboot: optional(boolean),
+    ...audited,
   }),
-  'attempt.start': object({ type: literal(['attempt.start']), ...attempt }),
+  'attempt.start': object({ type: literal(['attempt.start']), ...attempt, ...audited }),
   'attempt.result': object({
     type: literal(['attempt.result']),
     ...attempt,
@@ -315,17 +357,24 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     message: text,
     outputTail: text,
     startNext: optional(boolean),
+    ...audited,
   }),
-  'attempt.lost': object({ type: literal(['attempt.lost']), ...attempt, message: text }),
-  'deadline.expire': object({ type: literal(['deadline.expire']), workflowId: text }),
-  'workflow.cancel': object({ type: literal(['workflow.cancel']), id: text, message: optional(text) }),
-  'workflow.retry': object({ type: literal(['workflow.retry']), id: text, fromStart: boolean }),
-  'workflow.delete': object({ type: literal(['workflow.delete']), id: text }),
+  'attempt.lost': object({ type: literal(['attempt.lost']), ...attempt, message: text, ...audited }),
+  'deadline.expire': object({ type: literal(['deadline.expire']), workflowId: text, ...audited }),
+  'workflow.cancel': object({
+    type: literal(['workflow.cancel']),
+    id: text,
+    message: optional(text),
+    ...audited,
+  }),
+  'workflow.retry': object({ type: literal(['workflow.retry']), id: text, fromStart: boolean, ...audited }),
+  'workflow.delete': object({ type: literal(['workflow.delete']), id: text, ...audited }),
   'token.put': object({
     type: literal(['token.put']),
     name: text,
     role: literal(['admin', 'operator', 'viewer']),
     sha256: text,
+    ...audited,
   }),
   'credential.issue': object({
     type: literal(['credential.issue']),
@@ -335,18 +384,21 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     sha256: text,
     ttlS: safeInteger,
     claimKey: optional(text),
+    ...audited,
   }),
-  'token.delete': object({ type: literal(['token.delete']), name: text }),
+  'token.delete': object({ type: literal(['token.delete']), name: text, ...audited }),
   'lease.grant': object({
     type: literal(['lease.grant']),
     grants: array(object({ mac: text, ip: text, leaseTimeS: safeInteger }), leaseGrantsPerCommandMax),
+    ...audited,
   }),
-  'lease.release': object({ type: literal(['lease.release']), mac: text, ip: text }),
+  'lease.release': object({ type: literal(['lease.release']), mac: text, ip: text, ...audited }),
   'lease.decline': object({
     type: literal(['lease.decline']),
     mac: text,
     ip: text,
     probationS: safeInteger,
+    ...audited,
   }),
   'power.request': object({
     type: literal(['power.request']),
@@ -355,6 +407,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     op: literal(powerOps),
     steps: array(powerStep, controlCommandBytesMax),
     maxAttempts: safeInteger,
+    ...audited,
   }),
   'power.claim': object({
     type: literal(['power.claim']),
@@ -363,6 +416,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     attempt: count,
     claimer: text,
     leaseMs: safeInteger,
+    ...audited,
   }),
   'power.step': object({
     type: literal(['power.step']),
@@ -373,6 +427,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     ok: boolean,
     message: text,
     powerState: optional(powerState),
+    ...audited,
   }),
   'artifact.put': object({
     type: literal(['artifact.put']),
@@ -380,8 +435,22 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     sha256: text,
     bytes: safeInteger,
     expectVersion: optional(count),
+    ...audited,
   }),
-  'artifact.delete': object({ type: literal(['artifact.delete']), name: text }),
+  'artifact.delete': object({ type: literal(['artifact.delete']), name: text, ...audited }),
+  'audit.record': object({
+    type: literal(['audit.record']),
+    kind: auditText,
+    target: auditText,
+    error: optional(readAuditError),
+    ...audited,
+  }),
+  'audit.retention': object({
+    type: literal(['audit.retention']),
+    entries: safeInteger,
+    days: safeInteger,
+    ...audited,
+  }),
 });
 
 const outcome = {
@@ -413,4 +482,9 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   powerJob: object({ type: literal(['powerJob']), job: readPowerJob }),
   powerJobDuplicate: object({ type: literal(['powerJobDuplicate']), job: readPowerJob }),
   artifact: object({ type: literal(['artifact']), artifact: readArtifact }),
+  recorded: object({ type: literal(['recorded']) }),
+  auditRetention: object({
+    type: literal(['auditRetention']),
+    retention: object({ entries: count, days: count }),
+  }),
 });

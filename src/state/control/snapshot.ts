@@ -8,16 +8,21 @@
 //     "tokens": [OperatorToken by name], "leases": [Lease by address] }
 //
 //     ..., "powerJobs": [PowerJob by id] }   (format 3 only, and only when there are jobs)
-//     ..., "artifacts": [Artifact by name] } (format 4 only, and only when there are artifacts)
+//     ..., "artifacts": [Artifact by name] } (format 4 and later, only when there are artifacts)
+//     ..., "audit": { "retention", "lastSeq", "entries": [AuditEntry by seq] } (format 5 only,
+//          and only when anything was ever audited or the retention is not the default)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
 // readers) of format 2. Format 4 adds artifacts the same way: written only when some are
 // registered, so a state without artifacts keeps the bytes of format 2 or 3. In format 4,
-// powerJobs is present exactly when there are jobs.
+// powerJobs is present exactly when there are jobs. Format 5 adds the audit trail the same way
+// (docs/decisions/0018-audit-trail.md); older snapshots restore with an empty trail.
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
+  auditEntriesMax,
+  auditRetentionDaysMax,
   hardwareMax,
   leasesMax,
   operatorTokensMax,
@@ -28,6 +33,7 @@ import {
 } from '../limits.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
+import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
 import { deepFreeze } from './immutable.js';
 import { ipOrder } from './leases.js';
 import type {
@@ -42,6 +48,7 @@ import type {
 } from './model.js';
 import {
   readArtifact,
+  readAuditEntry,
   readHardware,
   readLease,
   readOperatorToken,
@@ -63,9 +70,18 @@ export interface SnapshotImage {
   readonly leases?: readonly Lease[];
   readonly powerJobs?: readonly PowerJob[];
   readonly artifacts?: readonly Artifact[];
+  readonly audit?: AuditImage;
 }
 
-const snapshotFormat = 4;
+export interface AuditImage {
+  readonly retention: AuditRetention;
+  readonly lastSeq: number;
+  /** Oldest first. */
+  readonly entries: readonly AuditEntry[];
+}
+
+const snapshotFormat = 5;
+const formatWithArtifacts = 4;
 const formatWithPowerJobs = 3;
 const formatWithoutPowerJobs = 2;
 
@@ -85,7 +101,16 @@ const readImage = object({
   leases: optional(array(readLease, leasesMax)),
   powerJobs: optional(array(readPowerJob, powerJobsMax)),
   artifacts: optional(array(readArtifact, artifactsMax)),
+  audit: optional(readAuditImage()),
 });
+
+function readAuditImage(): Reader<AuditImage> {
+  return object({
+    retention: object({ entries: integer(1, auditEntriesMax), days: integer(0, auditRetentionDaysMax) }),
+    lastSeq: count,
+    entries: array(readAuditEntry, auditEntriesMax),
+  });
+}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -112,12 +137,15 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   const lastEventSeq = count(image.lastEventSeq, 'lastEventSeq');
   const powerJobs = image.powerJobs ?? [];
   const artifacts = image.artifacts ?? [];
+  const audit = image.audit !== undefined && auditWritten(image.audit) ? image.audit : undefined;
   const format =
-    artifacts.length > 0
+    audit !== undefined
       ? snapshotFormat
-      : powerJobs.length > 0
-        ? formatWithPowerJobs
-        : formatWithoutPowerJobs;
+      : artifacts.length > 0
+        ? formatWithArtifacts
+        : powerJobs.length > 0
+          ? formatWithPowerJobs
+          : formatWithoutPowerJobs;
   let text = `{"format":${String(format)},"appliedIndex":${String(appliedIndex)},"lastEventSeq":${String(lastEventSeq)}`;
   function* list<T>(key: string, items: readonly T[], read: Reader<T>, lengthMax: number): Sliced<void> {
     if (items.length > lengthMax)
@@ -140,6 +168,12 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   if (image.leases !== undefined) yield* list('leases', image.leases, readLease, leasesMax);
   if (powerJobs.length > 0) yield* list('powerJobs', powerJobs, readPowerJob, powerJobsMax);
   if (artifacts.length > 0) yield* list('artifacts', artifacts, readArtifact, artifactsMax);
+  if (audit !== undefined) {
+    const { retention, lastSeq } = audit;
+    text += `,"audit":{"retention":${JSON.stringify({ entries: retention.entries, days: retention.days })},"lastSeq":${String(count(lastSeq, 'audit.lastSeq'))}`;
+    yield* list('entries', audit.entries, readAuditEntry, auditEntriesMax);
+    text += '}';
+  }
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -195,7 +229,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     workflowsProblem(image.workflows) ??
     leaseOrderProblem(image.format, image.leases) ??
     powerJobsProblem(image.format, image.powerJobs) ??
-    artifactsProblem(image.format, image.artifacts);
+    artifactsProblem(image.format, image.artifacts) ??
+    auditProblem(image.format, image.audit);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -245,11 +280,34 @@ function powerJobsProblem(format: number, jobs: readonly PowerJob[] | undefined)
   );
 }
 
+/** The trail goes into a snapshot only when it is not the empty default (keeps older bytes). */
+function auditWritten(audit: AuditImage): boolean {
+  return audit.lastSeq > 0 || !isDefaultRetention(audit.retention);
+}
+
+function auditProblem(format: number, audit: AuditImage | undefined): string | undefined {
+  if (format < snapshotFormat) return audit === undefined ? undefined : `format ${format} has no audit trail`;
+  // One encoding per state: an empty default trail is written as an older format.
+  if (audit === undefined || !auditWritten(audit))
+    return 'audit: format 5 needs a trail that was used or a retention that is not the default';
+  if (audit.entries.length > audit.retention.entries)
+    return `audit: ${audit.entries.length} entries, over the retention of ${audit.retention.entries}`;
+  for (let i = 0; i < audit.entries.length; i++) {
+    const seq = audit.entries[i]?.seq ?? 0;
+    if (seq > audit.lastSeq || (i > 0 && (audit.entries[i - 1]?.seq ?? 0) >= seq))
+      return `audit: entry ${seq} is out of order or after lastSeq ${audit.lastSeq}`;
+  }
+  return undefined;
+}
+
 function artifactsProblem(format: number, artifacts: readonly Artifact[] | undefined): string | undefined {
-  if (format < snapshotFormat)
+  if (format < formatWithArtifacts)
     return artifacts === undefined ? undefined : `format ${format} has no artifacts`;
-  // One encoding per state: a state without artifacts is written as format 2 or 3.
-  if (artifacts === undefined || artifacts.length === 0) return 'artifacts: format 4 needs at least one';
+  // One encoding per state: a state without artifacts is written as format 2 or 3 (or 5 without it).
+  if (format === formatWithArtifacts && (artifacts === undefined || artifacts.length === 0))
+    return 'artifacts: format 4 needs at least one';
+  if (artifacts === undefined) return undefined;
+  if (artifacts.length === 0) return `artifacts: format ${format} leaves out an empty list`;
   return (
     orderProblem(
       'artifacts',

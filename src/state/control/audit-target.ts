@@ -1,0 +1,55 @@
+// What an audit entry names as the target of a command: ids and names only. Secrets a command
+// may carry (a hardware's BMC password and worker token, a token's hash, rendered specs with
+// their environment) are never read here, so they cannot reach the trail.
+import type { ControlCommand } from './commands.js';
+
+export function auditTarget(command: ControlCommand): string {
+  switch (command.type) {
+    case 'hardware.put':
+      return command.hardware.id;
+    case 'hardware.delete':
+    case 'hardware.setAllowPXE':
+    case 'hardware.token':
+    case 'workflow.cancel':
+    case 'workflow.retry':
+    case 'workflow.delete':
+      return command.id;
+    case 'template.put':
+    case 'template.delete':
+    case 'artifact.put':
+    case 'artifact.delete':
+    case 'token.delete':
+      return command.name;
+    case 'token.put':
+      return `${command.name} (${command.role})`;
+    case 'workflow.create':
+      return `${command.id} (template ${command.template}, hardware ${command.hardwareId})`;
+    case 'attempt.start':
+    case 'attempt.result':
+    case 'attempt.lost':
+    case 'deadline.expire':
+      return command.workflowId;
+    case 'credential.issue':
+      return command.workerId;
+    case 'lease.grant':
+      return command.grants.map((g) => g.ip).join(' ');
+    case 'lease.release':
+    case 'lease.decline':
+      return command.ip;
+    case 'power.request':
+      return `${command.hardwareId} (${command.op})`;
+    case 'power.claim':
+    case 'power.step':
+      return command.jobId;
+    case 'audit.record':
+      return command.target;
+    case 'audit.retention':
+      return `entries=${command.entries} days=${command.days}`;
+    default:
+      return unreachable(command);
+  }
+}
+
+function unreachable(x: never): never {
+  throw new Error(`unreachable: ${JSON.stringify(x)}`);
+}
