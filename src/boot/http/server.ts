@@ -245,7 +245,10 @@ class BootHandler {
     try {
       const script = renderIpxeScript(record, this.#options.script);
       // Once per boot of a machine: when it reached iPXE is worth an operator's log.
-      this.#options.logger.info({ mac, hardware: record.hardware.id, kind: script.kind }, 'iPXE script served');
+      this.#options.logger.info(
+        { mac, hardware: record.hardware.id, kind: script.kind },
+        'iPXE script served',
+      );
       return {
         status: 200,
         headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' },
