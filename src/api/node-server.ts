@@ -103,7 +103,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     powerWaiters,
     artifacts: { store: contentStore, local: (artifact) => catalogue.local(artifact) },
   });
-  const workers = new WorkerService({ control, proposer, auth, logger });
+  const workers = new WorkerService({
+    control,
+    proposer,
+    auth,
+    logger,
+    catchUp: () => node.linearizableRead(),
+  });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
   // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
   const power = new PowerExecutor({

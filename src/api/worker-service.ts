@@ -8,7 +8,8 @@
 //    has a result for; the agent refuses an attempt it already executed (its journal), so a
 //    second node pushing the same attempt after a reconnect cannot run it twice;
 //  - results are recorded through attempt.result, which the state machine applies once per
-//    attempt (duplicates acknowledged, stale attempts refused).
+//    attempt (duplicates acknowledged, stale attempts refused); each is screened against the
+//    applied state first, so a forged, stale or duplicate result costs no Raft write.
 import { status } from '@grpc/grpc-js';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -22,11 +23,15 @@ import type {
 } from '../gen/worker.js';
 import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
+import { utf8Length } from '../state/binary.js';
+import { InvalidCommandError } from '../state/command.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
 import type { Workflow } from '../state/control/model.js';
 import { actionPositions, isTerminal, nextAction, type ActionPosition } from '../workflow/rules.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { Proposer } from './proposer.js';
+import { screenResult, type Screening } from './result-screen.js';
 
 const helloTimeoutMs = 10_000;
 const retryDelayMs = 250;
@@ -61,6 +66,8 @@ export interface WorkerServiceContext {
   readonly proposer: Proposer;
   readonly auth: Authenticator;
   readonly logger: Logger;
+  /** Makes the local state current (a linearizable read, no Raft write). */
+  readonly catchUp: () => Promise<void>;
 }
 
 export interface WorkerServiceStats {
@@ -240,20 +247,35 @@ export class WorkerService {
   }
 
   async #result(session: Session, r: ActionResult): Promise<void> {
+    const screening = await this.#screen(session, r);
     const ref = r.attempt;
-    if (ref === undefined) return;
+    if (screening === undefined) return;
     const log = this.#ctx.logger.child({
       workerId: session.workerId,
-      workflowId: ref.workflowId,
-      actionIndex: ref.actionIndex,
-      attempt: ref.attempt,
+      workflowId: ref?.workflowId,
+      actionIndex: ref?.actionIndex,
+      attempt: ref?.attempt,
     });
-    if (session.credentialOf !== undefined && ref.workflowId !== session.credentialOf) {
-      // Checked before anything is proposed: a credential speaks only for its own workflow.
-      const reason = `this stream's credential is for workflow ${session.credentialOf}, not ${ref.workflowId}`;
-      log.warn({ reason }, 'result refused');
-      this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason } } });
+    if (screening.verdict === 'refuse' || ref === undefined) {
+      const reason = screening.verdict === 'refuse' ? screening.reason : 'the result names no attempt';
+      this.#refuse(session, log, ref, reason);
       return;
+    }
+    if (screening.verdict === 'duplicate') {
+      // Recorded in the applied (so committed) state: acknowledged without a Raft write.
+      log.info({ duplicate: true }, 'result recorded');
+      this.#send(session, {
+        kind: { $case: 'ack', value: { attempt: ref, duplicate: true, committedAtMs: 0 } },
+      });
+      this.#schedulePump(session, 0);
+      return;
+    }
+    if (screening.cut) {
+      const sizes = { messageBytes: utf8Length(r.message), outputTailBytes: utf8Length(r.outputTail) };
+      log.warn(
+        { ...sizes, messageBytesMax: attemptMessageBytesMax, outputTailBytesMax: attemptOutputTailBytesMax },
+        'result cut to the limits',
+      );
     }
     for (;;) {
       if (session.closed) return;
@@ -268,11 +290,16 @@ export class WorkerService {
           workerId: session.workerId,
           success: r.success,
           exitStatus: r.exitStatus,
-          message: r.message,
-          outputTail: r.outputTail,
+          message: screening.message,
+          outputTail: screening.outputTail,
           startNext: true,
         }));
       } catch (err) {
+        if (isInvalid(err)) {
+          // A result no retry can make valid: answered, so the agent drops it and moves on.
+          this.#refuse(session, log, ref, `the result is invalid: ${(err as Error).message}`);
+          return;
+        }
         // No leader or a lost forward: the result may or may not be in; sending it again is
         // safe because a duplicate is acknowledged and ignored.
         log.debug({ err }, 'recording a result failed; retrying');
@@ -282,8 +309,7 @@ export class WorkerService {
       if (session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
         session.busy = undefined;
       if (res.type === 'error') {
-        log.warn({ code: res.code, reason: res.message }, 'result refused');
-        this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason: res.message } } });
+        this.#refuse(session, log, ref, res.message);
       } else {
         log.info(
           { success: r.success, exitStatus: r.exitStatus, duplicate: res.type === 'duplicate' },
@@ -300,6 +326,41 @@ export class WorkerService {
       this.#schedulePump(session, 0);
       return;
     }
+  }
+
+  /**
+   * Screens a result against the applied state (src/api/result-screen.ts); a refusal that may
+   * only mean this node is behind is screened again after a linearizable read (no Raft write).
+   * Undefined when the session closed meanwhile.
+   */
+  async #screen(session: Session, r: ActionResult): Promise<Screening | undefined> {
+    const screen = (): Screening =>
+      screenResult({
+        workerId: session.workerId,
+        credentialOf: session.credentialOf,
+        result: r,
+        workflow: r.attempt === undefined ? undefined : this.#ctx.control.workflow(r.attempt.workflowId),
+      });
+    const first = screen();
+    if (first.verdict !== 'refuse' || !first.mayLag) return first;
+    for (;;) {
+      if (session.closed) return undefined;
+      try {
+        await this.#ctx.catchUp();
+        return screen();
+      } catch (err) {
+        this.#ctx.logger.debug({ err, workerId: session.workerId }, 'catching up failed; retrying');
+        await delay(retryDelayMs);
+      }
+    }
+  }
+
+  #refuse(session: Session, log: Logger, ref: AttemptRef | undefined, reason: string): void {
+    if (ref !== undefined && session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
+      session.busy = undefined;
+    log.warn({ reason }, 'result refused');
+    this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason } } });
+    this.#schedulePump(session, 0);
   }
 
   /**
@@ -477,6 +538,13 @@ export class WorkerService {
     if (session.timer !== undefined) clearTimeout(session.timer);
     session.timer = undefined;
   }
+}
+
+/** A refusal no retry can change: the command breaks the state's rules. */
+function isInvalid(err: unknown): boolean {
+  return (
+    err instanceof InvalidCommandError || (err instanceof ApiError && err.code === status.INVALID_ARGUMENT)
+  );
 }
 
 function delay(ms: number): Promise<void> {
