@@ -3,6 +3,7 @@
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { ChannelOptions } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { ControlService as ControlServiceDefinition } from '../gen/control.js';
 import { InternalService } from '../gen/internal.js';
@@ -109,6 +110,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     auth,
     logger,
     catchUp: () => node.linearizableRead(),
+    sessionsPerWorkerMax: cfg.workerSessionsMax,
   });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
   // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
@@ -156,7 +158,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   deadlines.start();
   power.start();
 
-  const api = new Server();
+  const api = new Server(apiServerOptions(cfg));
   api.addService(KvServiceDefinition, kv.handlers(auth.enabled ? auth : undefined));
   api.addService(ControlServiceDefinition, controlService.handlers());
   api.addService(WorkerServiceDefinition, workers.handlers());
@@ -243,6 +245,17 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     return stopping;
   };
   return { node, apiPort, stop };
+}
+
+/**
+ * Bounds on every call to the API: one message (a larger one ends its call with
+ * RESOURCE_EXHAUSTED before it is parsed) and the streams one connection may hold open.
+ */
+function apiServerOptions(cfg: ServerConfig): ChannelOptions {
+  return {
+    'grpc.max_receive_message_length': cfg.apiMessageBytesMax,
+    'grpc.max_concurrent_streams': cfg.apiStreamsPerConnectionMax,
+  };
 }
 
 /** The VIP manager when --vip-interface is given; the host is checked now, before anything starts. */

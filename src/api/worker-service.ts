@@ -68,6 +68,8 @@ export interface WorkerServiceContext {
   readonly logger: Logger;
   /** Makes the local state current (a linearizable read, no Raft write). */
   readonly catchUp: () => Promise<void>;
+  /** Streams one worker may hold on this node at once (ServerConfig.workerSessionsMax). */
+  readonly sessionsPerWorkerMax: number;
 }
 
 export interface WorkerServiceStats {
@@ -179,8 +181,9 @@ export class WorkerService {
       set = new Set();
       this.#sessions.set(workerId, set);
     }
-    set.add(session);
     const log = this.#ctx.logger.child({ workerId, session: session.serial });
+    this.#makeRoom(set, log);
+    set.add(session);
     log.info('worker connected');
     const helloTimer = setTimeout(() => {
       if (!session.hello) {
@@ -225,6 +228,29 @@ export class WorkerService {
     call.on('cancelled', drop);
     call.on('error', drop);
     call.on('close', drop);
+  }
+
+  /**
+   * At most sessionsPerWorkerMax streams per worker: the oldest go. Refusing the newest instead
+   * would lock out an agent reconnecting after a network break behind its own half-dead
+   * streams, which the node only notices when keepalive gives up on them. Only the worker's
+   * own token opens its streams, so closing the oldest lets no one else take its place.
+   */
+  #makeRoom(set: Set<Session>, log: Logger): void {
+    const max = this.#ctx.sessionsPerWorkerMax;
+    for (const oldest of set) {
+      if (set.size < max) return;
+      set.delete(oldest);
+      this.#end(oldest);
+      const reason =
+        `worker ${oldest.workerId} opened more than ${max} streams on this node (workerSessionsMax); ` +
+        'its oldest stream is closed';
+      log.warn(
+        { closed: oldest.serial, sessionsMax: max },
+        'too many streams for this worker; closing the oldest',
+      );
+      oldest.call.emit('error', toServiceError(new ApiError(status.RESOURCE_EXHAUSTED, reason)));
+    }
   }
 
   #hello(session: Session, hello: Hello): void {

@@ -7,7 +7,8 @@
 // results; the node's commit index (Kv.Status) is read before and after.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { credentials, Metadata } from '@grpc/grpc-js';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
+import type { ServiceError } from '@grpc/grpc-js';
 import { ClusterClient } from '../../src/cli/client.js';
 import type { ActionResult, AttemptRef, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
@@ -42,6 +43,8 @@ function hardwareDoc(i: number): string {
 
 /** A raw worker stream: what it received, and a wait for the next message matching `pred`. */
 interface RawWorker {
+  /** How the node ended the stream. */
+  readonly ended: Promise<ServiceError>;
   send(result: Partial<ActionResult>): void;
   next(pred: (m: ConnectResponse) => boolean, what: string): Promise<ConnectResponse>;
 }
@@ -56,9 +59,10 @@ async function openWorker(workerId: string): Promise<RawWorker> {
   const stream = client.connect(md);
   const received: ConnectResponse[] = [];
   stream.on('data', (m: ConnectResponse) => received.push(m));
-  stream.on('error', () => undefined);
+  const ended = new Promise<ServiceError>((resolve) => stream.on('error', resolve));
   stream.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'test' } } });
   return {
+    ended,
     send(result) {
       const value: ActionResult = { success: true, exitStatus: 0, message: '', outputTail: '', ...result };
       stream.write({ kind: { $case: 'result', value } });
@@ -113,13 +117,13 @@ async function createWorkflow(hardwareId: string): Promise<string> {
 }
 
 before(async () => {
-  cluster = new ProcessCluster(1, []);
+  cluster = new ProcessCluster(1, ['--worker-sessions-max', '2']);
   cluster.requireToken(adminToken);
   cluster.startAll();
   node = await cluster.waitForLeader();
   admin = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 20_000, token: adminToken });
   await admin.control('templateCreate', { source: templateYaml, replace: true });
-  for (const i of [1, 2, 3])
+  for (const i of [1, 2, 3, 4])
     await admin.control('hardwareCreate', { documentJson: hardwareDoc(i), replace: false });
 });
 
@@ -184,5 +188,41 @@ describe('worker results', () => {
     w.send({ attempt: second });
     const last = await w.next(isAnswer, 'the answer to the next result');
     assert.ok(last.kind?.$case === 'ack' && !last.kind.value.duplicate);
+  });
+});
+
+describe('streams', () => {
+  test("a worker's third stream closes its oldest; the newer ones are served", async () => {
+    await createWorkflow('hw-4');
+    const oldest = await openWorker('hw-4');
+    await actionOf(oldest, 0);
+    const middle = await openWorker('hw-4');
+    const newest = await openWorker('hw-4');
+    const err = await oldest.ended;
+    assert.equal(err.code, status.RESOURCE_EXHAUSTED);
+    assert.match(err.details, /more than 2 streams .*workerSessionsMax/);
+    // The newest stream's hello named nothing running, so it is given the running attempt.
+    const running = await actionOf(newest, 0);
+    newest.send({ attempt: running });
+    const ack = await newest.next(isAnswer, 'the answer on the newest stream');
+    assert.equal(ack.kind?.$case, 'ack');
+    const stillOpen = await Promise.race([
+      middle.ended,
+      new Promise((r) => setTimeout(() => r('open'), 300)),
+    ]);
+    assert.equal(stillOpen, 'open');
+  });
+
+  test('a message over the API limit ends its call; the node keeps serving', async () => {
+    const w = await openWorker('hw-1');
+    w.send({
+      attempt: { workflowId: 'big', actionIndex: 0, attempt: 1 },
+      outputTail: 'x'.repeat(5 * 1024 * 1024),
+    });
+    const err = await w.ended;
+    assert.equal(err.code, status.RESOURCE_EXHAUSTED);
+    assert.ok((await commitIndex()) > 0);
+    const listed = await admin.control('hardwareList', { local: true });
+    assert.ok(listed.hardwareJson.length >= 4);
   });
 });

@@ -62,6 +62,15 @@ export function serverCommand(program: Command): void {
       '--admin-token-file <file>',
       'require tokens on every API call; the token in this file is an admin (see `slipway token create`)',
     )
+    .option('--api-message-bytes-max <n>', 'largest API message accepted, in bytes (default 4194304)')
+    .option(
+      '--api-streams-per-connection-max <n>',
+      'calls one client connection may hold open at once (default 100)',
+    )
+    .option(
+      '--worker-sessions-max <n>',
+      'worker streams one machine may hold on this node; another closes its oldest (default 4)',
+    )
     .action(async (o) => {
       const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
       const set = (k: string, v: unknown): void => {
@@ -96,6 +105,12 @@ export function serverCommand(program: Command): void {
       set('bootOsDir', o.bootosDir);
       set('workerServer', o.workerServer);
       set('kernelArgs', o.kernelArg);
+      set('apiMessageBytesMax', toInt(o.apiMessageBytesMax, '--api-message-bytes-max'));
+      set(
+        'apiStreamsPerConnectionMax',
+        toInt(o.apiStreamsPerConnectionMax, '--api-streams-per-connection-max'),
+      );
+      set('workerSessionsMax', toInt(o.workerSessionsMax, '--worker-sessions-max'));
       const cfg: ServerConfig = validateServerConfig(raw);
       const logger = createLogger({ node: cfg.id }, cfg.logLevel);
       const running = await startNode(cfg, logger);
