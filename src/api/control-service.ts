@@ -287,7 +287,7 @@ export class ControlService {
       callback: sendUnaryData<ArtifactAddResponse>,
     ) => {
       const run = async (): Promise<ArtifactAddResponse> => {
-        await this.#ctx.auth.operator(call.metadata, 'operator');
+        await this.#ctx.auth.operator(call, 'operator');
         const artifacts = this.#ctx.artifacts;
         if (artifacts === undefined)
           throw new ApiError(status.UNIMPLEMENTED, 'this node stores no artifacts');
@@ -355,7 +355,7 @@ export class ControlService {
   #unary<Req, Res>(need: Role, work: (req: Req, md: Metadata) => Promise<Res>): Handler<Req, Res> {
     return (call, callback) => {
       const run = async (): Promise<Res> => {
-        await this.#ctx.auth.operator(call.metadata, need);
+        await this.#ctx.auth.operator(call, need);
         return work(call.request, call.metadata);
       };
       run().then(
@@ -393,7 +393,7 @@ export class ControlService {
         unsubscribe?.();
       });
       const run = async (): Promise<void> => {
-        await this.#ctx.auth.operator(call.metadata, 'viewer');
+        await this.#ctx.auth.operator(call, 'viewer');
         if (req.workflowId === '') throw new ApiError(status.INVALID_ARGUMENT, 'the workflow id is required');
         if (req.follow) {
           // Subscribe before reading the backlog so nothing applied in between is missed.

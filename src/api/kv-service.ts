@@ -72,7 +72,7 @@ export class KvService {
     for (const [name, handler] of Object.entries(h) as [keyof typeof kvRoles, Handler<unknown, unknown>][]) {
       const role = kvRoles[name];
       guarded[name] = (call, callback) => {
-        auth.operator(call.metadata, role).then(
+        auth.operator(call, role).then(
           () => handler(call, callback),
           (err: unknown) => callback(toServiceError(err) as ServiceError, null),
         );

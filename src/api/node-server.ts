@@ -21,6 +21,7 @@ import { ArtifactFetcher } from '../artifacts/fetcher.js';
 import { GrpcPeerReader } from '../artifacts/peer-client.js';
 import { artifactReadHandlers } from '../artifacts/peer-service.js';
 import { Authenticator, sha256Hex } from './auth.js';
+import { AuthFailureLimiter } from './auth-failure-limiter.js';
 import { ControlService } from './control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
 import { PowerExecutor } from '../power/executor.js';
@@ -89,6 +90,10 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     {
       enabled: adminTokenFile !== undefined,
       bootstrapAdminSha256: readAdminTokenSha(adminTokenFile),
+      failures: new AuthFailureLimiter({
+        failuresMax: cfg.authFailuresMax,
+        windowMs: cfg.authFailureWindowS * 1000,
+      }),
     },
     () => node.linearizableRead(),
   );

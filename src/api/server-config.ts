@@ -97,6 +97,12 @@ export const serverConfigSchema = z
     apiStreamsPerConnectionMax: z.number().int().min(8).max(10_000).default(100),
     /** Worker streams one machine may hold on one node; a further stream closes the oldest. */
     workerSessionsMax: z.number().int().min(1).max(64).default(4),
+    /**
+     * Failed authentications one source address may make in a burst; beyond them its calls are
+     * refused unchecked, and it earns one more every authFailureWindowS / authFailuresMax.
+     */
+    authFailuresMax: z.number().int().min(1).max(100_000).default(10),
+    authFailureWindowS: z.number().int().min(1).max(86_400).default(60),
   })
   .strict()
   .superRefine((c, ctx) => {

@@ -160,7 +160,7 @@ export class WorkerService {
 
   async #accept(call: Stream): Promise<void> {
     if (this.#closed) throw new ApiError(status.UNAVAILABLE, 'this node is shutting down');
-    const { workerId, credentialOf } = await this.#ctx.auth.worker(call.metadata);
+    const { workerId, credentialOf } = await this.#ctx.auth.worker(call);
     const session: Session = {
       serial: ++this.#serial,
       workerId,

@@ -1,10 +1,12 @@
-// Goal: a worker stream cannot make the cluster write what it will refuse, nor wedge itself
-// with a result too large to record (docs/decisions/0011-security.md, Limits). Forged, foreign
-// and stale results are refused without moving the commit index; a duplicate is acknowledged
-// without a write; an oversized result is cut to the state's limits and recorded, and the
-// stream's later results are still answered.
-// Method: one real `slipway server` with tokens required; raw gRPC worker streams send crafted
-// results; the node's commit index (Kv.Status) is read before and after.
+// Goal: a node's input paths are bounded (docs/decisions/0011-security.md, Limits). A worker
+// stream cannot make the cluster write what it will refuse, nor wedge itself with a result too
+// large to record: forged, foreign and stale results are refused without moving the commit
+// index, a duplicate is acknowledged without a write, an oversized result is cut to the
+// state's limits and recorded, and the stream's later results are still answered. A worker's
+// streams per node are capped (the oldest closed), a message over the API limit ends only its
+// call, and an address that keeps failing authentication is refused unchecked.
+// Method: one real `slipway server` with tokens required and low limits; raw gRPC worker
+// streams send crafted results; the node's commit index (Kv.Status) is read before and after.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
@@ -117,7 +119,7 @@ async function createWorkflow(hardwareId: string): Promise<string> {
 }
 
 before(async () => {
-  cluster = new ProcessCluster(1, ['--worker-sessions-max', '2']);
+  cluster = new ProcessCluster(1, ['--worker-sessions-max', '2', '--auth-failures-max', '5']);
   cluster.requireToken(adminToken);
   cluster.startAll();
   node = await cluster.waitForLeader();
@@ -224,5 +226,32 @@ describe('streams', () => {
     assert.ok((await commitIndex()) > 0);
     const listed = await admin.control('hardwareList', { local: true });
     assert.ok(listed.hardwareJson.length >= 4);
+  });
+});
+
+// Last: it blocks this test's address (127.0.0.1) for a while. Other addresses are covered by
+// test/unit/api-auth-failures.test.ts.
+describe('failed authentications', () => {
+  test('an address that keeps failing is refused unchecked, by name of the limit', async () => {
+    const forged = new ClusterClient([node.apiAddr], {
+      timeoutMs: 5_000,
+      token: 'forged-token-forged-token',
+    });
+    try {
+      const codes: number[] = [];
+      for (let i = 0; i < 7; i++) {
+        const err = await forged.control('hardwareList', { local: true }).then(
+          () => undefined,
+          (e: unknown) => e as ServiceError,
+        );
+        assert.ok(err !== undefined);
+        codes.push(err.code);
+        if (i === 6) assert.match(err.details, /too many failed authentications .*authFailuresMax/);
+      }
+      assert.deepEqual(codes.slice(0, 5), Array<number>(5).fill(status.UNAUTHENTICATED));
+      assert.deepEqual(codes.slice(5), [status.RESOURCE_EXHAUSTED, status.RESOURCE_EXHAUSTED]);
+    } finally {
+      forged.close();
+    }
   });
 });

@@ -71,6 +71,14 @@ export function serverCommand(program: Command): void {
       '--worker-sessions-max <n>',
       'worker streams one machine may hold on this node; another closes its oldest (default 4)',
     )
+    .option(
+      '--auth-failures-max <n>',
+      'failed authentications one address may make before its calls are refused (default 10)',
+    )
+    .option(
+      '--auth-failure-window <seconds>',
+      'the time in which an address earns back --auth-failures-max failures (default 60)',
+    )
     .action(async (o) => {
       const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
       const set = (k: string, v: unknown): void => {
@@ -111,6 +119,8 @@ export function serverCommand(program: Command): void {
         toInt(o.apiStreamsPerConnectionMax, '--api-streams-per-connection-max'),
       );
       set('workerSessionsMax', toInt(o.workerSessionsMax, '--worker-sessions-max'));
+      set('authFailuresMax', toInt(o.authFailuresMax, '--auth-failures-max'));
+      set('authFailureWindowS', toInt(o.authFailureWindow, '--auth-failure-window'));
       const cfg: ServerConfig = validateServerConfig(raw);
       const logger = createLogger({ node: cfg.id }, cfg.logLevel);
       const running = await startNode(cfg, logger);
