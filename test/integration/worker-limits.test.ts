@@ -4,7 +4,7 @@
 // index, a duplicate is acknowledged without a write, an oversized result is cut to the
 // state's limits and recorded, and the stream's later results are still answered. A worker's
 // streams per node are capped (the oldest closed), a message over the API limit ends only its
-// call, and an address that keeps failing authentication is refused unchecked.
+// call, list calls page, and an address that keeps failing authentication is refused unchecked.
 // Method: one real `slipway server` with tokens required and low limits; raw gRPC worker
 // streams send crafted results; the node's commit index (Kv.Status) is read before and after.
 import assert from 'node:assert/strict';
@@ -226,6 +226,26 @@ describe('streams', () => {
     assert.ok((await commitIndex()) > 0);
     const listed = await admin.control('hardwareList', { local: true });
     assert.ok(listed.hardwareJson.length >= 4);
+  });
+});
+
+describe('lists', () => {
+  test('a list call pages with limit and continue', async () => {
+    const first = await admin.control('hardwareList', { local: true, limit: 3 });
+    assert.deepEqual(
+      first.hardwareJson.map((j) => (JSON.parse(j) as { id: string }).id),
+      ['hw-1', 'hw-2', 'hw-3'],
+    );
+    assert.notEqual(first.continue, '');
+    const second = await admin.control('hardwareList', { local: true, limit: 3, continue: first.continue });
+    assert.deepEqual(
+      second.hardwareJson.map((j) => (JSON.parse(j) as { id: string }).id),
+      ['hw-4'],
+    );
+    assert.equal(second.continue, '');
+    const wfs = await admin.control('workflowList', { local: true, hardwareId: '', limit: 1 });
+    assert.equal(wfs.workflows.length, 1);
+    assert.notEqual(wfs.continue, '');
   });
 });
 
