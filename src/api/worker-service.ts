@@ -289,6 +289,8 @@ export class WorkerService {
     }
     if (screening.verdict === 'duplicate') {
       // Recorded in the applied (so committed) state: acknowledged without a Raft write.
+      if (session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
+        session.busy = undefined;
       log.info({ duplicate: true }, 'result recorded');
       this.#send(session, {
         kind: { $case: 'ack', value: { attempt: ref, duplicate: true, committedAtMs: 0 } },
