@@ -71,7 +71,7 @@ export class CallAuditor {
   ): Promise<T> {
     let caller: Caller;
     try {
-      caller = await this.#auth.identify(call.metadata);
+      caller = await this.#auth.identify({ metadata: call.metadata, getPeer: () => call.peer });
     } catch (err) {
       this.#logger.info(
         { method: call.method, address: call.peer, code: statusName(err) },

@@ -56,7 +56,7 @@ export class AuditService {
   }
 
   async #list(call: ServerUnaryCall<AuditListRequest, AuditListResponse>): Promise<AuditListResponse> {
-    await this.#ctx.auth.operator(call.metadata, 'admin');
+    await this.#ctx.auth.operator(call, 'admin');
     const req = call.request;
     const beforeSeq = req.continue === '' ? undefined : readContinue(req.continue);
     if (!req.local) await this.#ctx.node.linearizableRead();
@@ -80,7 +80,7 @@ export class AuditService {
   ): Promise<AuditRetentionResponse> {
     const req = call.request;
     if (req.show) {
-      await this.#ctx.auth.operator(call.metadata, 'admin');
+      await this.#ctx.auth.operator(call, 'admin');
       await this.#ctx.node.linearizableRead();
       return { ...this.#ctx.control.auditRetention };
     }

@@ -7,6 +7,7 @@ import type { Metadata } from '@grpc/grpc-js';
 import type { Role } from '../state/control/model.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { workflowOfCredential } from '../state/control/credentials.js';
+import { AuthFailureLimiter, sourceAddress } from './auth-failure-limiter.js';
 import { ApiError } from './errors.js';
 
 const roleRank: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
@@ -46,6 +47,14 @@ export interface AuthOptions {
   readonly enabled: boolean;
   /** SHA-256 of the bootstrap admin token (from `slipway bootstrap`), accepted without state. */
   readonly bootstrapAdminSha256?: string | undefined;
+  /** Failed authentications allowed per source address (default: 10 per 60 s). */
+  readonly failures?: AuthFailureLimiter | undefined;
+}
+
+/** What authentication reads from a call: its metadata, and its peer for the source address. */
+export interface AuthCall {
+  readonly metadata: Metadata;
+  getPeer(): string;
 }
 
 export class Authenticator {
@@ -53,11 +62,13 @@ export class Authenticator {
   readonly #opts: AuthOptions;
   /** Makes the local state current (a linearizable read), for tokens created a moment ago. */
   readonly #catchUp: () => Promise<void>;
+  readonly #failures: AuthFailureLimiter;
 
   constructor(control: ControlState, opts: AuthOptions, catchUp: () => Promise<void>) {
     this.#control = control;
     this.#opts = opts;
     this.#catchUp = catchUp;
+    this.#failures = opts.failures ?? new AuthFailureLimiter({ failuresMax: 10, windowMs: 60_000 });
   }
 
   get enabled(): boolean {
@@ -65,16 +76,20 @@ export class Authenticator {
   }
 
   /** The operator behind the call, if their role is at least `need`; throws otherwise. */
-  async operator(md: Metadata, need: Role): Promise<Caller> {
-    const caller = await this.identify(md);
+  async operator(call: AuthCall, need: Role): Promise<Caller> {
+    const caller = await this.identify(call);
     const refusal = roleRefusal(caller, need);
     if (refusal !== undefined) throw refusal;
     return caller;
   }
 
   /** The operator behind the call, whatever their role; UNAUTHENTICATED without a valid token. */
-  async identify(md: Metadata): Promise<Caller> {
+  async identify(call: AuthCall): Promise<Caller> {
     if (!this.#opts.enabled) return { name: 'local', role: 'admin' };
+    return this.#limited(call, () => this.#operator(call.metadata));
+  }
+
+  async #operator(md: Metadata): Promise<Caller> {
     const token = bearerToken(md);
     if (token === undefined) {
       throw new ApiError(
@@ -104,7 +119,12 @@ export class Authenticator {
    * src/state/control/credentials.ts) or the machine's worker token (`slipway hardware token`,
    * for agents an operator starts). Throws UNAUTHENTICATED otherwise.
    */
-  async worker(md: Metadata): Promise<WorkerCaller> {
+  async worker(call: AuthCall): Promise<WorkerCaller> {
+    if (!this.#opts.enabled) return this.#worker(call.metadata);
+    return this.#limited(call, () => this.#worker(call.metadata));
+  }
+
+  async #worker(md: Metadata): Promise<WorkerCaller> {
     const id = md.get('x-worker-id')[0];
     if (typeof id !== 'string' || id === '') {
       throw new ApiError(status.INVALID_ARGUMENT, 'x-worker-id metadata (the hardware id) is required');
@@ -125,6 +145,30 @@ export class Authenticator {
       status.UNAUTHENTICATED,
       `worker ${id}: the credential is not valid (expired, revoked when its workflow ended, or not this machine's)`,
     );
+  }
+
+  /**
+   * Runs an authentication unless the call's source address has used up its failures; an
+   * UNAUTHENTICATED answer counts as one. A wrong role (PERMISSION_DENIED) does not: the
+   * token was good.
+   */
+  async #limited<T>(call: AuthCall, authenticate: () => Promise<T>): Promise<T> {
+    const address = sourceAddress(call.getPeer());
+    const waitMs = this.#failures.blockedForMs(address);
+    if (waitMs > 0) {
+      const { failuresMax, windowMs } = this.#failures.limits;
+      throw new ApiError(
+        status.RESOURCE_EXHAUSTED,
+        `too many failed authentications from ${address} (more than ${failuresMax} in ${windowMs / 1000} s: ` +
+          `authFailuresMax, authFailureWindowS); try again in ${Math.ceil(waitMs / 1000)} s`,
+      );
+    }
+    try {
+      return await authenticate();
+    } catch (err) {
+      if (err instanceof ApiError && err.code === status.UNAUTHENTICATED) this.#failures.failed(address);
+      throw err;
+    }
   }
 
   #credentialOf(id: string, token: string): WorkerCaller | undefined {

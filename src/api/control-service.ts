@@ -18,11 +18,11 @@ import type { Logger } from 'pino';
 import type {
   ArtifactAddRequest,
   ArtifactAddResponse,
-  ArtifactRecord,
   ControlServer,
   WorkflowEventsRequest,
   WorkflowEventsResponse,
 } from '../gen/control.js';
+import { ArtifactRecord, PowerJobRecord, TemplateRecord, WorkflowRecord } from '../gen/control.js';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
@@ -57,6 +57,8 @@ import {
   workflowRecord,
 } from './control-records.js';
 import { ApiError, toServiceError } from './errors.js';
+import { pageOf } from './pages.js';
+import { ipValue } from '../state/control/leases.js';
 import type { EventHub } from './event-hub.js';
 import type { Proposer } from './proposer.js';
 
@@ -139,11 +141,27 @@ export class ControlService {
       }),
       hardwareList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
-        return { hardwareJson: c.hardwareList().map(hardwareJson) };
+        const page = pageOf(
+          c.hardwareList(),
+          req,
+          (hw) => [hw.id],
+          (hw) => jsonBytes(hardwareJson(hw)),
+        );
+        return { hardwareJson: page.items.map(hardwareJson), continue: page.continue };
       }),
       leaseList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
-        return { leaseJson: c.leases().map((lease) => JSON.stringify(lease)), nowMs: Date.now() };
+        const page = pageOf(
+          c.leases(),
+          req,
+          (lease) => [ipValue(lease.ip)],
+          (lease) => jsonBytes(JSON.stringify(lease)),
+        );
+        return {
+          leaseJson: page.items.map((lease) => JSON.stringify(lease)),
+          nowMs: Date.now(),
+          continue: page.continue,
+        };
       }),
       hardwareDelete: this.#change(
         'operator',
@@ -197,7 +215,13 @@ export class ControlService {
       }),
       templateList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
-        return { templates: c.templates().map(templateRecord) };
+        const page = pageOf(
+          c.templates(),
+          req,
+          (t) => [t.name],
+          (t) => TemplateRecord.encode(templateRecord(t)).finish().length,
+        );
+        return { templates: page.items.map(templateRecord), continue: page.continue };
       }),
       templateDelete: this.#change(
         'operator',
@@ -252,7 +276,13 @@ export class ControlService {
       workflowList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
         const all = c.workflows().filter((w) => req.hardwareId === '' || w.hardwareId === req.hardwareId);
-        return { workflows: all.map(workflowRecord) };
+        const page = pageOf(
+          all,
+          req,
+          (wf) => [wf.createdMs, wf.id],
+          (wf) => WorkflowRecord.encode(workflowRecord(wf)).finish().length,
+        );
+        return { workflows: page.items.map(workflowRecord), continue: page.continue };
       }),
       workflowCancel: this.#change(
         'operator',
@@ -359,9 +389,16 @@ export class ControlService {
       artifactAdd: this.#artifactAdd(),
       artifactList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
+        const page = pageOf(
+          c.artifacts(),
+          req,
+          (a) => [a.name],
+          (a) => ArtifactRecord.encode(this.#artifactRecord(a)).finish().length,
+        );
         return {
-          artifacts: c.artifacts().map((a) => this.#artifactRecord(a)),
+          artifacts: page.items.map((a) => this.#artifactRecord(a)),
           nodeId: this.#ctx.node.id,
+          continue: page.continue,
         };
       }),
       artifactDelete: this.#change(
@@ -378,7 +415,13 @@ export class ControlService {
         await this.#read(req.local);
         if (req.hardwareId !== '') this.#hardware(req.hardwareId);
         const jobs = c.powerJobs(req.hardwareId === '' ? undefined : req.hardwareId);
-        return { jobs: jobs.map(powerJobRecord) };
+        const page = pageOf(
+          jobs,
+          req,
+          (job) => [job.createdMs, job.id],
+          (job) => PowerJobRecord.encode(powerJobRecord(job)).finish().length,
+        );
+        return { jobs: page.items.map(powerJobRecord), continue: page.continue };
       }),
     };
   }
@@ -510,7 +553,7 @@ export class ControlService {
   #unary<Req, Res>(need: Role, work: (req: Req, md: Metadata) => Promise<Res>): Handler<Req, Res> {
     return (call, callback) => {
       const run = async (): Promise<Res> => {
-        await this.#ctx.auth.operator(call.metadata, need);
+        await this.#ctx.auth.operator(call, need);
         return work(call.request, call.metadata);
       };
       run().then(
@@ -548,7 +591,7 @@ export class ControlService {
         unsubscribe?.();
       });
       const run = async (): Promise<void> => {
-        await this.#ctx.auth.operator(call.metadata, 'viewer');
+        await this.#ctx.auth.operator(call, 'viewer');
         if (req.workflowId === '') throw new ApiError(status.INVALID_ARGUMENT, 'the workflow id is required');
         if (req.follow) {
           // Subscribe before reading the backlog so nothing applied in between is missed.
@@ -667,4 +710,8 @@ function controlStatus(code: Extract<ControlResult, { type: 'error' }>['code']):
     case 'E_NOT_DUE':
       return status.FAILED_PRECONDITION;
   }
+}
+
+function jsonBytes(json: string): number {
+  return Buffer.byteLength(json, 'utf8');
 }

@@ -84,7 +84,7 @@ export class KvService {
         auditor !== undefined && audit !== undefined
           ? auditedHandler(auditor, `Kv/${capitalized(name)}`, role, audit, handler)
           : (call, callback) => {
-              auth.operator(call.metadata, role).then(
+              auth.operator(call, role).then(
                 () => handler(call, callback),
                 (err: unknown) => callback(toServiceError(err) as ServiceError, null),
               );

@@ -3,6 +3,7 @@
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { ChannelOptions } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { AuditService as AuditServiceDefinition } from '../gen/audit.js';
 import { ControlService as ControlServiceDefinition } from '../gen/control.js';
@@ -24,6 +25,7 @@ import { Authenticator, sha256Hex } from './auth.js';
 import { authModeOf } from './auth-mode.js';
 import { AuditService } from './audit-service.js';
 import { CallAuditor } from './audit-calls.js';
+import { AuthFailureLimiter } from './auth-failure-limiter.js';
 import { ControlService } from './control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
 import { PowerExecutor } from '../power/executor.js';
@@ -97,6 +99,10 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     {
       enabled: authMode.enabled,
       bootstrapAdminSha256: readAdminTokenSha(authMode.adminTokenFile),
+      failures: new AuthFailureLimiter({
+        failuresMax: cfg.authFailuresMax,
+        windowMs: cfg.authFailureWindowS * 1000,
+      }),
     },
     () => node.linearizableRead(),
   );
@@ -114,7 +120,14 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     auditor,
     artifacts: { store: contentStore, local: (artifact) => catalogue.local(artifact) },
   });
-  const workers = new WorkerService({ control, proposer, auth, logger });
+  const workers = new WorkerService({
+    control,
+    proposer,
+    auth,
+    logger,
+    catchUp: () => node.linearizableRead(),
+    sessionsPerWorkerMax: cfg.workerSessionsMax,
+  });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
   // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
   const power = new PowerExecutor({
@@ -161,7 +174,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   deadlines.start();
   power.start();
 
-  const api = new Server();
+  const api = new Server(apiServerOptions(cfg));
   // With auth off every caller is the local admin; the guard still puts changes in the trail.
   api.addService(KvServiceDefinition, kv.handlers(auth, auditor));
   api.addService(ControlServiceDefinition, controlService.handlers());
@@ -255,6 +268,17 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     return stopping;
   };
   return { node, apiPort, stop };
+}
+
+/**
+ * Bounds on every call to the API: one message (a larger one ends its call with
+ * RESOURCE_EXHAUSTED before it is parsed) and the streams one connection may hold open.
+ */
+function apiServerOptions(cfg: ServerConfig): ChannelOptions {
+  return {
+    'grpc.max_receive_message_length': cfg.apiMessageBytesMax,
+    'grpc.max_concurrent_streams': cfg.apiStreamsPerConnectionMax,
+  };
 }
 
 /** The VIP manager when --vip-interface is given; the host is checked now, before anything starts. */

@@ -88,6 +88,27 @@ export const serverConfigSchema = z
     insecureAllowNetwork: z.boolean().default(false),
     /** A file holding the bootstrap admin token; when set, every API call needs a token. */
     adminTokenFile: z.string().min(1).optional(),
+    // ---- limits on the API (docs/decisions/0011-security.md, Limits) ----
+    /**
+     * One API message, in bytes (grpc.max_receive_message_length). Artifact uploads come in
+     * 1 MiB chunks and the largest control command is 1 MiB of JSON, so 4 MiB leaves room.
+     */
+    apiMessageBytesMax: z
+      .number()
+      .int()
+      .min(2 * 1024 * 1024)
+      .max(64 * 1024 * 1024)
+      .default(4 * 1024 * 1024),
+    /** Calls and streams one client connection may hold open at once (grpc.max_concurrent_streams). */
+    apiStreamsPerConnectionMax: z.number().int().min(8).max(10_000).default(100),
+    /** Worker streams one machine may hold on one node; a further stream closes the oldest. */
+    workerSessionsMax: z.number().int().min(1).max(64).default(4),
+    /**
+     * Failed authentications one source address may make in a burst; beyond them its calls are
+     * refused unchecked, and it earns one more every authFailureWindowS / authFailuresMax.
+     */
+    authFailuresMax: z.number().int().min(1).max(100_000).default(10),
+    authFailureWindowS: z.number().int().min(1).max(86_400).default(60),
   })
   .strict()
   .superRefine((c, ctx) => {

@@ -8,7 +8,8 @@
 //    has a result for; the agent refuses an attempt it already executed (its journal), so a
 //    second node pushing the same attempt after a reconnect cannot run it twice;
 //  - results are recorded through attempt.result, which the state machine applies once per
-//    attempt (duplicates acknowledged, stale attempts refused).
+//    attempt (duplicates acknowledged, stale attempts refused); each is screened against the
+//    applied state first, so a forged, stale or duplicate result costs no Raft write.
 import { status } from '@grpc/grpc-js';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -22,11 +23,15 @@ import type {
 } from '../gen/worker.js';
 import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
+import { utf8Length } from '../state/binary.js';
+import { InvalidCommandError } from '../state/command.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
 import type { Workflow } from '../state/control/model.js';
 import { actionPositions, isTerminal, nextAction, type ActionPosition } from '../workflow/rules.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { Proposer } from './proposer.js';
+import { screenResult, type Screening } from './result-screen.js';
 
 const helloTimeoutMs = 10_000;
 const retryDelayMs = 250;
@@ -61,6 +66,10 @@ export interface WorkerServiceContext {
   readonly proposer: Proposer;
   readonly auth: Authenticator;
   readonly logger: Logger;
+  /** Makes the local state current (a linearizable read, no Raft write). */
+  readonly catchUp: () => Promise<void>;
+  /** Streams one worker may hold on this node at once (ServerConfig.workerSessionsMax). */
+  readonly sessionsPerWorkerMax: number;
 }
 
 export interface WorkerServiceStats {
@@ -151,7 +160,7 @@ export class WorkerService {
 
   async #accept(call: Stream): Promise<void> {
     if (this.#closed) throw new ApiError(status.UNAVAILABLE, 'this node is shutting down');
-    const { workerId, credentialOf } = await this.#ctx.auth.worker(call.metadata);
+    const { workerId, credentialOf } = await this.#ctx.auth.worker(call);
     const session: Session = {
       serial: ++this.#serial,
       workerId,
@@ -172,8 +181,9 @@ export class WorkerService {
       set = new Set();
       this.#sessions.set(workerId, set);
     }
-    set.add(session);
     const log = this.#ctx.logger.child({ workerId, session: session.serial });
+    this.#makeRoom(set, log);
+    set.add(session);
     log.info('worker connected');
     const helloTimer = setTimeout(() => {
       if (!session.hello) {
@@ -220,6 +230,29 @@ export class WorkerService {
     call.on('close', drop);
   }
 
+  /**
+   * At most sessionsPerWorkerMax streams per worker: the oldest go. Refusing the newest instead
+   * would lock out an agent reconnecting after a network break behind its own half-dead
+   * streams, which the node only notices when keepalive gives up on them. Only the worker's
+   * own token opens its streams, so closing the oldest lets no one else take its place.
+   */
+  #makeRoom(set: Set<Session>, log: Logger): void {
+    const max = this.#ctx.sessionsPerWorkerMax;
+    for (const oldest of set) {
+      if (set.size < max) return;
+      set.delete(oldest);
+      this.#end(oldest);
+      const reason =
+        `worker ${oldest.workerId} opened more than ${max} streams on this node (workerSessionsMax); ` +
+        'its oldest stream is closed';
+      log.warn(
+        { closed: oldest.serial, sessionsMax: max },
+        'too many streams for this worker; closing the oldest',
+      );
+      oldest.call.emit('error', toServiceError(new ApiError(status.RESOURCE_EXHAUSTED, reason)));
+    }
+  }
+
   #hello(session: Session, hello: Hello): void {
     if (hello.running !== undefined) {
       session.known.add(attemptKey(hello.running));
@@ -240,20 +273,37 @@ export class WorkerService {
   }
 
   async #result(session: Session, r: ActionResult): Promise<void> {
+    const screening = await this.#screen(session, r);
     const ref = r.attempt;
-    if (ref === undefined) return;
+    if (screening === undefined) return;
     const log = this.#ctx.logger.child({
       workerId: session.workerId,
-      workflowId: ref.workflowId,
-      actionIndex: ref.actionIndex,
-      attempt: ref.attempt,
+      workflowId: ref?.workflowId,
+      actionIndex: ref?.actionIndex,
+      attempt: ref?.attempt,
     });
-    if (session.credentialOf !== undefined && ref.workflowId !== session.credentialOf) {
-      // Checked before anything is proposed: a credential speaks only for its own workflow.
-      const reason = `this stream's credential is for workflow ${session.credentialOf}, not ${ref.workflowId}`;
-      log.warn({ reason }, 'result refused');
-      this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason } } });
+    if (screening.verdict === 'refuse' || ref === undefined) {
+      const reason = screening.verdict === 'refuse' ? screening.reason : 'the result names no attempt';
+      this.#refuse(session, log, ref, reason);
       return;
+    }
+    if (screening.verdict === 'duplicate') {
+      // Recorded in the applied (so committed) state: acknowledged without a Raft write.
+      if (session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
+        session.busy = undefined;
+      log.info({ duplicate: true }, 'result recorded');
+      this.#send(session, {
+        kind: { $case: 'ack', value: { attempt: ref, duplicate: true, committedAtMs: 0 } },
+      });
+      this.#schedulePump(session, 0);
+      return;
+    }
+    if (screening.cut) {
+      const sizes = { messageBytes: utf8Length(r.message), outputTailBytes: utf8Length(r.outputTail) };
+      log.warn(
+        { ...sizes, messageBytesMax: attemptMessageBytesMax, outputTailBytesMax: attemptOutputTailBytesMax },
+        'result cut to the limits',
+      );
     }
     for (;;) {
       if (session.closed) return;
@@ -268,11 +318,16 @@ export class WorkerService {
           workerId: session.workerId,
           success: r.success,
           exitStatus: r.exitStatus,
-          message: r.message,
-          outputTail: r.outputTail,
+          message: screening.message,
+          outputTail: screening.outputTail,
           startNext: true,
         }));
       } catch (err) {
+        if (isInvalid(err)) {
+          // A result no retry can make valid: answered, so the agent drops it and moves on.
+          this.#refuse(session, log, ref, `the result is invalid: ${(err as Error).message}`);
+          return;
+        }
         // No leader or a lost forward: the result may or may not be in; sending it again is
         // safe because a duplicate is acknowledged and ignored.
         log.debug({ err }, 'recording a result failed; retrying');
@@ -282,8 +337,7 @@ export class WorkerService {
       if (session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
         session.busy = undefined;
       if (res.type === 'error') {
-        log.warn({ code: res.code, reason: res.message }, 'result refused');
-        this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason: res.message } } });
+        this.#refuse(session, log, ref, res.message);
       } else {
         log.info(
           { success: r.success, exitStatus: r.exitStatus, duplicate: res.type === 'duplicate' },
@@ -300,6 +354,41 @@ export class WorkerService {
       this.#schedulePump(session, 0);
       return;
     }
+  }
+
+  /**
+   * Screens a result against the applied state (src/api/result-screen.ts); a refusal that may
+   * only mean this node is behind is screened again after a linearizable read (no Raft write).
+   * Undefined when the session closed meanwhile.
+   */
+  async #screen(session: Session, r: ActionResult): Promise<Screening | undefined> {
+    const screen = (): Screening =>
+      screenResult({
+        workerId: session.workerId,
+        credentialOf: session.credentialOf,
+        result: r,
+        workflow: r.attempt === undefined ? undefined : this.#ctx.control.workflow(r.attempt.workflowId),
+      });
+    const first = screen();
+    if (first.verdict !== 'refuse' || !first.mayLag) return first;
+    for (;;) {
+      if (session.closed) return undefined;
+      try {
+        await this.#ctx.catchUp();
+        return screen();
+      } catch (err) {
+        this.#ctx.logger.debug({ err, workerId: session.workerId }, 'catching up failed; retrying');
+        await delay(retryDelayMs);
+      }
+    }
+  }
+
+  #refuse(session: Session, log: Logger, ref: AttemptRef | undefined, reason: string): void {
+    if (ref !== undefined && session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
+      session.busy = undefined;
+    log.warn({ reason }, 'result refused');
+    this.#send(session, { kind: { $case: 'refused', value: { attempt: ref, reason } } });
+    this.#schedulePump(session, 0);
   }
 
   /**
@@ -477,6 +566,13 @@ export class WorkerService {
     if (session.timer !== undefined) clearTimeout(session.timer);
     session.timer = undefined;
   }
+}
+
+/** A refusal no retry can change: the command breaks the state's rules. */
+function isInvalid(err: unknown): boolean {
+  return (
+    err instanceof InvalidCommandError || (err instanceof ApiError && err.code === status.INVALID_ARGUMENT)
+  );
 }
 
 function delay(ms: number): Promise<void> {

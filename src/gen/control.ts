@@ -57,6 +57,13 @@ export interface HardwareGetResponse {
 /** Dynamic DHCP leases (--dhcp-mode dynamic), bound, expired and declined. */
 export interface LeaseListRequest {
   local: boolean;
+  /**
+   * Paging (docs/decisions/0011-security.md, Limits): at most `limit` items (0 or absent: the
+   * server's page size, at most 1000), after the item named by `continue`, a token from the
+   * previous page's response. Older clients send neither and get the first page.
+   */
+  limit?: number | undefined;
+  continue?: string | undefined;
 }
 
 export interface LeaseListResponse {
@@ -64,14 +71,25 @@ export interface LeaseListResponse {
   leaseJson: string[];
   /** The serving node's clock, so a client can tell which leases have expired. */
   nowMs: number;
+  /** Set when more items remain: pass it as the next request's `continue`. Empty on the last page. */
+  continue: string;
 }
 
 export interface HardwareListRequest {
   local: boolean;
+  /**
+   * Paging (docs/decisions/0011-security.md, Limits): at most `limit` items (0 or absent: the
+   * server's page size, at most 1000), after the item named by `continue`, a token from the
+   * previous page's response. Older clients send neither and get the first page.
+   */
+  limit?: number | undefined;
+  continue?: string | undefined;
 }
 
 export interface HardwareListResponse {
   hardwareJson: string[];
+  /** Set when more items remain: pass it as the next request's `continue`. Empty on the last page. */
+  continue: string;
 }
 
 export interface HardwareDeleteRequest {
@@ -118,10 +136,19 @@ export interface TemplateGetResponse {
 
 export interface TemplateListRequest {
   local: boolean;
+  /**
+   * Paging (docs/decisions/0011-security.md, Limits): at most `limit` items (0 or absent: the
+   * server's page size, at most 1000), after the item named by `continue`, a token from the
+   * previous page's response. Older clients send neither and get the first page.
+   */
+  limit?: number | undefined;
+  continue?: string | undefined;
 }
 
 export interface TemplateListResponse {
   templates: TemplateRecord[];
+  /** Set when more items remain: pass it as the next request's `continue`. Empty on the last page. */
+  continue: string;
 }
 
 export interface TemplateDeleteRequest {
@@ -200,10 +227,19 @@ export interface WorkflowListRequest {
   local: boolean;
   /** Only workflows on this hardware, when set. */
   hardwareId: string;
+  /**
+   * Paging (docs/decisions/0011-security.md, Limits): at most `limit` items (0 or absent: the
+   * server's page size, at most 1000), after the item named by `continue`, a token from the
+   * previous page's response. Older clients send neither and get the first page.
+   */
+  limit?: number | undefined;
+  continue?: string | undefined;
 }
 
 export interface WorkflowListResponse {
   workflows: WorkflowRecord[];
+  /** Set when more items remain: pass it as the next request's `continue`. Empty on the last page. */
+  continue: string;
 }
 
 export interface WorkflowCancelRequest {
@@ -342,10 +378,19 @@ export interface PowerJobListRequest {
   /** Only this machine's jobs; all when empty. */
   hardwareId: string;
   local: boolean;
+  /**
+   * Paging (docs/decisions/0011-security.md, Limits): at most `limit` items (0 or absent: the
+   * server's page size, at most 1000), after the item named by `continue`, a token from the
+   * previous page's response. Older clients send neither and get the first page.
+   */
+  limit?: number | undefined;
+  continue?: string | undefined;
 }
 
 export interface PowerJobListResponse {
   jobs: PowerJobRecord[];
+  /** Set when more items remain: pass it as the next request's `continue`. Empty on the last page. */
+  continue: string;
 }
 
 /**
@@ -390,12 +435,21 @@ export interface ArtifactAddResponse {
 
 export interface ArtifactListRequest {
   local: boolean;
+  /**
+   * Paging (docs/decisions/0011-security.md, Limits): at most `limit` items (0 or absent: the
+   * server's page size, at most 1000), after the item named by `continue`, a token from the
+   * previous page's response. Older clients send neither and get the first page.
+   */
+  limit?: number | undefined;
+  continue?: string | undefined;
 }
 
 export interface ArtifactListResponse {
   artifacts: ArtifactRecord[];
   /** The node whose copies `local` describes. */
   nodeId: string;
+  /** Set when more items remain: pass it as the next request's `continue`. Empty on the last page. */
+  continue: string;
 }
 
 export interface ArtifactDeleteRequest {
@@ -726,13 +780,19 @@ export const HardwareGetResponse: MessageFns<HardwareGetResponse> = {
 };
 
 function createBaseLeaseListRequest(): LeaseListRequest {
-  return { local: false };
+  return { local: false, limit: undefined, continue: undefined };
 }
 
 export const LeaseListRequest: MessageFns<LeaseListRequest> = {
   encode(message: LeaseListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.local !== false) {
       writer.uint32(8).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(26).string(message.continue);
     }
     return writer;
   },
@@ -758,6 +818,22 @@ export const LeaseListRequest: MessageFns<LeaseListRequest> = {
             message.local = reader.bool();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -771,13 +847,23 @@ export const LeaseListRequest: MessageFns<LeaseListRequest> = {
   },
 
   fromJSON(object: any): LeaseListRequest {
-    return { local: isSet(object.local) ? globalThis.Boolean(object.local) : false };
+    return {
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+    };
   },
 
   toJSON(message: LeaseListRequest): unknown {
     const obj: any = {};
     if (message.local !== false) {
       obj.local = message.local;
+    }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -788,12 +874,14 @@ export const LeaseListRequest: MessageFns<LeaseListRequest> = {
   fromPartial<I extends Exact<DeepPartial<LeaseListRequest>, I>>(object: I): LeaseListRequest {
     const message = createBaseLeaseListRequest();
     message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
     return message;
   },
 };
 
 function createBaseLeaseListResponse(): LeaseListResponse {
-  return { leaseJson: [], nowMs: 0 };
+  return { leaseJson: [], nowMs: 0, continue: "" };
 }
 
 export const LeaseListResponse: MessageFns<LeaseListResponse> = {
@@ -803,6 +891,9 @@ export const LeaseListResponse: MessageFns<LeaseListResponse> = {
     }
     if (message.nowMs !== 0) {
       writer.uint32(16).int64(message.nowMs);
+    }
+    if (message.continue !== "") {
+      writer.uint32(26).string(message.continue);
     }
     return writer;
   },
@@ -836,6 +927,14 @@ export const LeaseListResponse: MessageFns<LeaseListResponse> = {
             message.nowMs = longToNumber(reader.int64());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -860,6 +959,7 @@ export const LeaseListResponse: MessageFns<LeaseListResponse> = {
         : isSet(object.now_ms)
         ? globalThis.Number(object.now_ms)
         : 0,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
     };
   },
 
@@ -871,6 +971,9 @@ export const LeaseListResponse: MessageFns<LeaseListResponse> = {
     if (message.nowMs !== 0) {
       obj.nowMs = Math.round(message.nowMs);
     }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
+    }
     return obj;
   },
 
@@ -881,18 +984,25 @@ export const LeaseListResponse: MessageFns<LeaseListResponse> = {
     const message = createBaseLeaseListResponse();
     message.leaseJson = object.leaseJson?.map((e) => e) || [];
     message.nowMs = object.nowMs ?? 0;
+    message.continue = object.continue ?? "";
     return message;
   },
 };
 
 function createBaseHardwareListRequest(): HardwareListRequest {
-  return { local: false };
+  return { local: false, limit: undefined, continue: undefined };
 }
 
 export const HardwareListRequest: MessageFns<HardwareListRequest> = {
   encode(message: HardwareListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.local !== false) {
       writer.uint32(8).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(26).string(message.continue);
     }
     return writer;
   },
@@ -918,6 +1028,22 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
             message.local = reader.bool();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -931,13 +1057,23 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
   },
 
   fromJSON(object: any): HardwareListRequest {
-    return { local: isSet(object.local) ? globalThis.Boolean(object.local) : false };
+    return {
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+    };
   },
 
   toJSON(message: HardwareListRequest): unknown {
     const obj: any = {};
     if (message.local !== false) {
       obj.local = message.local;
+    }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -948,18 +1084,23 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
   fromPartial<I extends Exact<DeepPartial<HardwareListRequest>, I>>(object: I): HardwareListRequest {
     const message = createBaseHardwareListRequest();
     message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
     return message;
   },
 };
 
 function createBaseHardwareListResponse(): HardwareListResponse {
-  return { hardwareJson: [] };
+  return { hardwareJson: [], continue: "" };
 }
 
 export const HardwareListResponse: MessageFns<HardwareListResponse> = {
   encode(message: HardwareListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.hardwareJson) {
       writer.uint32(10).string(v!);
+    }
+    if (message.continue !== "") {
+      writer.uint32(18).string(message.continue);
     }
     return writer;
   },
@@ -985,6 +1126,14 @@ export const HardwareListResponse: MessageFns<HardwareListResponse> = {
             message.hardwareJson.push(reader.string());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1004,6 +1153,7 @@ export const HardwareListResponse: MessageFns<HardwareListResponse> = {
         : globalThis.Array.isArray(object?.hardware_json)
         ? object.hardware_json.map((e: any) => globalThis.String(e))
         : [],
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
     };
   },
 
@@ -1011,6 +1161,9 @@ export const HardwareListResponse: MessageFns<HardwareListResponse> = {
     const obj: any = {};
     if (message.hardwareJson?.length) {
       obj.hardwareJson = message.hardwareJson;
+    }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -1021,6 +1174,7 @@ export const HardwareListResponse: MessageFns<HardwareListResponse> = {
   fromPartial<I extends Exact<DeepPartial<HardwareListResponse>, I>>(object: I): HardwareListResponse {
     const message = createBaseHardwareListResponse();
     message.hardwareJson = object.hardwareJson?.map((e) => e) || [];
+    message.continue = object.continue ?? "";
     return message;
   },
 };
@@ -1728,13 +1882,19 @@ export const TemplateGetResponse: MessageFns<TemplateGetResponse> = {
 };
 
 function createBaseTemplateListRequest(): TemplateListRequest {
-  return { local: false };
+  return { local: false, limit: undefined, continue: undefined };
 }
 
 export const TemplateListRequest: MessageFns<TemplateListRequest> = {
   encode(message: TemplateListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.local !== false) {
       writer.uint32(8).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(26).string(message.continue);
     }
     return writer;
   },
@@ -1760,6 +1920,22 @@ export const TemplateListRequest: MessageFns<TemplateListRequest> = {
             message.local = reader.bool();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1773,13 +1949,23 @@ export const TemplateListRequest: MessageFns<TemplateListRequest> = {
   },
 
   fromJSON(object: any): TemplateListRequest {
-    return { local: isSet(object.local) ? globalThis.Boolean(object.local) : false };
+    return {
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+    };
   },
 
   toJSON(message: TemplateListRequest): unknown {
     const obj: any = {};
     if (message.local !== false) {
       obj.local = message.local;
+    }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -1790,18 +1976,23 @@ export const TemplateListRequest: MessageFns<TemplateListRequest> = {
   fromPartial<I extends Exact<DeepPartial<TemplateListRequest>, I>>(object: I): TemplateListRequest {
     const message = createBaseTemplateListRequest();
     message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
     return message;
   },
 };
 
 function createBaseTemplateListResponse(): TemplateListResponse {
-  return { templates: [] };
+  return { templates: [], continue: "" };
 }
 
 export const TemplateListResponse: MessageFns<TemplateListResponse> = {
   encode(message: TemplateListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.templates) {
       TemplateRecord.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.continue !== "") {
+      writer.uint32(18).string(message.continue);
     }
     return writer;
   },
@@ -1827,6 +2018,14 @@ export const TemplateListResponse: MessageFns<TemplateListResponse> = {
             message.templates.push(TemplateRecord.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1844,6 +2043,7 @@ export const TemplateListResponse: MessageFns<TemplateListResponse> = {
       templates: globalThis.Array.isArray(object?.templates)
         ? object.templates.map((e: any) => TemplateRecord.fromJSON(e))
         : [],
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
     };
   },
 
@@ -1851,6 +2051,9 @@ export const TemplateListResponse: MessageFns<TemplateListResponse> = {
     const obj: any = {};
     if (message.templates?.length) {
       obj.templates = message.templates.map((e) => TemplateRecord.toJSON(e));
+    }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -1861,6 +2064,7 @@ export const TemplateListResponse: MessageFns<TemplateListResponse> = {
   fromPartial<I extends Exact<DeepPartial<TemplateListResponse>, I>>(object: I): TemplateListResponse {
     const message = createBaseTemplateListResponse();
     message.templates = object.templates?.map((e) => TemplateRecord.fromPartial(e)) || [];
+    message.continue = object.continue ?? "";
     return message;
   },
 };
@@ -3105,7 +3309,7 @@ export const WorkflowGetResponse: MessageFns<WorkflowGetResponse> = {
 };
 
 function createBaseWorkflowListRequest(): WorkflowListRequest {
-  return { local: false, hardwareId: "" };
+  return { local: false, hardwareId: "", limit: undefined, continue: undefined };
 }
 
 export const WorkflowListRequest: MessageFns<WorkflowListRequest> = {
@@ -3115,6 +3319,12 @@ export const WorkflowListRequest: MessageFns<WorkflowListRequest> = {
     }
     if (message.hardwareId !== "") {
       writer.uint32(18).string(message.hardwareId);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(24).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(34).string(message.continue);
     }
     return writer;
   },
@@ -3148,6 +3358,22 @@ export const WorkflowListRequest: MessageFns<WorkflowListRequest> = {
             message.hardwareId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3168,6 +3394,8 @@ export const WorkflowListRequest: MessageFns<WorkflowListRequest> = {
         : isSet(object.hardware_id)
         ? globalThis.String(object.hardware_id)
         : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
     };
   },
 
@@ -3179,6 +3407,12 @@ export const WorkflowListRequest: MessageFns<WorkflowListRequest> = {
     if (message.hardwareId !== "") {
       obj.hardwareId = message.hardwareId;
     }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
+    }
     return obj;
   },
 
@@ -3189,18 +3423,23 @@ export const WorkflowListRequest: MessageFns<WorkflowListRequest> = {
     const message = createBaseWorkflowListRequest();
     message.local = object.local ?? false;
     message.hardwareId = object.hardwareId ?? "";
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
     return message;
   },
 };
 
 function createBaseWorkflowListResponse(): WorkflowListResponse {
-  return { workflows: [] };
+  return { workflows: [], continue: "" };
 }
 
 export const WorkflowListResponse: MessageFns<WorkflowListResponse> = {
   encode(message: WorkflowListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.workflows) {
       WorkflowRecord.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.continue !== "") {
+      writer.uint32(18).string(message.continue);
     }
     return writer;
   },
@@ -3226,6 +3465,14 @@ export const WorkflowListResponse: MessageFns<WorkflowListResponse> = {
             message.workflows.push(WorkflowRecord.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3243,6 +3490,7 @@ export const WorkflowListResponse: MessageFns<WorkflowListResponse> = {
       workflows: globalThis.Array.isArray(object?.workflows)
         ? object.workflows.map((e: any) => WorkflowRecord.fromJSON(e))
         : [],
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
     };
   },
 
@@ -3250,6 +3498,9 @@ export const WorkflowListResponse: MessageFns<WorkflowListResponse> = {
     const obj: any = {};
     if (message.workflows?.length) {
       obj.workflows = message.workflows.map((e) => WorkflowRecord.toJSON(e));
+    }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -3260,6 +3511,7 @@ export const WorkflowListResponse: MessageFns<WorkflowListResponse> = {
   fromPartial<I extends Exact<DeepPartial<WorkflowListResponse>, I>>(object: I): WorkflowListResponse {
     const message = createBaseWorkflowListResponse();
     message.workflows = object.workflows?.map((e) => WorkflowRecord.fromPartial(e)) || [];
+    message.continue = object.continue ?? "";
     return message;
   },
 };
@@ -5242,7 +5494,7 @@ export const PowerJobGetResponse: MessageFns<PowerJobGetResponse> = {
 };
 
 function createBasePowerJobListRequest(): PowerJobListRequest {
-  return { hardwareId: "", local: false };
+  return { hardwareId: "", local: false, limit: undefined, continue: undefined };
 }
 
 export const PowerJobListRequest: MessageFns<PowerJobListRequest> = {
@@ -5252,6 +5504,12 @@ export const PowerJobListRequest: MessageFns<PowerJobListRequest> = {
     }
     if (message.local !== false) {
       writer.uint32(16).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(24).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(34).string(message.continue);
     }
     return writer;
   },
@@ -5285,6 +5543,22 @@ export const PowerJobListRequest: MessageFns<PowerJobListRequest> = {
             message.local = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5305,6 +5579,8 @@ export const PowerJobListRequest: MessageFns<PowerJobListRequest> = {
         ? globalThis.String(object.hardware_id)
         : "",
       local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
     };
   },
 
@@ -5316,6 +5592,12 @@ export const PowerJobListRequest: MessageFns<PowerJobListRequest> = {
     if (message.local !== false) {
       obj.local = message.local;
     }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
+    }
     return obj;
   },
 
@@ -5326,18 +5608,23 @@ export const PowerJobListRequest: MessageFns<PowerJobListRequest> = {
     const message = createBasePowerJobListRequest();
     message.hardwareId = object.hardwareId ?? "";
     message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
     return message;
   },
 };
 
 function createBasePowerJobListResponse(): PowerJobListResponse {
-  return { jobs: [] };
+  return { jobs: [], continue: "" };
 }
 
 export const PowerJobListResponse: MessageFns<PowerJobListResponse> = {
   encode(message: PowerJobListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.jobs) {
       PowerJobRecord.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.continue !== "") {
+      writer.uint32(18).string(message.continue);
     }
     return writer;
   },
@@ -5363,6 +5650,14 @@ export const PowerJobListResponse: MessageFns<PowerJobListResponse> = {
             message.jobs.push(PowerJobRecord.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5378,6 +5673,7 @@ export const PowerJobListResponse: MessageFns<PowerJobListResponse> = {
   fromJSON(object: any): PowerJobListResponse {
     return {
       jobs: globalThis.Array.isArray(object?.jobs) ? object.jobs.map((e: any) => PowerJobRecord.fromJSON(e)) : [],
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
     };
   },
 
@@ -5385,6 +5681,9 @@ export const PowerJobListResponse: MessageFns<PowerJobListResponse> = {
     const obj: any = {};
     if (message.jobs?.length) {
       obj.jobs = message.jobs.map((e) => PowerJobRecord.toJSON(e));
+    }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -5395,6 +5694,7 @@ export const PowerJobListResponse: MessageFns<PowerJobListResponse> = {
   fromPartial<I extends Exact<DeepPartial<PowerJobListResponse>, I>>(object: I): PowerJobListResponse {
     const message = createBasePowerJobListResponse();
     message.jobs = object.jobs?.map((e) => PowerJobRecord.fromPartial(e)) || [];
+    message.continue = object.continue ?? "";
     return message;
   },
 };
@@ -5799,13 +6099,19 @@ export const ArtifactAddResponse: MessageFns<ArtifactAddResponse> = {
 };
 
 function createBaseArtifactListRequest(): ArtifactListRequest {
-  return { local: false };
+  return { local: false, limit: undefined, continue: undefined };
 }
 
 export const ArtifactListRequest: MessageFns<ArtifactListRequest> = {
   encode(message: ArtifactListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.local !== false) {
       writer.uint32(8).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(26).string(message.continue);
     }
     return writer;
   },
@@ -5831,6 +6137,22 @@ export const ArtifactListRequest: MessageFns<ArtifactListRequest> = {
             message.local = reader.bool();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5844,13 +6166,23 @@ export const ArtifactListRequest: MessageFns<ArtifactListRequest> = {
   },
 
   fromJSON(object: any): ArtifactListRequest {
-    return { local: isSet(object.local) ? globalThis.Boolean(object.local) : false };
+    return {
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+    };
   },
 
   toJSON(message: ArtifactListRequest): unknown {
     const obj: any = {};
     if (message.local !== false) {
       obj.local = message.local;
+    }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
     }
     return obj;
   },
@@ -5861,12 +6193,14 @@ export const ArtifactListRequest: MessageFns<ArtifactListRequest> = {
   fromPartial<I extends Exact<DeepPartial<ArtifactListRequest>, I>>(object: I): ArtifactListRequest {
     const message = createBaseArtifactListRequest();
     message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
     return message;
   },
 };
 
 function createBaseArtifactListResponse(): ArtifactListResponse {
-  return { artifacts: [], nodeId: "" };
+  return { artifacts: [], nodeId: "", continue: "" };
 }
 
 export const ArtifactListResponse: MessageFns<ArtifactListResponse> = {
@@ -5876,6 +6210,9 @@ export const ArtifactListResponse: MessageFns<ArtifactListResponse> = {
     }
     if (message.nodeId !== "") {
       writer.uint32(18).string(message.nodeId);
+    }
+    if (message.continue !== "") {
+      writer.uint32(26).string(message.continue);
     }
     return writer;
   },
@@ -5909,6 +6246,14 @@ export const ArtifactListResponse: MessageFns<ArtifactListResponse> = {
             message.nodeId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5931,6 +6276,7 @@ export const ArtifactListResponse: MessageFns<ArtifactListResponse> = {
         : isSet(object.node_id)
         ? globalThis.String(object.node_id)
         : "",
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
     };
   },
 
@@ -5942,6 +6288,9 @@ export const ArtifactListResponse: MessageFns<ArtifactListResponse> = {
     if (message.nodeId !== "") {
       obj.nodeId = message.nodeId;
     }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
+    }
     return obj;
   },
 
@@ -5952,6 +6301,7 @@ export const ArtifactListResponse: MessageFns<ArtifactListResponse> = {
     const message = createBaseArtifactListResponse();
     message.artifacts = object.artifacts?.map((e) => ArtifactRecord.fromPartial(e)) || [];
     message.nodeId = object.nodeId ?? "";
+    message.continue = object.continue ?? "";
     return message;
   },
 };

@@ -106,7 +106,8 @@ export interface ResultAck {
   /**
    * When the leader applied the entry this answers (ms since the epoch, the leader's clock):
    * for a new result, the moment it was committed and the worker's next action started.
-   * 0 when not known (a leader of an older version).
+   * 0 when not known (a leader of an older version), and for a duplicate the node found in its
+   * applied state: it is acknowledged without a new entry.
    */
   committedAtMs: number;
 }

@@ -16,6 +16,8 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Action, AttemptRef, ConnectRequest, ConnectResponse } from '../gen/worker.js';
 import { WorkerClient } from '../gen/worker.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
+import { headUtf8, tailUtf8 } from '../state/control/text.js';
 import { isBuiltinAction } from '../workflow/builtin-actions.js';
 import { runBuiltin } from './actions/builtin.js';
 import type { ActionResult as JournalResult, PendingEffect } from './journal.js';
@@ -430,5 +432,12 @@ function toProtoResult(r: JournalResult): {
   message: string;
   outputTail: string;
 } {
-  return { ...r, attempt: { ...r.attempt } };
+  // Cut to what the cluster records: a result is never too large for the stream (gRPC's
+  // message limit would end it, and the agent would resend it forever).
+  return {
+    ...r,
+    attempt: { ...r.attempt },
+    message: headUtf8(r.message, attemptMessageBytesMax),
+    outputTail: tailUtf8(r.outputTail, attemptOutputTailBytesMax),
+  };
 }

@@ -14,6 +14,7 @@ import type { ClusterClient } from '../client.js';
 import { wholeNumber } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
+import { allPages } from '../pages.js';
 
 type Connect = (opts: { waitMs?: number }) => { client: ClusterClient; output: OutputFormat };
 
@@ -51,15 +52,16 @@ export function artifactCommand(program: Command, connect: Connect): void {
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (o) => {
       const { client, output } = connect({});
-      const res = await client.control('artifactList', { local: o.local === true });
-      process.stdout.write(
-        `${render(output, { node: res.nodeId, artifacts: res.artifacts }, res.artifacts.map(row))}\n`,
+      const pages = await allPages((token) =>
+        client.control('artifactList', { local: o.local === true, continue: token }),
       );
-      const missing = res.artifacts.filter((a) => a.local === 'missing');
+      // `local` is about the node that answered; a failover mid-list changes it for later pages.
+      const nodeId = pages[0]?.nodeId ?? '';
+      const artifacts = pages.flatMap((p) => p.artifacts);
+      process.stdout.write(`${render(output, { node: nodeId, artifacts }, artifacts.map(row))}\n`);
+      const missing = artifacts.filter((a) => a.local === 'missing');
       for (const a of missing) {
-        process.stderr.write(
-          `slipway: artifact "${a.name}" is missing on node ${res.nodeId}: ${a.localError}\n`,
-        );
+        process.stderr.write(`slipway: artifact "${a.name}" is missing on node ${nodeId}: ${a.localError}\n`);
       }
     });
   artifact

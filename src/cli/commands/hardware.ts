@@ -10,6 +10,7 @@ import {
   parseHardwareDocument,
   withBmc,
 } from '../../workflow/hardware-doc.js';
+import { allPages } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -90,8 +91,10 @@ export function hardwareCommand(program: Command, connect: Connect): void {
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (o) => {
       const { client, output } = connect();
-      const res = await client.control('hardwareList', { local: o.local === true });
-      const docs = res.hardwareJson.map((j) => JSON.parse(j) as HardwareDoc);
+      const pages = await allPages((token) =>
+        client.control('hardwareList', { local: o.local === true, continue: token }),
+      );
+      const docs = pages.flatMap((p) => p.hardwareJson).map((j) => JSON.parse(j) as HardwareDoc);
       process.stdout.write(`${render(output, { hardware: docs }, docs.map(row))}\n`);
     });
   hw.command('delete')

@@ -3,6 +3,7 @@ import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
+import { allPages } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -24,9 +25,12 @@ export function leaseCommand(program: Command, connect: Connect): void {
     .option('--active', 'only leases that have not expired')
     .action(async (o) => {
       const { client, output } = connect();
-      const res = await client.control('leaseList', { local: o.local === true });
-      const now = res.nowMs;
-      const docs = res.leaseJson
+      const pages = await allPages((token) =>
+        client.control('leaseList', { local: o.local === true, continue: token }),
+      );
+      const now = pages.at(-1)?.nowMs ?? Date.now();
+      const docs = pages
+        .flatMap((p) => p.leaseJson)
         .map((j) => JSON.parse(j) as LeaseDoc)
         .map((l) => ({ ...l, active: l.expiresMs > now }))
         .filter((l) => o.active !== true || l.active);

@@ -8,6 +8,7 @@ import type { ClusterClient } from '../client.js';
 import { wholeNumber } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
+import { allPages } from '../pages.js';
 
 type Connect = (opts: { waitMs?: number }) => { client: ClusterClient; output: OutputFormat };
 
@@ -64,11 +65,15 @@ export function powerCommand(program: Command, connect: Connect): void {
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (hardwareId, o) => {
       const { client, output } = connect({});
-      const res = await client.control('powerJobList', {
-        hardwareId: hardwareId ?? '',
-        local: o.local === true,
-      });
-      process.stdout.write(`${render(output, { jobs: res.jobs }, res.jobs.map(row))}\n`);
+      const pages = await allPages((token) =>
+        client.control('powerJobList', {
+          hardwareId: hardwareId ?? '',
+          local: o.local === true,
+          continue: token,
+        }),
+      );
+      const jobs = pages.flatMap((p) => p.jobs);
+      process.stdout.write(`${render(output, { jobs }, jobs.map(row))}\n`);
     });
 }
 

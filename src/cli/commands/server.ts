@@ -70,6 +70,23 @@ export function serverCommand(program: Command): void {
       '--admin-token-file <file>',
       'the bootstrap admin token (default: admin.token in --tls-dir); without TLS it turns tokens on',
     )
+    .option('--api-message-bytes-max <n>', 'largest API message accepted, in bytes (default 4194304)')
+    .option(
+      '--api-streams-per-connection-max <n>',
+      'calls one client connection may hold open at once (default 100)',
+    )
+    .option(
+      '--worker-sessions-max <n>',
+      'worker streams one machine may hold on this node; another closes its oldest (default 4)',
+    )
+    .option(
+      '--auth-failures-max <n>',
+      'failed authentications one address may make before its calls are refused (default 10)',
+    )
+    .option(
+      '--auth-failure-window <seconds>',
+      'the time in which an address earns back --auth-failures-max failures (default 60)',
+    )
     .action(async (local, command) => {
       // --insecure-allow-network is also a global flag (for the CLI), and commander hands a flag
       // both define to the program: read both.
@@ -108,6 +125,14 @@ export function serverCommand(program: Command): void {
       set('bootOsDir', o.bootosDir);
       set('workerServer', o.workerServer);
       set('kernelArgs', o.kernelArg);
+      set('apiMessageBytesMax', toInt(o.apiMessageBytesMax, '--api-message-bytes-max'));
+      set(
+        'apiStreamsPerConnectionMax',
+        toInt(o.apiStreamsPerConnectionMax, '--api-streams-per-connection-max'),
+      );
+      set('workerSessionsMax', toInt(o.workerSessionsMax, '--worker-sessions-max'));
+      set('authFailuresMax', toInt(o.authFailuresMax, '--auth-failures-max'));
+      set('authFailureWindowS', toInt(o.authFailureWindow, '--auth-failure-window'));
       const cfg: ServerConfig = validateServerConfig(raw);
       const logger = createLogger({ node: cfg.id }, cfg.logLevel);
       const running = await startNode(cfg, logger);

@@ -6,6 +6,7 @@ import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { parseOrUsage, readInput } from './hardware.js';
+import { allPages } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -43,8 +44,10 @@ export function templateCommand(program: Command, connect: Connect): void {
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (o) => {
       const { client, output } = connect();
-      const res = await client.control('templateList', { local: o.local === true });
-      const rows = res.templates.map(summary);
+      const pages = await allPages((token) =>
+        client.control('templateList', { local: o.local === true, continue: token }),
+      );
+      const rows = pages.flatMap((p) => p.templates).map(summary);
       process.stdout.write(`${render(output, { templates: rows }, rows)}\n`);
     });
   t.command('delete')

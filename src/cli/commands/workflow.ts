@@ -5,6 +5,7 @@ import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
+import { allPages } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -57,11 +58,14 @@ export function workflowCommand(program: Command, connect: Connect): void {
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (o) => {
       const { client, output } = connect();
-      const res = await client.control('workflowList', {
-        local: o.local === true,
-        hardwareId: o.hardware ?? '',
-      });
-      const rows = res.workflows.map(stateRow);
+      const pages = await allPages((token) =>
+        client.control('workflowList', {
+          local: o.local === true,
+          hardwareId: o.hardware ?? '',
+          continue: token,
+        }),
+      );
+      const rows = pages.flatMap((p) => p.workflows).map(stateRow);
       process.stdout.write(`${render(output, { workflows: rows }, rows)}\n`);
     });
   wf.command('state')

@@ -178,7 +178,8 @@ export function ipOrder(a: string, b: string): number {
   return ipValue(a) - ipValue(b);
 }
 
-function ipValue(ip: string): number {
+/** An IPv4 address as a number, for ordering. */
+export function ipValue(ip: string): number {
   let value = 0;
   for (const part of ip.split('.')) value = value * 256 + Number(part);
   return value;

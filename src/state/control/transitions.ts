@@ -157,8 +157,15 @@ export function startAttempt(wf: Workflow, command: Command<'attempt.start'>, no
 
 type Report = Command<'attempt.result'> | Command<'attempt.lost'>;
 
-/** Which attempt a report is about: the running one, one already recorded, or a refusal. */
-function classify(wf: Workflow, report: Report): Transition | 'current' {
+/**
+ * Which attempt a report is about: the running one, one already recorded, or a refusal. Pure on
+ * the workflow, so a node also screens a worker's result with it before proposing anything
+ * (src/api/result-screen.ts).
+ */
+export function classifyReport(
+  wf: Workflow,
+  report: Pick<Report, 'actionIndex' | 'attempt' | 'workerId'>,
+): Transition | 'current' {
   const { actionIndex: i, attempt: n } = report;
   const status = wf.actions[i];
   if (status === undefined) {
@@ -182,7 +189,7 @@ function classify(wf: Workflow, report: Report): Transition | 'current' {
 }
 
 export function recordResult(wf: Workflow, command: Command<'attempt.result'>, nowMs: number): Transition {
-  const which = classify(wf, command);
+  const which = classifyReport(wf, command);
   if (which !== 'current') return which;
   const report = {
     exitStatus: command.exitStatus,
@@ -205,7 +212,7 @@ export function recordResult(wf: Workflow, command: Command<'attempt.result'>, n
 }
 
 export function recordLost(wf: Workflow, command: Command<'attempt.lost'>, nowMs: number): Transition {
-  const which = classify(wf, command);
+  const which = classifyReport(wf, command);
   if (which !== 'current') return which;
   const message = headUtf8(`the worker lost the attempt: ${command.message}`, attemptMessageBytesMax);
   return failAttempt(wf, command.actionIndex, nowMs, 'action.failed', { message });

@@ -1,0 +1,75 @@
+// Screening a worker's result against this node's applied state before anything is proposed
+// (docs/decisions/0011-security.md, Limits). A forged, foreign or stale result is refused
+// without a Raft write, a duplicate of a recorded result is acknowledged without one, and the
+// message and output tail are cut to what the state records anyway, so no result is too large
+// to propose and none is retried forever. Pure: the caller passes the workflow as applied here.
+import type { ActionResult } from '../gen/worker.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax, controlIdLengthMax } from '../state/limits.js';
+import type { Workflow } from '../state/control/model.js';
+import { headUtf8, tailUtf8 } from '../state/control/text.js';
+import { classifyReport } from '../state/control/transitions.js';
+
+export type Screening =
+  | {
+      readonly verdict: 'propose';
+      /** Cut to attemptMessageBytesMax from the head, as the state records it. */
+      readonly message: string;
+      /** Cut to attemptOutputTailBytesMax from the end ("…" first), as the state records it. */
+      readonly outputTail: string;
+      readonly cut: boolean;
+    }
+  | { readonly verdict: 'duplicate' }
+  | {
+      readonly verdict: 'refuse';
+      readonly reason: string;
+      /**
+       * This node may only be behind: the workflow or the attempt may be committed but not yet
+       * applied here. Screen again after a linearizable read before refusing.
+       */
+      readonly mayLag: boolean;
+    };
+
+export interface ResultScreenInput {
+  /** The stream's worker (x-worker-id, authenticated). */
+  readonly workerId: string;
+  /** The workflow of the stream's per-boot credential, if it presented one. */
+  readonly credentialOf: string | undefined;
+  readonly result: ActionResult;
+  /** The result's workflow as this node has applied it; undefined when unknown here. */
+  readonly workflow: Workflow | undefined;
+}
+
+export function screenResult(input: ResultScreenInput): Screening {
+  const { result, workflow } = input;
+  const ref = result.attempt;
+  if (ref === undefined) return refuse('the result names no attempt', false);
+  if (ref.workflowId.length > controlIdLengthMax) {
+    const what = `a workflow id of ${ref.workflowId.length} characters`;
+    return refuse(`${what} is over the limit of ${controlIdLengthMax}`, false);
+  }
+  if (input.credentialOf !== undefined && ref.workflowId !== input.credentialOf) {
+    const reason = `this stream's credential is for workflow ${input.credentialOf}, not ${ref.workflowId}`;
+    return refuse(reason, false);
+  }
+  if (workflow === undefined) return refuse(`workflow "${ref.workflowId}" does not exist`, true);
+  const report = { actionIndex: ref.actionIndex, attempt: ref.attempt, workerId: input.workerId };
+  const standing = classifyReport(workflow, report);
+  if (standing === 'current') {
+    const message = headUtf8(result.message, attemptMessageBytesMax);
+    const outputTail = tailUtf8(result.outputTail, attemptOutputTailBytesMax);
+    const cut = message !== result.message || outputTail !== result.outputTail;
+    return { verdict: 'propose', message, outputTail, cut };
+  }
+  if (standing.kind === 'duplicate') return { verdict: 'duplicate' };
+  if (standing.kind === 'refused') {
+    // Only an attempt newer than the one applied here can be this node lagging: the leader may
+    // have started it in the entry that recorded this worker's previous result.
+    const applied = workflow.actions[ref.actionIndex]?.attempt ?? 0;
+    return refuse(standing.message, ref.attempt > applied);
+  }
+  throw new Error(`classifyReport answered a ${standing.kind} transition`);
+}
+
+function refuse(reason: string, mayLag: boolean): Screening {
+  return { verdict: 'refuse', reason, mayLag };
+}
