@@ -51,8 +51,15 @@ interface RawWorker {
   next(pred: (m: ConnectResponse) => boolean, what: string): Promise<ConnectResponse>;
 }
 
+/** Each machine's worker token, minted once: minting again would end the earlier one's validity. */
+const tokens = new Map<string, string>();
+
 async function openWorker(workerId: string): Promise<RawWorker> {
-  const token = (await admin.control('hardwareToken', { id: workerId })).token;
+  let token = tokens.get(workerId);
+  if (token === undefined) {
+    token = (await admin.control('hardwareToken', { id: workerId })).token;
+    tokens.set(workerId, token);
+  }
   const client = new WorkerClient(node.apiAddr, credentials.createInsecure());
   clients.push(client);
   const md = new Metadata();
@@ -61,7 +68,21 @@ async function openWorker(workerId: string): Promise<RawWorker> {
   const stream = client.connect(md);
   const received: ConnectResponse[] = [];
   stream.on('data', (m: ConnectResponse) => received.push(m));
-  const ended = new Promise<ServiceError>((resolve) => stream.on('error', resolve));
+  // Bounded: a stream the node never ends fails the test instead of hanging it.
+  const ended = new Promise<ServiceError>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`${workerId}: the stream did not end within 20 s`)),
+      20_000,
+    );
+    // A stream left open at the end does not hold the test process for the rest of it.
+    timer.unref();
+    stream.on('error', (err: ServiceError) => {
+      clearTimeout(timer);
+      resolve(err);
+    });
+  });
+  // Only awaited by some tests; the others must not see an unhandled rejection.
+  ended.catch(() => undefined);
   stream.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'test' } } });
   return {
     ended,
@@ -100,12 +121,14 @@ async function commitIndex(): Promise<number> {
 /** The commit index once nothing else is being written (a start, its push). */
 async function quietCommitIndex(): Promise<number> {
   let last = await commitIndex();
-  for (;;) {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 300));
     const now = await commitIndex();
     if (now === last) return now;
     last = now;
   }
+  throw new Error('the commit index kept moving for 20 s');
 }
 
 async function createWorkflow(hardwareId: string): Promise<string> {
