@@ -40,16 +40,20 @@ const heartbeat = (from: string): Message => message({ type: 'heartbeat', from, 
 
 /**
  * Opens a raft stream to n1 with `id`'s certificate, claiming `claimed` in x-raft-from, and sends
- * `msgs`. Resolves with the status the stream ended with, or 'open' if it was still open after
- * the messages arrived (or 2 s).
+ * `msgs`. Resolves with the status the stream ended with, 'open' once the messages arrived with
+ * the stream still open, or 'silent' if neither happened within 5 s (a failure for every caller).
  */
-async function streamAs(id: string, claimed: string | undefined, msgs: Message[]): Promise<number | 'open'> {
+async function streamAs(
+  id: string,
+  claimed: string | undefined,
+  msgs: Message[],
+): Promise<number | 'open' | 'silent'> {
   const client = new Client(addr, certOf(id));
   const md = new Metadata();
   if (claimed !== undefined) md.set('x-raft-from', claimed);
   const before = received.length;
   try {
-    return await new Promise<number | 'open'>((resolve) => {
+    return await new Promise<number | 'open' | 'silent'>((resolve) => {
       const call = client.makeBidiStreamRequest(
         RaftService.stream.path,
         (frames: Buffer) => frames,
@@ -70,8 +74,8 @@ async function streamAs(id: string, claimed: string | undefined, msgs: Message[]
       }, 10);
       setTimeout(() => {
         clearInterval(check);
-        resolve('open');
-      }, 2000);
+        resolve('silent');
+      }, 5000);
     });
   } finally {
     client.close();
