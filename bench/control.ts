@@ -101,7 +101,7 @@ function call<Req, Res>(
 }
 
 /** Runs `f` over `items` with at most `width` in flight. */
-async function pool<T>(items: readonly T[], width: number, f: (x: T) => Promise<void>): Promise<void> {
+export async function pool<T>(items: readonly T[], width: number, f: (x: T) => Promise<void>): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: width }, async () => {

@@ -25,6 +25,8 @@ import type { ActionResult, AttemptRef, ConnectRequest, ConnectResponse } from '
 import { WorkerClient } from '../src/gen/worker.js';
 import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
 import { Xorshift } from '../test/raft/xorshift.js';
+import { pool } from './control.js';
+import { sleep } from './stats.js';
 import { FleetDhcp, httpRequest, tftpRead, type Firmware } from './storm-protocols.js';
 
 export interface FleetConfig {
@@ -124,22 +126,6 @@ function say(line: Record<string, unknown>): void {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-async function pool<T>(items: readonly T[], width: number, f: (x: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: width }, async () => {
-      while (next < items.length) {
-        const x = items[next++];
-        if (x !== undefined) await f(x);
-      }
-    }),
-  );
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 // ------------------------------------------------------------------------------ setup
