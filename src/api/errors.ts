@@ -4,6 +4,7 @@ import { Metadata, status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { RaftError } from '../raft/core/types.js';
 import { InvalidCommandError } from '../state/command.js';
+import { EntryTooNewError } from '../state/versions.js';
 
 export const leaderHintKey = 'x-slipway-leader';
 /** The raft refusal behind an UNAVAILABLE, so a forwarding node can tell "never appended". */
@@ -23,6 +24,9 @@ export function toServiceError(err: unknown): Partial<ServiceError> {
   if (err instanceof ApiError) return { code: err.code, details: err.message, metadata };
   if (err instanceof InvalidCommandError)
     return { code: status.INVALID_ARGUMENT, details: err.message, metadata };
+  // A follower on a newer build forwarded what this (older) leader cannot read: nothing appended.
+  if (err instanceof EntryTooNewError)
+    return { code: status.FAILED_PRECONDITION, details: err.message, metadata };
   if (err instanceof RaftError) {
     if (err.leader !== '') metadata.set(leaderHintKey, err.leader);
     metadata.set(raftCodeKey, err.code);

@@ -32,6 +32,7 @@ import { statusCodeName, type CallAuditor } from './audit-calls.js';
 import { ApiError, toServiceError } from './errors.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
+import { buildVersion, stateVersionOfThisBuild } from '../state/versions.js';
 
 /** The namespace the operator-facing `kv` commands use; the control plane has its own. */
 export const operatorNamespace = 'kv';
@@ -244,6 +245,11 @@ export class KvService {
       applied: st.appliedToStateMachine,
       role: roleToProto(st.role),
       members: membersOf(st.membership),
+      build: buildVersion,
+      stateVersion: stateVersionOfThisBuild,
+      clusterVersion: this.ctx.store.control.clusterVersion,
+      stopped: this.ctx.node.stoppedBy?.message ?? '',
+      leaderTransferee: st.transferee,
     };
   }
 
@@ -322,6 +328,21 @@ export class KvService {
         if (err !== null) reject(err);
         else resolve(res);
       });
+    });
+  }
+
+  /** Another member's Status, read over its raft address (where mutual TLS names this node). */
+  peerStatus(member: Member, timeoutMs: number): Promise<StatusResponse> {
+    return new Promise((resolve, reject) => {
+      this.clientFor(member.addr).status(
+        {},
+        new Metadata(),
+        { deadline: Date.now() + timeoutMs },
+        (err, res) => {
+          if (err !== null) reject(err);
+          else resolve(res);
+        },
+      );
     });
   }
 

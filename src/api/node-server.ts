@@ -36,6 +36,8 @@ import { HealthService } from './health-service.js';
 import { KvService } from './kv-service.js';
 import { NodeMetrics } from './metrics.js';
 import { Proposer } from './proposer.js';
+import { clusterVersionRefusal } from '../state/versions.js';
+import { ClusterVersionKeeper, versionCheckTimeoutMs } from './cluster-version-keeper.js';
 import type { ServerConfig } from './server-config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './server-config.js';
 import { startNodeBootServices } from '../boot/node-boot.js';
@@ -93,7 +95,11 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   });
   const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
   const kv = new KvService({ node, store: stateMachine, logger, peerTls: tls });
-  const proposer = new Proposer(node, logger, tls);
+  const proposer = new Proposer(node, logger, tls, (command) =>
+    command.type === 'control'
+      ? clusterVersionRefusal(command.command, stateMachine.control.clusterVersion)
+      : undefined,
+  );
   const auth = new Authenticator(
     control,
     {
@@ -129,6 +135,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     sessionsPerWorkerMax: cfg.workerSessionsMax,
   });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
+  const versions = new ClusterVersionKeeper({
+    node,
+    control,
+    stateVersionOf: async (member) => (await kv.peerStatus(member, versionCheckTimeoutMs)).stateVersion,
+    propose: (command) => proposer.proposeControl(command),
+    logger: logger.child({ component: 'versions' }),
+  });
   // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
   const power = new PowerExecutor({
     nodeId: cfg.id,
@@ -164,7 +177,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   control.onRestore = () => {
     catalogue.sync();
   };
-  const health = new HealthService(() => node.softState().leader !== '');
+  const health = new HealthService(() => node.stoppedBy === null && node.softState().leader !== '');
   // Followers forward writes to the leader's raft address, so those services are served there too.
   transport.addService(KvServiceDefinition, kv.handlers());
   transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
@@ -172,6 +185,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
   catalogue.sync();
   deadlines.start();
+  versions.start();
   power.start();
 
   const api = new Server(apiServerOptions(cfg));
@@ -254,6 +268,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       await vip?.stop();
       health.shutdown();
       deadlines.stop();
+      versions.stop();
       power.stop();
       fetcher.stop();
       peerReader.close();

@@ -113,11 +113,23 @@ export class Proposer {
   #forwardedCommands = 0;
   #forwardCalls = 0;
 
-  /** `tls`: the node's identity, for mutual TLS to the leader's raft address. */
-  constructor(node: RaftNode, logger: Logger, tls?: PeerTls) {
+  /** Why a command may not be proposed yet (a state version the cluster does not run), if so. */
+  readonly #gate: (command: Command) => string | undefined;
+
+  /**
+   * `tls`: the node's identity, for mutual TLS to the leader's raft address. `gate`: the version
+   * gate (src/state/versions.ts), checked where a command enters and again by the leader.
+   */
+  constructor(
+    node: RaftNode,
+    logger: Logger,
+    tls?: PeerTls,
+    gate: (command: Command) => string | undefined = () => undefined,
+  ) {
     this.#node = node;
     this.#logger = logger;
     this.#tls = tls;
+    this.#gate = gate;
   }
 
   /**
@@ -133,6 +145,8 @@ export class Proposer {
 
   /** As propose, with when the leader applied the command. */
   proposeApplied(command: Command): Promise<Applied<CommandResult>> {
+    const refusal = this.#gate(command);
+    if (refusal !== undefined) return Promise.reject(new ApiError(status.FAILED_PRECONDITION, refusal));
     return retryRefusals(this.#node, () => this.#proposeOnce(command));
   }
 
@@ -253,6 +267,9 @@ export class Proposer {
   }
 
   #proposeRaw(command: Command): Promise<Uint8Array> {
+    // Again here, on the leader: a follower's applied state may be behind or ahead of ours.
+    const refusal = this.#gate(command);
+    if (refusal !== undefined) return Promise.reject(new ApiError(status.FAILED_PRECONDITION, refusal));
     return this.#node.propose(encodeCommand({ ...command, stampMs: Date.now() }));
   }
 

@@ -10,7 +10,8 @@ import { auditCommand } from './commands/audit.js';
 import { balancerCommand } from './commands/balancer.js';
 import { bootosCommand } from './commands/bootos.js';
 import { bootstrapCommand } from './commands/bootstrap.js';
-import { clusterCommand } from './commands/cluster.js';
+import { clusterCommand, type StatusAccess } from './commands/cluster.js';
+import { upgradeCommand } from './commands/upgrade.js';
 import { hardwareCommand } from './commands/hardware.js';
 import { labCommand } from './commands/lab.js';
 import { leaseCommand } from './commands/lease.js';
@@ -89,7 +90,7 @@ artifactCommand(program, connect);
 tokenCommand(program, connect);
 auditCommand(program, connect);
 workerCommand(program, () => program.opts());
-clusterCommand(program, () => parseOutputFormat(program.opts().output), {
+const statusAccess: StatusAccess = {
   servers: () => parseServers(program.opts().server),
   clientFor: (server) => {
     const o = program.opts();
@@ -102,7 +103,9 @@ clusterCommand(program, () => parseOutputFormat(program.opts().output), {
     clients.push(c);
     return c;
   },
-});
+};
+clusterCommand(program, () => parseOutputFormat(program.opts().output), statusAccess);
+upgradeCommand(program, () => parseOutputFormat(program.opts().output), statusAccess);
 
 function operatorToken(file: string | undefined): string | undefined {
   if (file === undefined) return process.env['SLIPWAY_TOKEN'];

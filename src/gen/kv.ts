@@ -245,6 +245,19 @@ export interface StatusResponse {
   applied: number;
   role: Role;
   members: MemberInfo[];
+  /** The node's build (its package version); empty from builds before 0.2.0. */
+  build: string;
+  /**
+   * The highest state version the node's build applies (docs/decisions/0019-version-gates.md);
+   * 0 from builds before 0.2.0, which apply version 1.
+   */
+  stateVersion: number;
+  /** The cluster's effective state version in this node's applied state. */
+  clusterVersion: number;
+  /** Why this node stopped applying (an entry it cannot apply, a failed disk write), or "". */
+  stopped: string;
+  /** On the leader: the member leadership is being handed to, or "". */
+  leaderTransferee: string;
 }
 
 export interface MemberAddRequest {
@@ -1780,7 +1793,20 @@ export const StatusRequest: MessageFns<StatusRequest> = {
 };
 
 function createBaseStatusResponse(): StatusResponse {
-  return { id: "", leader: "", term: 0, commit: 0, applied: 0, role: 0, members: [] };
+  return {
+    id: "",
+    leader: "",
+    term: 0,
+    commit: 0,
+    applied: 0,
+    role: 0,
+    members: [],
+    build: "",
+    stateVersion: 0,
+    clusterVersion: 0,
+    stopped: "",
+    leaderTransferee: "",
+  };
 }
 
 export const StatusResponse: MessageFns<StatusResponse> = {
@@ -1805,6 +1831,21 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     for (const v of message.members) {
       MemberInfo.encode(v!, writer.uint32(58).fork()).join();
+    }
+    if (message.build !== "") {
+      writer.uint32(66).string(message.build);
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(72).uint32(message.stateVersion);
+    }
+    if (message.clusterVersion !== 0) {
+      writer.uint32(80).uint32(message.clusterVersion);
+    }
+    if (message.stopped !== "") {
+      writer.uint32(90).string(message.stopped);
+    }
+    if (message.leaderTransferee !== "") {
+      writer.uint32(98).string(message.leaderTransferee);
     }
     return writer;
   },
@@ -1878,6 +1919,46 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.members.push(MemberInfo.decode(reader, reader.uint32()));
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.build = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.stateVersion = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.clusterVersion = reader.uint32();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.stopped = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.leaderTransferee = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1899,6 +1980,23 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       applied: isSet(object.applied) ? globalThis.Number(object.applied) : 0,
       role: isSet(object.role) ? roleFromJSON(object.role) : 0,
       members: globalThis.Array.isArray(object?.members) ? object.members.map((e: any) => MemberInfo.fromJSON(e)) : [],
+      build: isSet(object.build) ? globalThis.String(object.build) : "",
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      clusterVersion: isSet(object.clusterVersion)
+        ? globalThis.Number(object.clusterVersion)
+        : isSet(object.cluster_version)
+        ? globalThis.Number(object.cluster_version)
+        : 0,
+      stopped: isSet(object.stopped) ? globalThis.String(object.stopped) : "",
+      leaderTransferee: isSet(object.leaderTransferee)
+        ? globalThis.String(object.leaderTransferee)
+        : isSet(object.leader_transferee)
+        ? globalThis.String(object.leader_transferee)
+        : "",
     };
   },
 
@@ -1925,6 +2023,21 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.members?.length) {
       obj.members = message.members.map((e) => MemberInfo.toJSON(e));
     }
+    if (message.build !== "") {
+      obj.build = message.build;
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.clusterVersion !== 0) {
+      obj.clusterVersion = Math.round(message.clusterVersion);
+    }
+    if (message.stopped !== "") {
+      obj.stopped = message.stopped;
+    }
+    if (message.leaderTransferee !== "") {
+      obj.leaderTransferee = message.leaderTransferee;
+    }
     return obj;
   },
 
@@ -1940,6 +2053,11 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.applied = object.applied ?? 0;
     message.role = object.role ?? 0;
     message.members = object.members?.map((e) => MemberInfo.fromPartial(e)) || [];
+    message.build = object.build ?? "";
+    message.stateVersion = object.stateVersion ?? 0;
+    message.clusterVersion = object.clusterVersion ?? 0;
+    message.stopped = object.stopped ?? "";
+    message.leaderTransferee = object.leaderTransferee ?? "";
     return message;
   },
 };

@@ -345,6 +345,7 @@ export class RaftNode {
     if (rd.softState !== null) this.onSoftState(rd.softState);
     this.sendMessages(rd.messages);
     this.applyEntries(rd.committedEntries);
+    if (this.fatal !== null) return;
     for (const rs of rd.readStates) {
       const w = this.reads.get(rs.requestId);
       if (w === undefined) continue;
@@ -401,6 +402,11 @@ export class RaftNode {
       // A failed fsync leaves the disk state unknown (fsyncgate): stop rather than guess.
       this.failFatally(err, 'raft storage write failed; the node stops serving');
     });
+  }
+
+  /** Why this node stopped (a failed storage write, an entry it cannot apply), or null. */
+  get stoppedBy(): Error | null {
+    return this.fatal;
   }
 
   private failFatally(err: unknown, msg: string): void {
@@ -471,7 +477,17 @@ export class RaftNode {
     for (const e of entries) {
       let result: Uint8Array = new Uint8Array();
       if (e.index <= this.applied) continue;
-      if (e.type === 'normal') result = this.opts.stateMachine.apply(e.index, e.data);
+      if (e.type === 'normal') {
+        try {
+          result = this.opts.stateMachine.apply(e.index, e.data);
+        } catch (err) {
+          // An entry this build cannot apply (one written by a newer build, or a bug): applying
+          // past it, or answering it with an error the other members did not give, would make
+          // this node's state differ from theirs. Stop here, say why, and keep the log intact.
+          this.failFatally(err, `entry ${e.index} cannot be applied; this node stops applying`);
+          return;
+        }
+      }
       this.applied = e.index;
       if (e.type === 'conf') this.syncPeers();
       const w = this.proposals.get(e.index);

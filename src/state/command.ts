@@ -7,7 +7,8 @@
 //   [session: uvarint clientId | uvarint seq | uvarint ackedSeq]
 //   put:    string ns | string key | bytes value | [uvarint prevRevision]
 //   delete: string ns | string key | [uvarint prevRevision]
-//   control: u8 payload version (1) | string JSON of a ControlCommand (control/codec.ts)
+//   control: u8 payload version | string JSON of a ControlCommand (control/codec.ts); the payload
+//            version is the state version the command needs (versions.ts), 1 for most
 // Result, version 1:
 //   u8 version (1) | u8 type
 //   error:  string code | string message
@@ -36,6 +37,7 @@ import {
 } from './control/codec.js';
 import type { ControlCommand, ControlResult } from './control/commands.js';
 import { headUtf8 } from './control/text.js';
+import { controlCommandVersion, EntryTooNewError, stateVersionOfThisBuild } from './versions.js';
 import { ShapeError } from './control/shape.js';
 import {
   controlCommandBytesMax,
@@ -306,7 +308,9 @@ export function encodeCommand(command: Command): Uint8Array {
     if (command.type === 'put') w.bytes(command.value);
     if (prevRevision !== undefined) w.uvarint(prevRevision);
   }
-  if (json !== undefined) w.u8(controlPayloadVersion).string(json);
+  if (json !== undefined && command.type === 'control') {
+    w.u8(controlCommandVersion(command.command)).string(json);
+  }
   return w.finish();
 }
 
@@ -388,20 +392,31 @@ export function decodeCommand(bytes: Uint8Array): Command {
   return command;
 }
 
+/**
+ * A control command's payload version is the state version it needs (versions.ts): a build that
+ * cannot apply it stops (EntryTooNewError) rather than answer it with an error the others did not.
+ */
 function readControlPayload(r: BinaryReader): ControlCommand {
   const version = r.u8('control payload version');
-  if (version !== controlPayloadVersion) {
-    throw new DecodeError(
-      `unsupported control payload version ${version} (this build reads ${controlPayloadVersion})`,
-    );
+  if (version > stateVersionOfThisBuild) {
+    throw new EntryTooNewError(version, 'a control command');
+  }
+  if (version < controlPayloadVersion) {
+    throw new DecodeError(`unsupported control payload version ${version}`);
   }
   const json = r.string('control command', controlCommandBytesMax);
+  let command: ControlCommand;
   try {
-    return decodeControlCommand(json);
+    command = decodeControlCommand(json);
   } catch (e) {
     if (e instanceof ShapeError) throw new DecodeError(`invalid control command: ${e.message}`);
     throw e;
   }
+  const needs = controlCommandVersion(command);
+  if (needs !== version) {
+    throw new DecodeError(`control command ${command.type} is written at version ${version}, not ${needs}`);
+  }
+  return command;
 }
 
 function writePrev(w: BinaryWriter, prev: VersionedValue): void {
@@ -538,7 +553,7 @@ export function decodeResult(bytes: Uint8Array): CommandResult {
 
 function readControlResult(r: BinaryReader): ControlResult {
   const version = r.u8('control payload version');
-  if (version !== controlPayloadVersion) {
+  if (version < controlPayloadVersion || version > stateVersionOfThisBuild) {
     throw new DecodeError(
       `unsupported control payload version ${version} (this build reads ${controlPayloadVersion})`,
     );

@@ -15,7 +15,9 @@ export interface StateMachine {
    * inside the command.
    *
    * Bad input: malformed or invalid command bytes produce an encoded error result and change
-   * nothing except `appliedIndex`. Only programmer errors throw.
+   * nothing except `appliedIndex`. Throwing is for what the machine cannot apply the way every
+   * other replica does (an entry from a newer build, a programmer error): it then changes
+   * nothing, and the node stops applying rather than diverge.
    *
    * Ownership: the machine copies what it keeps from `command`; the caller may reuse the buffer.
    */

@@ -20,6 +20,7 @@ import { ClusterClient } from '../client.js';
 import { packageFile } from '../package-file.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
+import { clusterVersionCommand } from './upgrade.js';
 
 const slipwayBin = fileURLToPath(packageFile('bin/slipway.js'));
 
@@ -46,7 +47,9 @@ export interface StatusAccess {
 }
 
 export function clusterCommand(program: Command, output: () => OutputFormat, access: StatusAccess): void {
-  const cluster = program.command('cluster').description('run a local cluster on loopback');
+  const cluster = program
+    .command('cluster')
+    .description('run a local cluster on loopback; the status and versions of any cluster');
   cluster
     .command('up')
     .description(
@@ -181,6 +184,7 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
       process.stdout.write(`${render(output(), { nodes: rows }, rows)}\n`);
       if (rows.every((r) => r.health !== 'ok')) process.exitCode = 1;
     });
+  clusterVersionCommand(cluster, output, access);
 }
 
 function roleName(r: Role): string {

@@ -45,6 +45,8 @@ export function auditTarget(command: ControlCommand): string {
       return command.target;
     case 'audit.retention':
       return `entries=${command.entries} days=${command.days}`;
+    case 'cluster.version':
+      return String(command.version);
     default:
       return unreachable(command);
   }

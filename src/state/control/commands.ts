@@ -200,7 +200,12 @@ type ControlChange =
       readonly error?: AuditError;
     }
   /** How much of the audit trail every node keeps (admin). */
-  | { readonly type: 'audit.retention'; readonly entries: number; readonly days: number };
+  | { readonly type: 'audit.retention'; readonly entries: number; readonly days: number }
+  /**
+   * The cluster's effective state version (src/state/versions.ts): proposed by the leader once
+   * every voter supports `version`; never lowers it.
+   */
+  | { readonly type: 'cluster.version'; readonly version: number };
 
 export type ControlCommandType = ControlCommand['type'];
 
@@ -279,4 +284,6 @@ export type ControlResult =
   | { readonly type: 'recorded' }
   /** audit.retention: the setting now in force. */
   | { readonly type: 'auditRetention'; readonly retention: AuditRetention }
+  /** cluster.version: the effective version after the command. */
+  | { readonly type: 'clusterVersion'; readonly version: number }
   | { readonly type: 'deleted' };

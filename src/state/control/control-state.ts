@@ -55,6 +55,7 @@ import {
 } from './power-jobs.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from './text.js';
+import { clusterVersionRefusal, stateVersionBaseline } from '../versions.js';
 import {
   cancelWorkflow,
   createWorkflow,
@@ -158,6 +159,8 @@ export class ControlState {
   #activePowerJobs = new Set<string>();
   #artifacts = new Map<string, Artifact>();
   #audit = new AuditLog();
+  /** The effective state version (src/state/versions.ts): 1 until the leader raises it. */
+  #clusterVersion = stateVersionBaseline;
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
@@ -189,7 +192,10 @@ export class ControlState {
     if (!Number.isSafeInteger(nowMs) || nowMs < 0)
       throw new Error(`control apply stamp ${nowMs} is not a time`);
     this.#appliedIndex = index;
-    const result = this.#execute(nowMs, command);
+    // Proposers check this first (clusterVersionRefusal); a command that slipped past them is refused
+    // here alike on every node that can read it, never applied ahead of the cluster's version.
+    const refusal = clusterVersionRefusal(command, this.#clusterVersion);
+    const result = refusal === undefined ? this.#execute(nowMs, command) : failure('E_INVALID', refusal);
     this.#recordAudit(command, result, nowMs);
     this.#notify();
     return result;
@@ -198,6 +204,11 @@ export class ControlState {
   /** The audit trail, newest first, filtered and paged (audit-log.ts). */
   auditTrail(query: AuditQuery): AuditPage {
     return this.#audit.query(query);
+  }
+
+  /** The cluster's effective state version: what may be proposed (src/state/versions.ts). */
+  get clusterVersion(): number {
+    return this.#clusterVersion;
   }
 
   get auditRetention(): AuditRetention {
@@ -396,6 +407,7 @@ export class ControlState {
         lastSeq: this.#audit.lastSeq,
         entries: this.#audit.all(),
       },
+      clusterVersion: this.#clusterVersion,
     };
   }
 
@@ -494,6 +506,7 @@ export class ControlState {
       image.audit === undefined
         ? new AuditLog()
         : new AuditLog(image.audit.retention, image.audit.lastSeq, image.audit.entries);
+    this.#clusterVersion = image.clusterVersion ?? stateVersionBaseline;
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
@@ -591,6 +604,10 @@ export class ControlState {
           : recorded;
       case 'audit.retention':
         return this.#setAuditRetention(command, nowMs);
+      case 'cluster.version':
+        // Never lowered: members that applied a newer format cannot go back to an older one.
+        this.#clusterVersion = Math.max(this.#clusterVersion, command.version);
+        return { type: 'clusterVersion', version: this.#clusterVersion };
       default:
         return unreachable(command);
     }

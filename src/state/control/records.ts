@@ -451,6 +451,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     days: safeInteger,
     ...audited,
   }),
+  'cluster.version': object({ type: literal(['cluster.version']), version: count }),
 });
 
 const outcome = {
@@ -487,4 +488,5 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
     type: literal(['auditRetention']),
     retention: object({ entries: count, days: count }),
   }),
+  clusterVersion: object({ type: literal(['clusterVersion']), version: count }),
 });

@@ -11,13 +11,17 @@
 //     ..., "artifacts": [Artifact by name] } (format 4 and later, only when there are artifacts)
 //     ..., "audit": { "retention", "lastSeq", "entries": [AuditEntry by seq] } (format 5 only,
 //          and only when anything was ever audited or the retention is not the default)
+//     ..., "clusterVersion": N }   (format 6 only, and only when N is above 1)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
 // readers) of format 2. Format 4 adds artifacts the same way: written only when some are
 // registered, so a state without artifacts keeps the bytes of format 2 or 3. In format 4,
 // powerJobs is present exactly when there are jobs. Format 5 adds the audit trail the same way
-// (docs/decisions/0018-audit-trail.md); older snapshots restore with an empty trail.
+// (docs/decisions/0018-audit-trail.md); older snapshots restore with an empty trail. Format 6
+// adds the cluster's effective state version the same way (docs/decisions/0019-version-gates.md):
+// until the cluster runs at version 2, snapshots keep the bytes builds 0.1.x read, so a leader
+// on a new build can still send one to a follower on an old build mid-upgrade.
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
@@ -58,6 +62,7 @@ import {
   readWorkflowEvent,
 } from './records.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
+import { stateVersionBaseline, stateVersionOfThisBuild } from '../versions.js';
 import { array, at, count, integer, object, optional, ShapeError, type Reader } from './shape.js';
 
 export interface SnapshotImage {
@@ -71,6 +76,8 @@ export interface SnapshotImage {
   readonly powerJobs?: readonly PowerJob[];
   readonly artifacts?: readonly Artifact[];
   readonly audit?: AuditImage;
+  /** The effective state version; absent means 1. */
+  readonly clusterVersion?: number;
 }
 
 export interface AuditImage {
@@ -80,7 +87,8 @@ export interface AuditImage {
   readonly entries: readonly AuditEntry[];
 }
 
-const snapshotFormat = 5;
+const snapshotFormat = 6;
+const formatWithAudit = 5;
 const formatWithArtifacts = 4;
 const formatWithPowerJobs = 3;
 const formatWithoutPowerJobs = 2;
@@ -102,6 +110,7 @@ const readImage = object({
   powerJobs: optional(array(readPowerJob, powerJobsMax)),
   artifacts: optional(array(readArtifact, artifactsMax)),
   audit: optional(readAuditImage()),
+  clusterVersion: optional(integer(2, stateVersionOfThisBuild)),
 });
 
 function readAuditImage(): Reader<AuditImage> {
@@ -138,14 +147,17 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   const powerJobs = image.powerJobs ?? [];
   const artifacts = image.artifacts ?? [];
   const audit = image.audit !== undefined && auditWritten(image.audit) ? image.audit : undefined;
+  const clusterVersion = image.clusterVersion ?? stateVersionBaseline;
   const format =
-    audit !== undefined
+    clusterVersion > stateVersionBaseline
       ? snapshotFormat
-      : artifacts.length > 0
-        ? formatWithArtifacts
-        : powerJobs.length > 0
-          ? formatWithPowerJobs
-          : formatWithoutPowerJobs;
+      : audit !== undefined
+        ? formatWithAudit
+        : artifacts.length > 0
+          ? formatWithArtifacts
+          : powerJobs.length > 0
+            ? formatWithPowerJobs
+            : formatWithoutPowerJobs;
   let text = `{"format":${String(format)},"appliedIndex":${String(appliedIndex)},"lastEventSeq":${String(lastEventSeq)}`;
   function* list<T>(key: string, items: readonly T[], read: Reader<T>, lengthMax: number): Sliced<void> {
     if (items.length > lengthMax)
@@ -173,6 +185,9 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     text += `,"audit":{"retention":${JSON.stringify({ entries: retention.entries, days: retention.days })},"lastSeq":${String(count(lastSeq, 'audit.lastSeq'))}`;
     yield* list('entries', audit.entries, readAuditEntry, auditEntriesMax);
     text += '}';
+  }
+  if (clusterVersion > stateVersionBaseline) {
+    text += `,"clusterVersion":${String(integer(2, stateVersionOfThisBuild)(clusterVersion, 'clusterVersion'))}`;
   }
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
@@ -230,7 +245,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     leaseOrderProblem(image.format, image.leases) ??
     powerJobsProblem(image.format, image.powerJobs) ??
     artifactsProblem(image.format, image.artifacts) ??
-    auditProblem(image.format, image.audit);
+    auditProblem(image.format, image.audit) ??
+    clusterVersionProblem(image.format, image.clusterVersion);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -286,10 +302,13 @@ function auditWritten(audit: AuditImage): boolean {
 }
 
 function auditProblem(format: number, audit: AuditImage | undefined): string | undefined {
-  if (format < snapshotFormat) return audit === undefined ? undefined : `format ${format} has no audit trail`;
-  // One encoding per state: an empty default trail is written as an older format.
-  if (audit === undefined || !auditWritten(audit))
+  if (format < formatWithAudit)
+    return audit === undefined ? undefined : `format ${format} has no audit trail`;
+  // One encoding per state: an empty default trail is written as an older format (or 6 without it).
+  if (format === formatWithAudit && (audit === undefined || !auditWritten(audit)))
     return 'audit: format 5 needs a trail that was used or a retention that is not the default';
+  if (audit === undefined) return undefined;
+  if (!auditWritten(audit)) return `audit: format ${format} leaves out an unused trail`;
   if (audit.entries.length > audit.retention.entries)
     return `audit: ${audit.entries.length} entries, over the retention of ${audit.retention.entries}`;
   for (let i = 0; i < audit.entries.length; i++) {
@@ -298,6 +317,13 @@ function auditProblem(format: number, audit: AuditImage | undefined): string | u
       return `audit: entry ${seq} is out of order or after lastSeq ${audit.lastSeq}`;
   }
   return undefined;
+}
+
+function clusterVersionProblem(format: number, version: number | undefined): string | undefined {
+  if (format < snapshotFormat)
+    return version === undefined ? undefined : `format ${format} has no cluster version`;
+  // Format 6 is written exactly when the cluster runs above version 1.
+  return version === undefined ? `clusterVersion: format ${format} needs one` : undefined;
 }
 
 function artifactsProblem(format: number, artifacts: readonly Artifact[] | undefined): string | undefined {

@@ -1,0 +1,69 @@
+// State versions: which commands a build can apply, and which the cluster may propose
+// (docs/decisions/0019-version-gates.md).
+//
+// The state version is one number for the whole replicated format: the commands, their fields,
+// and the snapshot. A build applies every state version up to stateVersionOfThisBuild. The
+// cluster's effective version is kept in the replicated state (ControlState.clusterVersion); the
+// leader raises it once every voter says it supports more, and nothing newer than it is proposed.
+//
+// Version 1 is every format of builds 0.1.x, which came before versions were advertised: a
+// member that answers Status without a state version runs one of them.
+// Version 2 adds the cluster.version command itself (the gates).
+import type { ControlCommand } from './control/commands.js';
+
+/** The formats of builds that predate version gates. */
+export const stateVersionBaseline = 1;
+
+/** The highest state version this build applies and may propose. */
+export const stateVersionOfThisBuild = 2;
+
+/** This build, as members advertise it: the package's version. */
+export const buildVersion = '0.2.0';
+
+/** The state version a control command needs: every member must apply it alike. */
+export function controlCommandVersion(command: ControlCommand): number {
+  switch (command.type) {
+    case 'cluster.version':
+      // Whoever applies "the cluster now runs at N" must know what N means.
+      return Math.max(2, command.version);
+    default:
+      return stateVersionBaseline;
+  }
+}
+
+/**
+ * Thrown by apply for a committed entry written by a newer build (a state version above this
+ * build's). The node must stop applying: answering it with an error would leave this node's state
+ * different from the nodes that applied it.
+ */
+export class EntryTooNewError extends Error {
+  readonly needs: number;
+
+  constructor(needs: number, what: string) {
+    super(
+      `${what} needs state version ${needs}, but this build (${buildVersion}) applies up to ` +
+        `${stateVersionOfThisBuild}: run a newer build on this node`,
+    );
+    this.name = 'EntryTooNewError';
+    this.needs = needs;
+  }
+}
+
+/**
+ * Why `command` may not be proposed in a cluster at `clusterVersion`, or undefined when it may.
+ * The refusal names what to do: finish the upgrade.
+ */
+export function clusterVersionRefusal(command: ControlCommand, clusterVersion: number): string | undefined {
+  const needs = controlCommandVersion(command);
+  if (needs > stateVersionOfThisBuild) {
+    return `${command.type} needs state version ${needs}; this node's build (${buildVersion}) supports up to ${stateVersionOfThisBuild}`;
+  }
+  // Raising the version is the one command newer than the cluster: the leader proposes it only
+  // once every voter supports the new version (cluster-version-keeper.ts).
+  if (needs <= clusterVersion || command.type === 'cluster.version') return undefined;
+  return (
+    `${command.type} needs cluster version ${needs}, and the cluster runs at version ${clusterVersion} ` +
+    'until every voter runs a build that supports it: finish the rolling upgrade ' +
+    '(`slipway cluster version` shows each member)'
+  );
+}

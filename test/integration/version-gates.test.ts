@@ -1,0 +1,215 @@
+// Goal: no divergence across versions (docs/decisions/0019-version-gates.md). A cluster whose
+// voters all run this build raises its effective state version by itself, and `slipway cluster
+// version` shows each member's build and that version; `slipway upgrade check` says a node may
+// be restarted only while every voter answers. A node that finds a committed entry newer than its
+// build stops applying at that entry (its state stays as it was before it), reports why in
+// Status, answers NOT_SERVING to health checks, and stops there again after a restart, instead
+// of answering the entry with an error the other members did not give.
+// Method: real `slipway server` processes. For the newer entry, a raw raft stream plays the
+// leader n2 of a two-member cluster whose other member, n1, is real: it appends a key-value put
+// and then a control command written at state version 3, and commits both.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Client, credentials, Metadata } from '@grpc/grpc-js';
+import { HealthClient, HealthCheckResponse_ServingStatus } from '../../src/gen/health.js';
+import { KvClient, type StatusResponse } from '../../src/gen/kv.js';
+import { RaftService, type StreamAck } from '../../src/gen/raft.js';
+import { message, type Entry } from '../../src/raft/core/types.js';
+import { encodeMessageFrame } from '../../src/raft/transport/codec.js';
+import { encodeCommand } from '../../src/state/command.js';
+import { ProcessCluster, runSlipway, type ProcNode } from '../support/process-cluster.js';
+import { waitFor } from '../support/wait.js';
+
+describe('a cluster of this build', () => {
+  let cluster: ProcessCluster;
+  const cli = (args: string[]) =>
+    runSlipway(['--server', cluster.apiAddrs().join(','), '--timeout', '5000', ...args]);
+
+  before(async () => {
+    cluster = new ProcessCluster(3);
+    cluster.startAll();
+    await cluster.waitForLeader();
+  });
+
+  after(async () => {
+    await cluster.destroy();
+  });
+
+  test('raises its cluster version once every voter supports it, and says so', async () => {
+    await waitFor(
+      'every node to apply cluster version 2',
+      async () =>
+        (await Promise.all(cluster.nodes.map((n) => cluster.status(n)))).every(
+          (s) => s?.clusterVersion === 2,
+        ),
+      20_000,
+      100,
+    );
+    const shown = await cli(['-o', 'json', 'cluster', 'version']);
+    assert.equal(shown.code, 0, shown.stderr);
+    const doc = JSON.parse(shown.stdout) as {
+      clusterVersion: number;
+      votersSupport: number;
+      members: { member: string; build: string; stateVersion: number; applied: number }[];
+    };
+    assert.equal(doc.clusterVersion, 2);
+    assert.equal(doc.votersSupport, 2);
+    assert.deepEqual(doc.members.map((m) => [m.member, m.build, m.stateVersion, m.applied]).sort(), [
+      ['n1', '0.2.0', 2, 2],
+      ['n2', '0.2.0', 2, 2],
+      ['n3', '0.2.0', 2, 2],
+    ]);
+    const table = await cli(['cluster', 'version']);
+    assert.match(table.stdout, /cluster version: 2; every voter supports: 2/);
+  });
+
+  test('upgrade check: yes while every voter answers; no, naming it, once one is down', async () => {
+    const ok = await cli(['upgrade', 'check', '--member', 'n2']);
+    assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+    assert.match(ok.stdout, /n2 may be restarted now/);
+    const n3 = cluster.nodes[2]!;
+    await cluster.kill(n3);
+    const no = await cli(['upgrade', 'check', '--member', 'n2']);
+    assert.equal(no.code, 1, no.stdout + no.stderr);
+    assert.match(no.stdout, /NO +voter\(s\) not answering: n3/);
+    assert.match(no.stdout, /wait: n2 should not be restarted yet/);
+  });
+});
+
+describe('a committed entry from a newer build', () => {
+  let cluster: ProcessCluster;
+  let n1: ProcNode;
+  let fakeLeader: Client | undefined;
+
+  const put = encodeCommand({
+    type: 'put',
+    stampMs: 1_000,
+    ns: 'kv',
+    key: 'before',
+    value: Buffer.from('kept'),
+  });
+  const tooNew = encodeCommand({
+    type: 'control',
+    stampMs: 1_001,
+    command: { type: 'cluster.version', version: 3 },
+  });
+
+  /** Plays n2, leader of term 5: appends `entries` after n1's bootstrap entry and commits them. */
+  async function appendAsLeader(entries: Entry[]): Promise<void> {
+    fakeLeader = new Client(n1.raftAddr, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('x-raft-from', 'n2');
+    const call = fakeLeader.makeBidiStreamRequest(
+      RaftService.stream.path,
+      (frames: Buffer) => frames,
+      RaftService.stream.responseDeserialize,
+      md,
+      {},
+    );
+    call.on('error', () => undefined);
+    await new Promise<void>((resolve) => {
+      call.once('data', (_ack: StreamAck) => resolve());
+    });
+    const last = entries[entries.length - 1]!.index;
+    call.write(
+      Buffer.from(
+        encodeMessageFrame(
+          message({
+            type: 'app',
+            from: 'n2',
+            to: 'n1',
+            term: 5,
+            index: 1,
+            logTerm: 1,
+            commit: last,
+            entries,
+          }),
+        ),
+      ),
+    );
+  }
+
+  /** n1's Status once it says it stopped applying. */
+  async function stoppedStatus(what: string): Promise<StatusResponse> {
+    let seen: StatusResponse | null = null;
+    await waitFor(
+      what,
+      async () => {
+        seen = await cluster.status(n1);
+        return seen !== null && seen.stopped !== '';
+      },
+      20_000,
+      100,
+    );
+    return seen!;
+  }
+
+  before(() => {
+    cluster = new ProcessCluster(2);
+    n1 = cluster.nodes[0]!;
+    cluster.start(n1);
+  });
+
+  after(async () => {
+    fakeLeader?.close();
+    await cluster.destroy();
+  });
+
+  test('stops applying at it, says why, and stays stopped there after a restart', async () => {
+    await waitFor('n1 to answer', async () => (await cluster.status(n1)) !== null, 20_000, 100);
+    await appendAsLeader([
+      { term: 5, index: 2, type: 'normal', data: put },
+      { term: 5, index: 3, type: 'normal', data: tooNew },
+    ]);
+    const stopped = await stoppedStatus('n1 to report that it stopped');
+    assert.match(
+      stopped.stopped,
+      /needs state version 3, but this build \(0\.2\.0\) applies up to 2: run a newer build/,
+    );
+    assert.equal(stopped.applied, 2, 'the put before it was applied, the newer entry was not');
+    assert.match(
+      readFileSync(join(cluster.dir, 'n1.log'), 'utf8'),
+      /entry 3 cannot be applied; this node stops applying/,
+    );
+    assert.equal(await servingStatus(n1.apiAddr), HealthCheckResponse_ServingStatus.NOT_SERVING);
+    assert.equal(await localGet(n1.apiAddr, 'before'), 'kept');
+
+    fakeLeader?.close();
+    fakeLeader = undefined;
+    await cluster.kill(n1);
+    cluster.start(n1);
+    const again = await stoppedStatus('n1 to stop at the same entry after a restart');
+    assert.equal(again.applied, 2);
+    assert.match(again.stopped, /needs state version 3/);
+  });
+});
+
+async function servingStatus(addr: string): Promise<number> {
+  const c = new HealthClient(addr, credentials.createInsecure());
+  try {
+    return await new Promise<number>((resolve, reject) => {
+      c.check({ service: '' }, new Metadata(), { deadline: Date.now() + 3000 }, (err, res) => {
+        if (err !== null) reject(err);
+        else resolve(res.status);
+      });
+    });
+  } finally {
+    c.close();
+  }
+}
+
+async function localGet(addr: string, key: string): Promise<string> {
+  const c = new KvClient(addr, credentials.createInsecure());
+  try {
+    return await new Promise<string>((resolve, reject) => {
+      c.get({ key, local: true }, new Metadata(), { deadline: Date.now() + 3000 }, (err, res) => {
+        if (err !== null) reject(err);
+        else resolve(Buffer.from(res.value).toString());
+      });
+    });
+  } finally {
+    c.close();
+  }
+}
