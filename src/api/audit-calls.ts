@@ -69,6 +69,24 @@ export class CallAuditor {
     target: () => string,
     work: (audit: AuditTag, proposing: () => void) => Promise<T>,
   ): Promise<T> {
+    const audit = await this.authorize(call, need, target);
+    let proposed = false;
+    try {
+      return await work(audit, () => {
+        proposed = true;
+      });
+    } catch (err) {
+      if (!proposed) await this.refused(audit, call.kind, safeTarget(target), err);
+      throw err;
+    }
+  }
+
+  /**
+   * The tag of an authenticated caller of at least role `need`. Whatever the call (a read of the
+   * trail, a Kv session, a change), a caller refused for its role is recorded; an unauthenticated
+   * one is only logged. Calls that propose nothing of their own authorize with this alone.
+   */
+  async authorize(call: AuditedCall, need: Role, target: () => string): Promise<AuditTag> {
     let caller: Caller;
     try {
       caller = await this.#auth.identify({ metadata: call.metadata, getPeer: () => call.peer });
@@ -85,15 +103,7 @@ export class CallAuditor {
       await this.refused(audit, call.kind, safeTarget(target), refusal);
       throw refusal;
     }
-    let proposed = false;
-    try {
-      return await work(audit, () => {
-        proposed = true;
-      });
-    } catch (err) {
-      if (!proposed) await this.refused(audit, call.kind, safeTarget(target), err);
-      throw err;
-    }
+    return audit;
   }
 
   /** Records a call refused before proposing. Best effort: the caller gets its refusal anyway. */

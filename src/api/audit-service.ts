@@ -14,8 +14,7 @@ import type {
 import type { RaftNode } from '../raft/node.js';
 import type { AuditEntry } from '../state/control/audit-log.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { Authenticator } from './auth.js';
-import type { CallAuditor } from './audit-calls.js';
+import type { AuditedCall, CallAuditor } from './audit-calls.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { Proposer } from './proposer.js';
 
@@ -23,7 +22,6 @@ export interface AuditServiceContext {
   readonly node: RaftNode;
   readonly control: ControlState;
   readonly proposer: Proposer;
-  readonly auth: Authenticator;
   readonly auditor: CallAuditor;
 }
 
@@ -56,7 +54,7 @@ export class AuditService {
   }
 
   async #list(call: ServerUnaryCall<AuditListRequest, AuditListResponse>): Promise<AuditListResponse> {
-    await this.#ctx.auth.operator(call, 'admin');
+    await this.#ctx.auditor.authorize(audited(call, 'Audit/AuditList', 'audit.list'), 'admin', () => '');
     const req = call.request;
     const beforeSeq = req.continue === '' ? undefined : readContinue(req.continue);
     if (!req.local) await this.#ctx.node.linearizableRead();
@@ -80,18 +78,16 @@ export class AuditService {
   ): Promise<AuditRetentionResponse> {
     const req = call.request;
     if (req.show) {
-      await this.#ctx.auth.operator(call, 'admin');
+      await this.#ctx.auditor.authorize(
+        audited(call, 'Audit/AuditRetention', 'audit.retention'),
+        'admin',
+        () => 'show',
+      );
       await this.#ctx.node.linearizableRead();
       return { ...this.#ctx.control.auditRetention };
     }
-    const audited = {
-      metadata: call.metadata,
-      peer: call.getPeer(),
-      method: 'Audit/AuditRetention',
-      kind: 'audit.retention',
-    };
     return this.#ctx.auditor.run(
-      audited,
+      audited(call, 'Audit/AuditRetention', 'audit.retention'),
       'admin',
       () => `entries=${req.entries} days=${req.days}`,
       async (audit, proposing) => {
@@ -108,6 +104,11 @@ export class AuditService {
       },
     );
   }
+}
+
+/** An Audit call as the trail sees it: only an admin may read or bound the trail (0018). */
+function audited(call: ServerUnaryCall<unknown, unknown>, method: string, kind: string): AuditedCall {
+  return { metadata: call.metadata, peer: call.getPeer(), method, kind };
 }
 
 function settle<T>(work: Promise<T>, cb: sendUnaryData<T>): void {

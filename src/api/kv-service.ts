@@ -85,7 +85,22 @@ export class KvService {
         auditor !== undefined && audit !== undefined
           ? auditedHandler(auditor, `Kv/${capitalized(name)}`, role, audit, handler)
           : (call, callback) => {
-              auth.operator(call, role).then(
+              // A read or a session proposes no record of its own; a refusal for its role is
+              // recorded all the same (0018).
+              const allowed =
+                auditor === undefined
+                  ? auth.operator(call, role)
+                  : auditor.authorize(
+                      {
+                        metadata: call.metadata,
+                        peer: call.getPeer(),
+                        method: `Kv/${capitalized(name)}`,
+                        kind: `kv.${name}`,
+                      },
+                      role,
+                      () => '',
+                    );
+              allowed.then(
                 () => handler(call, callback),
                 (err: unknown) => callback(toServiceError(err) as ServiceError, null),
               );

@@ -192,10 +192,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // With auth off every caller is the local admin; the guard still puts changes in the trail.
   api.addService(KvServiceDefinition, kv.handlers(auth, auditor));
   api.addService(ControlServiceDefinition, controlService.handlers());
-  api.addService(
-    AuditServiceDefinition,
-    new AuditService({ node, control, proposer, auth, auditor }).handlers(),
-  );
+  api.addService(AuditServiceDefinition, new AuditService({ node, control, proposer, auditor }).handlers());
   api.addService(WorkerServiceDefinition, workers.handlers());
   health.register(api);
   const apiPort = await new Promise<number>((resolve, reject) => {
