@@ -1,7 +1,8 @@
-// Three-member clusters on 127.0.0.1 for the benchmark: slipway (real `slipway server`
-// processes) and etcd 3.4 (Debian etcd-server, started as in shared/anchors etcd-cluster.sh:
-// default heartbeat 100 ms, election 1000 ms). Members are started, killed and restarted by
-// PID on their own data directories; stop() ends every process and removes the temp dir.
+// Clusters on 127.0.0.1 for the benchmarks, three members unless asked otherwise: slipway
+// (real `slipway server` processes, tokens required when asked) and etcd 3.4 (Debian
+// etcd-server, started as in shared/anchors etcd-cluster.sh: default heartbeat 100 ms, election
+// 1000 ms). Members are started, killed and restarted by PID on their own data directories;
+// stop() ends every process and removes the temp dir.
 import type { ChildProcess } from 'node:child_process';
 import { spawn, spawnSync } from 'node:child_process';
 import {
@@ -13,6 +14,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -81,6 +83,8 @@ export abstract class LocalCluster {
   abstract readonly system: System;
   readonly dir: string;
   readonly members: MemberProc[] = [];
+  /** The operator token the benchmark's own calls (status, health writes) carry, when tokens are required. */
+  protected token: string | undefined;
   private readonly channels = new Map<string, Client>();
   private expectedExit = new Set<number>();
 
@@ -132,7 +136,13 @@ export abstract class LocalCluster {
   async status(i: number, timeoutMs = 500): Promise<MemberStatus | null> {
     const m = this.members[i]!;
     try {
-      const res = await unary(this.channel(m.apiAddr), paths[this.system].status, Buffer.alloc(0), timeoutMs);
+      const res = await unary(
+        this.channel(m.apiAddr),
+        paths[this.system].status,
+        Buffer.alloc(0),
+        timeoutMs,
+        this.token,
+      );
       return this.parseStatus(res);
     } catch {
       return null;
@@ -174,6 +184,7 @@ export abstract class LocalCluster {
             paths[this.system].put,
             encodePut('bench/health', Buffer.from('x')),
             2000,
+            this.token,
           );
           break;
         } catch (err) {
@@ -257,16 +268,24 @@ export class SlipwayCluster extends LocalCluster {
   /** How many SIGUSR2s each server pid has been sent: the probe names its files by that count. */
   private readonly eldSeq = new Map<number, number>();
 
-  private constructor(ports: number[], extraArgs: readonly string[]) {
+  private constructor(ports: number[], extraArgs: readonly string[], size: number, adminToken?: string) {
     super('slipway-bench-');
-    this.extraArgs = extraArgs;
     this.eldDir = join(this.dir, 'eld');
-    for (let i = 0; i < 3; i++) {
+    const args = [...extraArgs];
+    if (adminToken !== undefined) {
+      // Tokens required on every call (a plaintext node with a token file, on loopback).
+      const file = join(this.dir, 'admin.token');
+      writeFileSync(file, adminToken);
+      args.push('--admin-token-file', file);
+      this.token = adminToken;
+    }
+    this.extraArgs = args;
+    for (let i = 0; i < size; i++) {
       this.members.push({
         index: i,
         name: `n${i + 1}`,
         apiAddr: `127.0.0.1:${ports[i]!}`,
-        peerAddr: `127.0.0.1:${ports[i + 3]!}`,
+        peerAddr: `127.0.0.1:${ports[i + size]!}`,
         dataDir: join(this.dir, `n${i + 1}`),
         logPath: join(this.dir, `n${i + 1}.log`),
         proc: null,
@@ -276,8 +295,16 @@ export class SlipwayCluster extends LocalCluster {
     this.peers = this.members.map((m) => `${m.name}=${m.peerAddr}`).join(',');
   }
 
-  static async create(extraArgs: readonly string[] = []): Promise<SlipwayCluster> {
-    const c = new SlipwayCluster(await freePorts(6), extraArgs);
+  /**
+   * `size` members (3 by default); with `adminToken`, every call needs a token and that one is
+   * the bootstrap admin's (the cluster's own status and health calls carry it).
+   */
+  static async create(
+    extraArgs: readonly string[] = [],
+    opts: { size?: number; adminToken?: string } = {},
+  ): Promise<SlipwayCluster> {
+    const size = opts.size ?? 3;
+    const c = new SlipwayCluster(await freePorts(2 * size), extraArgs, size, opts.adminToken);
     spawnSync('mkdir', ['-p', c.eldDir]);
     return c;
   }

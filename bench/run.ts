@@ -11,6 +11,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   dhcp: async (argv) => (await import('./dhcp.js')).runDhcpBench(argv),
   bootos: async (argv) => (await import('./bootos.js')).runBootOsBench(argv),
   storm: async (argv) => (await import('./storm.js')).runStormBench(argv),
+  flood: async (argv) => (await import('./flood.js')).runFloodBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -128,15 +128,26 @@ export function waitReady(c: Client, timeoutMs: number): Promise<void> {
 
 const identity = (b: Buffer): Buffer => b;
 
-/** A unary call with raw bytes in and out. Rejects with the grpc ServiceError. */
-export function unary(c: Client, path: string, req: Buffer, deadlineMs: number): Promise<Buffer> {
+/**
+ * A unary call with raw bytes in and out, with `token` as `authorization: Bearer` when given.
+ * Rejects with the grpc ServiceError.
+ */
+export function unary(
+  c: Client,
+  path: string,
+  req: Buffer,
+  deadlineMs: number,
+  token?: string,
+): Promise<Buffer> {
+  const md = new Metadata();
+  if (token !== undefined) md.set('authorization', `Bearer ${token}`);
   return new Promise((resolve, reject) => {
     c.makeUnaryRequest<Buffer, Buffer>(
       path,
       identity,
       identity,
       req,
-      new Metadata(),
+      md,
       { deadline: Date.now() + deadlineMs },
       (err: ServiceError | null, res?: Buffer) => {
         if (err !== null) reject(err);

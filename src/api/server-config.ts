@@ -22,6 +22,9 @@ const memberId = z
 /** A Linux interface name: at most 15 bytes (IFNAMSIZ), no slash or white space. */
 const interfaceName = z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}$/, 'must be an interface name');
 
+/** The largest apiMessageBytesMax a node accepts (64 MiB). */
+export const apiMessageBytesMaxLimit = 64 * 1024 * 1024;
+
 export const serverConfigSchema = z
   .object({
     id: memberId,
@@ -97,7 +100,7 @@ export const serverConfigSchema = z
       .number()
       .int()
       .min(2 * 1024 * 1024)
-      .max(64 * 1024 * 1024)
+      .max(apiMessageBytesMaxLimit)
       .default(4 * 1024 * 1024),
     /** Calls and streams one client connection may hold open at once (grpc.max_concurrent_streams). */
     apiStreamsPerConnectionMax: z.number().int().min(8).max(10_000).default(100),

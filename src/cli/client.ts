@@ -15,6 +15,7 @@ import { AuditClient } from '../gen/audit.js';
 import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
 import { isServiceError, refusedBeforeAppend } from '../api/errors.js';
+import { answerBytesMax } from './errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';
 import { plaintextSecretRefusal } from '../platform/plaintext-policy.js';
@@ -125,6 +126,9 @@ export type AuditMethod = 'auditList' | 'auditRetention';
 /** The first message of an artifact upload: what the content is (see proto/control.proto). */
 export type ArtifactUploadHead = Pick<ArtifactAddRequest, 'name' | 'bytes' | 'sha256' | 'expectVersion'>;
 
+/** Every channel's options: answers up to answerBytesMax (see src/cli/errors.ts). */
+const channelOptions = { 'grpc.max_receive_message_length': answerBytesMax };
+
 /** An upload is allowed this long on top of --timeout per MiB (at least 1 MiB/s to the node). */
 const uploadMsPerMiB = 1000;
 
@@ -162,7 +166,7 @@ export class ClusterClient {
 
   /** Calls a Kv method on the first node that answers; see mayFailOver for when it moves on. */
   call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
-    this.kvClients ??= this.servers.map((s) => new KvClient(s, this.creds));
+    this.kvClients ??= this.servers.map((s) => new KvClient(s, this.creds, channelOptions));
     return this.failover(this.kvClients, method, req);
   }
 
@@ -176,7 +180,7 @@ export class ClusterClient {
 
   /** Calls an Audit method on the first node that answers; see mayFailOver for when it moves on. */
   audit<M extends AuditMethod>(method: M, req: ReqOf<AuditServer, M>): Promise<ResOf<AuditServer, M>> {
-    this.auditClients ??= this.servers.map((s) => new AuditClient(s, this.creds));
+    this.auditClients ??= this.servers.map((s) => new AuditClient(s, this.creds, channelOptions));
     return this.failover(this.auditClients, method, req);
   }
 
@@ -277,7 +281,7 @@ export class ClusterClient {
   }
 
   private controls(): ControlClient[] {
-    this.controlClients ??= this.servers.map((s) => new ControlClient(s, this.creds));
+    this.controlClients ??= this.servers.map((s) => new ControlClient(s, this.creds, channelOptions));
     return this.controlClients;
   }
 

@@ -4,6 +4,7 @@ import { status } from '@grpc/grpc-js';
 import { ConfigError } from '../api/server-config.js';
 import { isServiceError } from '../api/errors.js';
 import { ClusterClient, clusterCa, parseServers } from './client.js';
+import { messageLimitRefusal } from './errors.js';
 import { readFileSync } from 'node:fs';
 import { artifactCommand } from './commands/artifact.js';
 import { auditCommand } from './commands/audit.js';
@@ -136,6 +137,12 @@ function exitCodeFor(err: unknown): number {
     return 2;
   }
   if (isServiceError(err)) {
+    // A request over the node's message limit is bad input: exit 2, naming the setting.
+    const tooLarge = messageLimitRefusal(err);
+    if (tooLarge !== undefined) {
+      process.stderr.write(`slipway: ${tooLarge}\n`);
+      return 2;
+    }
     process.stderr.write(`slipway: ${err.details || err.message}\n`);
     return usageStatuses.has(err.code) ? 2 : 1;
   }

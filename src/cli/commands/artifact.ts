@@ -14,7 +14,7 @@ import type { ClusterClient } from '../client.js';
 import { wholeNumber } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
-import { allPages } from '../pages.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = (opts: { waitMs?: number }) => { client: ClusterClient; output: OutputFormat };
 
@@ -50,15 +50,23 @@ export function artifactCommand(program: Command, connect: Connect): void {
     .command('list')
     .description("list registered artifacts and whether the answering node holds each one's content")
     .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
     .action(async (o) => {
+      const page = paging(o);
       const { client, output } = connect({});
-      const pages = await allPages((token) =>
-        client.control('artifactList', { local: o.local === true, continue: token }),
+      const { pages, next } = await listPages(
+        page,
+        (req) => client.control('artifactList', { local: o.local === true, ...req }),
+        (p) => p.artifacts.length,
       );
       // `local` is about the node that answered; a failover mid-list changes it for later pages.
       const nodeId = pages[0]?.nodeId ?? '';
       const artifacts = pages.flatMap((p) => p.artifacts);
-      process.stdout.write(`${render(output, { node: nodeId, artifacts }, artifacts.map(row))}\n`);
+      process.stdout.write(
+        `${render(output, withContinue({ node: nodeId, artifacts }, next), artifacts.map(row))}\n`,
+      );
+      printMore(output, next, 'artifacts');
       const missing = artifacts.filter((a) => a.local === 'missing');
       for (const a of missing) {
         process.stderr.write(`slipway: artifact "${a.name}" is missing on node ${nodeId}: ${a.localError}\n`);

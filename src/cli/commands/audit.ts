@@ -5,6 +5,7 @@ import type { ClusterClient } from '../client.js';
 import { pointInTime, wholeNumber } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
+import { printMore } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -50,8 +51,7 @@ export function auditCommand(program: Command, connect: Connect): void {
       } while (next !== '' && entries.length < limit);
       const doc = { entries: entries.map(entryDocument), ...(next === '' ? {} : { continue: next }) };
       process.stdout.write(`${render(output, doc, entries.map(entryRow))}\n`);
-      if (output === 'table' && next !== '')
-        process.stderr.write(`more entries: add --continue ${next} (or raise --limit)\n`);
+      printMore(output, next, 'entries');
     });
   a.command('retention')
     .description('show the retention, or set it with --entries and --days (every node keeps the same)')

@@ -10,7 +10,7 @@ import {
   parseHardwareDocument,
   withBmc,
 } from '../../workflow/hardware-doc.js';
-import { allPages } from '../pages.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -89,13 +89,19 @@ export function hardwareCommand(program: Command, connect: Connect): void {
   hw.command('list')
     .description('list machines')
     .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
     .action(async (o) => {
+      const page = paging(o);
       const { client, output } = connect();
-      const pages = await allPages((token) =>
-        client.control('hardwareList', { local: o.local === true, continue: token }),
+      const { pages, next } = await listPages(
+        page,
+        (req) => client.control('hardwareList', { local: o.local === true, ...req }),
+        (p) => p.hardwareJson.length,
       );
       const docs = pages.flatMap((p) => p.hardwareJson).map((j) => JSON.parse(j) as HardwareDoc);
-      process.stdout.write(`${render(output, { hardware: docs }, docs.map(row))}\n`);
+      process.stdout.write(`${render(output, withContinue({ hardware: docs }, next), docs.map(row))}\n`);
+      printMore(output, next, 'machines');
     });
   hw.command('delete')
     .description('forget a machine (refused while a workflow on it is active)')

@@ -3,7 +3,7 @@ import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
-import { allPages } from '../pages.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -22,11 +22,16 @@ export function leaseCommand(program: Command, connect: Connect): void {
     .command('list')
     .description('list leases: bound (active or expired) and declined addresses')
     .option('--local', "read this node's applied state without confirming leadership")
-    .option('--active', 'only leases that have not expired')
+    .option('--active', 'only leases that have not expired (of those listed, with --limit)')
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
     .action(async (o) => {
+      const page = paging(o);
       const { client, output } = connect();
-      const pages = await allPages((token) =>
-        client.control('leaseList', { local: o.local === true, continue: token }),
+      const { pages, next } = await listPages(
+        page,
+        (req) => client.control('leaseList', { local: o.local === true, ...req }),
+        (p) => p.leaseJson.length,
       );
       const now = pages.at(-1)?.nowMs ?? Date.now();
       const docs = pages
@@ -37,10 +42,11 @@ export function leaseCommand(program: Command, connect: Connect): void {
       process.stdout.write(
         `${render(
           output,
-          { leases: docs },
+          withContinue({ leases: docs }, next),
           docs.map((l) => row(l, now)),
         )}\n`,
       );
+      printMore(output, next, 'leases');
     });
 }
 

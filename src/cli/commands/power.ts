@@ -8,7 +8,7 @@ import type { ClusterClient } from '../client.js';
 import { wholeNumber } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
-import { allPages } from '../pages.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = (opts: { waitMs?: number }) => { client: ClusterClient; output: OutputFormat };
 
@@ -63,17 +63,20 @@ export function powerCommand(program: Command, connect: Connect): void {
     .description('list power jobs, oldest first')
     .argument('[hardware-id]', "only this machine's jobs")
     .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
     .action(async (hardwareId, o) => {
+      const page = paging(o);
       const { client, output } = connect({});
-      const pages = await allPages((token) =>
-        client.control('powerJobList', {
-          hardwareId: hardwareId ?? '',
-          local: o.local === true,
-          continue: token,
-        }),
+      const { pages, next } = await listPages(
+        page,
+        (req) =>
+          client.control('powerJobList', { hardwareId: hardwareId ?? '', local: o.local === true, ...req }),
+        (p) => p.jobs.length,
       );
       const jobs = pages.flatMap((p) => p.jobs);
-      process.stdout.write(`${render(output, { jobs }, jobs.map(row))}\n`);
+      process.stdout.write(`${render(output, withContinue({ jobs }, next), jobs.map(row))}\n`);
+      printMore(output, next, 'power jobs');
     });
 }
 

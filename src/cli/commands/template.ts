@@ -6,7 +6,7 @@ import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { parseOrUsage, readInput } from './hardware.js';
-import { allPages } from '../pages.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -42,13 +42,19 @@ export function templateCommand(program: Command, connect: Connect): void {
   t.command('list')
     .description('list templates')
     .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
     .action(async (o) => {
+      const page = paging(o);
       const { client, output } = connect();
-      const pages = await allPages((token) =>
-        client.control('templateList', { local: o.local === true, continue: token }),
+      const { pages, next } = await listPages(
+        page,
+        (req) => client.control('templateList', { local: o.local === true, ...req }),
+        (p) => p.templates.length,
       );
       const rows = pages.flatMap((p) => p.templates).map(summary);
-      process.stdout.write(`${render(output, { templates: rows }, rows)}\n`);
+      process.stdout.write(`${render(output, withContinue({ templates: rows }, next), rows)}\n`);
+      printMore(output, next, 'templates');
     });
   t.command('delete')
     .description('delete a template (workflows already created keep their copy)')

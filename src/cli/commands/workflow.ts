@@ -5,7 +5,7 @@ import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
-import { allPages } from '../pages.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -56,17 +56,20 @@ export function workflowCommand(program: Command, connect: Connect): void {
     .description('list workflows')
     .option('--hardware <id>', 'only workflows on this machine')
     .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
     .action(async (o) => {
+      const page = paging(o);
       const { client, output } = connect();
-      const pages = await allPages((token) =>
-        client.control('workflowList', {
-          local: o.local === true,
-          hardwareId: o.hardware ?? '',
-          continue: token,
-        }),
+      const { pages, next } = await listPages(
+        page,
+        (req) =>
+          client.control('workflowList', { local: o.local === true, hardwareId: o.hardware ?? '', ...req }),
+        (p) => p.workflows.length,
       );
       const rows = pages.flatMap((p) => p.workflows).map(stateRow);
-      process.stdout.write(`${render(output, { workflows: rows }, rows)}\n`);
+      process.stdout.write(`${render(output, withContinue({ workflows: rows }, next), rows)}\n`);
+      printMore(output, next, 'workflows');
     });
   wf.command('state')
     .description("a workflow's state and progress")
