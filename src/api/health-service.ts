@@ -21,8 +21,13 @@ export class HealthService {
     this.serving = serving;
   }
 
+  /** Serves Health on `server` as generated (a node serves handlers() through its call guard). */
   register(server: Server): void {
-    const impl: HealthServer = {
+    server.addService(HealthDefinition, this.handlers());
+  }
+
+  handlers(): HealthServer {
+    return {
       check: (call, callback) => {
         if (!knownServices.has(call.request.service)) {
           callback({ code: status.NOT_FOUND, details: `unknown service "${call.request.service}"` }, null);
@@ -34,7 +39,6 @@ export class HealthService {
         this.watch(call);
       },
     };
-    server.addService(HealthDefinition, impl);
   }
 
   shutdown(): void {

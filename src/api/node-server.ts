@@ -7,12 +7,14 @@ import type { ChannelOptions } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { AuditService as AuditServiceDefinition } from '../gen/audit.js';
 import { ControlService as ControlServiceDefinition } from '../gen/control.js';
+import { HealthService as HealthServiceDefinition } from '../gen/health.js';
 import { InternalService } from '../gen/internal.js';
 import { KvService as KvServiceDefinition } from '../gen/kv.js';
 import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
 import { RaftNode } from '../raft/node.js';
 import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
 import type { PeerTls } from '../raft/transport/grpc-config.js';
+import { callGuard, refusingUndecodable } from '../platform/grpc-call-guard.js';
 import { loadNodeTls } from '../platform/pki.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
 import { KvStore } from '../state/kv-store.js';
@@ -179,6 +181,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   };
   const health = new HealthService(() => node.stoppedBy === null && node.softState().leader !== '');
   // Followers forward writes to the leader's raft address, so those services are served there too.
+  // (The transport answers undecodable requests and cuts status messages as the API does.)
   transport.addService(KvServiceDefinition, kv.handlers());
   transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
   await node.start();
@@ -188,13 +191,16 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   versions.start();
   power.start();
 
-  const api = new Server(apiServerOptions(cfg));
+  const api = new Server({ ...apiServerOptions(cfg), interceptors: [callGuard] });
   // With auth off every caller is the local admin; the guard still puts changes in the trail.
-  api.addService(KvServiceDefinition, kv.handlers(auth, auditor));
-  api.addService(ControlServiceDefinition, controlService.handlers());
-  api.addService(AuditServiceDefinition, new AuditService({ node, control, proposer, auditor }).handlers());
-  api.addService(WorkerServiceDefinition, workers.handlers());
-  health.register(api);
+  api.addService(refusingUndecodable(KvServiceDefinition), kv.handlers(auth, auditor));
+  api.addService(refusingUndecodable(ControlServiceDefinition), controlService.handlers());
+  api.addService(
+    refusingUndecodable(AuditServiceDefinition),
+    new AuditService({ node, control, proposer, auditor }).handlers(),
+  );
+  api.addService(refusingUndecodable(WorkerServiceDefinition), workers.handlers());
+  api.addService(refusingUndecodable(HealthServiceDefinition), health.handlers());
   const apiPort = await new Promise<number>((resolve, reject) => {
     const creds =
       tls === undefined
@@ -284,7 +290,8 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
 
 /**
  * Bounds on every call to the API: one message (a larger one ends its call with
- * RESOURCE_EXHAUSTED before it is parsed) and the streams one connection may hold open.
+ * RESOURCE_EXHAUSTED before it is parsed) and the streams one connection may hold open. The
+ * status messages it answers with are bounded too (callGuard, src/platform/grpc-call-guard.ts).
  */
 function apiServerOptions(cfg: ServerConfig): ChannelOptions {
   return {

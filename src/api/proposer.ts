@@ -21,6 +21,7 @@ import type { RaftNode } from '../raft/node.js';
 import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
 import type { Command, CommandResult } from '../state/command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
+import { DecodeError } from '../state/binary.js';
 import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
 import {
   ApiError,
@@ -38,6 +39,19 @@ const refusalRetryMs = 2000;
 
 function refusalPauseMs(attempt: number): number {
   return Math.min(10 * 2 ** attempt, 100);
+}
+
+/**
+ * A command another node forwarded, decoded. Bytes that do not decode are the caller's error
+ * (another build's format, or not a node at all), not this node's: INVALID_ARGUMENT.
+ */
+function forwardedCommand(bytes: Uint8Array): Command {
+  try {
+    return decodeCommand(bytes);
+  } catch (err) {
+    if (!(err instanceof DecodeError)) throw err;
+    throw new ApiError(status.INVALID_ARGUMENT, `the forwarded command does not decode: ${err.message}`);
+  }
 }
 
 /** True when `err` proves the command was not appended to any log. */
@@ -202,7 +216,7 @@ export class Proposer {
         const run = async (): Promise<ProposeResponse> => {
           const refusal = this.#notLeader();
           if (refusal !== null) throw refusal;
-          const result = await this.#proposeRaw(decodeCommand(call.request.command));
+          const result = await this.#proposeRaw(forwardedCommand(call.request.command));
           return {
             result: Buffer.from(result.buffer, result.byteOffset, result.byteLength),
             appliedAtMs: Date.now(),
@@ -235,7 +249,7 @@ export class Proposer {
   /** One command of a batch, proposed here; a failure becomes its outcome, not the call's. */
   async #proposeOutcome(bytes: Uint8Array): Promise<ProposeOutcome> {
     try {
-      const result = await this.#proposeRaw(decodeCommand(bytes));
+      const result = await this.#proposeRaw(forwardedCommand(bytes));
       return {
         result: Buffer.from(result.buffer, result.byteOffset, result.byteLength),
         code: status.OK,

@@ -12,6 +12,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
+import { callGuard, refusingUndecodable } from '../../platform/grpc-call-guard.js';
 import { RaftService, type SnapshotAck, type SnapshotChunk, type StreamAck } from '../../gen/raft.js';
 import type { Member, Message, NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
@@ -40,10 +41,13 @@ export interface GrpcTransportOptions {
   readonly tls?: PeerTls | undefined;
 }
 
-/** The Stream method as served: envelopes stay raw bytes so a bad one is dropped, not fatal. */
+/**
+ * The Raft service as served: envelopes stay raw bytes so a bad one is dropped, not fatal; a
+ * snapshot chunk that does not decode is refused by callGuard (src/platform/grpc-call-guard.ts).
+ */
 const servedRaftService = {
   stream: { ...RaftService.stream, requestDeserialize: (bytes: Buffer) => bytes },
-  installSnapshot: RaftService.installSnapshot,
+  installSnapshot: refusingUndecodable({ installSnapshot: RaftService.installSnapshot }).installSnapshot,
 } satisfies ServiceDefinition;
 
 const refusalStatus: Readonly<Record<SnapshotRefusal, status>> = {
@@ -90,9 +94,8 @@ export class GrpcTransport implements Transport {
     const isMember = (id: NodeId): boolean => id === this.id || this.members.has(id);
     this.server = new Server({
       ...peerServerOptions(maxMessageBytes),
-      ...(options.tls === undefined
-        ? {}
-        : { interceptors: [peerIdentityInterceptor(isMember, this.logger)] }),
+      interceptors:
+        options.tls === undefined ? [callGuard] : [peerIdentityInterceptor(isMember, this.logger), callGuard],
     });
     const stream: handleBidiStreamingCall<Buffer, StreamAck> = (call) => {
       this.acceptStream(call);
@@ -128,11 +131,12 @@ export class GrpcTransport implements Transport {
 
   /**
    * Serves another gRPC service on the raft address as well (e.g. the Kv API, which followers
-   * forward writes to). Best called before start(), so that it is there when peers connect.
+   * forward writes to). Best called before start(), so that it is there when peers connect. An
+   * undecodable request is refused with INVALID_ARGUMENT before `implementation` sees it.
    */
   addService(service: ServiceDefinition, implementation: UntypedServiceImplementation): void {
     if (this.stopped) throw new Error('GrpcTransport: addService() after stop()');
-    this.server.addService(service, implementation);
+    this.server.addService(refusingUndecodable(service), implementation);
   }
 
   setPeers(peers: readonly Member[]): void {
