@@ -21,6 +21,8 @@ import type {
   ControlServer,
   WorkflowEventsRequest,
   WorkflowEventsResponse,
+  WorkflowRetentionRequest,
+  WorkflowRetentionResponse,
 } from '../gen/control.js';
 import { ArtifactRecord, PowerJobRecord, TemplateRecord, WorkflowRecord } from '../gen/control.js';
 import type { RaftNode } from '../raft/node.js';
@@ -321,6 +323,12 @@ export class ControlService {
         },
       ),
       workflowEvents: this.#eventsHandler(),
+      workflowRetention: (call, callback) => {
+        this.#workflowRetention(call).then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        );
+      },
       tokenCreate: this.#change(
         'admin',
         'TokenCreate',
@@ -424,6 +432,50 @@ export class ControlService {
         return { jobs: page.items.map(powerJobRecord), continue: page.continue };
       }),
     };
+  }
+
+  /**
+   * Sets (or with `show`, or no value, reads) how long finished workflows stay; admin only, to
+   * read as well, as the audit retention (docs/decisions/0020). A value left out keeps its
+   * current one. The command needs state version 2: the proposer refuses it before then.
+   */
+  async #workflowRetention(
+    call: ServerUnaryCall<WorkflowRetentionRequest, WorkflowRetentionResponse>,
+  ): Promise<WorkflowRetentionResponse> {
+    const req = call.request;
+    const audited: AuditedCall = {
+      metadata: call.metadata,
+      peer: call.getPeer(),
+      method: 'Control/WorkflowRetention',
+      kind: 'workflow.retention',
+    };
+    if (req.show || (req.finishedMax === undefined && req.finishedDays === undefined)) {
+      await this.#auditor.authorize(audited, 'admin', () => 'show');
+      await this.#read(false);
+      return { ...this.#ctx.control.workflowRetention };
+    }
+    const given = (v: number | undefined): string => (v === undefined ? '(as is)' : String(v));
+    return this.#auditor.run(
+      audited,
+      'admin',
+      () => `finishedMax=${given(req.finishedMax)} finishedDays=${given(req.finishedDays)}`,
+      async (audit, proposing) => {
+        if (req.finishedMax === undefined || req.finishedDays === undefined) await this.#read(false);
+        const current = this.#ctx.control.workflowRetention;
+        const r = expectType(
+          await this.#apply(
+            { audit, proposing },
+            {
+              type: 'workflow.retention',
+              finishedMax: req.finishedMax ?? current.finishedMax,
+              finishedDays: req.finishedDays ?? current.finishedDays,
+            },
+          ),
+          'workflowRetention',
+        );
+        return { ...r.retention };
+      },
+    );
   }
 
   /**

@@ -27,6 +27,8 @@ export interface MetricsSources {
   readonly forwarding?: () => ForwardingStats;
   /** Whether this node's interface has the VIP, when it manages one. */
   readonly vipHeld?: () => boolean;
+  /** Finished workflows this node wrote to its --workflow-archive. */
+  readonly archivedWorkflows?: () => number;
 }
 
 export class NodeMetrics {
@@ -36,6 +38,7 @@ export class NodeMetrics {
   readonly #finished: Counter<'result'>;
   readonly #timeouts: Counter<'kind'>;
   readonly #retries: Counter;
+  readonly #collected: Counter;
   readonly #control: ControlState;
 
   constructor(src: MetricsSources) {
@@ -99,6 +102,25 @@ export class NodeMetrics {
       help: 'Action retries scheduled after a failed or timed-out attempt',
       registers,
     });
+    this.#collected = new Counter({
+      name: 'slipway_workflows_collected_total',
+      help: 'Finished workflows removed from the replicated state past the retention, since this node started',
+      registers,
+    });
+    const archivedWorkflows = src.archivedWorkflows;
+    if (archivedWorkflows !== undefined) {
+      let reported = 0;
+      new Counter({
+        name: 'slipway_workflows_archived_total',
+        help: 'Finished workflows this node wrote to its --workflow-archive while leading',
+        registers,
+        collect() {
+          const now = archivedWorkflows();
+          this.inc(now - reported);
+          reported = now;
+        },
+      });
+    }
     const vipHeld = src.vipHeld;
     if (vipHeld !== undefined) {
       new Gauge({
@@ -169,6 +191,11 @@ export class NodeMetrics {
     raftGauge('slipway_raft_is_leader', '1 when this node is the leader', (s) =>
       s.role === 'leader' ? 1 : 0,
     );
+  }
+
+  /** Called when an applied workflow.gc removed `count` workflows (from apply: quick). */
+  collected(count: number): void {
+    this.#collected.inc(count);
   }
 
   /** Called for each applied event (from apply: quick, never throws). */

@@ -30,6 +30,8 @@ import { CallAuditor } from './audit-calls.js';
 import { AuthFailureLimiter } from './auth-failure-limiter.js';
 import { ControlService } from './control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
+import { WorkflowCollector } from './workflow-collector.js';
+import { archiveTarget, WorkflowArchive } from './workflow-archive.js';
 import { PowerExecutor } from '../power/executor.js';
 import { IpmitoolDriver } from '../power/ipmitool.js';
 import { PowerJobWaiters } from '../power/waiters.js';
@@ -69,6 +71,11 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     );
   }
   const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
+  // Checked before anything starts: a node must not find out at its first collection.
+  const archive =
+    cfg.workflowArchive === undefined
+      ? undefined
+      : new WorkflowArchive(archiveTarget(cfg.workflowArchive), cfg.id);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
   const stateMachine = new KvStore();
@@ -137,6 +144,14 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     sessionsPerWorkerMax: cfg.workerSessionsMax,
   });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
+  // Only the leader removes finished workflows past the retention (archiving them first).
+  const collector = new WorkflowCollector({
+    control,
+    isLeader: () => stopping === null && node.softState().role === 'leader',
+    propose: (command) => proposer.proposeControl(command),
+    ...(archive === undefined ? {} : { archive }),
+    logger: logger.child({ component: 'retention' }),
+  });
   const versions = new ClusterVersionKeeper({
     node,
     control,
@@ -158,6 +173,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     control,
     connectedWorkers: () => workers.connected,
     forwarding: () => proposer.forwarding,
+    archivedWorkflows: () => collector.archived,
     ...(vip === undefined ? {} : { vipHeld: () => vip.held }),
   });
   control.onEvent = (e) => {
@@ -176,6 +192,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   control.onArtifactChange = () => {
     catalogue.sync();
   };
+  control.onWorkflowsCollected = (ids) => {
+    metrics.collected(ids.length);
+  };
   control.onRestore = () => {
     catalogue.sync();
   };
@@ -188,6 +207,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
   catalogue.sync();
   deadlines.start();
+  collector.start();
   versions.start();
   power.start();
 
@@ -271,6 +291,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       await vip?.stop();
       health.shutdown();
       deadlines.stop();
+      collector.stop();
       versions.stop();
       power.stop();
       fetcher.stop();

@@ -75,6 +75,11 @@ export const serverConfigSchema = z
     workerServer: hostPort.optional(),
     /** Extra kernel arguments in the generated iPXE scripts. */
     kernelArgs: z.array(z.string()).default([]),
+    /**
+     * Where the leader writes finished workflows, as JSON lines, before it removes them from the
+     * state past the retention (docs/decisions/0020): a file, or a directory (one file per day).
+     */
+    workflowArchive: z.string().min(1).optional(),
     /** Where Prometheus scrapes /metrics; off when absent. */
     metricsAddr: hostPort.optional(),
     /**

@@ -267,6 +267,33 @@ export interface WorkflowDeleteRequest {
 export interface WorkflowDeleteResponse {
 }
 
+/**
+ * How long finished workflows stay in the replicated state (docs/decisions/0020-bounded-state.md).
+ * The leader collects those past it, archiving them first when it runs with --workflow-archive.
+ * Admin only, to set or to show. Refused with FAILED_PRECONDITION until the cluster runs at
+ * state version 2.
+ */
+export interface WorkflowRetentionRequest {
+  /** Keep at most this many finished workflows, the newest by finish (1 to 100,000). Absent: as it is. */
+  finishedMax?:
+    | number
+    | undefined;
+  /**
+   * Collect workflows finished more than this many days ago; 0: no age limit (up to 3,650).
+   * Absent: as it is.
+   */
+  finishedDays?:
+    | number
+    | undefined;
+  /** Leave the setting as it is and only answer it (as when neither value is given). */
+  show: boolean;
+}
+
+export interface WorkflowRetentionResponse {
+  finishedMax: number;
+  finishedDays: number;
+}
+
 export interface WorkflowEventsRequest {
   workflowId: string;
   /**
@@ -3929,6 +3956,208 @@ export const WorkflowDeleteResponse: MessageFns<WorkflowDeleteResponse> = {
   },
 };
 
+function createBaseWorkflowRetentionRequest(): WorkflowRetentionRequest {
+  return { finishedMax: undefined, finishedDays: undefined, show: false };
+}
+
+export const WorkflowRetentionRequest: MessageFns<WorkflowRetentionRequest> = {
+  encode(message: WorkflowRetentionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.finishedMax !== undefined) {
+      writer.uint32(8).uint32(message.finishedMax);
+    }
+    if (message.finishedDays !== undefined) {
+      writer.uint32(16).uint32(message.finishedDays);
+    }
+    if (message.show !== false) {
+      writer.uint32(24).bool(message.show);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkflowRetentionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkflowRetentionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.finishedMax = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.finishedDays = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.show = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkflowRetentionRequest {
+    return {
+      finishedMax: isSet(object.finishedMax)
+        ? globalThis.Number(object.finishedMax)
+        : isSet(object.finished_max)
+        ? globalThis.Number(object.finished_max)
+        : undefined,
+      finishedDays: isSet(object.finishedDays)
+        ? globalThis.Number(object.finishedDays)
+        : isSet(object.finished_days)
+        ? globalThis.Number(object.finished_days)
+        : undefined,
+      show: isSet(object.show) ? globalThis.Boolean(object.show) : false,
+    };
+  },
+
+  toJSON(message: WorkflowRetentionRequest): unknown {
+    const obj: any = {};
+    if (message.finishedMax !== undefined) {
+      obj.finishedMax = Math.round(message.finishedMax);
+    }
+    if (message.finishedDays !== undefined) {
+      obj.finishedDays = Math.round(message.finishedDays);
+    }
+    if (message.show !== false) {
+      obj.show = message.show;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkflowRetentionRequest>, I>>(base?: I): WorkflowRetentionRequest {
+    return WorkflowRetentionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkflowRetentionRequest>, I>>(object: I): WorkflowRetentionRequest {
+    const message = createBaseWorkflowRetentionRequest();
+    message.finishedMax = object.finishedMax ?? undefined;
+    message.finishedDays = object.finishedDays ?? undefined;
+    message.show = object.show ?? false;
+    return message;
+  },
+};
+
+function createBaseWorkflowRetentionResponse(): WorkflowRetentionResponse {
+  return { finishedMax: 0, finishedDays: 0 };
+}
+
+export const WorkflowRetentionResponse: MessageFns<WorkflowRetentionResponse> = {
+  encode(message: WorkflowRetentionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.finishedMax !== 0) {
+      writer.uint32(8).uint32(message.finishedMax);
+    }
+    if (message.finishedDays !== 0) {
+      writer.uint32(16).uint32(message.finishedDays);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkflowRetentionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkflowRetentionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.finishedMax = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.finishedDays = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkflowRetentionResponse {
+    return {
+      finishedMax: isSet(object.finishedMax)
+        ? globalThis.Number(object.finishedMax)
+        : isSet(object.finished_max)
+        ? globalThis.Number(object.finished_max)
+        : 0,
+      finishedDays: isSet(object.finishedDays)
+        ? globalThis.Number(object.finishedDays)
+        : isSet(object.finished_days)
+        ? globalThis.Number(object.finished_days)
+        : 0,
+    };
+  },
+
+  toJSON(message: WorkflowRetentionResponse): unknown {
+    const obj: any = {};
+    if (message.finishedMax !== 0) {
+      obj.finishedMax = Math.round(message.finishedMax);
+    }
+    if (message.finishedDays !== 0) {
+      obj.finishedDays = Math.round(message.finishedDays);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkflowRetentionResponse>, I>>(base?: I): WorkflowRetentionResponse {
+    return WorkflowRetentionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkflowRetentionResponse>, I>>(object: I): WorkflowRetentionResponse {
+    const message = createBaseWorkflowRetentionResponse();
+    message.finishedMax = object.finishedMax ?? 0;
+    message.finishedDays = object.finishedDays ?? 0;
+    return message;
+  },
+};
+
 function createBaseWorkflowEventsRequest(): WorkflowEventsRequest {
   return { workflowId: "", fromSeq: 0, follow: false };
 }
@@ -6592,6 +6821,17 @@ export const ControlService = {
       Buffer.from(WorkflowEventsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): WorkflowEventsResponse => WorkflowEventsResponse.decode(value),
   },
+  workflowRetention: {
+    path: "/slipway.control.v1.Control/WorkflowRetention" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: WorkflowRetentionRequest): Buffer =>
+      Buffer.from(WorkflowRetentionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WorkflowRetentionRequest => WorkflowRetentionRequest.decode(value),
+    responseSerialize: (value: WorkflowRetentionResponse): Buffer =>
+      Buffer.from(WorkflowRetentionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WorkflowRetentionResponse => WorkflowRetentionResponse.decode(value),
+  },
   tokenCreate: {
     path: "/slipway.control.v1.Control/TokenCreate" as const,
     requestStream: false as const,
@@ -6710,6 +6950,7 @@ export interface ControlServer extends UntypedServiceImplementation {
   workflowRetry: handleUnaryCall<WorkflowRetryRequest, WorkflowRetryResponse>;
   workflowDelete: handleUnaryCall<WorkflowDeleteRequest, WorkflowDeleteResponse>;
   workflowEvents: handleServerStreamingCall<WorkflowEventsRequest, WorkflowEventsResponse>;
+  workflowRetention: handleUnaryCall<WorkflowRetentionRequest, WorkflowRetentionResponse>;
   tokenCreate: handleUnaryCall<TokenCreateRequest, TokenCreateResponse>;
   tokenDelete: handleUnaryCall<TokenDeleteRequest, TokenDeleteResponse>;
   leaseList: handleUnaryCall<LeaseListRequest, LeaseListResponse>;
@@ -6962,6 +7203,21 @@ export interface ControlClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<WorkflowEventsResponse>;
+  workflowRetention(
+    request: WorkflowRetentionRequest,
+    callback: (error: ServiceError | null, response: WorkflowRetentionResponse) => void,
+  ): ClientUnaryCall;
+  workflowRetention(
+    request: WorkflowRetentionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: WorkflowRetentionResponse) => void,
+  ): ClientUnaryCall;
+  workflowRetention(
+    request: WorkflowRetentionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: WorkflowRetentionResponse) => void,
+  ): ClientUnaryCall;
   tokenCreate(
     request: TokenCreateRequest,
     callback: (error: ServiceError | null, response: TokenCreateResponse) => void,

@@ -113,3 +113,19 @@ export const auditEntriesMax = 100_000;
 export const auditRetentionDaysMax = 3_650;
 /** What an audit entry names and says, in UTF-8 bytes (the kind, its target, a refusal's message). */
 export const auditTextBytesMax = 1024;
+
+// ---- bounded workflow history (docs/decisions/0020-bounded-state.md) ----
+
+/** Finished workflows kept unless the retention setting says otherwise (the newest by finish). */
+export const workflowFinishedMaxDefault = 10_000;
+/** Finished workflows are kept this many days unless the retention says otherwise (0: no age limit). */
+export const workflowFinishedDaysDefault = 30;
+/** The longest age a workflow retention may give, in days. */
+export const workflowRetentionDaysMax = 3_650;
+/** Workflows one workflow.gc command may name: bounds the command and the work of one apply. */
+export const workflowGcBatchMax = 256;
+/**
+ * Output tails kept across one workflow's events, in UTF-8 bytes (from state version 2): past it,
+ * the oldest events' tails are cut first. Action statuses keep each action's last tail besides.
+ */
+export const workflowOutputTailBytesMax = 1024 * 1024;

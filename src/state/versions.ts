@@ -8,7 +8,9 @@
 //
 // Version 1 is every format of builds 0.1.x, which came before versions were advertised: a
 // member that answers Status without a state version runs one of them.
-// Version 2 adds the cluster.version command itself (the gates).
+// Version 2 adds the cluster.version command itself (the gates), and bounded state
+// (docs/decisions/0020-bounded-state.md): workflow.retention, workflow.gc, the retention in the
+// snapshot, and a per-workflow budget for the output tails kept in events.
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
@@ -16,6 +18,12 @@ export const stateVersionBaseline = 1;
 
 /** The highest state version this build applies and may propose. */
 export const stateVersionOfThisBuild = 2;
+
+/**
+ * From this version on, apply bounds the output tails each workflow's events keep
+ * (workflowOutputTailBytesMax): builds of version 1 keep them all, so a cluster at 1 must too.
+ */
+export const stateVersionBoundedState = 2;
 
 /** This build, as members advertise it: the package's version. */
 export const buildVersion = '0.2.0';
@@ -26,6 +34,9 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'cluster.version':
       // Whoever applies "the cluster now runs at N" must know what N means.
       return Math.max(2, command.version);
+    case 'workflow.retention':
+    case 'workflow.gc':
+      return stateVersionBoundedState;
     default:
       return stateVersionBaseline;
   }

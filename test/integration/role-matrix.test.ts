@@ -405,6 +405,13 @@ const matrix: readonly Row[] = [
     ...unary(C.workflowRetry, (o) => ({ id: workflowId(`retry-${o}`), fromStart: false })),
   },
   { need: 'operator', ...unary(C.workflowDelete, (o) => ({ id: workflowId(`delete-${o}`) })) },
+  // How long finished workflows stay: set and shown by admins only, as the audit retention.
+  // The values set are the defaults, so the state the other rows see does not change.
+  {
+    need: 'admin',
+    ...unary(C.workflowRetention, () => ({ finishedMax: 10_000, finishedDays: 30, show: false })),
+  },
+  { need: 'admin', variant: 'show', ...unary(C.workflowRetention, () => ({ show: true })) },
   {
     need: 'viewer',
     ...serverStream(C.workflowEvents, () => ({ workflowId: workflowId('w1'), fromSeq: 0, follow: false })),
@@ -524,6 +531,7 @@ async function domainState(): Promise<Record<string, unknown>> {
     kv: (await call(K.range, { prefix: '', limit: 0, local: false })).kvs,
     members: (await call(K.memberList, { local: false })).members,
     retention: await call(A.auditRetention, { entries: 0, days: 0, show: true }),
+    workflowRetention: await call(C.workflowRetention, { show: true }),
     // No call lists operator tokens: the one TokenDelete aims at must still work.
     doomedTokenWorks: await authenticates(fx.doomedToken),
   };
@@ -559,6 +567,13 @@ before(async () => {
   cluster.startAll();
   node = await cluster.waitForLeader();
   rpc = new Client(node.apiAddr, credentials.createInsecure());
+  // WorkflowRetention needs state version 2, which the leader raises to within seconds.
+  await waitFor(
+    'the cluster version 2',
+    async () => (await call(K.status, {})).clusterVersion >= 2,
+    20_000,
+    100,
+  );
   for (const role of roles) {
     fx.tokens.set(role, (await call(C.tokenCreate, { name: `matrix-${role}`, role })).token);
   }

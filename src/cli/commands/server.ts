@@ -27,6 +27,10 @@ export function serverCommand(program: Command): void {
     .option('--snapshot-entries <n>', 'snapshot after this many applied entries (default 10000)')
     .option('--log-level <level>', 'trace|debug|info|warn|error (default info)')
     .option('--metrics-addr <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
+    .option(
+      '--workflow-archive <path>',
+      'while leading, append finished workflows past the retention (`slipway workflow retention`) to PATH as JSON lines, fsynced, before removing them: a file, or a directory (existing, or ending in /) with one workflows-YYYY-MM-DD.jsonl a day; give every node one',
+    )
     .option('--vip <ip>', "the address machines are told to use (default: the API address's host)")
     .option(
       '--vip-interface <name>',
@@ -110,6 +114,7 @@ export function serverCommand(program: Command): void {
       if (o.insecure === true) raw['insecure'] = true;
       if (o.insecureAllowNetwork === true) raw['insecureAllowNetwork'] = true;
       set('metricsAddr', o.metricsAddr);
+      set('workflowArchive', o.workflowArchive);
       set('vip', o.vip);
       set('vipInterface', o.vipInterface);
       set('dhcpInterface', o.dhcpInterface);

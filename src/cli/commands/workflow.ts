@@ -1,4 +1,4 @@
-// `slipway workflow create|get|list|events|state|cancel|retry|delete`.
+// `slipway workflow create|get|list|events|state|cancel|retry|delete|retention`.
 import type { Command } from '@commander-js/extra-typings';
 import type { WorkflowEvent, WorkflowRecord } from '../../gen/control.js';
 import type { ClusterClient } from '../client.js';
@@ -6,6 +6,12 @@ import type { OutputFormat, Row } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import {
+  workflowFinishedDaysDefault,
+  workflowFinishedMaxDefault,
+  workflowRetentionDaysMax,
+  workflowsMax,
+} from '../../state/limits.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -123,6 +129,42 @@ export function workflowCommand(program: Command, connect: Connect): void {
       await client.control('workflowDelete', { id });
       process.stdout.write(`${render(output, { id, deleted: true }, [{ id, deleted: true }])}\n`);
     });
+  wf.command('retention')
+    .description(
+      'show how long finished workflows stay in the state, or set it (admin); the leader removes those past it, archiving them first when it runs with --workflow-archive',
+    )
+    .option(
+      '--finished-max <n>',
+      `keep at most this many finished workflows, the newest (1 to ${workflowsMax}; default ${workflowFinishedMaxDefault})`,
+    )
+    .option(
+      '--finished-days <d>',
+      `remove workflows finished more than this many days ago; 0: no age limit (up to ${workflowRetentionDaysMax}; default ${workflowFinishedDaysDefault})`,
+    )
+    .action(async (o) => {
+      // Checked here first, so that a bad value exits 2 naming the flag without a call.
+      const finishedMax =
+        o.finishedMax === undefined ? undefined : inRange(o.finishedMax, '--finished-max', 1, workflowsMax);
+      const finishedDays =
+        o.finishedDays === undefined
+          ? undefined
+          : inRange(o.finishedDays, '--finished-days', 0, workflowRetentionDaysMax);
+      const { client, output } = connect();
+      // A flag left out keeps its current value (the server fills it in).
+      const res = await client.control('workflowRetention', {
+        ...(finishedMax === undefined ? {} : { finishedMax }),
+        ...(finishedDays === undefined ? {} : { finishedDays }),
+        show: finishedMax === undefined && finishedDays === undefined,
+      });
+      const doc = { finishedMax: res.finishedMax, finishedDays: res.finishedDays };
+      process.stdout.write(`${render(output, doc, [doc])}\n`);
+    });
+}
+
+function inRange(text: string, flag: string, min: number, max: number): number {
+  const n = wholeNumber(text, flag);
+  if (n < min || n > max) throw new UsageError(`${flag} must be ${min} to ${max}, got ${text}`);
+  return n;
 }
 
 function must(rec: WorkflowRecord | undefined): WorkflowRecord {

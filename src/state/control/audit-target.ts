@@ -47,6 +47,10 @@ export function auditTarget(command: ControlCommand): string {
       return `entries=${command.entries} days=${command.days}`;
     case 'cluster.version':
       return String(command.version);
+    case 'workflow.retention':
+      return `finishedMax=${command.finishedMax} finishedDays=${command.finishedDays}`;
+    case 'workflow.gc':
+      return command.workflows.map((w) => w.id).join(' ');
     default:
       return unreachable(command);
   }

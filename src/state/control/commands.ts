@@ -20,6 +20,7 @@ import type {
 } from './model.js';
 import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
+import type { WorkflowRetention } from './workflow-retention.js';
 
 /** Hardware as the operator describes it; the state adds token, times and version. */
 export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
@@ -205,7 +206,22 @@ type ControlChange =
    * The cluster's effective state version (src/state/versions.ts): proposed by the leader once
    * every voter supports `version`; never lowers it.
    */
-  | { readonly type: 'cluster.version'; readonly version: number };
+  | { readonly type: 'cluster.version'; readonly version: number }
+  /** How long finished workflows stay in the state (admin; workflow-retention.ts). */
+  | { readonly type: 'workflow.retention'; readonly finishedMax: number; readonly finishedDays: number }
+  /**
+   * Proposed by the leader's collector (src/api/workflow-collector.ts), after archiving them when
+   * it archives: deletes each listed workflow, with its events, that is finished at the listed
+   * finish time. Any other (gone, running again, finished again since) is skipped.
+   */
+  | { readonly type: 'workflow.gc'; readonly workflows: readonly CollectedWorkflow[] };
+
+/** A workflow the collector chose, as it was when chosen. */
+export interface CollectedWorkflow {
+  readonly id: string;
+  /** Its finishedMs when chosen (0 for a finished record without one). */
+  readonly finishedMs: number;
+}
 
 export type ControlCommandType = ControlCommand['type'];
 
@@ -286,4 +302,8 @@ export type ControlResult =
   | { readonly type: 'auditRetention'; readonly retention: AuditRetention }
   /** cluster.version: the effective version after the command. */
   | { readonly type: 'clusterVersion'; readonly version: number }
+  /** workflow.retention: the setting now in force. */
+  | { readonly type: 'workflowRetention'; readonly retention: WorkflowRetention }
+  /** workflow.gc: the workflows it deleted, in the command's order. */
+  | { readonly type: 'collected'; readonly ids: readonly string[] }
   | { readonly type: 'deleted' };

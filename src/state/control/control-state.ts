@@ -20,10 +20,11 @@ import {
   powerJobsMax,
   templatesMax,
   workflowEventsMax,
+  workflowOutputTailBytesMax,
   workflowsMax,
 } from '../limits.js';
 import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
-import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
+import type { CollectedWorkflow, ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
 import { AuditLog, type AuditPage, type AuditQuery, type AuditRetention } from './audit-log.js';
 import { auditTarget } from './audit-target.js';
@@ -55,7 +56,7 @@ import {
 } from './power-jobs.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from './text.js';
-import { clusterVersionRefusal, stateVersionBaseline } from '../versions.js';
+import { clusterVersionRefusal, stateVersionBaseline, stateVersionBoundedState } from '../versions.js';
 import {
   cancelWorkflow,
   createWorkflow,
@@ -76,6 +77,11 @@ import {
   templateSourceProblem,
   workerTokenProblem,
 } from './validate.js';
+import {
+  workflowRetentionDefault,
+  workflowRetentionProblem,
+  type WorkflowRetention,
+} from './workflow-retention.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -134,6 +140,8 @@ export class ControlState {
   onPowerJobChange?: (job: PowerJob) => void;
   /** An artifact was registered, replaced or deleted (artifact(name) is then undefined). */
   onArtifactChange?: (name: string) => void;
+  /** workflow.gc deleted these finished workflows (after their onWorkflowDelete). */
+  onWorkflowsCollected?: (ids: readonly string[]) => void;
 
   #appliedIndex = 0;
   #lastEventSeq = 0;
@@ -161,6 +169,7 @@ export class ControlState {
   #audit = new AuditLog();
   /** The effective state version (src/state/versions.ts): 1 until the leader raises it. */
   #clusterVersion = stateVersionBaseline;
+  #workflowRetention: WorkflowRetention = workflowRetentionDefault;
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
@@ -168,6 +177,7 @@ export class ControlState {
   #newEvents: WorkflowEvent[] = [];
   #changedPowerJobs: PowerJob[] = [];
   #changedArtifacts: string[] = [];
+  #collected: string[] = [];
 
   /** The raft index of the last control command applied (0 when none). */
   get appliedIndex(): number {
@@ -213,6 +223,11 @@ export class ControlState {
 
   get auditRetention(): AuditRetention {
     return this.#audit.retention;
+  }
+
+  /** How long finished workflows stay (workflow-retention.ts; the leader's collector enforces it). */
+  get workflowRetention(): WorkflowRetention {
+    return this.#workflowRetention;
   }
 
   /** An operator's command goes into the trail with its outcome, in the entry that applied it. */
@@ -296,6 +311,18 @@ export class ControlState {
   /** The ids of the workflows not yet finished (for the leader's deadline scanner), in no order. */
   activeWorkflowIds(): ReadonlySet<string> {
     return this.#active;
+  }
+
+  /** How many workflows are finished. */
+  get finishedWorkflowCount(): number {
+    return this.#workflows.size - this.#active.size;
+  }
+
+  /** The finished workflows (for the leader's collector), in no order. */
+  finishedWorkflows(): Workflow[] {
+    const out: Workflow[] = [];
+    for (const [id, wf] of this.#workflows) if (!this.#active.has(id)) out.push(wf);
+    return out;
   }
 
   /**
@@ -408,6 +435,7 @@ export class ControlState {
         entries: this.#audit.all(),
       },
       clusterVersion: this.#clusterVersion,
+      workflowRetention: this.#workflowRetention,
     };
   }
 
@@ -507,6 +535,7 @@ export class ControlState {
         ? new AuditLog()
         : new AuditLog(image.audit.retention, image.audit.lastSeq, image.audit.entries);
     this.#clusterVersion = image.clusterVersion ?? stateVersionBaseline;
+    this.#workflowRetention = image.workflowRetention ?? workflowRetentionDefault;
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
@@ -608,6 +637,15 @@ export class ControlState {
         // Never lowered: members that applied a newer format cannot go back to an older one.
         this.#clusterVersion = Math.max(this.#clusterVersion, command.version);
         return { type: 'clusterVersion', version: this.#clusterVersion };
+      case 'workflow.retention': {
+        const retention = { finishedMax: command.finishedMax, finishedDays: command.finishedDays };
+        const problem = workflowRetentionProblem(retention);
+        if (problem !== undefined) return failure('E_INVALID', problem);
+        this.#workflowRetention = Object.freeze(retention);
+        return { type: 'workflowRetention', retention: this.#workflowRetention };
+      }
+      case 'workflow.gc':
+        return this.#collect(command.workflows);
       default:
         return unreachable(command);
     }
@@ -995,6 +1033,8 @@ export class ControlState {
       log.push(event);
       this.#newEvents.push(event);
     }
+    // Builds of version 1 keep every tail, so the budget holds only once none can be applying.
+    if (this.#clusterVersion >= stateVersionBoundedState) log.cutOutputTails(workflowOutputTailBytesMax);
     // A provisioned machine must not boot into the installer again (Tinkerbell's allowPXE).
     if (wf.state === 'SUCCESS' && before?.state !== 'SUCCESS' && this.#hardware.has(wf.hardwareId)) {
       this.#setAllowPXE(wf.hardwareId, false, nowMs);
@@ -1041,11 +1081,32 @@ export class ControlState {
     if (!isTerminal(wf.state)) {
       return failure('E_CONFLICT', `workflow "${id}" is ${wf.state}; cancel it before deleting it`);
     }
+    this.#dropFinishedWorkflow(id);
+    return deleted;
+  }
+
+  /**
+   * workflow.gc: deletes each listed workflow that is finished at the listed finish time, in the
+   * command's order; skips the others (gone, running again after a retry, or finished again
+   * since the collector chose it), so what goes is exactly what the collector archived.
+   */
+  #collect(workflows: readonly CollectedWorkflow[]): ControlResult {
+    const ids: string[] = [];
+    for (const { id, finishedMs } of workflows) {
+      const wf = this.#workflows.get(id);
+      if (wf === undefined || !isTerminal(wf.state) || (wf.finishedMs ?? 0) !== finishedMs) continue;
+      this.#dropFinishedWorkflow(id);
+      ids.push(id);
+    }
+    this.#collected.push(...ids);
+    return { type: 'collected', ids };
+  }
+
+  #dropFinishedWorkflow(id: string): void {
     this.#workflows.delete(id);
     // A finished workflow is in neither the active set nor the per-worker index.
     this.#events.delete(id);
     this.#changedWorkflows.set(id, undefined);
-    return deleted;
   }
 
   #putToken(command: Command<'token.put'>, nowMs: number): ControlResult {
@@ -1116,7 +1177,9 @@ export class ControlState {
     const events = this.#newEvents;
     const powerJobs = this.#changedPowerJobs;
     const artifacts = this.#changedArtifacts;
+    const collected = this.#collected;
     this.#changedArtifacts = [];
+    this.#collected = [];
     this.#changedHardware.clear();
     this.#changedWorkflows.clear();
     this.#newEvents = [];
@@ -1129,6 +1192,7 @@ export class ControlState {
     for (const event of events) this.onEvent?.(event);
     for (const job of powerJobs) this.onPowerJobChange?.(job);
     for (const name of artifacts) this.onArtifactChange?.(name);
+    if (collected.length > 0) this.onWorkflowsCollected?.(collected);
   }
 }
 

@@ -2,7 +2,12 @@
 // Field order here is the canonical order of the encoding, so reordering fields is a format
 // change, as is any change to what a reader accepts.
 import { sha256HexOf } from '../digest.js';
-import { auditTextBytesMax, controlCommandBytesMax, leaseGrantsPerCommandMax } from '../limits.js';
+import {
+  auditTextBytesMax,
+  controlCommandBytesMax,
+  leaseGrantsPerCommandMax,
+  workflowGcBatchMax,
+} from '../limits.js';
 import type { AuditEntry, AuditTag } from './audit-log.js';
 import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
 import { controlErrorCodes } from './commands.js';
@@ -452,6 +457,17 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     ...audited,
   }),
   'cluster.version': object({ type: literal(['cluster.version']), version: count }),
+  'workflow.retention': object({
+    type: literal(['workflow.retention']),
+    finishedMax: safeInteger,
+    finishedDays: safeInteger,
+    ...audited,
+  }),
+  'workflow.gc': object({
+    type: literal(['workflow.gc']),
+    workflows: array(object({ id: text, finishedMs: count }), workflowGcBatchMax),
+    ...audited,
+  }),
 });
 
 const outcome = {
@@ -489,4 +505,9 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
     retention: object({ entries: count, days: count }),
   }),
   clusterVersion: object({ type: literal(['clusterVersion']), version: count }),
+  workflowRetention: object({
+    type: literal(['workflowRetention']),
+    retention: object({ finishedMax: count, finishedDays: count }),
+  }),
+  collected: object({ type: literal(['collected']), ids: array(text, workflowGcBatchMax) }),
 });

@@ -12,6 +12,8 @@
 //     ..., "audit": { "retention", "lastSeq", "entries": [AuditEntry by seq] } (format 5 only,
 //          and only when anything was ever audited or the retention is not the default)
 //     ..., "clusterVersion": N }   (format 6 only, and only when N is above 1)
+//     ..., "workflowRetention": { "finishedMax", "finishedDays" } }   (format 6 only, and only
+//          when it is not the default)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
@@ -21,7 +23,10 @@
 // (docs/decisions/0018-audit-trail.md); older snapshots restore with an empty trail. Format 6
 // adds the cluster's effective state version the same way (docs/decisions/0019-version-gates.md):
 // until the cluster runs at version 2, snapshots keep the bytes builds 0.1.x read, so a leader
-// on a new build can still send one to a follower on an old build mid-upgrade.
+// on a new build can still send one to a follower on an old build mid-upgrade. The workflow
+// retention (docs/decisions/0020-bounded-state.md) is set by a command of state version 2, so a
+// retention other than the default exists only in a cluster at version 2 or above: it goes
+// beside clusterVersion in format 6, and only when it is not the default.
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
@@ -33,12 +38,14 @@ import {
   powerJobsMax,
   templatesMax,
   workflowEventsMax,
+  workflowRetentionDaysMax,
   workflowsMax,
 } from '../limits.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
 import { deepFreeze } from './immutable.js';
+import { isDefaultWorkflowRetention, type WorkflowRetention } from './workflow-retention.js';
 import { ipOrder } from './leases.js';
 import type {
   Artifact,
@@ -78,6 +85,8 @@ export interface SnapshotImage {
   readonly audit?: AuditImage;
   /** The effective state version; absent means 1. */
   readonly clusterVersion?: number;
+  /** How long finished workflows stay; absent means the default. */
+  readonly workflowRetention?: WorkflowRetention;
 }
 
 export interface AuditImage {
@@ -111,6 +120,12 @@ const readImage = object({
   artifacts: optional(array(readArtifact, artifactsMax)),
   audit: optional(readAuditImage()),
   clusterVersion: optional(integer(2, stateVersionOfThisBuild)),
+  workflowRetention: optional(
+    object({
+      finishedMax: integer(1, workflowsMax),
+      finishedDays: integer(0, workflowRetentionDaysMax),
+    }),
+  ),
 });
 
 function readAuditImage(): Reader<AuditImage> {
@@ -148,6 +163,16 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   const artifacts = image.artifacts ?? [];
   const audit = image.audit !== undefined && auditWritten(image.audit) ? image.audit : undefined;
   const clusterVersion = image.clusterVersion ?? stateVersionBaseline;
+  const workflowRetention =
+    image.workflowRetention === undefined || isDefaultWorkflowRetention(image.workflowRetention)
+      ? undefined
+      : image.workflowRetention;
+  if (workflowRetention !== undefined && clusterVersion <= stateVersionBaseline) {
+    throw new ShapeError(
+      'workflowRetention',
+      'is set by a command of state version 2; the cluster runs at 1',
+    );
+  }
   const format =
     clusterVersion > stateVersionBaseline
       ? snapshotFormat
@@ -188,6 +213,14 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   }
   if (clusterVersion > stateVersionBaseline) {
     text += `,"clusterVersion":${String(integer(2, stateVersionOfThisBuild)(clusterVersion, 'clusterVersion'))}`;
+  }
+  if (workflowRetention !== undefined) {
+    const { finishedMax, finishedDays } = workflowRetention;
+    const finishedMaxText = String(integer(1, workflowsMax)(finishedMax, 'workflowRetention.finishedMax'));
+    const finishedDaysText = String(
+      integer(0, workflowRetentionDaysMax)(finishedDays, 'workflowRetention.finishedDays'),
+    );
+    text += `,"workflowRetention":{"finishedMax":${finishedMaxText},"finishedDays":${finishedDaysText}}`;
   }
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
@@ -246,7 +279,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     powerJobsProblem(image.format, image.powerJobs) ??
     artifactsProblem(image.format, image.artifacts) ??
     auditProblem(image.format, image.audit) ??
-    clusterVersionProblem(image.format, image.clusterVersion);
+    clusterVersionProblem(image.format, image.clusterVersion) ??
+    workflowRetentionSnapshotProblem(image.format, image.workflowRetention);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -324,6 +358,19 @@ function clusterVersionProblem(format: number, version: number | undefined): str
     return version === undefined ? undefined : `format ${format} has no cluster version`;
   // Format 6 is written exactly when the cluster runs above version 1.
   return version === undefined ? `clusterVersion: format ${format} needs one` : undefined;
+}
+
+function workflowRetentionSnapshotProblem(
+  format: number,
+  retention: WorkflowRetention | undefined,
+): string | undefined {
+  if (retention === undefined) return undefined;
+  // Only a cluster at version 2 or above can have set it, and it writes format 6.
+  if (format < snapshotFormat) return `format ${format} has no workflow retention`;
+  // One encoding per state: the default is left out.
+  if (isDefaultWorkflowRetention(retention))
+    return `workflowRetention: format ${format} leaves out the default`;
+  return undefined;
 }
 
 function artifactsProblem(format: number, artifacts: readonly Artifact[] | undefined): string | undefined {
