@@ -150,13 +150,14 @@ export class ProcessCluster {
     return this.nodes.map((n) => n.apiAddr);
   }
 
-  async status(node: ProcNode, timeoutMs = 1000): Promise<StatusResponse | null> {
+  /** The node's Status, or null when it does not answer; with `digest`, its state digest too. */
+  async status(node: ProcNode, timeoutMs = 1000, digest = false): Promise<StatusResponse | null> {
     const c = new KvClient(node.apiAddr, credentials.createInsecure());
     try {
       return await new Promise<StatusResponse | null>((resolve) => {
         const md = new Metadata();
         if (this.token !== undefined) md.set('authorization', `Bearer ${this.token}`);
-        c.status({}, md, { deadline: Date.now() + timeoutMs }, (err, res) =>
+        c.status({ digest }, md, { deadline: Date.now() + timeoutMs }, (err, res) =>
           resolve(err === null ? res : null),
         );
       });

@@ -22,7 +22,7 @@ async function memberReports(access: StatusAccess): Promise<MemberReport[]> {
   const ask = async (addr: string): Promise<StatusResponse> => {
     const c = access.clientFor(addr);
     try {
-      return await c.call('status', {});
+      return await c.call('status', { digest: false });
     } finally {
       c.close();
     }
