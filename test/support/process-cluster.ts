@@ -77,6 +77,8 @@ export class ProcessCluster {
   readonly bin: string;
   /** Flags for one node only (by id), after extraArgs: e.g. each node's own --http-addr. */
   readonly nodeArgs = new Map<string, string[]>();
+  /** The script one node runs (by id) instead of `bin`: e.g. a node upgraded to another build. */
+  readonly nodeBins = new Map<string, string>();
 
   constructor(size: number, extraArgs: string[] = [], bin = slipwayBin) {
     this.dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-'));
@@ -107,7 +109,7 @@ export class ProcessCluster {
   start(node: ProcNode): void {
     const log = openSync(join(this.dir, `${node.id}.log`), 'a');
     const args = [
-      this.bin,
+      this.nodeBins.get(node.id) ?? this.bin,
       'server',
       '--id',
       node.id,
