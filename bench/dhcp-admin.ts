@@ -33,7 +33,7 @@ async function status(addrs: readonly string[]): Promise<NodeStatusLine[]> {
     addrs.map(async (addr): Promise<NodeStatusLine> => {
       const client = new ClusterClient([addr], callTimeoutMs);
       try {
-        const s = await client.call('status', { digest: false });
+        const s = await client.call('status', {});
         return { addr, id: s.id, leader: s.leader, commit: s.commit, applied: s.applied, error: null };
       } catch (err) {
         const error = err instanceof Error ? err.message : String(err);

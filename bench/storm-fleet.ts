@@ -216,13 +216,11 @@ async function setup(c: FleetConfig): Promise<void> {
 async function waitApplied(servers: readonly string[]): Promise<void> {
   const clients = servers.map((s) => new ClusterClient([s], { timeoutMs: 5000 }));
   const commit = Math.max(
-    ...(await Promise.all(clients.map(async (cl) => (await cl.call('status', { digest: false })).commit))),
+    ...(await Promise.all(clients.map(async (cl) => (await cl.call('status', {})).commit))),
   );
   const deadline = Date.now() + 120_000;
   for (;;) {
-    const applied = await Promise.all(
-      clients.map(async (cl) => (await cl.call('status', { digest: false })).applied),
-    );
+    const applied = await Promise.all(clients.map(async (cl) => (await cl.call('status', {})).applied));
     if (applied.every((a) => a >= commit)) break;
     if (Date.now() > deadline)
       throw new Error(`the nodes applied ${applied.join(', ')} of ${String(commit)} in 2 minutes`);

@@ -203,7 +203,7 @@ export class KvService {
         const more = kvs.length > limit;
         return { kvs: kvs.slice(0, limit).map(toProto), more };
       }),
-      status: unary((req) => this.status(req.digest)),
+      status: unary((req) => this.status(req.digest === true)),
       memberList: unary(async (req) => {
         if (!req.local) await this.ctx.node.linearizableRead();
         return { members: membersOf(this.ctx.node.membership()) };
@@ -365,7 +365,7 @@ export class KvService {
   peerStatus(member: Member, timeoutMs: number): Promise<StatusResponse> {
     return new Promise((resolve, reject) => {
       this.clientFor(member.addr).status(
-        { digest: false },
+        {},
         new Metadata(),
         { deadline: Date.now() + timeoutMs },
         (err, res) => {

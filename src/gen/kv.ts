@@ -234,8 +234,11 @@ export interface MemberInfo {
 }
 
 export interface StatusRequest {
-  /** Also compute state_digest: an encoding of the whole replicated state, so only when asked. */
-  digest: boolean;
+  /**
+   * Also compute state_digest: an encoding of the whole replicated state, so only when asked.
+   * Optional so that callers that ask nothing (and builds before it) send an empty request.
+   */
+  digest?: boolean | undefined;
 }
 
 export interface StatusResponse {
@@ -1750,12 +1753,12 @@ export const MemberInfo: MessageFns<MemberInfo> = {
 };
 
 function createBaseStatusRequest(): StatusRequest {
-  return { digest: false };
+  return { digest: undefined };
 }
 
 export const StatusRequest: MessageFns<StatusRequest> = {
   encode(message: StatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.digest !== false) {
+    if (message.digest !== undefined) {
       writer.uint32(8).bool(message.digest);
     }
     return writer;
@@ -1795,12 +1798,12 @@ export const StatusRequest: MessageFns<StatusRequest> = {
   },
 
   fromJSON(object: any): StatusRequest {
-    return { digest: isSet(object.digest) ? globalThis.Boolean(object.digest) : false };
+    return { digest: isSet(object.digest) ? globalThis.Boolean(object.digest) : undefined };
   },
 
   toJSON(message: StatusRequest): unknown {
     const obj: any = {};
-    if (message.digest !== false) {
+    if (message.digest !== undefined) {
       obj.digest = message.digest;
     }
     return obj;
@@ -1811,7 +1814,7 @@ export const StatusRequest: MessageFns<StatusRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<StatusRequest>, I>>(object: I): StatusRequest {
     const message = createBaseStatusRequest();
-    message.digest = object.digest ?? false;
+    message.digest = object.digest ?? undefined;
     return message;
   },
 };

@@ -37,7 +37,7 @@ function servedBy(workerId?: string): Promise<string> {
   const md = new Metadata();
   if (workerId !== undefined) md.set(stickyHeader, workerId);
   return new Promise((resolve, reject) => {
-    kv.status({ digest: false }, md, { deadline: Date.now() + 5000 }, (err, res) => {
+    kv.status({}, md, { deadline: Date.now() + 5000 }, (err, res) => {
       if (err === null) resolve(res.id);
       else reject(err);
     });

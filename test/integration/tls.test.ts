@@ -124,15 +124,10 @@ test('plaintext to the API and a peer without a node certificate are refused', a
   const attempt = (addr: string, creds: ReturnType<typeof credentials.createInsecure>): Promise<number> => {
     const c = new KvClient(addr, creds);
     return new Promise<number>((resolve) => {
-      c.status(
-        { digest: false },
-        new Metadata(),
-        { deadline: Date.now() + 3000 },
-        (err: ServiceError | null) => {
-          c.close();
-          resolve(err === null ? status.OK : err.code);
-        },
-      );
+      c.status({}, new Metadata(), { deadline: Date.now() + 3000 }, (err: ServiceError | null) => {
+        c.close();
+        resolve(err === null ? status.OK : err.code);
+      });
     });
   };
   assert.notEqual(await attempt(node.apiAddr, credentials.createInsecure()), status.OK);

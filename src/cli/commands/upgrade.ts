@@ -22,7 +22,7 @@ async function memberReports(access: StatusAccess): Promise<MemberReport[]> {
   const ask = async (addr: string): Promise<StatusResponse> => {
     const c = access.clientFor(addr);
     try {
-      return await c.call('status', { digest: false });
+      return await c.call('status', {});
     } finally {
       c.close();
     }
