@@ -1,6 +1,7 @@
 // The Kv gRPC service: the replicated key-value store and cluster administration. Any node
 // answers: writes on a follower are forwarded to the leader, reads are linearizable
 // (ReadIndex, through the leader) unless the caller asks for a local read.
+import { createHash } from 'node:crypto';
 import { Metadata, status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -33,6 +34,11 @@ import { ApiError, toServiceError } from './errors.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
 import { buildVersion, stateVersionOfThisBuild } from '../state/versions.js';
+
+/** Lets timers and I/O run between slices of the digest's encoding. */
+function nextTurnOfEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 /** The namespace the operator-facing `kv` commands use; the control plane has its own. */
 export const operatorNamespace = 'kv';
@@ -197,7 +203,7 @@ export class KvService {
         const more = kvs.length > limit;
         return { kvs: kvs.slice(0, limit).map(toProto), more };
       }),
-      status: unary(() => Promise.resolve(this.status())),
+      status: unary((req) => this.status(req.digest === true)),
       memberList: unary(async (req) => {
         if (!req.local) await this.ctx.node.linearizableRead();
         return { members: membersOf(this.ctx.node.membership()) };
@@ -250,9 +256,14 @@ export class KvService {
     this.clients.clear();
   }
 
-  status(): StatusResponse {
+  /**
+   * This node's Status. With `digest`, also the SHA-256 of its state machine's snapshot encoding:
+   * the state is captured in the same turn of the event loop as the other fields (so at `applied`)
+   * and encoded in slices afterwards, so a large state does not stall the node while it is hashed.
+   */
+  async status(digest = false): Promise<StatusResponse> {
     const st = this.ctx.node.status();
-    return {
+    const answer: StatusResponse = {
       id: st.id,
       leader: st.leader,
       term: st.term,
@@ -265,7 +276,11 @@ export class KvService {
       clusterVersion: this.ctx.store.control.clusterVersion,
       stopped: this.ctx.node.stoppedBy?.message ?? '',
       leaderTransferee: st.transferee,
+      stateDigest: '',
     };
+    if (!digest) return answer;
+    const bytes = await this.ctx.store.captureSnapshot().encode(nextTurnOfEventLoop);
+    return { ...answer, stateDigest: createHash('sha256').update(bytes).digest('hex') };
   }
 
   private notLeader(): RaftError {

@@ -234,6 +234,11 @@ export interface MemberInfo {
 }
 
 export interface StatusRequest {
+  /**
+   * Also compute state_digest: an encoding of the whole replicated state, so only when asked.
+   * Optional so that callers that ask nothing (and builds before it) send an empty request.
+   */
+  digest?: boolean | undefined;
 }
 
 export interface StatusResponse {
@@ -258,6 +263,13 @@ export interface StatusResponse {
   stopped: string;
   /** On the leader: the member leadership is being handed to, or "". */
   leaderTransferee: string;
+  /**
+   * With StatusRequest.digest: SHA-256 (64 lower-case hex digits) of the state machine's snapshot
+   * encoding at `applied`, the index this whole answer was taken at. Two members at the same
+   * applied index must give the same digest (invariant 2: deterministic apply); different digests
+   * there mean their states diverged. Empty when not asked, and from builds before 0.2.0.
+   */
+  stateDigest: string;
 }
 
 export interface MemberAddRequest {
@@ -1741,11 +1753,14 @@ export const MemberInfo: MessageFns<MemberInfo> = {
 };
 
 function createBaseStatusRequest(): StatusRequest {
-  return {};
+  return { digest: undefined };
 }
 
 export const StatusRequest: MessageFns<StatusRequest> = {
-  encode(_: StatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: StatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.digest !== undefined) {
+      writer.uint32(8).bool(message.digest);
+    }
     return writer;
   },
 
@@ -1762,6 +1777,14 @@ export const StatusRequest: MessageFns<StatusRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.digest = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1774,20 +1797,24 @@ export const StatusRequest: MessageFns<StatusRequest> = {
     }
   },
 
-  fromJSON(_: any): StatusRequest {
-    return {};
+  fromJSON(object: any): StatusRequest {
+    return { digest: isSet(object.digest) ? globalThis.Boolean(object.digest) : undefined };
   },
 
-  toJSON(_: StatusRequest): unknown {
+  toJSON(message: StatusRequest): unknown {
     const obj: any = {};
+    if (message.digest !== undefined) {
+      obj.digest = message.digest;
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<StatusRequest>, I>>(base?: I): StatusRequest {
     return StatusRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<StatusRequest>, I>>(_: I): StatusRequest {
+  fromPartial<I extends Exact<DeepPartial<StatusRequest>, I>>(object: I): StatusRequest {
     const message = createBaseStatusRequest();
+    message.digest = object.digest ?? undefined;
     return message;
   },
 };
@@ -1806,6 +1833,7 @@ function createBaseStatusResponse(): StatusResponse {
     clusterVersion: 0,
     stopped: "",
     leaderTransferee: "",
+    stateDigest: "",
   };
 }
 
@@ -1846,6 +1874,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.leaderTransferee !== "") {
       writer.uint32(98).string(message.leaderTransferee);
+    }
+    if (message.stateDigest !== "") {
+      writer.uint32(106).string(message.stateDigest);
     }
     return writer;
   },
@@ -1959,6 +1990,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.leaderTransferee = reader.string();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.stateDigest = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1996,6 +2035,11 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         ? globalThis.String(object.leaderTransferee)
         : isSet(object.leader_transferee)
         ? globalThis.String(object.leader_transferee)
+        : "",
+      stateDigest: isSet(object.stateDigest)
+        ? globalThis.String(object.stateDigest)
+        : isSet(object.state_digest)
+        ? globalThis.String(object.state_digest)
         : "",
     };
   },
@@ -2038,6 +2082,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.leaderTransferee !== "") {
       obj.leaderTransferee = message.leaderTransferee;
     }
+    if (message.stateDigest !== "") {
+      obj.stateDigest = message.stateDigest;
+    }
     return obj;
   },
 
@@ -2058,6 +2105,7 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.clusterVersion = object.clusterVersion ?? 0;
     message.stopped = object.stopped ?? "";
     message.leaderTransferee = object.leaderTransferee ?? "";
+    message.stateDigest = object.stateDigest ?? "";
     return message;
   },
 };

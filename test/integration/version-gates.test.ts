@@ -4,7 +4,8 @@
 // be restarted only while every voter answers. A node that finds a committed entry newer than its
 // build stops applying at that entry (its state stays as it was before it), reports why in
 // Status, answers NOT_SERVING to health checks, and stops there again after a restart, instead
-// of answering the entry with an error the other members did not give.
+// of answering the entry with an error the other members did not give. Members at the same
+// applied index give the same state digest (Status with digest), and a write changes it.
 // Method: real `slipway server` processes. For the newer entry, a raw raft stream plays the
 // leader n2 of a two-member cluster whose other member, n1, is real: it appends a key-value put
 // and then a control command written at state version 3, and commits both.
@@ -13,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client, credentials, Metadata } from '@grpc/grpc-js';
+import { ClusterClient } from '../../src/cli/client.js';
 import { HealthClient, HealthCheckResponse_ServingStatus } from '../../src/gen/health.js';
 import { KvClient, type StatusResponse } from '../../src/gen/kv.js';
 import { RaftService, type StreamAck } from '../../src/gen/raft.js';
@@ -63,6 +65,47 @@ describe('a cluster of this build', () => {
     ]);
     const table = await cli(['cluster', 'version']);
     assert.match(table.stdout, /cluster version: 2; every voter supports: 2/);
+  });
+
+  test('state digests: equal on every member at the same applied index, changed by a write', async () => {
+    /** Every member's applied index and digest, once all three answer at the same index. */
+    const agreed = async (what: string): Promise<StatusResponse[]> => {
+      let seen: StatusResponse[] = [];
+      await waitFor(
+        what,
+        async () => {
+          const all = await Promise.all(cluster.nodes.map((n) => cluster.status(n, 5000, true)));
+          if (all.some((s) => s === null)) return false;
+          seen = all as StatusResponse[];
+          return new Set(seen.map((s) => s.applied)).size === 1;
+        },
+        20_000,
+        100,
+      );
+      return seen;
+    };
+    const client = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 10_000 });
+    const put = (key: string, value: string) =>
+      client.call('put', { key, value: Buffer.from(value), session: undefined });
+    for (let i = 0; i < 20; i++) await put(`digest-${i}`, `v${i}`);
+    const first = await agreed('the members to reach the same applied index after 20 writes');
+    for (const s of first) assert.match(s.stateDigest, /^[0-9a-f]{64}$/, s.id);
+    assert.equal(new Set(first.map((s) => s.stateDigest)).size, 1, JSON.stringify(first));
+    // Without asking, no digest.
+    assert.equal((await cluster.status(cluster.nodes[0]!))?.stateDigest, '');
+
+    await put('digest-0', 'changed');
+    client.close();
+    const second = await agreed('the members to reach the same applied index after one more write');
+    assert.ok(second[0]!.applied > first[0]!.applied);
+    assert.equal(new Set(second.map((s) => s.stateDigest)).size, 1, JSON.stringify(second));
+    assert.notEqual(second[0]!.stateDigest, first[0]!.stateDigest);
+
+    const shown = await cli(['-o', 'json', 'cluster', 'status', '--digest']);
+    assert.equal(shown.code, 0, shown.stderr);
+    const rows = (JSON.parse(shown.stdout) as { nodes: { node: string; digest: string }[] }).nodes;
+    assert.deepEqual(rows.map((r) => r.node).sort(), ['n1', 'n2', 'n3']);
+    for (const r of rows) assert.match(r.digest, /^[0-9a-f]{64}$/, r.node);
   });
 
   test('upgrade check: yes while every voter answers; no, naming it, once one is down', async () => {

@@ -77,6 +77,8 @@ export class ProcessCluster {
   readonly bin: string;
   /** Flags for one node only (by id), after extraArgs: e.g. each node's own --http-addr. */
   readonly nodeArgs = new Map<string, string[]>();
+  /** The script one node runs (by id) instead of `bin`: e.g. a node upgraded to another build. */
+  readonly nodeBins = new Map<string, string>();
 
   constructor(size: number, extraArgs: string[] = [], bin = slipwayBin) {
     this.dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-'));
@@ -107,7 +109,7 @@ export class ProcessCluster {
   start(node: ProcNode): void {
     const log = openSync(join(this.dir, `${node.id}.log`), 'a');
     const args = [
-      this.bin,
+      this.nodeBins.get(node.id) ?? this.bin,
       'server',
       '--id',
       node.id,
@@ -150,13 +152,14 @@ export class ProcessCluster {
     return this.nodes.map((n) => n.apiAddr);
   }
 
-  async status(node: ProcNode, timeoutMs = 1000): Promise<StatusResponse | null> {
+  /** The node's Status, or null when it does not answer; with `digest`, its state digest too. */
+  async status(node: ProcNode, timeoutMs = 1000, digest = false): Promise<StatusResponse | null> {
     const c = new KvClient(node.apiAddr, credentials.createInsecure());
     try {
       return await new Promise<StatusResponse | null>((resolve) => {
         const md = new Metadata();
         if (this.token !== undefined) md.set('authorization', `Bearer ${this.token}`);
-        c.status({}, md, { deadline: Date.now() + timeoutMs }, (err, res) =>
+        c.status({ digest }, md, { deadline: Date.now() + timeoutMs }, (err, res) =>
           resolve(err === null ? res : null),
         );
       });
