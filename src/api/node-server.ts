@@ -10,6 +10,7 @@ import { ControlService as ControlServiceDefinition } from '../gen/control.js';
 import { HealthService as HealthServiceDefinition } from '../gen/health.js';
 import { InternalService } from '../gen/internal.js';
 import { KvService as KvServiceDefinition } from '../gen/kv.js';
+import { MaintenanceService as MaintenanceServiceDefinition } from '../gen/maintenance.js';
 import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
 import { RaftNode } from '../raft/node.js';
 import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
@@ -36,6 +37,7 @@ import { PowerJobWaiters } from '../power/waiters.js';
 import { EventHub } from './event-hub.js';
 import { HealthService } from './health-service.js';
 import { KvService } from './kv-service.js';
+import { MaintenanceService } from './maintenance-service.js';
 import { NodeMetrics } from './metrics.js';
 import { Proposer } from './proposer.js';
 import { clusterVersionRefusal } from '../state/versions.js';
@@ -97,6 +99,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   });
   const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
   const kv = new KvService({ node, store: stateMachine, logger, peerTls: tls });
+  const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
   const proposer = new Proposer(node, logger, tls, (command) =>
     command.type === 'control'
       ? clusterVersionRefusal(command.command, stateMachine.control.clusterVersion)
@@ -183,6 +186,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // Followers forward writes to the leader's raft address, so those services are served there too.
   // (The transport answers undecodable requests and cuts status messages as the API does.)
   transport.addService(KvServiceDefinition, kv.handlers());
+  transport.addService(MaintenanceServiceDefinition, maintenance.handlers());
   transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
   await node.start();
   // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
@@ -199,6 +203,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     refusingUndecodable(AuditServiceDefinition),
     new AuditService({ node, control, proposer, auditor }).handlers(),
   );
+  api.addService(refusingUndecodable(MaintenanceServiceDefinition), maintenance.handlers(auditor));
   api.addService(refusingUndecodable(WorkerServiceDefinition), workers.handlers());
   api.addService(refusingUndecodable(HealthServiceDefinition), health.handlers());
   const apiPort = await new Promise<number>((resolve, reject) => {
@@ -280,6 +285,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       await boot.close();
       await new Promise<void>((resolve) => api.tryShutdown(() => resolve()));
       kv.close();
+      maintenance.close();
       proposer.close();
       await node.stop();
     })();

@@ -18,6 +18,7 @@ import type {
   NodeId,
   RaftConfig,
   Ready,
+  SnapshotMeta,
   SoftState,
 } from './core/types.js';
 import { defaultRaftConfig, message, RaftError } from './core/types.js';
@@ -161,6 +162,18 @@ export class RaftNode {
       this.proposalQueue.push({ command, resolve, reject });
       this.kick();
     });
+  }
+
+  /**
+   * What a snapshot of the state machine as it is now would be: the applied index, its term and
+   * the membership there. Undefined while the core has handed out committed entries this node
+   * has not applied yet (ask again on a later turn of the event loop). Capture the state in the
+   * same turn, so that the two describe the same index.
+   */
+  appliedSnapshotMeta(): SnapshotMeta | undefined {
+    this.checkUsable();
+    if (this.core.status().applied !== this.applied) return undefined;
+    return this.core.snapshotMeta(this.applied);
   }
 
   /** Resolves once this node's state machine reflects every write committed before the call. */
