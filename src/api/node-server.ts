@@ -70,6 +70,11 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       `${insecureNetworkFlag}: plaintext gRPC beyond loopback; anyone on the network can read and forge calls`,
     );
   }
+  if (cfg.forceNewCluster && !existsSync(logStoreLocation(cfg.dataDir))) {
+    throw new ConfigError(
+      `--force-new-cluster restarts an existing member, but ${cfg.dataDir} holds no raft log; start a new cluster with --peers instead`,
+    );
+  }
   const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
@@ -86,6 +91,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     tickMs: cfg.tickMs,
     raft: { electionTicks: cfg.electionTicks, heartbeatTicks: cfg.heartbeatTicks },
     snapshotEntries: cfg.snapshotEntries,
+    ...(cfg.forceNewCluster
+      ? { forceNewCluster: { id: cfg.id, addr: cfg.raftAddr, apiAddr: cfg.apiAddr } }
+      : {}),
   });
   const control = stateMachine.control;
   // Registered artifacts' content, the same on every node: stored by digest under the data dir
