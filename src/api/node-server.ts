@@ -10,6 +10,7 @@ import { ControlService as ControlServiceDefinition } from '../gen/control.js';
 import { HealthService as HealthServiceDefinition } from '../gen/health.js';
 import { InternalService } from '../gen/internal.js';
 import { KvService as KvServiceDefinition } from '../gen/kv.js';
+import { MaintenanceService as MaintenanceServiceDefinition } from '../gen/maintenance.js';
 import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
 import { RaftNode } from '../raft/node.js';
 import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
@@ -38,6 +39,7 @@ import { PowerJobWaiters } from '../power/waiters.js';
 import { EventHub } from './event-hub.js';
 import { HealthService } from './health-service.js';
 import { KvService } from './kv-service.js';
+import { MaintenanceService } from './maintenance-service.js';
 import { NodeMetrics } from './metrics.js';
 import { Proposer } from './proposer.js';
 import { clusterVersionRefusal } from '../state/versions.js';
@@ -70,6 +72,11 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       `${insecureNetworkFlag}: plaintext gRPC beyond loopback; anyone on the network can read and forge calls`,
     );
   }
+  if (cfg.forceNewCluster && !existsSync(logStoreLocation(cfg.dataDir))) {
+    throw new ConfigError(
+      `--force-new-cluster restarts an existing member, but ${cfg.dataDir} holds no raft log; start a new cluster with --peers instead`,
+    );
+  }
   const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
   // Checked before anything starts: a node must not find out at its first collection.
   const archive =
@@ -91,6 +98,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     tickMs: cfg.tickMs,
     raft: { electionTicks: cfg.electionTicks, heartbeatTicks: cfg.heartbeatTicks },
     snapshotEntries: cfg.snapshotEntries,
+    ...(cfg.forceNewCluster
+      ? { forceNewCluster: { id: cfg.id, addr: cfg.raftAddr, apiAddr: cfg.apiAddr } }
+      : {}),
   });
   const control = stateMachine.control;
   // Registered artifacts' content, the same on every node: stored by digest under the data dir
@@ -104,6 +114,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   });
   const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
   const kv = new KvService({ node, store: stateMachine, logger, peerTls: tls });
+  const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
   const proposer = new Proposer(node, logger, tls, (command) =>
     command.type === 'control'
       ? clusterVersionRefusal(command.command, stateMachine.control.clusterVersion)
@@ -202,6 +213,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // Followers forward writes to the leader's raft address, so those services are served there too.
   // (The transport answers undecodable requests and cuts status messages as the API does.)
   transport.addService(KvServiceDefinition, kv.handlers());
+  transport.addService(MaintenanceServiceDefinition, maintenance.handlers());
   transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
   await node.start();
   // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
@@ -219,6 +231,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     refusingUndecodable(AuditServiceDefinition),
     new AuditService({ node, control, proposer, auditor }).handlers(),
   );
+  api.addService(refusingUndecodable(MaintenanceServiceDefinition), maintenance.handlers(auditor));
   api.addService(refusingUndecodable(WorkerServiceDefinition), workers.handlers());
   api.addService(refusingUndecodable(HealthServiceDefinition), health.handlers());
   const apiPort = await new Promise<number>((resolve, reject) => {
@@ -301,6 +314,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       await boot.close();
       await new Promise<void>((resolve) => api.tryShutdown(() => resolve()));
       kv.close();
+      maintenance.close();
       proposer.close();
       await node.stop();
     })();

@@ -38,6 +38,11 @@ export const serverConfigSchema = z
     peers: z.array(z.object({ id: memberId, addr: hostPort })).default([]),
     /** Start empty and wait to be added with `slipway member add`. */
     join: z.boolean().default(false),
+    /**
+     * Disaster recovery (docs/decisions/0021): rewrite the stored membership to this node alone
+     * and start as a one-node cluster, for a survivor whose majority is lost for good.
+     */
+    forceNewCluster: z.boolean().default(false),
     tickMs: z.number().int().min(5).max(1000).default(50),
     electionTicks: z.number().int().min(3).max(100).default(6),
     heartbeatTicks: z.number().int().min(1).max(50).default(1),
@@ -127,7 +132,14 @@ export const serverConfigSchema = z
         message: 'must be smaller than electionTicks',
       });
     }
-    if (c.peers.length === 0) {
+    if (c.forceNewCluster && c.join) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['forceNewCluster'],
+        message: 'cannot be combined with --join (it restarts an existing member on its own)',
+      });
+    }
+    if (c.peers.length === 0 && !c.forceNewCluster) {
       ctx.addIssue({
         code: 'custom',
         path: ['peers'],

@@ -14,6 +14,8 @@ import type { AuditServer } from '../gen/audit.js';
 import { AuditClient } from '../gen/audit.js';
 import type { KvServer } from '../gen/kv.js';
 import { KvClient } from '../gen/kv.js';
+import type { SnapshotSaveResponse } from '../gen/maintenance.js';
+import { MaintenanceClient } from '../gen/maintenance.js';
 import { isServiceError, refusedBeforeAppend } from '../api/errors.js';
 import { answerBytesMax } from './errors.js';
 import { UsageError } from './output.js';
@@ -150,6 +152,7 @@ export class ClusterClient {
   private kvClients: KvClient[] | undefined;
   private controlClients: ControlClient[] | undefined;
   private auditClients: AuditClient[] | undefined;
+  private maintenanceClients: MaintenanceClient[] | undefined;
   private preferred = 0;
 
   constructor(servers: readonly string[], opts: ClientOptions | number = {}) {
@@ -274,7 +277,61 @@ export class ClusterClient {
     throw lastErr ?? new Error('no server answered');
   }
 
+  /**
+   * Streams a snapshot of the state (served by the leader; a follower relays it) into `onMessage`,
+   * which may await (the stream pauses meanwhile). Moves to the next node only while nothing has
+   * arrived yet: once the header has, a broken stream is an error for the caller to handle.
+   */
+  async snapshotSave(onMessage: (msg: SnapshotSaveResponse) => Promise<void>): Promise<void> {
+    this.maintenanceClients ??= this.servers.map((s) => new MaintenanceClient(s, this.creds, channelOptions));
+    const clients = this.maintenanceClients;
+    let lastErr: ServiceError | null = null;
+    for (let attempt = 0; attempt < clients.length * 3; attempt++) {
+      const i = (this.preferred + attempt) % clients.length;
+      let received = false;
+      try {
+        await new Promise<void>((resolve, reject) => {
+          const stream = clients[i]!.snapshotSave({}, this.metadata());
+          let failed = false;
+          let pending = Promise.resolve();
+          stream.on('data', (msg: SnapshotSaveResponse) => {
+            received = true;
+            stream.pause();
+            pending = pending
+              .then(() => onMessage(msg))
+              .then(
+                () => {
+                  stream.resume();
+                },
+                (err: unknown) => {
+                  failed = true;
+                  stream.cancel();
+                  reject(err instanceof Error ? err : new Error(String(err)));
+                },
+              );
+          });
+          stream.on('error', (err: ServiceError) => {
+            if (!failed) reject(err);
+          });
+          stream.on('end', () => {
+            pending.then(() => {
+              if (!failed) resolve();
+            }, reject);
+          });
+        });
+        this.preferred = i;
+        return;
+      } catch (err) {
+        if (received || !isServiceError(err) || !failoverCodes.has(err.code)) throw err;
+        lastErr = err;
+        if (attempt % clients.length === clients.length - 1) await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    throw lastErr ?? new Error('no server answered');
+  }
+
   close(): void {
+    for (const c of this.maintenanceClients ?? []) c.close();
     for (const c of this.kvClients ?? []) c.close();
     for (const c of this.controlClients ?? []) c.close();
     for (const c of this.auditClients ?? []) c.close();

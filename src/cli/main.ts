@@ -20,6 +20,7 @@ import { kvCommand } from './commands/kv.js';
 import { memberCommand } from './commands/member.js';
 import { powerCommand } from './commands/power.js';
 import { serverCommand } from './commands/server.js';
+import { snapshotCommand } from './commands/snapshot.js';
 import { templateCommand } from './commands/template.js';
 import { tokenCommand } from './commands/token.js';
 import { workerCommand } from './commands/worker.js';
@@ -90,6 +91,7 @@ powerCommand(program, connect);
 artifactCommand(program, connect);
 tokenCommand(program, connect);
 auditCommand(program, connect);
+snapshotCommand(program, connect, () => parseOutputFormat(program.opts().output));
 workerCommand(program, () => program.opts());
 const statusAccess: StatusAccess = {
   servers: () => parseServers(program.opts().server),

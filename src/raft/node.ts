@@ -18,6 +18,7 @@ import type {
   NodeId,
   RaftConfig,
   Ready,
+  SnapshotMeta,
   SoftState,
 } from './core/types.js';
 import { defaultRaftConfig, message, RaftError } from './core/types.js';
@@ -43,6 +44,12 @@ export interface RaftNodeOptions {
   readonly snapshotEntries?: number;
   /** Entries kept behind a snapshot for followers that lag a little. */
   readonly trailingEntries?: number;
+  /**
+   * Disaster recovery: before raft runs, append a configuration entry naming only this member
+   * and commit the whole log locally, so that the node starts as a one-node cluster. Refused
+   * on an empty log.
+   */
+  readonly forceNewCluster?: Member;
   /** Called after every applied entry, for changefeeds and metrics. */
   readonly onApplied?: (entry: Entry) => void;
   readonly onSoftState?: (s: SoftState) => void;
@@ -130,6 +137,15 @@ export class RaftNode {
         'bootstrapped a new cluster member',
       );
     }
+    if (this.opts.forceNewCluster !== undefined) {
+      if (fresh) {
+        throw new RaftError(
+          'E_BAD_REQUEST',
+          "force-new-cluster needs an existing member's raft log; this data directory holds none",
+        );
+      }
+      initial = await this.forceNewCluster(loaded, this.opts.forceNewCluster);
+    }
     if (loaded.snapshotData !== null && loaded.snapshot.index > 0) {
       this.opts.stateMachine.restore(loaded.snapshotData);
       this.lastSnapshot = { meta: loaded.snapshot, data: loaded.snapshotData };
@@ -150,6 +166,36 @@ export class RaftNode {
     this.kick();
   }
 
+  /**
+   * Rewrites the stored membership to `self` alone: a bootstrap configuration entry at the next
+   * index in the current term, with the commit index moved to it. Every entry in the log is
+   * thereby committed, including any the lost majority never committed (as etcd's
+   * --force-new-cluster does); the core adopts the new membership when it applies the entry.
+   */
+  private async forceNewCluster(loaded: InitialState, self: Member): Promise<InitialState> {
+    const last = loaded.snapshot.index + loaded.entries.length;
+    const entry: Entry = {
+      term: loaded.hardState.term,
+      index: last + 1,
+      type: 'conf',
+      data: encodeConfChange({ type: 'bootstrap', voters: [self] }),
+    };
+    const hardState = { term: loaded.hardState.term, vote: loaded.hardState.vote, commit: entry.index };
+    await this.opts.store.save({ hardState, entries: [entry], snapshot: null });
+    this.log.warn(
+      {
+        id: self.id,
+        index: entry.index,
+        term: entry.term,
+        previousCommit: loaded.hardState.commit,
+        committedUncommitted: last - Math.max(loaded.hardState.commit, loaded.snapshot.index),
+      },
+      'FORCE NEW CLUSTER: the stored membership is rewritten to this member alone and every entry in its log is committed; ' +
+        'the other members must not be started again with their old data (add new ones with `slipway member add`)',
+    );
+    return { hardState, snapshot: loaded.snapshot, entries: [...loaded.entries, entry] };
+  }
+
   // ------------------------------------------------------------- public API
 
   /** Proposes a command; resolves with the state machine's result once it is applied here. */
@@ -161,6 +207,18 @@ export class RaftNode {
       this.proposalQueue.push({ command, resolve, reject });
       this.kick();
     });
+  }
+
+  /**
+   * What a snapshot of the state machine as it is now would be: the applied index, its term and
+   * the membership there. Undefined while the core has handed out committed entries this node
+   * has not applied yet (ask again on a later turn of the event loop). Capture the state in the
+   * same turn, so that the two describe the same index.
+   */
+  appliedSnapshotMeta(): SnapshotMeta | undefined {
+    this.checkUsable();
+    if (this.core.status().applied !== this.applied) return undefined;
+    return this.core.snapshotMeta(this.applied);
   }
 
   /** Resolves once this node's state machine reflects every write committed before the call. */

@@ -114,10 +114,16 @@ const apiServices = new Set([
   'slipway.kv.v1.Kv',
   'slipway.control.v1.Control',
   'slipway.audit.v1.Audit',
+  'slipway.maintenance.v1.Maintenance',
   'slipway.worker.v1.Worker',
   'grpc.health.v1.Health',
 ]);
-const peerServices = new Set(['slipway.raft.v1.Raft', 'slipway.kv.v1.Kv', 'slipway.internal.v1.Internal']);
+const peerServices = new Set([
+  'slipway.raft.v1.Raft',
+  'slipway.kv.v1.Kv',
+  'slipway.internal.v1.Internal',
+  'slipway.maintenance.v1.Maintenance',
+]);
 
 /** What a refused call may answer. INTERNAL and UNKNOWN say "the server broke", never allowed. */
 const refusals = new Set<number>([

@@ -34,6 +34,7 @@ import type { ArtifactAddRequest } from '../../src/gen/control.js';
 import { HealthService } from '../../src/gen/health.js';
 import { InternalService } from '../../src/gen/internal.js';
 import { KvService } from '../../src/gen/kv.js';
+import { MaintenanceService } from '../../src/gen/maintenance.js';
 import { RaftService } from '../../src/gen/raft.js';
 import { ActionResult, Hello, WorkerService } from '../../src/gen/worker.js';
 import type { ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
@@ -460,6 +461,8 @@ const matrix: readonly Row[] = [
     variant: 'show',
     ...unary(A.auditRetention, () => ({ entries: 0, days: 0, show: true })),
   },
+  // Maintenance: a backup holds every record and token digest.
+  { need: 'admin', ...serverStream(MaintenanceService.snapshotSave, () => ({})) },
   // Worker
   { need: 'worker', ...workerStream(WorkerService.connect) },
   // Health: for balancers, without a token.
@@ -477,6 +480,7 @@ const services: readonly Readonly<Record<string, { readonly path: string }>>[] =
   ControlService,
   KvService,
   AuditService,
+  MaintenanceService,
   WorkerService,
   HealthService,
   InternalService,

@@ -22,6 +22,10 @@ export function serverCommand(program: Command): void {
       '--join',
       'join an existing cluster: start empty, reach the members named by --peers, and wait for `slipway member add`',
     )
+    .option(
+      '--force-new-cluster',
+      'DISASTER RECOVERY: restart this existing member as a one-node cluster, its stored membership rewritten to itself alone (when a majority is lost for good); grow it again with `slipway member add`',
+    )
     .option('--tick-ms <n>', 'raft tick in milliseconds (default 50)')
     .option('--election-ticks <n>', 'ticks of leader silence before an election (default 6)')
     .option('--snapshot-entries <n>', 'snapshot after this many applied entries (default 10000)')
@@ -105,6 +109,7 @@ export function serverCommand(program: Command): void {
       set('apiAddr', o.apiAddr);
       if (o.peers !== undefined) raw['peers'] = idAddressList(o.peers, '--peers');
       if (o.join === true) raw['join'] = true;
+      if (o.forceNewCluster === true) raw['forceNewCluster'] = true;
       set('tickMs', toInt(o.tickMs, '--tick-ms'));
       set('electionTicks', toInt(o.electionTicks, '--election-ticks'));
       set('snapshotEntries', toInt(o.snapshotEntries, '--snapshot-entries'));

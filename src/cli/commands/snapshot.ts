@@ -1,0 +1,156 @@
+// `slipway snapshot save|restore`: back the replicated state up to a file, and seed a new
+// cluster's members from one (docs/decisions/0021-backup-and-recovery.md; the file format is in
+// src/cli/snapshot-file.ts).
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { Command } from '@commander-js/extra-typings';
+import type { ClusterClient } from '../client.js';
+import { idAddressList } from '../flags.js';
+import type { OutputFormat } from '../output.js';
+import { render, UsageError } from '../output.js';
+import type { SnapshotFileHeader } from '../snapshot-file.js';
+import {
+  encodeSnapshotFileHead,
+  readSnapshotFile,
+  seedDataDir,
+  SnapshotFileError,
+  snapshotFileFormat,
+  syncDir,
+} from '../snapshot-file.js';
+import { isHostPort } from '../../platform/host-port.js';
+
+type Connect = () => { client: ClusterClient; output: OutputFormat };
+
+const memberId = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+export function snapshotCommand(program: Command, connect: Connect, output: () => OutputFormat): void {
+  const s = program
+    .command('snapshot')
+    .description('back up the replicated state to a file, or seed a new cluster from one (admin only)');
+  s.command('save')
+    .description("save a consistent snapshot of the cluster's state (from the leader) to FILE")
+    .argument('<file>', 'where to write it (written to a temporary file beside it, then renamed)')
+    .option('--force', 'replace FILE if it exists')
+    .action(async (file, o) => {
+      const target = resolve(file);
+      const dir = dirname(target);
+      if (!existsSync(dir) || !statSync(dir).isDirectory())
+        throw new UsageError(`cannot write ${file}: ${dir} is not a directory`);
+      if (existsSync(target)) {
+        if (statSync(target).isDirectory()) throw new UsageError(`${file} is a directory`);
+        if (o.force !== true) throw new UsageError(`${file} exists; pass --force to replace it`);
+      }
+      const { client, output: format } = connect();
+      const tmp = join(dir, `.${basename(target)}.${randomBytes(6).toString('hex')}.partial`);
+      let fh: FileHandle;
+      try {
+        fh = await open(tmp, 'wx', 0o600);
+      } catch (err) {
+        throw new UsageError(`cannot write in ${dir}: ${(err as Error).message}`);
+      }
+      let closed = false;
+      try {
+        let header: SnapshotFileHeader | undefined;
+        const hash = createHash('sha256');
+        let received = 0;
+        await client.snapshotSave(async (msg) => {
+          if (header === undefined) {
+            const h = msg.header;
+            if (h === undefined) throw new Error('the server sent state before its header');
+            header = {
+              format: snapshotFileFormat,
+              index: h.index,
+              term: h.term,
+              voters: h.voters.map((m) => ({ id: m.id, addr: m.raftAddr, apiAddr: m.apiAddr })),
+              learners: h.learners.map((m) => ({ id: m.id, addr: m.raftAddr, apiAddr: m.apiAddr })),
+              bytes: h.bytes,
+              sha256: h.sha256,
+              savedAt: new Date().toISOString(),
+              build: h.build,
+            };
+            await fh.write(encodeSnapshotFileHead(header));
+            return;
+          }
+          if (msg.header !== undefined) throw new Error('the server sent a second header');
+          received += msg.chunk.length;
+          if (received > header.bytes)
+            throw new Error(`the server sent more than the ${header.bytes} bytes its header announced`);
+          hash.update(msg.chunk);
+          await fh.write(msg.chunk);
+        });
+        if (header === undefined) throw new Error('the snapshot stream ended before its header');
+        if (received !== header.bytes)
+          throw new Error(`the snapshot stream ended after ${received} of ${header.bytes} bytes`);
+        const sha256 = hash.digest('hex');
+        if (sha256 !== header.sha256)
+          throw new Error(
+            `checksum mismatch: received sha256 ${sha256}, the server announced ${header.sha256}`,
+          );
+        await fh.sync();
+        await fh.close();
+        closed = true;
+        if (o.force !== true && existsSync(target))
+          throw new UsageError(`${file} appeared while saving; pass --force to replace it`);
+        await rename(tmp, target);
+        syncDir(dir);
+        const doc = { file: target, index: header.index, term: header.term, bytes: header.bytes, sha256 };
+        process.stdout.write(
+          `${render(format, doc, [{ file: target, index: header.index, term: header.term, bytes: header.bytes }])}\n`,
+        );
+      } catch (err) {
+        if (!closed) await fh.close().catch(() => undefined);
+        await rm(tmp, { force: true });
+        throw err;
+      }
+    });
+  s.command('restore')
+    .description(
+      'seed a new data directory from FILE as one member of a new cluster; run it for every member with the same --peers, then start each with `slipway server --data-dir DIR --id ID`',
+    )
+    .argument('<file>', 'a file from `slipway snapshot save`')
+    .requiredOption('--data-dir <dir>', "the new member's data directory (new or empty)")
+    .requiredOption('--id <id>', "the new member's id")
+    .requiredOption(
+      '--peers <list>',
+      'the new cluster as ID=HOST:PORT,... (raft addresses, this member included)',
+    )
+    .action(async (file, o) => {
+      const peers = idAddressList(o.peers, '--peers');
+      if (!memberId.test(o.id))
+        throw new UsageError(`--id "${o.id}" must be 1-63 letters, digits, '.', '_' or '-'`);
+      if (peers.length === 0) throw new UsageError("--peers must name the new cluster's members");
+      for (const p of peers) {
+        if (!memberId.test(p.id)) throw new UsageError(`--peers: member id "${p.id}" is not valid`);
+        if (!isHostPort(p.addr)) throw new UsageError(`--peers: "${p.addr}" must be HOST:PORT`);
+      }
+      if (new Set(peers.map((p) => p.id)).size !== peers.length)
+        throw new UsageError('--peers has a duplicate id');
+      if (!peers.some((p) => p.id === o.id))
+        throw new UsageError(`--peers must include this member (${o.id})`);
+      try {
+        const snap = readSnapshotFile(file);
+        const meta = await seedDataDir(
+          o.dataDir,
+          snap,
+          peers.map((p) => ({ id: p.id, addr: p.addr, apiAddr: '' })),
+        );
+        const doc = {
+          dataDir: resolve(o.dataDir),
+          id: o.id,
+          index: meta.index,
+          term: meta.term,
+          bytes: snap.header.bytes,
+          voters: peers.map((p) => p.id),
+        };
+        process.stdout.write(
+          `${render(output(), doc, [{ dataDir: doc.dataDir, id: o.id, index: meta.index, term: meta.term, voters: doc.voters.join(',') }])}\n`,
+        );
+      } catch (err) {
+        if (err instanceof SnapshotFileError) throw new UsageError(err.message);
+        throw err;
+      }
+    });
+}
