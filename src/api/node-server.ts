@@ -1,6 +1,6 @@
 // Composition of one provisioner node: durable raft log, replicated store, raft transport,
 // and the client API (Kv + grpc.health.v1). The CLI's `slipway server` calls startNode().
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { ChannelOptions } from '@grpc/grpc-js';
@@ -60,6 +60,9 @@ export interface RunningNode {
   stop(opts?: { transfer?: boolean }): Promise<void>;
 }
 
+/** Written once --force-new-cluster has rewritten the membership (see the check in startNode). */
+const forcedMarkerName = 'force-new-cluster.done';
+
 export async function startNode(cfg: ServerConfig, logger: Logger): Promise<RunningNode> {
   const tls = nodeTls(cfg);
   let stopping: Promise<void> | null = null;
@@ -75,6 +78,14 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   if (cfg.forceNewCluster && !existsSync(logStoreLocation(cfg.dataDir))) {
     throw new ConfigError(
       `--force-new-cluster restarts an existing member, but ${cfg.dataDir} holds no raft log; start a new cluster with --peers instead`,
+    );
+  }
+  // Forcing again would drop every member added since the first time: refuse a flag left on.
+  const forcedMarker = join(cfg.dataDir, forcedMarkerName);
+  if (cfg.forceNewCluster && existsSync(forcedMarker)) {
+    throw new ConfigError(
+      `--force-new-cluster was already applied to ${cfg.dataDir} (${readFileSync(forcedMarker, 'utf8').trim()}): ` +
+        'start the node without it; it runs with the membership it has now',
     );
   }
   const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
@@ -216,6 +227,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   transport.addService(MaintenanceServiceDefinition, maintenance.handlers());
   transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
   await node.start();
+  if (cfg.forceNewCluster) {
+    writeFileSync(forcedMarker, `forced at ${new Date().toISOString()}\n`);
+  }
   // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
   catalogue.sync();
   deadlines.start();

@@ -5,7 +5,7 @@
 // survivor restarts from a snapshot plus a log tail) take writes; two are SIGKILLed and their
 // data directories deleted; the third is SIGKILLed and restarted with --force-new-cluster.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -120,6 +120,32 @@ test('lose two of three for good, recover from the third, carry on and grow agai
     } finally {
       local.close();
     }
+
+    // The flag left on would drop the member just added: the node refuses to start with it.
+    await cluster.kill(survivor);
+    cluster.start(survivor);
+    const proc = survivor.proc!;
+    const code = await new Promise<number | null>((resolve) => {
+      if (proc.exitCode !== null) resolve(proc.exitCode);
+      else proc.once('exit', (c) => resolve(c));
+    });
+    survivor.proc = null;
+    assert.equal(code, 2);
+    assert.match(
+      readFileSync(join(cluster.dir, `${survivor.id}.log`), 'utf8'),
+      /--force-new-cluster was already applied to .*start the node without it/,
+    );
+    cluster.nodeArgs.set(survivor.id, []);
+    cluster.start(survivor);
+    await waitFor(
+      'the two members to agree on a leader again',
+      async () => {
+        const sts = await Promise.all([survivor, joiner].map((n) => cluster.status(n)));
+        return sts.every((st) => st !== null && st.leader !== '' && st.members.length === 2);
+      },
+      30_000,
+      100,
+    );
   } finally {
     one.close();
   }
