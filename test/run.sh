@@ -7,5 +7,7 @@ echo "== lint"; npx eslint .
 echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 echo "== tests (${#files[@]} files)"
-npx c8 --reporter=text-summary --include 'src/**' --exclude 'src/gen/**' \
+# Coverage of src/ and lb/ (child processes included); below the floor the run fails.
+npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 'src/gen/**' \
+  --check-coverage --lines 90 \
   node --import tsx --test --test-concurrency=2 "${files[@]}"
