@@ -12,6 +12,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   bootos: async (argv) => (await import('./bootos.js')).runBootOsBench(argv),
   storm: async (argv) => (await import('./storm.js')).runStormBench(argv),
   flood: async (argv) => (await import('./flood.js')).runFloodBench(argv),
+  cli: async (argv) => (await import('./cli.js')).runCliBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -5,17 +5,24 @@
 // stale code.
 // The compiled build saves tsx's loader thread, about 40 MB of RSS per node, and its start-up.
 import { existsSync, readdirSync, statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 /** The compiled folders (tsconfig.build.json), each under dist/ by the same name. */
-const sources = [new URL('../src/', import.meta.url), new URL('../lb/', import.meta.url)];
+const sources = [
+  fileURLToPath(new URL('../src', import.meta.url)),
+  fileURLToPath(new URL('../lb', import.meta.url)),
+];
 const builtStamp = new URL('../dist/.built', import.meta.url);
 const builtMain = new URL('../dist/src/cli/main.js', import.meta.url);
 
-/** The latest modification time under dir, folders included (a deleted file changes its folder). */
+/**
+ * The latest modification time under dir, folders included (a deleted file changes its folder).
+ * Paths are plain strings, not URLs: a URL per file cost more than its stat, on every start.
+ */
 function newestMtimeMs(dir) {
   let newest = statSync(dir).mtimeMs;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const child = new URL(entry.name + (entry.isDirectory() ? '/' : ''), dir);
+    const child = `${dir}/${entry.name}`;
     newest = Math.max(newest, entry.isDirectory() ? newestMtimeMs(child) : statSync(child).mtimeMs);
   }
   return newest;

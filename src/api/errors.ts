@@ -5,10 +5,16 @@ import type { ServiceError } from '@grpc/grpc-js';
 import { RaftError } from '../raft/core/types.js';
 import { InvalidCommandError } from '../state/command.js';
 import { EntryTooNewError } from '../state/versions.js';
+import { isServiceError, leaderHintKey, raftCodeKey } from './wire.js';
 
-export const leaderHintKey = 'x-slipway-leader';
-/** The raft refusal behind an UNAVAILABLE, so a forwarding node can tell "never appended". */
-export const raftCodeKey = 'x-slipway-raft-code';
+// The wire-level facts live in wire.ts, which the CLI loads without this module's state code.
+export {
+  isServiceError,
+  leaderHintKey,
+  raftCodeKey,
+  refusedBeforeAppend,
+  refusedBeforeAppendCodes,
+} from './wire.js';
 
 export class ApiError extends Error {
   readonly code: status;
@@ -52,27 +58,4 @@ function raftCodeToStatus(err: RaftError): status {
     case 'E_BAD_REQUEST':
       return status.INVALID_ARGUMENT;
   }
-}
-
-/** Raft refusals given before anything is appended: the write did not happen. */
-export const refusedBeforeAppendCodes: ReadonlySet<string> = new Set([
-  'E_NOT_LEADER',
-  'E_TRANSFER_IN_PROGRESS',
-]);
-
-/**
- * Whether a failed write call proves the write was not applied and never will be: the node
- * refused it before appending (its raft code says so), or the connection was never made. Any
- * other UNAVAILABLE (a proposal dropped by a leadership change, a connection lost mid-call) is
- * ambiguous: the write may still commit, so sending it again could apply it twice.
- */
-export function refusedBeforeAppend(err: ServiceError): boolean {
-  if (err.code !== status.UNAVAILABLE) return false;
-  const raftCode = err.metadata.get(raftCodeKey)[0];
-  if (typeof raftCode === 'string') return refusedBeforeAppendCodes.has(raftCode);
-  return /No connection established|ECONNREFUSED/.test(err.details);
-}
-
-export function isServiceError(err: unknown): err is ServiceError {
-  return err instanceof Error && typeof (err as Partial<ServiceError>).code === 'number' && 'metadata' in err;
 }

@@ -5,11 +5,10 @@
 // the key given here.
 import { status } from '@grpc/grpc-js';
 import { ApiError } from './errors.js';
+import { pageItemsMax } from './wire.js';
 
 /** Items per page when the caller names no limit. */
 export const pageItemsDefault = 500;
-/** The largest limit a caller may ask for. */
-export const pageItemsMax = 1_000;
 /** A page stops growing past this many bytes of items, well inside gRPC's 4 MiB message limit. */
 export const pageBytesMax = 2 * 1024 * 1024;
 /** A token is a short key; anything longer was not made here. */

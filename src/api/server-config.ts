@@ -8,6 +8,10 @@ import type { Member } from '../raft/core/types.js';
 import { leaseTimeSMax } from '../state/limits.js';
 import { isHostPort } from '../platform/host-port.js';
 import { insecureNetworkFlag, isLoopbackAddress } from '../platform/plaintext-policy.js';
+import { ConfigError } from './config-error.js';
+import { apiMessageBytesMaxLimit } from './wire.js';
+
+export { ConfigError };
 
 const hostPort = z
   .string()
@@ -21,9 +25,6 @@ const memberId = z
 
 /** A Linux interface name: at most 15 bytes (IFNAMSIZ), no slash or white space. */
 const interfaceName = z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}$/, 'must be an interface name');
-
-/** The largest apiMessageBytesMax a node accepts (64 MiB). */
-export const apiMessageBytesMaxLimit = 64 * 1024 * 1024;
 
 export const serverConfigSchema = z
   .object({
@@ -253,13 +254,6 @@ export const serverConfigSchema = z
   });
 
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
-
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
 
 export function readConfigFile(path: string): Record<string, unknown> {
   let text: string;

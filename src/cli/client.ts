@@ -3,20 +3,19 @@
 import { readFileSync } from 'node:fs';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ChannelCredentials, handleUnaryCall, ServiceError } from '@grpc/grpc-js';
+// The generated clients load on a service's first call (kvs, controls, audits below): a
+// command imports only the service it calls, and control.js alone is as large as the other two.
 import type {
   ArtifactAddRequest,
   ArtifactAddResponse,
+  ControlClient,
   ControlServer,
   WorkflowEvent,
 } from '../gen/control.js';
-import { ControlClient } from '../gen/control.js';
-import type { AuditServer } from '../gen/audit.js';
-import { AuditClient } from '../gen/audit.js';
-import type { KvServer } from '../gen/kv.js';
-import { KvClient } from '../gen/kv.js';
-import type { SnapshotSaveResponse } from '../gen/maintenance.js';
-import { MaintenanceClient } from '../gen/maintenance.js';
-import { isServiceError, refusedBeforeAppend } from '../api/errors.js';
+import type { AuditClient, AuditServer } from '../gen/audit.js';
+import type { KvClient, KvServer } from '../gen/kv.js';
+import type { MaintenanceClient, SnapshotSaveResponse } from '../gen/maintenance.js';
+import { isServiceError, refusedBeforeAppend } from '../api/wire.js';
 import { answerBytesMax } from './errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';
@@ -168,23 +167,21 @@ export class ClusterClient {
   }
 
   /** Calls a Kv method on the first node that answers; see mayFailOver for when it moves on. */
-  call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
-    this.kvClients ??= this.servers.map((s) => new KvClient(s, this.creds, channelOptions));
-    return this.failover(this.kvClients, method, req);
+  async call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
+    return this.failover(await this.kvs(), method, req);
   }
 
   /** Calls a Control method on the first node that answers; see mayFailOver for when it moves on. */
-  control<M extends ControlMethod>(
+  async control<M extends ControlMethod>(
     method: M,
     req: ReqOf<ControlServer, M>,
   ): Promise<ResOf<ControlServer, M>> {
-    return this.failover(this.controls(), method, req);
+    return this.failover(await this.controls(), method, req);
   }
 
   /** Calls an Audit method on the first node that answers; see mayFailOver for when it moves on. */
-  audit<M extends AuditMethod>(method: M, req: ReqOf<AuditServer, M>): Promise<ResOf<AuditServer, M>> {
-    this.auditClients ??= this.servers.map((s) => new AuditClient(s, this.creds, channelOptions));
-    return this.failover(this.auditClients, method, req);
+  async audit<M extends AuditMethod>(method: M, req: ReqOf<AuditServer, M>): Promise<ResOf<AuditServer, M>> {
+    return this.failover(await this.audits(), method, req);
   }
 
   /**
@@ -198,7 +195,7 @@ export class ClusterClient {
     follow: boolean,
     onEvent: (e: WorkflowEvent) => void,
   ): Promise<void> {
-    const clients = this.controls();
+    const clients = await this.controls();
     let next = fromSeq;
     let failures = 0;
     for (;;) {
@@ -237,7 +234,7 @@ export class ClusterClient {
     head: ArtifactUploadHead,
     content: () => AsyncIterable<Uint8Array>,
   ): Promise<ArtifactAddResponse> {
-    const clients = this.controls();
+    const clients = await this.controls();
     const deadline = Date.now() + this.timeoutMs + Math.ceil(head.bytes / (1 << 20)) * uploadMsPerMiB;
     let lastErr: ServiceError | null = null;
     for (let attempt = 0; attempt < clients.length && Date.now() < deadline; attempt++) {
@@ -283,6 +280,7 @@ export class ClusterClient {
    * arrived yet: once the header has, a broken stream is an error for the caller to handle.
    */
   async snapshotSave(onMessage: (msg: SnapshotSaveResponse) => Promise<void>): Promise<void> {
+    const { MaintenanceClient } = await import('../gen/maintenance.js');
     this.maintenanceClients ??= this.servers.map((s) => new MaintenanceClient(s, this.creds, channelOptions));
     const clients = this.maintenanceClients;
     let lastErr: ServiceError | null = null;
@@ -337,9 +335,28 @@ export class ClusterClient {
     for (const c of this.auditClients ?? []) c.close();
   }
 
-  private controls(): ControlClient[] {
-    this.controlClients ??= this.servers.map((s) => new ControlClient(s, this.creds, channelOptions));
+  private async kvs(): Promise<KvClient[]> {
+    if (this.kvClients === undefined) {
+      const { KvClient } = await import('../gen/kv.js');
+      this.kvClients ??= this.servers.map((s) => new KvClient(s, this.creds, channelOptions));
+    }
+    return this.kvClients;
+  }
+
+  private async controls(): Promise<ControlClient[]> {
+    if (this.controlClients === undefined) {
+      const { ControlClient } = await import('../gen/control.js');
+      this.controlClients ??= this.servers.map((s) => new ControlClient(s, this.creds, channelOptions));
+    }
     return this.controlClients;
+  }
+
+  private async audits(): Promise<AuditClient[]> {
+    if (this.auditClients === undefined) {
+      const { AuditClient } = await import('../gen/audit.js');
+      this.auditClients ??= this.servers.map((s) => new AuditClient(s, this.creds, channelOptions));
+    }
+    return this.auditClients;
   }
 
   private metadata(): Metadata {

@@ -4,7 +4,7 @@
 // (docs/decisions/0011-security.md, Limits), so the CLI names the setting instead.
 import { status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
-import { apiMessageBytesMaxLimit } from '../api/server-config.js';
+import { apiMessageBytesMaxLimit, isServiceError } from '../api/wire.js';
 
 /**
  * The largest answer the CLI accepts (grpc.max_receive_message_length on its channels): above
@@ -39,4 +39,19 @@ export function sizeText(bytes: number): string {
   if (bytes < 1024 * 1024) return `${bytes} bytes`;
   if (Number.isInteger(mib)) return `${mib} MiB`;
   return `${mib.toFixed(1)} MiB (${bytes} bytes)`;
+}
+
+/** Refusals that mean the operator's input was wrong: exit 2, as for bad flags. */
+const usageStatuses = new Set<number>([status.INVALID_ARGUMENT, status.NOT_FOUND, status.ALREADY_EXISTS]);
+
+/**
+ * How a command that failed with `err` ends, when `err` is not a usage error: the line for
+ * stderr and the exit code. A refusal of the operator's input (a request over the node's message
+ * limit included) exits 2; any other failure 1.
+ */
+export function failureExit(err: unknown): { message: string; exitCode: number } {
+  if (!isServiceError(err)) return { message: err instanceof Error ? err.message : String(err), exitCode: 1 };
+  const tooLarge = messageLimitRefusal(err);
+  if (tooLarge !== undefined) return { message: tooLarge, exitCode: 2 };
+  return { message: err.details || err.message, exitCode: usageStatuses.has(err.code) ? 2 : 1 };
 }

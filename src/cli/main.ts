@@ -1,30 +1,13 @@
 // The `slipway` command. Exit codes: 0 success, 1 the operation failed, 2 bad usage or input.
+// It starts at once: a command group's module (src/cli/commands/) is imported only when the
+// command line names one of its commands, the gRPC client only before the action of a group that
+// talks to the cluster, and `--version` loads no group at all. `--help`, a bare `slipway` and an
+// unknown command load every group, so the help lists them all.
 import { Command, CommanderError, Option } from '@commander-js/extra-typings';
-import { status } from '@grpc/grpc-js';
-import { ConfigError } from '../api/server-config.js';
-import { isServiceError } from '../api/errors.js';
-import { ClusterClient, clusterCa, parseServers } from './client.js';
-import { messageLimitRefusal } from './errors.js';
+import { ConfigError } from '../api/config-error.js';
+import type { ClusterClient } from './client.js';
 import { readFileSync } from 'node:fs';
-import { artifactCommand } from './commands/artifact.js';
-import { auditCommand } from './commands/audit.js';
-import { balancerCommand } from './commands/balancer.js';
-import { bootosCommand } from './commands/bootos.js';
-import { bootstrapCommand } from './commands/bootstrap.js';
-import { clusterCommand, type StatusAccess } from './commands/cluster.js';
-import { upgradeCommand } from './commands/upgrade.js';
-import { hardwareCommand } from './commands/hardware.js';
-import { labCommand } from './commands/lab.js';
-import { leaseCommand } from './commands/lease.js';
-import { kvCommand } from './commands/kv.js';
-import { memberCommand } from './commands/member.js';
-import { powerCommand } from './commands/power.js';
-import { serverCommand } from './commands/server.js';
-import { snapshotCommand } from './commands/snapshot.js';
-import { templateCommand } from './commands/template.js';
-import { tokenCommand } from './commands/token.js';
-import { workerCommand } from './commands/worker.js';
-import { workflowCommand } from './commands/workflow.js';
+import type { StatusAccess } from './commands/cluster.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
 import { packageFile } from './package-file.js';
 import { insecureNetworkFlag } from '../platform/plaintext-policy.js';
@@ -35,26 +18,45 @@ function packageVersion(): string {
   return typeof parsed.version === 'string' ? parsed.version : 'unknown';
 }
 
-const program = new Command()
-  .name('slipway')
-  .description('Slipway: a highly available bare-metal provisioner')
-  .version(packageVersion(), '-V, --version', 'print the version and exit')
-  .option(
-    '--server <list>',
-    'node API addresses HOST:PORT,... (env SLIPWAY_SERVER; default the local cluster)',
-  )
-  .addOption(
-    new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const),
-  )
-  .option('--timeout <ms>', 'give up on a command after this long', '10000')
-  .option('--token-file <file>', 'file holding your operator token (env SLIPWAY_TOKEN)')
-  .option('--ca <file>', 'the cluster CA certificate (ca.crt from `slipway bootstrap`): TLS (env SLIPWAY_CA)')
-  .option(
-    insecureNetworkFlag,
-    'DANGER: without --ca, send your token in plaintext to servers beyond loopback all the same (labs only)',
-  )
-  .exitOverride()
-  .showHelpAfterError();
+/** The program with its global options, before any command group is added. */
+function newProgram() {
+  return new Command()
+    .name('slipway')
+    .description('Slipway: a highly available bare-metal provisioner')
+    .version(packageVersion(), '-V, --version', 'print the version and exit')
+    .option(
+      '--server <list>',
+      'node API addresses HOST:PORT,... (env SLIPWAY_SERVER; default the local cluster)',
+    )
+    .addOption(
+      new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const),
+    )
+    .option('--timeout <ms>', 'give up on a command after this long', '10000')
+    .option('--token-file <file>', 'file holding your operator token (env SLIPWAY_TOKEN)')
+    .option(
+      '--ca <file>',
+      'the cluster CA certificate (ca.crt from `slipway bootstrap`): TLS (env SLIPWAY_CA)',
+    )
+    .option(
+      insecureNetworkFlag,
+      'DANGER: without --ca, send your token in plaintext to servers beyond loopback all the same (labs only)',
+    )
+    .exitOverride()
+    .showHelpAfterError();
+}
+type Program = ReturnType<typeof newProgram>;
+
+const program = newProgram();
+
+/** The client module, loaded before the action of any group that talks to the cluster. */
+let clientModule: typeof import('./client.js') | undefined;
+async function loadClient(): Promise<void> {
+  clientModule ??= await import('./client.js');
+}
+function clientApi(): typeof import('./client.js') {
+  if (clientModule === undefined) throw new Error('the cluster client was not loaded before the action');
+  return clientModule;
+}
 
 const clients: ClusterClient[] = [];
 /** `waitMs`: a command that waits server-side (power) gets at least that long plus a margin. */
@@ -66,6 +68,7 @@ function connect(opts: { waitMs?: number } = {}): {
   const timeout = Number(o.timeout);
   if (!Number.isInteger(timeout) || timeout <= 0)
     throw new UsageError('--timeout must be a positive number of ms');
+  const { ClusterClient, clusterCa, parseServers } = clientApi();
   const client = new ClusterClient(parseServers(o.server), {
     timeoutMs: Math.max(timeout, (opts.waitMs ?? 0) + 5000),
     token: operatorToken(o.tokenFile),
@@ -76,27 +79,11 @@ function connect(opts: { waitMs?: number } = {}): {
   return { client, output: parseOutputFormat(o.output) };
 }
 
-serverCommand(program);
-bootstrapCommand(program);
-bootosCommand(program);
-labCommand(program);
-balancerCommand(program);
-kvCommand(program, connect);
-memberCommand(program, connect);
-hardwareCommand(program, connect);
-leaseCommand(program, connect);
-templateCommand(program, connect);
-workflowCommand(program, connect);
-powerCommand(program, connect);
-artifactCommand(program, connect);
-tokenCommand(program, connect);
-auditCommand(program, connect);
-snapshotCommand(program, connect, () => parseOutputFormat(program.opts().output));
-workerCommand(program, () => program.opts());
 const statusAccess: StatusAccess = {
-  servers: () => parseServers(program.opts().server),
+  servers: () => clientApi().parseServers(program.opts().server),
   clientFor: (server) => {
     const o = program.opts();
+    const { ClusterClient, clusterCa } = clientApi();
     const c = new ClusterClient([server], {
       timeoutMs: 3000,
       token: operatorToken(o.tokenFile),
@@ -107,8 +94,165 @@ const statusAccess: StatusAccess = {
     return c;
   },
 };
-clusterCommand(program, () => parseOutputFormat(program.opts().output), statusAccess);
-upgradeCommand(program, () => parseOutputFormat(program.opts().output), statusAccess);
+const output = (): ReturnType<typeof parseOutputFormat> => parseOutputFormat(program.opts().output);
+
+interface Group {
+  /** The top-level commands its module adds, in order. */
+  readonly commands: readonly string[];
+  /** Its actions talk to the cluster: the client module loads before them. */
+  readonly client: boolean;
+  /** Imports the module and adds its commands to the program. */
+  readonly register: (p: Program) => Promise<void>;
+}
+
+/** Every command group, in the order the help lists them. */
+const groups: readonly Group[] = [
+  {
+    commands: ['server'],
+    client: false,
+    register: async (p) => (await import('./commands/server.js')).serverCommand(p),
+  },
+  {
+    commands: ['bootstrap'],
+    client: false,
+    register: async (p) => (await import('./commands/bootstrap.js')).bootstrapCommand(p),
+  },
+  {
+    commands: ['bootos'],
+    client: false,
+    register: async (p) => (await import('./commands/bootos.js')).bootosCommand(p),
+  },
+  {
+    commands: ['lab'],
+    client: false,
+    register: async (p) => (await import('./commands/lab.js')).labCommand(p),
+  },
+  {
+    commands: ['balancer'],
+    client: false,
+    register: async (p) => (await import('./commands/balancer.js')).balancerCommand(p),
+  },
+  {
+    commands: ['kv'],
+    client: true,
+    register: async (p) => (await import('./commands/kv.js')).kvCommand(p, connect),
+  },
+  {
+    commands: ['member', 'leader'],
+    client: true,
+    register: async (p) => (await import('./commands/member.js')).memberCommand(p, connect),
+  },
+  {
+    commands: ['hardware'],
+    client: true,
+    register: async (p) => (await import('./commands/hardware.js')).hardwareCommand(p, connect),
+  },
+  {
+    commands: ['lease'],
+    client: true,
+    register: async (p) => (await import('./commands/lease.js')).leaseCommand(p, connect),
+  },
+  {
+    commands: ['template'],
+    client: true,
+    register: async (p) => (await import('./commands/template.js')).templateCommand(p, connect),
+  },
+  {
+    commands: ['workflow'],
+    client: true,
+    register: async (p) => (await import('./commands/workflow.js')).workflowCommand(p, connect),
+  },
+  {
+    commands: ['power'],
+    client: true,
+    register: async (p) => (await import('./commands/power.js')).powerCommand(p, connect),
+  },
+  {
+    commands: ['artifact'],
+    client: true,
+    register: async (p) => (await import('./commands/artifact.js')).artifactCommand(p, connect),
+  },
+  {
+    commands: ['token'],
+    client: true,
+    register: async (p) => (await import('./commands/token.js')).tokenCommand(p, connect),
+  },
+  {
+    commands: ['audit'],
+    client: true,
+    register: async (p) => (await import('./commands/audit.js')).auditCommand(p, connect),
+  },
+  {
+    commands: ['snapshot'],
+    client: true,
+    register: async (p) => (await import('./commands/snapshot.js')).snapshotCommand(p, connect, output),
+  },
+  {
+    commands: ['worker'],
+    client: false,
+    register: async (p) => (await import('./commands/worker.js')).workerCommand(p, () => p.opts()),
+  },
+  {
+    commands: ['cluster'],
+    client: true,
+    register: async (p) => (await import('./commands/cluster.js')).clusterCommand(p, output, statusAccess),
+  },
+  {
+    commands: ['upgrade'],
+    client: true,
+    register: async (p) => (await import('./commands/upgrade.js')).upgradeCommand(p, output, statusAccess),
+  },
+];
+
+async function register(group: Group, p: Program = program): Promise<void> {
+  const before = p.commands.length;
+  await group.register(p);
+  const added = p.commands.slice(before);
+  const names = added.map((c) => c.name());
+  if (names.join(',') !== group.commands.join(','))
+    throw new Error(`a command module added ${names.join(', ')}, not ${group.commands.join(', ')}`);
+  if (group.client) for (const command of added) command.hook('preAction', loadClient);
+}
+
+/**
+ * The command the command line names: its first operand, skipping the global options and the
+ * values of those that take one (`--server LIST kv get` names kv). Undefined when there is none,
+ * and when help is asked for before it (`--help kv` shows the program's help).
+ */
+function namedCommand(args: readonly string[]): string | undefined {
+  const takesValue = new Set(
+    program.options.filter((o) => o.required || o.optional).flatMap((o) => [o.short, o.long]),
+  );
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') return args[i + 1];
+    if (arg === '-h' || arg === '--help') return undefined;
+    if (!arg.startsWith('-') || arg === '-') return arg;
+    if (takesValue.has(arg)) i++;
+  }
+  return undefined;
+}
+
+const args = process.argv.slice(2);
+const named = namedCommand(args);
+const namedGroup = named === undefined ? undefined : groups.find((g) => g.commands.includes(named));
+const versionOnly =
+  named === undefined &&
+  args.some((a) => a === '-V' || a === '--version') &&
+  !args.some((a) => a === '-h' || a === '--help');
+/** Set when the program itself, not a command, refused the command line. */
+let programRefused = false;
+if (namedGroup !== undefined) {
+  await register(namedGroup);
+  // A bad global option shows the program's help, which lists every command: printed after the
+  // error (exitCodeFor) from a program with all groups. The program's commands keep their own
+  // help after an error and the exit handler they were made with, so this one hears only the
+  // program's own refusals.
+  program.showHelpAfterError(false).exitOverride((err) => {
+    programRefused = true;
+    throw err;
+  });
+} else if (!versionOnly) for (const group of groups) await register(group);
 
 function operatorToken(file: string | undefined): string | undefined {
   if (file === undefined) return process.env['SLIPWAY_TOKEN'];
@@ -119,35 +263,33 @@ function operatorToken(file: string | undefined): string | undefined {
   }
 }
 
-const usageStatuses = new Set<number>([status.INVALID_ARGUMENT, status.NOT_FOUND, status.ALREADY_EXISTS]);
-
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  process.exitCode = exitCodeFor(err);
+  process.exitCode = await exitCodeFor(err);
 } finally {
   for (const c of clients) c.close();
 }
 
-function exitCodeFor(err: unknown): number {
+async function exitCodeFor(err: unknown): Promise<number> {
   if (err instanceof CommanderError) {
     // Help and version are not failures; commander already printed its message.
-    return err.exitCode === 0 ? 0 : 2;
+    if (err.exitCode === 0) return 0;
+    if (programRefused) {
+      const full = newProgram();
+      for (const group of groups) await register(group, full);
+      process.stderr.write('\n');
+      full.outputHelp({ error: true });
+    }
+    return 2;
   }
   if (err instanceof UsageError || err instanceof ConfigError) {
     process.stderr.write(`slipway: ${err.message}\n`);
     return 2;
   }
-  if (isServiceError(err)) {
-    // A request over the node's message limit is bad input: exit 2, naming the setting.
-    const tooLarge = messageLimitRefusal(err);
-    if (tooLarge !== undefined) {
-      process.stderr.write(`slipway: ${tooLarge}\n`);
-      return 2;
-    }
-    process.stderr.write(`slipway: ${err.details || err.message}\n`);
-    return usageStatuses.has(err.code) ? 2 : 1;
-  }
-  process.stderr.write(`slipway: ${err instanceof Error ? err.message : String(err)}\n`);
-  return 1;
+  // Any other failure, most often a failed call: grpc-js is loaded already, so this costs little.
+  const { failureExit } = await import('./errors.js');
+  const { message, exitCode } = failureExit(err);
+  process.stderr.write(`slipway: ${message}\n`);
+  return exitCode;
 }

@@ -1,6 +1,13 @@
 // Read commands print in the operator's chosen format: json (one document), yaml, or an
 // aligned table (kubectl style). Tables take rows of flat records.
-import { stringify as toYaml } from 'yaml';
+import { createRequire } from 'node:module';
+
+/** yaml, loaded on the first -o yaml only: it is large, and most commands print a table. */
+let yaml: typeof import('yaml') | undefined;
+function toYaml(doc: unknown): string {
+  yaml ??= createRequire(import.meta.url)('yaml') as typeof import('yaml');
+  return yaml.stringify(doc);
+}
 
 export type OutputFormat = 'json' | 'yaml' | 'table';
 export const outputFormats: readonly OutputFormat[] = ['json', 'yaml', 'table'];

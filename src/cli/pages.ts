@@ -6,8 +6,7 @@
 // with (--continue TOKEN): in the document's `continue` field (-o json, -o yaml), and for a
 // table on stderr, below it, as `slipway audit list` does.
 import { status } from '@grpc/grpc-js';
-import { isServiceError } from '../api/errors.js';
-import { pageItemsMax } from '../api/pages.js';
+import { isServiceError, pageItemsMax } from '../api/wire.js';
 import { wholeNumber } from './flags.js';
 import type { OutputFormat } from './output.js';
 import { UsageError } from './output.js';

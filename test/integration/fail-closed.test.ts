@@ -29,13 +29,19 @@ describe('a node with TLS always requires tokens', () => {
       ...(tokenFile === undefined ? [] : ['--token-file', tokenFile]),
       ...args,
     ]);
-  /** Restarts n1 on its data dir and waits until its API answers (with anything). */
+  /**
+   * Restarts n1 on its data dir and waits until its API answers (with anything). A refused
+   * connection is no answer: the CLI starts faster than the node opens its port.
+   */
   const restart = async (): Promise<void> => {
     await cluster.kill(n1(), 'SIGTERM');
     cluster.start(n1());
     await waitFor(
       'n1 to answer over TLS',
-      async () => !/UNAVAILABLE|DEADLINE/.test((await asCaller(undefined, ['kv', 'get', 'x'])).stderr),
+      async () =>
+        !/UNAVAILABLE|DEADLINE|No connection established/.test(
+          (await asCaller(undefined, ['kv', 'get', 'x'])).stderr,
+        ),
       30_000,
       200,
     );

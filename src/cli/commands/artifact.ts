@@ -9,7 +9,6 @@ import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import type { ArtifactRecord } from '../../gen/control.js';
-import { artifactNameProblem } from '../../state/control/validate.js';
 import type { ClusterClient } from '../client.js';
 import { wholeNumber } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
@@ -33,6 +32,8 @@ export function artifactCommand(program: Command, connect: Connect): void {
     .option('--expect-version <n>', 'replace only this version of the artifact')
     .action(async (file, o) => {
       const name = o.name ?? basename(file);
+      // The state's validation loads here, not with the module: other commands start without it.
+      const { artifactNameProblem } = await import('../../state/control/validate.js');
       const problem = artifactNameProblem(name);
       if (problem !== undefined) throw new UsageError(`--name ${problem.replace(/^name: /, '')}`);
       const expectVersion =

@@ -2,7 +2,6 @@
 // node (TLS on the API, mutual TLS between nodes) and the first admin token. Each node gets a
 // directory of its own to copy to it; the CA's key stays in DIR/ca/, on no node.
 import type { Command } from '@commander-js/extra-typings';
-import { bootstrapPki } from '../../platform/pki.js';
 import { UsageError } from '../output.js';
 
 export function bootstrapCommand(program: Command): void {
@@ -39,6 +38,8 @@ export function bootstrapCommand(program: Command): void {
       });
       if (new Set(nodes.map((n) => n.id)).size !== nodes.length)
         throw new UsageError('--node: duplicate node id');
+      // The X.509 code loads here, not with the module: other commands start without it.
+      const { bootstrapPki } = await import('../../platform/pki.js');
       let files;
       try {
         files = await bootstrapPki(o.dir, nodes, Number(o.validDays));

@@ -4,12 +4,6 @@ import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
-import {
-  hardwareFromFlags,
-  parseBmcCredentials,
-  parseHardwareDocument,
-  withBmc,
-} from '../../workflow/hardware-doc.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
@@ -32,6 +26,9 @@ export function hardwareCommand(program: Command, connect: Connect): void {
     )
     .option('--replace', 'replace an existing machine with the same id')
     .action(async (o) => {
+      // The document schema loads here, not with the module: other commands start without it.
+      const { hardwareFromFlags, parseBmcCredentials, parseHardwareDocument, withBmc } =
+        await import('../../workflow/hardware-doc.js');
       let input;
       if (o.file !== undefined) {
         if (o.id !== undefined || o.mac !== undefined || o.ip !== undefined) {

@@ -1,11 +1,8 @@
 // `slipway server`: runs one provisioner node until SIGTERM/SIGINT. A leader hands its
 // leadership to the most caught-up follower before exiting, so writes barely pause.
 import type { Command } from '@commander-js/extra-typings';
-import { startNode } from '../../api/node-server.js';
 import type { ServerConfig } from '../../api/server-config.js';
-import { readConfigFile, validateServerConfig } from '../../api/server-config.js';
 import { idAddressList, wholeNumber } from '../flags.js';
-import { createLogger } from '../../platform/logger.js';
 import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
 
 export function serverCommand(program: Command): void {
@@ -99,6 +96,12 @@ export function serverCommand(program: Command): void {
       // --insecure-allow-network is also a global flag (for the CLI), and commander hands a flag
       // both define to the program: read both.
       const o: typeof local = command.optsWithGlobals();
+      // The node loads here, not with the module: other commands and --help start without it.
+      const [{ startNode }, { readConfigFile, validateServerConfig }, { createLogger }] = await Promise.all([
+        import('../../api/node-server.js'),
+        import('../../api/server-config.js'),
+        import('../../platform/logger.js'),
+      ]);
       const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
       const set = (k: string, v: unknown): void => {
         if (v !== undefined) raw[k] = v;

@@ -1,7 +1,6 @@
 // `slipway template create|get|list|delete`: workflow templates (Tinkerbell's YAML format).
 import type { Command } from '@commander-js/extra-typings';
 import type { TemplateRecord } from '../../gen/control.js';
-import { validateTemplateSource } from '../../workflow/template.js';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
@@ -18,7 +17,9 @@ export function templateCommand(program: Command, connect: Connect): void {
     .option('--replace', 'replace a template with the same name (running workflows keep their copy)')
     .action(async (o) => {
       const source = readInput(o.file);
-      // Checked here too, so a typo is reported with its line before anything is sent.
+      // Checked here too, so a typo is reported with its line before anything is sent. The
+      // template code loads here, not with the module: other commands start without it.
+      const { validateTemplateSource } = await import('../../workflow/template.js');
       parseOrUsage(() => validateTemplateSource(source));
       const { client, output } = connect();
       const res = await client.control('templateCreate', { source, replace: o.replace === true });

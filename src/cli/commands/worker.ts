@@ -1,15 +1,7 @@
 // `slipway worker`: the agent that runs on a machine being provisioned.
 import { readFileSync } from 'node:fs';
 import type { Command } from '@commander-js/extra-typings';
-import { createLogger } from '../../platform/logger.js';
-import { Agent } from '../../worker/agent.js';
-import { ClaimedCredential } from '../../worker/credential-claim.js';
-import {
-  machineControlFrom,
-  machineControlVariable,
-  type MachineControl,
-} from '../../worker/machine-control.js';
-import { clusterCa, parseServers } from '../client.js';
+import type { MachineControl } from '../../worker/machine-control.js';
 import { insecureNetworkFlag, plaintextSecretRefusal } from '../../platform/plaintext-policy.js';
 import { UsageError } from '../output.js';
 
@@ -48,6 +40,20 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
     )
     .option('--log-level <level>', 'trace|debug|info|warn|error', 'info')
     .action(async (o) => {
+      // The agent loads here, not with the module: other commands and --help start without it.
+      const [
+        { createLogger },
+        { Agent },
+        { ClaimedCredential },
+        { machineControlFrom, machineControlVariable },
+        { clusterCa, parseServers },
+      ] = await Promise.all([
+        import('../../platform/logger.js'),
+        import('../../worker/agent.js'),
+        import('../../worker/credential-claim.js'),
+        import('../../worker/machine-control.js'),
+        import('../client.js'),
+      ]);
       // The agent's own --server list, falling back to the global flag and SLIPWAY_SERVER.
       const g = globals();
       const servers = parseServers(g.server);
