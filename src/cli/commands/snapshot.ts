@@ -12,14 +12,6 @@ import { idAddressList } from '../flags.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
 import type { SnapshotFileHeader } from '../snapshot-file.js';
-import {
-  encodeSnapshotFileHead,
-  readSnapshotFile,
-  seedDataDir,
-  SnapshotFileError,
-  snapshotFileFormat,
-  syncDir,
-} from '../snapshot-file.js';
 import { isHostPort } from '../../platform/host-port.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
@@ -35,6 +27,8 @@ export function snapshotCommand(program: Command, connect: Connect, output: () =
     .argument('<file>', 'where to write it (written to a temporary file beside it, then renamed)')
     .option('--force', 'replace FILE if it exists')
     .action(async (file, o) => {
+      // The file format, the log store and the state machine load only when a snapshot is handled.
+      const { encodeSnapshotFileHead, snapshotFileFormat, syncDir } = await import('../snapshot-file.js');
       const target = resolve(file);
       const dir = dirname(target);
       if (!existsSync(dir) || !statSync(dir).isDirectory())
@@ -118,6 +112,8 @@ export function snapshotCommand(program: Command, connect: Connect, output: () =
       'the new cluster as ID=HOST:PORT,... (raft addresses, this member included)',
     )
     .action(async (file, o) => {
+      // The file format, the log store and the state machine load only when a snapshot is handled.
+      const { readSnapshotFile, seedDataDir, SnapshotFileError } = await import('../snapshot-file.js');
       const peers = idAddressList(o.peers, '--peers');
       if (!memberId.test(o.id))
         throw new UsageError(`--id "${o.id}" must be 1-63 letters, digits, '.', '_' or '-'`);
