@@ -7,7 +7,8 @@ echo "== lint"; npx eslint .
 echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 echo "== tests (${#files[@]} files)"
-# Coverage of src/ and lb/ (child processes included); below the floor the run fails.
+# Coverage of src/ and lb/ (child processes included); below the floor (the level reached when
+# it was set, 93.45 % of lines) the run fails.
 npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 'src/gen/**' \
-  --check-coverage --lines 90 \
+  --check-coverage --lines 93 \
   node --import tsx --test --test-concurrency=2 "${files[@]}"
