@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { ClusterClient } from '../../src/cli/client.js';
 import { ProcessCluster, runSlipway, type ProcNode } from '../support/process-cluster.js';
+import { waitFor } from '../support/wait.js';
 
 let source: ProcessCluster;
 let restored: ProcessCluster | undefined;
@@ -88,7 +89,7 @@ test('save under load, restore into a new 3-node cluster: every acknowledged wri
   const file = join(dir, 'state.snap');
   const load = startLoad(source.apiAddrs(), 3, 4_000);
   // Let the load build up some state (and snapshots of the log) first.
-  while (load.acked.length < 600) await new Promise((r) => setTimeout(r, 20));
+  await waitFor('600 writes acknowledged under load', () => load.acked.length >= 600, 60_000, 20);
   const { leader, follower } = await followerOf(source);
   const ackedBeforeSave = [...load.acked];
   const saved = await runSlipway(['--server', follower.apiAddr, '-o', 'json', 'snapshot', 'save', file]);
