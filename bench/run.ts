@@ -13,6 +13,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   storm: async (argv) => (await import('./storm.js')).runStormBench(argv),
   flood: async (argv) => (await import('./flood.js')).runFloodBench(argv),
   cli: async (argv) => (await import('./cli.js')).runCliBench(argv),
+  state: async (argv) => (await import('./state.js')).runStateBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

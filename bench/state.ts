@@ -1,0 +1,331 @@
+// `npm run bench -- state [--quick] [--machines N] [--workflows N]`
+// Bounded state, in one process and without a cluster: a KvStore is built by applying encoded
+// commands exactly as a raft node applies its log (`store.apply(index, encodeCommand(...))`,
+// leader-stamped), with N machines and W workflows created and finished over time while the
+// retention is on. The leader's collector (src/api/workflow-collector.ts) is emulated: every
+// `--gc-every` created workflows, the same pure chooser (`pastRetention`) picks what is past the
+// retention and a `workflow.gc` is applied, batch by batch, as the leader would propose it.
+// Then it measures the snapshot the node would take (captureSnapshot + encode in slices with a
+// setImmediate between them, as src/raft/node.ts does), the event-loop delay while it is
+// encoded, and the restore of it into a fresh store (synchronous: its duration is the block it
+// causes). One JSON line on stdout; progress on stderr.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { decodeResult, encodeCommand } from '../src/state/command.js';
+import type { ControlCommand, HardwareInput } from '../src/state/control/commands.js';
+import type { RenderedTemplate } from '../src/state/control/model.js';
+import { pastRetention } from '../src/state/control/workflow-retention.js';
+import { KvStore } from '../src/state/kv-store.js';
+import { attemptOutputTailBytesMax, workflowGcBatchMax } from '../src/state/limits.js';
+import { nextAction } from '../src/workflow/rules.js';
+import { percentile, round } from './stats.js';
+
+const mb = 1024 * 1024;
+const targets = { snapshotBytes: 100 * mb, eldP99Ms: 20, rssMb: 512 } as const;
+
+interface Options {
+  readonly machines: number;
+  readonly workflows: number;
+  /** Every how many created workflows one in `runEvery` runs its actions with output tails. */
+  readonly runEvery: number;
+  readonly gcEvery: number;
+  readonly finishedMax: number;
+  readonly finishedDays: number;
+}
+
+function positive(name: string, s: string): number {
+  const n = Number(s);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new RangeError(`--${name} must be a positive integer, got ${s}`);
+  return n;
+}
+
+function parseOptions(argv: readonly string[]): Options {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      quick: { type: 'boolean', default: false },
+      machines: { type: 'string' },
+      workflows: { type: 'string' },
+      'run-every': { type: 'string', default: '10' },
+      'gc-every': { type: 'string', default: '1000' },
+      'finished-max': { type: 'string' },
+      'finished-days': { type: 'string', default: '30' },
+    },
+    strict: true,
+  });
+  const quick = values.quick;
+  return {
+    machines: positive('machines', values.machines ?? (quick ? '1000' : '10000')),
+    workflows: positive('workflows', values.workflows ?? (quick ? '10000' : '100000')),
+    runEvery: positive('run-every', values['run-every']),
+    gcEvery: positive('gc-every', values['gc-every']),
+    finishedMax: positive('finished-max', values['finished-max'] ?? (quick ? '1000' : '10000')),
+    finishedDays: Number(values['finished-days']),
+  };
+}
+
+function log(message: string): void {
+  process.stderr.write(`state: ${message}\n`);
+}
+
+function machine(n: number): HardwareInput {
+  const mac = [2, 0, (n >> 24) & 0xff, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff]
+    .map((b) => b.toString(16).padStart(2, '0'))
+    .join(':');
+  return {
+    id: `m${n}`,
+    interfaces: [
+      {
+        mac,
+        ip: { address: `10.${(n >> 16) & 0xff}.${(n >> 8) & 0xff}.${n & 0xff}`, prefix: 8 },
+        gateway: '10.0.0.1',
+        hostname: `node-${n}`,
+        dns: ['10.0.0.2'],
+        leaseTimeS: 86_400,
+      },
+    ],
+    arch: 'x86_64',
+    uefi: true,
+    netboot: { allowPXE: true, allowWorkflow: true },
+    metadata: { rack: `r${n % 100}`, role: 'worker' },
+  };
+}
+
+function spec(worker: string, actions: number): RenderedTemplate {
+  return {
+    version: '0.1',
+    name: 'provision',
+    globalTimeoutS: 3600,
+    tasks: [
+      {
+        name: 'os',
+        worker,
+        env: {},
+        volumes: [],
+        actions: Array.from({ length: actions }, (_, i) => ({
+          name: `step-${i}`,
+          image: 'quay.io/slipway/actions/image2disk:v1',
+          command: ['/bin/sh', '-c', `echo step ${i}`],
+          args: [],
+          env: { DEST_DISK: '/dev/sda' },
+          volumes: [],
+          timeoutS: 600,
+          retries: 0,
+        })),
+      },
+    ],
+  };
+}
+
+/** Applies control commands as the raft node does: through the codec, at increasing indexes. */
+class Applier {
+  index = 0;
+  nowMs = Date.UTC(2025, 0, 1);
+  readonly store: KvStore;
+  constructor(store: KvStore) {
+    this.store = store;
+  }
+
+  run(command: ControlCommand, expect: string): void {
+    this.index += 1;
+    const bytes = this.store.apply(
+      this.index,
+      encodeCommand({ type: 'control', stampMs: this.nowMs, command }),
+    );
+    const result = decodeResult(bytes);
+    const got = result.type === 'control' ? result.result.type : result.type;
+    if (got !== expect) throw new Error(`${command.type} at ${this.index}: ${JSON.stringify(result)}`);
+  }
+}
+
+/** The collector's rounds: everything past the retention now, in batches of workflowGcBatchMax. */
+function collect(a: Applier): number {
+  const control = a.store.control;
+  const retention = control.workflowRetention;
+  let removed = 0;
+  for (;;) {
+    if (retention.finishedDays === 0 && control.finishedWorkflowCount <= retention.finishedMax) break;
+    const finished = control.finishedWorkflows().map((wf) => ({ id: wf.id, finishedMs: wf.finishedMs ?? 0 }));
+    const chosen = pastRetention(finished, retention, a.nowMs, workflowGcBatchMax);
+    if (chosen.length === 0) break;
+    const before = control.finishedWorkflowCount;
+    a.run({ type: 'workflow.gc', workflows: chosen }, 'collected');
+    const gone = before - control.finishedWorkflowCount;
+    if (gone === 0) throw new Error('workflow.gc removed nothing');
+    removed += gone;
+  }
+  return removed;
+}
+
+function memory(): { rss_mb: number; heap_used_mb: number } {
+  const m = process.memoryUsage();
+  return { rss_mb: round(m.rss / mb, 1), heap_used_mb: round(m.heapUsed / mb, 1) };
+}
+
+function build(opts: Options): { store: KvStore; collected: number; ran: number; buildMs: number } {
+  const t0 = performance.now();
+  const store = new KvStore();
+  const a = new Applier(store);
+  const control = store.control;
+  a.run({ type: 'cluster.version', version: 2 }, 'clusterVersion');
+  if (control.clusterVersion !== 2) throw new Error('cluster.version 2 was not applied');
+  a.run(
+    { type: 'workflow.retention', finishedMax: opts.finishedMax, finishedDays: opts.finishedDays },
+    'workflowRetention',
+  );
+  for (let n = 0; n < opts.machines; n++) {
+    a.run(
+      { type: 'hardware.put', hardware: machine(n), workerTokenSha256: n.toString(16).padStart(64, '0') },
+      'hardware',
+    );
+  }
+  if (control.hardwareList().length !== opts.machines) {
+    throw new Error(`${control.hardwareList().length} machines stored, ${opts.machines} put`);
+  }
+  a.run({ type: 'template.put', name: 'ubuntu', source: 'version: "0.1"\nname: ubuntu\n' }, 'template');
+  const templateVersion = control.template('ubuntu')?.version ?? 0;
+  const tail = 'x'.repeat(attemptOutputTailBytesMax - 64);
+  let collected = 0;
+  let ran = 0;
+  for (let i = 0; i < opts.workflows; i++) {
+    const hardwareId = `m${i % opts.machines}`;
+    const id = `wf-${i}`;
+    const runs = i % opts.runEvery === 0;
+    a.nowMs += 1_000;
+    a.run(
+      {
+        type: 'workflow.create',
+        id,
+        template: 'ubuntu',
+        templateVersion,
+        hardwareId,
+        hardwareMap: { device_1: hardwareId },
+        spec: spec(hardwareId, runs ? 3 : 1),
+      },
+      'workflow',
+    );
+    if (control.workflow(id) === undefined) throw new Error(`workflow ${id} was not created`);
+    if (runs) {
+      ran++;
+      for (let step = 0; step < 3; step++) {
+        const wf = control.workflow(id);
+        const next = wf === undefined ? null : nextAction(wf);
+        if (next === null) throw new Error(`${id} has nothing to start`);
+        const ref = {
+          workflowId: id,
+          actionIndex: next.index,
+          attempt: next.attempt,
+          workerId: next.workerId,
+        };
+        a.nowMs += 10;
+        a.run({ type: 'attempt.start', ...ref }, 'attempt');
+        a.nowMs += 1_000;
+        a.run(
+          {
+            type: 'attempt.result',
+            ...ref,
+            success: true,
+            exitStatus: 0,
+            message: 'done',
+            outputTail: `${id} step ${step}\n${tail}`,
+          },
+          'attempt',
+        );
+      }
+    } else {
+      a.nowMs += 10;
+      a.run({ type: 'workflow.cancel', id, message: 'benchmark' }, 'workflow');
+    }
+    if (control.workflow(id)?.finishedMs === undefined) throw new Error(`workflow ${id} did not finish`);
+    if ((i + 1) % opts.gcEvery === 0) collected += collect(a);
+    if ((i + 1) % 10_000 === 0) log(`${i + 1} workflows, ${control.finishedWorkflowCount} finished kept`);
+  }
+  collected += collect(a);
+  return { store, collected, ran, buildMs: performance.now() - t0 };
+}
+
+function nextTurnOfEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+export async function runStateBench(argv: readonly string[]): Promise<void> {
+  const opts = parseOptions(argv);
+  log(`building: ${opts.machines} machines, ${opts.workflows} workflows`);
+  const { store, collected, ran, buildMs } = build(opts);
+  const kept = store.control.workflows().length;
+  const afterBuild = memory();
+  log(`built in ${Math.round(buildMs)} ms: ${kept} workflows kept, ${collected} collected`);
+
+  // The snapshot, as the node takes it: capture, then encode in slices between event-loop turns.
+  const eld = monitorEventLoopDelay({ resolution: 1 });
+  const gaps: number[] = [];
+  let last = performance.now();
+  const probe = setInterval(() => {
+    const now = performance.now();
+    gaps.push(now - last);
+    last = now;
+  }, 1);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  gaps.length = 0;
+  last = performance.now();
+  eld.enable();
+  const t0 = performance.now();
+  const capture = store.captureSnapshot();
+  const captureMs = performance.now() - t0;
+  const data = await capture.encode(nextTurnOfEventLoop);
+  const snapshotMs = performance.now() - t0;
+  eld.disable();
+  clearInterval(probe);
+  const probeGaps = gaps.sort((x, y) => x - y);
+  const afterSnapshot = memory();
+
+  // The restore: synchronous, so the event loop is blocked for all of it.
+  const fresh = new KvStore();
+  const r0 = performance.now();
+  fresh.restore(data);
+  const restoreMs = performance.now() - r0;
+  if (fresh.control.workflows().length !== kept || fresh.control.hardwareList().length !== opts.machines) {
+    throw new Error('the restored store differs from the one snapshotted');
+  }
+  const afterRestore = memory();
+  const maxRssMb = round(process.resourceUsage().maxRSS / 1024, 1);
+
+  const ms = (ns: number): number => round(ns / 1e6, 2);
+  const eldP99 = ms(eld.percentile(99));
+  const result = {
+    bench: 'state',
+    machines: opts.machines,
+    workflows_created: opts.workflows,
+    workflows_with_output: ran,
+    workflows_collected: collected,
+    workflows_kept: kept,
+    retention: store.control.workflowRetention,
+    build_ms: Math.round(buildMs),
+    entries_applied: store.appliedIndex,
+    snapshot_bytes: data.length,
+    snapshot_mb: round(data.length / mb, 2),
+    snapshot_capture_ms: round(captureMs, 2),
+    snapshot_ms: round(snapshotMs, 1),
+    eld_ms: { p50: ms(eld.percentile(50)), p99: eldP99, max: ms(eld.max), samples: eld.count },
+    probe_gap_ms: {
+      p50: round(percentile(probeGaps, 0.5), 2),
+      p99: round(percentile(probeGaps, 0.99), 2),
+      max: round(probeGaps.at(-1) ?? 0, 2),
+      samples: probeGaps.length,
+    },
+    restore_ms: round(restoreMs, 1),
+    restoreBlocksMs: round(restoreMs, 1),
+    memory: { after_build: afterBuild, after_snapshot: afterSnapshot, after_restore: afterRestore },
+    max_rss_mb: maxRssMb,
+    pass: {
+      snapshot_bytes: data.length <= targets.snapshotBytes,
+      eld_p99: eldP99 <= targets.eldP99Ms,
+      // The peak: this process holds the built store, the snapshot and the restored copy at once.
+      rss: maxRssMb <= targets.rssMb,
+      // One node's state and its snapshot, before a second copy is restored beside them.
+      rss_after_snapshot: afterSnapshot.rss_mb <= targets.rssMb,
+    },
+  };
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
