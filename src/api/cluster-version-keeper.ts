@@ -8,7 +8,7 @@ import type { Member } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import { stateVersionBaseline, stateVersionOfThisBuild } from '../state/versions.js';
+import { advertisedStateVersion, stateVersionOfThisBuild } from '../state/versions.js';
 
 const checkIntervalMs = 2000;
 
@@ -28,7 +28,7 @@ export interface ClusterVersionKeeperOptions {
 /** The version every voter can apply: the lowest among them (a missing answer means 1). */
 export function versionAllVotersApply(versions: readonly number[]): number {
   let lowest = stateVersionOfThisBuild;
-  for (const v of versions) lowest = Math.min(lowest, v < stateVersionBaseline ? stateVersionBaseline : v);
+  for (const v of versions) lowest = Math.min(lowest, advertisedStateVersion(v));
   return lowest;
 }
 

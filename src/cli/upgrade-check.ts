@@ -1,5 +1,6 @@
 // What `slipway cluster version` and `slipway upgrade check` conclude from each member's Status
 // (docs/decisions/0019-version-gates.md). Pure: the command gathers the answers, this decides.
+import { advertisedStateVersion } from '../state/versions.js';
 
 /** One member as its Status described it, or as unreachable. */
 export interface MemberReport {
@@ -28,10 +29,6 @@ export interface VersionSummary {
   readonly votersSupport: number | undefined;
 }
 
-export function versionOfBuild(stateVersion: number): number {
-  return stateVersion < 1 ? 1 : stateVersion;
-}
-
 export function buildName(build: string): string {
   return build === '' ? 'before 0.2.0' : build;
 }
@@ -44,7 +41,7 @@ export function versionSummary(members: readonly MemberReport[]): VersionSummary
     if (!m.voter) continue;
     if (m.status === undefined) votersSupport = undefined;
     else if (votersSupport !== undefined)
-      votersSupport = Math.min(votersSupport, versionOfBuild(m.status.stateVersion));
+      votersSupport = Math.min(votersSupport, advertisedStateVersion(m.status.stateVersion));
   }
   return { effective, votersSupport: votersSupport === Number.MAX_SAFE_INTEGER ? 1 : votersSupport };
 }

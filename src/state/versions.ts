@@ -25,6 +25,11 @@ export const stateVersionOfThisBuild = 2;
  */
 export const stateVersionBoundedState = 2;
 
+/** The state version a member applies, from its Status: builds before 0.2.0 answer 0, meaning 1. */
+export function advertisedStateVersion(advertised: number): number {
+  return Math.max(advertised, stateVersionBaseline);
+}
+
 /** This build, as members advertise it: the package's version. */
 export const buildVersion = '0.2.0';
 

@@ -5,14 +5,9 @@ import type { Command } from '@commander-js/extra-typings';
 import { Suffrage, type StatusResponse } from '../../gen/kv.js';
 import type { OutputFormat } from '../output.js';
 import { render } from '../output.js';
-import {
-  buildName,
-  upgradeChecks,
-  versionOfBuild,
-  versionSummary,
-  type MemberReport,
-} from '../upgrade-check.js';
+import { buildName, upgradeChecks, versionSummary, type MemberReport } from '../upgrade-check.js';
 import type { StatusAccess } from './cluster.js';
+import { advertisedStateVersion } from '../../state/versions.js';
 
 /**
  * Every member's Status: each --server is asked, the membership comes from the first that
@@ -96,7 +91,7 @@ export function clusterVersionCommand(
         member: m.id,
         suffrage: m.voter ? 'voter' : 'learner',
         build: m.status === undefined ? '?' : buildName(m.status.build),
-        stateVersion: m.status === undefined ? 0 : versionOfBuild(m.status.stateVersion),
+        stateVersion: m.status === undefined ? 0 : advertisedStateVersion(m.status.stateVersion),
         applied: m.status?.clusterVersion ?? 0,
         note:
           m.status === undefined
