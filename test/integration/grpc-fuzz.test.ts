@@ -71,7 +71,6 @@ import { decodeCommand } from '../../src/state/command.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
 import { Prng } from '../sim/prng.js';
 import { ProcessCluster, type ProcNode } from '../support/process-cluster.js';
-import { waitFor } from '../support/wait.js';
 import {
   mutateMessage,
   oversizedMessage,
@@ -682,14 +681,7 @@ before(async () => {
   cluster.requireToken(adminToken);
   cluster.startAll();
   node = await cluster.waitForLeader();
-  // The leader raises the cluster version once, by itself, soon after it is elected: let that
-  // write land before the fuzz counts the commit index.
-  await waitFor(
-    'the cluster version to be raised',
-    async () => ((await cluster.status(node))?.clusterVersion ?? 0) >= stateVersionOfThisBuild,
-    20_000,
-    50,
-  );
+  await cluster.waitForClusterVersion(node, stateVersionOfThisBuild);
   pid = node.proc?.pid;
   admin = new ClusterClient([node.apiAddr], { timeoutMs: 20_000, token: adminToken });
   await admin.control('templateCreate', { source: templateYaml, replace: false });

@@ -572,12 +572,7 @@ before(async () => {
   node = await cluster.waitForLeader();
   rpc = new Client(node.apiAddr, credentials.createInsecure());
   // WorkflowRetention needs state version 2, which the leader raises to within seconds.
-  await waitFor(
-    'the cluster version 2',
-    async () => (await call(K.status, {})).clusterVersion >= 2,
-    20_000,
-    100,
-  );
+  await cluster.waitForClusterVersion(node, 2);
   for (const role of roles) {
     fx.tokens.set(role, (await call(C.tokenCreate, { name: `matrix-${role}`, role })).token);
   }

@@ -20,7 +20,6 @@ import { messageLimitRefusal } from '../../src/cli/errors.js';
 import type { ActionResult, AttemptRef, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
 import { ProcessCluster, runSlipway, type ProcNode } from '../support/process-cluster.js';
-import { waitFor } from '../support/wait.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
 
 const adminToken = 'admin-token-for-the-worker-limits-test';
@@ -153,14 +152,7 @@ before(async () => {
   cluster.requireToken(adminToken);
   cluster.startAll();
   node = await cluster.waitForLeader();
-  // The leader raises the cluster version once, by itself, soon after it is elected: let that
-  // write land before the tests count the commit index.
-  await waitFor(
-    'the cluster version to be raised',
-    async () => ((await cluster.status(node))?.clusterVersion ?? 0) >= stateVersionOfThisBuild,
-    20_000,
-    50,
-  );
+  await cluster.waitForClusterVersion(node, stateVersionOfThisBuild);
   admin = new ClusterClient(cluster.apiAddrs(), { timeoutMs: 20_000, token: adminToken });
   await admin.control('templateCreate', { source: templateYaml, replace: true });
   for (const i of [1, 2, 3, 4])

@@ -185,6 +185,22 @@ export class ProcessCluster {
     throw new Error(`no agreed leader within ${timeoutMs} ms (logs in ${this.dir})`);
   }
 
+  /**
+   * Waits until `node` has applied the cluster version `version`. The leader raises it once, by
+   * itself, soon after it is elected: a test that counts the commit index, or needs a feature of
+   * that version, waits for that write first.
+   */
+  async waitForClusterVersion(node: ProcNode, version: number, timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (((await this.status(node))?.clusterVersion ?? 0) >= version) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(
+      `${node.id} did not reach cluster version ${version} within ${timeoutMs} ms (logs in ${this.dir})`,
+    );
+  }
+
   async destroy(): Promise<void> {
     for (const n of this.nodes) {
       this.resume(n);
