@@ -67,10 +67,10 @@ import {
   startAttempt,
   type Transition,
 } from './transitions.js';
+import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
   normalizeHardware,
-  normalizeMac,
   sha256Problem,
   specProblem,
   templateNameProblem,

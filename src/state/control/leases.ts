@@ -8,7 +8,7 @@
 // the same address (what Kea and dnsmasq do too).
 import { leaseGrantsPerCommandMax, leasesMax, leaseTimeSMax } from '../limits.js';
 import type { Lease } from './model.js';
-import { isIpv4, normalizeMac } from './validate.js';
+import { isIpv4, normalizeMac } from '../../platform/addresses.js';
 import { record } from './immutable.js';
 
 /** One address the DHCP server wants committed before it ACKs. */
