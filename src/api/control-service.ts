@@ -38,6 +38,7 @@ import type {
   Workflow,
   WorkflowEvent,
 } from '../state/control/model.js';
+import { isTerminal } from '../state/control/model.js';
 import type { ContentState } from '../artifacts/fetcher.js';
 import type { ContentStore } from '../artifacts/content-store.js';
 import { receiveArtifact } from '../artifacts/upload.js';
@@ -662,7 +663,7 @@ export class ControlService {
         backlogSent = true;
         drain();
         if (!req.follow) finish();
-        else if (isTerminal(this.#ctx.control.workflow(wf.id) ?? wf) && queued.length === 0) finish();
+        else if (isTerminal((this.#ctx.control.workflow(wf.id) ?? wf).state) && queued.length === 0) finish();
       };
       const drain = (): void => {
         while (queued.length > 0) {
@@ -718,12 +719,6 @@ const finalEvents = new Set<string>([
 /** A follow stream ends with the workflow; a retry would start a new follow. */
 function isFinal(e: WorkflowEvent): boolean {
   return finalEvents.has(e.type);
-}
-
-function isTerminal(wf: Workflow): boolean {
-  return (
-    wf.state === 'SUCCESS' || wf.state === 'FAILED' || wf.state === 'TIMEOUT' || wf.state === 'CANCELLED'
-  );
 }
 
 function expectType<T extends ControlResult['type']>(r: ControlResult, type: T): ControlResult & { type: T } {

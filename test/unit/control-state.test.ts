@@ -34,7 +34,8 @@ import {
   attemptOutputTailBytesMax,
   workflowEventsMax,
 } from '../../src/state/limits.js';
-import { isTerminal, nextAction, retryBackoffMs } from '../../src/workflow/rules.js';
+import { nextAction, retryBackoffMs } from '../../src/workflow/rules.js';
+import { isTerminal } from '../../src/state/control/model.js';
 
 // ---- fixtures ----
 

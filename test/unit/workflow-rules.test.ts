@@ -13,11 +13,11 @@ import type {
   Workflow,
   WorkflowState,
 } from '../../src/state/control/model.js';
+import { isTerminal } from '../../src/state/control/model.js';
 import { retryBackoffBaseMs, retryBackoffMaxMs } from '../../src/state/limits.js';
 import {
   actionPositions,
   currentActionIndex,
-  isTerminal,
   nextAction,
   nextDeadline,
   retryBackoffMs,

@@ -23,7 +23,8 @@ import {
   workflowOutputTailBytesMax,
   workflowsMax,
 } from '../limits.js';
-import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
+import { actionPositions, currentActionIndex, nextAction } from '../../workflow/rules.js';
+import { isTerminal } from './model.js';
 import type { CollectedWorkflow, ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
 import { AuditLog, type AuditPage, type AuditQuery, type AuditRetention } from './audit-log.js';

@@ -79,9 +79,17 @@ export interface Template {
   readonly version: number;
 }
 
-export type WorkflowState = 'PENDING' | 'RUNNING' | 'SUCCESS' | 'FAILED' | 'TIMEOUT' | 'CANCELLED';
-export type ActionState = 'PENDING' | 'RUNNING' | 'SUCCESS' | 'FAILED' | 'TIMEOUT' | 'CANCELLED';
-export const terminalWorkflowStates: readonly WorkflowState[] = ['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'];
+/** The states of a workflow and of each of its actions, in the order a run moves through them. */
+export const workflowStates = ['PENDING', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'] as const;
+export type WorkflowState = (typeof workflowStates)[number];
+export type ActionState = WorkflowState;
+
+const terminalStates: ReadonlySet<WorkflowState> = new Set(['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED']);
+
+/** True once a workflow (or action) has finished: nothing moves it on but a retry. */
+export function isTerminal(state: WorkflowState): boolean {
+  return terminalStates.has(state);
+}
 
 /**
  * Actions the worker agent runs itself, in its own code (src/worker/actions/), with neither a

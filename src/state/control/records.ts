@@ -11,7 +11,7 @@ import {
 import type { AuditEntry, AuditTag } from './audit-log.js';
 import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
 import { controlErrorCodes } from './commands.js';
-import { powerJobStates, powerOps, powerSteps } from './model.js';
+import { powerJobStates, powerOps, powerSteps, workflowStates } from './model.js';
 import type { GrantOutcome } from './leases.js';
 import type {
   ActionSpec,
@@ -51,9 +51,8 @@ const texts = array(text, controlCommandBytesMax);
 const textMap = map(text, controlCommandBytesMax);
 const jsonDepthMax = 32;
 
-const actionStates = ['PENDING', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'] as const;
-const workflowState = literal(actionStates);
-const actionState = literal(actionStates);
+const workflowState = literal(workflowStates);
+const actionState = literal(workflowStates);
 
 const hardwareInputFields = {
   id: text,

@@ -11,13 +11,8 @@
 //   - n was never started, is older than the current attempt, or w did not run it: stale, refused.
 import type { AttemptOutcome, ControlCommand, ControlErrorCode } from './commands.js';
 import type { ActionStatus, Workflow, WorkflowEvent, WorkflowState } from './model.js';
-import {
-  actionPositions,
-  isTerminal,
-  nextAction,
-  retryBackoffMs,
-  type ActionPosition,
-} from '../../workflow/rules.js';
+import { isTerminal } from './model.js';
+import { actionPositions, nextAction, retryBackoffMs, type ActionPosition } from '../../workflow/rules.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../limits.js';
 import { record, type Loose } from './immutable.js';
 import { headUtf8, tailUtf8 } from './text.js';
