@@ -59,7 +59,7 @@ import {
   templateRecord,
   workflowRecord,
 } from './control-records.js';
-import { ApiError, toServiceError } from './errors.js';
+import { ApiError, controlErrorStatus, toServiceError } from './errors.js';
 import { pageOf } from './pages.js';
 import { ipValue } from '../state/control/leases.js';
 import type { EventHub } from './event-hub.js';
@@ -566,7 +566,7 @@ export class ControlService {
         op,
       );
     } catch (err) {
-      if (err instanceof PowerRequestError) throw new ApiError(controlStatus(err.code), err.message);
+      if (err instanceof PowerRequestError) throw new ApiError(controlErrorStatus(err.code), err.message);
       throw err;
     }
     const job =
@@ -682,7 +682,7 @@ export class ControlService {
   ): Promise<ControlResult & { type: Exclude<ControlResult['type'], 'error'> }> {
     p.proposing();
     const r = await this.#ctx.proposer.proposeControl({ ...command, audit: p.audit });
-    if (r.type === 'error') throw new ApiError(controlStatus(r.code), r.message);
+    if (r.type === 'error') throw new ApiError(controlErrorStatus(r.code), r.message);
     return r;
   }
 
@@ -740,22 +740,6 @@ function wrapInput<T>(f: () => T): T {
     if (err instanceof TemplateError || err instanceof Error)
       throw new ApiError(status.INVALID_ARGUMENT, err.message);
     throw err;
-  }
-}
-
-function controlStatus(code: Extract<ControlResult, { type: 'error' }>['code']): status {
-  switch (code) {
-    case 'E_INVALID':
-      return status.INVALID_ARGUMENT;
-    case 'E_NOT_FOUND':
-      return status.NOT_FOUND;
-    case 'E_EXISTS':
-      return status.ALREADY_EXISTS;
-    case 'E_VERSION':
-    case 'E_CONFLICT':
-    case 'E_STALE_ATTEMPT':
-    case 'E_NOT_DUE':
-      return status.FAILED_PRECONDITION;
   }
 }
 
