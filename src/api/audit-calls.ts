@@ -10,7 +10,7 @@ import { auditTextBytesMax } from '../state/limits.js';
 import type { AuditTag } from '../state/control/audit-log.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { Role } from '../state/control/model.js';
-import { headUtf8 } from '../state/control/text.js';
+import { headUtf8 } from '../platform/utf8-text.js';
 import { roleRefusal, type Authenticator, type Caller } from './auth.js';
 import { toServiceError } from './errors.js';
 

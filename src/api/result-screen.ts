@@ -6,7 +6,7 @@
 import type { ActionResult } from '../gen/worker.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax, controlIdLengthMax } from '../state/limits.js';
 import type { Workflow } from '../state/control/model.js';
-import { headUtf8, tailUtf8 } from '../state/control/text.js';
+import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
 import { classifyReport } from '../state/control/transitions.js';
 
 export type Screening =

@@ -24,7 +24,7 @@ import type {
 } from '../gen/worker.js';
 import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import { utf8Length } from '../state/binary.js';
+import { utf8Length } from '../platform/utf8-text.js';
 import { InvalidCommandError } from '../state/command.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
 import type { Workflow } from '../state/control/model.js';

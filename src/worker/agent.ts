@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import type { Action, AttemptRef, ConnectRequest, ConnectResponse } from '../gen/worker.js';
 import { WorkerClient } from '../gen/worker.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
-import { headUtf8, tailUtf8 } from '../state/control/text.js';
+import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
 import { isBuiltinAction } from '../workflow/builtin-actions.js';
 import { runBuiltin } from './actions/builtin.js';
 import type { ActionResult as JournalResult, PendingEffect } from './journal.js';

@@ -28,7 +28,7 @@ import type {
   Workflow,
   WorkflowEvent,
 } from '../../src/state/control/model.js';
-import { utf8Length } from '../../src/state/binary.js';
+import { utf8Length } from '../../src/platform/utf8-text.js';
 import {
   attemptMessageBytesMax,
   attemptOutputTailBytesMax,

@@ -9,7 +9,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { BinaryReader, BinaryWriter, DecodeError, utf8Length } from '../../src/state/binary.js';
+import { BinaryReader, BinaryWriter, DecodeError } from '../../src/state/binary.js';
+import { utf8Length } from '../../src/platform/utf8-text.js';
 import {
   commandProblem,
   decodeCommand,

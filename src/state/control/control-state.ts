@@ -56,7 +56,7 @@ import {
   powerStepsOf,
 } from './power-jobs.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
-import { headUtf8 } from './text.js';
+import { headUtf8 } from '../../platform/utf8-text.js';
 import { clusterVersionRefusal, stateVersionBaseline, stateVersionBoundedState } from '../versions.js';
 import {
   cancelWorkflow,

@@ -16,7 +16,7 @@
 import type { ControlCommand, ControlErrorCode } from './commands.js';
 import type { PowerJob, PowerOp, PowerStep } from './model.js';
 import { record } from './immutable.js';
-import { headUtf8 } from './text.js';
+import { headUtf8 } from '../../platform/utf8-text.js';
 import {
   attemptMessageBytesMax,
   powerAttemptsMax,

@@ -15,7 +15,7 @@ import { isTerminal } from './model.js';
 import { actionPositions, nextAction, retryBackoffMs, type ActionPosition } from '../../workflow/rules.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../limits.js';
 import { record, type Loose } from './immutable.js';
-import { headUtf8, tailUtf8 } from './text.js';
+import { headUtf8, tailUtf8 } from '../../platform/utf8-text.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 

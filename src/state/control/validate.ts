@@ -2,7 +2,7 @@
 // operators and proposers send. Each check returns a problem that names the field (the E_INVALID
 // message), or undefined. Rules that depend on other records (unique MACs, existing hardware)
 // live in control-state.ts, next to the indexes they need.
-import { utf8Length } from '../binary.js';
+import { utf8Length } from '../../platform/utf8-text.js';
 import { isIpv4, normalizeMac } from '../../platform/addresses.js';
 import { parseBmcAddress } from '../../power/bmc-address.js';
 import {
