@@ -37,8 +37,8 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from '../state/control/model.js';
-import { isTerminal } from '../state/control/model.js';
+} from '../model/records.js';
+import { isTerminal } from '../model/records.js';
 import type { ContentState } from '../artifacts/fetcher.js';
 import type { ContentStore } from '../artifacts/content-store.js';
 import { receiveArtifact } from '../artifacts/upload.js';

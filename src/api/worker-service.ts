@@ -26,10 +26,10 @@ import type { ControlCommand, ControlResult, StartedAttempt } from '../state/con
 import type { ControlState } from '../state/control/control-state.js';
 import { utf8Length } from '../platform/utf8-text.js';
 import { InvalidCommandError } from '../state/command.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
-import type { Workflow } from '../state/control/model.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
+import type { Workflow } from '../model/records.js';
 import { actionPositions, nextAction, type ActionPosition } from '../workflow/rules.js';
-import { isTerminal } from '../state/control/model.js';
+import { isTerminal } from '../model/records.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { Proposer } from './proposer.js';

@@ -39,7 +39,7 @@ import {
   namespaceBytesMax,
   resultBytesMax,
   valueBytesMax,
-} from './limits.js';
+} from '../model/limits.js';
 
 export const commandCodecVersion = 1;
 export const resultCodecVersion = 1;

@@ -33,7 +33,7 @@ import {
   sessionsMaxDefault,
   sessionTtlMsDefault,
   valueBytesMax,
-} from './limits.js';
+} from '../model/limits.js';
 import type { SnapshotCapture, StateMachine } from './machine.js';
 import { SessionTable, type SessionLimits } from './sessions.js';
 import { SortedKeys } from './sorted-keys.js';

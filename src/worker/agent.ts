@@ -16,7 +16,7 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Action, AttemptRef, ConnectRequest, ConnectResponse } from '../gen/worker.js';
 import { WorkerClient } from '../gen/worker.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
 import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
 import { isBuiltinAction } from '../workflow/builtin-actions.js';
 import { runBuiltin } from './actions/builtin.js';

@@ -27,9 +27,8 @@
 // path and, for YAML, the line: `line 4: interfaces[0].mac: "zz:1" is not a MAC address (want
 // aa:bb:cc:dd:ee:ff)`.
 import { z } from 'zod';
-import type { Arch, BmcRef, Netboot, NetworkInterface } from '../state/control/model.js';
-import type { HardwareInput } from '../state/control/commands.js';
-import { formatBmcAddress, parseBmcAddress } from '../power/bmc-address.js';
+import type { Arch, BmcRef, Netboot, NetworkInterface, HardwareInput } from '../model/records.js';
+import { formatBmcAddress, parseBmcAddress } from '../model/bmc-address.js';
 import { isIpv4, normalizeMac } from '../platform/addresses.js';
 import {
   bmcPasswordBytesMax,
@@ -39,7 +38,7 @@ import {
   hardwareMetadataBytesMax,
   interfacesPerHardwareMax,
   ipxeScriptBytesMax,
-} from '../state/limits.js';
+} from '../model/limits.js';
 import {
   closestName,
   describeValue,

@@ -57,7 +57,7 @@
 //
 // Unknown fields are refused by name, so a typo such as `comand` never passes silently. Every
 // refusal is a TemplateError naming the field path and the line.
-import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../state/control/model.js';
+import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../model/records.js';
 import { normalizeMac } from '../platform/addresses.js';
 import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.js';
 import { PlaceholderError } from './template-placeholders.js';

@@ -13,7 +13,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { BinaryWriter, DecodeError } from '../../src/state/binary.js';
 import { crc32c } from '../../src/platform/crc32c.js';
-import type { ControlCommand, HardwareInput } from '../../src/state/control/commands.js';
+import type { ControlCommand } from '../../src/state/control/commands.js';
+import type { HardwareInput } from '../../src/model/records.js';
 import {
   decodeResult,
   encodeCommand,

@@ -12,7 +12,7 @@ import {
   parseHardwareDocument,
 } from '../../src/workflow/hardware-doc.js';
 import { normalizeMac } from '../../src/platform/addresses.js';
-import type { HardwareInput } from '../../src/state/control/commands.js';
+import type { HardwareInput } from '../../src/model/records.js';
 
 const fullYaml = [
   'id: node-17',

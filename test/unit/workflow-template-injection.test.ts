@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fc from 'fast-check';
-import type { ActionSpec, Hardware, RenderedTemplate } from '../../src/state/control/model.js';
+import type { ActionSpec, Hardware, RenderedTemplate } from '../../src/model/records.js';
 import { normalizeMac } from '../../src/platform/addresses.js';
 import {
   renderTemplate,

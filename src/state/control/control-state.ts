@@ -22,9 +22,9 @@ import {
   workflowEventsMax,
   workflowOutputTailBytesMax,
   workflowsMax,
-} from '../limits.js';
+} from '../../model/limits.js';
 import { actionPositions, currentActionIndex, nextAction } from '../../workflow/rules.js';
-import { isTerminal } from './model.js';
+import { isTerminal } from '../../model/records.js';
 import type { CollectedWorkflow, ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
 import { AuditLog, type AuditPage, type AuditQuery, type AuditRetention } from './audit-log.js';
@@ -44,7 +44,7 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from './model.js';
+} from '../../model/records.js';
 import {
   claimPowerJob,
   createPowerJob,

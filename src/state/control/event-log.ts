@@ -3,7 +3,7 @@
 // It also counts the output tails its events keep, so that apply can bound them per workflow
 // (cutOutputTails): the oldest events lose theirs first.
 import { utf8Length } from '../../platform/utf8-text.js';
-import type { WorkflowEvent } from './model.js';
+import type { WorkflowEvent } from '../../model/records.js';
 
 function tailBytesOf(event: WorkflowEvent | undefined): number {
   const tail = event?.outputTail;

@@ -4,7 +4,7 @@
 // live in control-state.ts, next to the indexes they need.
 import { utf8Length } from '../../platform/utf8-text.js';
 import { isIpv4, normalizeMac } from '../../platform/addresses.js';
-import { parseBmcAddress } from '../../power/bmc-address.js';
+import { parseBmcAddress } from '../../model/bmc-address.js';
 import {
   actionRetriesMax,
   artifactNameLengthMax,
@@ -20,9 +20,8 @@ import {
   workerTokenLengthMax,
   workflowActionsMax,
   workflowTasksMax,
-} from '../limits.js';
-import type { HardwareInput } from './commands.js';
-import type { NetworkInterface, RenderedTemplate } from './model.js';
+} from '../../model/limits.js';
+import type { HardwareInput, NetworkInterface, RenderedTemplate } from '../../model/records.js';
 import { at } from './shape.js';
 
 const idPattern = new RegExp(`^[A-Za-z0-9._:-]{1,${controlIdLengthMax}}$`);

@@ -1,5 +1,7 @@
-// The provisioning domain as the replicated state holds it: hardware, templates, workflows and
-// their events. Plain JSON-shaped records, so a snapshot is their JSON and apply stays pure.
+// The provisioning domain's records: hardware, templates, workflows and their events, leases,
+// power jobs, artifacts, tokens. Plain JSON-shaped data that the replicated state holds and the
+// workflow rules, services and CLI read; this folder imports nothing else in src but platform,
+// so state and workflow can both depend on it without depending on each other.
 // Times are milliseconds since the epoch, always taken from a leader-stamped command.
 
 export type Arch = 'x86_64' | 'arm64';
@@ -69,6 +71,9 @@ export interface Hardware {
   /** Bumped by every change; compare-and-set target for updates. */
   readonly version: number;
 }
+
+/** Hardware as the operator describes it; the state adds token, times and version. */
+export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
 
 export interface Template {
   readonly name: string;
