@@ -69,7 +69,7 @@ import { decodeEnvelopeMessages } from '../../src/raft/transport/codec.js';
 import { messageBytesMaxDefault } from '../../src/raft/transport/limits.js';
 import { decodeCommand } from '../../src/state/command.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
-import { Prng } from '../sim/prng.js';
+import { Prng } from '../../src/platform/prng.js';
 import { ProcessCluster, type ProcNode } from '../support/process-cluster.js';
 import {
   mutateMessage,
