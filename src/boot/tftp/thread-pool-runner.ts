@@ -2,7 +2,7 @@
 // a sendmsg syscall, and on one thread those syscalls, not the protocol logic, cap what the
 // server can send (docs/decisions/0006-tftp-server.md, "Transfers on worker threads").
 //
-// Each worker runs a TransferTable (transfer-worker.ts). A new transfer goes to the worker with
+// Each worker runs a TransferTable (transfer-thread.ts). A new transfer goes to the worker with
 // the fewest transfers in progress. File contents from the root are SharedArrayBuffer-backed,
 // so handing one to a worker shares it instead of copying it.
 //
@@ -23,7 +23,7 @@ const RESPAWN_DELAY_MS_MAX = 30_000;
 const CLOSE_WAIT_MS = 5000;
 
 /** How to start a worker: a module URL, or (under tsx) a CommonJS bootstrap evaluated as a script. */
-export type WorkerEntry = { readonly url: URL } | { readonly script: string };
+export type ThreadEntry = { readonly url: URL } | { readonly script: string };
 
 /**
  * The worker's entry module, beside this file and with its extension: .ts when the code runs
@@ -38,9 +38,9 @@ export type WorkerEntry = { readonly url: URL } | { readonly script: string };
  * the entry, which tsx compiles to CommonJS: the worker's modules must therefore do without
  * top-level await and import.meta (a worker that fails to load fails startTftpServer).
  */
-function workerEntry(): WorkerEntry {
+function threadEntry(): ThreadEntry {
   const extension = extname(fileURLToPath(import.meta.url));
-  const entry = new URL(`./transfer-worker${extension}`, import.meta.url);
+  const entry = new URL(`./transfer-thread${extension}`, import.meta.url);
   if (extension !== '.ts') return { url: entry };
   const tsxRequireApi = createRequire(import.meta.url).resolve('tsx/cjs/api');
   const script = [
@@ -71,10 +71,10 @@ interface Slot {
   settleFirst: (error?: unknown) => void;
 }
 
-export class WorkerRunner implements TransferRunner {
+export class ThreadPoolRunner implements TransferRunner {
   readonly #config: TransferThreadConfig;
   readonly #hooks: RunnerHooks;
-  readonly #entry: WorkerEntry;
+  readonly #entry: ThreadEntry;
   readonly #slots: Slot[] = [];
   #restarts = 0;
   /** Until start() resolves, a failing worker fails start() instead of being reported and replaced. */
@@ -82,7 +82,7 @@ export class WorkerRunner implements TransferRunner {
   #closing = false;
   #closed: Promise<void> | null = null;
 
-  private constructor(config: TransferThreadConfig, hooks: RunnerHooks, entry: WorkerEntry) {
+  private constructor(config: TransferThreadConfig, hooks: RunnerHooks, entry: ThreadEntry) {
     this.#config = config;
     this.#hooks = hooks;
     this.#entry = entry;
@@ -96,9 +96,9 @@ export class WorkerRunner implements TransferRunner {
     count: number,
     config: TransferThreadConfig,
     hooks: RunnerHooks,
-    entry: WorkerEntry = workerEntry(),
-  ): Promise<WorkerRunner> {
-    const runner = new WorkerRunner(config, hooks, entry);
+    entry: ThreadEntry = threadEntry(),
+  ): Promise<ThreadPoolRunner> {
+    const runner = new ThreadPoolRunner(config, hooks, entry);
     for (let i = 0; i < count; i++) {
       let settleFirst: (error?: unknown) => void = () => undefined;
       const firstReady = new Promise<void>((resolve, reject) => {

@@ -2,7 +2,7 @@
 // (so startTftpServer refuses with the reason) and leaves no thread behind; a worker that stops
 // loading after the server is up (a broken upgrade under a running node) is reported through
 // onError and retried with a growing delay, and serving resumes once a worker loads again.
-// Method: WorkerRunner runs real worker threads from small CommonJS scripts that stand in for
+// Method: ThreadPoolRunner runs real worker threads from small CommonJS scripts that stand in for
 // the transfer worker and fail, or not, as a flag file says.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 import { TRANSFER_LIMITS_DEFAULT } from '../../src/boot/tftp/limits.js';
 import type { TransferThreadConfig } from '../../src/boot/tftp/transfer-protocol.js';
 import type { RunnerHooks } from '../../src/boot/tftp/transfer-runner.js';
-import { WorkerRunner } from '../../src/boot/tftp/worker-runner.js';
+import { ThreadPoolRunner } from '../../src/boot/tftp/thread-pool-runner.js';
 import { waitFor } from '../support/wait.js';
 
 const config: TransferThreadConfig = {
@@ -40,7 +40,7 @@ describe('TFTP worker threads that fail to load', () => {
     const errors: unknown[] = [];
     const hooks: RunnerHooks = { onEvent: () => undefined, onError: (error) => errors.push(error) };
     await assert.rejects(
-      WorkerRunner.start(2, config, hooks, { script: workerScript(flag) }),
+      ThreadPoolRunner.start(2, config, hooks, { script: workerScript(flag) }),
       /cannot load the transfer worker/,
     );
     // A failed start is the caller's error, not a runtime failure to report.
@@ -56,7 +56,7 @@ describe('TFTP worker threads that fail to load', () => {
       onEvent: () => undefined,
       onError: (error) => errors.push(error instanceof Error ? error : new Error(String(error))),
     };
-    const runner = await WorkerRunner.start(1, config, hooks, { script: workerScript(flag) });
+    const runner = await ThreadPoolRunner.start(1, config, hooks, { script: workerScript(flag) });
     t.after(() => runner.close());
     const [worker] = runner.workersForTesting();
     assert.ok(worker !== undefined);
