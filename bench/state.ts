@@ -11,7 +11,7 @@
 // causes). One JSON line on stdout; progress on stderr.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { decodeResult, encodeCommand } from '../src/state/command.js';
+import { decodeResult, encodeCommand } from '../src/state/store-command.js';
 import type { ControlCommand } from '../src/state/control/commands.js';
 import type { HardwareInput, RenderedTemplate } from '../src/model/records.js';
 import { pastRetention } from '../src/state/control/workflow-retention.js';

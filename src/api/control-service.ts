@@ -58,7 +58,7 @@ import {
   powerJobRecord,
   templateRecord,
   workflowRecord,
-} from './control-records.js';
+} from './control-messages.js';
 import { ApiError, controlErrorStatus, toServiceError } from './errors.js';
 import { pageOf } from './pages.js';
 import { ipValue } from '../state/control/leases.js';

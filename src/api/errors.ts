@@ -3,7 +3,7 @@
 import { Metadata, status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { RaftError } from '../raft/core/types.js';
-import { InvalidCommandError } from '../state/command.js';
+import { InvalidCommandError } from '../state/store-command.js';
 import type { ControlErrorCode } from '../state/control/commands.js';
 import { EntryTooNewError } from '../state/versions.js';
 import { isServiceError, leaderHintKey, raftCodeKey } from './wire.js';

@@ -19,10 +19,10 @@ import type { Member } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
 import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
-import type { Command, CommandResult } from '../state/command.js';
+import type { Command, CommandResult } from '../state/store-command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import { DecodeError } from '../state/binary.js';
-import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
+import { decodeCommand, decodeResult, encodeCommand } from '../state/store-command.js';
 import {
   ApiError,
   isServiceError,

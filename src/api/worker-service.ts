@@ -25,7 +25,7 @@ import type {
 import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { utf8Length } from '../platform/utf8-text.js';
-import { InvalidCommandError } from '../state/command.js';
+import { InvalidCommandError } from '../state/store-command.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
 import type { Workflow } from '../model/records.js';
 import { actionPositions, nextAction, type ActionPosition } from '../workflow/rules.js';

@@ -44,7 +44,7 @@ export interface BmcRef {
   readonly secretRef?: string;
   /**
    * The BMC password, in the replicated state so that whichever node leads can act on the
-   * BMC. Never leaves through the API (src/api/control-records.ts strips it) nor into logs.
+   * BMC. Never leaves through the API (src/api/control-messages.ts strips it) nor into logs.
    */
   readonly password?: string;
 }

@@ -25,7 +25,7 @@ import {
   type DeleteCommand,
   type PutCommand,
   type VersionedValue,
-} from './command.js';
+} from './store-command.js';
 import {
   keyBytesMax,
   namespaceBytesMax,

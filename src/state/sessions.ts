@@ -8,7 +8,7 @@
 // (a Map keeps insertion order; activity re-inserts), so expiry and eviction pop from the front
 // in amortized O(1).
 import { BinaryReader, BinaryWriter, DecodeError } from './binary.js';
-import type { SessionTag } from './command.js';
+import type { SessionTag } from './store-command.js';
 import { resultBytesMax } from '../model/limits.js';
 
 export interface SessionLimits {

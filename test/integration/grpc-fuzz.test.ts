@@ -67,7 +67,7 @@ import { statusDetailsBytesMax } from '../../src/platform/grpc-call-guard.js';
 import { isHostPort } from '../../src/platform/host-port.js';
 import { decodeEnvelopeMessages } from '../../src/raft/transport/codec.js';
 import { messageBytesMaxDefault } from '../../src/raft/transport/limits.js';
-import { decodeCommand } from '../../src/state/command.js';
+import { decodeCommand } from '../../src/state/store-command.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
 import { Prng } from '../../src/platform/prng.js';
 import { ProcessCluster, type ProcNode } from '../support/process-cluster.js';

@@ -6,7 +6,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatBmcAddress, parseBmcAddress } from '../../src/model/bmc-address.js';
-import { hardwareJson } from '../../src/api/control-records.js';
+import { hardwareJson } from '../../src/api/control-messages.js';
 import {
   hardwareFromFlags,
   parseBmcCredentials,

@@ -22,7 +22,7 @@ import {
   type Command,
   type CommandResult,
   type SessionTag,
-} from '../../src/state/command.js';
+} from '../../src/state/store-command.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import type {
   HardwareInput,

@@ -22,7 +22,7 @@ import {
   type Command,
   type CommandResult,
   type SessionTag,
-} from '../../src/state/command.js';
+} from '../../src/state/store-command.js';
 import { KvStore, type ChangeEvent } from '../../src/state/kv-store.js';
 
 const text = new TextEncoder();

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { versionAllVotersApply } from '../../src/api/cluster-version-keeper.js';
 import { upgradeChecks, versionSummary, type MemberReport } from '../../src/cli/upgrade-check.js';
-import { decodeResult, encodeCommand } from '../../src/state/command.js';
+import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { ControlCommand } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { KvStore } from '../../src/state/kv-store.js';

@@ -20,7 +20,7 @@ import { archiveFileName, archiveTarget, WorkflowArchive } from '../../src/api/w
 import { WorkflowCollector } from '../../src/api/workflow-collector.js';
 import { ConfigError } from '../../src/api/server-config.js';
 import { DecodeError } from '../../src/state/binary.js';
-import { decodeResult, encodeCommand } from '../../src/state/command.js';
+import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { AuditTag } from '../../src/state/control/audit-log.js';
 import { decodeControlCommand, encodeControlCommand } from '../../src/state/control/codec.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';

@@ -1,5 +1,5 @@
 // The control-plane commands the replicated state applies, and their results. They travel as
-// JSON inside the store's `control` command (src/state/command.ts), stamped by the proposer.
+// JSON inside the store's `control` command (src/state/store-command.ts), stamped by the proposer.
 // Everything random (ids, tokens) and everything rendered (templates) is decided by the proposer
 // and carried in the command, so apply is a pure function of state and command.
 import type {

@@ -67,7 +67,7 @@ import {
   readTemplate,
   readWorkflow,
   readWorkflowEvent,
-} from './records.js';
+} from './schema.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
 import { stateVersionBaseline, stateVersionOfThisBuild } from '../versions.js';
 import { array, at, count, integer, object, optional, ShapeError, type Reader } from './shape.js';
