@@ -11,7 +11,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
-import { attemptKey } from '../src/api/worker-service.js';
+import { attemptKey } from '../src/model/records.js';
 import type { AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
 import { Prng } from '../src/platform/prng.js';

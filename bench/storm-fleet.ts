@@ -19,7 +19,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
-import { attemptKey } from '../src/api/worker-service.js';
+import { attemptKey } from '../src/model/records.js';
 import { ClusterClient } from '../src/cli/client.js';
 import type { ActionResult, AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';

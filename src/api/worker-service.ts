@@ -10,6 +10,7 @@
 //  - results are recorded through attempt.result, which the state machine applies once per
 //    attempt (duplicates acknowledged, stale attempts refused); each is screened against the
 //    applied state first, so a forged, stale or duplicate result costs no Raft write.
+import { attemptKey, isTerminal } from '../model/records.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
@@ -29,7 +30,6 @@ import { InvalidCommandError } from '../state/store-command.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
 import type { Workflow } from '../model/records.js';
 import { actionPositions, nextAction, type ActionPosition } from '../workflow/rules.js';
-import { isTerminal } from '../model/records.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { Proposer } from './proposer.js';
@@ -76,10 +76,6 @@ export interface WorkerServiceContext {
 
 export interface WorkerServiceStats {
   connected: number;
-}
-
-export function attemptKey(r: AttemptRef): string {
-  return `${r.workflowId}/${String(r.actionIndex)}/${String(r.attempt)}`;
 }
 
 export class WorkerService {

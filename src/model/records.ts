@@ -333,3 +333,15 @@ export interface Artifact {
   /** Bumped by every change of digest; compare-and-set target for a replace. */
   readonly version: number;
 }
+
+/** Names one attempt of one action, as workers and the worker service report it. */
+export interface AttemptName {
+  readonly workflowId: string;
+  readonly actionIndex: number;
+  readonly attempt: number;
+}
+
+/** A map key for an attempt; JSON, so no workflow id can make two attempts collide. */
+export function attemptKey(ref: AttemptName): string {
+  return JSON.stringify([ref.workflowId, ref.actionIndex, ref.attempt]);
+}
