@@ -2,7 +2,7 @@
 // Bounded state, in one process and without a cluster: a KvStore is built by applying encoded
 // commands exactly as a raft node applies its log (`store.apply(index, encodeCommand(...))`,
 // leader-stamped), with N machines and W workflows created and finished over time while the
-// retention is on. The leader's collector (src/api/workflow-collector.ts) is emulated: every
+// retention is on. The leader's collector (src/node/workflow-collector.ts) is emulated: every
 // `--gc-every` created workflows, the same pure chooser (`pastRetention`) picks what is past the
 // retention and a `workflow.gc` is applied, batch by batch, as the leader would propose it.
 // Then it measures the snapshot the node would take (captureSnapshot + encode in slices with a

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import type { Server } from '@grpc/grpc-js';
 import { loadSync, type PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
-import { packageFile } from '../cli/package-file.js';
+import { packageFile } from '../platform/package-file.js';
 import { refusingUndecodable } from '../platform/grpc-call-guard.js';
 
 /** The reflection services, as served: both versions answer alike. */

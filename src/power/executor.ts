@@ -1,4 +1,4 @@
-// The leader's power executor. Only the leader runs it (like src/api/deadline-scanner.ts): it
+// The leader's power executor. Only the leader runs it (like src/node/deadline-scanner.ts): it
 // looks for due power jobs, claims the next attempt through the log (power.claim: so an attempt
 // is carried out at most once per claim, whichever node asks), carries out the step on the BMC
 // and proposes the result (power.step). A leader that dies mid-step leaves a claim that lapses

@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { StateMachine } from '../state/machine.js';
+import type { StateMachine } from './state-machine.js';
 import { encodeConfChange, isVoter } from './core/membership.js';
 import type { ProposalResult, RaftStatus } from './core/raft.js';
 import { RaftCore } from './core/raft.js';

@@ -34,7 +34,7 @@ import {
   sessionTtlMsDefault,
   valueBytesMax,
 } from '../model/limits.js';
-import type { SnapshotCapture, StateMachine } from './machine.js';
+import type { SnapshotCapture, StateMachine } from '../raft/state-machine.js';
 import { SessionTable, type SessionLimits } from './sessions.js';
 import { SortedKeys } from './sorted-keys.js';
 import { crc32c, crc32cUpdate } from '../platform/crc32c.js';

@@ -110,7 +110,7 @@ const trace = process.env['GRPC_FUZZ_TRACE'] === '1';
 const protoDir = fileURLToPath(new URL('../../proto', import.meta.url));
 const genDir = fileURLToPath(new URL('../../src/gen', import.meta.url));
 
-/** Which port serves which service (src/api/node-server.ts; the raft transport serves Raft). */
+/** Which port serves which service (src/node/start-node.ts; the raft transport serves Raft). */
 const apiServices = new Set([
   'slipway.kv.v1.Kv',
   'slipway.control.v1.Control',

@@ -9,7 +9,7 @@
 // ReplicatedLeaseLedger whose proposer applies each command at once with a test clock.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ReplicatedLeaseLedger } from '../../src/api/lease-ledger.js';
+import { ReplicatedLeaseLedger } from '../../src/node/lease-ledger.js';
 import type { DhcpPacket } from '../../src/boot/dhcp/codec.js';
 import { dynamicLeases } from '../../src/boot/dhcp/dynamic-leases.js';
 import type { DhcpOptions } from '../../src/boot/dhcp/options.js';

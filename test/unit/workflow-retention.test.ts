@@ -16,9 +16,9 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { archiveFileName, archiveTarget, WorkflowArchive } from '../../src/api/workflow-archive.js';
-import { WorkflowCollector } from '../../src/api/workflow-collector.js';
-import { ConfigError } from '../../src/api/server-config.js';
+import { archiveFileName, archiveTarget, WorkflowArchive } from '../../src/node/workflow-archive.js';
+import { WorkflowCollector } from '../../src/node/workflow-collector.js';
+import { ConfigError } from '../../src/node/config.js';
 import { DecodeError } from '../../src/state/binary.js';
 import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { AuditTag } from '../../src/state/control/audit-log.js';

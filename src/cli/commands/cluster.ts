@@ -17,7 +17,7 @@ import {
 import { Role } from '../../gen/kv.js';
 import { isRunningAs, stopRecordedProcess } from '../../platform/recorded-process.js';
 import { ClusterClient } from '../client.js';
-import { packageFile } from '../package-file.js';
+import { packageFile } from '../../platform/package-file.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { clusterVersionCommand } from './upgrade.js';

@@ -208,7 +208,7 @@ type ControlChange =
   /** How long finished workflows stay in the state (admin; workflow-retention.ts). */
   | { readonly type: 'workflow.retention'; readonly finishedMax: number; readonly finishedDays: number }
   /**
-   * Proposed by the leader's collector (src/api/workflow-collector.ts), after archiving them when
+   * Proposed by the leader's collector (src/node/workflow-collector.ts), after archiving them when
    * it archives: deletes each listed workflow, with its events, that is finished at the listed
    * finish time. Any other (gone, running again, finished again since) is skipped.
    */

@@ -8,7 +8,7 @@ import type { RaftNode } from '../raft/node.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { Workflow } from '../model/records.js';
 import { nextDeadline } from '../workflow/rules.js';
-import type { Proposer } from './proposer.js';
+import type { Proposer } from '../api/proposer.js';
 
 export const deadlineScanMs = 100;
 

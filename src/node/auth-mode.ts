@@ -5,8 +5,8 @@
 // node listens on loopback unless told otherwise (server-config.ts).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ServerConfig } from './server-config.js';
-import { ConfigError } from './server-config.js';
+import type { ServerConfig } from './config.js';
+import { ConfigError } from './config.js';
 
 /** Where the bootstrap admin token comes from, as the start log names it. */
 export type TokenSource = 'admin-token-file' | 'tls-dir' | 'replicated-tokens-only' | 'none';

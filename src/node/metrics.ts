@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RaftNode } from '../raft/node.js';
-import type { ForwardingStats } from './proposer.js';
+import type { ForwardingStats } from '../api/proposer.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { WorkflowEvent, WorkflowState } from '../model/records.js';
 import { workflowStates } from '../model/records.js';

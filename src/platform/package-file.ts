@@ -1,6 +1,6 @@
-// The package's own files (package.json, bin/) found from the running module: src/cli sits two
-// folders below them, a build's dist/src/cli three, so the nearest folder holding package.json
-// is the package root in both.
+// The package's own files (package.json, bin/, proto/) found from the running module: src/platform
+// sits two folders below them, a build's dist/src/platform three, so the nearest folder holding
+// package.json is the package root in both.
 import { existsSync } from 'node:fs';
 
 /** The URL of `relative` under the package root. */

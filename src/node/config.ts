@@ -9,7 +9,7 @@ import { leaseTimeSMax } from '../model/limits.js';
 import { isHostPort } from '../platform/host-port.js';
 import { insecureNetworkFlag, isLoopbackAddress } from '../platform/plaintext-policy.js';
 import { ConfigError } from './config-error.js';
-import { apiMessageBytesMaxLimit } from './wire.js';
+import { apiMessageBytesMaxLimit } from '../api/wire.js';
 
 export { ConfigError };
 

@@ -12,7 +12,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Workflow, WorkflowEvent } from '../model/records.js';
-import { ConfigError } from './server-config.js';
+import { ConfigError } from './config.js';
 
 /** One collected workflow as archived. */
 export interface ArchiveEntry {
