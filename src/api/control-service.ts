@@ -41,7 +41,7 @@ import type {
 import { isTerminal } from '../model/records.js';
 import type { ContentState } from '../artifacts/fetcher.js';
 import type { ContentStore } from '../artifacts/content-store.js';
-import { receiveArtifact } from '../artifacts/upload.js';
+import { receiveArtifact } from './artifact-upload.js';
 import { enqueuePowerJob, PowerRequestError } from '../power/enqueue.js';
 import { PowerJobWaiters } from '../power/waiters.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';

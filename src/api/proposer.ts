@@ -189,7 +189,7 @@ export class Proposer {
 
   /**
    * The Internal service's proposals, served on the raft address for followers' forwarded
-   * proposals (ArtifactRead is src/artifacts/peer-service.ts's).
+   * proposals (ArtifactRead is src/api/artifact-peer-service.ts's).
    */
   handlers(): Omit<InternalServer, 'artifactRead'> {
     return {

@@ -24,7 +24,7 @@ import { ArtifactCatalogue } from '../artifacts/catalogue.js';
 import { ContentStore } from '../artifacts/content-store.js';
 import { ArtifactFetcher } from '../artifacts/fetcher.js';
 import { GrpcPeerReader } from '../artifacts/peer-client.js';
-import { artifactReadHandlers } from '../artifacts/peer-service.js';
+import { artifactReadHandlers } from '../api/artifact-peer-service.js';
 import { Authenticator, sha256Hex } from '../api/auth.js';
 import { authModeOf } from './auth-mode.js';
 import { AuditService } from '../api/audit-service.js';

@@ -2,8 +2,8 @@
 // same `worker` command as `slipway worker`, without the rest of the CLI, so that the bundle
 // holds only what the agent loads (no LevelDB, no server).
 import { Command, CommanderError } from '@commander-js/extra-typings';
-import { workerCommand } from '../cli/commands/worker.js';
-import { UsageError } from '../cli/output.js';
+import { workerCommand } from './commands/worker.js';
+import { UsageError } from './output.js';
 
 const program = new Command()
   .name('slipway-worker')

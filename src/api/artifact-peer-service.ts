@@ -5,9 +5,9 @@
 import { status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { ArtifactReadRequest, ArtifactReadResponse, InternalServer } from '../gen/internal.js';
-import { ApiError, toServiceError } from '../api/errors.js';
-import type { ContentStore } from './content-store.js';
-import { fetchChunkBytes } from './fetcher.js';
+import { ApiError, toServiceError } from './errors.js';
+import type { ContentStore } from '../artifacts/content-store.js';
+import { fetchChunkBytes } from '../artifacts/fetcher.js';
 
 const hexDigest = /^[0-9a-f]{64}$/;
 

@@ -5,10 +5,10 @@
 // proposing node does not hold.
 import { status } from '@grpc/grpc-js';
 import type { ArtifactAddRequest } from '../gen/control.js';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from './errors.js';
 import { artifactBytesMax } from '../model/limits.js';
 import { artifactNameProblem, sha256Problem } from '../state/control/validate.js';
-import { ContentMismatchError, type ContentStore } from './content-store.js';
+import { ContentMismatchError, type ContentStore } from '../artifacts/content-store.js';
 
 /** What an upload announced and delivered, stored and verified. */
 export interface ReceivedArtifact {
