@@ -11,13 +11,11 @@
 // causes). One JSON line on stdout; progress on stderr.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { decodeResult, encodeCommand } from '../src/state/store-command.js';
-import type { ControlCommand } from '../src/state/control/commands.js';
+import { decodeResult, encodeCommand, pastRetention, KvStore } from '../src/state/index.js';
+import type { ControlCommand } from '../src/state/index.js';
 import type { HardwareInput, RenderedTemplate } from '../src/model/records.js';
-import { pastRetention } from '../src/state/control/workflow-retention.js';
-import { KvStore } from '../src/state/kv-store.js';
 import { attemptOutputTailBytesMax, workflowGcBatchMax } from '../src/model/limits.js';
-import { nextAction } from '../src/workflow/rules.js';
+import { nextAction } from '../src/workflow/index.js';
 import { percentile, round } from './stats.js';
 
 const mb = 1024 * 1024;

@@ -20,7 +20,7 @@ import { promisify } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { attemptKey } from '../src/model/records.js';
-import { ClusterClient } from '../src/cli/client.js';
+import { ClusterClient } from '../src/cli/index.js';
 import type { ActionResult, AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
 import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
