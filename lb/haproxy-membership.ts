@@ -135,6 +135,10 @@ export function planFollow(input: FollowInput): FollowPlan {
   // No voter to send calls to is no reason to empty the balancer: change nothing.
   if (wanted.length === 0) return { changes: [], held, skipped: [] };
   const server = (name: string): string => `${settings.backend}/${name}`;
+  // HAProxy refuses to enable checks on a server added without them.
+  const checked = /(^| )check( |$)/.test(settings.serverOptions);
+  const enableHealth = (name: string): RuntimeCommand[] =>
+    checked ? [{ text: `enable health ${server(name)}`, ok: answers.none }] : [];
   const changes: ServerChange[] = [];
   // Adds first, so that the backend never holds fewer live servers than it must.
   for (const w of wanted) {
@@ -154,7 +158,7 @@ export function planFollow(input: FollowInput): FollowPlan {
             ok: answers.added,
           },
           // Checks of an added server start off, and the server itself in maintenance.
-          { text: `enable health ${server(w.id)}`, ok: answers.none },
+          ...enableHealth(w.id),
           { text: `set server ${server(w.id)} state ready`, ok: answers.none },
         ],
       });
@@ -180,7 +184,7 @@ export function planFollow(input: FollowInput): FollowPlan {
         server: w.id,
         kind: 'ready',
         commands: [
-          { text: `enable health ${server(w.id)}`, ok: answers.none },
+          ...enableHealth(w.id),
           { text: `set server ${server(w.id)} state ready`, ok: answers.none },
         ],
       });

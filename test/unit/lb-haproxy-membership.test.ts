@@ -76,6 +76,20 @@ describe('planning', () => {
     assert.equal(next.held.has('n4'), false);
   });
 
+  test('a server added without checks gets no enable health (HAProxy would refuse it)', () => {
+    const p = planFollow({
+      members: [...three, voter('n4', '127.0.0.1:7004')],
+      current: threeServers,
+      held: new Map(),
+      now: 0,
+      settings: { ...settings, serverOptions: 'proto h2 no-checks' },
+    });
+    assert.deepEqual(texts(p), [
+      'add server be/n4 127.0.0.1:7004 id 4 proto h2 no-checks',
+      'set server be/n4 state ready',
+    ]);
+  });
+
   test('an add that stopped half-way (left in maintenance) is finished next round', () => {
     const held = new Map([['n4', 500]]);
     const p = plan(
