@@ -221,7 +221,15 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
     pemFile: join(pki, 'n1', 'n1.pem'),
     caFile: join(pki, 'n1', 'ca.crt'),
   };
-  const spec = { listenAddr, statsAddr, nodes, tls, healthCheck: { intervalMs: 200, fall: 2, rise: 2 } };
+  const runtimeSocket = join(cluster.dir, 'haproxy.sock');
+  const spec = {
+    listenAddr,
+    statsAddr,
+    nodes,
+    tls,
+    runtimeSocket,
+    healthCheck: { intervalMs: 200, fall: 2, rise: 2 },
+  };
   // What the operator's command prints is what runs here.
   const printed = await cli([
     ...['balancer', 'config', '--listen', listenAddr, '--stats', statsAddr, '--check-interval', '200'],
@@ -232,6 +240,8 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
       join(pki, 'n1'),
       '--id',
       'n1',
+      '--runtime-socket',
+      runtimeSocket,
     ],
   ]);
   assert.equal(printed.code, 0, printed.stderr);
