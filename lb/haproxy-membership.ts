@@ -134,61 +134,24 @@ export function planFollow(input: FollowInput): FollowPlan {
   for (const name of held.keys()) if (!input.current.some((s) => s.name === name)) held.delete(name);
   // No voter to send calls to is no reason to empty the balancer: change nothing.
   if (wanted.length === 0) return { changes: [], held, skipped: [] };
-  const server = (name: string): string => `${settings.backend}/${name}`;
-  // HAProxy refuses to enable checks on a server added without them.
-  const checked = /(^| )check( |$)/.test(settings.serverOptions);
-  const enableHealth = (name: string): RuntimeCommand[] =>
-    checked ? [{ text: `enable health ${server(name)}`, ok: answers.none }] : [];
+  const commands = runtimeCommands(settings);
   const changes: ServerChange[] = [];
   // Adds first, so that the backend never holds fewer live servers than it must.
   for (const w of wanted) {
     const s = input.current.find((c) => c.name === w.id);
     if (s === undefined) {
-      if (!w.byIp) {
+      if (w.byIp) {
+        held.set(w.id, now);
+        changes.push(commands.add(w));
+      } else {
         skipped.push({ member: w.id, reason: `HAProxy adds servers by IP address only, not "${w.apiAddr}"` });
-        continue;
       }
-      held.set(w.id, now);
-      changes.push({
-        server: w.id,
-        kind: 'add',
-        commands: [
-          {
-            text: `add server ${server(w.id)} ${w.apiAddr} id ${settings.serverId(w.id)} ${settings.serverOptions}`,
-            ok: answers.added,
-          },
-          // Checks of an added server start off, and the server itself in maintenance.
-          ...enableHealth(w.id),
-          { text: `set server ${server(w.id)} state ready`, ok: answers.none },
-        ],
-      });
       continue;
     }
-    if (w.byIp && !sameAddr(s.addr, w.apiAddr)) {
-      const hp = parseHostPort(w.apiAddr)!;
-      changes.push({
-        server: w.id,
-        kind: 'readdress',
-        commands: [
-          {
-            text: `set server ${server(w.id)} addr ${bare(hp.host)} port ${hp.port}`,
-            ok: answers.readdressed,
-          },
-        ],
-      });
-    }
+    if (w.byIp && !sameAddr(s.addr, w.apiAddr)) changes.push(commands.readdress(w));
     if (s.admin === 'ready') held.delete(w.id);
-    else if (held.has(w.id)) {
-      // Added or drained by this follower, and a member again: back into the rotation.
-      changes.push({
-        server: w.id,
-        kind: 'ready',
-        commands: [
-          ...enableHealth(w.id),
-          { text: `set server ${server(w.id)} state ready`, ok: answers.none },
-        ],
-      });
-    }
+    // Added or drained by this follower, and a member again: back into the rotation.
+    else if (held.has(w.id)) changes.push(commands.ready(w.id));
   }
   const memberIds = new Set(input.members.map((m) => m.id));
   for (const s of input.current) {
@@ -197,17 +160,52 @@ export function planFollow(input: FollowInput): FollowPlan {
     if (memberIds.has(s.name)) continue;
     if (s.admin === 'ready') {
       held.set(s.name, now);
-      changes.push({
-        server: s.name,
-        kind: 'drain',
-        commands: [{ text: `set server ${server(s.name)} state drain`, ok: answers.none }],
-      });
+      changes.push(commands.drain(s.name));
       continue;
     }
     const since = held.get(s.name) ?? now;
     held.set(s.name, since);
-    if (s.sessions > 0 && now - since < settings.drainGraceMs) continue;
-    changes.push({
+    if (s.sessions === 0 || now - since >= settings.drainGraceMs) changes.push(commands.delete(s));
+  }
+  // A member whose server HAProxy has is balanced, whatever kept it from being added.
+  const unbalanced = skipped.filter((x) => !input.current.some((c) => c.name === x.member));
+  return { changes, held, skipped: unbalanced };
+}
+
+/** Each kind of change as the runtime commands that make it. */
+function runtimeCommands(settings: FollowSettings) {
+  const server = (name: string): string => `${settings.backend}/${name}`;
+  // HAProxy refuses to enable checks on a server added without them.
+  const checked = /(^| )check( |$)/.test(settings.serverOptions);
+  const ready = (name: string): RuntimeCommand[] => [
+    ...(checked ? [{ text: `enable health ${server(name)}`, ok: answers.none }] : []),
+    { text: `set server ${server(name)} state ready`, ok: answers.none },
+  ];
+  return {
+    add: (w: Wanted): ServerChange => ({
+      server: w.id,
+      kind: 'add',
+      commands: [
+        {
+          text: `add server ${server(w.id)} ${w.apiAddr} id ${settings.serverId(w.id)} ${settings.serverOptions}`,
+          ok: answers.added,
+        },
+        // Checks of an added server start off, and the server itself in maintenance.
+        ...ready(w.id),
+      ],
+    }),
+    readdress: (w: Wanted): ServerChange => {
+      const hp = parseHostPort(w.apiAddr)!;
+      const text = `set server ${server(w.id)} addr ${bare(hp.host)} port ${hp.port}`;
+      return { server: w.id, kind: 'readdress', commands: [{ text, ok: answers.readdressed }] };
+    },
+    ready: (name: string): ServerChange => ({ server: name, kind: 'ready', commands: ready(name) }),
+    drain: (name: string): ServerChange => ({
+      server: name,
+      kind: 'drain',
+      commands: [{ text: `set server ${server(name)} state drain`, ok: answers.none }],
+    }),
+    delete: (s: RuntimeServer): ServerChange => ({
       server: s.name,
       kind: 'delete',
       commands: [
@@ -216,11 +214,8 @@ export function planFollow(input: FollowInput): FollowPlan {
         ...(s.sessions > 0 ? [{ text: `shutdown sessions server ${server(s.name)}`, ok: answers.none }] : []),
         { text: `del server ${server(s.name)}`, ok: answers.deleted },
       ],
-    });
-  }
-  // A member whose server HAProxy has is balanced, whatever kept it from being added.
-  const unbalanced = skipped.filter((x) => !input.current.some((c) => c.name === x.member));
-  return { changes, held, skipped: unbalanced };
+    }),
+  };
 }
 
 function bare(host: string): string {
