@@ -130,7 +130,11 @@ const groups: readonly Group[] = [
   {
     commands: ['balancer'],
     client: false,
-    register: async (p) => (await import('./commands/balancer.js')).balancerCommand(p),
+    register: async (p) =>
+      (await import('./commands/balancer.js')).balancerCommand(p, async () => {
+        await loadClient();
+        return statusAccess;
+      }),
   },
   {
     commands: ['kv'],
