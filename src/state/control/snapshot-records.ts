@@ -24,7 +24,7 @@ import {
   workflowsMax,
 } from '../limits.js';
 import { SliceBudget, type Sliced } from '../slices.js';
-import { stateVersionBaseline } from '../versions.js';
+import { stateVersionBaseline, stateVersionSnapshotRecords } from '../versions.js';
 import { deepFreeze } from './immutable.js';
 import {
   readArtifact,
@@ -156,7 +156,7 @@ function headOf(image: SnapshotImage): SnapshotImage {
 
 /** True when the image's state may be written as records: its cluster runs at version 2 or above. */
 export function recordsAllowed(image: SnapshotImage): boolean {
-  return (image.clusterVersion ?? stateVersionBaseline) > stateVersionBaseline;
+  return (image.clusterVersion ?? stateVersionBaseline) >= stateVersionSnapshotRecords;
 }
 
 /**
