@@ -301,9 +301,35 @@ describe('snapshot record layout', () => {
         /invalid snapshot: .*truncated/,
       ],
       [
-        'a head that holds records',
+        'a head that holds a record its reader refuses',
         rewriteRecords(good, (t) => [t[0]!.replace('"templates":[]', '"templates":[{}]'), ...t.slice(1)]),
         /invalid snapshot: control snapshot: templates\[0\]/,
+      ],
+      [
+        'a head that holds a record',
+        rewriteRecords(good, (t) => {
+          const template = t.find((x) => x.startsWith('{"name":"debian"'))!;
+          return [t[0]!.replace('"templates":[]', `"templates":[${template}]`), ...t.slice(1)];
+        }),
+        /invalid snapshot: control snapshot: the head holds templates/,
+      ],
+      [
+        'a count over the limit',
+        rewriteRecords(good, (t) => {
+          const templates = t.findIndex(
+            (x, i) => i > 0 && x.startsWith('#') && t[i + 1]?.startsWith('{"name"'),
+          );
+          return t.map((x, i) => (i === templates ? '#1000000000' : x));
+        }),
+        /invalid snapshot: control snapshot: templates has 1000000000 items, over the limit of \d+/,
+      ],
+      [
+        'audit entries under a head without a trail',
+        rewriteRecords(good, (t) => [
+          t[0]!.replace(/,"audit":\{"retention":\{[^}]*\},"lastSeq":\d+,"entries":\[\]\}/, ''),
+          ...t.slice(1),
+        ]),
+        /invalid snapshot: control snapshot: audit entries without an audit trail/,
       ],
       [
         'records under a head of format 2',
