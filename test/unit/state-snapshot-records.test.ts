@@ -14,12 +14,12 @@ import assert from 'node:assert/strict';
 import { BinaryReader, BinaryWriter, DecodeError } from '../../src/state/binary.js';
 import { decodeResult, encodeCommand } from '../../src/state/command.js';
 import type { AuditTag } from '../../src/state/control/audit-log.js';
-import type { ControlCommand, HardwareInput } from '../../src/state/control/commands.js';
-import type { RenderedTemplate } from '../../src/state/control/model.js';
+import type { ControlCommand } from '../../src/state/control/commands.js';
+import type { HardwareInput, RenderedTemplate } from '../../src/model/records.js';
 import { readSnapshotRecords, snapshotRecordSlices } from '../../src/state/control/snapshot-records.js';
 import { KvStore } from '../../src/state/kv-store.js';
 import { runAtOnce } from '../../src/state/slices.js';
-import { crc32c } from '../../src/raft/storage/crc32c.js';
+import { crc32c } from '../../src/platform/crc32c.js';
 import { powerSteps } from '../../src/power/plan.js';
 
 const admin: AuditTag = { user: 'root', role: 'admin', address: '127.0.0.1:1', method: 'Control/Test' };

@@ -22,7 +22,7 @@ import {
   powerJobsMax,
   templatesMax,
   workflowsMax,
-} from '../limits.js';
+} from '../../model/limits.js';
 import { SliceBudget, type Sliced } from '../slices.js';
 import { stateVersionBaseline, stateVersionSnapshotRecords } from '../versions.js';
 import { deepFreeze } from './immutable.js';
