@@ -148,7 +148,7 @@ export class RaftNode {
       initial = await this.forceNewCluster(loaded, this.opts.forceNewCluster);
     }
     if (loaded.snapshotData !== null && loaded.snapshot.index > 0) {
-      this.opts.stateMachine.restore(loaded.snapshotData);
+      await this.restoreMachine(loaded.snapshotData);
       this.lastSnapshot = { meta: loaded.snapshot, data: loaded.snapshotData };
     }
     this.applied = initial.snapshot.index;
@@ -439,7 +439,10 @@ export class RaftNode {
       await this.opts.store.save({ hardState: rd.hardState, entries: rd.entries, snapshot });
       if (this.stopped) return;
       if (snapshot !== null) {
-        this.opts.stateMachine.restore(snapshot.data);
+        // In slices: heartbeats and requests go on meanwhile. Nothing is applied until
+        // advance() below (the core hands out no entry past a snapshot it is installing).
+        await this.restoreMachine(snapshot.data);
+        if (this.stopped) return;
         this.applied = snapshot.meta.index;
         this.lastSnapshot = snapshot;
         this.received.clear();
@@ -454,6 +457,12 @@ export class RaftNode {
         this.pump();
       });
     });
+  }
+
+  private async restoreMachine(data: Uint8Array): Promise<void> {
+    const machine = this.opts.stateMachine;
+    if (machine.restoreInSlices === undefined) machine.restore(data);
+    else await machine.restoreInSlices(data, nextTurnOfEventLoop);
   }
 
   private enqueueStore(work: () => Promise<void>): void {

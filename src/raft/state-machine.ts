@@ -40,6 +40,13 @@ export interface StateMachine {
    */
   restore(data: Uint8Array): void;
 
+  /**
+   * Optional: restore() in slices, awaiting `pause` between them, so that a large snapshot does
+   * not stall the event loop. Same outcome and errors as restore(); the state is replaced at the
+   * end, in one step, and the caller applies nothing until the promise settles.
+   */
+  restoreInSlices?(data: Uint8Array, pause: () => Promise<void>): Promise<void>;
+
   /** The index of the last entry applied (or restored from a snapshot); 0 when empty. */
   readonly appliedIndex: number;
 }

@@ -204,6 +204,18 @@ export class BinaryReader {
     return value;
   }
 
+  /**
+   * Length-prefixed bytes as a view into the input (no copy): for a caller that only decodes
+   * them, where bytes() would copy megabytes for nothing.
+   */
+  bytesView(what: string, lengthMax: number): Uint8Array {
+    const start = this.#offset;
+    const length = this.uvarint(`${what} length`);
+    if (length > lengthMax)
+      throw this.#error(`${what}: ${length} bytes exceeds the limit of ${lengthMax}`, start);
+    return this.raw(length, what);
+  }
+
   string(what: string, lengthMaxBytes: number): string {
     const start = this.#offset;
     const length = this.uvarint(`${what} length`);
