@@ -12,7 +12,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { BinaryReader, BinaryWriter, DecodeError } from '../../src/state/binary.js';
-import { decodeResult, encodeCommand } from '../../src/state/command.js';
+import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { AuditTag } from '../../src/state/control/audit-log.js';
 import type { ControlCommand } from '../../src/state/control/commands.js';
 import type { HardwareInput, RenderedTemplate } from '../../src/model/records.js';

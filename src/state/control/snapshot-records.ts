@@ -34,7 +34,7 @@ import {
   readOperatorToken,
   readPowerJob,
   readTemplate,
-} from './records.js';
+} from './schema.js';
 import { at, ShapeError, type Reader } from './shape.js';
 import {
   collectionsProblem,
