@@ -98,10 +98,10 @@ export class Progress {
   }
 
   /**
-   * Frees the oldest in-flight slot. Scenario fix (test/raft/testdata/replication-window-stall.txt):
-   * if every append in a full window is lost, no ack ever frees a slot and replication to
-   * that follower stalls for good; a heartbeat answer calls this so that one append per
-   * heartbeat still goes out (etcd's Inflights.FreeFirstOne), exposing the gap.
+   * Frees the oldest in-flight slot. If every append in a full window is lost, no ack ever
+   * frees a slot and replication to that follower would stall for good; a heartbeat answer
+   * calls this so that one append per heartbeat still goes out (etcd's Inflights.FreeFirstOne),
+   * exposing the gap (test/raft/testdata/replication-window-stall.txt).
    */
   freeFirstOne(): void {
     const first = this.inflights.shift();

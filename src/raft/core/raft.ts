@@ -166,9 +166,9 @@ export class RaftCore {
       } else if (m.type === 'preVote') {
         this.send(message({ type: 'preVoteResp', from: this.id, to: m.from, term: this.term, reject: true }));
       } else if (m.type === 'readIndexResp' && m.reject) {
-        // Scenario fix (read-index-leader-change.txt): a deposed leader fails forwarded reads
-        // with its old term, and the requester has usually moved on to the new term already;
-        // dropping the answer left the read unanswered for good. A failure is always safe.
+        // A deposed leader fails forwarded reads with its old term, and the requester has
+        // usually moved on to the new term already; dropping the answer would leave the read
+        // unanswered for good. A failure is always safe (read-index-leader-change.txt).
         this.readFailures.push({ requestId: m.context, reason: 'the leader could not confirm the read' });
       }
       return;
@@ -767,8 +767,8 @@ export class RaftCore {
       case 'heartbeatResp':
         pr.recentActive = true;
         pr.probeSent = false;
-        // Scenario fix (replication-window-stall.txt): a full window whose appends were all
-        // lost would never drain; free one slot so that this follower gets an append.
+        // A full window whose appends were all lost would never drain; free one slot so that
+        // this follower gets an append (replication-window-stall.txt).
         if (pr.state === 'replicate' && pr.isPaused(this.cfg.maxInflightMsgs, this.cfg.maxInflightBytes))
           pr.freeFirstOne();
         if (pr.match < this.log.lastIndex()) this.sendAppend(m.from, true);

@@ -137,7 +137,8 @@ export interface ReadFailure {
 /**
  * The core's output: what the driver must persist, send and apply. Order of handling:
  * 1. `messages` may be sent at once (they do not depend on unpersisted local state).
- * 2. `entries` (and `truncateAfter`), `hardState` and `snapshot` are written in one synced batch
+ * 2. `entries` (replacing any stored entries from `entries[0].index` on), `hardState` and
+ *    `snapshot` are written in one synced batch
  *    (a batch that only moves the commit index need not be synced: raft can recompute it).
  * 3. Only after that write completes are `messagesAfterPersist` sent, and `advance()` called.
  * 4. `committedEntries` are durable locally and committed: apply them in order.
