@@ -10,7 +10,8 @@
 // member that answers Status without a state version runs one of them.
 // Version 2 adds the cluster.version command itself (the gates), and bounded state
 // (docs/decisions/0020-bounded-state.md): workflow.retention, workflow.gc, the retention in the
-// snapshot, and a per-workflow budget for the output tails kept in events.
+// snapshot, and a per-workflow budget for the output tails kept in events. It also adds
+// member.drain (docs/decisions/0022-node-drain.md) and the drained members in the snapshot.
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
@@ -24,6 +25,9 @@ export const stateVersionOfThisBuild = 2;
  * (workflowOutputTailBytesMax): builds of version 1 keep them all, so a cluster at 1 must too.
  */
 export const stateVersionBoundedState = 2;
+
+/** From this version on, members may be drained (member.drain, docs/decisions/0022-node-drain.md). */
+export const stateVersionNodeDrain = 2;
 
 /** The state version a member applies, from its Status: builds before 0.2.0 answer 0, meaning 1. */
 export function advertisedStateVersion(advertised: number): number {
@@ -42,6 +46,8 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'workflow.retention':
     case 'workflow.gc':
       return stateVersionBoundedState;
+    case 'member.drain':
+      return stateVersionNodeDrain;
     default:
       return stateVersionBaseline;
   }

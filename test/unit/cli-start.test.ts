@@ -132,6 +132,7 @@ describe('what each command loads', () => {
       'kv',
       'member',
       'leader',
+      'node',
       'hardware',
       'lease',
       'template',
