@@ -177,7 +177,7 @@ export class WorkerService {
           this.#end(session);
           set.delete(session);
           if (set.size === 0 && this.#sessions.get(workerId) === set) this.#sessions.delete(workerId);
-          this.#ctx.logger.info({ workerId, session: session.serial }, 'worker stream ended: node drained');
+          this.#ctx.logger.info({ workerId, session: session.serial }, 'worker stream ended by the drain');
           session.call.emit('error', toServiceError(new ApiError(status.UNAVAILABLE, reason)));
         });
       }
