@@ -6,7 +6,8 @@
 // restart and `node undrain` makes it SERVING again. Draining the leader moves leadership, and a
 // drained node handed leadership gives it away again. Draining an unknown member fails with
 // exit 2 naming the members, and drains nothing. SIGTERM on a node with worker streams moves
-// them within the drain grace, and the process exits 0.
+// them within the drain grace, and the process exits 0. Through real HAProxy (which checks
+// grpc.health.v1), a drained node is taken out: the worker ids that hashed to it go to others.
 // Method: 3 real `slipway server` processes with tokens required, real `slipway worker`
 // processes (each a machine) whose server list begins with the node under test, and the real
 // CLI. Each action appends a line naming its workflow and action to the machine's file, so the
@@ -21,9 +22,10 @@ import { credentials, Metadata, status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { ClusterClient } from '../../src/cli/client.js';
 import { HealthCheckResponse_ServingStatus as Serving, HealthClient } from '../../src/gen/health.js';
-import { Role } from '../../src/gen/kv.js';
+import { KvClient, Role } from '../../src/gen/kv.js';
 import { WorkerClient } from '../../src/gen/worker.js';
 import {
+  nextPort,
   ProcessCluster,
   runSlipway,
   slipwayBin,
@@ -31,6 +33,9 @@ import {
   type ProcNode,
 } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { haproxyServerStates, waitForAllServing } from '../support/haproxy-stats.js';
+import { stickyHeader } from '../../lb/balancer-spec.js';
+import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process.js';
 
 const adminToken = 'admin-token-for-the-node-drain-test';
 const actionsPerWorkflow = 5;
@@ -309,6 +314,15 @@ describe('node drain', () => {
 
   test('draining the leader moves leadership, and a drained node handed leadership gives it away', async () => {
     const leader = await cluster.waitForLeader();
+    try {
+      await drainLeader(leader);
+    } finally {
+      const u = await cli(['node', 'undrain', leader.id]);
+      assert.equal(u.code, 0, u.stderr);
+    }
+  });
+
+  async function drainLeader(leader: ProcNode): Promise<void> {
     const r = await cli(['-o', 'json', 'node', 'drain', leader.id]);
     assert.equal(r.code, 0, r.stderr);
     const report = JSON.parse(r.stdout) as Record<string, unknown>;
@@ -333,9 +347,7 @@ describe('node drain', () => {
       15_000,
       100,
     );
-    const u = await cli(['node', 'undrain', leader.id]);
-    assert.equal(u.code, 0, u.stderr);
-  });
+  }
 
   test('SIGTERM on a node with worker streams moves them within the grace, and it exits 0', async () => {
     const leader = await cluster.waitForLeader();
@@ -364,5 +376,69 @@ describe('node drain', () => {
     await assertRanOnce(workflows);
     cluster.start(target);
     await cluster.waitForLeader();
+  });
+
+  test('through HAProxy, a drained node is taken out and its worker ids go to the other nodes', async () => {
+    const bin = findHaproxy();
+    assert.ok(bin !== undefined, 'haproxy is not installed: apt-get install haproxy');
+    const statsAddr = `127.0.0.1:${nextPort()}`;
+    const listenAddr = `127.0.0.1:${nextPort()}`;
+    const balancer = await startHaproxy({
+      bin,
+      dir: cluster.dir,
+      detached: false,
+      spec: {
+        listenAddr,
+        statsAddr,
+        nodes: cluster.nodes.map((n) => ({ id: n.id, apiAddr: n.apiAddr })),
+        healthCheck: { intervalMs: 200, fall: 2, rise: 2 },
+      },
+    });
+    const kv = new KvClient(listenAddr, credentials.createInsecure());
+    /** The node that answers a Status call through the balancer for this worker id. */
+    const servedBy = (workerId: string): Promise<string> => {
+      const md = new Metadata();
+      md.set(stickyHeader, workerId);
+      md.set('authorization', `Bearer ${adminToken}`);
+      return new Promise((resolve, reject) => {
+        kv.status({}, md, { deadline: Date.now() + 5000 }, (err, res) =>
+          err === null ? resolve(res.id) : reject(err),
+        );
+      });
+    };
+    try {
+      await waitForAllServing(statsAddr, 3, 'HAProxy to find every node SERVING');
+      const leader = await cluster.waitForLeader();
+      const target = cluster.nodes.find((n) => n.id !== leader.id)!;
+      const ids = Array.from({ length: 24 }, (_, i) => `lb-${String(i)}`);
+      const before = await Promise.all(ids.map(servedBy));
+      const onTarget = ids.filter((_, i) => before[i] === target.id);
+      assert.ok(onTarget.length > 0, 'some worker ids hash to the node before the drain');
+      const r = await cli(['--timeout', '20s', 'node', 'drain', target.id]);
+      assert.equal(r.code, 0, r.stderr);
+      await waitFor(
+        'HAProxy to take the drained node out',
+        async () => {
+          const states = await haproxyServerStates(statsAddr);
+          return [...states].every(([id, st]) =>
+            id === target.id ? st.status === 'DOWN' : st.status === 'UP',
+          );
+        },
+        15_000,
+        100,
+      );
+      const after = await Promise.all(ids.map(servedBy));
+      assert.ok(!after.includes(target.id), `the drained node still got calls: ${after.join(',')}`);
+      // Only the ids that were on the drained node moved.
+      ids.forEach((id, i) => {
+        if (before[i] !== target.id) assert.equal(after[i], before[i], `${id} stayed where it was`);
+      });
+      const u = await cli(['node', 'undrain', target.id]);
+      assert.equal(u.code, 0, u.stderr);
+      await waitForAllServing(statsAddr, 3, 'HAProxy to take the undrained node back');
+    } finally {
+      kv.close();
+      await stopHaproxy(balancer.pid, balancer.configFile);
+    }
   });
 });

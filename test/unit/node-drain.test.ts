@@ -200,6 +200,7 @@ describe("the CLI's drain report", () => {
     assert.equal(drainComplete(status({ drained: false })), false);
     assert.equal(drainComplete(status({ drained: true, role: Role.ROLE_LEADER, leader: 'n2' })), false);
     assert.equal(drainComplete(status({ drained: true, workerStreams: 1 })), false);
+    assert.equal(drainComplete(status({ drained: true, leader: '' })), false, 'the election is under way');
     assert.equal(drainComplete(status({ drained: true })), true);
   });
 

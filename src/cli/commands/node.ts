@@ -36,9 +36,19 @@ export interface DrainReport {
   readonly unreachable: string;
 }
 
-/** The drain is done once the node says it is drained, leads no more and holds no worker stream. */
+/**
+ * The drain is done once the node says it is drained, holds no worker stream, and knows another
+ * node as leader (not merely that it stepped down: the election may still be under way).
+ */
 export function drainComplete(s: StatusResponse | undefined): boolean {
-  return s !== undefined && s.drained && s.role !== Role.ROLE_LEADER && s.workerStreams === 0;
+  return (
+    s !== undefined &&
+    s.drained &&
+    s.workerStreams === 0 &&
+    s.role !== Role.ROLE_LEADER &&
+    s.leader !== '' &&
+    s.leader !== s.id
+  );
 }
 
 /** The report from the node's Status before the drain and at the end (undefined: not answered). */
