@@ -231,6 +231,44 @@ describe('node drain', () => {
     }
   });
 
+  test('a drain whose node does not answer ends at the deadline with exit 1; the node comes up drained', async () => {
+    const leader = await cluster.waitForLeader();
+    const target = cluster.nodes.find((n) => n.id !== leader.id)!;
+    // Another member's Status is read through any node; one that names no member is NOT_FOUND.
+    const other = await admin.call('status', { member: target.id });
+    assert.equal(other.id, target.id);
+    await assert.rejects(
+      admin.call('status', { member: 'n9' }),
+      (e: ServiceError) => e.code === status.NOT_FOUND,
+    );
+    await cluster.kill(target);
+    try {
+      const r = await cli(['--timeout', '5s', 'node', 'drain', target.id]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stdout, new RegExp(`node ${target.id}: drained \\(not complete\\)`));
+      // Why its state is unknown (its address refused, or a node could not reach it) is named.
+      assert.match(r.stderr, /worker stream\(s\) left; .+\); it stays drained/);
+      assert.match(r.stderr, new RegExp(`it stays drained: run \`slipway node drain ${target.id}\` again`));
+    } finally {
+      cluster.start(target);
+    }
+    await waitFor(
+      'the node to come up drained',
+      async () => (await cluster.status(target))?.drained === true,
+      30_000,
+      100,
+    );
+    assert.equal(await health(target), Serving.NOT_SERVING);
+    const u = await cli(['node', 'undrain', target.id]);
+    assert.equal(u.code, 0, u.stderr);
+    await waitFor(
+      'the node to serve again',
+      async () => (await health(target)) === Serving.SERVING,
+      10_000,
+      100,
+    );
+  });
+
   test('draining a follower moves its worker streams; their workflows complete, each action once', async () => {
     const leader = await cluster.waitForLeader();
     const target = cluster.nodes.find((n) => n.id !== leader.id)!;
