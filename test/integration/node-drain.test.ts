@@ -284,6 +284,9 @@ describe('node drain', () => {
     assert.equal(await health(target), Serving.NOT_SERVING);
     assert.equal(await health(target, 'slipway.kv.v1.Kv'), Serving.NOT_SERVING);
     assert.equal(await workerStreams(target), 0);
+    const metrics = await (await fetch(`http://${target.metricsAddr}/metrics`)).text();
+    assert.match(metrics, /^slipway_node_drained 1$/m);
+    assert.match(metrics, /^slipway_connected_workers 0$/m);
     // The workers went to the other nodes, and every action ran once.
     const others = cluster.nodes.filter((n) => n !== target);
     await waitFor(
