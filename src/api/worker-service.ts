@@ -130,6 +130,8 @@ export class WorkerService {
         session.results = session.results.then(() => {
           if (session.closed) return;
           this.#end(session);
+          // Gone from the count too: a drain waits for `connected` to reach 0.
+          this.#forget(session);
           session.call.emit(
             'error',
             toServiceError(
@@ -175,8 +177,7 @@ export class WorkerService {
         session.results = session.results.then(() => {
           if (session.closed) return;
           this.#end(session);
-          set.delete(session);
-          if (set.size === 0 && this.#sessions.get(workerId) === set) this.#sessions.delete(workerId);
+          this.#forget(session);
           this.#ctx.logger.info({ workerId, session: session.serial }, 'worker stream ended by the drain');
           session.call.emit('error', toServiceError(new ApiError(status.UNAVAILABLE, reason)));
         });
@@ -588,6 +589,13 @@ export class WorkerService {
   #send(session: Session, msg: ConnectResponse): void {
     if (session.closed) return;
     session.call.write(msg);
+  }
+
+  /** Drops an ended session from the sessions of its worker (its stream's own handlers do not, once it is closed). */
+  #forget(session: Session): void {
+    const set = this.#sessions.get(session.workerId);
+    set?.delete(session);
+    if (set?.size === 0) this.#sessions.delete(session.workerId);
   }
 
   #end(session: Session): void {
