@@ -12,11 +12,11 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { decodeResult, encodeCommand } from '../src/state/command.js';
-import type { ControlCommand, HardwareInput } from '../src/state/control/commands.js';
-import type { RenderedTemplate } from '../src/state/control/model.js';
+import type { ControlCommand } from '../src/state/control/commands.js';
+import type { HardwareInput, RenderedTemplate } from '../src/model/records.js';
 import { pastRetention } from '../src/state/control/workflow-retention.js';
 import { KvStore } from '../src/state/kv-store.js';
-import { attemptOutputTailBytesMax, workflowGcBatchMax } from '../src/state/limits.js';
+import { attemptOutputTailBytesMax, workflowGcBatchMax } from '../src/model/limits.js';
 import { nextAction } from '../src/workflow/rules.js';
 import { percentile, round } from './stats.js';
 

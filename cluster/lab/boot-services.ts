@@ -7,7 +7,7 @@
 // final "stopped" event with the DHCP counters.
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
-import type { Hardware } from '../../src/state/control/model.js';
+import type { Hardware } from '../../src/model/records.js';
 import { staticInventory, type BootInventory } from '../../src/boot/inventory.js';
 import {
   startDhcpServer,

@@ -4,7 +4,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import type { Metadata } from '@grpc/grpc-js';
-import type { Role } from '../state/control/model.js';
+import type { Role } from '../model/records.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { workflowOfCredential } from '../state/control/credentials.js';
 import { AuthFailureLimiter, sourceAddress } from './auth-failure-limiter.js';

@@ -7,7 +7,7 @@ import type {
   WorkflowEvent as EventProto,
   WorkflowRecord,
 } from '../gen/control.js';
-import type { Hardware, PowerJob, Template, Workflow, WorkflowEvent } from '../state/control/model.js';
+import type { Hardware, PowerJob, Template, Workflow, WorkflowEvent } from '../model/records.js';
 import { actionPositions } from '../workflow/rules.js';
 
 export function hardwareJson(hw: Hardware): string {

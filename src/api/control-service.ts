@@ -37,7 +37,8 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from '../state/control/model.js';
+} from '../model/records.js';
+import { isTerminal } from '../model/records.js';
 import type { ContentState } from '../artifacts/fetcher.js';
 import type { ContentStore } from '../artifacts/content-store.js';
 import { receiveArtifact } from '../artifacts/upload.js';
@@ -58,7 +59,7 @@ import {
   templateRecord,
   workflowRecord,
 } from './control-records.js';
-import { ApiError, toServiceError } from './errors.js';
+import { ApiError, controlErrorStatus, toServiceError } from './errors.js';
 import { pageOf } from './pages.js';
 import { ipValue } from '../state/control/leases.js';
 import type { EventHub } from './event-hub.js';
@@ -581,7 +582,7 @@ export class ControlService {
         op,
       );
     } catch (err) {
-      if (err instanceof PowerRequestError) throw new ApiError(controlStatus(err.code), err.message);
+      if (err instanceof PowerRequestError) throw new ApiError(controlErrorStatus(err.code), err.message);
       throw err;
     }
     const job =
@@ -678,7 +679,7 @@ export class ControlService {
         backlogSent = true;
         drain();
         if (!req.follow) finish();
-        else if (isTerminal(this.#ctx.control.workflow(wf.id) ?? wf) && queued.length === 0) finish();
+        else if (isTerminal((this.#ctx.control.workflow(wf.id) ?? wf).state) && queued.length === 0) finish();
       };
       const drain = (): void => {
         while (queued.length > 0) {
@@ -697,7 +698,7 @@ export class ControlService {
   ): Promise<ControlResult & { type: Exclude<ControlResult['type'], 'error'> }> {
     p.proposing();
     const r = await this.#ctx.proposer.proposeControl({ ...command, audit: p.audit });
-    if (r.type === 'error') throw new ApiError(controlStatus(r.code), r.message);
+    if (r.type === 'error') throw new ApiError(controlErrorStatus(r.code), r.message);
     return r;
   }
 
@@ -751,12 +752,6 @@ function isFinal(e: WorkflowEvent): boolean {
   return finalEvents.has(e.type);
 }
 
-function isTerminal(wf: Workflow): boolean {
-  return (
-    wf.state === 'SUCCESS' || wf.state === 'FAILED' || wf.state === 'TIMEOUT' || wf.state === 'CANCELLED'
-  );
-}
-
 function expectType<T extends ControlResult['type']>(r: ControlResult, type: T): ControlResult & { type: T } {
   if (r.type !== type) throw new ApiError(status.INTERNAL, `unexpected result ${r.type}, wanted ${type}`);
   return r as ControlResult & { type: T };
@@ -776,22 +771,6 @@ function wrapInput<T>(f: () => T): T {
     if (err instanceof TemplateError || err instanceof Error)
       throw new ApiError(status.INVALID_ARGUMENT, err.message);
     throw err;
-  }
-}
-
-function controlStatus(code: Extract<ControlResult, { type: 'error' }>['code']): status {
-  switch (code) {
-    case 'E_INVALID':
-      return status.INVALID_ARGUMENT;
-    case 'E_NOT_FOUND':
-      return status.NOT_FOUND;
-    case 'E_EXISTS':
-      return status.ALREADY_EXISTS;
-    case 'E_VERSION':
-    case 'E_CONFLICT':
-    case 'E_STALE_ATTEMPT':
-    case 'E_NOT_DUE':
-      return status.FAILED_PRECONDITION;
   }
 }
 

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { Workflow } from '../state/control/model.js';
+import type { Workflow } from '../model/records.js';
 import { nextDeadline } from '../workflow/rules.js';
 import type { Proposer } from './proposer.js';
 

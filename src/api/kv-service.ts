@@ -27,7 +27,7 @@ import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-con
 import type { Command, CommandResult, SessionTag } from '../state/command.js';
 import { decodeResult, encodeCommand } from '../state/command.js';
 import type { KeyValue, KvStore } from '../state/kv-store.js';
-import type { Role as OperatorRole } from '../state/control/model.js';
+import type { Role as OperatorRole } from '../model/records.js';
 import type { Authenticator } from './auth.js';
 import { statusCodeName, type CallAuditor } from './audit-calls.js';
 import { ApiError, toServiceError } from './errors.js';

@@ -7,16 +7,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { RaftNode } from '../raft/node.js';
 import type { ForwardingStats } from './proposer.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { WorkflowEvent, WorkflowState } from '../state/control/model.js';
+import type { WorkflowEvent, WorkflowState } from '../model/records.js';
+import { workflowStates } from '../model/records.js';
 
-const workflowStates: readonly WorkflowState[] = [
-  'PENDING',
-  'RUNNING',
-  'SUCCESS',
-  'FAILED',
-  'TIMEOUT',
-  'CANCELLED',
-];
 const durationBuckets = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 
 export interface MetricsSources {

@@ -1,5 +1,6 @@
 // Composition of one provisioner node: durable raft log, replicated store, raft transport,
-// and the client API (Kv + grpc.health.v1). The CLI's `slipway server` calls startNode().
+// and the client API (Kv, Control, Audit, Maintenance, Worker, grpc.health.v1 and server
+// reflection). The CLI's `slipway server` calls startNode().
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
@@ -40,6 +41,8 @@ import { EventHub } from './event-hub.js';
 import { HealthService } from './health-service.js';
 import { KvService } from './kv-service.js';
 import { MaintenanceService } from './maintenance-service.js';
+import { packageProtoDir, reflectionServiceNames, ServerReflection } from './server-reflection.js';
+import { serviceNameOf } from './service-name.js';
 import { NodeMetrics } from './metrics.js';
 import { Proposer } from './proposer.js';
 import { clusterVersionRefusal } from '../state/versions.js';
@@ -63,6 +66,18 @@ export interface RunningNode {
    */
   stop(opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void>;
 }
+
+/** What the API port serves: these, each through the call guard, and server reflection. */
+const apiDefinitions = [
+  KvServiceDefinition,
+  ControlServiceDefinition,
+  AuditServiceDefinition,
+  MaintenanceServiceDefinition,
+  WorkerServiceDefinition,
+  HealthServiceDefinition,
+];
+/** The services health checks and reflection name: every one a client can reach on the API port. */
+const apiServiceNames = [...apiDefinitions.map(serviceNameOf), ...reflectionServiceNames];
 
 /** Written once --force-new-cluster has rewritten the membership (see the check in startNode). */
 const forcedMarkerName = 'force-new-cluster.done';
@@ -98,6 +113,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     cfg.workflowArchive === undefined
       ? undefined
       : new WorkflowArchive(archiveTarget(cfg.workflowArchive), cfg.id);
+  const reflection = ServerReflection.load(packageProtoDir(), apiServiceNames);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
   const stateMachine = new KvStore();
@@ -241,6 +257,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   };
   const health = new HealthService(
     () => node.stoppedBy === null && node.softState().leader !== '' && !drain.drained,
+    apiServiceNames,
   );
   // Followers forward writes to the leader's raft address, so those services are served there too.
   // (The transport answers undecodable requests and cuts status messages as the API does.)
@@ -270,6 +287,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   api.addService(refusingUndecodable(MaintenanceServiceDefinition), maintenance.handlers(auditor));
   api.addService(refusingUndecodable(WorkerServiceDefinition), workers.handlers());
   api.addService(refusingUndecodable(HealthServiceDefinition), health.handlers());
+  reflection.addTo(api);
   const apiPort = await new Promise<number>((resolve, reject) => {
     const creds =
       tls === undefined

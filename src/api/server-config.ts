@@ -5,7 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { overlappingPools, parsePoolSpec, type DhcpPool } from '../boot/dhcp/pool.js';
 import type { Member } from '../raft/core/types.js';
-import { leaseTimeSMax } from '../state/limits.js';
+import { leaseTimeSMax } from '../model/limits.js';
 import { isHostPort } from '../platform/host-port.js';
 import { insecureNetworkFlag, isLoopbackAddress } from '../platform/plaintext-policy.js';
 import { ConfigError } from './config-error.js';

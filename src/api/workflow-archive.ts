@@ -11,7 +11,7 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { Workflow, WorkflowEvent } from '../state/control/model.js';
+import type { Workflow, WorkflowEvent } from '../model/records.js';
 import { ConfigError } from './server-config.js';
 
 /** One collected workflow as archived. */

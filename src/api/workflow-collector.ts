@@ -7,9 +7,9 @@
 import type { Logger } from 'pino';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { Workflow } from '../state/control/model.js';
+import type { Workflow } from '../model/records.js';
 import { pastRetention } from '../state/control/workflow-retention.js';
-import { workflowEventsMax, workflowGcBatchMax } from '../state/limits.js';
+import { workflowEventsMax, workflowGcBatchMax } from '../model/limits.js';
 import { stateVersionBoundedState } from '../state/versions.js';
 import type { WorkflowArchive } from './workflow-archive.js';
 

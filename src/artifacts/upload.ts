@@ -6,7 +6,7 @@
 import { status } from '@grpc/grpc-js';
 import type { ArtifactAddRequest } from '../gen/control.js';
 import { ApiError } from '../api/errors.js';
-import { artifactBytesMax } from '../state/limits.js';
+import { artifactBytesMax } from '../model/limits.js';
 import { artifactNameProblem, sha256Problem } from '../state/control/validate.js';
 import { ContentMismatchError, type ContentStore } from './content-store.js';
 

@@ -7,9 +7,9 @@
 import type { Logger } from 'pino';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { PowerJob } from '../state/control/model.js';
+import type { PowerJob } from '../model/records.js';
 import { powerJobDueMs } from '../state/control/power-jobs.js';
-import { parseBmcAddress } from './bmc-address.js';
+import { parseBmcAddress } from '../model/bmc-address.js';
 import type { PowerDriver } from './ipmitool.js';
 import { runPowerStep, type StepOptions } from './steps.js';
 

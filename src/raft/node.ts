@@ -2,6 +2,7 @@
 // one write (synced, unless only the commit index moved: see LogStore.save), sends messages,
 // applies committed entries to the state machine, and turns proposals and reads into
 // promises. All I/O of consensus lives here.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { StateMachine } from '../state/machine.js';
@@ -261,7 +262,7 @@ export class RaftNode {
             `start it with --join and run 'member add' again to promote it`,
         );
       }
-      await delay(this.opts.tickMs ?? defaultTickMs);
+      await sleep(this.opts.tickMs ?? defaultTickMs);
     }
     await this.proposeConfChange({ type: 'promote', member });
   }
@@ -282,7 +283,7 @@ export class RaftNode {
     while (this.core.softState().leader !== to) {
       if (Date.now() > deadline)
         throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
-      await delay(5);
+      await sleep(5);
       const { role, transferee } = this.core.status();
       // The core gave up: the target's stream broke, or it did not take over within an election timeout.
       if (role === 'leader' && transferee === '')
@@ -695,10 +696,6 @@ export function bootstrapState(peers: readonly Member[]): InitialState {
     snapshot: { index: 0, term: 0, membership: { voters: [], learners: [] } },
     entries: [{ term: 1, index: 1, type: 'conf', data }],
   };
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** Resolves when `waiters` is woken (each entry is called) or after `timeoutMs`, whichever is first. */

@@ -20,15 +20,8 @@
 // The control type came later: its tag (4, and 5 for its result) is new, so every earlier
 // command and result keeps its bytes. The control plane's JSON has its own version byte so its
 // schema can change without touching the framing.
-import {
-  BinaryReader,
-  BinaryWriter,
-  DecodeError,
-  isWellFormed,
-  stringBytes,
-  utf8Length,
-  uvarintBytes,
-} from './binary.js';
+import { BinaryReader, BinaryWriter, DecodeError, stringBytes, uvarintBytes } from './binary.js';
+import { isWellFormed, utf8Length, headUtf8 } from '../platform/utf8-text.js';
 import {
   decodeControlCommand,
   decodeControlResult,
@@ -36,7 +29,6 @@ import {
   encodeControlResult,
 } from './control/codec.js';
 import type { ControlCommand, ControlResult } from './control/commands.js';
-import { headUtf8 } from './control/text.js';
 import { controlCommandVersion, EntryTooNewError, stateVersionOfThisBuild } from './versions.js';
 import { ShapeError } from './control/shape.js';
 import {
@@ -47,7 +39,7 @@ import {
   namespaceBytesMax,
   resultBytesMax,
   valueBytesMax,
-} from './limits.js';
+} from '../model/limits.js';
 
 export const commandCodecVersion = 1;
 export const resultCodecVersion = 1;

@@ -33,11 +33,11 @@ import {
   sessionsMaxDefault,
   sessionTtlMsDefault,
   valueBytesMax,
-} from './limits.js';
+} from '../model/limits.js';
 import type { SnapshotCapture, StateMachine } from './machine.js';
 import { SessionTable, type SessionLimits } from './sessions.js';
 import { SortedKeys } from './sorted-keys.js';
-import { crc32c, crc32cUpdate } from '../raft/storage/crc32c.js';
+import { crc32c, crc32cUpdate } from '../platform/crc32c.js';
 import { runAtOnce, runInSlices, SliceBudget, type Sliced } from './slices.js';
 import { snapshotSlices, type SnapshotImage } from './control/snapshot.js';
 import { ControlState } from './control/control-state.js';

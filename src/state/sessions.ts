@@ -9,7 +9,7 @@
 // in amortized O(1).
 import { BinaryReader, BinaryWriter, DecodeError } from './binary.js';
 import type { SessionTag } from './command.js';
-import { resultBytesMax } from './limits.js';
+import { resultBytesMax } from '../model/limits.js';
 
 export interface SessionLimits {
   /** A session expires when the clock passes its last activity by more than this. */

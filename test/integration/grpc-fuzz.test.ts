@@ -1,6 +1,6 @@
 // Goal: bad input changes nothing (invariant 7) at every gRPC method a node serves. Every method
-// of Kv, Control, Audit, Worker and Health on the API port, and of Raft, Kv and Internal on the
-// peer port, gets random bytes, valid requests with one thing broken (wrong wire types, cut
+// of Kv, Control, Audit, Maintenance, Worker, Health and server reflection (v1 and v1alpha) on the
+// API port, and of Raft, Kv, Internal and Maintenance on the peer port, gets random bytes, valid requests with one thing broken (wrong wire types, cut
 // varints and lengths, huge lengths, unknown and impossible field numbers, strings with NUL,
 // invalid UTF-8 or lengths either side of the limits, out-of-range integers, malformed nested
 // messages, thousands of repeated entries, deep groups), a message over the size limit, no
@@ -69,7 +69,7 @@ import { decodeEnvelopeMessages } from '../../src/raft/transport/codec.js';
 import { messageBytesMaxDefault } from '../../src/raft/transport/limits.js';
 import { decodeCommand } from '../../src/state/command.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
-import { Prng } from '../sim/prng.js';
+import { Prng } from '../../src/platform/prng.js';
 import { ProcessCluster, type ProcNode } from '../support/process-cluster.js';
 import {
   mutateMessage,
@@ -118,6 +118,8 @@ const apiServices = new Set([
   'slipway.maintenance.v1.Maintenance',
   'slipway.worker.v1.Worker',
   'grpc.health.v1.Health',
+  'grpc.reflection.v1.ServerReflection',
+  'grpc.reflection.v1alpha.ServerReflection',
 ]);
 const peerServices = new Set([
   'slipway.raft.v1.Raft',
@@ -756,6 +758,12 @@ before(async () => {
       key: ['fuzz/present', 'fuzz/absent'],
       prefix: ['fuzz/', ''],
       service: ['', 'slipway.kv.v1.Kv', 'grpc.health.v1.Health'],
+      // Server reflection: symbols and files it describes, and ones it does not.
+      file_containing_symbol: ['slipway.kv.v1.Kv', 'slipway.kv.v1.PutRequest', 'slipway.raft.v1.Raft'],
+      file_by_filename: ['slipway_kv_v1.proto', 'kv.proto', 'raft.proto'],
+      list_services: ['*', ''],
+      containing_type: ['slipway.kv.v1.PutRequest'],
+      all_extension_numbers_of_type: ['slipway.kv.v1.PutRequest'],
       raft_addr: ['not-an-address', '127.0.0.1:0'],
       to: [node.id, 'n9'],
     },
@@ -850,7 +858,8 @@ describe('gRPC methods under malformed and oversized requests', { timeout: runBu
           apiMessageBytesMax,
           false,
         );
-        const open = method.name.startsWith('Health/');
+        // Health and server reflection need no token (docs/decisions/0025-server-reflection.md).
+        const open = method.name.startsWith('Health/') || method.name.startsWith('ServerReflection/');
         if (!open && answer.code === status.OK) {
           problems.push(`anon:${method.name} #${i} (${input.mutation}) was served without a token`);
         }

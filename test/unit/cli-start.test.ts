@@ -75,9 +75,9 @@ const loads = (t: Traced, pkg: string): boolean =>
   [...t.modules].some((m) => m.startsWith(`node_modules/${pkg}/`));
 
 /** What a client command may load of slipway's own code: the CLI, its wire facts, one service. */
-// state/limits.ts is constants alone (no imports): the CLI checks flags against the state's limits.
+// model/limits.ts is constants alone (no imports): the CLI checks flags against the state's limits.
 const clientAllowed =
-  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow)|api\/(wire|config-error)|platform\/(host-port|plaintext-policy)|gen\/(kv|control)|state\/limits)\.ts$/;
+  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow)|api\/(wire|config-error)|platform\/(host-port|plaintext-policy)|gen\/(kv|control)|model\/limits)\.ts$/;
 const heavyPackages = ['zod', 'yaml', 'pino', 'level', 'classic-level', 'prom-client', 'handlebars'];
 
 describe('what each command loads', () => {

@@ -17,7 +17,8 @@ import { overlappingPools, parsePoolSpec, PoolSpecError } from '../../src/boot/d
 import { defaultIpxeBinaries } from '../../src/boot/dhcp/pxe-policy.js';
 import { answerRequest, reservedLeases, type AnswerContext } from '../../src/boot/dhcp/server.js';
 import { inventoryOf } from '../../src/boot/node-boot.js';
-import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import type { HardwareInput } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { clientPacket, ignoredReason, replyOf } from '../support/dhcp-packets.js';
 

@@ -24,7 +24,7 @@ import { ControlState } from '../../src/state/control/control-state.js';
 import { drainedAfter, drainedSetProblem, memberIdProblem } from '../../src/state/control/drained-members.js';
 import { ShapeError } from '../../src/state/control/shape.js';
 import { writeSnapshot } from '../../src/state/control/snapshot.js';
-import { drainedMembersMax } from '../../src/state/limits.js';
+import { drainedMembersMax } from '../../src/model/limits.js';
 import { clusterVersionRefusal, controlCommandVersion } from '../../src/state/versions.js';
 
 const admin: AuditTag = { user: 'root', role: 'admin', address: '127.0.0.1:1', method: 'Control/NodeDrain' };

@@ -6,6 +6,7 @@ import type {
   ActionState,
   Artifact,
   Hardware,
+  HardwareInput,
   Lease,
   OperatorToken,
   PowerJob,
@@ -17,13 +18,10 @@ import type {
   Template,
   Workflow,
   WorkflowState,
-} from './model.js';
+} from '../../model/records.js';
 import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
-
-/** Hardware as the operator describes it; the state adds token, times and version. */
-export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
 
 /**
  * Any command may carry who asked for it: the node serving an operator's call attaches it, and

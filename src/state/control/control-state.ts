@@ -22,8 +22,9 @@ import {
   workflowEventsMax,
   workflowOutputTailBytesMax,
   workflowsMax,
-} from '../limits.js';
-import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
+} from '../../model/limits.js';
+import { actionPositions, currentActionIndex, nextAction } from '../../workflow/rules.js';
+import { isTerminal } from '../../model/records.js';
 import type { CollectedWorkflow, ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
 import { AuditLog, type AuditPage, type AuditQuery, type AuditRetention } from './audit-log.js';
@@ -43,7 +44,7 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from './model.js';
+} from '../../model/records.js';
 import {
   claimPowerJob,
   createPowerJob,
@@ -56,7 +57,7 @@ import {
 } from './power-jobs.js';
 import { drainedAfter } from './drained-members.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
-import { headUtf8 } from './text.js';
+import { headUtf8 } from '../../platform/utf8-text.js';
 import { clusterVersionRefusal, stateVersionBaseline, stateVersionBoundedState } from '../versions.js';
 import {
   cancelWorkflow,
@@ -68,10 +69,10 @@ import {
   startAttempt,
   type Transition,
 } from './transitions.js';
+import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
   normalizeHardware,
-  normalizeMac,
   sha256Problem,
   specProblem,
   templateNameProblem,

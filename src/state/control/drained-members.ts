@@ -1,7 +1,7 @@
 // The members drained by `slipway node drain` (docs/decisions/0022-node-drain.md): a sorted set
 // of ids in the replicated state. Apply cannot see the raft membership, so the proposer checks
 // that an id names a member; apply checks only the id's form and the bound on the set.
-import { drainedMembersMax } from '../limits.js';
+import { drainedMembersMax } from '../../model/limits.js';
 
 /** The longest member id, in bytes (ASCII). */
 export const memberIdBytesMax = 63;

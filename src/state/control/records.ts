@@ -8,13 +8,11 @@ import {
   drainedMembersMax,
   leaseGrantsPerCommandMax,
   workflowGcBatchMax,
-} from '../limits.js';
+} from '../../model/limits.js';
 import type { AuditEntry, AuditTag } from './audit-log.js';
-import type { ControlCommand, ControlResult, HardwareInput } from './commands.js';
-import { controlErrorCodes } from './commands.js';
-import { powerJobStates, powerOps, powerSteps } from './model.js';
-import type { GrantOutcome } from './leases.js';
+import type { ControlCommand, ControlResult } from './commands.js';
 import type {
+  HardwareInput,
   ActionSpec,
   ActionStatus,
   Artifact,
@@ -27,8 +25,10 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from './model.js';
-import { builtinActions } from './model.js';
+} from '../../model/records.js';
+import { controlErrorCodes } from './commands.js';
+import { powerJobStates, powerOps, powerSteps, workflowStates, builtinActions } from '../../model/records.js';
+import type { GrantOutcome } from './leases.js';
 import {
   array,
   boolean,
@@ -52,9 +52,8 @@ const texts = array(text, controlCommandBytesMax);
 const textMap = map(text, controlCommandBytesMax);
 const jsonDepthMax = 32;
 
-const actionStates = ['PENDING', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'] as const;
-const workflowState = literal(actionStates);
-const actionState = literal(actionStates);
+const workflowState = literal(workflowStates);
+const actionState = literal(workflowStates);
 
 const hardwareInputFields = {
   id: text,

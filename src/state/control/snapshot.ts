@@ -44,7 +44,7 @@ import {
   workflowEventsMax,
   workflowRetentionDaysMax,
   workflowsMax,
-} from '../limits.js';
+} from '../../model/limits.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
@@ -61,7 +61,7 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from './model.js';
+} from '../../model/records.js';
 import {
   readArtifact,
   readAuditEntry,

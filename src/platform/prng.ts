@@ -1,8 +1,8 @@
-// A small seeded PRNG for the simulation: sfc32 (Chris Doty-Humphrey's "small fast counting"
-// generator) seeded through splitmix32. Everything random in a simulated run comes from one of
-// these, so a run reproduces exactly from its seed. Streams are forked by label so that, for
-// example, adding a client does not shift the network's choices.
-import type { Random } from '../../src/raft/core/types.js';
+// A small seeded PRNG for the simulation, the fuzzers and the benchmarks: sfc32 (Chris
+// Doty-Humphrey's "small fast counting" generator) seeded through splitmix32. Everything random
+// in a simulated run comes from one of these, so a run reproduces exactly from its seed. Streams
+// are forked by label so that, for example, adding a client does not shift the network's choices.
+// It satisfies the raft core's Random by shape, so this module depends on nothing.
 
 function splitmix32(state: number): [number, number] {
   const s = (state + 0x9e3779b9) | 0;
@@ -23,7 +23,7 @@ function hashLabel(label: string): number {
   return h >>> 0;
 }
 
-export class Prng implements Random {
+export class Prng {
   private a: number;
   private b: number;
   private c: number;

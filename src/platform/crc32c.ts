@@ -1,4 +1,5 @@
-// CRC-32C (Castagnoli), the checksum guarding every record the raft log writes to disk.
+// CRC-32C (Castagnoli), the checksum guarding every record the raft log writes to disk and
+// every state snapshot.
 // Pure: tables are built once from the polynomial, no I/O. Slicing-by-8 (eight 256-entry
 // tables) processes eight bytes per step, which matters because every entry of every batch
 // is checksummed on the leader's write path and every entry is checked again on load.

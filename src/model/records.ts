@@ -1,5 +1,7 @@
-// The provisioning domain as the replicated state holds it: hardware, templates, workflows and
-// their events. Plain JSON-shaped records, so a snapshot is their JSON and apply stays pure.
+// The provisioning domain's records: hardware, templates, workflows and their events, leases,
+// power jobs, artifacts, tokens. Plain JSON-shaped data that the replicated state holds and the
+// workflow rules, services and CLI read; this folder imports nothing else in src but platform,
+// so state and workflow can both depend on it without depending on each other.
 // Times are milliseconds since the epoch, always taken from a leader-stamped command.
 
 export type Arch = 'x86_64' | 'arm64';
@@ -70,6 +72,9 @@ export interface Hardware {
   readonly version: number;
 }
 
+/** Hardware as the operator describes it; the state adds token, times and version. */
+export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
+
 export interface Template {
   readonly name: string;
   /** The YAML text as the operator gave it (placeholders unrendered). */
@@ -79,9 +84,17 @@ export interface Template {
   readonly version: number;
 }
 
-export type WorkflowState = 'PENDING' | 'RUNNING' | 'SUCCESS' | 'FAILED' | 'TIMEOUT' | 'CANCELLED';
-export type ActionState = 'PENDING' | 'RUNNING' | 'SUCCESS' | 'FAILED' | 'TIMEOUT' | 'CANCELLED';
-export const terminalWorkflowStates: readonly WorkflowState[] = ['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'];
+/** The states of a workflow and of each of its actions, in the order a run moves through them. */
+export const workflowStates = ['PENDING', 'RUNNING', 'SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'] as const;
+export type WorkflowState = (typeof workflowStates)[number];
+export type ActionState = WorkflowState;
+
+const terminalStates: ReadonlySet<WorkflowState> = new Set(['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED']);
+
+/** True once a workflow (or action) has finished: nothing moves it on but a retry. */
+export function isTerminal(state: WorkflowState): boolean {
+  return terminalStates.has(state);
+}
 
 /**
  * Actions the worker agent runs itself, in its own code (src/worker/actions/), with neither a
