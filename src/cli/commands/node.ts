@@ -153,14 +153,15 @@ export function nodeCommand(
       'drain a member: it answers health checks NOT_SERVING (balancers stop sending it new streams), ' +
         'ends its worker streams so the workers reconnect to other nodes, and hands leadership to ' +
         'another voter. Replicated: it lasts across restarts until `node undrain`. Waits until the ' +
-        'node leads no more and holds no worker stream, for at most --timeout (a duration, default ' +
-        '60s), and reports what moved. Exit 0 when drained, 1 when streams were left at the deadline ' +
+        'node leads no more and holds no worker stream, for at most the global --timeout (a ' +
+        'duration such as 90s or 5m, default 60s here), and reports leadership and worker streams ' +
+        'moved and left (-o json for scripts). Exit 0 when drained, 1 when the deadline passed first ' +
         '(the node stays drained), 2 on bad usage or an unknown member',
     )
     .argument('<id>', 'the member to drain (`slipway member list`)')
     .addHelpText(
       'after',
-      '\nExamples:\n  slipway node drain n2\n  slipway --timeout 5m node drain n2 -o json\n  slipway node undrain n2',
+      '\nExamples:\n  slipway node drain n2\n  slipway node drain n2 --timeout 5m -o json\n  slipway node undrain n2',
     )
     .action(async (id) => {
       checkId(id);
