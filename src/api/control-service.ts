@@ -330,6 +330,22 @@ export class ControlService {
           (err: unknown) => callback(toServiceError(err) as ServiceError, null),
         );
       },
+      // As member and leader changes (Kv.MemberAdd, Kv.LeaderTransfer): admin.
+      nodeDrain: this.#change(
+        'admin',
+        'NodeDrain',
+        'member.drain',
+        (req) => `${req.id} (${req.drained ? 'drain' : 'undrain'})`,
+        async (req, p) => {
+          await this.#read(false);
+          this.#checkDrainTarget(req.id, req.drained);
+          const r = expectType(
+            await this.#apply(p, { type: 'member.drain', id: req.id, drained: req.drained }),
+            'drainedMembers',
+          );
+          return { id: req.id, drained: req.drained, drainedMembers: [...r.ids] };
+        },
+      ),
       tokenCreate: this.#change(
         'admin',
         'TokenCreate',
@@ -684,6 +700,21 @@ export class ControlService {
     const r = await this.#ctx.proposer.proposeControl({ ...command, audit: p.audit });
     if (r.type === 'error') throw new ApiError(controlErrorStatus(r.code), r.message);
     return r;
+  }
+
+  /**
+   * Apply cannot see the membership, so the id is checked here: a member to drain; to undrain, a
+   * member or an id still drained (a member removed while drained).
+   */
+  #checkDrainTarget(id: string, drained: boolean): void {
+    const m = this.#ctx.node.membership();
+    const member = [...m.voters, ...m.learners].some((x) => x.id === id);
+    if (member || (!drained && this.#ctx.control.isDrained(id))) return;
+    const ids = [...m.voters, ...m.learners].map((x) => x.id).join(', ');
+    throw new ApiError(
+      status.NOT_FOUND,
+      `no member ${JSON.stringify(id)} in the cluster (members: ${ids}); \`slipway member list\` shows them`,
+    );
   }
 
   async #read(local: boolean): Promise<void> {

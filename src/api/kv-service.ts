@@ -44,6 +44,8 @@ function nextTurnOfEventLoop(): Promise<void> {
 export const operatorNamespace = 'kv';
 const forwardedKey = 'x-slipway-forwarded';
 const forwardDeadlineMs = 10_000;
+/** How long a Status asked for another member waits for that member's answer. */
+const memberStatusTimeoutMs = 5000;
 
 export interface KvServiceContext {
   readonly node: RaftNode;
@@ -51,6 +53,8 @@ export interface KvServiceContext {
   readonly logger: Logger;
   /** The node's identity for forwarding to the leader's raft address (mutual TLS). */
   readonly peerTls?: PeerTls | undefined;
+  /** Whether this node is drained, and its open worker streams, for Status (node-drain.ts). */
+  readonly drain?: () => { readonly drained: boolean; readonly workerStreams: number };
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -203,7 +207,7 @@ export class KvService {
         const more = kvs.length > limit;
         return { kvs: kvs.slice(0, limit).map(toProto), more };
       }),
-      status: unary((req) => this.status(req.digest === true)),
+      status: unary((req) => this.statusOf(req.member ?? '', req.digest === true)),
       memberList: unary(async (req) => {
         if (!req.local) await this.ctx.node.linearizableRead();
         return { members: membersOf(this.ctx.node.membership()) };
@@ -257,6 +261,30 @@ export class KvService {
   }
 
   /**
+   * The Status of `member`: this node's own when it is this node (or ""), else read from the
+   * member over its raft address, where it answers for itself.
+   */
+  private async statusOf(member: string, digest: boolean): Promise<StatusResponse> {
+    if (member === '' || member === this.ctx.node.id) return this.status(digest);
+    const m = this.ctx.node.membership();
+    const target = [...m.voters, ...m.learners].find((x) => x.id === member);
+    if (target === undefined) {
+      throw new ApiError(
+        status.NOT_FOUND,
+        `no member ${JSON.stringify(member)} in the cluster; \`slipway member list\` shows the members`,
+      );
+    }
+    try {
+      return await this.peerStatus(target, memberStatusTimeoutMs, digest);
+    } catch (err) {
+      throw new ApiError(
+        status.UNAVAILABLE,
+        `member ${member} at ${target.addr} did not answer its status: ${(err as Error).message}`,
+      );
+    }
+  }
+
+  /**
    * This node's Status. With `digest`, also the SHA-256 of its state machine's snapshot encoding:
    * the state is captured in the same turn of the event loop as the other fields (so at `applied`)
    * and encoded in slices afterwards, so a large state does not stall the node while it is hashed.
@@ -277,6 +305,8 @@ export class KvService {
       stopped: this.ctx.node.stoppedBy?.message ?? '',
       leaderTransferee: st.transferee,
       stateDigest: '',
+      drained: this.ctx.drain?.().drained ?? false,
+      workerStreams: this.ctx.drain?.().workerStreams ?? 0,
     };
     if (!digest) return answer;
     const bytes = await this.ctx.store.captureSnapshot().encode(nextTurnOfEventLoop);
@@ -362,10 +392,10 @@ export class KvService {
   }
 
   /** Another member's Status, read over its raft address (where mutual TLS names this node). */
-  peerStatus(member: Member, timeoutMs: number): Promise<StatusResponse> {
+  peerStatus(member: Member, timeoutMs: number, digest = false): Promise<StatusResponse> {
     return new Promise((resolve, reject) => {
       this.clientFor(member.addr).status(
-        {},
+        digest ? { digest } : {},
         new Metadata(),
         { deadline: Date.now() + timeoutMs },
         (err, res) => {

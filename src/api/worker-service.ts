@@ -61,6 +61,8 @@ interface Session {
   immediate: boolean;
   /** Serialises result handling so acknowledgments go out in order. */
   results: Promise<void>;
+  /** endAll chose it: it ends once its queued results are answered. */
+  ending: boolean;
 }
 
 export interface WorkerServiceContext {
@@ -72,6 +74,8 @@ export interface WorkerServiceContext {
   readonly catchUp: () => Promise<void>;
   /** Streams one worker may hold on this node at once (ServerConfig.workerSessionsMax). */
   readonly sessionsPerWorkerMax: number;
+  /** Why this node takes no worker streams now (it is drained, node-drain.ts), or undefined. */
+  readonly refusal?: () => string | undefined;
 }
 
 export interface WorkerServiceStats {
@@ -124,6 +128,8 @@ export class WorkerService {
         session.results = session.results.then(() => {
           if (session.closed) return;
           this.#end(session);
+          // Gone from the count too: a drain waits for `connected` to reach 0.
+          this.#forget(session);
           session.call.emit(
             'error',
             toServiceError(
@@ -156,8 +162,32 @@ export class WorkerService {
     this.#sessions.clear();
   }
 
+  /**
+   * Ends every open stream with UNAVAILABLE (a drain, node-drain.ts): each once the results
+   * already queued on it are answered, so what the agent reported is acknowledged here and not
+   * sent again. The agent reconnects elsewhere and keeps running its action (invariant 3).
+   */
+  endAll(reason: string): void {
+    for (const [workerId, set] of this.#sessions) {
+      for (const session of set) {
+        if (session.ending || session.closed) continue;
+        session.ending = true;
+        session.results = session.results.then(() => {
+          if (session.closed) return;
+          this.#end(session);
+          this.#forget(session);
+          this.#ctx.logger.info({ workerId, session: session.serial }, 'worker stream ended by the drain');
+          session.call.emit('error', toServiceError(new ApiError(status.UNAVAILABLE, reason)));
+        });
+      }
+    }
+  }
+
   async #accept(call: Stream): Promise<void> {
     if (this.#closed) throw new ApiError(status.UNAVAILABLE, 'this node is shutting down');
+    // A drained node takes no stream: the agent moves on to its next server (or the balancer's).
+    const refusal = this.#ctx.refusal?.();
+    if (refusal !== undefined) throw new ApiError(status.UNAVAILABLE, refusal);
     const { workerId, credentialOf } = await this.#ctx.auth.worker(call);
     const session: Session = {
       serial: ++this.#serial,
@@ -173,6 +203,7 @@ export class WorkerService {
       timer: undefined,
       immediate: false,
       results: Promise.resolve(),
+      ending: false,
     };
     let set = this.#sessions.get(workerId);
     if (set === undefined) {
@@ -556,6 +587,13 @@ export class WorkerService {
   #send(session: Session, msg: ConnectResponse): void {
     if (session.closed) return;
     session.call.write(msg);
+  }
+
+  /** Drops an ended session from the sessions of its worker (its stream's own handlers do not, once it is closed). */
+  #forget(session: Session): void {
+    const set = this.#sessions.get(session.workerId);
+    set?.delete(session);
+    if (set?.size === 0) this.#sessions.delete(session.workerId);
   }
 
   #end(session: Session): void {

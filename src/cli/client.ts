@@ -117,7 +117,7 @@ export type ControlMethod = Exclude<
   // The client has no index signature, so its keys are the method names themselves.
   Extract<
     keyof ControlClient,
-    `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power' | 'artifact'}${string}`
+    `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power' | 'artifact' | 'node'}${string}`
   >,
   'workflowEvents' | 'artifactAdd'
 >;

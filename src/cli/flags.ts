@@ -37,3 +37,14 @@ export function pointInTime(text: string, flag: string, nowMs: number): number {
   }
   return ms;
 }
+
+const spanUnitsMs: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** A length of time as ms: 0, or a whole number with a unit (500ms, 5s, 2m, 1h). */
+export function duration(text: string, flag: string): number {
+  const m = /^(\d+)(ms|s|m|h)$/.exec(text);
+  if (text === '0') return 0;
+  if (m === null)
+    throw new UsageError(`${flag} must be a duration such as 500ms, 5s, 2m or 0, got "${text}"`);
+  return Number(m[1]) * (spanUnitsMs[m[2] ?? ''] ?? 0);
+}

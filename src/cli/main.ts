@@ -31,7 +31,11 @@ function newProgram() {
     .addOption(
       new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const),
     )
-    .option('--timeout <ms>', 'give up on a command after this long', '10000')
+    .option(
+      '--timeout <ms>',
+      'give up on a command after this long: ms, or a duration (30s, 2m); `node drain` waits this long (default 60s)',
+      '10000',
+    )
     .option('--token-file <file>', 'file holding your operator token (env SLIPWAY_TOKEN)')
     .option(
       '--ca <file>',
@@ -65,9 +69,7 @@ function connect(opts: { waitMs?: number } = {}): {
   output: ReturnType<typeof parseOutputFormat>;
 } {
   const o = program.opts();
-  const timeout = Number(o.timeout);
-  if (!Number.isInteger(timeout) || timeout <= 0)
-    throw new UsageError('--timeout must be a positive number of ms');
+  const timeout = timeoutMs(o.timeout);
   const { ClusterClient, clusterCa, parseServers } = clientApi();
   const client = new ClusterClient(parseServers(o.server), {
     timeoutMs: Math.max(timeout, (opts.waitMs ?? 0) + 5000),
@@ -95,6 +97,20 @@ const statusAccess: StatusAccess = {
   },
 };
 const output = (): ReturnType<typeof parseOutputFormat> => parseOutputFormat(program.opts().output);
+
+/** --timeout: whole ms (as always), or a duration with its unit (flags.ts's, kept here: --version loads no more). */
+function timeoutMs(text: string): number {
+  const m = /^(\d+)(ms|s|m|h)?$/.exec(text);
+  const unitMs: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  const ms = m === null ? NaN : Number(m[1]) * (unitMs[m[2] ?? 'ms'] ?? NaN);
+  if (!Number.isSafeInteger(ms) || ms <= 0)
+    throw new UsageError(`--timeout must be a positive number of ms or a duration (30s, 2m), got "${text}"`);
+  return ms;
+}
+
+/** --timeout when the command line gives it, for commands that wait longer by default. */
+const givenTimeoutMs = (): number | undefined =>
+  program.getOptionValueSource('timeout') === 'default' ? undefined : timeoutMs(program.opts().timeout);
 
 interface Group {
   /** The top-level commands its module adds, in order. */
@@ -145,6 +161,11 @@ const groups: readonly Group[] = [
     commands: ['member', 'leader'],
     client: true,
     register: async (p) => (await import('./commands/member.js')).memberCommand(p, connect),
+  },
+  {
+    commands: ['node'],
+    client: true,
+    register: async (p) => (await import('./commands/node.js')).nodeCommand(p, connect, givenTimeoutMs),
   },
   {
     commands: ['hardware'],

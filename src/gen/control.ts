@@ -486,6 +486,27 @@ export interface ArtifactDeleteRequest {
 export interface ArtifactDeleteResponse {
 }
 
+/**
+ * Drains a member (docs/decisions/0022-node-drain.md): replicated, so every node knows, and it
+ * lasts across restarts until undrained. A drained node answers health checks NOT_SERVING,
+ * refuses and ends worker streams (UNAVAILABLE), and hands leadership away. Admin only, as
+ * member and leader changes. Refused with FAILED_PRECONDITION until the cluster runs at state
+ * version 2.
+ */
+export interface NodeDrainRequest {
+  /** The member's id (`slipway member list`). An unknown id is refused with NOT_FOUND. */
+  id: string;
+  /** true: drain it; false: serve again (undrain). */
+  drained: boolean;
+}
+
+export interface NodeDrainResponse {
+  id: string;
+  drained: boolean;
+  /** Every member drained after the change, by id. */
+  drainedMembers: string[];
+}
+
 function createBaseHardwareCreateRequest(): HardwareCreateRequest {
   return { documentJson: "", replace: false };
 }
@@ -6654,6 +6675,196 @@ export const ArtifactDeleteResponse: MessageFns<ArtifactDeleteResponse> = {
   },
 };
 
+function createBaseNodeDrainRequest(): NodeDrainRequest {
+  return { id: "", drained: false };
+}
+
+export const NodeDrainRequest: MessageFns<NodeDrainRequest> = {
+  encode(message: NodeDrainRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.drained !== false) {
+      writer.uint32(16).bool(message.drained);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeDrainRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeDrainRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.drained = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeDrainRequest {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      drained: isSet(object.drained) ? globalThis.Boolean(object.drained) : false,
+    };
+  },
+
+  toJSON(message: NodeDrainRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.drained !== false) {
+      obj.drained = message.drained;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeDrainRequest>, I>>(base?: I): NodeDrainRequest {
+    return NodeDrainRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeDrainRequest>, I>>(object: I): NodeDrainRequest {
+    const message = createBaseNodeDrainRequest();
+    message.id = object.id ?? "";
+    message.drained = object.drained ?? false;
+    return message;
+  },
+};
+
+function createBaseNodeDrainResponse(): NodeDrainResponse {
+  return { id: "", drained: false, drainedMembers: [] };
+}
+
+export const NodeDrainResponse: MessageFns<NodeDrainResponse> = {
+  encode(message: NodeDrainResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.drained !== false) {
+      writer.uint32(16).bool(message.drained);
+    }
+    for (const v of message.drainedMembers) {
+      writer.uint32(26).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeDrainResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeDrainResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.drained = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.drainedMembers.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeDrainResponse {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      drained: isSet(object.drained) ? globalThis.Boolean(object.drained) : false,
+      drainedMembers: globalThis.Array.isArray(object?.drainedMembers)
+        ? object.drainedMembers.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.drained_members)
+        ? object.drained_members.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: NodeDrainResponse): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.drained !== false) {
+      obj.drained = message.drained;
+    }
+    if (message.drainedMembers?.length) {
+      obj.drainedMembers = message.drainedMembers;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeDrainResponse>, I>>(base?: I): NodeDrainResponse {
+    return NodeDrainResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeDrainResponse>, I>>(object: I): NodeDrainResponse {
+    const message = createBaseNodeDrainResponse();
+    message.id = object.id ?? "";
+    message.drained = object.drained ?? false;
+    message.drainedMembers = object.drainedMembers?.map((e) => e) || [];
+    return message;
+  },
+};
+
 export type ControlService = typeof ControlService;
 export const ControlService = {
   hardwareCreate: {
@@ -6931,6 +7142,16 @@ export const ControlService = {
       Buffer.from(ArtifactDeleteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ArtifactDeleteResponse => ArtifactDeleteResponse.decode(value),
   },
+  /** Drain or undrain a member: `slipway node drain|undrain ID`. */
+  nodeDrain: {
+    path: "/slipway.control.v1.Control/NodeDrain" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: NodeDrainRequest): Buffer => Buffer.from(NodeDrainRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): NodeDrainRequest => NodeDrainRequest.decode(value),
+    responseSerialize: (value: NodeDrainResponse): Buffer => Buffer.from(NodeDrainResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): NodeDrainResponse => NodeDrainResponse.decode(value),
+  },
 } as const;
 
 export interface ControlServer extends UntypedServiceImplementation {
@@ -6966,6 +7187,8 @@ export interface ControlServer extends UntypedServiceImplementation {
   artifactAdd: handleClientStreamingCall<ArtifactAddRequest, ArtifactAddResponse>;
   artifactList: handleUnaryCall<ArtifactListRequest, ArtifactListResponse>;
   artifactDelete: handleUnaryCall<ArtifactDeleteRequest, ArtifactDeleteResponse>;
+  /** Drain or undrain a member: `slipway node drain|undrain ID`. */
+  nodeDrain: handleUnaryCall<NodeDrainRequest, NodeDrainResponse>;
 }
 
 export interface ControlClient extends Client {
@@ -7373,6 +7596,22 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ArtifactDeleteResponse) => void,
+  ): ClientUnaryCall;
+  /** Drain or undrain a member: `slipway node drain|undrain ID`. */
+  nodeDrain(
+    request: NodeDrainRequest,
+    callback: (error: ServiceError | null, response: NodeDrainResponse) => void,
+  ): ClientUnaryCall;
+  nodeDrain(
+    request: NodeDrainRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: NodeDrainResponse) => void,
+  ): ClientUnaryCall;
+  nodeDrain(
+    request: NodeDrainRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: NodeDrainResponse) => void,
   ): ClientUnaryCall;
 }
 

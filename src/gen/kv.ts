@@ -238,7 +238,15 @@ export interface StatusRequest {
    * Also compute state_digest: an encoding of the whole replicated state, so only when asked.
    * Optional so that callers that ask nothing (and builds before it) send an empty request.
    */
-  digest?: boolean | undefined;
+  digest?:
+    | boolean
+    | undefined;
+  /**
+   * Answer for this member instead of the node asked: it reads the member's Status over the
+   * member's raft address (`slipway node drain` follows a node this way through any node).
+   * "" or the node's own id: the node asked. An unknown member is NOT_FOUND.
+   */
+  member?: string | undefined;
 }
 
 export interface StatusResponse {
@@ -270,6 +278,13 @@ export interface StatusResponse {
    * there mean their states diverged. Empty when not asked, and from builds before 0.2.0.
    */
   stateDigest: string;
+  /**
+   * The node is drained (docs/decisions/0022-node-drain.md): by `slipway node drain` (replicated)
+   * or because it is stopping. It answers health checks NOT_SERVING and takes no worker streams.
+   */
+  drained: boolean;
+  /** Worker streams open on this node now. */
+  workerStreams: number;
 }
 
 export interface MemberAddRequest {
@@ -1753,13 +1768,16 @@ export const MemberInfo: MessageFns<MemberInfo> = {
 };
 
 function createBaseStatusRequest(): StatusRequest {
-  return { digest: undefined };
+  return { digest: undefined, member: undefined };
 }
 
 export const StatusRequest: MessageFns<StatusRequest> = {
   encode(message: StatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.digest !== undefined) {
       writer.uint32(8).bool(message.digest);
+    }
+    if (message.member !== undefined) {
+      writer.uint32(18).string(message.member);
     }
     return writer;
   },
@@ -1785,6 +1803,14 @@ export const StatusRequest: MessageFns<StatusRequest> = {
             message.digest = reader.bool();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.member = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1798,13 +1824,19 @@ export const StatusRequest: MessageFns<StatusRequest> = {
   },
 
   fromJSON(object: any): StatusRequest {
-    return { digest: isSet(object.digest) ? globalThis.Boolean(object.digest) : undefined };
+    return {
+      digest: isSet(object.digest) ? globalThis.Boolean(object.digest) : undefined,
+      member: isSet(object.member) ? globalThis.String(object.member) : undefined,
+    };
   },
 
   toJSON(message: StatusRequest): unknown {
     const obj: any = {};
     if (message.digest !== undefined) {
       obj.digest = message.digest;
+    }
+    if (message.member !== undefined) {
+      obj.member = message.member;
     }
     return obj;
   },
@@ -1815,6 +1847,7 @@ export const StatusRequest: MessageFns<StatusRequest> = {
   fromPartial<I extends Exact<DeepPartial<StatusRequest>, I>>(object: I): StatusRequest {
     const message = createBaseStatusRequest();
     message.digest = object.digest ?? undefined;
+    message.member = object.member ?? undefined;
     return message;
   },
 };
@@ -1834,6 +1867,8 @@ function createBaseStatusResponse(): StatusResponse {
     stopped: "",
     leaderTransferee: "",
     stateDigest: "",
+    drained: false,
+    workerStreams: 0,
   };
 }
 
@@ -1877,6 +1912,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.stateDigest !== "") {
       writer.uint32(106).string(message.stateDigest);
+    }
+    if (message.drained !== false) {
+      writer.uint32(112).bool(message.drained);
+    }
+    if (message.workerStreams !== 0) {
+      writer.uint32(120).uint32(message.workerStreams);
     }
     return writer;
   },
@@ -1998,6 +2039,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.stateDigest = reader.string();
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.drained = reader.bool();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.workerStreams = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2041,6 +2098,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         : isSet(object.state_digest)
         ? globalThis.String(object.state_digest)
         : "",
+      drained: isSet(object.drained) ? globalThis.Boolean(object.drained) : false,
+      workerStreams: isSet(object.workerStreams)
+        ? globalThis.Number(object.workerStreams)
+        : isSet(object.worker_streams)
+        ? globalThis.Number(object.worker_streams)
+        : 0,
     };
   },
 
@@ -2085,6 +2148,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.stateDigest !== "") {
       obj.stateDigest = message.stateDigest;
     }
+    if (message.drained !== false) {
+      obj.drained = message.drained;
+    }
+    if (message.workerStreams !== 0) {
+      obj.workerStreams = Math.round(message.workerStreams);
+    }
     return obj;
   },
 
@@ -2106,6 +2175,8 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.stopped = object.stopped ?? "";
     message.leaderTransferee = object.leaderTransferee ?? "";
     message.stateDigest = object.stateDigest ?? "";
+    message.drained = object.drained ?? false;
+    message.workerStreams = object.workerStreams ?? 0;
     return message;
   },
 };

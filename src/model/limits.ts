@@ -129,3 +129,8 @@ export const workflowGcBatchMax = 256;
  * the oldest events' tails are cut first. Action statuses keep each action's last tail besides.
  */
 export const workflowOutputTailBytesMax = 1024 * 1024;
+
+// ---- drained members (docs/decisions/0022-node-drain.md) ----
+
+/** Members drained at once: a cluster has a handful of members; this bounds the set and the snapshot. */
+export const drainedMembersMax = 64;

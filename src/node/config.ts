@@ -118,6 +118,11 @@ export const serverConfigSchema = z
     /** Worker streams one machine may hold on one node; a further stream closes the oldest. */
     workerSessionsMax: z.number().int().min(1).max(64).default(4),
     /**
+     * On SIGTERM, how long the node drains before it stops: it answers NOT_SERVING, ends its
+     * worker streams and waits this long at most for them to move. 0: stop at once.
+     */
+    drainGraceMs: z.number().int().min(0).max(600_000).default(5000),
+    /**
      * Failed authentications one source address may make in a burst; beyond them its calls are
      * refused unchecked, and it earns one more every authFailureWindowS / authFailuresMax.
      */

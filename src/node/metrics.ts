@@ -22,6 +22,8 @@ export interface MetricsSources {
   readonly vipHeld?: () => boolean;
   /** Finished workflows this node wrote to its --workflow-archive. */
   readonly archivedWorkflows?: () => number;
+  /** Whether this node is drained (node-drain.ts). */
+  readonly drained?: () => boolean;
 }
 
 export class NodeMetrics {
@@ -122,6 +124,17 @@ export class NodeMetrics {
         registers,
         collect() {
           this.set(vipHeld() ? 1 : 0);
+        },
+      });
+    }
+    const drained = src.drained;
+    if (drained !== undefined) {
+      new Gauge({
+        name: 'slipway_node_drained',
+        help: '1 while this node is drained (slipway node drain, or stopping), else 0',
+        registers,
+        collect() {
+          this.set(drained() ? 1 : 0);
         },
       });
     }

@@ -53,14 +53,18 @@ import { startNodeBootServices } from '../boot/node-boot.js';
 import { insecureNetworkFlag, insecureNetworkKernelArg } from '../platform/plaintext-policy.js';
 import { CredentialIssuer } from '../api/credential-issuer.js';
 import { WorkerService } from '../api/worker-service.js';
+import { NodeDrain } from '../api/node-drain.js';
 import { ReplicatedLeaseLedger } from './lease-ledger.js';
 import { VipError, VipManager } from '../../lb/vip-manager.js';
 
 export interface RunningNode {
   readonly node: RaftNode;
   readonly apiPort: number;
-  /** Hands leadership away (when leader), then stops every service and closes the log. */
-  stop(opts?: { transfer?: boolean }): Promise<void>;
+  /**
+   * Drains the node for `drainGraceMs` (default: the config's; 0: not at all), hands leadership
+   * away (when leader), then stops every service and closes the log.
+   */
+  stop(opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void>;
 }
 
 /** What the API port serves: these, each through the call guard, and server reflection. */
@@ -140,7 +144,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     logger: logger.child({ component: 'artifacts' }),
   });
   const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
-  const kv = new KvService({ node, store: stateMachine, logger, peerTls: tls });
+  const kv = new KvService({
+    node,
+    store: stateMachine,
+    logger,
+    peerTls: tls,
+    drain: () => ({ drained: drain.drained, workerStreams: workers.connected }),
+  });
   const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
   const proposer = new Proposer(node, logger, tls, (command) =>
     command.type === 'control'
@@ -180,7 +190,10 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     logger,
     catchUp: () => node.linearizableRead(),
     sessionsPerWorkerMax: cfg.workerSessionsMax,
+    refusal: (): string | undefined => drain.refusal(),
   });
+  // Drained by `slipway node drain` or while stopping (docs/decisions/0022-node-drain.md).
+  const drain = new NodeDrain({ node, control, workers, logger: logger.child({ component: 'drain' }) });
   const deadlines = new DeadlineScanner(node, control, proposer, logger);
   // Only the leader removes finished workflows past the retention (archiving them first).
   const collector = new WorkflowCollector({
@@ -210,6 +223,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     node,
     control,
     connectedWorkers: () => workers.connected,
+    drained: () => drain.drained,
     forwarding: () => proposer.forwarding,
     archivedWorkflows: () => collector.archived,
     ...(vip === undefined ? {} : { vipHeld: () => vip.held }),
@@ -235,9 +249,14 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   };
   control.onRestore = () => {
     catalogue.sync();
+    setImmediate(() => drain.check());
+  };
+  control.onDrainChange = () => {
+    // Called from apply: act on it once the apply is done.
+    setImmediate(() => drain.check());
   };
   const health = new HealthService(
-    () => node.stoppedBy === null && node.softState().leader !== '',
+    () => node.stoppedBy === null && node.softState().leader !== '' && !drain.drained,
     apiServiceNames,
   );
   // Followers forward writes to the leader's raft address, so those services are served there too.
@@ -255,6 +274,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   collector.start();
   versions.start();
   power.start();
+  drain.start();
 
   const api = new Server({ ...apiServerOptions(cfg), interceptors: [callGuard] });
   // With auth off every caller is the local admin; the guard still puts changes in the trail.
@@ -320,8 +340,11 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
   vip?.start();
 
-  const stop = (opts?: { transfer?: boolean }): Promise<void> => {
+  const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
     stopping ??= (async () => {
+      const graceMs = opts?.drainGraceMs ?? cfg.drainGraceMs;
+      // Not serving from here on: balancers stop sending streams, worker streams end and move.
+      const drained = graceMs > 0 ? drain.beginStop() : undefined;
       if (opts?.transfer !== false && node.softState().role === 'leader') {
         const to = node.bestTransferTarget();
         if (to !== null) {
@@ -335,6 +358,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
           }
         }
       }
+      if (drained !== undefined) {
+        const left = await drained.untilGone(graceMs);
+        if (left > 0)
+          logger.warn({ workerStreams: left, graceMs }, 'worker streams still open after the drain grace');
+        else logger.info('worker streams moved before stopping');
+      }
+      drain.stop();
       await vip?.stop();
       health.shutdown();
       deadlines.stop();

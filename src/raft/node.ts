@@ -294,12 +294,12 @@ export class RaftNode {
     }
   }
 
-  /** The voter most caught up, for a graceful handover. */
-  bestTransferTarget(): NodeId | null {
+  /** The voter most caught up, for a graceful handover; `skip` passes over some (drained ones). */
+  bestTransferTarget(skip: (id: NodeId) => boolean = () => false): NodeId | null {
     const st = this.core.status();
     let best: { id: NodeId; match: number } | null = null;
     for (const p of st.progress) {
-      if (p.id === this.id || p.learner || !p.recentActive) continue;
+      if (p.id === this.id || p.learner || !p.recentActive || skip(p.id)) continue;
       if (best === null || p.match > best.match) best = { id: p.id, match: p.match };
     }
     return best?.id ?? null;

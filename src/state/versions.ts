@@ -10,8 +10,9 @@
 // member that answers Status without a state version runs one of them.
 // Version 2 adds the cluster.version command itself (the gates), and bounded state
 // (docs/decisions/0020-bounded-state.md): workflow.retention, workflow.gc, the retention in the
-// snapshot, and a per-workflow budget for the output tails kept in events; and snapshots whose
-// control state is records (docs/decisions/0023-streamed-snapshots.md).
+// snapshot, and a per-workflow budget for the output tails kept in events; snapshots whose
+// control state is records (docs/decisions/0023-streamed-snapshots.md); and member.drain
+// (docs/decisions/0022-node-drain.md) with the drained members in the snapshot.
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
@@ -32,6 +33,8 @@ export const stateVersionBoundedState = 2;
  * JSON document, so a cluster at 1 keeps writing it.
  */
 export const stateVersionSnapshotRecords = 2;
+/** From this version on, members may be drained (member.drain, docs/decisions/0022-node-drain.md). */
+export const stateVersionNodeDrain = 2;
 
 /** The state version a member applies, from its Status: builds before 0.2.0 answer 0, meaning 1. */
 export function advertisedStateVersion(advertised: number): number {
@@ -50,6 +53,8 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'workflow.retention':
     case 'workflow.gc':
       return stateVersionBoundedState;
+    case 'member.drain':
+      return stateVersionNodeDrain;
     default:
       return stateVersionBaseline;
   }

@@ -52,7 +52,7 @@ import {
 } from '@grpc/grpc-js';
 import { ClusterClient } from '../../src/cli/client.js';
 import type { AuditListRequest } from '../../src/gen/audit.js';
-import { ArtifactAddRequest, HardwareGetRequest } from '../../src/gen/control.js';
+import { ArtifactAddRequest, HardwareGetRequest, NodeDrainRequest } from '../../src/gen/control.js';
 import { HealthCheckRequest, HealthCheckResponse_ServingStatus, HealthClient } from '../../src/gen/health.js';
 import {
   InternalClient,
@@ -486,11 +486,19 @@ function fuzzCase(method: FuzzMethod, i: number, count: number, limit: number): 
 const memberIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
 /**
- * Why an input must not be sent to the API: a member add the node would carry out. A random
+ * Why an input must not be sent to the API: a member add the node would carry out, or a drain. A random
  * member added to a one-node cluster would leave it waiting for a peer that never comes.
  * (Removing the only member is sent: raft refuses to remove the last voter.)
  */
 function tooReal(method: FuzzMethod, bytes: Uint8Array): string | undefined {
+  if (method.name === 'Control/NodeDrain') {
+    // A drained one-node cluster would turn away the worker streams the fuzz goes on to send.
+    try {
+      return NodeDrainRequest.decode(bytes).drained ? 'a node drain' : undefined;
+    } catch {
+      return undefined;
+    }
+  }
   if (method.name !== 'Kv/MemberAdd') return undefined;
   try {
     const req = MemberAddRequest.decode(bytes);

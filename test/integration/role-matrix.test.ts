@@ -485,6 +485,9 @@ const matrix: readonly Row[] = [
   { need: 'viewer', ...unary(K.memberList, () => ({ local: false })) },
   // To itself: the single node stays the leader (a no-op the call still audits).
   { need: 'admin', ...unary(K.leaderTransfer, () => ({ to: 'n1' })) },
+  // Undrain the single node, which is not drained: a no-op the call still audits (a drain would
+  // turn away the worker rows after it).
+  { need: 'admin', ...unary(C.nodeDrain, () => ({ id: 'n1', drained: false })) },
   // Audit: the trail names every user and address.
   { need: 'admin', ...unary(A.auditList, () => AuditListRequest.fromPartial({ limit: 10 })) },
   { need: 'admin', ...unary(A.auditRetention, () => ({ entries: 10_000, days: 0, show: false })) },

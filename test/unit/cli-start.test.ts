@@ -120,6 +120,20 @@ describe('what each command loads', () => {
     for (const pkg of heavyPackages) assert.ok(!loads(t, pkg), `${pkg} loaded`);
   });
 
+  test('node drain loads the client, its services and the id check only', async () => {
+    const t = await traced(['--server', '127.0.0.1:1', '--timeout', '300', 'node', 'drain', 'n1']);
+    assert.equal(t.code, 1, 'nothing listens there: the call fails');
+    const allowed = (m: string): boolean =>
+      clientAllowed.test(m) ||
+      m === 'src/cli/commands/node.ts' ||
+      m === 'src/state/control/drained-members.ts';
+    assert.deepEqual(
+      ours(t).filter((m) => !allowed(m)),
+      [],
+    );
+    for (const pkg of heavyPackages) assert.ok(!loads(t, pkg), `${pkg} loaded`);
+  });
+
   test('--help lists every command group; a group has its own help', async () => {
     const t = await traced(['--help']);
     assert.equal(t.code, 0);
@@ -132,6 +146,7 @@ describe('what each command loads', () => {
       'kv',
       'member',
       'leader',
+      'node',
       'hardware',
       'lease',
       'template',

@@ -163,7 +163,9 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
     });
   cluster
     .command('status')
-    .description('members, leader, term, commit and applied index, health of each node in --server')
+    .description(
+      'members, leader, term, commit and applied index, health, whether drained and the open worker streams of each node in --server',
+    )
     .option(
       '--digest',
       "also each node's state digest (SHA-256 of its replicated state at its applied index): nodes " +
@@ -185,6 +187,8 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
               commit: s.commit,
               applied: s.applied,
               health: s.leader !== '' ? 'ok' : 'no leader',
+              drained: s.drained,
+              workers: s.workerStreams,
               // Builds before 0.2.0 ignore the question and answer without a digest.
               ...(digest ? { digest: s.stateDigest === '' ? 'not supported' : s.stateDigest } : {}),
             };
@@ -198,6 +202,8 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
               commit: 0,
               applied: 0,
               health: `down: ${(err as Error).message}`,
+              drained: false,
+              workers: 0,
               ...(digest ? { digest: '-' } : {}),
             };
           } finally {

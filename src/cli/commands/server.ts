@@ -2,7 +2,7 @@
 // leadership to the most caught-up follower before exiting, so writes barely pause.
 import type { Command } from '@commander-js/extra-typings';
 import type { ServerConfig } from '../../node/config.js';
-import { idAddressList, wholeNumber } from '../flags.js';
+import { duration, idAddressList, wholeNumber } from '../flags.js';
 import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
 
 export function serverCommand(program: Command): void {
@@ -85,6 +85,10 @@ export function serverCommand(program: Command): void {
       'worker streams one machine may hold on this node; another closes its oldest (default 4)',
     )
     .option(
+      '--drain-grace <duration>',
+      'on SIGTERM, drain first for at most this long: answer health checks NOT_SERVING, end worker streams so they move to other nodes, wait for them (e.g. 5s, 500ms; 0 stops at once; default 5s)',
+    )
+    .option(
       '--auth-failures-max <n>',
       'failed authentications one address may make before its calls are refused (default 10)',
     )
@@ -146,6 +150,7 @@ export function serverCommand(program: Command): void {
       set('workerSessionsMax', toInt(o.workerSessionsMax, '--worker-sessions-max'));
       set('authFailuresMax', toInt(o.authFailuresMax, '--auth-failures-max'));
       set('authFailureWindowS', toInt(o.authFailureWindow, '--auth-failure-window'));
+      set('drainGraceMs', o.drainGrace === undefined ? undefined : duration(o.drainGrace, '--drain-grace'));
       const cfg: ServerConfig = validateServerConfig(raw);
       const logger = createLogger({ node: cfg.id }, cfg.logLevel);
       const running = await startNode(cfg, logger);

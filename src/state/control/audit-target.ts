@@ -51,6 +51,8 @@ export function auditTarget(command: ControlCommand): string {
       return `finishedMax=${command.finishedMax} finishedDays=${command.finishedDays}`;
     case 'workflow.gc':
       return command.workflows.map((w) => w.id).join(' ');
+    case 'member.drain':
+      return `${command.id} (${command.drained ? 'drain' : 'undrain'})`;
     default:
       return unreachable(command);
   }

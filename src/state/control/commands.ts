@@ -212,7 +212,13 @@ type ControlChange =
    * it archives: deletes each listed workflow, with its events, that is finished at the listed
    * finish time. Any other (gone, running again, finished again since) is skipped.
    */
-  | { readonly type: 'workflow.gc'; readonly workflows: readonly CollectedWorkflow[] };
+  | { readonly type: 'workflow.gc'; readonly workflows: readonly CollectedWorkflow[] }
+  /**
+   * Drains a member (docs/decisions/0022-node-drain.md): it stops taking new worker streams and
+   * leadership, every node knows it, and it lasts until undrained (drained: false). The
+   * proposer checks that the id names a member; apply only keeps the set of drained ids.
+   */
+  | { readonly type: 'member.drain'; readonly id: string; readonly drained: boolean };
 
 /** A workflow the collector chose, as it was when chosen. */
 export interface CollectedWorkflow {
@@ -302,6 +308,8 @@ export type ControlResult =
   | { readonly type: 'clusterVersion'; readonly version: number }
   /** workflow.retention: the setting now in force. */
   | { readonly type: 'workflowRetention'; readonly retention: WorkflowRetention }
+  /** member.drain: the drained members after the command, by id. */
+  | { readonly type: 'drainedMembers'; readonly ids: readonly string[] }
   /** workflow.gc: the workflows it deleted, in the command's order. */
   | { readonly type: 'collected'; readonly ids: readonly string[] }
   | { readonly type: 'deleted' };

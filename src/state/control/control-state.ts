@@ -55,6 +55,7 @@ import {
   powerAttemptsDefault,
   powerStepsOf,
 } from './power-jobs.js';
+import { drainedAfter } from './drained-members.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
@@ -163,6 +164,8 @@ export class ControlState {
   onArtifactChange?: (name: string) => void;
   /** workflow.gc deleted these finished workflows (after their onWorkflowDelete). */
   onWorkflowsCollected?: (ids: readonly string[]) => void;
+  /** member.drain changed the drained members (drainedMembers). */
+  onDrainChange?: () => void;
 
   #appliedIndex = 0;
   #lastEventSeq = 0;
@@ -191,6 +194,9 @@ export class ControlState {
   /** The effective state version (src/state/versions.ts): 1 until the leader raises it. */
   #clusterVersion = stateVersionBaseline;
   #workflowRetention: WorkflowRetention = workflowRetentionDefault;
+  /** Members drained by `slipway node drain`, sorted (drained-members.ts). */
+  #drainedMembers: readonly string[] = [];
+  #drainChanged = false;
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
@@ -249,6 +255,15 @@ export class ControlState {
   /** How long finished workflows stay (workflow-retention.ts; the leader's collector enforces it). */
   get workflowRetention(): WorkflowRetention {
     return this.#workflowRetention;
+  }
+
+  /** The members drained by `slipway node drain`, sorted by id. */
+  get drainedMembers(): readonly string[] {
+    return this.#drainedMembers;
+  }
+
+  isDrained(memberId: string): boolean {
+    return this.#drainedMembers.includes(memberId);
   }
 
   /** An operator's command goes into the trail with its outcome, in the entry that applied it. */
@@ -457,6 +472,7 @@ export class ControlState {
       },
       clusterVersion: this.#clusterVersion,
       workflowRetention: this.#workflowRetention,
+      drainedMembers: this.#drainedMembers,
     };
   }
 
@@ -594,6 +610,7 @@ export class ControlState {
         : new AuditLog(image.audit.retention, image.audit.lastSeq, image.audit.entries);
     this.#clusterVersion = image.clusterVersion ?? stateVersionBaseline;
     this.#workflowRetention = image.workflowRetention ?? workflowRetentionDefault;
+    this.#drainedMembers = image.drainedMembers ?? [];
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
@@ -704,6 +721,15 @@ export class ControlState {
       }
       case 'workflow.gc':
         return this.#collect(command.workflows);
+      case 'member.drain': {
+        const after = drainedAfter(this.#drainedMembers, command.id, command.drained);
+        if (typeof after === 'string') return failure('E_INVALID', after);
+        if (after !== this.#drainedMembers) {
+          this.#drainedMembers = Object.freeze(after);
+          this.#drainChanged = true;
+        }
+        return { type: 'drainedMembers', ids: this.#drainedMembers };
+      }
       default:
         return unreachable(command);
     }
@@ -1230,6 +1256,10 @@ export class ControlState {
     for (const job of powerJobs) this.onPowerJobChange?.(job);
     for (const name of artifacts) this.onArtifactChange?.(name);
     if (collected.length > 0) this.onWorkflowsCollected?.(collected);
+    if (this.#drainChanged) {
+      this.#drainChanged = false;
+      this.onDrainChange?.();
+    }
   }
 }
 

@@ -5,6 +5,7 @@ import { sha256HexOf } from '../digest.js';
 import {
   auditTextBytesMax,
   controlCommandBytesMax,
+  drainedMembersMax,
   leaseGrantsPerCommandMax,
   workflowGcBatchMax,
 } from '../../model/limits.js';
@@ -467,6 +468,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     workflows: array(object({ id: text, finishedMs: count }), workflowGcBatchMax),
     ...audited,
   }),
+  'member.drain': object({ type: literal(['member.drain']), id: text, drained: boolean, ...audited }),
 });
 
 const outcome = {
@@ -509,4 +511,5 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
     retention: object({ finishedMax: count, finishedDays: count }),
   }),
   collected: object({ type: literal(['collected']), ids: array(text, workflowGcBatchMax) }),
+  drainedMembers: object({ type: literal(['drainedMembers']), ids: array(text, drainedMembersMax) }),
 });

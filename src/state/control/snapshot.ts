@@ -14,6 +14,7 @@
 //     ..., "clusterVersion": N }   (format 6 only, and only when N is above 1)
 //     ..., "workflowRetention": { "finishedMax", "finishedDays" } }   (format 6 only, and only
 //          when it is not the default)
+//     ..., "drainedMembers": [member id, sorted] }   (format 6 only, and only when not empty)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
@@ -26,11 +27,14 @@
 // on a new build can still send one to a follower on an old build mid-upgrade. The workflow
 // retention (docs/decisions/0020-bounded-state.md) is set by a command of state version 2, so a
 // retention other than the default exists only in a cluster at version 2 or above: it goes
-// beside clusterVersion in format 6, and only when it is not the default.
+// beside clusterVersion in format 6, and only when it is not the default. Drained members
+// (docs/decisions/0022-node-drain.md) come from a command of state version 2 too, and go the same
+// way: last, and only when some member is drained, so a snapshot without them reads as before.
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
   auditEntriesMax,
+  drainedMembersMax,
   auditRetentionDaysMax,
   hardwareMax,
   leasesMax,
@@ -46,6 +50,7 @@ import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
 import { deepFreeze } from './immutable.js';
 import { isDefaultWorkflowRetention, type WorkflowRetention } from './workflow-retention.js';
+import { drainedSetProblem, memberIdBytesMax } from './drained-members.js';
 import { ipOrder } from './leases.js';
 import type {
   Artifact,
@@ -70,7 +75,7 @@ import {
 } from './schema.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
 import { stateVersionBaseline, stateVersionOfThisBuild } from '../versions.js';
-import { array, at, count, integer, object, optional, ShapeError, type Reader } from './shape.js';
+import { array, at, count, integer, object, optional, ShapeError, string, type Reader } from './shape.js';
 
 export interface SnapshotImage {
   readonly appliedIndex: number;
@@ -87,6 +92,8 @@ export interface SnapshotImage {
   readonly clusterVersion?: number;
   /** How long finished workflows stay; absent means the default. */
   readonly workflowRetention?: WorkflowRetention;
+  /** Members drained by `slipway node drain`, sorted; absent means none. */
+  readonly drainedMembers?: readonly string[];
 }
 
 export interface AuditImage {
@@ -127,6 +134,7 @@ const readImage = object({
       finishedDays: integer(0, workflowRetentionDaysMax),
     }),
   ),
+  drainedMembers: optional(array(string(memberIdBytesMax), drainedMembersMax)),
 });
 
 function readAuditImage(): Reader<AuditImage> {
@@ -168,6 +176,10 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     image.workflowRetention === undefined || isDefaultWorkflowRetention(image.workflowRetention)
       ? undefined
       : image.workflowRetention;
+  const drainedMembers = image.drainedMembers ?? [];
+  if (drainedMembers.length > 0 && clusterVersion <= stateVersionBaseline) {
+    throw new ShapeError('drainedMembers', 'are set by a command of state version 2; the cluster runs at 1');
+  }
   if (workflowRetention !== undefined && clusterVersion <= stateVersionBaseline) {
     throw new ShapeError(
       'workflowRetention',
@@ -223,6 +235,11 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     );
     text += `,"workflowRetention":{"finishedMax":${finishedMaxText},"finishedDays":${finishedDaysText}}`;
   }
+  if (drainedMembers.length > 0) {
+    const problem = drainedSetProblem(drainedMembers);
+    if (problem !== undefined) throw new ShapeError('drainedMembers', problem);
+    text += `,"drainedMembers":${JSON.stringify(drainedMembers)}`;
+  }
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -261,7 +278,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
   const problem =
     collectionsProblem(image.format, image) ??
     clusterVersionProblem(image.format, image.clusterVersion) ??
-    workflowRetentionSnapshotProblem(image.format, image.workflowRetention);
+    workflowRetentionSnapshotProblem(image.format, image.workflowRetention) ??
+    drainedMembersSnapshotProblem(image.format, image.drainedMembers);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -399,6 +417,17 @@ function artifactsProblem(format: number, artifacts: readonly Artifact[] | undef
       artifacts.map((a) => a.name),
     ) ?? artifacts.map(artifactRecordProblem).find((p) => p !== undefined)
   );
+}
+
+function drainedMembersSnapshotProblem(
+  format: number,
+  ids: readonly string[] | undefined,
+): string | undefined {
+  if (ids === undefined) return undefined;
+  if (format < snapshotFormat) return `format ${format} has no drained members`;
+  // One encoding per state: no drained member is written without the field.
+  if (ids.length === 0) return `drainedMembers: format ${format} leaves out an empty list`;
+  return drainedSetProblem(ids);
 }
 
 function workflowsProblem(workflows: SnapshotImage['workflows']): string | undefined {
