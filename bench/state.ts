@@ -1,5 +1,5 @@
 // `npm run bench -- state [--quick] [--machines N] [--workflows N]`
-// Bounded state, in one process and without a cluster: a KvStore is built by applying encoded
+// Bounded state, in one process and without a cluster: a ReplicatedState is built by applying encoded
 // commands exactly as a raft node applies its log (`store.apply(index, encodeCommand(...))`,
 // leader-stamped), with N machines and W workflows created and finished over time while the
 // retention is on. The leader's collector (src/node/workflow-collector.ts) is emulated: every
@@ -12,7 +12,7 @@
 // stderr.
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { decodeResult, encodeCommand, pastRetention, KvStore } from '../src/state/index.js';
+import { decodeResult, encodeCommand, pastRetention, ReplicatedState } from '../src/state/index.js';
 import type { ControlCommand } from '../src/state/index.js';
 import type { HardwareInput, RenderedTemplate } from '../src/model/records.js';
 import { attemptOutputTailBytesMax, workflowGcBatchMax } from '../src/model/limits.js';
@@ -121,8 +121,8 @@ function spec(worker: string, actions: number): RenderedTemplate {
 class Applier {
   index = 0;
   nowMs = Date.UTC(2025, 0, 1);
-  readonly store: KvStore;
-  constructor(store: KvStore) {
+  readonly store: ReplicatedState;
+  constructor(store: ReplicatedState) {
     this.store = store;
   }
 
@@ -162,9 +162,9 @@ function memory(): { rss_mb: number; heap_used_mb: number } {
   return { rss_mb: round(m.rss / mb, 1), heap_used_mb: round(m.heapUsed / mb, 1) };
 }
 
-function build(opts: Options): { store: KvStore; collected: number; ran: number; buildMs: number } {
+function build(opts: Options): { store: ReplicatedState; collected: number; ran: number; buildMs: number } {
   const t0 = performance.now();
-  const store = new KvStore();
+  const store = new ReplicatedState();
   const a = new Applier(store);
   const control = store.control;
   a.run({ type: 'cluster.version', version: 2 }, 'clusterVersion');
@@ -343,7 +343,7 @@ export async function runStateBench(argv: readonly string[]): Promise<void> {
   log(`snapshot: ${data.length} bytes (layout ${data[4] ?? 0}) in ${Math.round(snapshot.ms)} ms`);
 
   // The restore, as a follower installs it: in slices between event-loop turns.
-  const fresh = new KvStore();
+  const fresh = new ReplicatedState();
   const restore = await measured(() => fresh.restoreInSlices(data, nextTurnOfEventLoop));
   if (fresh.control.workflows().length !== kept || fresh.control.hardwareList().length !== opts.machines) {
     throw new Error('the restored store differs from the one snapshotted');

@@ -11,7 +11,13 @@ import { parseArgs } from 'node:util';
 import type { Entry, Message } from '../src/raft/index.js';
 import { message, LevelLogStore, decodeEnvelopeMessages, encodeMessageFrame } from '../src/raft/index.js';
 import type { Command, ControlCommand } from '../src/state/index.js';
-import { decodeCommand, decodeResult, encodeCommand, encodeResult, KvStore } from '../src/state/index.js';
+import {
+  decodeCommand,
+  decodeResult,
+  encodeCommand,
+  encodeResult,
+  ReplicatedState,
+} from '../src/state/index.js';
 import { round } from './stats.js';
 
 interface Options {
@@ -191,7 +197,7 @@ async function benchStorage(n: number): Promise<void> {
 }
 
 async function benchApply(n: number): Promise<void> {
-  const store = new KvStore();
+  const store = new ReplicatedState();
   const commands = Array.from({ length: n + Math.floor(n / 10) + 1 }, (_, i) =>
     encodeCommand(putCommand(i, true)),
   );

@@ -26,7 +26,7 @@ import type { RaftNode } from '../raft/node.js';
 import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
 import type { Command, CommandResult, SessionTag } from '../state/store-command.js';
 import { decodeResult, encodeCommand } from '../state/store-command.js';
-import type { KeyValue, KvStore } from '../state/kv-store.js';
+import type { KeyValue, ReplicatedState } from '../state/replicated-state.js';
 import type { Role as OperatorRole } from '../model/records.js';
 import type { Authenticator } from './auth.js';
 import { statusCodeName, type CallAuditor } from './audit-calls.js';
@@ -49,7 +49,7 @@ const memberStatusTimeoutMs = 5000;
 
 export interface KvServiceContext {
   readonly node: RaftNode;
-  readonly store: KvStore;
+  readonly store: ReplicatedState;
   readonly logger: Logger;
   /** The node's identity for forwarding to the leader's raft address (mutual TLS). */
   readonly peerTls?: PeerTls | undefined;

@@ -17,7 +17,7 @@ import { MaintenanceClient } from '../gen/maintenance.js';
 import type { Member, SnapshotMeta } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
 import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
-import type { KvStore } from '../state/kv-store.js';
+import type { ReplicatedState } from '../state/replicated-state.js';
 import { buildVersion } from '../state/versions.js';
 import type { CallAuditor } from './audit-calls.js';
 import { ApiError, toServiceError } from './errors.js';
@@ -25,7 +25,7 @@ import { awaitLeader } from './proposer.js';
 
 export interface MaintenanceServiceContext {
   readonly node: RaftNode;
-  readonly store: KvStore;
+  readonly store: ReplicatedState;
   readonly logger: Logger;
   /** The node's identity for asking the leader's raft address (mutual TLS). */
   readonly peerTls?: PeerTls | undefined;

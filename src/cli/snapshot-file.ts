@@ -2,7 +2,7 @@
 //
 //   SLIPWAY-SNAPSHOT\n                     magic line
 //   {"format":1,"index":..,...}\n          one JSON line: the header below
-//   BYTES bytes                            the state machine's snapshot (KvStore encoding)
+//   BYTES bytes                            the state machine's snapshot (ReplicatedState encoding)
 //
 // The header names the raft index and term the state reflects, the voters and learners there,
 // the state's length and SHA-256 (hex), when it was saved and by which build. Restore checks all
@@ -12,7 +12,7 @@ import { closeSync, fsyncSync, openSync, readdirSync, readFileSync } from 'node:
 import { z } from 'zod';
 import type { Member, SnapshotMeta } from '../raft/core/types.js';
 import { openLogStore } from '../raft/storage/level-log-store.js';
-import { KvStore } from '../state/kv-store.js';
+import { ReplicatedState } from '../state/replicated-state.js';
 
 export const snapshotFileMagic = 'SLIPWAY-SNAPSHOT\n';
 export const snapshotFileFormat = 1;
@@ -101,7 +101,7 @@ export function readSnapshotFile(path: string): SnapshotFile {
     );
   }
   try {
-    new KvStore().restore(data);
+    new ReplicatedState().restore(data);
   } catch (err) {
     throw new SnapshotFileError(`${path}: the state does not load: ${(err as Error).message}`);
   }

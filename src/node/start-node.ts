@@ -19,7 +19,7 @@ import type { PeerTls } from '../raft/transport/grpc-config.js';
 import { callGuard, refusingUndecodable } from '../platform/grpc-call-guard.js';
 import { loadNodeTls } from '../platform/pki.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
-import { KvStore } from '../state/kv-store.js';
+import { ReplicatedState } from '../state/replicated-state.js';
 import { ArtifactCatalogue } from '../artifacts/catalogue.js';
 import { ContentStore } from '../artifacts/content-store.js';
 import { ArtifactFetcher } from '../artifacts/fetcher.js';
@@ -116,7 +116,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   const reflection = ServerReflection.load(packageProtoDir(), apiServiceNames);
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
-  const stateMachine = new KvStore();
+  const stateMachine = new ReplicatedState();
   const transport = new GrpcTransport({ id: cfg.id, listenAddr: cfg.raftAddr, logger, tls });
   const node = new RaftNode({
     id: cfg.id,

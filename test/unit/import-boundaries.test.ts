@@ -24,13 +24,25 @@ const tester = new RuleTester({ languageOptions: { ecmaVersion: 2022, sourceType
 
 tester.run('import-boundaries', importBoundaries, {
   valid: [
-    { filename: at('src/state/kv-store.ts'), code: "import { x } from '../raft/state-machine.js';", options },
-    { filename: at('src/state/kv-store.ts'), code: "import { x } from './binary.js';", options },
+    {
+      filename: at('src/state/replicated-state.ts'),
+      code: "import { x } from '../raft/state-machine.js';",
+      options,
+    },
+    { filename: at('src/state/replicated-state.ts'), code: "import { x } from './binary.js';", options },
     { filename: at('src/raft/node.ts'), code: "import { x } from 'node:fs';", options },
-    { filename: at('bench/state.ts'), code: "import { KvStore } from '../src/state/index.js';", options },
+    {
+      filename: at('bench/state.ts'),
+      code: "import { ReplicatedState } from '../src/state/index.js';",
+      options,
+    },
     { filename: at('bench/state.ts'), code: "import { x } from '../src/model/records.js';", options },
     { filename: at('test/unit/x.test.ts'), code: "import { x } from '../../src/state/binary.js';", options },
-    { filename: at('src/cli/main.ts'), code: "const m = await import('../state/kv-store.js');", options },
+    {
+      filename: at('src/cli/main.ts'),
+      code: "const m = await import('../state/replicated-state.js');",
+      options,
+    },
   ],
   invalid: [
     {
@@ -47,7 +59,7 @@ tester.run('import-boundaries', importBoundaries, {
       errors: [{ messageId: 'layer' }],
     },
     {
-      filename: at('src/state/kv-store.ts'),
+      filename: at('src/state/replicated-state.ts'),
       code: "const m = await import('../cli/client.js');",
       options,
       errors: [{ messageId: 'layer' }],
@@ -55,7 +67,7 @@ tester.run('import-boundaries', importBoundaries, {
     {
       // A benchmark reaching past a subsystem's entry into its internals.
       filename: at('bench/state.ts'),
-      code: "import { KvStore } from '../src/state/kv-store.js';",
+      code: "import { ReplicatedState } from '../src/state/replicated-state.js';",
       options,
       errors: [{ messageId: 'entry' }],
     },

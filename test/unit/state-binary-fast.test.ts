@@ -3,14 +3,14 @@
 // TextEncoder writes them, varint sizes are exact, commands are encoded into an array of exactly
 // their size (so finish() does not copy), and a change listener still gets a value of its own.
 // Method: fast-check properties over UTF-16 strings rich in surrogates and over commands, and a
-// KvStore whose listener mutates what it is given.
+// ReplicatedState whose listener mutates what it is given.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { BinaryReader, BinaryWriter, uvarintBytes } from '../../src/state/binary.js';
 import { isWellFormed } from '../../src/platform/utf8-text.js';
 import { encodeCommand, type Command } from '../../src/state/store-command.js';
-import { KvStore, type ChangeEvent } from '../../src/state/kv-store.js';
+import { ReplicatedState, type ChangeEvent } from '../../src/state/replicated-state.js';
 
 /** Strings of arbitrary UTF-16 units, half of them surrogates, so lone halves are common. */
 const utf16 = fc
@@ -117,7 +117,7 @@ test('commands are encoded into an array of exactly their size', () => {
 });
 
 test('a change listener gets a copy of the value, made only for it', () => {
-  const store = new KvStore();
+  const store = new ReplicatedState();
   const value = Uint8Array.of(1, 2, 3);
   const put = (index: number): Uint8Array =>
     store.apply(index, encodeCommand({ type: 'put', ns: 'n', key: 'k', value, stampMs: index }));
@@ -133,7 +133,7 @@ test('a change listener gets a copy of the value, made only for it', () => {
 });
 
 test('results and snapshots are built in arrays of exactly their size, and snapshots restore', () => {
-  const store = new KvStore();
+  const store = new ReplicatedState();
   let index = 0;
   const apply = (command: Command): Uint8Array => store.apply(++index, encodeCommand(command));
   const results = [
@@ -149,7 +149,7 @@ test('results and snapshots are built in arrays of exactly their size, and snaps
 
   const snapshot = store.snapshot();
   assert.equal(snapshot.buffer.byteLength, snapshot.byteLength);
-  const restored = new KvStore();
+  const restored = new ReplicatedState();
   restored.restore(snapshot);
   assert.deepEqual(restored.snapshot(), snapshot);
   assert.deepEqual([...(restored.get('ключи', 'b😀')?.value ?? [])], [...new Uint8Array(300).fill(9)]);

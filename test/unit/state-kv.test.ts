@@ -4,7 +4,7 @@
 // and deterministic apply.
 // Control-plane commands run through the same sessions and snapshots (version 2; version 1
 // snapshots still restore, with an empty control state).
-// Method: drive KvStore only through encoded commands and apply(), as the raft node will, and
+// Method: drive ReplicatedState only through encoded commands and apply(), as the raft node will, and
 // inspect it through its queries and snapshots. Fast-check properties feed random command
 // streams (including garbage bytes, stale sessions and backwards stamps) to twin stores, and to
 // a store restored from a mid-stream snapshot, and compare results and snapshots byte for byte.
@@ -23,18 +23,18 @@ import {
   type CommandResult,
   type SessionTag,
 } from '../../src/state/store-command.js';
-import { KvStore, type ChangeEvent } from '../../src/state/kv-store.js';
+import { ReplicatedState, type ChangeEvent } from '../../src/state/replicated-state.js';
 
 const text = new TextEncoder();
 const bytes = (s: string): Uint8Array => text.encode(s);
 
 /** A store plus a raft-like index counter, so each test reads as a sequence of commands. */
 class Harness {
-  readonly store: KvStore;
+  readonly store: ReplicatedState;
   index = 0;
   stampMs = 1_000;
 
-  constructor(store = new KvStore()) {
+  constructor(store = new ReplicatedState()) {
     this.store = store;
   }
 
@@ -83,7 +83,7 @@ function expectError(result: CommandResult, code: string): string {
   return result.message;
 }
 
-function valueOf(store: KvStore, key: string, ns = 'default'): string | undefined {
+function valueOf(store: ReplicatedState, key: string, ns = 'default'): string | undefined {
   const kv = store.get(ns, key);
   return kv === undefined ? undefined : new TextDecoder().decode(kv.value);
 }
@@ -270,7 +270,7 @@ test('acknowledged results are pruned; resending an acknowledged seq is refused,
 });
 
 test('a session holding too many unacknowledged results is refused until it acknowledges', () => {
-  const h = new Harness(new KvStore({ sessionResultsMax: 2 }));
+  const h = new Harness(new ReplicatedState({ sessionResultsMax: 2 }));
   const clientId = h.register();
   h.put('a', '1', { session: { clientId, seq: 1, ackedSeq: 0 } });
   h.put('a', '2', { session: { clientId, seq: 2, ackedSeq: 0 } });
@@ -297,7 +297,7 @@ test('an unknown session is E_SESSION_EXPIRED and does not create a session or a
 });
 
 test('sessions expire when a stamp passes their last activity by more than the TTL', () => {
-  const h = new Harness(new KvStore({ sessionTtlMs: 1_000 }));
+  const h = new Harness(new ReplicatedState({ sessionTtlMs: 1_000 }));
   h.stampMs = 10_000;
   const idle = h.register();
   const busy = h.register();
@@ -317,7 +317,7 @@ test('sessions expire when a stamp passes their last activity by more than the T
 });
 
 test('the clock never runs backwards: an older stamp from a new leader does not revive time', () => {
-  const h = new Harness(new KvStore({ sessionTtlMs: 1_000 }));
+  const h = new Harness(new ReplicatedState({ sessionTtlMs: 1_000 }));
   h.stampMs = 50_000;
   h.noop();
   h.stampMs = 20_000; // a skewed leader
@@ -328,7 +328,7 @@ test('the clock never runs backwards: an older stamp from a new leader does not 
 });
 
 test('registering beyond sessionsMax evicts the least recently active session', () => {
-  const h = new Harness(new KvStore({ sessionsMax: 2 }));
+  const h = new Harness(new ReplicatedState({ sessionsMax: 2 }));
   const a = h.register();
   const b = h.register();
   h.noop({ clientId: a, seq: 1, ackedSeq: 0 }); // a is now more recent than b
@@ -381,7 +381,7 @@ test('malformed or invalid command bytes give E_BAD_COMMAND and change nothing b
 });
 
 test('apply refuses a non-increasing index as a programmer error', () => {
-  const store = new KvStore();
+  const store = new ReplicatedState();
   store.apply(5, encodeCommand({ type: 'noop', stampMs: 1 }));
   assert.throws(() => store.apply(5, encodeCommand({ type: 'noop', stampMs: 1 })), /above appliedIndex 5/);
   assert.throws(() => store.apply(4.5, encodeCommand({ type: 'noop', stampMs: 1 })), /must be an integer/);
@@ -406,9 +406,12 @@ test('encodeCommand refuses invalid commands with a message naming the field', (
   );
 });
 
-test('KvStore refuses nonsensical options', () => {
-  assert.throws(() => new KvStore({ sessionTtlMs: 0 }), /sessionTtlMs must be a positive integer, got 0/);
-  assert.throws(() => new KvStore({ sessionsMax: 1.5 }), /sessionsMax must be a positive integer/);
+test('ReplicatedState refuses nonsensical options', () => {
+  assert.throws(
+    () => new ReplicatedState({ sessionTtlMs: 0 }),
+    /sessionTtlMs must be a positive integer, got 0/,
+  );
+  assert.throws(() => new ReplicatedState({ sessionsMax: 1.5 }), /sessionsMax must be a positive integer/);
 });
 
 test('snapshot and restore round-trip exactly, then evolve identically', () => {
@@ -419,7 +422,7 @@ test('snapshot and restore round-trip exactly, then evolve identically', () => {
   h.del('a');
   h.put('a', '3');
   const image = h.store.snapshot();
-  const copy = new KvStore();
+  const copy = new ReplicatedState();
   copy.restore(image);
   assert.deepEqual(copy.snapshot(), image);
   assert.equal(copy.appliedIndex, h.store.appliedIndex);
@@ -542,7 +545,7 @@ test('snapshots carry the control state; a version-1 snapshot restores with an e
   });
   const image = h.store.snapshot();
   assert.equal(image[4], 2, 'snapshot version 2');
-  const copy = new KvStore();
+  const copy = new ReplicatedState();
   copy.restore(image);
   assert.deepEqual(copy.snapshot(), image);
   assert.equal(copy.control.workflow('w1')?.state, 'PENDING');
@@ -564,7 +567,7 @@ test('snapshots carry the control state; a version-1 snapshot restores with an e
     .uvarint(1);
   const body = w.finish();
   const v1 = new BinaryWriter().raw(body).u32(crc32c(body)).finish();
-  const restored = new KvStore();
+  const restored = new ReplicatedState();
   restored.restore(image);
   restored.restore(v1);
   assert.equal(valueOf(restored, 'old'), 'value');
@@ -743,20 +746,20 @@ test('property: a store restored from any mid-stream snapshot continues byte-ide
   fc.assert(
     fc.property(fc.array(stepArbitrary(), { maxLength: 80 }), fc.nat(), (steps, cut) => {
       const entries = materialize(steps);
-      const whole = new KvStore(streamOptions);
+      const whole = new ReplicatedState(streamOptions);
       const results = entries.map((e, i) => whole.apply(i + 1, e.bytes));
       const split = cut % (entries.length + 1);
-      const first = new KvStore(streamOptions);
+      const first = new ReplicatedState(streamOptions);
       entries.slice(0, split).forEach((e, i) => first.apply(i + 1, e.bytes));
       const image = first.snapshot();
-      const resumed = new KvStore(streamOptions);
+      const resumed = new ReplicatedState(streamOptions);
       resumed.restore(image);
       assert.deepEqual(resumed.snapshot(), image);
       for (let i = split; i < entries.length; i++) {
         assert.deepEqual(resumed.apply(i + 1, entries[i]!.bytes), results[i], `entry ${i + 1} differs`);
       }
       assert.deepEqual(resumed.snapshot(), whole.snapshot());
-      const twin = new KvStore(streamOptions);
+      const twin = new ReplicatedState(streamOptions);
       entries.forEach((e, i) => twin.apply(i + 1, e.bytes));
       assert.deepEqual(twin.snapshot(), whole.snapshot());
     }),
@@ -771,7 +774,7 @@ test('the stream generator reaches every session path (fixed seed, so this guard
     numRuns: 200,
   })) {
     const entries = materialize(steps);
-    const store = new KvStore(streamOptions);
+    const store = new ReplicatedState(streamOptions);
     const results = entries.map((e, i) => store.apply(i + 1, e.bytes));
     results.forEach((_, i) => seen.add(outcome(entries, results, i)));
   }
@@ -824,7 +827,7 @@ test('property: without sessions the store matches a plain map model of put, del
     assert.equal(result.type === 'error' ? result.code : result.type, code);
   fc.assert(
     fc.property(fc.array(stepArbitrary(), { maxLength: 80 }), (steps) => {
-      const store = new KvStore();
+      const store = new ReplicatedState();
       const model = new Map<string, Entry>();
       let revision = 0;
       materialize(steps).forEach((entry, i) => {
@@ -905,7 +908,7 @@ test('a captured snapshot, encoded in slices while applies go on, has the bytes 
   assert.deepEqual(encoded, atCapture);
   assert.notDeepEqual(h.store.snapshot(), atCapture, 'the state did move on meanwhile');
 
-  const copy = new KvStore();
+  const copy = new ReplicatedState();
   copy.restore(encoded);
   assert.equal(copy.appliedIndex, capture.appliedIndex);
   assert.deepEqual(copy.snapshot(), atCapture);

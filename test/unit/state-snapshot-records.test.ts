@@ -5,7 +5,7 @@
 // equal bytes; every older layout still restores; a corrupted, reordered or non-canonical
 // snapshot is refused with an error that names it and changes nothing; a restore in slices lets
 // the event loop turn between them and replaces the state only at the end.
-// Method: KvStore through apply() with encoded, leader-stamped commands, as the raft node
+// Method: ReplicatedState through apply() with encoded, leader-stamped commands, as the raft node
 // applies its log; snapshots compared byte for byte; corruptions built by rewriting one record
 // and sealing the result with a fresh checksum, so the decoder (not the checksum) must refuse it;
 // the event loop's turns counted by a setImmediate loop, not by timing.
@@ -17,7 +17,7 @@ import type { AuditTag } from '../../src/state/control/audit-log.js';
 import type { ControlCommand } from '../../src/state/control/commands.js';
 import type { HardwareInput, RenderedTemplate } from '../../src/model/records.js';
 import { readSnapshotRecords, snapshotRecordSlices } from '../../src/state/control/snapshot-records.js';
-import { KvStore } from '../../src/state/kv-store.js';
+import { ReplicatedState } from '../../src/state/replicated-state.js';
 import { runAtOnce } from '../../src/state/slices.js';
 import { crc32c } from '../../src/platform/crc32c.js';
 import { powerSteps } from '../../src/power/plan.js';
@@ -71,7 +71,7 @@ function spec(worker: string): RenderedTemplate {
 
 /** A store fed through the codec at increasing indexes, as a raft node applies its log. */
 class Node {
-  readonly store = new KvStore();
+  readonly store = new ReplicatedState();
   index = 0;
   nowMs = Date.UTC(2026, 0, 1);
 
@@ -153,8 +153,8 @@ function layout(snapshot: Uint8Array): number {
   return snapshot[4] ?? -1;
 }
 
-async function restoredInSlices(data: Uint8Array): Promise<KvStore> {
-  const store = new KvStore();
+async function restoredInSlices(data: Uint8Array): Promise<ReplicatedState> {
+  const store = new ReplicatedState();
   await store.restoreInSlices(data, () => new Promise((resolve) => setImmediate(resolve)));
   return store;
 }
@@ -208,7 +208,7 @@ describe('snapshot record layout', () => {
     const a = populated(2);
     const bytes = a.store.snapshot();
     assert.equal(layout(bytes), 3);
-    const once = new KvStore();
+    const once = new ReplicatedState();
     once.restore(bytes);
     assert.deepEqual(once.snapshot(), bytes);
     const sliced = await restoredInSlices(bytes);

@@ -4,7 +4,7 @@
 // effective version and never lowers it, and snapshots keep the format 0.1.x reads until it is
 // raised. The leader raises it to the lowest version every voter supports; `upgrade check`
 // says whether a node may be restarted from each member's Status.
-// Method: KvStore and ControlState through encoded commands, as the raft node applies them; the
+// Method: ReplicatedState and ControlState through encoded commands, as the raft node applies them; the
 // pure deciders of src/node/cluster-version-keeper.ts and src/cli/upgrade-check.ts on tables.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -14,7 +14,7 @@ import { upgradeChecks, versionSummary, type MemberReport } from '../../src/cli/
 import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { ControlCommand } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
-import { KvStore } from '../../src/state/kv-store.js';
+import { ReplicatedState } from '../../src/state/replicated-state.js';
 import {
   buildVersion,
   clusterVersionRefusal,
@@ -60,7 +60,7 @@ describe('state versions', () => {
   });
 
   it('an entry needing a newer state version stops apply and changes nothing', () => {
-    const store = new KvStore();
+    const store = new ReplicatedState();
     store.apply(
       1,
       encodeCommand({ type: 'put', stampMs: 1_000, ns: 'kv', key: 'a', value: Uint8Array.of(1) }),

@@ -34,7 +34,7 @@ import {
   workflowRetentionDefault,
   type FinishedWorkflow,
 } from '../../src/state/control/workflow-retention.js';
-import { KvStore } from '../../src/state/kv-store.js';
+import { ReplicatedState } from '../../src/state/replicated-state.js';
 import {
   attemptOutputTailBytesMax,
   workflowGcBatchMax,
@@ -208,7 +208,7 @@ describe('version gate', () => {
   });
 
   it('the store applies them once the cluster runs at version 2', () => {
-    const store = new KvStore();
+    const store = new ReplicatedState();
     const control = (command: ControlCommand): Uint8Array =>
       encodeCommand({ type: 'control', stampMs: 1_000, command });
     store.apply(1, control({ type: 'cluster.version', version: 2 }));

@@ -1,6 +1,6 @@
 // The control state's snapshot: one JSON document in canonical form (records through their
 // readers, collections sorted by key), so equal states give equal bytes on every node and after
-// a restore. The store embeds these bytes in its own checksummed snapshot (kv-store.ts).
+// a restore. The store embeds these bytes in its own checksummed snapshot (replicated-state.ts).
 //
 //   { "format": 1, "appliedIndex", "lastEventSeq",
 //     "hardware": [Hardware by id], "templates": [Template by name],

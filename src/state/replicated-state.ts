@@ -1,4 +1,5 @@
-// The replicated key-value store: namespaced keys, a global revision, client sessions.
+// The whole replicated state machine a raft node applies: the key-value store (namespaced keys,
+// a global revision), client sessions, and the control state (src/state/control) inside it.
 //
 // Revisions. The store revision starts at 0 and increases by exactly 1 per successful put or
 // delete; failed commands, no-ops and session registration leave it alone. It is not the raft
@@ -103,7 +104,7 @@ interface Effect {
   readonly change?: ChangeEvent;
 }
 
-export class KvStore implements StateMachine {
+export class ReplicatedState implements StateMachine {
   /**
    * Called after each change is applied, once the whole command is done. Set by the integrator
    * (watches). It runs inside apply, so it must be quick and must not throw.
@@ -128,7 +129,9 @@ export class KvStore implements StateMachine {
     };
     for (const [name, value] of Object.entries(limits)) {
       if (!Number.isSafeInteger(value) || value < 1) {
-        throw new RangeError(`KvStore option ${name} must be a positive integer, got ${String(value)}`);
+        throw new RangeError(
+          `ReplicatedState option ${name} must be a positive integer, got ${String(value)}`,
+        );
       }
     }
     this.#limits = limits;
