@@ -64,11 +64,11 @@ const forwardDeadlineMs = 10_000;
 const batchCommandsMax = 512;
 const batchBytesMax = 1024 * 1024;
 
-/** A command's result and when the leader applied it (ms since the epoch, the leader's clock). */
+/** A command's result and when the leader had it, the command applied (ms since the epoch, its clock). */
 export interface Applied<R> {
   readonly result: R;
   /** 0 when an older leader did not say. */
-  readonly appliedAtMs: number;
+  readonly resultAtMs: number;
 }
 
 /** A command waiting to be forwarded with the others of its event-loop turn. */
@@ -178,9 +178,9 @@ export class Proposer {
 
   /** As proposeControl, with when the leader applied the command. */
   async proposeControlApplied(command: ControlCommand): Promise<Applied<ControlResult>> {
-    const { result, appliedAtMs } = await this.proposeApplied({ type: 'control', stampMs: 0, command });
+    const { result, resultAtMs } = await this.proposeApplied({ type: 'control', stampMs: 0, command });
     if (result.type !== 'control') throw new ApiError(status.INTERNAL, `unexpected result ${result.type}`);
-    return { result: result.result, appliedAtMs };
+    return { result: result.result, resultAtMs };
   }
 
   get forwarding(): ForwardingStats {
@@ -219,7 +219,7 @@ export class Proposer {
           const result = await this.#proposeRaw(forwardedCommand(call.request.command));
           return {
             result: Buffer.from(result.buffer, result.byteOffset, result.byteLength),
-            appliedAtMs: Date.now(),
+            resultAtMs: Date.now(),
           };
         };
         run().then(
@@ -256,7 +256,7 @@ export class Proposer {
         details: '',
         raftCode: '',
         leader: '',
-        appliedAtMs: Date.now(),
+        resultAtMs: Date.now(),
       };
     } catch (err) {
       const se = toServiceError(err);
@@ -270,14 +270,14 @@ export class Proposer {
         details: se.details ?? '',
         raftCode: first(raftCodeKey),
         leader: first(leaderHintKey),
-        appliedAtMs: 0,
+        resultAtMs: 0,
       };
     }
   }
 
   async #proposeHere(command: Command): Promise<Applied<CommandResult>> {
     const result = decodeResult(await this.#proposeRaw(command));
-    return { result, appliedAtMs: Date.now() };
+    return { result, resultAtMs: Date.now() };
   }
 
   #proposeRaw(command: Command): Promise<Uint8Array> {
@@ -357,7 +357,7 @@ export class Proposer {
               ),
             );
           } else if (outcome.code === okCode) {
-            settle(item, outcome.result, outcome.appliedAtMs);
+            settle(item, outcome.result, outcome.resultAtMs);
           } else {
             item.reject(outcomeError(outcome));
           }
@@ -377,7 +377,7 @@ export class Proposer {
         if (err !== null) {
           this.#logger.debug({ err, leader: leader.id }, 'forwarded proposal failed');
           item.reject(err);
-        } else settle(item, res.result, res.appliedAtMs);
+        } else settle(item, res.result, res.resultAtMs);
       },
     );
   }
@@ -393,7 +393,7 @@ export class Proposer {
 }
 
 /** Resolves `item` with the leader's encoded result; bytes that do not decode reject it instead. */
-function settle(item: PendingForward, result: Uint8Array, appliedAtMs: number): void {
+function settle(item: PendingForward, result: Uint8Array, resultAtMs: number): void {
   let decoded: CommandResult;
   try {
     decoded = decodeResult(result);
@@ -401,7 +401,7 @@ function settle(item: PendingForward, result: Uint8Array, appliedAtMs: number): 
     item.reject(err);
     return;
   }
-  item.resolve({ result: decoded, appliedAtMs });
+  item.resolve({ result: decoded, resultAtMs });
 }
 
 function forwardMetadata(from: string): Metadata {

@@ -339,7 +339,7 @@ export class WorkerService {
       let res: ControlResult;
       let committedAtMs: number;
       try {
-        ({ result: res, appliedAtMs: committedAtMs } = await this.#ctx.proposer.proposeControlApplied({
+        ({ result: res, resultAtMs: committedAtMs } = await this.#ctx.proposer.proposeControlApplied({
           type: 'attempt.result',
           workflowId: ref.workflowId,
           actionIndex: ref.actionIndex,

@@ -37,8 +37,11 @@ export interface ProposeRequest {
 export interface ProposeResponse {
   /** The encoded result, once the entry is committed and applied on the leader. */
   result: Buffer;
-  /** When the leader applied it (ms since the epoch, the leader's clock); 0 from older leaders. */
-  appliedAtMs: number;
+  /**
+   * When the leader had the result, the command applied (ms since the epoch, the leader's
+   * clock); 0 from older leaders.
+   */
+  resultAtMs: number;
 }
 
 /** Many commands from one follower, proposed together; each is answered on its own. */
@@ -57,10 +60,10 @@ export interface ProposeOutcome {
   raftCode: string;
   leader: string;
   /**
-   * When the leader applied the command (ms since the epoch, the leader's clock), when code is
-   * 0; 0 from older leaders.
+   * When the leader had the result, the command applied (ms since the epoch, the leader's
+   * clock), when code is 0; 0 from older leaders.
    */
-  appliedAtMs: number;
+  resultAtMs: number;
 }
 
 /** The outcomes in the order of the request's commands. */
@@ -154,7 +157,7 @@ export const ProposeRequest: MessageFns<ProposeRequest> = {
 };
 
 function createBaseProposeResponse(): ProposeResponse {
-  return { result: Buffer.alloc(0), appliedAtMs: 0 };
+  return { result: Buffer.alloc(0), resultAtMs: 0 };
 }
 
 export const ProposeResponse: MessageFns<ProposeResponse> = {
@@ -162,8 +165,8 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
     if (message.result.length !== 0) {
       writer.uint32(10).bytes(message.result);
     }
-    if (message.appliedAtMs !== 0) {
-      writer.uint32(16).uint64(message.appliedAtMs);
+    if (message.resultAtMs !== 0) {
+      writer.uint32(16).uint64(message.resultAtMs);
     }
     return writer;
   },
@@ -194,7 +197,7 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
               break;
             }
 
-            message.appliedAtMs = longToNumber(reader.uint64());
+            message.resultAtMs = longToNumber(reader.uint64());
             continue;
           }
         }
@@ -212,10 +215,10 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
   fromJSON(object: any): ProposeResponse {
     return {
       result: isSet(object.result) ? Buffer.from(bytesFromBase64(object.result)) : Buffer.alloc(0),
-      appliedAtMs: isSet(object.appliedAtMs)
-        ? globalThis.Number(object.appliedAtMs)
-        : isSet(object.applied_at_ms)
-        ? globalThis.Number(object.applied_at_ms)
+      resultAtMs: isSet(object.resultAtMs)
+        ? globalThis.Number(object.resultAtMs)
+        : isSet(object.result_at_ms)
+        ? globalThis.Number(object.result_at_ms)
         : 0,
     };
   },
@@ -225,8 +228,8 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
     if (message.result.length !== 0) {
       obj.result = base64FromBytes(message.result);
     }
-    if (message.appliedAtMs !== 0) {
-      obj.appliedAtMs = Math.round(message.appliedAtMs);
+    if (message.resultAtMs !== 0) {
+      obj.resultAtMs = Math.round(message.resultAtMs);
     }
     return obj;
   },
@@ -237,7 +240,7 @@ export const ProposeResponse: MessageFns<ProposeResponse> = {
   fromPartial<I extends Exact<DeepPartial<ProposeResponse>, I>>(object: I): ProposeResponse {
     const message = createBaseProposeResponse();
     message.result = object.result ?? Buffer.alloc(0);
-    message.appliedAtMs = object.appliedAtMs ?? 0;
+    message.resultAtMs = object.resultAtMs ?? 0;
     return message;
   },
 };
@@ -314,7 +317,7 @@ export const ProposeBatchRequest: MessageFns<ProposeBatchRequest> = {
 };
 
 function createBaseProposeOutcome(): ProposeOutcome {
-  return { result: Buffer.alloc(0), code: 0, details: "", raftCode: "", leader: "", appliedAtMs: 0 };
+  return { result: Buffer.alloc(0), code: 0, details: "", raftCode: "", leader: "", resultAtMs: 0 };
 }
 
 export const ProposeOutcome: MessageFns<ProposeOutcome> = {
@@ -334,8 +337,8 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
     if (message.leader !== "") {
       writer.uint32(42).string(message.leader);
     }
-    if (message.appliedAtMs !== 0) {
-      writer.uint32(48).uint64(message.appliedAtMs);
+    if (message.resultAtMs !== 0) {
+      writer.uint32(48).uint64(message.resultAtMs);
     }
     return writer;
   },
@@ -398,7 +401,7 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
               break;
             }
 
-            message.appliedAtMs = longToNumber(reader.uint64());
+            message.resultAtMs = longToNumber(reader.uint64());
             continue;
           }
         }
@@ -424,10 +427,10 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
         ? globalThis.String(object.raft_code)
         : "",
       leader: isSet(object.leader) ? globalThis.String(object.leader) : "",
-      appliedAtMs: isSet(object.appliedAtMs)
-        ? globalThis.Number(object.appliedAtMs)
-        : isSet(object.applied_at_ms)
-        ? globalThis.Number(object.applied_at_ms)
+      resultAtMs: isSet(object.resultAtMs)
+        ? globalThis.Number(object.resultAtMs)
+        : isSet(object.result_at_ms)
+        ? globalThis.Number(object.result_at_ms)
         : 0,
     };
   },
@@ -449,8 +452,8 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
     if (message.leader !== "") {
       obj.leader = message.leader;
     }
-    if (message.appliedAtMs !== 0) {
-      obj.appliedAtMs = Math.round(message.appliedAtMs);
+    if (message.resultAtMs !== 0) {
+      obj.resultAtMs = Math.round(message.resultAtMs);
     }
     return obj;
   },
@@ -465,7 +468,7 @@ export const ProposeOutcome: MessageFns<ProposeOutcome> = {
     message.details = object.details ?? "";
     message.raftCode = object.raftCode ?? "";
     message.leader = object.leader ?? "";
-    message.appliedAtMs = object.appliedAtMs ?? 0;
+    message.resultAtMs = object.resultAtMs ?? 0;
     return message;
   },
 };

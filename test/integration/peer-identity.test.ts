@@ -105,7 +105,7 @@ before(async () => {
   transport = new GrpcTransport({ id: 'n1', listenAddr: '127.0.0.1:0', logger, tls });
   const unused = { code: status.UNIMPLEMENTED, details: 'not used here' };
   const internal: InternalServer = {
-    propose: (_call, callback) => callback(null, { result: Buffer.from('ok'), appliedAtMs: 0 }),
+    propose: (_call, callback) => callback(null, { result: Buffer.from('ok'), resultAtMs: 0 }),
     proposeBatch: (_call, callback) => callback(unused, null),
     artifactRead: (_call, callback) => callback(unused, null),
   };
