@@ -13,16 +13,16 @@ import { serviceNameOf } from './service-name.js';
 const watchPollMs = 250;
 
 export class HealthService {
-  private readonly serving: () => boolean;
+  readonly #serving: () => boolean;
   /** The services a client may ask about by name; "" is the node as a whole. */
-  private readonly knownServices: ReadonlySet<string>;
-  private shuttingDown = false;
-  private readonly watchers = new Set<ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
+  readonly #knownServices: ReadonlySet<string>;
+  #shuttingDown = false;
+  readonly #watchers = new Set<ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
 
   /** `services`: the full names of the services served beside this one (itself is known). */
   constructor(serving: () => boolean, services: readonly string[] = []) {
-    this.serving = serving;
-    this.knownServices = new Set(['', serviceNameOf(HealthDefinition), ...services]);
+    this.#serving = serving;
+    this.#knownServices = new Set(['', serviceNameOf(HealthDefinition), ...services]);
   }
 
   /** Serves Health on `server` as generated (a node serves handlers() through its call guard). */
@@ -33,46 +33,46 @@ export class HealthService {
   handlers(): HealthServer {
     return {
       check: (call, callback) => {
-        if (!this.knownServices.has(call.request.service)) {
+        if (!this.#knownServices.has(call.request.service)) {
           callback({ code: status.NOT_FOUND, details: `unknown service "${call.request.service}"` }, null);
           return;
         }
-        callback(null, { status: this.current() });
+        callback(null, { status: this.#current() });
       },
       watch: (call) => {
-        this.watch(call);
+        this.#watch(call);
       },
     };
   }
 
   shutdown(): void {
-    this.shuttingDown = true;
-    for (const w of this.watchers) {
+    this.#shuttingDown = true;
+    for (const w of this.#watchers) {
       w.write({ status: ServingStatus.NOT_SERVING });
       w.end();
     }
-    this.watchers.clear();
+    this.#watchers.clear();
   }
 
-  private current(): ServingStatus {
-    return !this.shuttingDown && this.serving() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+  #current(): ServingStatus {
+    return !this.#shuttingDown && this.#serving() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
   }
 
-  private watch(call: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>): void {
-    this.watchers.add(call);
+  #watch(call: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>): void {
+    this.#watchers.add(call);
     const stopWatching = (): void => {
-      this.watchers.delete(call);
+      this.#watchers.delete(call);
     };
     // As the protocol asks: an unknown service is SERVICE_UNKNOWN, and the stream stays open.
-    if (!this.knownServices.has(call.request.service)) {
+    if (!this.#knownServices.has(call.request.service)) {
       call.write({ status: ServingStatus.SERVICE_UNKNOWN });
       call.on('cancelled', stopWatching);
       return;
     }
-    let last = this.current();
+    let last = this.#current();
     call.write({ status: last });
     const timer = setInterval(() => {
-      const now = this.current();
+      const now = this.#current();
       if (now !== last) {
         last = now;
         call.write({ status: now });

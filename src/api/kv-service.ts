@@ -72,11 +72,11 @@ function unary<Req, Res>(
 }
 
 export class KvService {
-  private readonly ctx: KvServiceContext;
-  private readonly clients = new Map<string, KvClient>();
+  readonly #ctx: KvServiceContext;
+  readonly #clients = new Map<string, KvClient>();
 
   constructor(ctx: KvServiceContext) {
-    this.ctx = ctx;
+    this.#ctx = ctx;
   }
 
   /**
@@ -122,8 +122,8 @@ export class KvService {
   #handlers(): KvServer {
     return {
       registerClient: unary(async (req, call) => {
-        return this.routed(call, 'registerClient', req, async () => {
-          const res = await this.write({ type: 'registerClient', stampMs: 0 });
+        return this.#routed(call, 'registerClient', req, async () => {
+          const res = await this.#write({ type: 'registerClient', stampMs: 0 });
           if (res.type !== 'registerClient')
             throw new ApiError(status.INTERNAL, 'unexpected result for registerClient');
           return { clientId: res.clientId };
@@ -131,8 +131,8 @@ export class KvService {
       }),
       put: unary(async (req, call) => {
         checkKey(req.key);
-        return this.routed(call, 'put', req, async () => {
-          const res = await this.write({
+        return this.#routed(call, 'put', req, async () => {
+          const res = await this.#write({
             type: 'put',
             ns: operatorNamespace,
             key: req.key,
@@ -150,8 +150,8 @@ export class KvService {
       }),
       delete: unary(async (req, call) => {
         checkKey(req.key);
-        return this.routed(call, 'delete', req, async () => {
-          const res = await this.write({
+        return this.#routed(call, 'delete', req, async () => {
+          const res = await this.#write({
             type: 'delete',
             ns: operatorNamespace,
             key: req.key,
@@ -159,14 +159,14 @@ export class KvService {
             ...sessionOf(req.session),
           });
           if (res.type === 'error' && res.code === 'E_NOT_FOUND')
-            return { deleted: false, revision: this.ctx.store.revision };
+            return { deleted: false, revision: this.#ctx.store.revision };
           return { deleted: true, revision: revisionOf(res) };
         });
       }),
       compareAndSet: unary(async (req, call) => {
         checkKey(req.key);
-        return this.routed(call, 'compareAndSet', req, async () => {
-          const res = await this.write({
+        return this.#routed(call, 'compareAndSet', req, async () => {
+          const res = await this.#write({
             type: 'put',
             ns: operatorNamespace,
             key: req.key,
@@ -178,7 +178,7 @@ export class KvService {
           if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
             return {
               succeeded: false,
-              revision: this.ctx.store.get(operatorNamespace, req.key)?.modRevision ?? 0,
+              revision: this.#ctx.store.get(operatorNamespace, req.key)?.modRevision ?? 0,
             };
           }
           return { succeeded: true, revision: revisionOf(res) };
@@ -186,8 +186,8 @@ export class KvService {
       }),
       get: unary(async (req) => {
         checkKey(req.key);
-        if (!req.local) await this.ctx.node.linearizableRead();
-        const kv = this.ctx.store.get(operatorNamespace, req.key);
+        if (!req.local) await this.#ctx.node.linearizableRead();
+        const kv = this.#ctx.store.get(operatorNamespace, req.key);
         if (kv === undefined) return { found: false, value: Buffer.alloc(0), revision: 0, createRevision: 0 };
         return {
           found: true,
@@ -197,9 +197,9 @@ export class KvService {
         };
       }),
       range: unary(async (req) => {
-        if (!req.local) await this.ctx.node.linearizableRead();
+        if (!req.local) await this.#ctx.node.linearizableRead();
         const limit = req.limit === 0 ? Number.MAX_SAFE_INTEGER : req.limit;
-        const kvs = this.ctx.store.range(
+        const kvs = this.#ctx.store.range(
           operatorNamespace,
           req.prefix,
           limit === Number.MAX_SAFE_INTEGER ? limit : limit + 1,
@@ -207,10 +207,10 @@ export class KvService {
         const more = kvs.length > limit;
         return { kvs: kvs.slice(0, limit).map(toProto), more };
       }),
-      status: unary((req) => this.statusOf(req.member ?? '', req.digest === true)),
+      status: unary((req) => this.#statusOf(req.member ?? '', req.digest === true)),
       memberList: unary(async (req) => {
-        if (!req.local) await this.ctx.node.linearizableRead();
-        return { members: membersOf(this.ctx.node.membership()) };
+        if (!req.local) await this.#ctx.node.linearizableRead();
+        return { members: membersOf(this.#ctx.node.membership()) };
       }),
       memberAdd: unary(async (req, call) => {
         if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(req.id)) {
@@ -221,9 +221,9 @@ export class KvService {
         }
         checkAddr(req.raftAddr, 'raft address');
         if (req.apiAddr !== '') checkAddr(req.apiAddr, 'API address');
-        if (!(await this.leaderHere())) return this.forward(call, 'memberAdd', req);
+        if (!(await this.#leaderHere())) return this.#forward(call, 'memberAdd', req);
         const member: Member = { id: req.id, addr: req.raftAddr, apiAddr: req.apiAddr };
-        const current = this.ctx.node.membership();
+        const current = this.#ctx.node.membership();
         const existing = [...current.voters, ...current.learners].find((m) => m.id === req.id);
         if (existing !== undefined && existing.addr !== req.raftAddr) {
           throw new ApiError(
@@ -236,37 +236,37 @@ export class KvService {
           return { members: membersOf(current) };
         }
         if (existing !== undefined) {
-          if (!req.learner) await this.ctx.node.promoteWhenCaughtUp(existing);
-        } else if (req.learner) await this.ctx.node.proposeConfChange({ type: 'addLearner', member });
-        else await this.ctx.node.addMember(member);
-        return { members: membersOf(this.ctx.node.membership()) };
+          if (!req.learner) await this.#ctx.node.promoteWhenCaughtUp(existing);
+        } else if (req.learner) await this.#ctx.node.proposeConfChange({ type: 'addLearner', member });
+        else await this.#ctx.node.addMember(member);
+        return { members: membersOf(this.#ctx.node.membership()) };
       }),
       memberRemove: unary(async (req, call) => {
-        if (!(await this.leaderHere())) return this.forward(call, 'memberRemove', req);
-        await this.ctx.node.removeMember(req.id);
-        return { members: membersOf(this.ctx.node.membership()) };
+        if (!(await this.#leaderHere())) return this.#forward(call, 'memberRemove', req);
+        await this.#ctx.node.removeMember(req.id);
+        return { members: membersOf(this.#ctx.node.membership()) };
       }),
       leaderTransfer: unary(async (req, call) => {
-        if (!(await this.leaderHere())) return this.forward(call, 'leaderTransfer', req);
-        await this.ctx.node.transferLeadership(req.to);
-        const s = this.ctx.node.softState();
+        if (!(await this.#leaderHere())) return this.#forward(call, 'leaderTransfer', req);
+        await this.#ctx.node.transferLeadership(req.to);
+        const s = this.#ctx.node.softState();
         return { leader: s.leader, term: s.term };
       }),
     };
   }
 
   close(): void {
-    for (const c of this.clients.values()) c.close();
-    this.clients.clear();
+    for (const c of this.#clients.values()) c.close();
+    this.#clients.clear();
   }
 
   /**
    * The Status of `member`: this node's own when it is this node (or ""), else read from the
    * member over its raft address, where it answers for itself.
    */
-  private async statusOf(member: string, digest: boolean): Promise<StatusResponse> {
-    if (member === '' || member === this.ctx.node.id) return this.status(digest);
-    const m = this.ctx.node.membership();
+  async #statusOf(member: string, digest: boolean): Promise<StatusResponse> {
+    if (member === '' || member === this.#ctx.node.id) return this.status(digest);
+    const m = this.#ctx.node.membership();
     const target = [...m.voters, ...m.learners].find((x) => x.id === member);
     if (target === undefined) {
       throw new ApiError(
@@ -290,7 +290,7 @@ export class KvService {
    * and encoded in slices afterwards, so a large state does not stall the node while it is hashed.
    */
   async status(digest = false): Promise<StatusResponse> {
-    const st = this.ctx.node.status();
+    const st = this.#ctx.node.status();
     const answer: StatusResponse = {
       id: st.id,
       leader: st.leader,
@@ -301,32 +301,32 @@ export class KvService {
       members: membersOf(st.membership),
       build: buildVersion,
       stateVersion: stateVersionOfThisBuild,
-      clusterVersion: this.ctx.store.control.clusterVersion,
-      stopped: this.ctx.node.stoppedBy?.message ?? '',
+      clusterVersion: this.#ctx.store.control.clusterVersion,
+      stopped: this.#ctx.node.stoppedBy?.message ?? '',
       leaderTransferee: st.transferee,
       stateDigest: '',
-      drained: this.ctx.drain?.().drained ?? false,
-      workerStreams: this.ctx.drain?.().workerStreams ?? 0,
+      drained: this.#ctx.drain?.().drained ?? false,
+      workerStreams: this.#ctx.drain?.().workerStreams ?? 0,
     };
     if (!digest) return answer;
-    const bytes = await this.ctx.store.captureSnapshot().encode(nextTurnOfEventLoop);
+    const bytes = await this.#ctx.store.captureSnapshot().encode(nextTurnOfEventLoop);
     return { ...answer, stateDigest: createHash('sha256').update(bytes).digest('hex') };
   }
 
-  private notLeader(): RaftError {
-    const leader = this.ctx.node.softState().leader;
-    return new RaftError('E_NOT_LEADER', `${this.ctx.node.id} is not the leader`, leader);
+  #notLeader(): RaftError {
+    const leader = this.#ctx.node.softState().leader;
+    return new RaftError('E_NOT_LEADER', `${this.#ctx.node.id} is not the leader`, leader);
   }
 
-  private isLeader(): boolean {
-    return this.ctx.node.softState().role === 'leader';
+  #isLeader(): boolean {
+    return this.#ctx.node.softState().role === 'leader';
   }
 
   /** True when this node leads; false when another does (forward); throws when none does. */
-  private async leaderHere(): Promise<boolean> {
-    if (this.isLeader()) return true;
-    const leader = await awaitLeader(this.ctx.node);
-    return leader.id === this.ctx.node.id;
+  async #leaderHere(): Promise<boolean> {
+    if (this.#isLeader()) return true;
+    const leader = await awaitLeader(this.#ctx.node);
+    return leader.id === this.#ctx.node.id;
   }
 
   /**
@@ -335,7 +335,7 @@ export class KvService {
    * is retried as leadership settles (retryRefusals), so a graceful handover fails no client.
    * A forwarded call is answered as it is: the node that forwarded it does the retrying.
    */
-  private routed<Req, Res>(
+  #routed<Req, Res>(
     call: ServerUnaryCall<Req, Res>,
     method: ForwardMethod,
     req: Req,
@@ -344,18 +344,18 @@ export class KvService {
     if (call.metadata.get(forwardedKey).length > 0) {
       // Forwarded here because this node led. If it no longer does, refuse at once rather than
       // wait for a new leader (a stopping node would cancel the wait): the forwarder retries.
-      if (!this.isLeader()) return Promise.reject(this.notLeader());
+      if (!this.#isLeader()) return Promise.reject(this.#notLeader());
       return here();
     }
     const once = async (): Promise<Res> =>
-      (await this.leaderHere()) ? here() : this.forward(call, method, req);
-    return retryRefusals(this.ctx.node, once);
+      (await this.#leaderHere()) ? here() : this.#forward(call, method, req);
+    return retryRefusals(this.#ctx.node, once);
   }
 
   /** Stamps the leader's time into a command, proposes it and waits until it is applied. */
-  private async write(command: Command): Promise<CommandResult> {
+  async #write(command: Command): Promise<CommandResult> {
     const stamped = { ...command, stampMs: Date.now() };
-    const result = decodeResult(await this.ctx.node.propose(encodeCommand(stamped)));
+    const result = decodeResult(await this.#ctx.node.propose(encodeCommand(stamped)));
     if (result.type === 'error' && result.code !== 'E_CAS_FAILED' && result.code !== 'E_NOT_FOUND') {
       throw new ApiError(
         result.code === 'E_BAD_COMMAND' ? status.INVALID_ARGUMENT : status.FAILED_PRECONDITION,
@@ -365,17 +365,13 @@ export class KvService {
     return result;
   }
 
-  private async forward<Req, Res>(
-    call: ServerUnaryCall<Req, Res>,
-    method: ForwardMethod,
-    req: Req,
-  ): Promise<Res> {
+  async #forward<Req, Res>(call: ServerUnaryCall<Req, Res>, method: ForwardMethod, req: Req): Promise<Res> {
     // Never forward twice: two nodes that each think the other leads would loop.
-    if (call.metadata.get(forwardedKey).length > 0) throw this.notLeader();
-    const leader = await awaitLeader(this.ctx.node);
-    const client = this.clientFor(leader.addr);
+    if (call.metadata.get(forwardedKey).length > 0) throw this.#notLeader();
+    const leader = await awaitLeader(this.#ctx.node);
+    const client = this.#clientFor(leader.addr);
     const md = new Metadata();
-    md.set(forwardedKey, this.ctx.node.id);
+    md.set(forwardedKey, this.#ctx.node.id);
     const deadline = Date.now() + forwardDeadlineMs;
     return new Promise<Res>((resolve, reject) => {
       const fn = client[method].bind(client) as unknown as (
@@ -394,7 +390,7 @@ export class KvService {
   /** Another member's Status, read over its raft address (where mutual TLS names this node). */
   peerStatus(member: Member, timeoutMs: number, digest = false): Promise<StatusResponse> {
     return new Promise((resolve, reject) => {
-      this.clientFor(member.addr).status(
+      this.#clientFor(member.addr).status(
         digest ? { digest } : {},
         new Metadata(),
         { deadline: Date.now() + timeoutMs },
@@ -406,11 +402,11 @@ export class KvService {
     });
   }
 
-  private clientFor(addr: string): KvClient {
-    let c = this.clients.get(addr);
+  #clientFor(addr: string): KvClient {
+    let c = this.#clients.get(addr);
     if (c === undefined) {
-      c = new KvClient(addr, peerChannelCredentials(this.ctx.peerTls));
-      this.clients.set(addr, c);
+      c = new KvClient(addr, peerChannelCredentials(this.#ctx.peerTls));
+      this.#clients.set(addr, c);
     }
     return c;
   }

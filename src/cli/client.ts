@@ -144,31 +144,31 @@ export interface ClientOptions {
 }
 
 export class ClusterClient {
-  private readonly servers: readonly string[];
-  private readonly timeoutMs: number;
-  private readonly token: string | undefined;
-  private readonly creds: ChannelCredentials;
-  private kvClients: KvClient[] | undefined;
-  private controlClients: ControlClient[] | undefined;
-  private auditClients: AuditClient[] | undefined;
-  private maintenanceClients: MaintenanceClient[] | undefined;
-  private preferred = 0;
+  readonly #servers: readonly string[];
+  readonly #timeoutMs: number;
+  readonly #token: string | undefined;
+  readonly #creds: ChannelCredentials;
+  #kvClients: KvClient[] | undefined;
+  #controlClients: ControlClient[] | undefined;
+  #auditClients: AuditClient[] | undefined;
+  #maintenanceClients: MaintenanceClient[] | undefined;
+  #preferred = 0;
 
   constructor(servers: readonly string[], opts: ClientOptions | number = {}) {
     const o = typeof opts === 'number' ? { timeoutMs: opts } : opts;
-    this.servers = servers;
-    this.timeoutMs = o.timeoutMs ?? 10_000;
-    this.token = o.token;
+    this.#servers = servers;
+    this.#timeoutMs = o.timeoutMs ?? 10_000;
+    this.#token = o.token;
     if (o.token !== undefined && o.ca === undefined && o.insecureAllowNetwork !== true) {
       const refusal = plaintextSecretRefusal(servers, 'the operator token');
       if (refusal !== undefined) throw new UsageError(refusal);
     }
-    this.creds = o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(o.ca);
+    this.#creds = o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(o.ca);
   }
 
   /** Calls a Kv method on the first node that answers; see mayFailOver for when it moves on. */
   async call<M extends KvMethod>(method: M, req: RequestOf<M>): Promise<ResponseOf<M>> {
-    return this.failover(await this.kvs(), method, req);
+    return this.#failover(await this.#kvs(), method, req);
   }
 
   /** Calls a Control method on the first node that answers; see mayFailOver for when it moves on. */
@@ -176,12 +176,12 @@ export class ClusterClient {
     method: M,
     req: ReqOf<ControlServer, M>,
   ): Promise<ResOf<ControlServer, M>> {
-    return this.failover(await this.controls(), method, req);
+    return this.#failover(await this.#controls(), method, req);
   }
 
   /** Calls an Audit method on the first node that answers; see mayFailOver for when it moves on. */
   async audit<M extends AuditMethod>(method: M, req: ReqOf<AuditServer, M>): Promise<ResOf<AuditServer, M>> {
-    return this.failover(await this.audits(), method, req);
+    return this.#failover(await this.#audits(), method, req);
   }
 
   /**
@@ -195,15 +195,15 @@ export class ClusterClient {
     follow: boolean,
     onEvent: (e: WorkflowEvent) => void,
   ): Promise<void> {
-    const clients = await this.controls();
+    const clients = await this.#controls();
     let next = fromSeq;
     let failures = 0;
     for (;;) {
-      const i = this.preferred % clients.length;
+      const i = this.#preferred % clients.length;
       const client = clients[i]!;
       try {
         await new Promise<void>((resolve, reject) => {
-          const stream = client.workflowEvents({ workflowId, fromSeq: next, follow }, this.metadata());
+          const stream = client.workflowEvents({ workflowId, fromSeq: next, follow }, this.#metadata());
           stream.on('data', (msg: { event?: WorkflowEvent }) => {
             const e = msg.event;
             if (e === undefined || e.seq < next) return;
@@ -218,7 +218,7 @@ export class ClusterClient {
       } catch (err) {
         const e = err as ServiceError;
         if (!failoverCodes.has(e.code) || ++failures > clients.length * 10) throw e;
-        this.preferred = i + 1;
+        this.#preferred = i + 1;
         await new Promise((r) => setTimeout(r, 200));
       }
     }
@@ -234,15 +234,15 @@ export class ClusterClient {
     head: ArtifactUploadHead,
     content: () => AsyncIterable<Uint8Array>,
   ): Promise<ArtifactAddResponse> {
-    const clients = await this.controls();
-    const deadline = Date.now() + this.timeoutMs + Math.ceil(head.bytes / (1 << 20)) * uploadMsPerMiB;
+    const clients = await this.#controls();
+    const deadline = Date.now() + this.#timeoutMs + Math.ceil(head.bytes / (1 << 20)) * uploadMsPerMiB;
     let lastErr: ServiceError | null = null;
     for (let attempt = 0; attempt < clients.length && Date.now() < deadline; attempt++) {
-      const i = (this.preferred + attempt) % clients.length;
+      const i = (this.#preferred + attempt) % clients.length;
       const client = clients[i]!;
       try {
         const res = await new Promise<ArtifactAddResponse>((resolve, reject) => {
-          const call = client.artifactAdd(this.metadata(), { deadline }, (err, r) => {
+          const call = client.artifactAdd(this.#metadata(), { deadline }, (err, r) => {
             if (err === null) resolve(r);
             else reject(err);
           });
@@ -264,7 +264,7 @@ export class ClusterClient {
             reject(err instanceof Error ? err : new Error(String(err)));
           });
         });
-        this.preferred = i;
+        this.#preferred = i;
         return res;
       } catch (err) {
         if (!isServiceError(err) || !failoverCodes.has(err.code)) throw err;
@@ -281,15 +281,17 @@ export class ClusterClient {
    */
   async snapshotSave(onMessage: (msg: SnapshotSaveResponse) => Promise<void>): Promise<void> {
     const { MaintenanceClient } = await import('../gen/maintenance.js');
-    this.maintenanceClients ??= this.servers.map((s) => new MaintenanceClient(s, this.creds, channelOptions));
-    const clients = this.maintenanceClients;
+    this.#maintenanceClients ??= this.#servers.map(
+      (s) => new MaintenanceClient(s, this.#creds, channelOptions),
+    );
+    const clients = this.#maintenanceClients;
     let lastErr: ServiceError | null = null;
     for (let attempt = 0; attempt < clients.length * 3; attempt++) {
-      const i = (this.preferred + attempt) % clients.length;
+      const i = (this.#preferred + attempt) % clients.length;
       let received = false;
       try {
         await new Promise<void>((resolve, reject) => {
-          const stream = clients[i]!.snapshotSave({}, this.metadata());
+          const stream = clients[i]!.snapshotSave({}, this.#metadata());
           let failed = false;
           let pending = Promise.resolve();
           stream.on('data', (msg: SnapshotSaveResponse) => {
@@ -317,7 +319,7 @@ export class ClusterClient {
             }, reject);
           });
         });
-        this.preferred = i;
+        this.#preferred = i;
         return;
       } catch (err) {
         if (received || !isServiceError(err) || !failoverCodes.has(err.code)) throw err;
@@ -329,57 +331,57 @@ export class ClusterClient {
   }
 
   close(): void {
-    for (const c of this.maintenanceClients ?? []) c.close();
-    for (const c of this.kvClients ?? []) c.close();
-    for (const c of this.controlClients ?? []) c.close();
-    for (const c of this.auditClients ?? []) c.close();
+    for (const c of this.#maintenanceClients ?? []) c.close();
+    for (const c of this.#kvClients ?? []) c.close();
+    for (const c of this.#controlClients ?? []) c.close();
+    for (const c of this.#auditClients ?? []) c.close();
   }
 
-  private async kvs(): Promise<KvClient[]> {
-    if (this.kvClients === undefined) {
+  async #kvs(): Promise<KvClient[]> {
+    if (this.#kvClients === undefined) {
       const { KvClient } = await import('../gen/kv.js');
-      this.kvClients ??= this.servers.map((s) => new KvClient(s, this.creds, channelOptions));
+      this.#kvClients ??= this.#servers.map((s) => new KvClient(s, this.#creds, channelOptions));
     }
-    return this.kvClients;
+    return this.#kvClients;
   }
 
-  private async controls(): Promise<ControlClient[]> {
-    if (this.controlClients === undefined) {
+  async #controls(): Promise<ControlClient[]> {
+    if (this.#controlClients === undefined) {
       const { ControlClient } = await import('../gen/control.js');
-      this.controlClients ??= this.servers.map((s) => new ControlClient(s, this.creds, channelOptions));
+      this.#controlClients ??= this.#servers.map((s) => new ControlClient(s, this.#creds, channelOptions));
     }
-    return this.controlClients;
+    return this.#controlClients;
   }
 
-  private async audits(): Promise<AuditClient[]> {
-    if (this.auditClients === undefined) {
+  async #audits(): Promise<AuditClient[]> {
+    if (this.#auditClients === undefined) {
       const { AuditClient } = await import('../gen/audit.js');
-      this.auditClients ??= this.servers.map((s) => new AuditClient(s, this.creds, channelOptions));
+      this.#auditClients ??= this.#servers.map((s) => new AuditClient(s, this.#creds, channelOptions));
     }
-    return this.auditClients;
+    return this.#auditClients;
   }
 
-  private metadata(): Metadata {
+  #metadata(): Metadata {
     const md = new Metadata();
-    if (this.token !== undefined) md.set('authorization', `Bearer ${this.token}`);
+    if (this.#token !== undefined) md.set('authorization', `Bearer ${this.#token}`);
     return md;
   }
 
-  private async failover<Res>(clients: readonly object[], method: string, req: unknown): Promise<Res> {
+  async #failover<Res>(clients: readonly object[], method: string, req: unknown): Promise<Res> {
     let lastErr: ServiceError | null = null;
-    const deadline = Date.now() + this.timeoutMs;
+    const deadline = Date.now() + this.#timeoutMs;
     for (let attempt = 0; attempt < clients.length * 3 && Date.now() < deadline; attempt++) {
-      const i = (this.preferred + attempt) % clients.length;
+      const i = (this.#preferred + attempt) % clients.length;
       const client = clients[i]!;
       try {
         const res = await new Promise<Res>((resolve, reject) => {
           const fn = (client as unknown as Record<string, Unary<unknown, Res>>)[method]!.bind(client);
-          fn(req, this.metadata(), { deadline }, (err: ServiceError | null, r: Res) => {
+          fn(req, this.#metadata(), { deadline }, (err: ServiceError | null, r: Res) => {
             if (err === null) resolve(r);
             else reject(err);
           });
         });
-        this.preferred = i;
+        this.#preferred = i;
         return res;
       } catch (err) {
         const e = err as ServiceError;

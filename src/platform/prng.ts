@@ -24,34 +24,34 @@ function hashLabel(label: string): number {
 }
 
 export class Prng {
-  private a: number;
-  private b: number;
-  private c: number;
-  private d: number;
+  #a: number;
+  #b: number;
+  #c: number;
+  #d: number;
 
   constructor(seed: number) {
     let s = seed >>> 0 || 0x2545f491;
     let v: number;
     [s, v] = splitmix32(s);
-    this.a = v;
+    this.#a = v;
     [s, v] = splitmix32(s);
-    this.b = v;
+    this.#b = v;
     [s, v] = splitmix32(s);
-    this.c = v;
+    this.#c = v;
     [, v] = splitmix32(s);
-    this.d = v;
+    this.#d = v;
     // Mix the state before the first output, as sfc32's reference does.
     for (let i = 0; i < 12; i++) this.next();
   }
 
   /** A uniformly distributed unsigned 32-bit integer. */
   next(): number {
-    const t = (((this.a + this.b) | 0) + this.d) | 0;
-    this.d = (this.d + 1) | 0;
-    this.a = this.b ^ (this.b >>> 9);
-    this.b = (this.c + (this.c << 3)) | 0;
-    this.c = (this.c << 21) | (this.c >>> 11);
-    this.c = (this.c + t) | 0;
+    const t = (((this.#a + this.#b) | 0) + this.#d) | 0;
+    this.#d = (this.#d + 1) | 0;
+    this.#a = this.#b ^ (this.#b >>> 9);
+    this.#b = (this.#c + (this.#c << 3)) | 0;
+    this.#c = (this.#c << 21) | (this.#c >>> 11);
+    this.#c = (this.#c + t) | 0;
     return t >>> 0;
   }
 
@@ -104,7 +104,7 @@ export class Prng {
 
   /** An independent stream derived from this one's current state and a label. */
   fork(label: string): Prng {
-    return new Prng((this.a ^ Math.imul(hashLabel(label), 0x9e3779b1) ^ this.d) >>> 0);
+    return new Prng((this.#a ^ Math.imul(hashLabel(label), 0x9e3779b1) ^ this.#d) >>> 0);
   }
 
   /** A stream that depends only on a seed and a label, never on what was drawn before. */

@@ -188,16 +188,16 @@ function bytesText(count: number): string {
 class OptionReader {
   readonly code: number;
   readonly data: Uint8Array;
-  private readonly offset: number;
+  readonly #offset: number;
 
   constructor(option: ReceivedOption) {
     this.code = option.code;
     this.data = option.data;
-    this.offset = option.offset;
+    this.#offset = option.offset;
   }
 
   fail(problem: string): never {
-    throw new DhcpDecodeError(this.offset, `${optionLabel(this.code)} ${problem}`);
+    throw new DhcpDecodeError(this.#offset, `${optionLabel(this.code)} ${problem}`);
   }
 
   exactly(length: number): Uint8Array {

@@ -9,9 +9,9 @@ export class RaftLog {
   /** The latest snapshot, local or received; followers lagging behind offset get this. */
   snapshot: SnapshotMeta;
   /** Entries with index <= offset are compacted away; term(offset) is offsetTerm. */
-  private offset: number;
-  private offsetTerm: number;
-  private entries: Entry[];
+  #offset: number;
+  #offsetTerm: number;
+  #entries: Entry[];
   /** The highest index known durable on local disk. */
   stableIndex: number;
   /** The lowest index whose entry has changed since it was last handed out for persisting. */
@@ -22,9 +22,9 @@ export class RaftLog {
 
   constructor(snapshot: SnapshotMeta, entries: readonly Entry[], commit: number) {
     this.snapshot = snapshot;
-    this.offset = snapshot.index;
-    this.offsetTerm = snapshot.term;
-    this.entries = [...entries];
+    this.#offset = snapshot.index;
+    this.#offsetTerm = snapshot.term;
+    this.#entries = [...entries];
     entries.forEach((e, i) =>
       assert(e.index === snapshot.index + 1 + i, 'loaded entries must be contiguous'),
     );
@@ -35,11 +35,11 @@ export class RaftLog {
   }
 
   firstIndex(): number {
-    return this.offset + 1;
+    return this.#offset + 1;
   }
 
   lastIndex(): number {
-    return this.offset + this.entries.length;
+    return this.#offset + this.#entries.length;
   }
 
   lastTerm(): number {
@@ -48,14 +48,14 @@ export class RaftLog {
 
   /** The term of the entry at index, or undefined if it is compacted or beyond the log. */
   term(index: number): number | undefined {
-    if (index === this.offset) return this.offsetTerm;
-    if (index < this.offset || index > this.lastIndex()) return undefined;
-    return this.entries[index - this.offset - 1]!.term;
+    if (index === this.#offset) return this.#offsetTerm;
+    if (index < this.#offset || index > this.lastIndex()) return undefined;
+    return this.#entries[index - this.#offset - 1]!.term;
   }
 
   entry(index: number): Entry | undefined {
-    if (index <= this.offset) return undefined;
-    return this.entries[index - this.offset - 1];
+    if (index <= this.#offset) return undefined;
+    return this.#entries[index - this.#offset - 1];
   }
 
   matchTerm(index: number, term: number): boolean {
@@ -64,11 +64,11 @@ export class RaftLog {
 
   /** Entries in [lo, hi], at least one if any, stopping before maxBytes would be exceeded. */
   slice(lo: number, hi: number, maxBytes: number): Entry[] {
-    assert(lo > this.offset, 'slice below the compaction point');
+    assert(lo > this.#offset, 'slice below the compaction point');
     const out: Entry[] = [];
     let bytes = 0;
     for (let i = lo; i <= Math.min(hi, this.lastIndex()); i++) {
-      const e = this.entries[i - this.offset - 1]!;
+      const e = this.#entries[i - this.#offset - 1]!;
       bytes += entryBytes(e);
       if (out.length > 0 && bytes > maxBytes) break;
       out.push(e);
@@ -86,7 +86,7 @@ export class RaftLog {
   append(entries: readonly Entry[]): void {
     for (const e of entries) {
       assert(e.index === this.lastIndex() + 1, 'leader append must be contiguous');
-      this.entries.push(e);
+      this.#entries.push(e);
     }
   }
 
@@ -97,24 +97,24 @@ export class RaftLog {
    * answers appends below the commit index itself, so prevIndex is never below the offset.
    */
   maybeAppend(prevIndex: number, prevTerm: number, entries: readonly Entry[]): number | null {
-    assert(prevIndex >= this.offset, 'append below the compaction point');
+    assert(prevIndex >= this.#offset, 'append below the compaction point');
     if (!this.matchTerm(prevIndex, prevTerm)) return null;
     for (const e of entries) {
       const existing = this.term(e.index);
       if (existing === e.term) continue;
       if (existing !== undefined) {
         assert(e.index > this.committed, `conflict at committed index ${e.index}`);
-        this.truncateFrom(e.index);
+        this.#truncateFrom(e.index);
       }
       assert(e.index === this.lastIndex() + 1, 'append must be contiguous');
-      this.entries.push(e);
+      this.#entries.push(e);
       this.unstableFrom = Math.min(this.unstableFrom, e.index);
     }
     return prevIndex + entries.length;
   }
 
-  private truncateFrom(index: number): void {
-    this.entries.length = index - this.offset - 1;
+  #truncateFrom(index: number): void {
+    this.#entries.length = index - this.#offset - 1;
     this.stableIndex = Math.min(this.stableIndex, index - 1);
     this.unstableFrom = Math.min(this.unstableFrom, index);
   }
@@ -134,7 +134,7 @@ export class RaftLog {
   /** Entries not yet handed out for persisting, and marks them as handed out. */
   takeUnstable(): Entry[] {
     if (this.unstableFrom > this.lastIndex()) return [];
-    const out = this.entries.slice(this.unstableFrom - this.offset - 1);
+    const out = this.#entries.slice(this.unstableFrom - this.#offset - 1);
     this.unstableFrom = this.lastIndex() + 1;
     return out;
   }
@@ -149,12 +149,12 @@ export class RaftLog {
   /** Replace everything with a snapshot received from the leader (§5: the log is discarded). */
   restore(snapshot: SnapshotMeta): void {
     const keep = this.matchTerm(snapshot.index, snapshot.term)
-      ? this.entries.slice(snapshot.index - this.offset)
+      ? this.#entries.slice(snapshot.index - this.#offset)
       : [];
     this.snapshot = snapshot;
-    this.offset = snapshot.index;
-    this.offsetTerm = snapshot.term;
-    this.entries = keep;
+    this.#offset = snapshot.index;
+    this.#offsetTerm = snapshot.term;
+    this.#entries = keep;
     this.committed = Math.max(this.committed, snapshot.index);
     this.applying = Math.max(this.applying, snapshot.index);
     // Nothing may be applied until the snapshot is durable and restored (advance), and kept
@@ -167,18 +167,18 @@ export class RaftLog {
   compact(snapshot: SnapshotMeta, compactTo: number): void {
     assert(compactTo <= snapshot.index && snapshot.index <= this.applying, 'compact beyond applied');
     this.snapshot = snapshot;
-    if (compactTo <= this.offset) return;
+    if (compactTo <= this.#offset) return;
     const term = this.term(compactTo);
     assert(term !== undefined, 'compact point must be in the log');
-    this.entries = this.entries.slice(compactTo - this.offset);
-    this.offset = compactTo;
-    this.offsetTerm = term;
+    this.#entries = this.#entries.slice(compactTo - this.#offset);
+    this.#offset = compactTo;
+    this.#offsetTerm = term;
   }
 
   /** Largest index <= index whose term is <= term (fast log backtracking, etcd style). */
   findConflictByTerm(index: number, term: number): number {
     let i = Math.min(index, this.lastIndex());
-    for (; i > this.offset; i--) {
+    for (; i > this.#offset; i--) {
       if ((this.term(i) ?? 0) <= term) return i;
     }
     return i;

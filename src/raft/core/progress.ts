@@ -21,8 +21,8 @@ export class Progress {
   /** The newest read-confirmation round this follower acknowledged in the current term. */
   ackedReadRound = 0;
   readonly isLearner: boolean;
-  private inflights: Inflight[] = [];
-  private inflightBytes = 0;
+  #inflights: Inflight[] = [];
+  #inflightBytes = 0;
 
   constructor(next: number, isLearner: boolean) {
     this.next = next;
@@ -36,20 +36,20 @@ export class Progress {
     this.state = 'probe';
     this.probeSent = false;
     this.pendingSnapshot = 0;
-    this.resetInflights();
+    this.#resetInflights();
   }
 
   becomeReplicate(): void {
     this.state = 'replicate';
     this.next = this.match + 1;
     this.pendingSnapshot = 0;
-    this.resetInflights();
+    this.#resetInflights();
   }
 
   becomeSnapshot(index: number): void {
     this.state = 'snapshot';
     this.pendingSnapshot = index;
-    this.resetInflights();
+    this.#resetInflights();
   }
 
   /** Returns true if the follower's match advanced. */
@@ -79,8 +79,8 @@ export class Progress {
   /** Record an append sent in replicate state, or mark the probe as sent. */
   sentEntries(lastIndex: number, bytes: number): void {
     if (this.state === 'replicate') {
-      this.inflights.push({ lastIndex, bytes });
-      this.inflightBytes += bytes;
+      this.#inflights.push({ lastIndex, bytes });
+      this.#inflightBytes += bytes;
       this.next = lastIndex + 1;
     } else if (this.state === 'probe') {
       this.probeSent = true;
@@ -90,11 +90,11 @@ export class Progress {
   /** Free in-flight slots acknowledged up to index. */
   freeTo(index: number): void {
     let n = 0;
-    while (n < this.inflights.length && this.inflights[n]!.lastIndex <= index) {
-      this.inflightBytes -= this.inflights[n]!.bytes;
+    while (n < this.#inflights.length && this.#inflights[n]!.lastIndex <= index) {
+      this.#inflightBytes -= this.#inflights[n]!.bytes;
       n++;
     }
-    if (n > 0) this.inflights.splice(0, n);
+    if (n > 0) this.#inflights.splice(0, n);
   }
 
   /**
@@ -104,8 +104,8 @@ export class Progress {
    * exposing the gap (test/raft/testdata/replication-window-stall.txt).
    */
   freeFirstOne(): void {
-    const first = this.inflights.shift();
-    if (first !== undefined) this.inflightBytes -= first.bytes;
+    const first = this.#inflights.shift();
+    if (first !== undefined) this.#inflightBytes -= first.bytes;
   }
 
   isPaused(maxMsgs: number, maxBytes: number): boolean {
@@ -113,14 +113,14 @@ export class Progress {
       case 'probe':
         return this.probeSent;
       case 'replicate':
-        return this.inflights.length >= maxMsgs || this.inflightBytes >= maxBytes;
+        return this.#inflights.length >= maxMsgs || this.#inflightBytes >= maxBytes;
       case 'snapshot':
         return true;
     }
   }
 
-  private resetInflights(): void {
-    this.inflights = [];
-    this.inflightBytes = 0;
+  #resetInflights(): void {
+    this.#inflights = [];
+    this.#inflightBytes = 0;
   }
 }

@@ -84,41 +84,41 @@ export interface ProposalResult {
 
 export class RaftCore {
   readonly id: NodeId;
-  private readonly cfg: RaftConfig;
-  private readonly rand: Random;
+  readonly #cfg: RaftConfig;
+  readonly #rand: Random;
 
-  private term: number;
-  private vote: NodeId;
-  private leader: NodeId = '';
-  private role: Role = 'follower';
+  #term: number;
+  #vote: NodeId;
+  #leader: NodeId = '';
+  #role: Role = 'follower';
   readonly log: RaftLog;
-  private membership: Membership;
+  #membership: Membership;
 
-  private progress = new Map<NodeId, Progress>();
-  private votes = new Map<NodeId, boolean>();
-  private electionElapsed = 0;
-  private heartbeatElapsed = 0;
-  private randomizedElectionTimeout = 0;
-  private leadTransferee: NodeId = '';
-  private transferElapsed = 0;
-  private pendingConfIndex = 0;
-  private uncommittedBytes = 0;
-  private needBroadcast = false;
+  #progress = new Map<NodeId, Progress>();
+  #votes = new Map<NodeId, boolean>();
+  #electionElapsed = 0;
+  #heartbeatElapsed = 0;
+  #randomizedElectionTimeout = 0;
+  #leadTransferee: NodeId = '';
+  #transferElapsed = 0;
+  #pendingConfIndex = 0;
+  #uncommittedBytes = 0;
+  #needBroadcast = false;
 
-  private msgs: Message[] = [];
-  private msgsAfterPersist: Message[] = [];
+  #msgs: Message[] = [];
+  #msgsAfterPersist: Message[] = [];
 
-  private readRoundSeq = 0;
-  private readsAwaitingCommit: PendingRead[] = [];
-  private readsWaiting: PendingRead[] = [];
-  private readRounds: ReadRound[] = [];
-  private readStates: ReadState[] = [];
-  private readFailures: ReadFailure[] = [];
+  #readRoundSeq = 0;
+  #readsAwaitingCommit: PendingRead[] = [];
+  #readsWaiting: PendingRead[] = [];
+  #readRounds: ReadRound[] = [];
+  #readStates: ReadState[] = [];
+  #readFailures: ReadFailure[] = [];
 
-  private persistInFlight: PersistInFlight | null = null;
-  private persistedHardState: HardState;
-  private pendingSnapshot: SnapshotMeta | null = null;
-  private prevSoftState: SoftState;
+  #persistInFlight: PersistInFlight | null = null;
+  #persistedHardState: HardState;
+  #pendingSnapshot: SnapshotMeta | null = null;
+  #prevSoftState: SoftState;
 
   constructor(cfg: RaftConfig, initial: InitialState, rand: Random) {
     assert(
@@ -126,104 +126,106 @@ export class RaftCore {
       'election ticks must exceed heartbeat',
     );
     this.id = cfg.id;
-    this.cfg = cfg;
-    this.rand = rand;
-    this.term = initial.hardState.term;
-    this.vote = initial.hardState.vote;
+    this.#cfg = cfg;
+    this.#rand = rand;
+    this.#term = initial.hardState.term;
+    this.#vote = initial.hardState.vote;
     this.log = new RaftLog(initial.snapshot, initial.entries, initial.hardState.commit);
-    this.membership = initial.snapshot.membership;
-    this.persistedHardState = initial.hardState;
-    this.prevSoftState = this.softState();
-    this.resetRandomizedElectionTimeout();
+    this.#membership = initial.snapshot.membership;
+    this.#persistedHardState = initial.hardState;
+    this.#prevSoftState = this.softState();
+    this.#resetRandomizedElectionTimeout();
   }
 
   // ---------------------------------------------------------------- inputs
 
   /** One unit of logical time. The driver calls it on a fixed interval. */
   tick(): void {
-    if (this.role === 'leader') this.tickLeader();
-    else this.tickElection();
+    if (this.#role === 'leader') this.#tickLeader();
+    else this.#tickElection();
   }
 
   /** A message from a peer. */
   step(m: Message): void {
-    if (m.term > this.term) {
-      if ((m.type === 'vote' || m.type === 'preVote') && !m.transfer && this.inLeaderLease()) {
+    if (m.term > this.#term) {
+      if ((m.type === 'vote' || m.type === 'preVote') && !m.transfer && this.#inLeaderLease()) {
         // Leader stickiness (§4.2.3): a live leader is known, so this candidate is disruptive.
         return;
       }
       if (m.type === 'preVote' || (m.type === 'preVoteResp' && !m.reject)) {
         // Pre-votes carry the term the candidate would use; they never change ours.
       } else if (m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') {
-        this.becomeFollower(m.term, m.from);
+        this.#becomeFollower(m.term, m.from);
       } else {
-        this.becomeFollower(m.term, '');
+        this.#becomeFollower(m.term, '');
       }
-    } else if (m.term < this.term) {
+    } else if (m.term < this.#term) {
       if (m.type === 'app' || m.type === 'heartbeat') {
         // A stale leader: answer with our term so that it steps down.
-        this.send(message({ type: 'appResp', from: this.id, to: m.from, term: this.term }));
+        this.#send(message({ type: 'appResp', from: this.id, to: m.from, term: this.#term }));
       } else if (m.type === 'preVote') {
-        this.send(message({ type: 'preVoteResp', from: this.id, to: m.from, term: this.term, reject: true }));
+        this.#send(
+          message({ type: 'preVoteResp', from: this.id, to: m.from, term: this.#term, reject: true }),
+        );
       } else if (m.type === 'readIndexResp' && m.reject) {
         // A deposed leader fails forwarded reads with its old term, and the requester has
         // usually moved on to the new term already; dropping the answer would leave the read
         // unanswered for good. A failure is always safe (read-index-leader-change.txt).
-        this.readFailures.push({ requestId: m.context, reason: 'the leader could not confirm the read' });
+        this.#readFailures.push({ requestId: m.context, reason: 'the leader could not confirm the read' });
       }
       return;
     }
 
     if (m.type === 'vote' || m.type === 'preVote') {
-      this.handleVoteRequest(m);
+      this.#handleVoteRequest(m);
       return;
     }
-    switch (this.role) {
+    switch (this.#role) {
       case 'leader':
-        this.stepLeader(m);
+        this.#stepLeader(m);
         return;
       case 'candidate':
       case 'preCandidate':
-        this.stepCandidate(m);
+        this.#stepCandidate(m);
         return;
       case 'follower':
-        this.stepFollower(m);
+        this.#stepFollower(m);
         return;
     }
   }
 
   /** Appends commands to the log. Only the leader accepts proposals. */
   propose(commands: readonly Uint8Array[]): ProposalResult {
-    this.assertCanPropose();
+    this.#assertCanPropose();
     const bytes = commands.reduce((n, c) => n + c.byteLength + 24, 0);
-    if (this.uncommittedBytes > 0 && this.uncommittedBytes + bytes > this.cfg.maxUncommittedBytes) {
+    if (this.#uncommittedBytes > 0 && this.#uncommittedBytes + bytes > this.#cfg.maxUncommittedBytes) {
       throw new RaftError(
         'E_BACKPRESSURE',
-        `too many uncommitted bytes (${this.uncommittedBytes}); retry after outstanding writes commit`,
+        `too many uncommitted bytes (${this.#uncommittedBytes}); retry after outstanding writes commit`,
       );
     }
     const first = this.log.lastIndex() + 1;
     const entries = commands.map((data, i) => ({
-      term: this.term,
+      term: this.#term,
       index: first + i,
       type: 'normal' as const,
       data,
     }));
-    this.appendEntries(entries);
-    return { term: this.term, firstIndex: first, lastIndex: this.log.lastIndex() };
+    this.#appendEntries(entries);
+    return { term: this.#term, firstIndex: first, lastIndex: this.log.lastIndex() };
   }
 
   /** Proposes one membership change. One at a time, and only once the leader owns its term. */
   proposeConfChange(cc: ConfChange): ProposalResult {
-    this.assertCanPropose();
-    if (!this.committedInCurrentTerm() || this.pendingConfIndex > this.log.applying) {
+    this.#assertCanPropose();
+    if (!this.#committedInCurrentTerm() || this.#pendingConfIndex > this.log.applying) {
       throw new RaftError('E_CONF_CHANGE_PENDING', 'another membership change is in progress; retry shortly');
     }
-    validateConfChange(this.membership, cc);
+    validateConfChange(this.#membership, cc);
     const index = this.log.lastIndex() + 1;
-    this.appendEntries([{ term: this.term, index, type: 'conf', data: encodeConfChange(cc) }]);
-    this.pendingConfIndex = index;
-    return { term: this.term, firstIndex: index, lastIndex: index };
+    this.#appendEntries([{ term: this.#term, index, type: 'conf', data: encodeConfChange(cc) }]);
+    this.#pendingConfIndex = index;
+    return { term: this.#term, firstIndex: index, lastIndex: index };
   }
 
   /**
@@ -232,33 +234,33 @@ export class RaftCore {
    * requestId must be unique for this node's lifetime.
    */
   readIndex(requestId: number): void {
-    if (this.role === 'leader') {
-      this.acceptRead({ from: this.id, requestId });
-    } else if (this.leader !== '') {
-      this.send(
-        message({ type: 'readIndex', from: this.id, to: this.leader, term: this.term, context: requestId }),
+    if (this.#role === 'leader') {
+      this.#acceptRead({ from: this.id, requestId });
+    } else if (this.#leader !== '') {
+      this.#send(
+        message({ type: 'readIndex', from: this.id, to: this.#leader, term: this.#term, context: requestId }),
       );
     } else {
-      this.readFailures.push({ requestId, reason: 'no leader is known; retry shortly' });
+      this.#readFailures.push({ requestId, reason: 'no leader is known; retry shortly' });
     }
   }
 
   transferLeadership(to: NodeId): void {
-    if (this.role !== 'leader') throw this.notLeader();
+    if (this.#role !== 'leader') throw this.#notLeader();
     if (to === this.id) return;
-    if (!isVoter(this.membership, to))
+    if (!isVoter(this.#membership, to))
       throw new RaftError('E_UNKNOWN_MEMBER', `${to} is not a voting member`);
-    this.leadTransferee = to;
-    this.transferElapsed = 0;
-    const pr = this.progress.get(to)!;
-    if (pr.match === this.log.lastIndex()) this.sendTimeoutNow(to);
-    else this.sendAppend(to, true);
+    this.#leadTransferee = to;
+    this.#transferElapsed = 0;
+    const pr = this.#progress.get(to)!;
+    if (pr.match === this.log.lastIndex()) this.#sendTimeoutNow(to);
+    else this.#sendAppend(to, true);
   }
 
   /** The driver finished (or failed) streaming a snapshot to a follower. */
   reportSnapshot(to: NodeId, ok: boolean): void {
-    const pr = this.progress.get(to);
-    if (this.role !== 'leader' || pr === undefined || pr.state !== 'snapshot') return;
+    const pr = this.#progress.get(to);
+    if (this.#role !== 'leader' || pr === undefined || pr.state !== 'snapshot') return;
     if (!ok) pr.pendingSnapshot = 0;
     pr.becomeProbe();
     // Wait for the follower's answer (or the next heartbeat) before probing again.
@@ -270,15 +272,15 @@ export class RaftCore {
    * an election timeout: until then the leader refuses every proposal for a target that is gone.
    */
   reportUnreachable(to: NodeId): void {
-    const pr = this.progress.get(to);
-    if (this.role !== 'leader') return;
+    const pr = this.#progress.get(to);
+    if (this.#role !== 'leader') return;
     if (pr?.state === 'replicate') pr.becomeProbe();
-    if (this.leadTransferee === to) this.leadTransferee = '';
+    if (this.#leadTransferee === to) this.#leadTransferee = '';
   }
 
   /** Starts an election now (used by tests and by a single-node bootstrap). */
   campaignNow(): void {
-    if (this.role !== 'leader') this.campaign(this.cfg.preVote ? 'preElection' : 'election');
+    if (this.#role !== 'leader') this.#campaign(this.#cfg.preVote ? 'preElection' : 'election');
   }
 
   /**
@@ -299,7 +301,7 @@ export class RaftCore {
     const term = this.log.term(index);
     assert(term !== undefined, `cannot snapshot at unknown index ${index}`);
     assert(index === this.log.applying, 'snapshots are taken at the applied index');
-    return { index, term, membership: this.membership };
+    return { index, term, membership: this.#membership };
   }
 
   /**
@@ -316,18 +318,18 @@ export class RaftCore {
 
   hasReady(): boolean {
     return (
-      this.msgs.length > 0 ||
-      (this.persistInFlight === null &&
-        (this.msgsAfterPersist.length > 0 ||
+      this.#msgs.length > 0 ||
+      (this.#persistInFlight === null &&
+        (this.#msgsAfterPersist.length > 0 ||
           this.log.unstableFrom <= this.log.lastIndex() ||
-          this.pendingSnapshot !== null ||
-          this.hardStateChanged())) ||
+          this.#pendingSnapshot !== null ||
+          this.#hardStateChanged())) ||
       this.log.applicableTo() > this.log.applying ||
-      this.readStates.length > 0 ||
-      this.readFailures.length > 0 ||
-      this.readsWaiting.length > 0 ||
-      this.needBroadcast ||
-      !sameSoftState(this.prevSoftState, this.softState())
+      this.#readStates.length > 0 ||
+      this.#readFailures.length > 0 ||
+      this.#readsWaiting.length > 0 ||
+      this.#needBroadcast ||
+      !sameSoftState(this.#prevSoftState, this.softState())
     );
   }
 
@@ -337,45 +339,45 @@ export class RaftCore {
    * flight, and must be acknowledged with advance().
    */
   ready(): Ready {
-    if (this.needBroadcast) {
-      this.needBroadcast = false;
-      this.broadcastAppend();
+    if (this.#needBroadcast) {
+      this.#needBroadcast = false;
+      this.#broadcastAppend();
     }
-    this.flushReads();
+    this.#flushReads();
 
     const soft = this.softState();
-    const softState = sameSoftState(soft, this.prevSoftState) ? null : soft;
-    this.prevSoftState = soft;
+    const softState = sameSoftState(soft, this.#prevSoftState) ? null : soft;
+    this.#prevSoftState = soft;
 
     let entries: Entry[] = [];
     let hardState: HardState | null = null;
     let snapshot: SnapshotMeta | null = null;
     let after: Message[] = [];
-    if (this.persistInFlight === null) {
-      snapshot = this.pendingSnapshot;
-      this.pendingSnapshot = null;
+    if (this.#persistInFlight === null) {
+      snapshot = this.#pendingSnapshot;
+      this.#pendingSnapshot = null;
       entries = this.log.takeUnstable();
-      if (entries.length > 0 || snapshot !== null || this.hardStateChanged()) {
-        hardState = { term: this.term, vote: this.vote, commit: this.log.committed };
+      if (entries.length > 0 || snapshot !== null || this.#hardStateChanged()) {
+        hardState = { term: this.#term, vote: this.#vote, commit: this.log.committed };
         const last = entries[entries.length - 1];
-        this.persistInFlight = {
+        this.#persistInFlight = {
           lastIndex: last?.index ?? 0,
           lastTerm: last?.term ?? 0,
           hardState,
           snapshot,
         };
       }
-      after = this.msgsAfterPersist;
-      this.msgsAfterPersist = [];
+      after = this.#msgsAfterPersist;
+      this.#msgsAfterPersist = [];
     }
 
-    const committedEntries = this.takeCommitted();
-    const messages = this.msgs;
-    this.msgs = [];
-    const readStates = this.readStates;
-    this.readStates = [];
-    const readFailures = this.readFailures;
-    this.readFailures = [];
+    const committedEntries = this.#takeCommitted();
+    const messages = this.#msgs;
+    this.#msgs = [];
+    const readStates = this.#readStates;
+    this.#readStates = [];
+    const readFailures = this.#readFailures;
+    this.#readFailures = [];
     return {
       softState,
       hardState,
@@ -393,22 +395,22 @@ export class RaftCore {
   /** The driver durably wrote the persistence part of `rd`. */
   advance(rd: Ready): void {
     if (!rd.mustPersist) return;
-    const p = this.persistInFlight;
+    const p = this.#persistInFlight;
     assert(p !== null, 'advance without a write in flight');
-    this.persistInFlight = null;
-    this.persistedHardState = p.hardState;
+    this.#persistInFlight = null;
+    this.#persistedHardState = p.hardState;
     if (p.snapshot !== null) this.log.stableTo(p.snapshot.index, p.snapshot.term);
     if (p.lastIndex > 0) this.log.stableTo(p.lastIndex, p.lastTerm);
-    if (this.role === 'leader') {
+    if (this.#role === 'leader') {
       // The leader counts itself only for what is on its own disk (§10.2.1).
-      this.progress.get(this.id)?.maybeUpdate(this.log.stableIndex);
-      if (this.maybeCommit()) this.broadcastAppend();
+      this.#progress.get(this.id)?.maybeUpdate(this.log.stableIndex);
+      if (this.#maybeCommit()) this.#broadcastAppend();
     }
   }
 
   status(): RaftStatus {
     const progress: ProgressStatus[] = [];
-    for (const [id, pr] of this.progress) {
+    for (const [id, pr] of this.#progress) {
       progress.push({
         id,
         match: pr.match,
@@ -420,170 +422,170 @@ export class RaftCore {
     }
     return {
       id: this.id,
-      role: this.role,
-      term: this.term,
-      leader: this.leader,
+      role: this.#role,
+      term: this.#term,
+      leader: this.#leader,
       commit: this.log.committed,
       applied: this.log.applying,
       lastIndex: this.log.lastIndex(),
       snapshotIndex: this.log.snapshot.index,
-      membership: this.membership,
+      membership: this.#membership,
       progress,
-      transferee: this.leadTransferee,
+      transferee: this.#leadTransferee,
     };
   }
 
   softState(): SoftState {
-    return { role: this.role, leader: this.leader, term: this.term };
+    return { role: this.#role, leader: this.#leader, term: this.#term };
   }
 
   getMembership(): Membership {
-    return this.membership;
+    return this.#membership;
   }
 
   // ---------------------------------------------------------------- roles
 
-  private becomeFollower(term: number, leader: NodeId): void {
-    if (this.role === 'leader') this.failReads('leadership lost; retry');
-    if (term > this.term) {
-      this.term = term;
-      this.vote = '';
+  #becomeFollower(term: number, leader: NodeId): void {
+    if (this.#role === 'leader') this.#failReads('leadership lost; retry');
+    if (term > this.#term) {
+      this.#term = term;
+      this.#vote = '';
     }
-    this.role = 'follower';
-    this.leader = leader;
-    this.reset();
+    this.#role = 'follower';
+    this.#leader = leader;
+    this.#reset();
   }
 
-  private becomePreCandidate(): void {
+  #becomePreCandidate(): void {
     // Forget the leader: we time out on it, so we must not refuse others' pre-votes on its
     // behalf (the PreVote + CheckQuorum interaction, etcd's ForgetLeader).
-    this.role = 'preCandidate';
-    this.leader = '';
-    this.votes = new Map();
-    this.resetTimers();
+    this.#role = 'preCandidate';
+    this.#leader = '';
+    this.#votes = new Map();
+    this.#resetTimers();
   }
 
-  private becomeCandidate(): void {
-    this.term += 1;
-    this.vote = this.id;
-    this.role = 'candidate';
-    this.leader = '';
-    this.reset();
+  #becomeCandidate(): void {
+    this.#term += 1;
+    this.#vote = this.id;
+    this.#role = 'candidate';
+    this.#leader = '';
+    this.#reset();
   }
 
-  private becomeLeader(): void {
-    this.role = 'leader';
-    this.leader = this.id;
-    this.reset();
-    for (const m of allMembers(this.membership)) {
-      const pr = new Progress(this.log.lastIndex() + 1, isLearner(this.membership, m.id));
+  #becomeLeader(): void {
+    this.#role = 'leader';
+    this.#leader = this.id;
+    this.#reset();
+    for (const m of allMembers(this.#membership)) {
+      const pr = new Progress(this.log.lastIndex() + 1, isLearner(this.#membership, m.id));
       if (m.id === this.id) pr.match = this.log.stableIndex;
       pr.recentActive = true;
-      this.progress.set(m.id, pr);
+      this.#progress.set(m.id, pr);
     }
     // Any uncommitted tail may hold a conf change; allow no other until it is applied.
-    this.pendingConfIndex = this.log.lastIndex();
-    this.uncommittedBytes = 0;
+    this.#pendingConfIndex = this.log.lastIndex();
+    this.#uncommittedBytes = 0;
     // The no-op commits the leader's term promptly and with it all earlier entries (§3.6.2).
-    this.appendEntries([
-      { term: this.term, index: this.log.lastIndex() + 1, type: 'noop', data: new Uint8Array() },
+    this.#appendEntries([
+      { term: this.#term, index: this.log.lastIndex() + 1, type: 'noop', data: new Uint8Array() },
     ]);
   }
 
-  private reset(): void {
-    this.votes = new Map();
-    this.progress = new Map();
-    this.leadTransferee = '';
-    this.needBroadcast = false;
-    this.readsAwaitingCommit = [];
-    this.readsWaiting = [];
-    this.readRounds = [];
-    this.resetTimers();
+  #reset(): void {
+    this.#votes = new Map();
+    this.#progress = new Map();
+    this.#leadTransferee = '';
+    this.#needBroadcast = false;
+    this.#readsAwaitingCommit = [];
+    this.#readsWaiting = [];
+    this.#readRounds = [];
+    this.#resetTimers();
   }
 
-  private resetTimers(): void {
-    this.electionElapsed = 0;
-    this.heartbeatElapsed = 0;
-    this.resetRandomizedElectionTimeout();
+  #resetTimers(): void {
+    this.#electionElapsed = 0;
+    this.#heartbeatElapsed = 0;
+    this.#resetRandomizedElectionTimeout();
   }
 
-  private resetRandomizedElectionTimeout(): void {
-    this.randomizedElectionTimeout = this.cfg.electionTicks + this.rand.int(this.cfg.electionTicks);
+  #resetRandomizedElectionTimeout(): void {
+    this.#randomizedElectionTimeout = this.#cfg.electionTicks + this.#rand.int(this.#cfg.electionTicks);
   }
 
-  private promotable(): boolean {
-    return isVoter(this.membership, this.id);
+  #promotable(): boolean {
+    return isVoter(this.#membership, this.id);
   }
 
-  private inLeaderLease(): boolean {
-    return this.cfg.checkQuorum && this.leader !== '' && this.electionElapsed < this.cfg.electionTicks;
+  #inLeaderLease(): boolean {
+    return this.#cfg.checkQuorum && this.#leader !== '' && this.#electionElapsed < this.#cfg.electionTicks;
   }
 
   // ---------------------------------------------------------------- ticks
 
-  private tickElection(): void {
-    this.electionElapsed++;
-    if (this.promotable() && this.electionElapsed >= this.randomizedElectionTimeout) {
-      this.electionElapsed = 0;
-      this.campaign(this.cfg.preVote ? 'preElection' : 'election');
+  #tickElection(): void {
+    this.#electionElapsed++;
+    if (this.#promotable() && this.#electionElapsed >= this.#randomizedElectionTimeout) {
+      this.#electionElapsed = 0;
+      this.#campaign(this.#cfg.preVote ? 'preElection' : 'election');
     }
   }
 
-  private tickLeader(): void {
-    this.heartbeatElapsed++;
-    this.electionElapsed++;
-    if (this.electionElapsed >= this.cfg.electionTicks) {
-      this.electionElapsed = 0;
-      if (this.cfg.checkQuorum && !this.quorumActive()) {
-        this.becomeFollower(this.term, '');
+  #tickLeader(): void {
+    this.#heartbeatElapsed++;
+    this.#electionElapsed++;
+    if (this.#electionElapsed >= this.#cfg.electionTicks) {
+      this.#electionElapsed = 0;
+      if (this.#cfg.checkQuorum && !this.#quorumActive()) {
+        this.#becomeFollower(this.#term, '');
         return;
       }
     }
-    if (this.leadTransferee !== '' && ++this.transferElapsed >= this.cfg.electionTicks) {
-      this.leadTransferee = '';
+    if (this.#leadTransferee !== '' && ++this.#transferElapsed >= this.#cfg.electionTicks) {
+      this.#leadTransferee = '';
     }
-    if (this.heartbeatElapsed >= this.cfg.heartbeatTicks) {
-      this.heartbeatElapsed = 0;
-      this.broadcastHeartbeat(0);
+    if (this.#heartbeatElapsed >= this.#cfg.heartbeatTicks) {
+      this.#heartbeatElapsed = 0;
+      this.#broadcastHeartbeat(0);
     }
   }
 
-  private quorumActive(): boolean {
+  #quorumActive(): boolean {
     let active = 0;
-    for (const v of this.membership.voters) {
-      const pr = this.progress.get(v.id);
+    for (const v of this.#membership.voters) {
+      const pr = this.#progress.get(v.id);
       if (v.id === this.id || pr?.recentActive === true) active++;
     }
-    for (const [id, pr] of this.progress) if (id !== this.id) pr.recentActive = false;
-    return active >= this.quorum();
+    for (const [id, pr] of this.#progress) if (id !== this.id) pr.recentActive = false;
+    return active >= this.#quorum();
   }
 
-  private quorum(): number {
-    return Math.floor(this.membership.voters.length / 2) + 1;
+  #quorum(): number {
+    return Math.floor(this.#membership.voters.length / 2) + 1;
   }
 
   // ---------------------------------------------------------------- elections
 
-  private campaign(kind: CampaignKind): void {
-    if (!this.promotable()) return;
+  #campaign(kind: CampaignKind): void {
+    if (!this.#promotable()) return;
     let voteTerm: number;
     if (kind === 'preElection') {
-      this.becomePreCandidate();
-      voteTerm = this.term + 1;
+      this.#becomePreCandidate();
+      voteTerm = this.#term + 1;
     } else {
-      this.becomeCandidate();
-      voteTerm = this.term;
+      this.#becomeCandidate();
+      voteTerm = this.#term;
     }
-    this.votes.set(this.id, true);
-    if (this.tally() === 'won') {
-      this.onElectionWon(kind);
+    this.#votes.set(this.id, true);
+    if (this.#tally() === 'won') {
+      this.#onElectionWon(kind);
       return;
     }
     const type = kind === 'preElection' ? 'preVote' : 'vote';
-    for (const v of this.membership.voters) {
+    for (const v of this.#membership.voters) {
       if (v.id === this.id) continue;
       // A candidate's request goes out only once its new term and self-vote are durable.
-      this.msgsAfterPersist.push(
+      this.#msgsAfterPersist.push(
         message({
           type,
           from: this.id,
@@ -597,62 +599,62 @@ export class RaftCore {
     }
   }
 
-  private onElectionWon(kind: CampaignKind): void {
-    if (kind === 'preElection') this.campaign('election');
-    else this.becomeLeader();
+  #onElectionWon(kind: CampaignKind): void {
+    if (kind === 'preElection') this.#campaign('election');
+    else this.#becomeLeader();
   }
 
-  private tally(): 'won' | 'lost' | 'pending' {
+  #tally(): 'won' | 'lost' | 'pending' {
     let granted = 0;
     let rejected = 0;
-    for (const v of this.membership.voters) {
-      const g = this.votes.get(v.id);
+    for (const v of this.#membership.voters) {
+      const g = this.#votes.get(v.id);
       if (g === true) granted++;
       else if (g === false) rejected++;
     }
-    if (granted >= this.quorum()) return 'won';
-    if (rejected > this.membership.voters.length - this.quorum()) return 'lost';
+    if (granted >= this.#quorum()) return 'won';
+    if (rejected > this.#membership.voters.length - this.#quorum()) return 'lost';
     return 'pending';
   }
 
-  private handleVoteRequest(m: Message): void {
+  #handleVoteRequest(m: Message): void {
     const respType = m.type === 'vote' ? 'voteResp' : 'preVoteResp';
     const canVote =
-      this.vote === m.from ||
-      (this.vote === '' && this.leader === '') ||
-      (m.type === 'preVote' && m.term > this.term && !this.inLeaderLease());
+      this.#vote === m.from ||
+      (this.#vote === '' && this.#leader === '') ||
+      (m.type === 'preVote' && m.term > this.#term && !this.#inLeaderLease());
     if (canVote && this.log.isUpToDate(m.index, m.logTerm)) {
-      this.msgsAfterPersist.push(message({ type: respType, from: this.id, to: m.from, term: m.term }));
+      this.#msgsAfterPersist.push(message({ type: respType, from: this.id, to: m.from, term: m.term }));
       if (m.type === 'vote') {
-        this.electionElapsed = 0;
-        this.vote = m.from;
+        this.#electionElapsed = 0;
+        this.#vote = m.from;
       }
     } else {
-      this.msgsAfterPersist.push(
-        message({ type: respType, from: this.id, to: m.from, term: this.term, reject: true }),
+      this.#msgsAfterPersist.push(
+        message({ type: respType, from: this.id, to: m.from, term: this.#term, reject: true }),
       );
     }
   }
 
-  private stepCandidate(m: Message): void {
+  #stepCandidate(m: Message): void {
     switch (m.type) {
       case 'app':
       case 'heartbeat':
       case 'snap':
-        this.becomeFollower(m.term, m.from);
-        this.stepFollower(m);
+        this.#becomeFollower(m.term, m.from);
+        this.#stepFollower(m);
         return;
       case 'voteResp':
       case 'preVoteResp': {
-        if ((m.type === 'voteResp') !== (this.role === 'candidate')) return;
-        if (!this.votes.has(m.from)) this.votes.set(m.from, !m.reject);
-        const result = this.tally();
-        if (result === 'won') this.onElectionWon(this.role === 'preCandidate' ? 'preElection' : 'election');
-        else if (result === 'lost') this.becomeFollower(this.term, '');
+        if ((m.type === 'voteResp') !== (this.#role === 'candidate')) return;
+        if (!this.#votes.has(m.from)) this.#votes.set(m.from, !m.reject);
+        const result = this.#tally();
+        if (result === 'won') this.#onElectionWon(this.#role === 'preCandidate' ? 'preElection' : 'election');
+        else if (result === 'lost') this.#becomeFollower(this.#term, '');
         return;
       }
       case 'readIndex':
-        this.refuseRead(m.from, m.context);
+        this.#refuseRead(m.from, m.context);
         return;
       default:
         return;
@@ -661,65 +663,65 @@ export class RaftCore {
 
   // ---------------------------------------------------------------- follower
 
-  private stepFollower(m: Message): void {
+  #stepFollower(m: Message): void {
     switch (m.type) {
       case 'app':
-        this.electionElapsed = 0;
-        this.leader = m.from;
-        this.handleAppend(m);
+        this.#electionElapsed = 0;
+        this.#leader = m.from;
+        this.#handleAppend(m);
         return;
       case 'heartbeat':
-        this.electionElapsed = 0;
-        this.leader = m.from;
+        this.#electionElapsed = 0;
+        this.#leader = m.from;
         this.log.commitTo(Math.min(m.commit, this.log.lastIndex()));
-        this.send(
-          message({ type: 'heartbeatResp', from: this.id, to: m.from, term: this.term, context: m.context }),
+        this.#send(
+          message({ type: 'heartbeatResp', from: this.id, to: m.from, term: this.#term, context: m.context }),
         );
         return;
       case 'snap':
-        this.electionElapsed = 0;
-        this.leader = m.from;
-        this.handleSnapshot(m);
+        this.#electionElapsed = 0;
+        this.#leader = m.from;
+        this.#handleSnapshot(m);
         return;
       case 'timeoutNow':
-        this.campaign('transfer');
+        this.#campaign('transfer');
         return;
       case 'readIndexResp':
         if (m.reject)
-          this.readFailures.push({ requestId: m.context, reason: 'the leader could not confirm the read' });
-        else this.readStates.push({ requestId: m.context, index: m.index });
+          this.#readFailures.push({ requestId: m.context, reason: 'the leader could not confirm the read' });
+        else this.#readStates.push({ requestId: m.context, index: m.index });
         return;
       case 'readIndex':
         // Forwarded to us by a node with an older view of the leader.
-        this.refuseRead(m.from, m.context);
+        this.#refuseRead(m.from, m.context);
         return;
       default:
         return;
     }
   }
 
-  private handleAppend(m: Message): void {
+  #handleAppend(m: Message): void {
     if (m.index < this.log.committed) {
-      this.msgsAfterPersist.push(
-        message({ type: 'appResp', from: this.id, to: m.from, term: this.term, index: this.log.committed }),
+      this.#msgsAfterPersist.push(
+        message({ type: 'appResp', from: this.id, to: m.from, term: this.#term, index: this.log.committed }),
       );
       return;
     }
     const lastNew = this.log.maybeAppend(m.index, m.logTerm, m.entries);
     if (lastNew !== null) {
       this.log.commitTo(Math.min(m.commit, lastNew));
-      this.msgsAfterPersist.push(
-        message({ type: 'appResp', from: this.id, to: m.from, term: this.term, index: lastNew }),
+      this.#msgsAfterPersist.push(
+        message({ type: 'appResp', from: this.id, to: m.from, term: this.#term, index: lastNew }),
       );
       return;
     }
     const hint = this.log.findConflictByTerm(Math.min(m.index, this.log.lastIndex()), m.logTerm);
-    this.msgsAfterPersist.push(
+    this.#msgsAfterPersist.push(
       message({
         type: 'appResp',
         from: this.id,
         to: m.from,
-        term: this.term,
+        term: this.#term,
         index: m.index,
         reject: true,
         rejectHint: hint,
@@ -728,12 +730,12 @@ export class RaftCore {
     );
   }
 
-  private handleSnapshot(m: Message): void {
+  #handleSnapshot(m: Message): void {
     const meta = m.snapshot;
     assert(meta !== null, 'snap message without metadata');
     if (meta.index <= this.log.committed) {
-      this.msgsAfterPersist.push(
-        message({ type: 'appResp', from: this.id, to: m.from, term: this.term, index: this.log.committed }),
+      this.#msgsAfterPersist.push(
+        message({ type: 'appResp', from: this.id, to: m.from, term: this.#term, index: this.log.committed }),
       );
       return;
     }
@@ -742,39 +744,39 @@ export class RaftCore {
       this.log.commitTo(meta.index);
     } else {
       this.log.restore(meta);
-      this.membership = meta.membership;
-      this.pendingSnapshot = meta;
+      this.#membership = meta.membership;
+      this.#pendingSnapshot = meta;
     }
-    this.msgsAfterPersist.push(
-      message({ type: 'appResp', from: this.id, to: m.from, term: this.term, index: meta.index }),
+    this.#msgsAfterPersist.push(
+      message({ type: 'appResp', from: this.id, to: m.from, term: this.#term, index: meta.index }),
     );
   }
 
   // ---------------------------------------------------------------- leader
 
-  private stepLeader(m: Message): void {
+  #stepLeader(m: Message): void {
     if (m.type === 'readIndex') {
-      if (this.progress.has(m.from)) this.acceptRead({ from: m.from, requestId: m.context });
+      if (this.#progress.has(m.from)) this.#acceptRead({ from: m.from, requestId: m.context });
       return;
     }
-    const pr = this.progress.get(m.from);
+    const pr = this.#progress.get(m.from);
     if (pr === undefined) return;
     switch (m.type) {
       case 'appResp':
         pr.recentActive = true;
-        this.handleAppendResponse(m, pr);
+        this.#handleAppendResponse(m, pr);
         return;
       case 'heartbeatResp':
         pr.recentActive = true;
         pr.probeSent = false;
         // A full window whose appends were all lost would never drain; free one slot so that
         // this follower gets an append (replication-window-stall.txt).
-        if (pr.state === 'replicate' && pr.isPaused(this.cfg.maxInflightMsgs, this.cfg.maxInflightBytes))
+        if (pr.state === 'replicate' && pr.isPaused(this.#cfg.maxInflightMsgs, this.#cfg.maxInflightBytes))
           pr.freeFirstOne();
-        if (pr.match < this.log.lastIndex()) this.sendAppend(m.from, true);
+        if (pr.match < this.log.lastIndex()) this.#sendAppend(m.from, true);
         if (m.context > pr.ackedReadRound) {
           pr.ackedReadRound = m.context;
-          this.confirmReadRounds();
+          this.#confirmReadRounds();
         }
         return;
       default:
@@ -782,17 +784,17 @@ export class RaftCore {
     }
   }
 
-  private handleAppendResponse(m: Message, pr: Progress): void {
+  #handleAppendResponse(m: Message, pr: Progress): void {
     if (m.reject) {
       let nextProbe = m.rejectHint;
       if (m.logTerm > 0) nextProbe = this.log.findConflictByTerm(m.rejectHint, m.logTerm);
       if (pr.maybeDecrTo(m.index, nextProbe)) {
         if (pr.state === 'replicate') pr.becomeProbe();
-        this.sendAppend(m.from, true);
+        this.#sendAppend(m.from, true);
       }
       return;
     }
-    const wasPaused = pr.isPaused(this.cfg.maxInflightMsgs, this.cfg.maxInflightBytes);
+    const wasPaused = pr.isPaused(this.#cfg.maxInflightMsgs, this.#cfg.maxInflightBytes);
     if (!pr.maybeUpdate(m.index)) {
       if (wasPaused && pr.state === 'probe') pr.probeSent = false;
       return;
@@ -803,55 +805,55 @@ export class RaftCore {
       pr.becomeReplicate();
     } else if (pr.state === 'replicate') pr.freeTo(m.index);
 
-    if (this.maybeCommit()) this.broadcastAppend();
+    if (this.#maybeCommit()) this.#broadcastAppend();
     // Keep a pipelined follower busy up to its in-flight bound.
-    while (this.sendAppend(m.from, false));
+    while (this.#sendAppend(m.from, false));
 
-    if (m.from === this.leadTransferee && pr.match === this.log.lastIndex()) this.sendTimeoutNow(m.from);
+    if (m.from === this.#leadTransferee && pr.match === this.log.lastIndex()) this.#sendTimeoutNow(m.from);
   }
 
-  private appendEntries(entries: Entry[]): void {
+  #appendEntries(entries: Entry[]): void {
     this.log.append(entries);
-    for (const e of entries) this.uncommittedBytes += entryBytes(e);
+    for (const e of entries) this.#uncommittedBytes += entryBytes(e);
     // Sent once per Ready, so that proposals arriving together travel in one append.
-    this.needBroadcast = true;
+    this.#needBroadcast = true;
   }
 
   /** Advances the commit index to the highest index stored on a quorum in this term. */
-  private maybeCommit(): boolean {
+  #maybeCommit(): boolean {
     const matches: number[] = [];
-    for (const v of this.membership.voters) {
-      const pr = this.progress.get(v.id);
+    for (const v of this.#membership.voters) {
+      const pr = this.#progress.get(v.id);
       matches.push(pr?.match ?? 0);
     }
     if (matches.length === 0) return false;
     matches.sort((a, b) => b - a);
-    const index = matches[this.quorum() - 1]!;
+    const index = matches[this.#quorum() - 1]!;
     // §3.6.2: only an entry of the current term is committed by counting replicas.
-    if (index <= this.log.committed || this.log.term(index) !== this.term) return false;
+    if (index <= this.log.committed || this.log.term(index) !== this.#term) return false;
     for (let i = this.log.committed + 1; i <= index; i++) {
       const e = this.log.entry(i);
-      if (e !== undefined && e.term === this.term) this.uncommittedBytes -= entryBytes(e);
+      if (e !== undefined && e.term === this.#term) this.#uncommittedBytes -= entryBytes(e);
     }
-    this.uncommittedBytes = Math.max(0, this.uncommittedBytes);
+    this.#uncommittedBytes = Math.max(0, this.#uncommittedBytes);
     this.log.commitTo(index);
-    this.releaseReadsAwaitingCommit();
+    this.#releaseReadsAwaitingCommit();
     return true;
   }
 
-  private broadcastAppend(): void {
-    for (const id of this.progress.keys()) if (id !== this.id) this.sendAppend(id, true);
+  #broadcastAppend(): void {
+    for (const id of this.#progress.keys()) if (id !== this.id) this.#sendAppend(id, true);
   }
 
-  private broadcastHeartbeat(context: number): void {
-    for (const [id, pr] of this.progress) {
+  #broadcastHeartbeat(context: number): void {
+    for (const [id, pr] of this.#progress) {
       if (id === this.id) continue;
-      this.send(
+      this.#send(
         message({
           type: 'heartbeat',
           from: this.id,
           to: id,
-          term: this.term,
+          term: this.#term,
           commit: Math.min(pr.match, this.log.committed),
           context,
         }),
@@ -860,31 +862,31 @@ export class RaftCore {
   }
 
   /** Sends entries (or a snapshot) to a follower. Returns whether anything was sent. */
-  private sendAppend(to: NodeId, sendIfEmpty: boolean): boolean {
-    const pr = this.progress.get(to);
-    if (pr === undefined || pr.isPaused(this.cfg.maxInflightMsgs, this.cfg.maxInflightBytes)) return false;
+  #sendAppend(to: NodeId, sendIfEmpty: boolean): boolean {
+    const pr = this.#progress.get(to);
+    if (pr === undefined || pr.isPaused(this.#cfg.maxInflightMsgs, this.#cfg.maxInflightBytes)) return false;
     const prevIndex = pr.next - 1;
     const prevTerm = this.log.term(prevIndex);
     if (prevTerm === undefined) {
       // The entries it needs are compacted: send the latest snapshot instead.
       const snap = this.log.snapshot;
       pr.becomeSnapshot(snap.index);
-      this.send(
-        message({ type: 'snap', from: this.id, to, term: this.term, index: snap.index, snapshot: snap }),
+      this.#send(
+        message({ type: 'snap', from: this.id, to, term: this.#term, index: snap.index, snapshot: snap }),
       );
       return true;
     }
     const entries =
       pr.next <= this.log.lastIndex()
-        ? this.log.slice(pr.next, this.log.lastIndex(), this.cfg.maxMsgBytes)
+        ? this.log.slice(pr.next, this.log.lastIndex(), this.#cfg.maxMsgBytes)
         : [];
     if (entries.length === 0 && !sendIfEmpty) return false;
-    this.send(
+    this.#send(
       message({
         type: 'app',
         from: this.id,
         to,
-        term: this.term,
+        term: this.#term,
         index: prevIndex,
         logTerm: prevTerm,
         entries,
@@ -901,80 +903,80 @@ export class RaftCore {
     return true;
   }
 
-  private sendTimeoutNow(to: NodeId): void {
-    this.send(message({ type: 'timeoutNow', from: this.id, to, term: this.term }));
+  #sendTimeoutNow(to: NodeId): void {
+    this.#send(message({ type: 'timeoutNow', from: this.id, to, term: this.#term }));
   }
 
-  private assertCanPropose(): void {
-    if (this.role !== 'leader') throw this.notLeader();
-    if (this.leadTransferee !== '') {
+  #assertCanPropose(): void {
+    if (this.#role !== 'leader') throw this.#notLeader();
+    if (this.#leadTransferee !== '') {
       throw new RaftError(
         'E_TRANSFER_IN_PROGRESS',
-        `leadership is moving to ${this.leadTransferee}; retry there`,
+        `leadership is moving to ${this.#leadTransferee}; retry there`,
       );
     }
   }
 
-  private notLeader(): RaftError {
-    const hint = this.leader === '' ? 'no leader is known yet' : `the leader is ${this.leader}`;
-    return new RaftError('E_NOT_LEADER', `${this.id} is not the leader (${hint})`, this.leader);
+  #notLeader(): RaftError {
+    const hint = this.#leader === '' ? 'no leader is known yet' : `the leader is ${this.#leader}`;
+    return new RaftError('E_NOT_LEADER', `${this.id} is not the leader (${hint})`, this.#leader);
   }
 
-  private committedInCurrentTerm(): boolean {
-    return this.log.term(this.log.committed) === this.term;
+  #committedInCurrentTerm(): boolean {
+    return this.log.term(this.log.committed) === this.#term;
   }
 
   // ---------------------------------------------------------------- reads
 
-  private acceptRead(read: PendingRead): void {
-    if (!this.committedInCurrentTerm()) {
+  #acceptRead(read: PendingRead): void {
+    if (!this.#committedInCurrentTerm()) {
       // §6.4 step 1: until our no-op commits, our commit index may be behind the last leader's.
-      this.readsAwaitingCommit.push(read);
-    } else if (this.membership.voters.length === 1) {
-      this.resolveRead(read, this.log.committed);
+      this.#readsAwaitingCommit.push(read);
+    } else if (this.#membership.voters.length === 1) {
+      this.#resolveRead(read, this.log.committed);
     } else {
-      this.readsWaiting.push(read);
+      this.#readsWaiting.push(read);
     }
   }
 
-  private releaseReadsAwaitingCommit(): void {
-    if (this.readsAwaitingCommit.length === 0 || !this.committedInCurrentTerm()) return;
-    const reads = this.readsAwaitingCommit;
-    this.readsAwaitingCommit = [];
-    for (const r of reads) this.acceptRead(r);
+  #releaseReadsAwaitingCommit(): void {
+    if (this.#readsAwaitingCommit.length === 0 || !this.#committedInCurrentTerm()) return;
+    const reads = this.#readsAwaitingCommit;
+    this.#readsAwaitingCommit = [];
+    for (const r of reads) this.#acceptRead(r);
   }
 
   /** Starts one confirmation round for every read that arrived since the last round. */
-  private flushReads(): void {
-    if (this.role !== 'leader' || this.readsWaiting.length === 0) return;
-    const round = ++this.readRoundSeq;
-    this.readRounds.push({ round, index: this.log.committed, reads: this.readsWaiting });
-    this.readsWaiting = [];
-    this.broadcastHeartbeat(round);
+  #flushReads(): void {
+    if (this.#role !== 'leader' || this.#readsWaiting.length === 0) return;
+    const round = ++this.#readRoundSeq;
+    this.#readRounds.push({ round, index: this.log.committed, reads: this.#readsWaiting });
+    this.#readsWaiting = [];
+    this.#broadcastHeartbeat(round);
   }
 
-  private confirmReadRounds(): void {
-    while (this.readRounds.length > 0) {
-      const first = this.readRounds[0]!;
+  #confirmReadRounds(): void {
+    while (this.#readRounds.length > 0) {
+      const first = this.#readRounds[0]!;
       let acks = 0;
-      for (const v of this.membership.voters) {
-        if (v.id === this.id || (this.progress.get(v.id)?.ackedReadRound ?? 0) >= first.round) acks++;
+      for (const v of this.#membership.voters) {
+        if (v.id === this.id || (this.#progress.get(v.id)?.ackedReadRound ?? 0) >= first.round) acks++;
       }
-      if (acks < this.quorum()) return;
-      this.readRounds.shift();
-      for (const r of first.reads) this.resolveRead(r, first.index);
+      if (acks < this.#quorum()) return;
+      this.#readRounds.shift();
+      for (const r of first.reads) this.#resolveRead(r, first.index);
     }
   }
 
-  private resolveRead(read: PendingRead, index: number): void {
-    if (read.from === this.id) this.readStates.push({ requestId: read.requestId, index });
+  #resolveRead(read: PendingRead, index: number): void {
+    if (read.from === this.id) this.#readStates.push({ requestId: read.requestId, index });
     else
-      this.send(
+      this.#send(
         message({
           type: 'readIndexResp',
           from: this.id,
           to: read.from,
-          term: this.term,
+          term: this.#term,
           index,
           context: read.requestId,
         }),
@@ -982,78 +984,78 @@ export class RaftCore {
   }
 
   /** Tells a node that forwarded a read that this node cannot confirm it. */
-  private refuseRead(to: NodeId, requestId: number): void {
-    this.send(
+  #refuseRead(to: NodeId, requestId: number): void {
+    this.#send(
       message({
         type: 'readIndexResp',
         from: this.id,
         to,
-        term: this.term,
+        term: this.#term,
         reject: true,
         context: requestId,
       }),
     );
   }
 
-  private failReads(reason: string): void {
+  #failReads(reason: string): void {
     const all = [
-      ...this.readsAwaitingCommit,
-      ...this.readsWaiting,
-      ...this.readRounds.flatMap((r) => r.reads),
+      ...this.#readsAwaitingCommit,
+      ...this.#readsWaiting,
+      ...this.#readRounds.flatMap((r) => r.reads),
     ];
     for (const r of all) {
-      if (r.from === this.id) this.readFailures.push({ requestId: r.requestId, reason });
-      else this.refuseRead(r.from, r.requestId);
+      if (r.from === this.id) this.#readFailures.push({ requestId: r.requestId, reason });
+      else this.#refuseRead(r.from, r.requestId);
     }
   }
 
   // ---------------------------------------------------------------- apply
 
-  private takeCommitted(): Entry[] {
+  #takeCommitted(): Entry[] {
     const hi = this.log.applicableTo();
     if (hi <= this.log.applying) return [];
-    const entries = this.log.slice(this.log.applying + 1, hi, this.cfg.maxApplyBytes);
+    const entries = this.log.slice(this.log.applying + 1, hi, this.#cfg.maxApplyBytes);
     for (const e of entries) {
-      if (e.type === 'conf') this.applyConf(decodeConfChange(e.data));
+      if (e.type === 'conf') this.#applyConf(decodeConfChange(e.data));
     }
     this.log.applying = entries[entries.length - 1]!.index;
     return entries;
   }
 
-  private applyConf(cc: ConfChange): void {
-    this.membership = applyConfChange(this.membership, cc);
-    if (this.role !== 'leader') return;
-    if (!isVoter(this.membership, this.id)) {
+  #applyConf(cc: ConfChange): void {
+    this.#membership = applyConfChange(this.#membership, cc);
+    if (this.#role !== 'leader') return;
+    if (!isVoter(this.#membership, this.id)) {
       // A leader removed from the configuration steps down once the removal is applied.
-      this.becomeFollower(this.term, '');
+      this.#becomeFollower(this.#term, '');
       return;
     }
-    for (const m of allMembers(this.membership)) {
-      const old = this.progress.get(m.id);
-      const learner = isLearner(this.membership, m.id);
+    for (const m of allMembers(this.#membership)) {
+      const old = this.#progress.get(m.id);
+      const learner = isLearner(this.#membership, m.id);
       if (old !== undefined && old.isLearner === learner) continue;
       const pr = new Progress(old?.next ?? this.log.lastIndex() + 1, learner);
       pr.match = old?.match ?? 0;
       pr.recentActive = true;
-      this.progress.set(m.id, pr);
+      this.#progress.set(m.id, pr);
     }
-    for (const id of [...this.progress.keys()]) {
-      if (!allMembers(this.membership).some((m) => m.id === id)) this.progress.delete(id);
+    for (const id of [...this.#progress.keys()]) {
+      if (!allMembers(this.#membership).some((m) => m.id === id)) this.#progress.delete(id);
     }
-    if (this.leadTransferee !== '' && !isVoter(this.membership, this.leadTransferee))
-      this.leadTransferee = '';
-    if (this.maybeCommit()) this.needBroadcast = true;
+    if (this.#leadTransferee !== '' && !isVoter(this.#membership, this.#leadTransferee))
+      this.#leadTransferee = '';
+    if (this.#maybeCommit()) this.#needBroadcast = true;
   }
 
   // ---------------------------------------------------------------- helpers
 
-  private send(m: Message): void {
-    this.msgs.push(m);
+  #send(m: Message): void {
+    this.#msgs.push(m);
   }
 
-  private hardStateChanged(): boolean {
-    const p = this.persistedHardState;
-    return p.term !== this.term || p.vote !== this.vote;
+  #hardStateChanged(): boolean {
+    const p = this.#persistedHardState;
+    return p.term !== this.#term || p.vote !== this.#vote;
   }
 }
 

@@ -57,20 +57,20 @@ const refusalStatus: Readonly<Record<SnapshotRefusal, status>> = {
 };
 
 export class GrpcTransport implements Transport {
-  private readonly id: NodeId;
-  private readonly listenAddr: string;
-  private readonly maxMessageBytes: number;
-  private readonly tls: PeerTls | undefined;
-  private readonly logger: Logger;
-  private readonly links = new Map<NodeId, PeerLink>();
-  private readonly unreachable = new Set<NodeId>();
+  readonly #id: NodeId;
+  readonly #listenAddr: string;
+  readonly #maxMessageBytes: number;
+  readonly #tls: PeerTls | undefined;
+  readonly #logger: Logger;
+  readonly #links = new Map<NodeId, PeerLink>();
+  readonly #unreachable = new Set<NodeId>();
   /** The other members as the driver last named them: who may call here (peer-identity.ts). */
-  private members = new Set<NodeId>();
-  private handlers: TransportHandlers | null = null;
-  private readonly server: Server;
-  private started = false;
-  private boundPort: number | null = null;
-  private stopped = false;
+  #members = new Set<NodeId>();
+  #handlers: TransportHandlers | null = null;
+  readonly #server: Server;
+  #started = false;
+  #boundPort: number | null = null;
+  #stopped = false;
 
   constructor(options: GrpcTransportOptions) {
     if (options.id === '') throw new Error('GrpcTransport: id must be a non-empty node id');
@@ -82,51 +82,53 @@ export class GrpcTransport implements Transport {
         `GrpcTransport: maxMessageBytes must be an integer of at least ${floor} (a snapshot chunk plus headroom), got ${maxMessageBytes}`,
       );
     }
-    this.id = options.id;
-    this.listenAddr = options.listenAddr;
-    this.maxMessageBytes = maxMessageBytes;
-    this.tls = options.tls;
-    this.logger = (options.logger ?? pino({ level: 'silent' })).child({
+    this.#id = options.id;
+    this.#listenAddr = options.listenAddr;
+    this.#maxMessageBytes = maxMessageBytes;
+    this.#tls = options.tls;
+    this.#logger = (options.logger ?? pino({ level: 'silent' })).child({
       subsystem: 'raft-transport',
       nodeId: options.id,
     });
     // With mutual TLS, every call must come from the member its certificate names.
-    const isMember = (id: NodeId): boolean => id === this.id || this.members.has(id);
-    this.server = new Server({
+    const isMember = (id: NodeId): boolean => id === this.#id || this.#members.has(id);
+    this.#server = new Server({
       ...peerServerOptions(maxMessageBytes),
       interceptors:
-        options.tls === undefined ? [callGuard] : [peerIdentityInterceptor(isMember, this.logger), callGuard],
+        options.tls === undefined
+          ? [callGuard]
+          : [peerIdentityInterceptor(isMember, this.#logger), callGuard],
     });
     const stream: handleBidiStreamingCall<Buffer, StreamAck> = (call) => {
-      this.acceptStream(call);
+      this.#acceptStream(call);
     };
     const installSnapshot: handleClientStreamingCall<SnapshotChunk, SnapshotAck> = (call, callback) => {
-      this.acceptSnapshot(call, callback);
+      this.#acceptSnapshot(call, callback);
     };
-    this.server.addService(servedRaftService, { stream, installSnapshot });
+    this.#server.addService(servedRaftService, { stream, installSnapshot });
   }
 
   /** The port the server is bound to (the real one when listenAddr asked for port 0). */
   get port(): number {
-    if (this.boundPort === null) throw new Error('GrpcTransport: not listening; call start() first');
-    return this.boundPort;
+    if (this.#boundPort === null) throw new Error('GrpcTransport: not listening; call start() first');
+    return this.#boundPort;
   }
 
   async start(handlers: TransportHandlers): Promise<void> {
-    if (this.started || this.stopped) throw new Error('GrpcTransport: start() may be called once');
-    this.started = true;
-    this.handlers = handlers;
-    const server = this.server;
-    this.boundPort = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(this.listenAddr, peerServerCredentials(this.tls), (err, port) => {
+    if (this.#started || this.#stopped) throw new Error('GrpcTransport: start() may be called once');
+    this.#started = true;
+    this.#handlers = handlers;
+    const server = this.#server;
+    this.#boundPort = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(this.#listenAddr, peerServerCredentials(this.#tls), (err, port) => {
         if (err === null) resolve(port);
         else
           reject(
-            new Error(`GrpcTransport: cannot listen on ${this.listenAddr}: ${err.message}`, { cause: err }),
+            new Error(`GrpcTransport: cannot listen on ${this.#listenAddr}: ${err.message}`, { cause: err }),
           );
       });
     });
-    this.logger.info({ listenAddr: this.listenAddr, port: this.boundPort }, 'raft transport listening');
+    this.#logger.info({ listenAddr: this.#listenAddr, port: this.#boundPort }, 'raft transport listening');
   }
 
   /**
@@ -135,63 +137,66 @@ export class GrpcTransport implements Transport {
    * undecodable request is refused with INVALID_ARGUMENT before `implementation` sees it.
    */
   addService(service: ServiceDefinition, implementation: UntypedServiceImplementation): void {
-    if (this.stopped) throw new Error('GrpcTransport: addService() after stop()');
-    this.server.addService(refusingUndecodable(service), implementation);
+    if (this.#stopped) throw new Error('GrpcTransport: addService() after stop()');
+    this.#server.addService(refusingUndecodable(service), implementation);
   }
 
   setPeers(peers: readonly Member[]): void {
-    if (this.stopped) return;
-    const wanted = new Map(peers.filter((p) => p.id !== this.id).map((p) => [p.id, p.addr]));
-    this.members = new Set(wanted.keys());
-    for (const [id, link] of this.links) {
+    if (this.#stopped) return;
+    const wanted = new Map(peers.filter((p) => p.id !== this.#id).map((p) => [p.id, p.addr]));
+    this.#members = new Set(wanted.keys());
+    for (const [id, link] of this.#links) {
       if (wanted.get(id) !== link.addr) {
         link.close();
-        this.links.delete(id);
+        this.#links.delete(id);
       }
     }
     for (const [id, addr] of wanted) {
-      if (this.links.has(id)) continue;
-      this.links.set(
+      if (this.#links.has(id)) continue;
+      this.#links.set(
         id,
         new PeerLink({
-          self: this.id,
+          self: this.#id,
           peer: id,
           addr,
-          maxMessageBytes: this.maxMessageBytes,
-          logger: this.logger,
-          tls: this.tls,
-          onUnreachable: (peer) => this.unreachable.add(peer),
+          maxMessageBytes: this.#maxMessageBytes,
+          logger: this.#logger,
+          tls: this.#tls,
+          onUnreachable: (peer) => this.#unreachable.add(peer),
         }),
       );
     }
   }
 
   send(msgs: readonly Message[]): void {
-    if (this.stopped) return;
+    if (this.#stopped) return;
     for (const msg of msgs) {
-      if (msg.to === this.id) continue;
-      const link = this.links.get(msg.to);
+      if (msg.to === this.#id) continue;
+      const link = this.#links.get(msg.to);
       if (link === undefined) {
-        this.logger.debug({ to: msg.to, type: msg.type }, 'dropping a message for a node that is not a peer');
-        this.unreachable.add(msg.to);
+        this.#logger.debug(
+          { to: msg.to, type: msg.type },
+          'dropping a message for a node that is not a peer',
+        );
+        this.#unreachable.add(msg.to);
         continue;
       }
       let frame: Uint8Array;
       try {
         frame = encodeMessageFrame(msg);
       } catch (err) {
-        this.logger.error(
+        this.#logger.error(
           { err, to: msg.to, type: msg.type },
           'dropping a raft message that cannot be encoded',
         );
         continue;
       }
-      if (frame.byteLength > this.maxMessageBytes) {
-        this.logger.error(
-          { to: msg.to, type: msg.type, bytes: frame.byteLength, maxMessageBytes: this.maxMessageBytes },
+      if (frame.byteLength > this.#maxMessageBytes) {
+        this.#logger.error(
+          { to: msg.to, type: msg.type, bytes: frame.byteLength, maxMessageBytes: this.#maxMessageBytes },
           'dropping a raft message larger than the gRPC message limit',
         );
-        this.unreachable.add(msg.to);
+        this.#unreachable.add(msg.to);
         continue;
       }
       link.enqueue(laneOf(msg.type), frame);
@@ -199,34 +204,34 @@ export class GrpcTransport implements Transport {
   }
 
   async sendSnapshot(to: NodeId, snapshot: Snapshot): Promise<void> {
-    const link = this.links.get(to);
-    if (this.stopped) throw new Error('GrpcTransport: stopped');
+    const link = this.#links.get(to);
+    if (this.#stopped) throw new Error('GrpcTransport: stopped');
     if (link === undefined) throw new Error(`GrpcTransport: cannot send a snapshot to '${to}': not a peer`);
     await link.sendSnapshot(snapshot);
   }
 
   takeUnreachable(): NodeId[] {
-    const peers = [...this.unreachable];
-    this.unreachable.clear();
+    const peers = [...this.#unreachable];
+    this.#unreachable.clear();
     return peers;
   }
 
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    for (const link of this.links.values()) link.close();
-    this.links.clear();
-    const server = this.server;
+    if (this.#stopped) return;
+    this.#stopped = true;
+    for (const link of this.#links.values()) link.close();
+    this.#links.clear();
+    const server = this.#server;
     // tryShutdown reports when listeners and sessions are closed; forceShutdown makes that
     // immediate by cancelling the long-lived streams peers hold open.
     await new Promise<void>((resolve) => {
       server.tryShutdown(() => resolve());
       server.forceShutdown();
     });
-    this.logger.info('raft transport stopped');
+    this.#logger.info('raft transport stopped');
   }
 
-  private acceptStream(call: Parameters<handleBidiStreamingCall<Buffer, StreamAck>>[0]): void {
+  #acceptStream(call: Parameters<handleBidiStreamingCall<Buffer, StreamAck>>[0]): void {
     // With TLS, the certificate names the sender (and the interceptor checked any claim), and
     // every message must be from it; without, the claim is only for the logs.
     const certified = certifiedNodeId(call.getAuthContext());
@@ -236,37 +241,37 @@ export class GrpcTransport implements Transport {
     call.on('end', () => call.end());
     call.on('data', (bytes: Buffer) => {
       if (refused) return;
-      const forged = this.receiveEnvelope(bytes, sender, certified);
+      const forged = this.#receiveEnvelope(bytes, sender, certified);
       if (forged === undefined) return;
       refused = true;
       const details = `a stream from ${sender} cannot carry a message from ${forged}`;
-      this.logger.warn({ sender, from: forged }, `refused a raft stream: ${details}`);
+      this.#logger.warn({ sender, from: forged }, `refused a raft stream: ${details}`);
       call.emit('error', { code: status.PERMISSION_DENIED, details });
     });
-    call.write({ nodeId: this.id });
+    call.write({ nodeId: this.#id });
   }
 
   /**
    * Hands the envelope's messages on in order. With a `certified` sender, returns the claimed
    * sender of the first message not from it, which stops it there: a node speaks only for itself.
    */
-  private receiveEnvelope(bytes: Buffer, sender: string, certified: NodeId | undefined): NodeId | undefined {
-    const handlers = this.handlers;
-    if (this.stopped || handlers === null) return undefined;
+  #receiveEnvelope(bytes: Buffer, sender: string, certified: NodeId | undefined): NodeId | undefined {
+    const handlers = this.#handlers;
+    if (this.#stopped || handlers === null) return undefined;
     let received;
     try {
       received = decodeEnvelopeMessages(bytes);
     } catch (err) {
-      this.logger.warn({ err, sender }, 'dropping an undecodable raft envelope');
+      this.#logger.warn({ err, sender }, 'dropping an undecodable raft envelope');
       return undefined;
     }
     for (const msg of received) {
       if (msg instanceof CodecError) {
-        this.logger.warn({ err: msg, sender }, 'dropping a malformed raft message');
+        this.#logger.warn({ err: msg, sender }, 'dropping a malformed raft message');
         continue;
       }
-      if (msg.to !== this.id) {
-        this.logger.warn(
+      if (msg.to !== this.#id) {
+        this.#logger.warn(
           { sender, to: msg.to, type: msg.type },
           'dropping a raft message addressed to another node',
         );
@@ -278,11 +283,11 @@ export class GrpcTransport implements Transport {
     return undefined;
   }
 
-  private acceptSnapshot(
+  #acceptSnapshot(
     call: Parameters<handleClientStreamingCall<SnapshotChunk, SnapshotAck>>[0],
     callback: Parameters<handleClientStreamingCall<SnapshotChunk, SnapshotAck>>[1],
   ): void {
-    const assembler = new SnapshotAssembler(this.id, snapshotBytesMax);
+    const assembler = new SnapshotAssembler(this.#id, snapshotBytesMax);
     const certified = certifiedNodeId(call.getAuthContext());
     // receiving → installing (all chunks in, the driver is installing) → answered.
     let phase: 'receiving' | 'installing' | 'answered' = 'receiving';
@@ -308,7 +313,7 @@ export class GrpcTransport implements Transport {
       if (phase !== 'receiving') return;
       if (certified !== undefined && chunk.from !== certified) {
         const details = `the certificate of ${certified} cannot send a snapshot as ${chunk.from}`;
-        this.logger.warn({ certified, from: chunk.from }, `refusing a snapshot: ${details}`);
+        this.#logger.warn({ certified, from: chunk.from }, `refusing a snapshot: ${details}`);
         answer({ code: status.PERMISSION_DENIED, details });
         return;
       }
@@ -317,22 +322,22 @@ export class GrpcTransport implements Transport {
         assembled = assembler.add(chunk);
       } catch (err) {
         if (!(err instanceof SnapshotTransferError)) throw err;
-        this.logger.warn({ err, sender: assembler.sender }, 'refusing a snapshot');
+        this.#logger.warn({ err, sender: assembler.sender }, 'refusing a snapshot');
         answer({ code: refusalStatus[err.code], details: err.message });
         return;
       }
-      const handlers = this.handlers;
+      const handlers = this.#handlers;
       if (assembled === null || handlers === null) return;
       phase = 'installing';
       const { from, snapshot } = assembled;
-      this.logger.info(
+      this.#logger.info(
         { from, index: snapshot.meta.index, bytes: snapshot.data.byteLength },
         'snapshot received',
       );
       handlers.onSnapshot(from, snapshot).then(
         () => answer(null, snapshot.meta.index),
         (err: unknown) => {
-          this.logger.error(
+          this.#logger.error(
             { err, from, index: snapshot.meta.index },
             'installing a received snapshot failed',
           );

@@ -37,78 +37,78 @@ export interface OutboundQueueLimits {
 
 /** A FIFO of byte frames with O(1) push and shift, tracking its total size. */
 class FrameFifo {
-  private frames: Uint8Array[] = [];
-  private head = 0;
+  #frames: Uint8Array[] = [];
+  #head = 0;
   bytes = 0;
 
   get length(): number {
-    return this.frames.length - this.head;
+    return this.#frames.length - this.#head;
   }
 
   push(frame: Uint8Array): void {
-    this.frames.push(frame);
+    this.#frames.push(frame);
     this.bytes += frame.byteLength;
   }
 
   peek(): Uint8Array | undefined {
-    return this.frames[this.head];
+    return this.#frames[this.#head];
   }
 
   shift(): Uint8Array | undefined {
-    const frame = this.frames[this.head];
+    const frame = this.#frames[this.#head];
     if (frame === undefined) return undefined;
-    this.head++;
+    this.#head++;
     this.bytes -= frame.byteLength;
     // Compact once the consumed prefix dominates, keeping memory proportional to the backlog.
-    if (this.head > 64 && this.head * 2 > this.frames.length) {
-      this.frames = this.frames.slice(this.head);
-      this.head = 0;
+    if (this.#head > 64 && this.#head * 2 > this.#frames.length) {
+      this.#frames = this.#frames.slice(this.#head);
+      this.#head = 0;
     }
     return frame;
   }
 
   clear(): number {
     const dropped = this.length;
-    this.frames = [];
-    this.head = 0;
+    this.#frames = [];
+    this.#head = 0;
     this.bytes = 0;
     return dropped;
   }
 }
 
 export class OutboundQueue {
-  private readonly limits: OutboundQueueLimits;
-  private readonly priority = new FrameFifo();
-  private readonly bulk = new FrameFifo();
+  readonly #limits: OutboundQueueLimits;
+  readonly #priority = new FrameFifo();
+  readonly #bulk = new FrameFifo();
 
   constructor(limits: OutboundQueueLimits) {
-    this.limits = limits;
+    this.#limits = limits;
   }
 
   get length(): number {
-    return this.priority.length + this.bulk.length;
+    return this.#priority.length + this.#bulk.length;
   }
 
   get bytes(): number {
-    return this.priority.bytes + this.bulk.bytes;
+    return this.#priority.bytes + this.#bulk.bytes;
   }
 
   /** Appends a frame to its lane; returns how many older frames were dropped to make room. */
   push(lane: Lane, frame: Uint8Array): number {
     let dropped = 0;
     if (lane === 'priority') {
-      this.priority.push(frame);
-      while (this.priority.length > this.limits.priorityMessagesMax) {
-        this.priority.shift();
+      this.#priority.push(frame);
+      while (this.#priority.length > this.#limits.priorityMessagesMax) {
+        this.#priority.shift();
         dropped++;
       }
     } else {
-      this.bulk.push(frame);
+      this.#bulk.push(frame);
       while (
-        this.bulk.length > this.limits.bulkMessagesMax ||
-        (this.bulk.bytes > this.limits.bulkBytesMax && this.bulk.length > 1)
+        this.#bulk.length > this.#limits.bulkMessagesMax ||
+        (this.#bulk.bytes > this.#limits.bulkBytesMax && this.#bulk.length > 1)
       ) {
-        this.bulk.shift();
+        this.#bulk.shift();
         dropped++;
       }
     }
@@ -122,7 +122,7 @@ export class OutboundQueue {
   takeBatch(bytesMax: number): Uint8Array[] {
     const batch: Uint8Array[] = [];
     let bytes = 0;
-    for (const lane of [this.priority, this.bulk]) {
+    for (const lane of [this.#priority, this.#bulk]) {
       for (let next = lane.peek(); next !== undefined; next = lane.peek()) {
         if (batch.length > 0 && bytes + next.byteLength > bytesMax) return batch;
         lane.shift();
@@ -135,6 +135,6 @@ export class OutboundQueue {
 
   /** Drops everything queued; returns how many frames that was. */
   clear(): number {
-    return this.priority.clear() + this.bulk.clear();
+    return this.#priority.clear() + this.#bulk.clear();
   }
 }

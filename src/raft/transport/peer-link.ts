@@ -44,198 +44,200 @@ export interface PeerLinkOptions {
 export class PeerLink {
   readonly peer: NodeId;
   readonly addr: string;
-  private readonly self: NodeId;
-  private readonly maxMessageBytes: number;
-  private readonly tls: PeerTls | undefined;
-  private readonly logger: Logger;
-  private readonly onUnreachable: (peer: NodeId) => void;
-  private readonly queue = new OutboundQueue({
+  readonly #self: NodeId;
+  readonly #maxMessageBytes: number;
+  readonly #tls: PeerTls | undefined;
+  readonly #logger: Logger;
+  readonly #onUnreachable: (peer: NodeId) => void;
+  readonly #queue = new OutboundQueue({
     priorityMessagesMax: priorityQueueMessagesMax,
     bulkMessagesMax: bulkQueueMessagesMax,
     bulkBytesMax: bulkQueueBytesMax,
   });
-  private state: LinkState = 'idle';
-  private client: Client | null = null;
-  private call: EnvelopeCall | null = null;
-  private writesInFlight = 0;
-  private awaitingDrain = false;
-  private flushScheduled = false;
-  private failures = 0;
-  private timer: NodeJS.Timeout | null = null;
-  private readonly snapshots = new Set<SnapshotSend>();
+  #state: LinkState = 'idle';
+  #client: Client | null = null;
+  #call: EnvelopeCall | null = null;
+  #writesInFlight = 0;
+  #awaitingDrain = false;
+  #flushScheduled = false;
+  #failures = 0;
+  #timer: NodeJS.Timeout | null = null;
+  readonly #snapshots = new Set<SnapshotSend>();
 
   constructor(options: PeerLinkOptions) {
-    this.self = options.self;
+    this.#self = options.self;
     this.peer = options.peer;
     this.addr = options.addr;
-    this.tls = options.tls;
-    this.maxMessageBytes = options.maxMessageBytes;
-    this.logger = options.logger.child({ peer: options.peer, peerAddr: options.addr });
-    this.onUnreachable = options.onUnreachable;
+    this.#tls = options.tls;
+    this.#maxMessageBytes = options.maxMessageBytes;
+    this.#logger = options.logger.child({ peer: options.peer, peerAddr: options.addr });
+    this.#onUnreachable = options.onUnreachable;
   }
 
   /** Queues one encoded message frame; never throws, never blocks. */
   enqueue(lane: Lane, frame: Uint8Array): void {
-    switch (this.state) {
+    switch (this.#state) {
       case 'closed':
         return;
       case 'backoff':
-        this.onUnreachable(this.peer);
+        this.#onUnreachable(this.peer);
         return;
       case 'idle':
-        this.open();
+        this.#open();
         break;
       case 'opening':
       case 'open':
         break;
       default: {
-        const unknown: never = this.state;
+        const unknown: never = this.#state;
         throw new Error(`unknown link state ${String(unknown)}`);
       }
     }
-    const dropped = this.queue.push(lane, frame);
+    const dropped = this.#queue.push(lane, frame);
     if (dropped > 0) {
-      this.logger.debug({ dropped, lane }, 'outgoing queue full, dropped the oldest messages');
-      this.onUnreachable(this.peer);
+      this.#logger.debug({ dropped, lane }, 'outgoing queue full, dropped the oldest messages');
+      this.#onUnreachable(this.peer);
     }
-    this.scheduleFlush();
+    this.#scheduleFlush();
   }
 
   /** Streams a snapshot on its own call over this peer's channel. */
   sendSnapshot(snapshot: Snapshot): Promise<void> {
-    if (this.state === 'closed') return Promise.reject(new Error(`peer ${this.peer} was removed or stopped`));
-    const send = streamSnapshot(this.channel(), this.self, this.peer, snapshot);
-    this.snapshots.add(send);
-    const forget = () => this.snapshots.delete(send);
+    if (this.#state === 'closed')
+      return Promise.reject(new Error(`peer ${this.peer} was removed or stopped`));
+    const send = streamSnapshot(this.#channel(), this.#self, this.peer, snapshot);
+    this.#snapshots.add(send);
+    const forget = () => this.#snapshots.delete(send);
     send.done.then(forget, forget);
     return send.done;
   }
 
   /** Closes the call and the channel for good; queued messages are dropped. */
   close(): void {
-    if (this.state === 'closed') return;
-    this.state = 'closed';
-    this.clearTimer();
-    this.queue.clear();
-    const call = this.call;
-    this.call = null;
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.#clearTimer();
+    this.#queue.clear();
+    const call = this.#call;
+    this.#call = null;
     call?.cancel();
-    for (const send of this.snapshots) send.cancel();
-    this.client?.close();
-    this.client = null;
+    for (const send of this.#snapshots) send.cancel();
+    this.#client?.close();
+    this.#client = null;
   }
 
-  private channel(): Client {
-    this.client ??= new Client(
+  #channel(): Client {
+    this.#client ??= new Client(
       this.addr,
-      peerChannelCredentials(this.tls),
-      peerChannelOptions(this.maxMessageBytes),
+      peerChannelCredentials(this.#tls),
+      peerChannelOptions(this.#maxMessageBytes),
     );
-    return this.client;
+    return this.#client;
   }
 
-  private open(): void {
+  #open(): void {
     const method = RaftService.stream;
     const metadata = new Metadata();
-    metadata.set('x-raft-from', this.self);
-    const call: EnvelopeCall = this.channel().makeBidiStreamRequest(
+    metadata.set('x-raft-from', this.#self);
+    const call: EnvelopeCall = this.#channel().makeBidiStreamRequest(
       method.path,
       (frames: Buffer) => frames,
       method.responseDeserialize,
       metadata,
       {},
     );
-    this.call = call;
-    this.state = 'opening';
-    this.writesInFlight = 0;
-    this.awaitingDrain = false;
-    this.timer = setTimeout(() => {
-      this.fail(call, `the peer did not acknowledge the stream within ${streamOpenTimeoutMs} ms`);
+    this.#call = call;
+    this.#state = 'opening';
+    this.#writesInFlight = 0;
+    this.#awaitingDrain = false;
+    this.#timer = setTimeout(() => {
+      this.#fail(call, `the peer did not acknowledge the stream within ${streamOpenTimeoutMs} ms`);
     }, streamOpenTimeoutMs);
-    this.timer.unref();
+    this.#timer.unref();
 
     call.on('data', (ack: StreamAck) => {
-      if (this.call !== call || this.state !== 'opening') return;
+      if (this.#call !== call || this.#state !== 'opening') return;
       if (ack.nodeId !== this.peer) {
-        this.fail(call, `address ${this.addr} is node '${ack.nodeId}', not '${this.peer}'`);
+        this.#fail(call, `address ${this.addr} is node '${ack.nodeId}', not '${this.peer}'`);
         return;
       }
-      this.clearTimer();
-      this.state = 'open';
-      if (this.failures > 0) this.logger.info({ failures: this.failures }, 'raft stream to peer reopened');
-      this.failures = 0;
-      this.scheduleFlush();
+      this.#clearTimer();
+      this.#state = 'open';
+      if (this.#failures > 0) this.#logger.info({ failures: this.#failures }, 'raft stream to peer reopened');
+      this.#failures = 0;
+      this.#scheduleFlush();
     });
     // 'status' follows every end, clean or not; 'error' precedes it for a failure and only
     // needs a listener so that it is not thrown.
     call.on('error', () => undefined);
     call.on('status', (status: { code: number; details: string }) => {
-      this.fail(call, `stream ended with status ${status.code}: ${status.details}`);
+      this.#fail(call, `stream ended with status ${status.code}: ${status.details}`);
     });
   }
 
-  private fail(call: EnvelopeCall, reason: string): void {
-    if (this.call !== call) return;
-    this.call = null;
+  #fail(call: EnvelopeCall, reason: string): void {
+    if (this.#call !== call) return;
+    this.#call = null;
     call.cancel();
-    this.clearTimer();
-    const dropped = this.queue.clear();
-    this.failures++;
+    this.#clearTimer();
+    const dropped = this.#queue.clear();
+    this.#failures++;
     // Log a failure streak once; retries while the peer stays down would only repeat it.
-    if (this.failures === 1) this.logger.warn({ reason, dropped }, 'raft stream to peer failed');
-    else this.logger.debug({ reason, dropped, failures: this.failures }, 'raft stream to peer failed again');
-    this.onUnreachable(this.peer);
-    this.state = 'backoff';
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      if (this.state === 'backoff') this.state = 'idle';
-    }, backoffMs(this.failures));
-    this.timer.unref();
+    if (this.#failures === 1) this.#logger.warn({ reason, dropped }, 'raft stream to peer failed');
+    else
+      this.#logger.debug({ reason, dropped, failures: this.#failures }, 'raft stream to peer failed again');
+    this.#onUnreachable(this.peer);
+    this.#state = 'backoff';
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      if (this.#state === 'backoff') this.#state = 'idle';
+    }, backoffMs(this.#failures));
+    this.#timer.unref();
   }
 
-  private clearTimer(): void {
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+  #clearTimer(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
   }
 
   /** Flushing after the current task lets one write carry everything sent in it. */
-  private scheduleFlush(): void {
-    if (this.flushScheduled || this.state !== 'open') return;
-    this.flushScheduled = true;
+  #scheduleFlush(): void {
+    if (this.#flushScheduled || this.#state !== 'open') return;
+    this.#flushScheduled = true;
     queueMicrotask(() => {
-      this.flushScheduled = false;
-      this.flush();
+      this.#flushScheduled = false;
+      this.#flush();
     });
   }
 
-  private flush(): void {
-    const call = this.call;
+  #flush(): void {
+    const call = this.#call;
     while (
       call !== null &&
-      this.state === 'open' &&
-      !this.awaitingDrain &&
-      this.writesInFlight < writesInFlightMax &&
-      this.queue.length > 0
+      this.#state === 'open' &&
+      !this.#awaitingDrain &&
+      this.#writesInFlight < writesInFlightMax &&
+      this.#queue.length > 0
     ) {
-      const frames = this.queue.takeBatch(this.maxMessageBytes);
+      const frames = this.#queue.takeBatch(this.#maxMessageBytes);
       // A lone frame is already an envelope: send a view of it rather than a copy.
       const single = frames.length === 1 ? frames[0] : undefined;
       const envelope =
         single === undefined
           ? Buffer.concat(frames)
           : Buffer.from(single.buffer, single.byteOffset, single.byteLength);
-      this.writesInFlight++;
+      this.#writesInFlight++;
       const more = call.write(envelope, () => {
-        if (this.call !== call) return;
-        this.writesInFlight--;
-        this.flush();
+        if (this.#call !== call) return;
+        this.#writesInFlight--;
+        this.#flush();
       });
       if (!more) {
-        this.awaitingDrain = true;
+        this.#awaitingDrain = true;
         call.once('drain', () => {
-          if (this.call !== call) return;
-          this.awaitingDrain = false;
-          this.flush();
+          if (this.#call !== call) return;
+          this.#awaitingDrain = false;
+          this.#flush();
         });
       }
     }

@@ -25,23 +25,23 @@ export interface AssembledSnapshot {
 }
 
 export class SnapshotAssembler {
-  private readonly self: NodeId;
-  private readonly bytesMax: number;
-  private from: NodeId | null = null;
-  private meta: SnapshotMeta | null = null;
-  private readonly parts: Uint8Array[] = [];
-  private received = 0;
-  private crc = 0;
-  private complete = false;
+  readonly #self: NodeId;
+  readonly #bytesMax: number;
+  #from: NodeId | null = null;
+  #meta: SnapshotMeta | null = null;
+  readonly #parts: Uint8Array[] = [];
+  #received = 0;
+  #crc = 0;
+  #complete = false;
 
   constructor(self: NodeId, bytesMax: number) {
-    this.self = self;
-    this.bytesMax = bytesMax;
+    this.#self = self;
+    this.#bytesMax = bytesMax;
   }
 
   /** The sender, once the first chunk has been accepted (for logs). */
   get sender(): NodeId | null {
-    return this.from;
+    return this.#from;
   }
 
   /**
@@ -49,46 +49,46 @@ export class SnapshotAssembler {
    * throws a SnapshotTransferError for anything out of place.
    */
   add(chunk: SnapshotChunk): AssembledSnapshot | null {
-    if (this.complete) throw bad('a chunk arrived after the last one (done was already set)');
-    if (chunk.to !== this.self)
-      throw bad(`chunk addressed to '${chunk.to}', but this node is '${this.self}'`);
-    if (this.from === null) {
+    if (this.#complete) throw bad('a chunk arrived after the last one (done was already set)');
+    if (chunk.to !== this.#self)
+      throw bad(`chunk addressed to '${chunk.to}', but this node is '${this.#self}'`);
+    if (this.#from === null) {
       if (chunk.from === '') throw bad('the first chunk must name its sender in `from`');
       if (chunk.meta === undefined) throw bad('the first chunk must carry the snapshot metadata');
       try {
-        this.meta = snapshotMetaFromWire(chunk.meta, 'meta');
+        this.#meta = snapshotMetaFromWire(chunk.meta, 'meta');
       } catch (err) {
         if (err instanceof CodecError) throw bad(`invalid snapshot metadata: ${err.message}`);
         throw err;
       }
-      this.from = chunk.from;
+      this.#from = chunk.from;
     } else {
-      if (chunk.from !== this.from)
-        throw bad(`chunk from '${chunk.from}' inside a transfer from '${this.from}'`);
+      if (chunk.from !== this.#from)
+        throw bad(`chunk from '${chunk.from}' inside a transfer from '${this.#from}'`);
       if (chunk.meta !== undefined) throw bad('only the first chunk may carry the snapshot metadata');
     }
-    if (chunk.offset !== this.received) {
-      throw bad(`chunk offset ${chunk.offset} does not follow the ${this.received} bytes received so far`);
+    if (chunk.offset !== this.#received) {
+      throw bad(`chunk offset ${chunk.offset} does not follow the ${this.#received} bytes received so far`);
     }
-    if (this.received + chunk.data.byteLength > this.bytesMax) {
-      throw new SnapshotTransferError('E_TOO_LARGE', `snapshot exceeds the ${this.bytesMax}-byte limit`);
+    if (this.#received + chunk.data.byteLength > this.#bytesMax) {
+      throw new SnapshotTransferError('E_TOO_LARGE', `snapshot exceeds the ${this.#bytesMax}-byte limit`);
     }
-    this.parts.push(chunk.data);
-    this.received += chunk.data.byteLength;
-    this.crc = crc32(chunk.data, this.crc);
+    this.#parts.push(chunk.data);
+    this.#received += chunk.data.byteLength;
+    this.#crc = crc32(chunk.data, this.#crc);
     if (!chunk.done) return null;
 
-    this.complete = true;
-    if (chunk.crc32 !== this.crc) {
+    this.#complete = true;
+    if (chunk.crc32 !== this.#crc) {
       throw new SnapshotTransferError(
         'E_CHECKSUM',
-        `snapshot CRC-32 mismatch: sender says ${hex(chunk.crc32)}, received data has ${hex(this.crc)}`,
+        `snapshot CRC-32 mismatch: sender says ${hex(chunk.crc32)}, received data has ${hex(this.#crc)}`,
       );
     }
-    const data = Buffer.concat(this.parts, this.received);
-    this.parts.length = 0;
+    const data = Buffer.concat(this.#parts, this.#received);
+    this.#parts.length = 0;
     // The first chunk set both; `complete` implies the first chunk was accepted.
-    return { from: this.from, snapshot: { meta: this.meta!, data } };
+    return { from: this.#from, snapshot: { meta: this.#meta!, data } };
   }
 }
 
