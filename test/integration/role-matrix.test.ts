@@ -37,6 +37,8 @@ import { KvService } from '../../src/gen/kv.js';
 import { MaintenanceService } from '../../src/gen/maintenance.js';
 import { RaftService } from '../../src/gen/raft.js';
 import { ActionResult, Hello, WorkerService } from '../../src/gen/worker.js';
+import { AggregatedDiscoveryServiceService as XdsService } from '../../src/gen/xds.js';
+import type { DiscoveryRequest, DiscoveryResponse } from '../../src/gen/xds.js';
 import type { ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { nextPort, ProcessCluster, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
@@ -275,6 +277,35 @@ function upload<Req, Res>(def: Method<Req, Res>, messages: readonly Req[], md: M
   });
 }
 
+/** An xDS stream: served once it answers a Cluster request (docs/decisions/0024-xds.md). */
+function xdsStream(def: Method<DiscoveryRequest, DiscoveryResponse>): Pick<Row, 'path' | 'send'> {
+  return {
+    path: def.path,
+    send: (md) =>
+      new Promise((resolve) => {
+        const stream = rpc.makeBidiStreamRequest(
+          def.path,
+          def.requestSerialize,
+          def.responseDeserialize,
+          md,
+          callOptions(),
+        );
+        stream.on('data', () => {
+          resolve(served);
+          stream.cancel();
+        });
+        stream.on('error', () => undefined);
+        stream.on('status', (s: StatusObject) => resolve(fromStatus(s)));
+        stream.write({
+          versionInfo: '',
+          resourceNames: ['slipway'],
+          typeUrl: 'type.googleapis.com/envoy.config.cluster.v3.Cluster',
+          responseNonce: '',
+        });
+      }),
+  };
+}
+
 /**
  * A worker stream as machine h1. A served stream answers a result for a workflow that does not
  * exist with `refused`, screened without a Raft write: served, seen without changing anything.
@@ -468,6 +499,8 @@ const matrix: readonly Row[] = [
   // Health: for balancers, without a token.
   { need: 'public', ...unary(HealthService.check, () => ({ service: '' })) },
   { need: 'public', ...serverStream(HealthService.watch, () => ({ service: '' }), true) },
+  // xDS: for Envoy and proxyless gRPC clients, which cannot send a token (0024).
+  { need: 'public', ...xdsStream(XdsService.streamAggregatedResources) },
   // Node to node: on the raft address (mutual TLS), never on the API port.
   { need: 'peer', ...peerOnly(InternalService.propose) },
   { need: 'peer', ...peerOnly(InternalService.proposeBatch) },
@@ -483,6 +516,7 @@ const services: readonly Readonly<Record<string, { readonly path: string }>>[] =
   MaintenanceService,
   WorkerService,
   HealthService,
+  XdsService,
   InternalService,
   RaftService,
 ];
