@@ -3,8 +3,9 @@
 // member out, `rise` passes in a row bring it back, so one lost probe changes nothing.
 // A member that answers NOT_SERVING (no leader, shutting down, drained) is DRAINING: alive, but
 // to get no new calls; one that does not answer is UNHEALTHY. Both leave every client's ring.
-// A member not yet probed counts as HEALTHY: a client's first answer must not wait for probes,
-// and a dead member falls out after `fall` probes. Pure.
+// A member not yet probed is UNHEALTHY until `rise` probes pass: a member just added, or a node
+// just started, is not routed to before it serves (a client would otherwise pick it, fail to
+// connect, and fall through to another node than the ring's next choice once it serves). Pure.
 import type { HealthCheckTiming } from '../balancer-spec.js';
 import type { MemberHealth } from './resources.js';
 
@@ -26,12 +27,12 @@ export class MemberHealthTracker {
   }
 
   health(id: string): MemberHealth {
-    return this.#tallies.get(id)?.health ?? 'HEALTHY';
+    return this.#tallies.get(id)?.health ?? 'UNHEALTHY';
   }
 
   /** Records one probe of `id`; returns whether its health changed. */
   observe(id: string, result: ProbeResult): boolean {
-    const tally = this.#tallies.get(id) ?? { health: 'HEALTHY', streak: 0 };
+    const tally = this.#tallies.get(id) ?? { health: 'UNHEALTHY', streak: 0 };
     this.#tallies.set(id, tally);
     const before = tally.health;
     if (result === 'serving') {

@@ -49,7 +49,7 @@ export class MemberProber {
     this.#tracker = new MemberHealthTracker(opts.timing);
   }
 
-  /** The members with their health as last probed (HEALTHY before the first probe). */
+  /** The members with their health as last probed (UNHEALTHY until probes find them serving). */
   current(): XdsMember[] {
     return this.#members().map((m) => ({ id: m.id, apiAddr: m.apiAddr, health: this.#tracker.health(m.id) }));
   }

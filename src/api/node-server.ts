@@ -314,6 +314,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
 
   // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
   vip?.start();
+  xds.start();
 
   const stop = (opts?: { transfer?: boolean }): Promise<void> => {
     stopping ??= (async () => {

@@ -1,6 +1,6 @@
 // envoy.service.discovery.v3.AggregatedDiscoveryService on a node's API port: the thin driver
 // around lb/xds/ (docs/decisions/0024-xds.md). Each stream gets an AdsStream (the pure protocol
-// state); the MemberProber (started by the first stream) probes the voters and pushes new
+// state); the MemberProber (started with the node) probes the voters and pushes new
 // versions to every open stream when the membership or a member's health changes.
 // No token: proxyless gRPC clients cannot send one to their xDS server, and what is served (the
 // members' API addresses and health) is what `slipway balancer config` prints anyway.
@@ -32,6 +32,11 @@ export class XdsService {
   #membersChanged(): void {
     const members = this.#prober.current();
     for (const [call, stream] of this.#streams) this.#send(call, stream.update(members));
+  }
+
+  /** Starts probing the members, so that the first client finds them probed. */
+  start(): void {
+    this.#prober.start();
   }
 
   get streams(): number {

@@ -176,8 +176,11 @@ describe('one ADS stream', () => {
 });
 
 describe('member health', () => {
-  test('fall misses take a member out, rise passes bring it back, one miss changes nothing', () => {
+  test('a member enters after rise passes; fall misses take it out, rise bring it back, one miss changes nothing', () => {
     const t = new MemberHealthTracker({ fall: 2, rise: 2 });
+    assert.equal(t.health('n1'), 'UNHEALTHY', 'not probed yet');
+    assert.equal(t.observe('n1', 'serving'), false);
+    assert.equal(t.observe('n1', 'serving'), true);
     assert.equal(t.health('n1'), 'HEALTHY');
     assert.equal(t.observe('n1', 'unreachable'), false);
     assert.equal(t.observe('n1', 'serving'), false);
@@ -192,11 +195,12 @@ describe('member health', () => {
     assert.equal(t.health('n1'), 'HEALTHY');
   });
 
-  test('NOT_SERVING drains; a member forgotten starts afresh', () => {
+  test('NOT_SERVING drains; a member forgotten starts afresh, out', () => {
     const t = new MemberHealthTracker({ fall: 1, rise: 1 });
     assert.equal(t.observe('n2', 'not-serving'), true);
     assert.equal(t.health('n2'), 'DRAINING');
+    assert.equal(t.observe('n2', 'serving'), true);
     t.retain(new Set(['n1']));
-    assert.equal(t.health('n2'), 'HEALTHY');
+    assert.equal(t.health('n2'), 'UNHEALTHY', 'forgotten: out until probed again');
   });
 });
