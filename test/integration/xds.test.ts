@@ -8,9 +8,10 @@
 // Resources: a raw ADS stream to one node, each response checked against Envoy's own protos
 // (test/support/envoy-protos.ts). Placement of calls: test/support/xds-served-by.ts, a proxyless
 // client process (grpc-js-xds) that sends one Kv.Status per id with x-worker-id and reports the
-// answering node. Placement of streams: real `slipway worker --server xds:///slipway` processes;
-// the node holding each worker's stream is read from the nodes' logs ("worker connected" and
-// "worker disconnected" with its workerId). Every process is stopped by PID at the end.
+// answering node; and the CLI itself with `--server xds:///slipway`. Placement of streams: real
+// `slipway worker --server xds:///slipway` processes; the node holding each worker's stream is
+// read from the nodes' logs ("worker connected" and "worker disconnected" with its workerId).
+// Every process is stopped by PID at the end.
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
@@ -23,7 +24,13 @@ import { ClusterClient } from '../../src/cli/client.js';
 import { Suffrage } from '../../src/gen/kv.js';
 import { AggregatedDiscoveryServiceService, DiscoveryRequest } from '../../src/gen/xds.js';
 import { checkEnvoyBytes, envoyType } from '../support/envoy-protos.js';
-import { nextPort, ProcessCluster, slipwayBin, type ProcNode } from '../support/process-cluster.js';
+import {
+  nextPort,
+  ProcessCluster,
+  runSlipway,
+  slipwayBin,
+  type ProcNode,
+} from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
 
 const cluster = new ProcessCluster(3);
@@ -182,6 +189,15 @@ describe('xDS from the nodes', () => {
     const again = await placements();
     assert.deepEqual(again, placement, 'a second client process places every id alike');
     assert.deepEqual(new Set(Object.values(placement)), new Set(['n1', 'n2', 'n3']));
+  });
+
+  test('the CLI through xds:///slipway writes and reads, and its process ends', async () => {
+    const via = ['--server', 'xds:///slipway', '--xds-server', xdsServers, '--timeout', '20000'];
+    const put = await runSlipway([...via, 'kv', 'put', 'xds/greeting', 'hello'], { timeoutMs: 90_000 });
+    assert.equal(put.code, 0, put.stderr);
+    const get = await runSlipway([...via, 'kv', 'get', 'xds/greeting'], { timeoutMs: 90_000 });
+    assert.equal(get.code, 0, get.stderr);
+    assert.equal(get.stdout.trim(), 'hello');
   });
 
   test('a member added gets calls: ids that now hash to it land there', async () => {
