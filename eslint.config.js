@@ -1,6 +1,43 @@
 // @ts-check
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { importBoundaries } from './eslint/import-boundaries.js';
+
+// The layering (docs/decisions/0026-layout-and-boundaries.md): each folder and the folders it may
+// import. Lower layers never import higher ones; test/ may import anything.
+const srcBelowServices = ['src/platform', 'src/gen', 'src/model', 'src/raft', 'src/workflow', 'src/state'];
+const srcSubsystems = [
+  ...srcBelowServices,
+  'src/power',
+  'src/artifacts',
+  'src/boot',
+  'src/worker',
+  'src/bootos',
+  'src/api',
+  'src/node',
+  'src/cli',
+];
+const zones = {
+  'src/platform': [],
+  'src/gen': [],
+  'src/model': ['src/platform'],
+  'src/raft': ['src/platform', 'src/gen'],
+  'src/workflow': ['src/platform', 'src/model'],
+  'src/state': ['src/platform', 'src/model', 'src/workflow', 'src/raft'],
+  'src/power': ['src/platform', 'src/model', 'src/state'],
+  'src/boot': ['src/platform', 'src/model', 'src/state'],
+  'src/artifacts': [...srcBelowServices, 'src/boot'],
+  'src/worker': ['src/platform', 'src/gen', 'src/model', 'src/workflow'],
+  'src/bootos': ['src/platform'],
+  'src/api': [...srcBelowServices, 'src/power', 'src/artifacts'],
+  'src/node': [...srcSubsystems.filter((z) => z !== 'src/cli' && z !== 'src/node'), 'lb'],
+  'src/cli': [...srcSubsystems, 'lb', 'cluster'],
+  lb: srcSubsystems,
+  cluster: [...srcSubsystems, 'lb'],
+  bench: [...srcSubsystems, 'lb', 'cluster'],
+  bin: ['src/cli'],
+  test: ['*'],
+};
 
 export default tseslint.config(
   {
@@ -12,6 +49,7 @@ export default tseslint.config(
       'src/gen/',
       'bin/*.js',
       'eslint.config.js',
+      'eslint/',
     ],
   },
   js.configs.recommended,
@@ -47,6 +85,16 @@ export default tseslint.config(
       '@typescript-eslint/no-unnecessary-condition': 'off',
       '@typescript-eslint/no-confusing-void-expression': 'off',
       '@typescript-eslint/prefer-promise-reject-errors': 'off',
+    },
+  },
+  {
+    plugins: { slipway: { rules: { 'import-boundaries': importBoundaries } } },
+    rules: {
+      'slipway/import-boundaries': [
+        'error',
+        // Outside src/, a subsystem is reached through its index.ts; the leaf libraries are open.
+        { zones, entryOnly: ['lb', 'cluster', 'bench'], open: ['src/platform', 'src/gen', 'src/model'] },
+      ],
     },
   },
   {

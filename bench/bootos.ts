@@ -13,8 +13,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildBootOs } from '../src/bootos/build.js';
-import { bootOsMarkers } from '../src/bootos/init-script.js';
+import { buildBootOs, bootOsMarkers } from '../src/bootos/index.js';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
 
 const nodeAddress = '10.77.4.1';

@@ -11,10 +11,10 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
-import { attemptKey } from '../src/api/worker-service.js';
+import { attemptKey } from '../src/model/records.js';
 import type { AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
-import { Xorshift } from '../test/raft/xorshift.js';
+import { Prng } from '../src/platform/prng.js';
 
 /** What the agents measured since the last collect. Times are ms; `ackAt` is since the epoch. */
 export interface AgentSamples {
@@ -209,8 +209,8 @@ function runAgents(): void {
   let actions = 0;
   let holdMs = 0;
   // Seeded, so a run's hold times are the same every time.
-  let rng = new Xorshift(0);
-  const random = (): number => rng.fraction();
+  let rng = new Prng(0);
+  const random = (): number => rng.float();
   const sims = new Map<number, Sim>();
   const clients = new Map<number, WorkerClient>();
 
@@ -303,7 +303,7 @@ function runAgents(): void {
       case 'init':
         endpoints = msg.endpoints;
         actions = msg.actions;
-        rng = new Xorshift(msg.seed);
+        rng = new Prng(msg.seed);
         for (const i of msg.ids) {
           const sim: Sim = {
             index: i,

@@ -9,7 +9,7 @@
 // until every node has applied all of them, and prints one JSON line: created, elapsed_ms.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { ClusterClient } from '../src/cli/client.js';
+import { ClusterClient } from '../src/cli/index.js';
 
 /** One node's view, as `status` prints it. */
 export interface NodeStatusLine {

@@ -8,7 +8,7 @@
 //    length past the end, a gRPC frame cut short, random bytes), without a token;
 //  - oversized: a length prefix 1 MiB past the node's apiMessageBytesMax and the first 16 KiB
 //    (within a stream's flow-control window, so the call never waits for the node to read);
-//  - streams: raw HTTP/2 connections (test/support/h2-raw.ts) that open many more streams than
+//  - streams: raw HTTP/2 connections (bench/h2-raw.ts) that open many more streams than
 //    the node's cap at once and hold them open, then close and start again.
 // The first three go through node:http2 (grpc-js cannot dial from a chosen address), each
 // connection with `concurrency` calls in flight. Every kind is bounded by count and time.
@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { fork, type ChildProcess } from 'node:child_process';
 import { setPriority } from 'node:os';
 import { status as Status } from '@grpc/grpc-js';
-import { grpcMessage, grpcRequestHeaders, h2ErrorNames, RawH2Connection } from '../test/support/h2-raw.js';
+import { grpcMessage, grpcRequestHeaders, h2ErrorNames, RawH2Connection } from './h2-raw.js';
 
 export const floodKinds = ['tokens', 'malformed', 'oversized', 'streams'] as const;
 export type FloodKind = (typeof floodKinds)[number];

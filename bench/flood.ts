@@ -75,7 +75,7 @@ function parseOptions(argv: readonly string[]): Options {
   };
 }
 
-/** The node's limits the flood runs into: the defaults (src/api/server-config.ts). */
+/** The node's limits the flood runs into: the defaults (src/node/config.ts). */
 const messageBytesMax = 4 * 1024 * 1024;
 const callKinds = ['kv_put', 'kv_get', 'hardware_get', 'workflow_list'] as const;
 type CallKind = (typeof callKinds)[number];

@@ -19,12 +19,12 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
-import { attemptKey } from '../src/api/worker-service.js';
-import { ClusterClient } from '../src/cli/client.js';
+import { attemptKey } from '../src/model/records.js';
+import { ClusterClient } from '../src/cli/index.js';
 import type { ActionResult, AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
 import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
-import { Xorshift } from '../test/raft/xorshift.js';
+import { Prng } from '../src/platform/prng.js';
 import { pool } from './control.js';
 import { sleep } from './stats.js';
 import { FleetDhcp, httpRequest, tftpRead, type Firmware } from './storm-protocols.js';
@@ -375,7 +375,7 @@ function runWorkflow(
   credential: string,
   outcome: { reconnects: number },
 ): Promise<void> {
-  const rng = new Xorshift(f.c.seed + i);
+  const rng = new Prng(f.c.seed + i);
   const client = new WorkerClient(server, credentials.createInsecure(), {
     // A machine has a connection of its own, as it would; grpc-js would otherwise share one.
     'grpc.use_local_subchannel_pool': 1,
@@ -414,7 +414,7 @@ function runWorkflow(
         if (broken || finished) return;
         broken = true;
         outcome.reconnects++;
-        setTimeout(connect, 200 + rng.fraction() * 800);
+        setTimeout(connect, 200 + rng.float() * 800);
       };
       s.on('data', (msg: ConnectResponse) => {
         const kind = msg.kind;
@@ -456,7 +456,7 @@ function runWorkflow(
             resultSentAt = Date.now();
             stream?.write({ kind: { $case: 'result', value: result } });
           },
-          f.c.holdMs * (0.5 + rng.fraction()),
+          f.c.holdMs * (0.5 + rng.float()),
         );
       });
       s.on('error', reconnect);
@@ -482,10 +482,10 @@ async function storm(c: FleetConfig): Promise<void> {
   const cpu0 = process.cpuUsage();
   const dhcp = await FleetDhcp.open(c.seed);
   const f: Fleet = { c, dhcp, samples: [], runs: new Map(), claimed: 0, refusedResults: 0 };
-  const rng = new Xorshift(c.seed);
+  const rng = new Prng(c.seed);
   const outcomes = await Promise.all(
     Array.from({ length: c.machines }, async (_, i): Promise<MachineOutcome> => {
-      await sleep(rng.fraction() * c.rampMs);
+      await sleep(rng.float() * c.rampMs);
       const startMs = Date.now();
       const counters = { reconnects: 0, retransmits: 0 };
       try {

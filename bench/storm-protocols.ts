@@ -11,9 +11,11 @@ import {
   decodeDhcpPacket,
   encodeDhcpPacket,
   type DhcpPacket,
-} from '../src/boot/dhcp/codec.js';
-import type { DhcpOptions } from '../src/boot/dhcp/options.js';
-import { decodePacket, encodePacket, type TftpPacket } from '../src/boot/tftp/packet.js';
+  decodePacket,
+  encodePacket,
+  type TftpPacket,
+} from '../src/boot/index.js';
+import type { DhcpOptions } from '../src/boot/index.js';
 
 /** Which DHCP client a machine is at this point of its boot. */
 export type DhcpClientKind = 'pxe' | 'ipxe' | 'bootos';

@@ -27,7 +27,7 @@ import { parseArgs, promisify } from 'node:util';
 import { renderHaproxyConfig } from '../lb/haproxy.js';
 import { defaultHealthCheck } from '../lb/balancer-spec.js';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
-import { buildBootOs } from '../src/bootos/build.js';
+import { buildBootOs } from '../src/bootos/index.js';
 import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, percentile, round } from './stats.js';

@@ -8,14 +8,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Entry, Message } from '../src/raft/core/types.js';
-import { message } from '../src/raft/core/types.js';
-import { LevelLogStore } from '../src/raft/storage/level-log-store.js';
-import { decodeEnvelopeMessages, encodeMessageFrame } from '../src/raft/transport/codec.js';
-import type { Command } from '../src/state/command.js';
-import { decodeCommand, decodeResult, encodeCommand, encodeResult } from '../src/state/command.js';
-import type { ControlCommand } from '../src/state/control/commands.js';
-import { KvStore } from '../src/state/kv-store.js';
+import type { Entry, Message } from '../src/raft/index.js';
+import { message, LevelLogStore, decodeEnvelopeMessages, encodeMessageFrame } from '../src/raft/index.js';
+import type { Command, ControlCommand } from '../src/state/index.js';
+import { decodeCommand, decodeResult, encodeCommand, encodeResult, KvStore } from '../src/state/index.js';
 import { round } from './stats.js';
 
 interface Options {

@@ -192,7 +192,7 @@ export class IpmiSim {
   /** Whether the BMC answers an RMCP ping-sized request: a real ipmitool status. */
   async #answers(): Promise<boolean> {
     if (this.#proc.exitCode !== null) throw new Error(`ipmi_sim exited with ${String(this.#proc.exitCode)}`);
-    const { IpmitoolDriver } = await import('../src/power/ipmitool.js');
+    const { IpmitoolDriver } = await import('../src/power/index.js');
     try {
       await new IpmitoolDriver({ timeoutMs: 3000, retries: 0 }).status(this.target());
       return true;

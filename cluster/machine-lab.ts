@@ -18,8 +18,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { renderHaproxyConfig } from '../lb/haproxy.js';
 import { defaultHealthCheck } from '../lb/balancer-spec.js';
-import { buildBootOs } from '../src/bootos/build.js';
-import { packageFile } from '../src/cli/package-file.js';
+import { buildBootOs } from '../src/bootos/index.js';
+import { packageFile } from '../src/platform/package-file.js';
 import { IpmiSim } from './bmc-sim.js';
 import { NetnsLab, type LabProcess } from './netns-lab.js';
 

@@ -42,6 +42,11 @@ export interface BalancerSpec {
   readonly statsAddr?: string;
   /** Plaintext h2c on both sides when absent, as on a development cluster (`--insecure`). */
   readonly tls?: BalancerTls;
+  /**
+   * Absolute path of HAProxy's runtime API socket (admin level), through which
+   * `slipway balancer follow` keeps the server list in step with the membership; none when absent.
+   */
+  readonly runtimeSocket?: string;
 }
 
 /**
@@ -84,6 +89,7 @@ export interface ValidBalancerSpec {
   readonly healthCheck: HealthCheckTiming;
   readonly statsAddr: string | undefined;
   readonly tls: BalancerTls | undefined;
+  readonly runtimeSocket: string | undefined;
 }
 
 /** Throws BalancerSpecError on the first problem found; returns the spec with defaults filled in. */
@@ -116,17 +122,39 @@ export function validBalancerSpec(spec: BalancerSpec): ValidBalancerSpec {
     claim('statsAddr', spec.statsAddr);
   }
   const healthCheck = spec.healthCheck ?? defaultHealthCheck;
-  checkRange('healthCheck.intervalMs', healthCheck.intervalMs, 100, 60_000);
-  checkRange('healthCheck.fall', healthCheck.fall, 1, 10);
-  checkRange('healthCheck.rise', healthCheck.rise, 1, 10);
+  validHealthCheck(healthCheck);
   if (spec.tls !== undefined) validTls(spec.tls);
+  if (spec.runtimeSocket !== undefined) validRuntimeSocket(spec.runtimeSocket);
   return {
     listenAddr: spec.listenAddr,
     nodes: spec.nodes,
     healthCheck,
     statsAddr: spec.statsAddr,
     tls: spec.tls,
+    runtimeSocket: spec.runtimeSocket,
   };
+}
+
+/** Throws BalancerSpecError unless each timing is in its range. */
+export function validHealthCheck(healthCheck: HealthCheckTiming): void {
+  checkRange('healthCheck.intervalMs', healthCheck.intervalMs, 100, 60_000);
+  checkRange('healthCheck.fall', healthCheck.fall, 1, 10);
+  checkRange('healthCheck.rise', healthCheck.rise, 1, 10);
+}
+
+/**
+ * A UNIX socket path holds at most 107 bytes, and HAProxy binds PATH.PID.tmp first and renames
+ * it, so some room is left for that suffix.
+ */
+export const runtimeSocketPathMax = 90;
+
+/** Throws BalancerSpecError unless `path` can be a runtime socket's path on a configuration line. */
+export function validRuntimeSocket(path: string): void {
+  if (!/^\/[A-Za-z0-9_./@+-]*$/.test(path) || path.length > runtimeSocketPathMax) {
+    throw new BalancerSpecError(
+      `runtimeSocket "${path}" must be an absolute path of at most ${runtimeSocketPathMax} letters, digits and _ . / @ + -`,
+    );
+  }
 }
 
 /** Absolute paths, which a configuration line holds as they are. */

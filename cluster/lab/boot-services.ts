@@ -7,19 +7,22 @@
 // final "stopped" event with the DHCP counters.
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
-import type { Hardware } from '../../src/state/control/model.js';
-import { staticInventory, type BootInventory } from '../../src/boot/inventory.js';
+import type { Hardware } from '../../src/model/records.js';
 import {
+  staticInventory,
+  type BootInventory,
   startDhcpServer,
   type DhcpCounters,
   type DhcpMode,
   type DhcpServer,
-} from '../../src/boot/dhcp/server.js';
-import { hexWithColons } from '../../src/boot/dhcp/wire-values.js';
-import { clientHardwareAddress } from '../../src/boot/dhcp/codec.js';
-import { startHttpBootServer, type HttpBootServer } from '../../src/boot/http/server.js';
-import { defaultBootArtifacts } from '../../src/boot/http/ipxe-script.js';
-import { startTftpServer, type TftpServer } from '../../src/boot/tftp/server.js';
+  hexWithColons,
+  clientHardwareAddress,
+  startHttpBootServer,
+  type HttpBootServer,
+  defaultBootArtifacts,
+  startTftpServer,
+  type TftpServer,
+} from '../../src/boot/index.js';
 import { createLogger, type Logger } from '../../src/platform/logger.js';
 
 export interface BootServicesConfig {

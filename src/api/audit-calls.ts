@@ -6,11 +6,11 @@
 import { status } from '@grpc/grpc-js';
 import type { Metadata } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { auditTextBytesMax } from '../state/limits.js';
+import { auditTextBytesMax } from '../model/limits.js';
 import type { AuditTag } from '../state/control/audit-log.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
-import type { Role } from '../state/control/model.js';
-import { headUtf8 } from '../state/control/text.js';
+import type { Role } from '../model/records.js';
+import { headUtf8 } from '../platform/utf8-text.js';
 import { roleRefusal, type Authenticator, type Caller } from './auth.js';
 import { toServiceError } from './errors.js';
 

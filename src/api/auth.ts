@@ -1,10 +1,10 @@
 // Who may call what. Operators present `authorization: Bearer TOKEN`; the cluster keeps only
 // the token's SHA-256 with a role. Workers present their machine's token and `x-worker-id`.
-// With auth off (a plaintext development node, see auth-mode.ts) every caller is an admin.
+// With auth off (a plaintext development node, see src/node/auth-mode.ts) every caller is an admin.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import type { Metadata } from '@grpc/grpc-js';
-import type { Role } from '../state/control/model.js';
+import type { Role } from '../model/records.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { workflowOfCredential } from '../state/control/credentials.js';
 import { AuthFailureLimiter, sourceAddress } from './auth-failure-limiter.js';

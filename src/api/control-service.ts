@@ -37,10 +37,11 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from '../state/control/model.js';
+} from '../model/records.js';
+import { isTerminal } from '../model/records.js';
 import type { ContentState } from '../artifacts/fetcher.js';
 import type { ContentStore } from '../artifacts/content-store.js';
-import { receiveArtifact } from '../artifacts/upload.js';
+import { receiveArtifact } from './artifact-upload.js';
 import { enqueuePowerJob, PowerRequestError } from '../power/enqueue.js';
 import { PowerJobWaiters } from '../power/waiters.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';
@@ -57,8 +58,8 @@ import {
   powerJobRecord,
   templateRecord,
   workflowRecord,
-} from './control-records.js';
-import { ApiError, toServiceError } from './errors.js';
+} from './control-messages.js';
+import { ApiError, controlErrorStatus, toServiceError } from './errors.js';
 import { pageOf } from './pages.js';
 import { ipValue } from '../state/control/leases.js';
 import type { EventHub } from './event-hub.js';
@@ -565,7 +566,7 @@ export class ControlService {
         op,
       );
     } catch (err) {
-      if (err instanceof PowerRequestError) throw new ApiError(controlStatus(err.code), err.message);
+      if (err instanceof PowerRequestError) throw new ApiError(controlErrorStatus(err.code), err.message);
       throw err;
     }
     const job =
@@ -662,7 +663,7 @@ export class ControlService {
         backlogSent = true;
         drain();
         if (!req.follow) finish();
-        else if (isTerminal(this.#ctx.control.workflow(wf.id) ?? wf) && queued.length === 0) finish();
+        else if (isTerminal((this.#ctx.control.workflow(wf.id) ?? wf).state) && queued.length === 0) finish();
       };
       const drain = (): void => {
         while (queued.length > 0) {
@@ -681,7 +682,7 @@ export class ControlService {
   ): Promise<ControlResult & { type: Exclude<ControlResult['type'], 'error'> }> {
     p.proposing();
     const r = await this.#ctx.proposer.proposeControl({ ...command, audit: p.audit });
-    if (r.type === 'error') throw new ApiError(controlStatus(r.code), r.message);
+    if (r.type === 'error') throw new ApiError(controlErrorStatus(r.code), r.message);
     return r;
   }
 
@@ -720,12 +721,6 @@ function isFinal(e: WorkflowEvent): boolean {
   return finalEvents.has(e.type);
 }
 
-function isTerminal(wf: Workflow): boolean {
-  return (
-    wf.state === 'SUCCESS' || wf.state === 'FAILED' || wf.state === 'TIMEOUT' || wf.state === 'CANCELLED'
-  );
-}
-
 function expectType<T extends ControlResult['type']>(r: ControlResult, type: T): ControlResult & { type: T } {
   if (r.type !== type) throw new ApiError(status.INTERNAL, `unexpected result ${r.type}, wanted ${type}`);
   return r as ControlResult & { type: T };
@@ -745,22 +740,6 @@ function wrapInput<T>(f: () => T): T {
     if (err instanceof TemplateError || err instanceof Error)
       throw new ApiError(status.INVALID_ARGUMENT, err.message);
     throw err;
-  }
-}
-
-function controlStatus(code: Extract<ControlResult, { type: 'error' }>['code']): status {
-  switch (code) {
-    case 'E_INVALID':
-      return status.INVALID_ARGUMENT;
-    case 'E_NOT_FOUND':
-      return status.NOT_FOUND;
-    case 'E_EXISTS':
-      return status.ALREADY_EXISTS;
-    case 'E_VERSION':
-    case 'E_CONFLICT':
-    case 'E_STALE_ATTEMPT':
-    case 'E_NOT_DUE':
-      return status.FAILED_PRECONDITION;
   }
 }
 

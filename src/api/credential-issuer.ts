@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { checkClaim, credentialTtlSMax } from '../state/control/credentials.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { ControlErrorCode } from '../state/control/commands.js';
-import { normalizeMac } from '../state/control/validate.js';
+import { normalizeMac } from '../platform/addresses.js';
 import { isPublicKey, seal, type SealedBox } from '../platform/sealed-box.js';
 import { sha256Hex } from './auth.js';
 import type { Proposer } from './proposer.js';

@@ -3,7 +3,8 @@
 import { Metadata, status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
 import { RaftError } from '../raft/core/types.js';
-import { InvalidCommandError } from '../state/command.js';
+import { InvalidCommandError } from '../state/store-command.js';
+import type { ControlErrorCode } from '../state/control/commands.js';
 import { EntryTooNewError } from '../state/versions.js';
 import { isServiceError, leaderHintKey, raftCodeKey } from './wire.js';
 
@@ -41,6 +42,23 @@ export function toServiceError(err: unknown): Partial<ServiceError> {
   if (isServiceError(err)) return { code: err.code, details: err.details, metadata: err.metadata };
   const message = err instanceof Error ? err.message : String(err);
   return { code: status.INTERNAL, details: `internal error: ${message}`, metadata };
+}
+
+/** The status of a refusal by the control state: the caller's input, a missing or existing record, or a race. */
+export function controlErrorStatus(code: ControlErrorCode): status {
+  switch (code) {
+    case 'E_INVALID':
+      return status.INVALID_ARGUMENT;
+    case 'E_NOT_FOUND':
+      return status.NOT_FOUND;
+    case 'E_EXISTS':
+      return status.ALREADY_EXISTS;
+    case 'E_VERSION':
+    case 'E_CONFLICT':
+    case 'E_STALE_ATTEMPT':
+    case 'E_NOT_DUE':
+      return status.FAILED_PRECONDITION;
+  }
 }
 
 function raftCodeToStatus(err: RaftError): status {

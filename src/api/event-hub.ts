@@ -1,6 +1,6 @@
 // Fans applied workflow events out to the `workflow events --follow` streams of this node.
 // Apply calls publish() synchronously, so subscribers only queue; they never block apply.
-import type { WorkflowEvent } from '../state/control/model.js';
+import type { WorkflowEvent } from '../model/records.js';
 
 export type EventListener = (e: WorkflowEvent) => void;
 

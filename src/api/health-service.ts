@@ -1,5 +1,6 @@
 // grpc.health.v1: a node is SERVING while it knows a leader (it can answer reads and forward
-// writes); NOT_SERVING otherwise, and during shutdown. Balancers drain on NOT_SERVING.
+// writes); NOT_SERVING otherwise, and during shutdown. Balancers drain on NOT_SERVING. It answers
+// for the node as a whole ("") and for each service the API port serves, all alike.
 import { status } from '@grpc/grpc-js';
 import type { Server, ServerWritableStream } from '@grpc/grpc-js';
 import type { HealthCheckRequest, HealthCheckResponse, HealthServer } from '../gen/health.js';
@@ -7,18 +8,21 @@ import {
   HealthCheckResponse_ServingStatus as ServingStatus,
   HealthService as HealthDefinition,
 } from '../gen/health.js';
+import { serviceNameOf } from './service-name.js';
 
-/** The services a client may ask about by name; "" is the node as a whole. */
-const knownServices = new Set(['', 'slipway.kv.v1.Kv']);
 const watchPollMs = 250;
 
 export class HealthService {
   private readonly serving: () => boolean;
+  /** The services a client may ask about by name; "" is the node as a whole. */
+  private readonly knownServices: ReadonlySet<string>;
   private shuttingDown = false;
   private readonly watchers = new Set<ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
 
-  constructor(serving: () => boolean) {
+  /** `services`: the full names of the services served beside this one (itself is known). */
+  constructor(serving: () => boolean, services: readonly string[] = []) {
     this.serving = serving;
+    this.knownServices = new Set(['', serviceNameOf(HealthDefinition), ...services]);
   }
 
   /** Serves Health on `server` as generated (a node serves handlers() through its call guard). */
@@ -29,7 +33,7 @@ export class HealthService {
   handlers(): HealthServer {
     return {
       check: (call, callback) => {
-        if (!knownServices.has(call.request.service)) {
+        if (!this.knownServices.has(call.request.service)) {
           callback({ code: status.NOT_FOUND, details: `unknown service "${call.request.service}"` }, null);
           return;
         }
@@ -55,12 +59,18 @@ export class HealthService {
   }
 
   private watch(call: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>): void {
-    if (!knownServices.has(call.request.service)) {
+    this.watchers.add(call);
+    const stopWatching = (): void => {
+      this.watchers.delete(call);
+    };
+    // As the protocol asks: an unknown service is SERVICE_UNKNOWN, and the stream stays open.
+    if (!this.knownServices.has(call.request.service)) {
       call.write({ status: ServingStatus.SERVICE_UNKNOWN });
+      call.on('cancelled', stopWatching);
+      return;
     }
     let last = this.current();
     call.write({ status: last });
-    this.watchers.add(call);
     const timer = setInterval(() => {
       const now = this.current();
       if (now !== last) {
@@ -70,7 +80,7 @@ export class HealthService {
     }, watchPollMs);
     call.on('cancelled', () => {
       clearInterval(timer);
-      this.watchers.delete(call);
+      stopWatching();
     });
   }
 }

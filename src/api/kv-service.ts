@@ -24,10 +24,10 @@ import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
 import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
-import type { Command, CommandResult, SessionTag } from '../state/command.js';
-import { decodeResult, encodeCommand } from '../state/command.js';
+import type { Command, CommandResult, SessionTag } from '../state/store-command.js';
+import { decodeResult, encodeCommand } from '../state/store-command.js';
 import type { KeyValue, KvStore } from '../state/kv-store.js';
-import type { Role as OperatorRole } from '../state/control/model.js';
+import type { Role as OperatorRole } from '../model/records.js';
 import type { Authenticator } from './auth.js';
 import { statusCodeName, type CallAuditor } from './audit-calls.js';
 import { ApiError, toServiceError } from './errors.js';

@@ -19,10 +19,10 @@ import type { Member } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
 import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
-import type { Command, CommandResult } from '../state/command.js';
+import type { Command, CommandResult } from '../state/store-command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import { DecodeError } from '../state/binary.js';
-import { decodeCommand, decodeResult, encodeCommand } from '../state/command.js';
+import { decodeCommand, decodeResult, encodeCommand } from '../state/store-command.js';
 import {
   ApiError,
   isServiceError,
@@ -189,7 +189,7 @@ export class Proposer {
 
   /**
    * The Internal service's proposals, served on the raft address for followers' forwarded
-   * proposals (ArtifactRead is src/artifacts/peer-service.ts's).
+   * proposals (ArtifactRead is src/api/artifact-peer-service.ts's).
    */
   handlers(): Omit<InternalServer, 'artifactRead'> {
     return {

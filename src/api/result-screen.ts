@@ -4,9 +4,9 @@
 // message and output tail are cut to what the state records anyway, so no result is too large
 // to propose and none is retried forever. Pure: the caller passes the workflow as applied here.
 import type { ActionResult } from '../gen/worker.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax, controlIdLengthMax } from '../state/limits.js';
-import type { Workflow } from '../state/control/model.js';
-import { headUtf8, tailUtf8 } from '../state/control/text.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax, controlIdLengthMax } from '../model/limits.js';
+import type { Workflow } from '../model/records.js';
+import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
 import { classifyReport } from '../state/control/transitions.js';
 
 export type Screening =

@@ -1,6 +1,6 @@
 // What a node and its clients agree on at the wire, beside the protobuf messages themselves: the
 // metadata keys of a refusal, which refusals prove a write was never appended, and the largest
-// messages and pages. The nodes (api/errors.ts, api/pages.ts, api/server-config.ts) and the CLI
+// messages and pages. The nodes (api/errors.ts, api/pages.ts, node/config.ts) and the CLI
 // (src/cli) both read them from here. The CLI starts fast because this module loads no state,
 // raft or validation code: grpc-js is all it needs, and only for its status codes.
 import { status } from '@grpc/grpc-js';

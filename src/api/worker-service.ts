@@ -10,6 +10,8 @@
 //  - results are recorded through attempt.result, which the state machine applies once per
 //    attempt (duplicates acknowledged, stale attempts refused); each is screened against the
 //    applied state first, so a forged, stale or duplicate result costs no Raft write.
+import { attemptKey, isTerminal } from '../model/records.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -23,11 +25,11 @@ import type {
 } from '../gen/worker.js';
 import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import { utf8Length } from '../state/binary.js';
-import { InvalidCommandError } from '../state/command.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../state/limits.js';
-import type { Workflow } from '../state/control/model.js';
-import { actionPositions, isTerminal, nextAction, type ActionPosition } from '../workflow/rules.js';
+import { utf8Length } from '../platform/utf8-text.js';
+import { InvalidCommandError } from '../state/store-command.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
+import type { Workflow } from '../model/records.js';
+import { actionPositions, nextAction, type ActionPosition } from '../workflow/rules.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
 import type { Proposer } from './proposer.js';
@@ -74,10 +76,6 @@ export interface WorkerServiceContext {
 
 export interface WorkerServiceStats {
   connected: number;
-}
-
-export function attemptKey(r: AttemptRef): string {
-  return `${r.workflowId}/${String(r.actionIndex)}/${String(r.attempt)}`;
 }
 
 export class WorkerService {
@@ -331,7 +329,7 @@ export class WorkerService {
         // No leader or a lost forward: the result may or may not be in; sending it again is
         // safe because a duplicate is acknowledged and ignored.
         log.debug({ err }, 'recording a result failed; retrying');
-        await delay(retryDelayMs);
+        await sleep(retryDelayMs);
         continue;
       }
       if (session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
@@ -378,7 +376,7 @@ export class WorkerService {
         return screen();
       } catch (err) {
         this.#ctx.logger.debug({ err, workerId: session.workerId }, 'catching up failed; retrying');
-        await delay(retryDelayMs);
+        await sleep(retryDelayMs);
       }
     }
   }
@@ -573,8 +571,4 @@ function isInvalid(err: unknown): boolean {
   return (
     err instanceof InvalidCommandError || (err instanceof ApiError && err.code === status.INVALID_ARGUMENT)
   );
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }

@@ -2,7 +2,7 @@
 // so which the fetcher must hold here), and what the HTTP boot server may serve for a name.
 // Fed by ControlState.onArtifactChange and onRestore; sync() is cheap (a pass over at most
 // artifactsMax records), so every change simply re-derives the wanted set.
-import type { Artifact } from '../state/control/model.js';
+import type { Artifact } from '../model/records.js';
 import type { RegisteredArtifacts, RegisteredContent } from '../boot/http/server.js';
 import type { ContentStore } from './content-store.js';
 import type { ArtifactFetcher, ContentState } from './fetcher.js';

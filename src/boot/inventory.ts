@@ -1,7 +1,7 @@
 // The boot services' view of committed state: which machine owns a MAC address. DHCP and the
 // HTTP script endpoint only read it; the node backs it with the replicated state (a lookup by
 // MAC over applied hardware records), so every node answers from the same committed data.
-import type { Hardware, NetworkInterface } from '../state/control/model.js';
+import type { Hardware, NetworkInterface } from '../model/records.js';
 
 /** A machine and the interface a boot request came from. */
 export interface BootRecord {

@@ -260,11 +260,13 @@ async function nodeVersion(binary: string): Promise<string> {
 async function bundleWorker(): Promise<Uint8Array> {
   const { build } = await import('esbuild');
   const here = path.dirname(fileURLToPath(import.meta.url));
-  // From the sources (tsx) the entry is .ts; from a compiled build it is .js beside this file.
+  // The entry lives with the other binaries' entries in src/cli. From the sources (tsx) it is
+  // .ts; from a compiled build it is .js.
   const entry = ['worker-main.ts', 'worker-main.js']
-    .map((f) => path.join(here, f))
+    .map((f) => path.join(here, '..', 'cli', f))
     .find((f) => existsSync(f));
-  if (entry === undefined) throw new BootOsBuildError(`the worker entry point is missing beside ${here}`);
+  if (entry === undefined)
+    throw new BootOsBuildError(`the worker entry point is missing from ${path.join(here, '..', 'cli')}`);
   const result = await build({
     entryPoints: [entry],
     bundle: true,

@@ -4,12 +4,12 @@
 // talks to the cluster, and `--version` loads no group at all. `--help`, a bare `slipway` and an
 // unknown command load every group, so the help lists them all.
 import { Command, CommanderError, Option } from '@commander-js/extra-typings';
-import { ConfigError } from '../api/config-error.js';
+import { ConfigError } from '../node/config-error.js';
 import type { ClusterClient } from './client.js';
 import { readFileSync } from 'node:fs';
 import type { StatusAccess } from './commands/cluster.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
-import { packageFile } from './package-file.js';
+import { packageFile } from '../platform/package-file.js';
 import { insecureNetworkFlag } from '../platform/plaintext-policy.js';
 
 function packageVersion(): string {
@@ -136,7 +136,11 @@ const groups: readonly Group[] = [
   {
     commands: ['balancer'],
     client: false,
-    register: async (p) => (await import('./commands/balancer.js')).balancerCommand(p),
+    register: async (p) =>
+      (await import('./commands/balancer.js')).balancerCommand(p, async () => {
+        await loadClient();
+        return statusAccess;
+      }),
   },
   {
     commands: ['kv'],

@@ -30,7 +30,7 @@ export const protobufFileName = "internal.proto";
  */
 
 export interface ProposeRequest {
-  /** A store command (src/state/command.ts encoding); the leader re-stamps its time. */
+  /** A store command (src/state/store-command.ts encoding); the leader re-stamps its time. */
   command: Buffer;
 }
 

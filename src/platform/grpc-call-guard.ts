@@ -24,7 +24,7 @@ import {
   type ServerInterceptor,
   type ServiceDefinition,
 } from '@grpc/grpc-js';
-import { headUtf8 } from '../state/control/text.js';
+import { headUtf8 } from './utf8-text.js';
 
 /** The longest status message a node sends, in UTF-8 bytes (at most three times that on the wire). */
 export const statusDetailsBytesMax = 4096;

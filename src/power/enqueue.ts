@@ -3,7 +3,7 @@
 // leader; the leader's executor (executor.ts) carries the job out. Any node may call it.
 import { randomUUID } from 'node:crypto';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
-import type { PowerJob, PowerOp } from '../state/control/model.js';
+import type { PowerJob, PowerOp } from '../model/records.js';
 import { powerAttemptsDefault, powerSteps } from './plan.js';
 
 export class PowerRequestError extends Error {

@@ -1,4 +1,4 @@
-// The leader's power executor. Only the leader runs it (like src/api/deadline-scanner.ts): it
+// The leader's power executor. Only the leader runs it (like src/node/deadline-scanner.ts): it
 // looks for due power jobs, claims the next attempt through the log (power.claim: so an attempt
 // is carried out at most once per claim, whichever node asks), carries out the step on the BMC
 // and proposes the result (power.step). A leader that dies mid-step leaves a claim that lapses
@@ -7,9 +7,9 @@
 import type { Logger } from 'pino';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { PowerJob } from '../state/control/model.js';
+import type { PowerJob } from '../model/records.js';
 import { powerJobDueMs } from '../state/control/power-jobs.js';
-import { parseBmcAddress } from './bmc-address.js';
+import { parseBmcAddress } from '../model/bmc-address.js';
 import type { PowerDriver } from './ipmitool.js';
 import { runPowerStep, type StepOptions } from './steps.js';
 

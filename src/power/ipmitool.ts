@@ -7,7 +7,7 @@
 // classified so the operator learns whether to check the network, the credentials or the BMC.
 import { execFile } from 'node:child_process';
 import { findExecutable } from '../platform/executable.js';
-import type { PowerState } from '../state/control/model.js';
+import type { PowerState } from '../model/records.js';
 
 export interface BmcTarget {
   readonly host: string;

@@ -3,7 +3,7 @@
 // repeated by a new leader (the old one may or may not have done it) has the effect of one,
 // and a BMC that rejects "power on" while on (some do) is never asked.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { PowerState, PowerStep } from '../state/control/model.js';
+import type { PowerState, PowerStep } from '../model/records.js';
 import type { BmcTarget, PowerDriver } from './ipmitool.js';
 import { PowerDriverError } from './ipmitool.js';
 

@@ -1,7 +1,7 @@
 // Callers waiting for a power job to finish on this node: the API answers `slipway power on`
 // once the job's last step has been applied here. Fed by ControlState.onPowerJobChange, which
 // fires on every node as the job's commands apply, so a follower answers too.
-import type { PowerJob } from '../state/control/model.js';
+import type { PowerJob } from '../model/records.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';
 
 export class PowerJobWaiters {

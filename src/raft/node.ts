@@ -2,9 +2,10 @@
 // one write (synced, unless only the commit index moved: see LogStore.save), sends messages,
 // applies committed entries to the state machine, and turns proposals and reads into
 // promises. All I/O of consensus lives here.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { StateMachine } from '../state/machine.js';
+import type { StateMachine } from './state-machine.js';
 import { encodeConfChange, isVoter } from './core/membership.js';
 import type { ProposalResult, RaftStatus } from './core/raft.js';
 import { RaftCore } from './core/raft.js';
@@ -147,7 +148,7 @@ export class RaftNode {
       initial = await this.forceNewCluster(loaded, this.opts.forceNewCluster);
     }
     if (loaded.snapshotData !== null && loaded.snapshot.index > 0) {
-      this.opts.stateMachine.restore(loaded.snapshotData);
+      await this.restoreMachine(loaded.snapshotData);
       this.lastSnapshot = { meta: loaded.snapshot, data: loaded.snapshotData };
     }
     this.applied = initial.snapshot.index;
@@ -261,7 +262,7 @@ export class RaftNode {
             `start it with --join and run 'member add' again to promote it`,
         );
       }
-      await delay(this.opts.tickMs ?? defaultTickMs);
+      await sleep(this.opts.tickMs ?? defaultTickMs);
     }
     await this.proposeConfChange({ type: 'promote', member });
   }
@@ -282,7 +283,7 @@ export class RaftNode {
     while (this.core.softState().leader !== to) {
       if (Date.now() > deadline)
         throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
-      await delay(5);
+      await sleep(5);
       const { role, transferee } = this.core.status();
       // The core gave up: the target's stream broke, or it did not take over within an election timeout.
       if (role === 'leader' && transferee === '')
@@ -438,7 +439,10 @@ export class RaftNode {
       await this.opts.store.save({ hardState: rd.hardState, entries: rd.entries, snapshot });
       if (this.stopped) return;
       if (snapshot !== null) {
-        this.opts.stateMachine.restore(snapshot.data);
+        // In slices: heartbeats and requests go on meanwhile. Nothing is applied until
+        // advance() below (the core hands out no entry past a snapshot it is installing).
+        await this.restoreMachine(snapshot.data);
+        if (this.stopped) return;
         this.applied = snapshot.meta.index;
         this.lastSnapshot = snapshot;
         this.received.clear();
@@ -453,6 +457,12 @@ export class RaftNode {
         this.pump();
       });
     });
+  }
+
+  private async restoreMachine(data: Uint8Array): Promise<void> {
+    const machine = this.opts.stateMachine;
+    if (machine.restoreInSlices === undefined) machine.restore(data);
+    else await machine.restoreInSlices(data, nextTurnOfEventLoop);
   }
 
   private enqueueStore(work: () => Promise<void>): void {
@@ -695,10 +705,6 @@ export function bootstrapState(peers: readonly Member[]): InitialState {
     snapshot: { index: 0, term: 0, membership: { voters: [], learners: [] } },
     entries: [{ term: 1, index: 1, type: 'conf', data }],
   };
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** Resolves when `waiters` is woken (each entry is called) or after `timeoutMs`, whichever is first. */

@@ -11,24 +11,14 @@ export class DecodeError extends Error {
   }
 }
 
+import { isWellFormed, utf8Length, utf8LoopLengthMax } from '../platform/utf8-text.js';
+
 const textEncoder = new TextEncoder();
 // fatal: invalid UTF-8 is an error, not U+FFFD; ignoreBOM: a leading U+FEFF is data, not a marker.
 const textDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** A varint never needs more than 8 bytes for a value below 2^53 (8 * 7 = 56 bits). */
 const varintBytesMax = 8;
-
-// String.prototype.isWellFormed (Node 20 has it; es2023's lib does not declare it) answers in
-// constant time for strings V8 stores one byte per character, which is nearly all of ours.
-const nativeIsWellFormed = (String.prototype as { isWellFormed?: (this: string) => boolean }).isWellFormed;
-
-/**
- * True when the string has no unpaired surrogate, so it survives a UTF-8 round trip unchanged.
- * In a `u` regex a proper pair is one code point, so \p{Cs} matches only lone halves.
- */
-export function isWellFormed(s: string): boolean {
-  return nativeIsWellFormed !== undefined ? nativeIsWellFormed.call(s) : !/\p{Cs}/u.test(s);
-}
 
 /** The encoded size of a length-prefixed string (BinaryWriter.string). */
 export function stringBytes(s: string): number {
@@ -41,35 +31,6 @@ export function uvarintBytes(value: number): number {
   let bytes = 1;
   for (let v = value; v >= 0x80; v = Math.floor(v / 0x80)) bytes++;
   return bytes;
-}
-
-/** Strings longer than this are measured by the native encoder rather than by a loop. */
-const utf8LoopLengthMax = 32;
-/** Strings longer than this are measured by the loop again, so the scratch stays small. */
-const utf8ScratchLengthMax = 1 << 16;
-/** Where long strings are encoded only to be measured; its contents are never read. */
-let utf8Scratch = new Uint8Array(3 * 256);
-
-/** The length of the string's UTF-8 encoding (a lone surrogate counts as U+FFFD, 3 bytes). */
-export function utf8Length(s: string): number {
-  if (s.length > utf8LoopLengthMax && s.length <= utf8ScratchLengthMax) {
-    if (utf8Scratch.length < 3 * s.length) utf8Scratch = new Uint8Array(3 * s.length);
-    return textEncoder.encodeInto(s, utf8Scratch).written;
-  }
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        n += 4;
-        i++;
-      } else n += 3;
-    } else n += 3;
-  }
-  return n;
 }
 
 export class BinaryWriter {
@@ -241,6 +202,18 @@ export class BinaryReader {
     const value = this.#bytes.slice(this.#offset, this.#offset + length);
     this.#offset += length;
     return value;
+  }
+
+  /**
+   * Length-prefixed bytes as a view into the input (no copy): for a caller that only decodes
+   * them, where bytes() would copy megabytes for nothing.
+   */
+  bytesView(what: string, lengthMax: number): Uint8Array {
+    const start = this.#offset;
+    const length = this.uvarint(`${what} length`);
+    if (length > lengthMax)
+      throw this.#error(`${what}: ${length} bytes exceeds the limit of ${lengthMax}`, start);
+    return this.raw(length, what);
   }
 
   string(what: string, lengthMaxBytes: number): string {

@@ -25,7 +25,7 @@ import {
   type DeleteCommand,
   type PutCommand,
   type VersionedValue,
-} from './command.js';
+} from './store-command.js';
 import {
   keyBytesMax,
   namespaceBytesMax,
@@ -33,13 +33,14 @@ import {
   sessionsMaxDefault,
   sessionTtlMsDefault,
   valueBytesMax,
-} from './limits.js';
-import type { SnapshotCapture, StateMachine } from './machine.js';
+} from '../model/limits.js';
+import type { SnapshotCapture, StateMachine } from '../raft/state-machine.js';
 import { SessionTable, type SessionLimits } from './sessions.js';
 import { SortedKeys } from './sorted-keys.js';
-import { crc32c, crc32cUpdate } from '../raft/storage/crc32c.js';
+import { crc32cUpdate } from '../platform/crc32c.js';
 import { runAtOnce, runInSlices, SliceBudget, type Sliced } from './slices.js';
-import { snapshotSlices, type SnapshotImage } from './control/snapshot.js';
+import { readSnapshot, snapshotSlices, type SnapshotImage } from './control/snapshot.js';
+import { readSnapshotRecords, recordsAllowed, snapshotRecordSlices } from './control/snapshot-records.js';
 import { ControlState } from './control/control-state.js';
 
 /** A change the store made, for watches. */
@@ -61,7 +62,10 @@ export type KvStoreOptions = Partial<SessionLimits>;
 
 /** Snapshot format: "SLKV" then a version byte. See snapshot() for the layout. */
 const snapshotMagic = [0x53, 0x4c, 0x4b, 0x56];
+/** The control state as one JSON document: written while the cluster runs at state version 1. */
 const snapshotVersion = 2;
+/** The control state as records (snapshot-records.ts): written at state version 2 and above. */
+const snapshotVersionRecords = 3;
 /** Version 1 had no control state; it restores with an empty one. */
 const snapshotVersionWithoutControl = 1;
 /** The control state's snapshot inside ours: bounded only so that a corrupt length fails fast. */
@@ -91,6 +95,8 @@ interface StoreCapture {
 const keysPerSlice = 2048;
 /** Control-state bytes copied and checksummed per slice: well under a millisecond. */
 const controlBytesPerSlice = 256 * 1024;
+/** Bytes checksummed per slice of a restore: under a millisecond once optimized, a few before. */
+const checksumBytesPerSlice = 256 * 1024;
 
 interface Effect {
   readonly result: CommandResult;
@@ -243,7 +249,10 @@ export class KvStore implements StateMachine {
    *     key ascending: string key | bytes value | uvarint createRevision | modRevision | version
    *   bytes control state (ControlState.snapshot: canonical JSON)
    *   u32 CRC-32C (little-endian) of everything before it
-   * Version 1 is the same without the control state.
+   * Version 1 is the same without the control state. Version 3, written once the cluster runs
+   * at state version 2 (an older build never receives it), holds the control state as records
+   * instead (snapshot-records.ts, no length before them: they run to the checksum), so that it
+   * is written and restored a record at a time (docs/decisions/0023-streamed-snapshots.md).
    * Namespaces and keys are written in sorted order, so equal states give equal bytes whatever
    * order the writes arrived in.
    */
@@ -282,7 +291,8 @@ export class KvStore implements StateMachine {
   }
 
   *#snapshotSlices(c: StoreCapture): Sliced<Uint8Array> {
-    const control = yield* snapshotSlices(c.control);
+    const records = recordsAllowed(c.control);
+    const control = records ? yield* snapshotRecordSlices(c.control) : yield* snapshotSlices(c.control);
     let controlLength = 0;
     for (const piece of control) controlLength += piece.length;
     const budget = new SliceBudget(keysPerSlice);
@@ -296,7 +306,7 @@ export class KvStore implements StateMachine {
       uvarintBytes(c.nowMs) +
       c.sessions.length +
       uvarintBytes(c.namespaces.length) +
-      uvarintBytes(controlLength) +
+      (records ? 0 : uvarintBytes(controlLength)) +
       controlLength +
       4;
     for (const { name, keys, values } of c.namespaces) {
@@ -313,7 +323,7 @@ export class KvStore implements StateMachine {
     // The checksum is carried along slice by slice rather than taken over megabytes at the end.
     let crc = 0;
     let checked = 0;
-    w.raw(Uint8Array.from(snapshotMagic)).u8(snapshotVersion);
+    w.raw(Uint8Array.from(snapshotMagic)).u8(records ? snapshotVersionRecords : snapshotVersion);
     w.uvarint(c.appliedIndex).uvarint(c.revision).uvarint(c.nowMs);
     w.raw(c.sessions);
     w.uvarint(c.namespaces.length);
@@ -329,8 +339,9 @@ export class KvStore implements StateMachine {
         }
       }
     }
-    // The control state's bytes as one length-prefixed field, copied and checked in slices.
-    w.uvarint(controlLength);
+    // The control state's bytes (one length-prefixed document, or records to the end), copied
+    // and checked in slices.
+    if (!records) w.uvarint(controlLength);
     const bytesBudget = new SliceBudget(controlBytesPerSlice);
     for (const piece of control) {
       w.raw(piece);
@@ -345,20 +356,35 @@ export class KvStore implements StateMachine {
   }
 
   restore(data: Uint8Array): void {
-    try {
-      this.#restore(data);
-    } catch (e) {
-      if (e instanceof DecodeError) throw new DecodeError(`invalid snapshot: ${e.message}`);
-      throw e;
-    }
+    withSnapshotContext(() => runAtOnce(this.#restoreSlices(data)))();
   }
 
-  #restore(data: Uint8Array): void {
+  /**
+   * restore() in slices, awaiting `pause` between them, so that restoring a large state does
+   * not hold the event loop (heartbeats, requests). The state is checked whole before any of it
+   * is replaced, at the end and in one step; nothing may be applied meanwhile.
+   */
+  async restoreInSlices(data: Uint8Array, pause: () => Promise<void>): Promise<void> {
+    let install: () => void;
+    try {
+      install = await runInSlices(this.#restoreSlices(data), pause);
+    } catch (e) {
+      throw snapshotError(e);
+    }
+    install();
+  }
+
+  /** Decodes and checks a snapshot; returns the step that installs it. Touches no live state. */
+  *#restoreSlices(data: Uint8Array): Sliced<() => void> {
     if (data.length < snapshotMagic.length + 1 + 4) throw new DecodeError(`only ${data.length} bytes`);
     if (!snapshotMagic.every((b, i) => data[i] === b)) throw new DecodeError('missing the SLKV magic');
     const body = data.subarray(0, data.length - 4);
     const stored = new DataView(data.buffer, data.byteOffset + body.length, 4).getUint32(0, true);
-    const actual = crc32c(body);
+    let actual = 0;
+    for (let at = 0; at < body.length; at += checksumBytesPerSlice) {
+      actual = crc32cUpdate(actual, body, at, Math.min(body.length, at + checksumBytesPerSlice));
+      yield;
+    }
     if (stored !== actual) {
       throw new DecodeError(
         `checksum mismatch (stored ${stored.toString(16)}, computed ${actual.toString(16)})`,
@@ -367,63 +393,37 @@ export class KvStore implements StateMachine {
     const r = new BinaryReader(body);
     r.raw(snapshotMagic.length, 'magic');
     const version = r.u8('snapshot version');
-    if (version !== snapshotVersion && version !== snapshotVersionWithoutControl) {
+    if (version < snapshotVersionWithoutControl || version > snapshotVersionRecords) {
       throw new DecodeError(
-        `unsupported snapshot version ${version} (this build reads ${snapshotVersionWithoutControl} and ${snapshotVersion})`,
+        `unsupported snapshot version ${version} (this build reads ${snapshotVersionWithoutControl} to ${snapshotVersionRecords})`,
       );
     }
     const appliedIndex = r.uvarint('appliedIndex');
     const revision = r.uvarint('revision');
     const nowMs = r.uvarint('nowMs');
     const sessions = SessionTable.read(r, this.#limits, nowMs, appliedIndex);
-    const namespaces = new Map<string, Namespace>();
-    const namespaceCount = r.uvarint('namespace count');
-    let previousName: string | undefined;
-    for (let i = 0; i < namespaceCount; i++) {
-      const name = r.string('namespace', namespaceBytesMax);
-      if (previousName !== undefined && !(previousName < name)) {
-        throw new DecodeError(`namespace ${quote(name)} is out of order`);
-      }
-      previousName = name;
-      const keyCount = r.uvarint('key count');
-      if (keyCount < 1) throw new DecodeError(`namespace ${quote(name)} is empty`);
-      const keys: string[] = [];
-      const values = new Map<string, VersionedValue>();
-      for (let j = 0; j < keyCount; j++) {
-        const key = r.string('key', keyBytesMax);
-        const value = r.bytes('value', valueBytesMax);
-        const createRevision = r.uvarint('createRevision');
-        const modRevision = r.uvarint('modRevision');
-        const version = r.uvarint('version');
-        const consistent =
-          createRevision >= 1 &&
-          modRevision >= createRevision &&
-          modRevision <= revision &&
-          version >= 1 &&
-          version <= modRevision - createRevision + 1;
-        if (!consistent) {
-          throw new DecodeError(
-            `key ${quote(name)}/${quote(key)} has inconsistent revisions (create ${createRevision}, mod ${modRevision}, version ${version}, store ${revision})`,
-          );
-        }
-        const last = keys[keys.length - 1];
-        if (last !== undefined && !(last < key)) throw new DecodeError(`key ${quote(key)} is out of order`);
-        keys.push(key);
-        values.set(key, { value, createRevision, modRevision, version });
-      }
-      namespaces.set(name, { values, keys: SortedKeys.fromSorted(keys) });
+    const namespaces = yield* readNamespaces(r, revision);
+    let image: SnapshotImage;
+    if (version === snapshotVersionRecords) {
+      image = yield* readSnapshotRecords(r);
+    } else if (version === snapshotVersion) {
+      // One JSON document, parsed in one go: a snapshot of a cluster still at state version 1.
+      image = readSnapshot(r.bytesView('control state', controlSnapshotBytesMax));
+      yield;
+    } else {
+      image = emptyControlImage;
     }
-    const control =
-      version === snapshotVersion ? r.bytes('control state', controlSnapshotBytesMax) : emptyControl;
     r.end('snapshot');
-    const installControl = this.control.prepareRestore(control);
-    // Everything decoded and checked: only now replace the live state.
-    this.#appliedIndex = appliedIndex;
-    this.#revision = revision;
-    this.#nowMs = nowMs;
-    this.#sessions = sessions;
-    this.#namespaces = namespaces;
-    installControl();
+    const installControl = yield* this.control.prepareImageRestoreSlices(image);
+    // Everything decoded and checked: only the returned step replaces the live state.
+    return () => {
+      this.#appliedIndex = appliedIndex;
+      this.#revision = revision;
+      this.#nowMs = nowMs;
+      this.#sessions = sessions;
+      this.#namespaces = namespaces;
+      installControl();
+    };
   }
 
   #execute(index: number, command: Exclude<Command, { type: 'registerClient' }>): Effect {
@@ -507,7 +507,64 @@ export class KvStore implements StateMachine {
   }
 }
 
-const emptyControl = new ControlState().snapshot();
+const emptyControlImage = readSnapshot(new ControlState().snapshot());
+
+/** Runs `decode`, naming a DecodeError as the snapshot's. */
+function withSnapshotContext<T>(decode: () => T): T {
+  try {
+    return decode();
+  } catch (e) {
+    throw snapshotError(e);
+  }
+}
+
+function snapshotError(e: unknown): unknown {
+  return e instanceof DecodeError ? new DecodeError(`invalid snapshot: ${e.message}`) : e;
+}
+
+/** The namespaces of a snapshot, checked (order, revisions against the store's), in slices. */
+function* readNamespaces(r: BinaryReader, revision: number): Sliced<Map<string, Namespace>> {
+  const budget = new SliceBudget(keysPerSlice);
+  const namespaces = new Map<string, Namespace>();
+  const namespaceCount = r.uvarint('namespace count');
+  let previousName: string | undefined;
+  for (let i = 0; i < namespaceCount; i++) {
+    const name = r.string('namespace', namespaceBytesMax);
+    if (previousName !== undefined && !(previousName < name)) {
+      throw new DecodeError(`namespace ${quote(name)} is out of order`);
+    }
+    previousName = name;
+    const keyCount = r.uvarint('key count');
+    if (keyCount < 1) throw new DecodeError(`namespace ${quote(name)} is empty`);
+    const keys: string[] = [];
+    const values = new Map<string, VersionedValue>();
+    for (let j = 0; j < keyCount; j++) {
+      const key = r.string('key', keyBytesMax);
+      const value = r.bytes('value', valueBytesMax);
+      const createRevision = r.uvarint('createRevision');
+      const modRevision = r.uvarint('modRevision');
+      const version = r.uvarint('version');
+      const consistent =
+        createRevision >= 1 &&
+        modRevision >= createRevision &&
+        modRevision <= revision &&
+        version >= 1 &&
+        version <= modRevision - createRevision + 1;
+      if (!consistent) {
+        throw new DecodeError(
+          `key ${quote(name)}/${quote(key)} has inconsistent revisions (create ${createRevision}, mod ${modRevision}, version ${version}, store ${revision})`,
+        );
+      }
+      const last = keys[keys.length - 1];
+      if (last !== undefined && !(last < key)) throw new DecodeError(`key ${quote(key)} is out of order`);
+      keys.push(key);
+      values.set(key, { value, createRevision, modRevision, version });
+      if (budget.spend()) yield;
+    }
+    namespaces.set(name, { values, keys: SortedKeys.fromSorted(keys) });
+  }
+  return namespaces;
+}
 
 function casFailed(
   ns: string,

@@ -8,8 +8,8 @@
 // (a Map keeps insertion order; activity re-inserts), so expiry and eviction pop from the front
 // in amortized O(1).
 import { BinaryReader, BinaryWriter, DecodeError } from './binary.js';
-import type { SessionTag } from './command.js';
-import { resultBytesMax } from './limits.js';
+import type { SessionTag } from './store-command.js';
+import { resultBytesMax } from '../model/limits.js';
 
 export interface SessionLimits {
   /** A session expires when the clock passes its last activity by more than this. */

@@ -10,7 +10,8 @@
 // member that answers Status without a state version runs one of them.
 // Version 2 adds the cluster.version command itself (the gates), and bounded state
 // (docs/decisions/0020-bounded-state.md): workflow.retention, workflow.gc, the retention in the
-// snapshot, and a per-workflow budget for the output tails kept in events.
+// snapshot, and a per-workflow budget for the output tails kept in events; and snapshots whose
+// control state is records (docs/decisions/0023-streamed-snapshots.md).
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
@@ -24,6 +25,13 @@ export const stateVersionOfThisBuild = 2;
  * (workflowOutputTailBytesMax): builds of version 1 keep them all, so a cluster at 1 must too.
  */
 export const stateVersionBoundedState = 2;
+
+/**
+ * From this version on, the store's snapshot holds the control state as records (snapshot
+ * layout 3, docs/decisions/0023-streamed-snapshots.md): builds of version 1 read only the one
+ * JSON document, so a cluster at 1 keeps writing it.
+ */
+export const stateVersionSnapshotRecords = 2;
 
 /** The state version a member applies, from its Status: builds before 0.2.0 answer 0, meaning 1. */
 export function advertisedStateVersion(advertised: number): number {

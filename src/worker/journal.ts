@@ -15,6 +15,7 @@
 // checksum covers the JSON line exactly as written. A journal that fails any check is refused
 // with an error naming the file: it may hold results recorded nowhere else, so it is never
 // silently replaced.
+import { attemptKey } from '../model/records.js';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
@@ -335,10 +336,6 @@ async function readJournal(file: string): Promise<JournalState> {
 
 function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
-}
-
-function attemptKey(ref: AttemptRef): string {
-  return JSON.stringify([ref.workflowId, ref.actionIndex, ref.attempt]);
 }
 
 /** Copies only the known fields: a proto message may carry more, and the caller may mutate it. */

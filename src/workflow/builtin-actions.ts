@@ -4,7 +4,7 @@
 // and friends). Slipway's agent runs no containers: it does the same work in its own code
 // (src/worker/actions/), configured by the same environment variables. Mapping the hub images
 // to the built-ins lets such a template run unchanged.
-import { builtinActions, type BuiltinAction } from '../state/control/model.js';
+import { builtinActions, type BuiltinAction } from '../model/records.js';
 
 export { builtinActions, type BuiltinAction };
 

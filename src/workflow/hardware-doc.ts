@@ -27,9 +27,9 @@
 // path and, for YAML, the line: `line 4: interfaces[0].mac: "zz:1" is not a MAC address (want
 // aa:bb:cc:dd:ee:ff)`.
 import { z } from 'zod';
-import type { Arch, BmcRef, Netboot, NetworkInterface } from '../state/control/model.js';
-import type { HardwareInput } from '../state/control/commands.js';
-import { formatBmcAddress, parseBmcAddress } from '../power/bmc-address.js';
+import type { Arch, BmcRef, Netboot, NetworkInterface, HardwareInput } from '../model/records.js';
+import { formatBmcAddress, parseBmcAddress } from '../model/bmc-address.js';
+import { isIpv4, normalizeMac } from '../platform/addresses.js';
 import {
   bmcPasswordBytesMax,
   bmcUsernameBytesMax,
@@ -38,7 +38,7 @@ import {
   hardwareMetadataBytesMax,
   interfacesPerHardwareMax,
   ipxeScriptBytesMax,
-} from '../state/limits.js';
+} from '../model/limits.js';
 import {
   closestName,
   describeValue,
@@ -72,21 +72,8 @@ export const hardwareDocumentBytesMax = 256 * 1024;
 const leaseTimeSMax = 0x7fff_ffff;
 const problemsMax = 20;
 
-const macPattern = /^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}$/i;
 const idPattern = new RegExp(`^[A-Za-z0-9._:-]{1,${controlIdLengthMax}}$`);
 const hostnameLabel = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
-
-/** Lower-case and colon-separated, or undefined when `text` is not a MAC address. */
-export function normaliseMac(text: string): string | undefined {
-  return macPattern.test(text) ? text.toLowerCase().replaceAll('-', ':') : undefined;
-}
-
-function isIpv4(text: string): boolean {
-  const parts = text.split('.');
-  return (
-    parts.length === 4 && parts.every((part) => /^(0|[1-9][0-9]{0,2})$/.test(part) && Number(part) <= 255)
-  );
-}
 
 function isHostname(text: string): boolean {
   return text.length <= 253 && text.split('.').every((label) => hostnameLabel.test(label));
@@ -109,7 +96,7 @@ function checkedText(accept: (text: string) => boolean, want: string) {
 const ipv4 = checkedText(isIpv4, 'an IPv4 address (want a.b.c.d)');
 
 const mac = z.string().transform((text, ctx) => {
-  const normal = normaliseMac(text);
+  const normal = normalizeMac(text);
   if (normal !== undefined) return normal;
   ctx.issues.push({
     code: 'custom',
@@ -207,7 +194,7 @@ const documentSchema = z.strictObject({
       error: (issue) =>
         `${describeValue(issue.input)} is not a hardware id (1-${controlIdLengthMax} letters, digits, ".", "_", ":" or "-")`,
     })
-    .refine((id) => normaliseMac(id) === undefined, {
+    .refine((id) => normalizeMac(id) === undefined, {
       error: "must not look like a MAC address: a task's worker names either one",
     }),
   arch: z.enum(['x86_64', 'arm64']).default('x86_64'),

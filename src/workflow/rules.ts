@@ -2,14 +2,9 @@
 // start and which deadline comes first. Pure functions of a Workflow, shared by the replicated
 // state machine (which enforces them) and the dispatcher and deadline scanner (which propose
 // the commands), so both sides agree by construction.
-import type {
-  ActionSpec,
-  RenderedTemplate,
-  TaskSpec,
-  Workflow,
-  WorkflowState,
-} from '../state/control/model.js';
-import { retryBackoffBaseMs, retryBackoffMaxMs } from '../state/limits.js';
+import type { ActionSpec, RenderedTemplate, TaskSpec, Workflow } from '../model/records.js';
+import { isTerminal } from '../model/records.js';
+import { retryBackoffBaseMs, retryBackoffMaxMs } from '../model/limits.js';
 
 /** One position of a workflow's flat action list: Workflow.actions[i] is the status of position i. */
 export interface ActionPosition {
@@ -31,12 +26,6 @@ export interface NextAction {
   readonly notBeforeMs?: number;
   /** The hardware id whose worker runs it. */
   readonly workerId: string;
-}
-
-const terminalStates: ReadonlySet<WorkflowState> = new Set(['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED']);
-
-export function isTerminal(state: WorkflowState): boolean {
-  return terminalStates.has(state);
 }
 
 // Specs are immutable and shared by every version of a workflow, so the flat list is computed

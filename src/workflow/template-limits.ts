@@ -8,7 +8,7 @@ import {
   timeoutSMax as stateTimeoutSMax,
   workflowActionsMax,
   workflowTasksMax,
-} from '../state/limits.js';
+} from '../model/limits.js';
 
 /** The template text as the operator gives it, in UTF-8 bytes. */
 export const templateSourceBytesMax = stateTemplateSourceBytesMax;

@@ -12,7 +12,7 @@
 // Optional fields that are absent are absent here too, so naming one is a "not defined" error
 // rather than an empty string. A structure printed as a value is refused (it would otherwise
 // render as "[object Object]").
-import type { Hardware, JsonValue, NetworkInterface } from '../state/control/model.js';
+import type { Hardware, JsonValue, NetworkInterface } from '../model/records.js';
 import { PlaceholderError, structureMarker } from './template-placeholders.js';
 
 export interface TemplateVariableSources {

@@ -57,8 +57,8 @@
 //
 // Unknown fields are refused by name, so a typo such as `comand` never passes silently. Every
 // refusal is a TemplateError naming the field path and the line.
-import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../state/control/model.js';
-import { normaliseMac } from './hardware-doc.js';
+import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../model/records.js';
+import { normalizeMac } from '../platform/addresses.js';
 import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.js';
 import { PlaceholderError } from './template-placeholders.js';
 import { actionKey, checkPlaceholders, renderValues, type RenderedValues } from './template-render.js';
@@ -201,7 +201,7 @@ export function renderTemplate(source: string, ctx: RenderContext): RenderedTemp
 function resolveTaskWorker(task: CheckedTask, ctx: RenderContext): string | undefined {
   if (task.worker === undefined) return ctx.hardware.id;
   // MACs are stored lower-case with colons; a hardware id never looks like one.
-  return ctx.resolveWorker(normaliseMac(task.worker) ?? task.worker);
+  return ctx.resolveWorker(normalizeMac(task.worker) ?? task.worker);
 }
 
 /** `shellEnv(i)`: what action i's shell command line refers to, set beside its environment. */

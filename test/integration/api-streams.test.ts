@@ -6,7 +6,7 @@
 // SETTINGS, and its connection closed once it has. Other connections are served throughout.
 // Method: one real `slipway server` with tokens required and a cap of 8; long-lived
 // WorkflowEvents streams hold a grpc-js connection's streams; hand-written HTTP/2 frames
-// (test/support/h2-raw.ts) open more streams than the cap on one connection.
+// (bench/h2-raw.ts) open more streams than the cap on one connection.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
@@ -20,7 +20,7 @@ import {
   h2ErrorNames,
   RawH2Connection,
   settingMaxConcurrentStreams,
-} from '../support/h2-raw.js';
+} from '../../bench/h2-raw.js';
 import { ProcessCluster, type ProcNode } from '../support/process-cluster.js';
 
 const adminToken = 'admin-token-for-the-api-streams-test';

@@ -41,7 +41,7 @@ import { startDhcpServer, type DhcpServer, type DhcpReplyEvent } from '../../src
 import { staticInventory } from '../../src/boot/inventory.js';
 import { Opcode, TftpErrorCode, decodePacket, peekOpcode } from '../../src/boot/tftp/packet.js';
 import { startTftpServer, type TftpServer, type TftpServerHooks } from '../../src/boot/tftp/server.js';
-import { Prng } from '../sim/prng.js';
+import { Prng } from '../../src/platform/prng.js';
 import { hardwareRecord, type HardwareSpec } from '../support/netns.js';
 import {
   dhcpOffsets,

@@ -3,7 +3,8 @@
 // the test checks its output, its exit codes (0 ok, 1 failed, 2 bad usage) and the cluster's
 // state: kv verbs, output formats, follower forwarding, member add (a --join node) and remove,
 // leader transfer, SIGTERM handing leadership over, bad config, and a corrupted data dir.
-// `cluster up` and `cluster down` run a second, local cluster of their own, balancer included;
+// `cluster up` and `cluster down` run a second, local cluster of their own, balancer included
+// (and its membership follower: a --join node added and removed shows in HAProxy's list);
 // `balancer config` prints the configuration an operator installs on each node.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -20,8 +21,10 @@ import { defaultHealthCheck } from '../../lb/balancer-spec.js';
 import { renderEnvoyBootstrap } from '../../lb/envoy.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
 import { checkHaproxyConfig, findHaproxy } from '../../lb/haproxy-process.js';
+import { runtimeCommand } from '../../lb/haproxy-runtime.js';
 import { parse as parseYaml } from 'yaml';
 import type { ProcNode } from '../support/process-cluster.js';
+import { waitFor } from '../support/wait.js';
 import {
   clusterUpBasePort,
   nextPort,
@@ -353,25 +356,66 @@ describe('bad configuration and damaged data', () => {
 });
 
 describe('cluster up and down', () => {
-  test('cluster up puts HAProxy in front; a write goes through it; cluster down stops it', async () => {
+  test('cluster up puts HAProxy in front; a write goes through it; member add|remove change it; cluster down stops it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-up-'));
     const balancerAddr = `127.0.0.1:${clusterUpBasePort}`;
+    let joiner: ReturnType<typeof spawn> | undefined;
     try {
       const up = await cli(['cluster', 'up', '--dir', dir, '--base-port', String(clusterUpBasePort)]);
       assert.equal(up.code, 0, up.stderr);
       assert.ok(up.stdout.includes(`balancer: ${balancerAddr} (HAProxy`), up.stdout);
       assert.ok(up.stdout.includes(`use: export SLIPWAY_SERVER=${balancerAddr}\n`), up.stdout);
+      assert.match(up.stdout, /following the membership \(pid \d+/);
       const recorded = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as {
         nodes: { pid: number }[];
-        balancer: { pid: number; listenAddr: string };
+        balancer: { pid: number; listenAddr: string; follower: { pid: number; socket: string } };
       };
       assert.equal(recorded.balancer.listenAddr, balancerAddr);
-      const pids = [recorded.balancer.pid, ...recorded.nodes.map((n) => n.pid)];
+      const follower = recorded.balancer.follower;
+      assert.ok(commandLine(follower.pid)?.includes('follow'), 'the follower runs');
+      const pids = [recorded.balancer.pid, follower.pid, ...recorded.nodes.map((n) => n.pid)];
 
       const put = await cli(['kv', 'put', 'through', 'the-balancer'], { SLIPWAY_SERVER: balancerAddr });
       assert.equal(put.code, 0, put.stderr);
       const get = await cli(['--server', balancerAddr, 'kv', 'get', 'through']);
       assert.equal(get.stdout.trim(), 'the-balancer');
+
+      // A fourth node: member add puts it into HAProxy, member remove takes it out.
+      const listed = async (): Promise<string> =>
+        runtimeCommand(follower.socket, 'show servers state slipway_nodes');
+      const [raftAddr, apiAddr] = [`127.0.0.1:${nextPort()}`, `127.0.0.1:${nextPort()}`];
+      const peers = [1, 2, 3].map((i) => `n${i}=127.0.0.1:${clusterUpBasePort + 10 + i}`).join(',');
+      joiner = spawn(
+        process.execPath,
+        [slipwayBin, 'server', '--insecure', '--id', 'n4', '--data-dir', join(dir, 'n4'), '--join'].concat([
+          '--raft-addr',
+          raftAddr,
+          '--api-addr',
+          apiAddr,
+          '--peers',
+          peers,
+        ]),
+        { stdio: 'ignore' },
+      );
+      const add = await cli([
+        '--server',
+        balancerAddr,
+        'member',
+        'add',
+        'n4',
+        raftAddr,
+        '--api-addr',
+        apiAddr,
+      ]);
+      assert.equal(add.code, 0, add.stderr);
+      await waitFor(
+        'HAProxy to list n4',
+        async () => (await listed()).includes(` n4 ${apiAddr.split(':')[0]} `),
+        20_000,
+      );
+      const rm = await cli(['--server', balancerAddr, 'member', 'remove', 'n4']);
+      assert.equal(rm.code, 0, rm.stderr);
+      await waitFor('HAProxy to drop n4', async () => !(await listed()).includes(' n4 '), 20_000);
 
       const down = await cli(['cluster', 'down', '--dir', dir]);
       assert.equal(down.code, 0, down.stderr);
@@ -382,6 +426,7 @@ describe('cluster up and down', () => {
         'every process cluster up started is gone',
       );
     } finally {
+      joiner?.kill('SIGKILL');
       await cli(['cluster', 'down', '--dir', dir]); // by the recorded PIDs, should the test fail midway
       rmSync(dir, { recursive: true, force: true });
     }
@@ -402,7 +447,11 @@ describe('balancer config', () => {
   test('prints the HAProxy configuration that haproxy -c accepts, or an Envoy bootstrap', async () => {
     const haproxy = await cli(args);
     assert.equal(haproxy.code, 0, haproxy.stderr);
-    assert.equal(haproxy.stdout, renderHaproxyConfig({ listenAddr: '0.0.0.0:7000', nodes }));
+    assert.equal(
+      haproxy.stdout,
+      renderHaproxyConfig({ listenAddr: '0.0.0.0:7000', nodes, runtimeSocket: '/run/haproxy/admin.sock' }),
+      "the runtime socket is Debian's unless asked",
+    );
     const bin = findHaproxy();
     assert.ok(bin !== undefined, 'haproxy is installed (.ci/run installs it)');
     const dir = mkdtempSync(join(tmpdir(), 'slipway-balancer-'));
@@ -438,6 +487,7 @@ describe('balancer config', () => {
       [[...args, '--tls-dir', '/nonexistent'], /--tls-dir needs --id/],
       [[...args, '--tls-dir', '/nonexistent', '--id', 'n1'], /--tls-dir: no \/nonexistent\/n1\.crt/],
       [[...args, '--id', 'n1'], /--id goes with --tls-dir/],
+      [[...args, '--runtime-socket', 'admin.sock'], /runtimeSocket "admin\.sock" must be an absolute path/],
     ];
     for (const [argv, message] of cases) {
       const r = await cli(argv);

@@ -1,6 +1,7 @@
 // Goal: the compiled build (`npm run build`, tsconfig.build.json) runs as the sources do, so
 // operators and the benchmarks can run it without tsx: the CLI answers, a node serves the
-// replicated store, and TFTP transfers run on worker threads loaded from .js files (their
+// replicated store and server reflection (its descriptors read from the package's proto/, found
+// from dist/ as from src/), and TFTP transfers run on worker threads loaded from .js files (their
 // entry is found beside the running module, and only the tsx path needs a bootstrap).
 // Method: tsc compiles src/ and lb/ into a folder of its own at the repo root, laid out as dist/
 // is (the build finds package.json and bin/ in the nearest folder above it that holds them; the
@@ -17,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { nextPort, ProcessCluster } from '../support/process-cluster.js';
+import { ReflectionClient } from '../support/reflection-client.js';
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -54,7 +56,7 @@ void test('the compiled CLI prints the package version', async () => {
   assert.equal(stdout.trim(), pkg.version);
 });
 
-void test('a compiled node serves the store and TFTP from worker threads', async () => {
+void test('a compiled node serves the store, server reflection and TFTP from worker threads', async () => {
   cluster = new ProcessCluster(1, ['--tftp-addr', tftpAddr, '--tftp-root', tftpRoot], main);
   cluster.startAll();
   const leader = await cluster.waitForLeader(60_000);
@@ -62,6 +64,15 @@ void test('a compiled node serves the store and TFTP from worker threads', async
   await cli(['--server', leader.apiAddr, 'kv', 'put', 'built', 'yes']);
   const got = await cli(['--server', leader.apiAddr, '-o', 'json', 'kv', 'get', 'built']);
   assert.match(got.stdout, /"value": ?"yes"/);
+
+  const reflection = new ReflectionClient(leader.apiAddr);
+  try {
+    const services = await reflection.listServices();
+    assert.ok(services.includes('slipway.kv.v1.Kv'), services.join(', '));
+    assert.equal((await reflection.fileContainingSymbol('slipway.kv.v1.Kv')).length, 1);
+  } finally {
+    reflection.close();
+  }
 
   const out = join(tftpRoot, 'fetched.bin');
   const [host, port] = tftpAddr.split(':') as [string, string];

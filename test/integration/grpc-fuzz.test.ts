@@ -1,6 +1,6 @@
 // Goal: bad input changes nothing (invariant 7) at every gRPC method a node serves. Every method
-// of Kv, Control, Audit, Worker, Health and xDS on the API port, and of Raft, Kv and Internal on the
-// peer port, gets random bytes, valid requests with one thing broken (wrong wire types, cut
+// of Kv, Control, Audit, Maintenance, Worker, Health, server reflection (v1 and v1alpha) and xDS on the
+// API port, and of Raft, Kv, Internal and Maintenance on the peer port, gets random bytes, valid requests with one thing broken (wrong wire types, cut
 // varints and lengths, huge lengths, unknown and impossible field numbers, strings with NUL,
 // invalid UTF-8 or lengths either side of the limits, out-of-range integers, malformed nested
 // messages, thousands of repeated entries, deep groups), a message over the size limit, no
@@ -67,9 +67,9 @@ import { statusDetailsBytesMax } from '../../src/platform/grpc-call-guard.js';
 import { isHostPort } from '../../src/platform/host-port.js';
 import { decodeEnvelopeMessages } from '../../src/raft/transport/codec.js';
 import { messageBytesMaxDefault } from '../../src/raft/transport/limits.js';
-import { decodeCommand } from '../../src/state/command.js';
+import { decodeCommand } from '../../src/state/store-command.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
-import { Prng } from '../sim/prng.js';
+import { Prng } from '../../src/platform/prng.js';
 import { ProcessCluster, type ProcNode } from '../support/process-cluster.js';
 import {
   mutateMessage,
@@ -110,7 +110,7 @@ const trace = process.env['GRPC_FUZZ_TRACE'] === '1';
 const protoDir = fileURLToPath(new URL('../../proto', import.meta.url));
 const genDir = fileURLToPath(new URL('../../src/gen', import.meta.url));
 
-/** Which port serves which service (src/api/node-server.ts; the raft transport serves Raft). */
+/** Which port serves which service (src/node/start-node.ts; the raft transport serves Raft). */
 const apiServices = new Set([
   'slipway.kv.v1.Kv',
   'slipway.control.v1.Control',
@@ -118,6 +118,8 @@ const apiServices = new Set([
   'slipway.maintenance.v1.Maintenance',
   'slipway.worker.v1.Worker',
   'grpc.health.v1.Health',
+  'grpc.reflection.v1.ServerReflection',
+  'grpc.reflection.v1alpha.ServerReflection',
   'envoy.service.discovery.v3.AggregatedDiscoveryService',
 ]);
 const peerServices = new Set([
@@ -749,6 +751,12 @@ before(async () => {
       key: ['fuzz/present', 'fuzz/absent'],
       prefix: ['fuzz/', ''],
       service: ['', 'slipway.kv.v1.Kv', 'grpc.health.v1.Health'],
+      // Server reflection: symbols and files it describes, and ones it does not.
+      file_containing_symbol: ['slipway.kv.v1.Kv', 'slipway.kv.v1.PutRequest', 'slipway.raft.v1.Raft'],
+      file_by_filename: ['slipway_kv_v1.proto', 'kv.proto', 'raft.proto'],
+      list_services: ['*', ''],
+      containing_type: ['slipway.kv.v1.PutRequest'],
+      all_extension_numbers_of_type: ['slipway.kv.v1.PutRequest'],
       raft_addr: ['not-an-address', '127.0.0.1:0'],
       to: [node.id, 'n9'],
     },
@@ -843,9 +851,11 @@ describe('gRPC methods under malformed and oversized requests', { timeout: runBu
           apiMessageBytesMax,
           false,
         );
-        // Health and xDS are for balancers and proxyless clients, which send no token (0024).
+        // Health, server reflection and xDS need no token (decisions 0025 and 0024).
         const open =
-          method.name.startsWith('Health/') || method.name.startsWith('AggregatedDiscoveryService/');
+          method.name.startsWith('Health/') ||
+          method.name.startsWith('ServerReflection/') ||
+          method.name.startsWith('AggregatedDiscoveryService/');
         if (!open && answer.code === status.OK) {
           problems.push(`anon:${method.name} #${i} (${input.mutation}) was served without a token`);
         }

@@ -1,6 +1,7 @@
 // Goal: every RPC a node answers on its API port, against every kind of caller, is allowed or
 // refused as the code intends, and a refused call changes nothing. The table below gives each
-// method the least role it needs (viewer < operator < admin), or says it is public (health), a
+// method the least role it needs (viewer < operator < admin), or says it is public (health and
+// server reflection, docs/decisions/0025-server-reflection.md), a
 // worker's (Worker/Connect, with its machine's worker token) or for peers only (Internal and
 // Raft: served on the raft address, not on the API port at all). It must name every method of
 // every generated service definition, so a new RPC without a row fails here. Callers: no token,
@@ -36,6 +37,9 @@ import { InternalService } from '../../src/gen/internal.js';
 import { KvService } from '../../src/gen/kv.js';
 import { MaintenanceService } from '../../src/gen/maintenance.js';
 import { RaftService } from '../../src/gen/raft.js';
+import { ServerReflectionService } from '../../src/gen/reflection.js';
+import type { ServerReflectionRequest, ServerReflectionResponse } from '../../src/gen/reflection.js';
+import { ServerReflectionService as ServerReflectionV1AlphaService } from '../../src/gen/reflection_v1alpha.js';
 import { ActionResult, Hello, WorkerService } from '../../src/gen/worker.js';
 import { AggregatedDiscoveryServiceService as XdsService } from '../../src/gen/xds.js';
 import type { DiscoveryRequest, DiscoveryResponse } from '../../src/gen/xds.js';
@@ -338,6 +342,34 @@ function workerStream(def: Method<ConnectRequest, ConnectResponse>): Pick<Row, '
   };
 }
 
+/** A reflection stream: one question, answered by the services the node lists. */
+function reflectionStream(
+  def: Method<ServerReflectionRequest, ServerReflectionResponse>,
+): Pick<Row, 'path' | 'send'> {
+  return {
+    path: def.path,
+    send: (md) =>
+      new Promise((resolve) => {
+        const stream = rpc.makeBidiStreamRequest(
+          def.path,
+          def.requestSerialize,
+          def.responseDeserialize,
+          md,
+          callOptions(),
+        );
+        stream.on('data', (m: ServerReflectionResponse) => {
+          if (m.messageResponse?.$case !== 'listServicesResponse') return;
+          resolve(served);
+          stream.cancel();
+        });
+        stream.on('error', () => undefined);
+        stream.on('status', (s: StatusObject) => resolve(fromStatus(s)));
+        stream.write({ host: '', messageRequest: { $case: 'listServices', value: '*' } });
+        stream.end();
+      }),
+  };
+}
+
 const raw = (b: Buffer): Buffer => b;
 
 /** A node-to-node method, called on the API port with an empty message of its own kind. */
@@ -499,6 +531,13 @@ const matrix: readonly Row[] = [
   // Health: for balancers, without a token.
   { need: 'public', ...unary(HealthService.check, () => ({ service: '' })) },
   { need: 'public', ...serverStream(HealthService.watch, () => ({ service: '' }), true) },
+  // Server reflection: the API's public contract, for operators' gRPC tools, without a token.
+  { need: 'public', ...reflectionStream(ServerReflectionService.serverReflectionInfo) },
+  {
+    need: 'public',
+    variant: 'v1alpha',
+    ...reflectionStream(ServerReflectionV1AlphaService.serverReflectionInfo),
+  },
   // xDS: for Envoy and proxyless gRPC clients, which cannot send a token (0024).
   { need: 'public', ...xdsStream(XdsService.streamAggregatedResources) },
   // Node to node: on the raft address (mutual TLS), never on the API port.
@@ -516,6 +555,8 @@ const services: readonly Readonly<Record<string, { readonly path: string }>>[] =
   MaintenanceService,
   WorkerService,
   HealthService,
+  ServerReflectionService,
+  ServerReflectionV1AlphaService,
   XdsService,
   InternalService,
   RaftService,

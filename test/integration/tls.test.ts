@@ -1,7 +1,8 @@
 // Goal: a cluster made with `slipway bootstrap` speaks only TLS on its API and mutual TLS between
 // nodes, and requires tokens: the CLI and a worker with the CA and a token work end to end;
 // a plaintext client, a client without the CA, and a peer without a node certificate fail;
-// HAProxy configured by `balancer config --tls-dir` serves the CLI with TLS on both sides.
+// HAProxy configured by `balancer config --tls-dir` serves the CLI with TLS on both sides, and
+// `balancer follow --tls-dir` adds a node that joins to it, checked over TLS, and removes it.
 // Method: `slipway bootstrap` (the real CLI) writes the CA, node certificates and admin token;
 // three real `slipway server --tls-dir` processes; the CLI and `slipway worker` as children.
 import assert from 'node:assert/strict';
@@ -15,7 +16,8 @@ import type { ServiceError } from '@grpc/grpc-js';
 import { KvClient } from '../../src/gen/kv.js';
 import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
-import { waitForAllServing } from '../support/haproxy-stats.js';
+import { haproxyServerStates, waitForAllServing } from '../support/haproxy-stats.js';
+import { waitFor } from '../support/wait.js';
 import {
   nextPort,
   ProcessCluster,
@@ -30,6 +32,9 @@ const cli = (args: string[]): Promise<CliResult> => runSlipway(args);
 let cluster: ProcessCluster;
 let pki: string;
 let worker: ChildProcess | undefined;
+/** HAProxy in front of the TLS nodes, and `balancer follow` beside it, until the membership test ends. */
+let tlsBalancer: { pid: number; configFile: string; statsAddr: string; socket: string } | undefined;
+let follower: ChildProcess | undefined;
 
 const secure = (): string[] => [
   '--server',
@@ -60,7 +65,19 @@ before(async () => {
   }
 });
 
+/** The follower, then HAProxy: each by PID, once. */
+async function stopBalancer(): Promise<void> {
+  if (follower !== undefined && follower.exitCode === null && follower.signalCode === null) {
+    const exited = new Promise((r) => follower?.once('exit', r));
+    follower.kill('SIGTERM');
+    await exited;
+  }
+  if (tlsBalancer !== undefined) await stopHaproxy(tlsBalancer.pid, tlsBalancer.configFile);
+  tlsBalancer = undefined;
+}
+
 after(async () => {
+  await stopBalancer();
   if (worker !== undefined && worker.exitCode === null) {
     const exited = new Promise((r) => worker?.once('exit', r));
     worker.kill('SIGKILL');
@@ -221,7 +238,15 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
     pemFile: join(pki, 'n1', 'n1.pem'),
     caFile: join(pki, 'n1', 'ca.crt'),
   };
-  const spec = { listenAddr, statsAddr, nodes, tls, healthCheck: { intervalMs: 200, fall: 2, rise: 2 } };
+  const runtimeSocket = join(cluster.dir, 'haproxy.sock');
+  const spec = {
+    listenAddr,
+    statsAddr,
+    nodes,
+    tls,
+    runtimeSocket,
+    healthCheck: { intervalMs: 200, fall: 2, rise: 2 },
+  };
   // What the operator's command prints is what runs here.
   const printed = await cli([
     ...['balancer', 'config', '--listen', listenAddr, '--stats', statsAddr, '--check-interval', '200'],
@@ -232,12 +257,16 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
       join(pki, 'n1'),
       '--id',
       'n1',
+      '--runtime-socket',
+      runtimeSocket,
     ],
   ]);
   assert.equal(printed.code, 0, printed.stderr);
   assert.equal(printed.stdout, renderHaproxyConfig(spec));
 
   const balancer = await startHaproxy({ bin, spec, dir: cluster.dir, detached: false });
+  tlsBalancer = { ...balancer, statsAddr, socket: runtimeSocket };
+  let keep = false;
   try {
     await waitForAllServing(statsAddr, 3, 'HAProxy to find every node SERVING over TLS');
     const through = [
@@ -254,8 +283,23 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
     assert.equal(get.stdout.trim(), 'the-balancer');
     const plaintext = await cli(['--server', listenAddr, '--timeout', '3000', 'kv', 'get', 'via']);
     assert.equal(plaintext.code, 1, 'a plaintext client gets nothing from the TLS balancer');
+    // The membership test adds a node: the follower adds it here, over TLS.
+    const log = openSync(join(cluster.dir, 'follow.log'), 'a');
+    follower = spawn(
+      process.execPath,
+      [slipwayBin, ...secure(), 'balancer', 'follow', '--haproxy-socket', runtimeSocket].concat([
+        '--tls-dir',
+        join(pki, 'n1'),
+        '--interval',
+        '200',
+        '--check-interval',
+        '200',
+      ]),
+      { stdio: ['ignore', log, log] },
+    );
+    keep = true;
   } finally {
-    await stopHaproxy(balancer.pid, balancer.configFile);
+    if (!keep) await stopBalancer();
   }
 });
 
@@ -279,6 +323,17 @@ test('a node added with member add joins over mutual TLS, serves, and is removed
     assert.equal(added.code, 0, added.stderr);
     const members = (JSON.parse(added.stdout) as { members: { id: string; role: string }[] }).members;
     assert.equal(members.find((m) => m.id === 'n4')?.role, 'voter');
+    // The follower added it to HAProxy with the file's TLS options: its check, over TLS and
+    // verified against the cluster CA, passes.
+    const statsAddr = tlsBalancer?.statsAddr ?? '';
+    await waitFor(
+      'HAProxy to run n4 with a passed grpc.health.v1 check over TLS',
+      async () => {
+        const s = (await haproxyServerStates(statsAddr)).get('n4');
+        return s?.status === 'UP' && s.check === 'L7OK';
+      },
+      20_000,
+    );
     const onJoiner = ['--server', joiner.apiAddr, '--ca', join(pki, 'ca', 'ca.crt')];
     const get = await cli([
       ...onJoiner,
@@ -293,7 +348,13 @@ test('a node added with member add joins over mutual TLS, serves, and is removed
     await cluster.kill(joiner, 'SIGTERM');
     const rm = await cli([...secure(), 'member', 'remove', 'n4']);
     assert.equal(rm.code, 0, rm.stderr);
+    await waitFor(
+      'HAProxy to drop n4',
+      async () => !(await haproxyServerStates(tlsBalancer?.statsAddr ?? '')).has('n4'),
+      20_000,
+    );
   } finally {
+    await stopBalancer();
     await cluster.kill(joiner);
     cluster.nodes.pop();
   }

@@ -20,7 +20,7 @@ import { KvClient, type StatusResponse } from '../../src/gen/kv.js';
 import { RaftService, type StreamAck } from '../../src/gen/raft.js';
 import { message, type Entry } from '../../src/raft/core/types.js';
 import { encodeMessageFrame } from '../../src/raft/transport/codec.js';
-import { encodeCommand } from '../../src/state/command.js';
+import { encodeCommand } from '../../src/state/store-command.js';
 import { ProcessCluster, runSlipway, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
 

@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ClusterClient } from '../../src/cli/client.js';
-import type { Workflow, WorkflowEvent } from '../../src/state/control/model.js';
+import type { Workflow, WorkflowEvent } from '../../src/model/records.js';
 import { ProcessCluster, runSlipway, type CliResult, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
 

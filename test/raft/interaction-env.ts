@@ -2,7 +2,7 @@
 // RaftCore nodes, each with an in-memory "disk" (hard state, log, snapshot), a state machine
 // that is simply the list of applied entries, and one message queue between them. Nothing
 // happens unless a command says so, so every scenario is deterministic; election jitter comes
-// from a seeded xorshift per node. The commands themselves live in interaction-commands.ts.
+// from a seeded Prng (src/platform/prng.ts) per node. The commands themselves live in interaction-commands.ts.
 import { encodeConfChange, emptyMembership } from '../../src/raft/core/membership.js';
 import { RaftCore } from '../../src/raft/core/raft.js';
 import type {
@@ -25,7 +25,7 @@ import {
   fmtSoftStateFields,
 } from './format.js';
 import { InvariantChecker } from './invariants.js';
-import { Xorshift } from './xorshift.js';
+import { Prng } from '../../src/platform/prng.js';
 
 /** What survives a crash: exactly what the node's Readies asked to persist, once persisted. */
 export interface Disk {
@@ -39,7 +39,7 @@ export interface Disk {
 export class EnvNode {
   readonly id: string;
   readonly cfg: RaftConfig;
-  readonly rand: Xorshift;
+  readonly rand: Prng;
   /** null while the node is down. */
   core: RaftCore | null;
   disk: Disk;
@@ -55,7 +55,7 @@ export class EnvNode {
   constructor(id: string, cfg: RaftConfig, seed: number, disk: Disk) {
     this.id = id;
     this.cfg = cfg;
-    this.rand = new Xorshift(seed);
+    this.rand = new Prng(seed);
     this.disk = disk;
     this.applied = [...disk.snapshotData];
     this.core = this.load();

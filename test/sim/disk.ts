@@ -8,7 +8,7 @@
 // The contract checks of LevelLogStore.save are repeated here, so a core that asks the driver
 // for an impossible write fails the run instead of silently diverging from the real store.
 import type { Entry, HardState, InitialState, SnapshotMeta } from '../../src/raft/core/types.js';
-import type { Prng } from './prng.js';
+import type { Prng } from '../../src/platform/prng.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface StoredSnapshot {

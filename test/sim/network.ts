@@ -3,7 +3,7 @@
 // Partitions are sets of blocked directed links, so asymmetric partitions (A reaches B but
 // B does not reach A) and bridges (one node linked to two halves that cannot talk) are just
 // particular sets. A link is checked when a message is sent and again when it arrives.
-import type { Prng } from './prng.js';
+import type { Prng } from '../../src/platform/prng.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface NetFaults {

@@ -15,7 +15,7 @@ import type { KvCommand, KvResult } from './kv.js';
 import { KvMachine, decodeCommand, encodeCommand, fnv1a } from './kv.js';
 import type { Monitor } from './monitor.js';
 import { violation } from './monitor.js';
-import { Prng } from './prng.js';
+import { Prng } from '../../src/platform/prng.js';
 import type { SimNetwork } from './network.js';
 import type { Scheduler } from './scheduler.js';
 

@@ -14,7 +14,7 @@ import type { Entry } from '../../src/raft/core/types.js';
 import { SimDisk, emptyMembershipSnapshot } from './disk.js';
 import { Monitor, SimViolation, type ViolationKind } from './monitor.js';
 import { member, type InjectedBug } from './node.js';
-import { Prng } from './prng.js';
+import { Prng } from '../../src/platform/prng.js';
 import { Scheduler } from './scheduler.js';
 import { runSeed } from './simulation.js';
 

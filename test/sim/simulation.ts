@@ -20,7 +20,7 @@ import { encodeCommand } from './kv.js';
 import { SimNetwork, type NetFaults } from './network.js';
 import type { ClientRequest, ClientResponse, InjectedBug, NodeEnv, NodeStats } from './node.js';
 import { SimNode, member } from './node.js';
-import { Prng } from './prng.js';
+import { Prng } from '../../src/platform/prng.js';
 import { Scheduler } from './scheduler.js';
 import { SimClient, type ClientEnv, type ClientStats } from './workload.js';
 

@@ -10,7 +10,7 @@
 import type { Op } from '../support/linearizability.js';
 import type { KvCommand } from './kv.js';
 import type { ClientRequest, ClientResponse, SimNode } from './node.js';
-import type { Prng } from './prng.js';
+import type { Prng } from '../../src/platform/prng.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface ClientEnv {

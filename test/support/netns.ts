@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { eventLinePrefix, type BootEvent, type BootServicesConfig } from '../../cluster/lab/boot-services.js';
 import type { LabProcess, NetnsLab } from '../../cluster/netns-lab.js';
 import { findExecutable } from '../../src/platform/executable.js';
-import type { Hardware, NetworkInterface } from '../../src/state/control/model.js';
+import type { Hardware, NetworkInterface } from '../../src/model/records.js';
 
 export { NetnsLab, LabProcess, type RunResult } from '../../cluster/netns-lab.js';
 export type { BootEvent, BootServicesConfig } from '../../cluster/lab/boot-services.js';

@@ -5,7 +5,7 @@
 //
 // Everything is a pure function of a Prng, so a datagram is reproduced from its seed and label;
 // the label names the mutations applied, for reports.
-import type { Prng } from '../sim/prng.js';
+import type { Prng } from '../../src/platform/prng.js';
 
 /** A datagram and the mutations that made it, e.g. "overload/file-loop+flip". */
 export interface Mutant {

@@ -8,7 +8,7 @@
 // the label names the mutation and the field it hit, for reports.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Prng } from '../sim/prng.js';
+import type { Prng } from '../../src/platform/prng.js';
 
 // ---- The schema: what proto/*.proto declares ---------------------------------------------------
 

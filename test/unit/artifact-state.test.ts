@@ -11,10 +11,10 @@ import assert from 'node:assert/strict';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { decodeControlCommand, encodeControlCommand } from '../../src/state/control/codec.js';
-import type { Artifact } from '../../src/state/control/model.js';
+import type { Artifact } from '../../src/model/records.js';
 import { DecodeError } from '../../src/state/binary.js';
 import { ShapeError } from '../../src/state/control/shape.js';
-import { artifactsMax } from '../../src/state/limits.js';
+import { artifactsMax } from '../../src/model/limits.js';
 
 const digestA = 'a'.repeat(64);
 const digestB = 'b'.repeat(64);

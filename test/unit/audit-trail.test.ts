@@ -9,7 +9,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AuditTag } from '../../src/state/control/audit-log.js';
-import type { ControlCommand, HardwareInput } from '../../src/state/control/commands.js';
+import type { ControlCommand } from '../../src/state/control/commands.js';
+import type { HardwareInput } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { decodeControlCommand, encodeControlCommand } from '../../src/state/control/codec.js';
 

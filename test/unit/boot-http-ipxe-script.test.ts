@@ -14,7 +14,7 @@ import {
   type IpxeScriptSettings,
 } from '../../src/boot/http/ipxe-script.js';
 import type { BootRecord } from '../../src/boot/inventory.js';
-import type { Hardware } from '../../src/state/control/model.js';
+import type { Hardware } from '../../src/model/records.js';
 import { hardwareRecord, type HardwareSpec } from '../support/netns.js';
 
 const settings: IpxeScriptSettings = {

@@ -20,7 +20,7 @@ import { ArtifactFetcher, type ArtifactPeer, type PeerReader } from '../../src/a
 import { defaultBootArtifacts } from '../../src/boot/http/ipxe-script.js';
 import { startHttpBootServer, type HttpBootServer } from '../../src/boot/http/server.js';
 import { staticInventory } from '../../src/boot/inventory.js';
-import type { Artifact } from '../../src/state/control/model.js';
+import type { Artifact } from '../../src/model/records.js';
 import { httpRequest } from '../support/http-fetch.js';
 
 const logger = pino({ level: 'silent' });

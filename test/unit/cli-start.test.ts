@@ -75,9 +75,9 @@ const loads = (t: Traced, pkg: string): boolean =>
   [...t.modules].some((m) => m.startsWith(`node_modules/${pkg}/`));
 
 /** What a client command may load of slipway's own code: the CLI, its wire facts, one service. */
-// state/limits.ts is constants alone (no imports): the CLI checks flags against the state's limits.
+// model/limits.ts is constants alone (no imports): the CLI checks flags against the state's limits.
 const clientAllowed =
-  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow)|api\/(wire|config-error)|platform\/(host-port|plaintext-policy|xds-target)|gen\/(kv|control)|state\/limits)\.ts$/;
+  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow)|api\/wire|node\/config-error|platform\/(host-port|plaintext-policy|package-file|xds-target)|gen\/(kv|control)|model\/limits)\.ts$/;
 const heavyPackages = ['zod', 'yaml', 'pino', 'level', 'classic-level', 'prom-client', 'handlebars'];
 
 describe('what each command loads', () => {
@@ -86,11 +86,11 @@ describe('what each command loads', () => {
     assert.equal(t.code, 0);
     assert.match(t.stdout, /^\d+\.\d+\.\d+/);
     assert.deepEqual(ours(t), [
-      'src/api/config-error.ts',
       'src/cli/main.ts',
       'src/cli/output.ts',
-      'src/cli/package-file.ts',
+      'src/node/config-error.ts',
       'src/platform/host-port.ts',
+      'src/platform/package-file.ts',
       'src/platform/plaintext-policy.ts',
     ]);
     assert.ok(!loads(t, '@grpc/grpc-js'), 'grpc-js loaded');
@@ -165,13 +165,13 @@ describe('what each command loads', () => {
       groups,
     );
     // Help names the groups without running them: nothing of the node is loaded.
-    assert.ok(!ours(t).includes('src/api/node-server.ts'), 'the node loaded for --help');
+    assert.ok(!ours(t).includes('src/node/start-node.ts'), 'the node loaded for --help');
     for (const pkg of ['zod', 'level', 'pino']) assert.ok(!loads(t, pkg), `${pkg} loaded for --help`);
 
     const server = await traced(['server', '--help']);
     assert.equal(server.code, 0);
     assert.match(server.stdout, /--data-dir <dir>/);
-    assert.ok(!ours(server).includes('src/api/node-server.ts'), 'the node loaded for server --help');
+    assert.ok(!ours(server).includes('src/node/start-node.ts'), 'the node loaded for server --help');
     const kv = await traced(['--server', '127.0.0.1:1', 'kv', '--help']);
     assert.equal(kv.code, 0);
     assert.match(kv.stdout, /^ {2}get \[options\] <key>/m);

@@ -10,7 +10,16 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { DecodeError } from '../../src/state/binary.js';
-import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import type {
+  HardwareInput,
+  ActionSpec,
+  Hardware,
+  RenderedTemplate,
+  TaskSpec,
+  Workflow,
+  WorkflowEvent,
+} from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import {
   decodeControlCommand,
@@ -20,21 +29,14 @@ import {
 } from '../../src/state/control/codec.js';
 import { EventLog } from '../../src/state/control/event-log.js';
 import { sha256HexOf } from '../../src/state/digest.js';
-import type {
-  ActionSpec,
-  Hardware,
-  RenderedTemplate,
-  TaskSpec,
-  Workflow,
-  WorkflowEvent,
-} from '../../src/state/control/model.js';
-import { utf8Length } from '../../src/state/binary.js';
+import { utf8Length } from '../../src/platform/utf8-text.js';
 import {
   attemptMessageBytesMax,
   attemptOutputTailBytesMax,
   workflowEventsMax,
-} from '../../src/state/limits.js';
-import { isTerminal, nextAction, retryBackoffMs } from '../../src/workflow/rules.js';
+} from '../../src/model/limits.js';
+import { nextAction, retryBackoffMs } from '../../src/workflow/rules.js';
+import { isTerminal } from '../../src/model/records.js';
 
 // ---- fixtures ----
 

@@ -9,7 +9,7 @@
 // ReplicatedLeaseLedger whose proposer applies each command at once with a test clock.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ReplicatedLeaseLedger } from '../../src/api/lease-ledger.js';
+import { ReplicatedLeaseLedger } from '../../src/node/lease-ledger.js';
 import type { DhcpPacket } from '../../src/boot/dhcp/codec.js';
 import { dynamicLeases } from '../../src/boot/dhcp/dynamic-leases.js';
 import type { DhcpOptions } from '../../src/boot/dhcp/options.js';
@@ -17,7 +17,8 @@ import { overlappingPools, parsePoolSpec, PoolSpecError } from '../../src/boot/d
 import { defaultIpxeBinaries } from '../../src/boot/dhcp/pxe-policy.js';
 import { answerRequest, reservedLeases, type AnswerContext } from '../../src/boot/dhcp/server.js';
 import { inventoryOf } from '../../src/boot/node-boot.js';
-import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import type { HardwareInput } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { clientPacket, ignoredReason, replyOf } from '../support/dhcp-packets.js';
 

@@ -12,10 +12,9 @@ import {
   ipv4FromNumber,
   ipv4ToBytes,
   isContiguousMask,
-  isIpv4,
-  parseIpv4,
   subnetBroadcast,
 } from '../../src/boot/dhcp/wire-values.js';
+import { isIpv4, parseIpv4 } from '../../src/platform/addresses.js';
 
 function referenceParse(text: string): number | undefined {
   const parts = text.split('.');

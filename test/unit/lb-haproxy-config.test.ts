@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { BalancerSpec } from '../../lb/balancer-spec.js';
 import { BalancerSpecError } from '../../lb/balancer-spec.js';
-import { renderHaproxyConfig } from '../../lb/haproxy.js';
+import { haproxyServerId, renderHaproxyConfig } from '../../lb/haproxy.js';
 import { checkHaproxyConfig, findHaproxy, HaproxyError } from '../../lb/haproxy-process.js';
 
 const golden = new URL('./testdata/lb-haproxy-3-nodes.cfg', import.meta.url);
@@ -64,9 +64,9 @@ describe('the rendered configuration', () => {
     }
     const servers = lines.filter((l) => l.startsWith('server '));
     assert.deepEqual(servers, [
-      'server n1 127.0.0.1:7001 id 1 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
-      'server n2 127.0.0.1:7002 id 2 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
-      'server n3 127.0.0.1:7003 id 3 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+      'server n1 127.0.0.1:7001 id 384068 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+      'server n2 127.0.0.1:7002 id 385325 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+      'server n3 127.0.0.1:7003 id 384906 proto h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
     ]);
     // The check sends a grpc.health.v1 Check and passes on SERVING (status 1) only.
     assert.match(text, /tcp-check send-binary 505249202a20485454502f322e30[0-9a-f]+/);
@@ -77,7 +77,7 @@ describe('the rendered configuration', () => {
     const { statsAddr: _, ...noStats } = threeNodes;
     const plain = renderHaproxyConfig({ ...noStats, healthCheck: { intervalMs: 250, fall: 1, rise: 3 } });
     assert.doesNotMatch(plain, /stats/);
-    assert.match(plain, /server n2 127\.0\.0\.1:7002 id 2 proto h2 check inter 250ms fall 1 rise 3 /);
+    assert.match(plain, /server n2 127\.0\.0\.1:7002 id 385325 proto h2 check inter 250ms fall 1 rise 3 /);
   });
 
   test('with TLS: the PEM served to clients, each node verified against the CA, checks over TLS too', () => {
@@ -94,10 +94,36 @@ describe('the rendered configuration', () => {
     assert.ok(lines.includes('tcp-check connect ssl alpn h2'));
     assert.ok(
       lines.includes(
-        'server n1 127.0.0.1:7001 id 1 ssl verify required ca-file /pki/ca.crt alpn h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
+        'server n1 127.0.0.1:7001 id 384068 ssl verify required ca-file /pki/ca.crt alpn h2 check inter 1000ms fall 2 rise 2 on-marked-down shutdown-sessions',
       ),
     );
     assert.ok(!lines.some((l) => l.includes('proto h2')), 'no h2c anywhere');
+  });
+
+  test("a server's id comes from its member id alone, not from its place in the list", () => {
+    const reversed = renderHaproxyConfig({ ...threeNodes, nodes: [...threeNodes.nodes].reverse() });
+    const line = (t: string, id: string): string | undefined =>
+      t.split('\n').find((l) => l.trim().startsWith(`server ${id} `));
+    for (const id of ['n1', 'n2', 'n3']) assert.equal(line(reversed, id), line(text, id));
+    assert.equal(haproxyServerId('n1'), 384068);
+    for (const id of ['a', 'node-with-a-long-name', 'n64']) {
+      const n = haproxyServerId(id);
+      assert.ok(Number.isInteger(n) && n >= 1 && n < 2 ** 20, `${id} got ${n}`);
+    }
+  });
+
+  test('no runtime socket unless asked; with one, an admin-level stats socket in global', async () => {
+    assert.doesNotMatch(text, /global|stats socket/);
+    const withSocket = renderHaproxyConfig({ ...threeNodes, runtimeSocket: join(dir, 'admin.sock') });
+    const lines = withSocket.split('\n');
+    assert.equal(lines[1], 'global');
+    assert.equal(
+      lines[2],
+      `  stats socket ${join(dir, 'admin.sock')} mode 660 level admin expose-fd listeners`,
+    );
+    const file = join(dir, 'with-socket.cfg');
+    writeFileSync(file, withSocket);
+    await checkHaproxyConfig(haproxy(), file);
   });
 
   test('haproxy -c accepts it', async () => {
@@ -198,6 +224,21 @@ describe('bad input', () => {
       name: 'the status page on a node address',
       spec: { ...threeNodes, statsAddr: '127.0.0.1:7003' },
       error: /statsAddr "127\.0\.0\.1:7003" is already used by nodes\[2\]\.apiAddr/,
+    },
+    {
+      name: 'two member ids that get the same server id (a hash collision)',
+      spec: { ...threeNodes, nodes: [node('n2926', '127.0.0.1:7001'), node('n5940', '127.0.0.1:7002')] },
+      error: /nodes "n2926" and "n5940" get the same HAProxy server id 910372; give one another member id/,
+    },
+    {
+      name: 'a relative runtime socket path',
+      spec: { ...threeNodes, runtimeSocket: 'haproxy.sock' },
+      error: /runtimeSocket "haproxy\.sock" must be an absolute path of at most 90/,
+    },
+    {
+      name: 'a runtime socket path too long for a UNIX socket',
+      spec: { ...threeNodes, runtimeSocket: `/${'a'.repeat(95)}` },
+      error: /runtimeSocket "\/a+" must be an absolute path of at most 90/,
     },
     {
       name: 'a check interval below 100 ms',

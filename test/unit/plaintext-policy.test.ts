@@ -4,7 +4,7 @@
 // Method: the pure predicates and validateServerConfig on literal configurations.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { validateServerConfig } from '../../src/api/server-config.js';
+import { validateServerConfig } from '../../src/node/config.js';
 import {
   isLoopbackAddress,
   isLoopbackHost,

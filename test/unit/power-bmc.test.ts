@@ -5,15 +5,15 @@
 // Method: pure functions only; the API's record function is called directly.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatBmcAddress, parseBmcAddress } from '../../src/power/bmc-address.js';
-import { hardwareJson } from '../../src/api/control-records.js';
+import { formatBmcAddress, parseBmcAddress } from '../../src/model/bmc-address.js';
+import { hardwareJson } from '../../src/api/control-messages.js';
 import {
   hardwareFromFlags,
   parseBmcCredentials,
   parseHardwareDocument,
   withBmc,
 } from '../../src/workflow/hardware-doc.js';
-import type { Hardware } from '../../src/state/control/model.js';
+import type { Hardware } from '../../src/model/records.js';
 
 describe('BMC addresses', () => {
   it('reads ipmi://HOST[:PORT] and a bare host, and writes one form', () => {

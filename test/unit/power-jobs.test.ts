@@ -7,13 +7,13 @@
 // Method: drive ControlState only through apply() with explicit leader stamps, as the store does.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import type { HardwareInput, PowerJob } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { decodeControlCommand, encodeControlCommand } from '../../src/state/control/codec.js';
-import type { PowerJob } from '../../src/state/control/model.js';
 import { powerRetryBackoffMs } from '../../src/state/control/power-jobs.js';
 import { DecodeError } from '../../src/state/binary.js';
-import { powerJobsKeptPerHardware } from '../../src/state/limits.js';
+import { powerJobsKeptPerHardware } from '../../src/model/limits.js';
 import { powerSteps } from '../../src/power/plan.js';
 
 const leaseMs = 30_000;

@@ -13,7 +13,7 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { Level } from 'level';
 import type { Entry, EntryType, HardState, SnapshotMeta } from '../../src/raft/core/types.js';
-import { crc32c, crc32cUpdate } from '../../src/raft/storage/crc32c.js';
+import { crc32c, crc32cUpdate } from '../../src/platform/crc32c.js';
 import {
   decodeEntry,
   decodeHardState,

@@ -7,8 +7,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { BinaryReader, BinaryWriter, isWellFormed, uvarintBytes } from '../../src/state/binary.js';
-import { encodeCommand, type Command } from '../../src/state/command.js';
+import { BinaryReader, BinaryWriter, uvarintBytes } from '../../src/state/binary.js';
+import { isWellFormed } from '../../src/platform/utf8-text.js';
+import { encodeCommand, type Command } from '../../src/state/store-command.js';
 import { KvStore, type ChangeEvent } from '../../src/state/kv-store.js';
 
 /** Strings of arbitrary UTF-16 units, half of them surrogates, so lone halves are common. */

@@ -9,7 +9,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { BinaryReader, BinaryWriter, DecodeError, utf8Length } from '../../src/state/binary.js';
+import { BinaryReader, BinaryWriter, DecodeError } from '../../src/state/binary.js';
+import { utf8Length } from '../../src/platform/utf8-text.js';
 import {
   commandProblem,
   decodeCommand,
@@ -21,11 +22,17 @@ import {
   type Command,
   type CommandResult,
   type SessionTag,
-} from '../../src/state/command.js';
-import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
+} from '../../src/state/store-command.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import type {
+  HardwareInput,
+  ActionStatus,
+  JsonValue,
+  RenderedTemplate,
+  Workflow,
+} from '../../src/model/records.js';
 import { controlErrorCodes } from '../../src/state/control/commands.js';
-import type { ActionStatus, JsonValue, RenderedTemplate, Workflow } from '../../src/state/control/model.js';
-import { controlCommandBytesMax } from '../../src/state/limits.js';
+import { controlCommandBytesMax } from '../../src/model/limits.js';
 import { EntryTooNewError, stateVersionOfThisBuild } from '../../src/state/versions.js';
 
 const count = fc.nat({ max: Number.MAX_SAFE_INTEGER });

@@ -12,8 +12,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { BinaryWriter, DecodeError } from '../../src/state/binary.js';
-import { crc32c } from '../../src/raft/storage/crc32c.js';
-import type { ControlCommand, HardwareInput } from '../../src/state/control/commands.js';
+import { crc32c } from '../../src/platform/crc32c.js';
+import type { ControlCommand } from '../../src/state/control/commands.js';
+import type { HardwareInput } from '../../src/model/records.js';
 import {
   decodeResult,
   encodeCommand,
@@ -21,7 +22,7 @@ import {
   type Command,
   type CommandResult,
   type SessionTag,
-} from '../../src/state/command.js';
+} from '../../src/state/store-command.js';
 import { KvStore, type ChangeEvent } from '../../src/state/kv-store.js';
 
 const text = new TextEncoder();

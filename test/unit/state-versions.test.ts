@@ -5,13 +5,13 @@
 // raised. The leader raises it to the lowest version every voter supports; `upgrade check`
 // says whether a node may be restarted from each member's Status.
 // Method: KvStore and ControlState through encoded commands, as the raft node applies them; the
-// pure deciders of src/api/cluster-version-keeper.ts and src/cli/upgrade-check.ts on tables.
+// pure deciders of src/node/cluster-version-keeper.ts and src/cli/upgrade-check.ts on tables.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { versionAllVotersApply } from '../../src/api/cluster-version-keeper.js';
+import { versionAllVotersApply } from '../../src/node/cluster-version-keeper.js';
 import { upgradeChecks, versionSummary, type MemberReport } from '../../src/cli/upgrade-check.js';
-import { decodeResult, encodeCommand } from '../../src/state/command.js';
+import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { ControlCommand } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { KvStore } from '../../src/state/kv-store.js';

@@ -15,7 +15,7 @@ import {
   type TransferStep,
 } from '../../src/boot/tftp/transfer.js';
 import { TRANSFER_LIMITS_DEFAULT, type TransferLimits } from '../../src/boot/tftp/limits.js';
-import { Xorshift } from '../raft/xorshift.js';
+import { Prng } from '../../src/platform/prng.js';
 
 const limits = (overrides: Partial<TransferLimits> = {}): TransferLimits => ({
   ...TRANSFER_LIMITS_DEFAULT,
@@ -331,8 +331,8 @@ interface Flight {
  * when it hears nothing for a while it repeats its last ACK.
  */
 function simulate(s: Scenario): { content: Uint8Array; received: Uint8Array; step: TransferStep } {
-  const rng = new Xorshift(s.seed);
-  const random = (): number => rng.fraction();
+  const rng = new Prng(s.seed);
+  const random = (): number => rng.float();
   const content = Uint8Array.from({ length: s.fileSize }, (_, i) => (i * 31 + 7) & 0xff);
   const transfer = new ReadTransfer(
     limits({ retriesMax: 1000, timeoutMs: 100, timeoutMaxMs: 400, windowSizeMax: 16 }),

@@ -9,10 +9,10 @@ import {
   hardwareFromFlags,
   HardwareDocumentError,
   leaseTimeSDefault,
-  normaliseMac,
   parseHardwareDocument,
 } from '../../src/workflow/hardware-doc.js';
-import type { HardwareInput } from '../../src/state/control/commands.js';
+import { normalizeMac } from '../../src/platform/addresses.js';
+import type { HardwareInput } from '../../src/model/records.js';
 
 const fullYaml = [
   'id: node-17',
@@ -327,12 +327,12 @@ describe('hardwareFromFlags', () => {
   });
 });
 
-describe('normaliseMac', () => {
+describe('normalizeMac', () => {
   it('lower-cases and uses colons, refusing mixed separators and wrong lengths', () => {
-    assert.equal(normaliseMac('AA-BB-CC-DD-EE-FF'), 'aa:bb:cc:dd:ee:ff');
-    assert.equal(normaliseMac('aa:bb:cc:dd:ee:ff'), 'aa:bb:cc:dd:ee:ff');
-    assert.equal(normaliseMac('aa:bb-cc:dd:ee:ff'), undefined);
-    assert.equal(normaliseMac('aa:bb:cc:dd:ee'), undefined);
-    assert.equal(normaliseMac('aabb.ccdd.eeff'), undefined);
+    assert.equal(normalizeMac('AA-BB-CC-DD-EE-FF'), 'aa:bb:cc:dd:ee:ff');
+    assert.equal(normalizeMac('aa:bb:cc:dd:ee:ff'), 'aa:bb:cc:dd:ee:ff');
+    assert.equal(normalizeMac('aa:bb-cc:dd:ee:ff'), undefined);
+    assert.equal(normalizeMac('aa:bb:cc:dd:ee'), undefined);
+    assert.equal(normalizeMac('aabb.ccdd.eeff'), undefined);
   });
 });

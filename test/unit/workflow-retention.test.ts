@@ -16,17 +16,17 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { archiveFileName, archiveTarget, WorkflowArchive } from '../../src/api/workflow-archive.js';
-import { WorkflowCollector } from '../../src/api/workflow-collector.js';
-import { ConfigError } from '../../src/api/server-config.js';
+import { archiveFileName, archiveTarget, WorkflowArchive } from '../../src/node/workflow-archive.js';
+import { WorkflowCollector } from '../../src/node/workflow-collector.js';
+import { ConfigError } from '../../src/node/config.js';
 import { DecodeError } from '../../src/state/binary.js';
-import { decodeResult, encodeCommand } from '../../src/state/command.js';
+import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { AuditTag } from '../../src/state/control/audit-log.js';
 import { decodeControlCommand, encodeControlCommand } from '../../src/state/control/codec.js';
-import type { ControlCommand, ControlResult, HardwareInput } from '../../src/state/control/commands.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import type { HardwareInput, RenderedTemplate, Workflow, WorkflowEvent } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { EventLog } from '../../src/state/control/event-log.js';
-import type { RenderedTemplate, Workflow, WorkflowEvent } from '../../src/state/control/model.js';
 import { ShapeError } from '../../src/state/control/shape.js';
 import { writeSnapshot } from '../../src/state/control/snapshot.js';
 import {
@@ -39,7 +39,7 @@ import {
   attemptOutputTailBytesMax,
   workflowGcBatchMax,
   workflowOutputTailBytesMax,
-} from '../../src/state/limits.js';
+} from '../../src/model/limits.js';
 import { clusterVersionRefusal, controlCommandVersion } from '../../src/state/versions.js';
 import { nextAction } from '../../src/workflow/rules.js';
 

@@ -12,12 +12,12 @@ import type {
   RenderedTemplate,
   Workflow,
   WorkflowState,
-} from '../../src/state/control/model.js';
-import { retryBackoffBaseMs, retryBackoffMaxMs } from '../../src/state/limits.js';
+} from '../../src/model/records.js';
+import { isTerminal } from '../../src/model/records.js';
+import { retryBackoffBaseMs, retryBackoffMaxMs } from '../../src/model/limits.js';
 import {
   actionPositions,
   currentActionIndex,
-  isTerminal,
   nextAction,
   nextDeadline,
   retryBackoffMs,

@@ -12,8 +12,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fc from 'fast-check';
-import type { ActionSpec, Hardware, RenderedTemplate } from '../../src/state/control/model.js';
-import { normaliseMac } from '../../src/workflow/hardware-doc.js';
+import type { ActionSpec, Hardware, RenderedTemplate } from '../../src/model/records.js';
+import { normalizeMac } from '../../src/platform/addresses.js';
 import {
   renderTemplate,
   TemplateError,
@@ -355,7 +355,7 @@ describe('placeholder values are data', () => {
           return;
         }
         const spec = renderTemplate(source, ctx);
-        assert.deepEqual(asked, [normaliseMac(w) ?? w, 'node-1']);
+        assert.deepEqual(asked, [normalizeMac(w) ?? w, 'node-1']);
         assert.deepEqual(
           spec.tasks.map((task) => task.worker),
           ['node-9', 'node-9'],

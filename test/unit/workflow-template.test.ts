@@ -7,7 +7,7 @@
 // text rather than trusting the YAML library's own mapping.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Hardware } from '../../src/state/control/model.js';
+import type { Hardware } from '../../src/model/records.js';
 import {
   renderTemplate,
   TemplateError,

@@ -21,14 +21,8 @@ import {
   type RawOption,
   type ReceivedOption,
 } from './options.js';
-import {
-  hexWithColons,
-  ipv4FromBytes,
-  latin1FromBytes,
-  latin1ToBytes,
-  parseIpv4,
-  writeIpv4,
-} from './wire-values.js';
+import { hexWithColons, ipv4FromBytes, latin1FromBytes, latin1ToBytes, writeIpv4 } from './wire-values.js';
+import { parseIpv4 } from '../../platform/addresses.js';
 
 export type BootOp = 'request' | 'reply';
 

@@ -15,7 +15,7 @@
 import type { DhcpPacket } from './codec.js';
 import { DhcpSettingsError } from './errors.js';
 import { pxeDiscoveryControlUseBootfile } from './sub-options.js';
-import { isIpv4 } from './wire-values.js';
+import { isIpv4 } from '../../platform/addresses.js';
 
 /** The hardware record's view of how this machine may network-boot. */
 export interface NetbootSettings {

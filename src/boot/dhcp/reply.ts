@@ -16,14 +16,8 @@ import { DhcpSettingsError } from './errors.js';
 import { maxMessageSizeMin, optionCode, type DhcpMessageType, type DhcpOptions } from './options.js';
 import type { BootDecision } from './pxe-policy.js';
 import { encodeSubOptions, pxeSubOptionCode } from './sub-options.js';
-import {
-  ipv4Broadcast,
-  ipv4Zero,
-  isContiguousMask,
-  isIpv4,
-  latin1ToBytes,
-  subnetBroadcast,
-} from './wire-values.js';
+import { ipv4Broadcast, ipv4Zero, isContiguousMask, latin1ToBytes, subnetBroadcast } from './wire-values.js';
+import { isIpv4 } from '../../platform/addresses.js';
 
 /** What Slipway hands this machine in reservation mode, from its hardware record. */
 export interface ReservedLease {

@@ -40,7 +40,8 @@ import {
   type DhcpSockets,
   type Subnet,
 } from './socket-driver.js';
-import { ipv4FromNumber, ipv4ToNumber, ipv4Zero, isIpv4, prefixMaskBits } from './wire-values.js';
+import { isIpv4 } from '../../platform/addresses.js';
+import { ipv4FromNumber, ipv4ToNumber, ipv4Zero, prefixMaskBits } from './wire-values.js';
 
 export type { DhcpPeer, Subnet } from './socket-driver.js';
 

@@ -1,45 +1,11 @@
 // Conversions between DHCP wire bytes and the plain values the rest of Slipway uses:
-// dotted-quad IPv4 addresses and byte-preserving (Latin-1) text. Pure; no Buffer, so the
-// codec stays free of node:* imports.
+// dotted-quad IPv4 addresses (parsed by src/platform/addresses.ts) and byte-preserving (Latin-1)
+// text. Pure; no Buffer, so the codec stays free of node:* imports.
+
+import { parseIpv4 } from '../../platform/addresses.js';
 
 export const ipv4Zero = '0.0.0.0';
 export const ipv4Broadcast = '255.255.255.255';
-
-/**
- * A canonical dotted quad ("10.0.0.1"; no leading zeros, no spaces) as an unsigned 32-bit
- * number, or undefined. Hand-parsed: every DHCP reply parses several addresses, and a regular
- * expression plus split() cost a tenth of the server's CPU in a boot storm.
- */
-export function parseIpv4(text: string): number | undefined {
-  const length = text.length;
-  if (length < 7 || length > 15) return undefined;
-  let value = 0;
-  let at = 0;
-  for (let part = 0; part < 4; part++) {
-    if (part > 0) {
-      if (text.charCodeAt(at) !== 0x2e) return undefined;
-      at += 1;
-    }
-    const start = at;
-    let octet = 0;
-    while (at < length && at - start < 4) {
-      const digit = text.charCodeAt(at) - 0x30;
-      if (digit < 0 || digit > 9) break;
-      octet = octet * 10 + digit;
-      at += 1;
-    }
-    const digits = at - start;
-    if (digits === 0 || digits > 3 || octet > 255) return undefined;
-    if (digits > 1 && text.charCodeAt(start) === 0x30) return undefined;
-    value = value * 256 + octet;
-  }
-  return at === length ? value : undefined;
-}
-
-/** True for a canonical dotted quad ("10.0.0.1"; no leading zeros, no spaces). */
-export function isIpv4(text: string): boolean {
-  return parseIpv4(text) !== undefined;
-}
 
 /** The 4 bytes of a dotted quad, or undefined when `text` is not one. */
 export function ipv4ToBytes(text: string): Uint8Array | undefined {

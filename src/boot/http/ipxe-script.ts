@@ -13,7 +13,7 @@
 // iPXE expands ${...} anywhere in a command line and splits arguments on spaces, so every
 // value that lands on one is checked; a record that would change the script's meaning is
 // refused with IpxeScriptError instead of being served.
-import type { Arch } from '../../state/control/model.js';
+import type { Arch } from '../../model/records.js';
 import type { BootRecord } from '../inventory.js';
 import { bootOsPrefix, joinBaseUrl } from './paths.js';
 

@@ -41,7 +41,7 @@ import {
   type RunnerHooks,
   type TransferRunner,
 } from './transfer-runner.js';
-import { WorkerRunner } from './worker-runner.js';
+import { ThreadPoolRunner } from './thread-pool-runner.js';
 
 export type { TftpPeer } from './session.js';
 
@@ -190,7 +190,7 @@ export async function startTftpServer(options: TftpServerOptions): Promise<TftpS
   const runner =
     workers <= 1
       ? new InThreadRunner(threadConfig, runnerHooks)
-      : await WorkerRunner.start(workers, threadConfig, runnerHooks);
+      : await ThreadPoolRunner.start(workers, threadConfig, runnerHooks);
   let listener: dgram.Socket;
   try {
     listener = await bindSocket(socketType, options.port ?? 69, host);
@@ -217,7 +217,7 @@ export async function startTftpServer(options: TftpServerOptions): Promise<TftpS
  */
 export function transferWorkersForTesting(server: TftpServer): readonly Worker[] {
   const runner = runners.get(server);
-  return runner instanceof WorkerRunner ? runner.workersForTesting() : [];
+  return runner instanceof ThreadPoolRunner ? runner.workersForTesting() : [];
 }
 
 interface ServerParams {

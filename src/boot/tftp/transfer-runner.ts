@@ -1,6 +1,6 @@
 // Where admitted transfers run. The server hands each admitted read to a TransferRunner and
 // hears back through TransferEvents; it does not know whether the transfer runs on its own
-// thread (InThreadRunner, here) or on a worker thread (WorkerRunner, worker-runner.ts).
+// thread (InThreadRunner, here) or on a worker thread (ThreadPoolRunner, thread-pool-runner.ts).
 import { TransferTable } from './transfer-table.js';
 import type { TransferCommand, TransferEvent, TransferThreadConfig } from './transfer-protocol.js';
 

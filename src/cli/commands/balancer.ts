@@ -1,6 +1,8 @@
 // `slipway balancer config`: the balancer configuration for a production cluster, printed for
 // the operator to install on each node: HAProxy's (run by Debian's haproxy service) or an Envoy
 // bootstrap. The same renderers `cluster up` uses (lb/haproxy.ts, lb/envoy.ts).
+// `slipway balancer follow`: keeps a running HAProxy's servers in step with the membership
+// (./balancer-follow.ts, loaded only for it).
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
@@ -11,8 +13,15 @@ import { renderEnvoyXdsBootstrap } from '../../../lb/envoy-xds.js';
 import { renderHaproxyConfig } from '../../../lb/haproxy.js';
 import { idAddressList, wholeNumber } from '../flags.js';
 import { UsageError } from '../output.js';
+import type { StatusAccess } from './cluster.js';
 
-export function balancerCommand(program: Command): void {
+/** Where Debian's haproxy package puts the runtime socket. */
+const debianRuntimeSocket = '/run/haproxy/admin.sock';
+
+/** `follow` talks to the cluster: this loads the client first (`config` does without it). */
+export type FollowAccess = () => Promise<StatusAccess>;
+
+export function balancerCommand(program: Command, followAccess: FollowAccess): void {
   const balancer = program.command('balancer').description('the gRPC balancer in front of the nodes');
   balancer
     .command('config')
@@ -36,6 +45,11 @@ export function balancerCommand(program: Command): void {
     .option('--check-interval <ms>', 'health check interval', String(defaultHealthCheck.intervalMs))
     .option('--fall <n>', 'failed checks in a row that take a node out', String(defaultHealthCheck.fall))
     .option('--rise <n>', 'passed checks in a row that bring it back', String(defaultHealthCheck.rise))
+    .option(
+      '--runtime-socket <path>',
+      'haproxy: the admin runtime socket `slipway balancer follow` changes the servers through',
+      debianRuntimeSocket,
+    )
     .action((o) => {
       const spec: BalancerSpec = {
         listenAddr: o.listen,
@@ -51,7 +65,7 @@ export function balancerCommand(program: Command): void {
       if (o.tlsDir === undefined && o.id !== undefined) throw new UsageError('--id goes with --tls-dir');
       let text: string;
       try {
-        if (o.proxy === 'haproxy') text = renderHaproxyConfig(spec);
+        if (o.proxy === 'haproxy') text = renderHaproxyConfig({ ...spec, runtimeSocket: o.runtimeSocket });
         else if (o.proxy === 'envoy') {
           const bootstrap = o.static === true ? renderEnvoyBootstrap(spec) : renderEnvoyXdsBootstrap(spec);
           text = `${JSON.stringify(bootstrap, null, 2)}\n`;
@@ -61,6 +75,50 @@ export function balancerCommand(program: Command): void {
         throw err;
       }
       process.stdout.write(text);
+    });
+  balancer
+    .command('follow')
+    .description(
+      "keep a running HAProxy's servers in step with the membership through its runtime socket: " +
+        'a new voter is added, a member that left is drained and then deleted; runs until Ctrl-C',
+    )
+    .option('--haproxy-socket <path>', "HAProxy's admin runtime socket", debianRuntimeSocket)
+    .option('--backend <name>', 'the backend that holds the nodes', 'slipway_nodes')
+    .option('--interval <ms>', 'how often to compare the membership with HAProxy', '1000')
+    .option(
+      '--drain-grace <ms>',
+      "how long a leaving member's streams may run before they are cut (their clients reconnect elsewhere)",
+      '30000',
+    )
+    .option(
+      '--check-interval <ms>',
+      'added servers: health check interval',
+      String(defaultHealthCheck.intervalMs),
+    )
+    .option(
+      '--fall <n>',
+      'added servers: failed checks that take a node out',
+      String(defaultHealthCheck.fall),
+    )
+    .option('--rise <n>', 'added servers: passed checks that bring it back', String(defaultHealthCheck.rise))
+    .option('--tls-dir <dir>', 'added servers: TLS to the nodes, verified against ca.crt there')
+    .action(async (o) => {
+      const { runFollow } = await import('./balancer-follow.js');
+      await runFollow(
+        {
+          socketPath: o.haproxySocket,
+          backend: o.backend,
+          intervalMs: wholeNumber(o.interval, '--interval'),
+          drainGraceMs: wholeNumber(o.drainGrace, '--drain-grace'),
+          healthCheck: {
+            intervalMs: wholeNumber(o.checkInterval, '--check-interval'),
+            fall: wholeNumber(o.fall, '--fall'),
+            rise: wholeNumber(o.rise, '--rise'),
+          },
+          tlsDir: o.tlsDir,
+        },
+        await followAccess(),
+      );
     });
 }
 

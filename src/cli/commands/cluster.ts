@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'no
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '@commander-js/extra-typings';
+import { runtimeSocketPathMax } from '../../../lb/balancer-spec.js';
 import type { RunningHaproxy } from '../../../lb/haproxy-process.js';
 import {
   findHaproxy,
@@ -17,7 +18,7 @@ import {
 import { Role } from '../../gen/kv.js';
 import { isRunningAs, stopRecordedProcess } from '../../platform/recorded-process.js';
 import { ClusterClient } from '../client.js';
-import { packageFile } from '../package-file.js';
+import { packageFile } from '../../platform/package-file.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { clusterVersionCommand } from './upgrade.js';
@@ -37,7 +38,11 @@ interface ClusterFile {
   readonly balancer?: LocalBalancer | undefined;
 }
 
-type LocalBalancer = RunningHaproxy & { readonly statsAddr: string };
+type LocalBalancer = RunningHaproxy & {
+  readonly statsAddr: string;
+  /** `slipway balancer follow` on HAProxy's runtime socket: `member add|remove` change the balancer. */
+  readonly follower?: { readonly pid: number; readonly socket: string; readonly log: string } | undefined;
+};
 
 export interface StatusAccess {
   /** The global --server list (or SLIPWAY_SERVER, or the local cluster). */
@@ -111,7 +116,14 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
       );
       const leader = await waitForLeader(client);
       client.close();
-      const balancer = o.balancer ? await startBalancer(nodes, base, dir, o.foreground !== true) : undefined;
+      const balancer = o.balancer
+        ? await startBalancer(
+            nodes.map(({ id, apiAddr }) => ({ id, apiAddr })),
+            base,
+            dir,
+            o.foreground !== true,
+          )
+        : undefined;
       writeFileSync(file, JSON.stringify({ nodes, balancer }, null, 2));
       const rows = nodes.map((x) => ({ id: x.id, pid: x.pid, api: x.apiAddr, raft: x.raftAddr, log: x.log }));
       const doc = { nodes: rows, leader, server: api, balancer };
@@ -120,6 +132,9 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
       else {
         process.stdout.write(
           `balancer: ${balancer.listenAddr} (HAProxy, pid ${balancer.pid}; status http://${balancer.statsAddr}/)\n` +
+            (balancer.follower === undefined
+              ? ''
+              : `  following the membership (pid ${balancer.follower.pid}, log ${balancer.follower.log})\n`) +
             `use: export SLIPWAY_SERVER=${balancer.listenAddr}\n` +
             `  or the nodes directly: export SLIPWAY_SERVER=${api}\n`,
         );
@@ -217,7 +232,9 @@ function readCluster(file: string): ClusterFile {
 
 function running(c: ClusterFile): boolean {
   const balancer = c.balancer !== undefined && isHaproxyRunning(c.balancer.pid, c.balancer.configFile);
-  return balancer || c.nodes.some((x) => isRunningAs(x.pid, nodeOn(x.dataDir)));
+  const f = c.balancer?.follower;
+  const follower = f !== undefined && isRunningAs(f.pid, followerOn(f.socket));
+  return balancer || follower || c.nodes.some((x) => isRunningAs(x.pid, nodeOn(x.dataDir)));
 }
 
 /** The recorded node's process: `slipway server` on its data directory, not a reused PID. */
@@ -244,7 +261,7 @@ async function waitForLeader(client: ClusterClient): Promise<string> {
  * or when it does not start, the cluster runs without it: a note says so and why.
  */
 async function startBalancer(
-  nodes: ClusterFile['nodes'],
+  nodes: readonly { id: string; apiAddr: string }[],
   base: number,
   dir: string,
   detached: boolean,
@@ -257,13 +274,23 @@ async function startBalancer(
     return undefined;
   }
   const statsAddr = `127.0.0.1:${base + 90}`;
+  const socket = join(dir, 'haproxy.sock');
+  const followable = socket.length <= runtimeSocketPathMax;
+  if (!followable) {
+    process.stderr.write(
+      `note: ${socket} is too long for HAProxy's runtime socket; member add|remove will not change the balancer (use a shorter --dir)\n`,
+    );
+  }
   const spec = {
     listenAddr: `127.0.0.1:${base}`,
-    nodes: nodes.map(({ id, apiAddr }) => ({ id, apiAddr })),
+    nodes,
     statsAddr,
+    ...(followable ? { runtimeSocket: socket } : {}),
   };
   try {
-    return { ...(await startHaproxy({ bin, spec, dir, detached })), statsAddr };
+    const haproxy = await startHaproxy({ bin, spec, dir, detached });
+    const follower = followable ? startFollower(nodes, socket, dir, detached) : undefined;
+    return { ...haproxy, statsAddr, follower };
   } catch (err) {
     if (!(err instanceof HaproxyError)) throw err;
     process.stderr.write(`note: running without the balancer: ${err.message}\n`);
@@ -271,8 +298,38 @@ async function startBalancer(
   }
 }
 
-/** The balancer first, so that no call goes through it to a node on its way out. */
+/**
+ * `slipway balancer follow` on HAProxy's runtime socket, a process of its own like the nodes, so
+ * that it outlives `cluster up` when the cluster does. Its log is balancer-follow.log.
+ */
+function startFollower(
+  nodes: readonly { apiAddr: string }[],
+  socket: string,
+  dir: string,
+  detached: boolean,
+): { pid: number; socket: string; log: string } {
+  const log = join(dir, 'balancer-follow.log');
+  const fd = openSync(log, 'a');
+  const args = [slipwayBin, '--server', nodes.map((x) => x.apiAddr).join(','), 'balancer', 'follow'];
+  // Streams of a member that left get a short grace: this is a development cluster.
+  args.push('--haproxy-socket', socket, '--drain-grace', '5000');
+  const child = spawn(process.execPath, args, { stdio: ['ignore', fd, fd], detached });
+  if (detached) child.unref();
+  return { pid: child.pid ?? 0, socket, log };
+}
+
+/** The recorded follower's process: `balancer follow` on that socket, not a reused PID. */
+function followerOn(socket: string): (argv: readonly string[]) => boolean {
+  return (argv) => argv.includes('follow') && argv.includes(socket);
+}
+
+/**
+ * The balancer first, so that no call goes through it to a node on its way out; its follower
+ * before it, so that it does not report a missing HAProxy.
+ */
 async function stopCluster(c: ClusterFile): Promise<{ nodes: number; balancer: boolean }> {
+  const f = c.balancer?.follower;
+  if (f !== undefined) await stopRecordedProcess(f.pid, followerOn(f.socket), 5000);
   const balancer = c.balancer !== undefined && (await stopHaproxy(c.balancer.pid, c.balancer.configFile));
   return { nodes: await stopNodes(c.nodes), balancer };
 }

@@ -1,7 +1,7 @@
 // `slipway server`: runs one provisioner node until SIGTERM/SIGINT. A leader hands its
 // leadership to the most caught-up follower before exiting, so writes barely pause.
 import type { Command } from '@commander-js/extra-typings';
-import type { ServerConfig } from '../../api/server-config.js';
+import type { ServerConfig } from '../../node/config.js';
 import { idAddressList, wholeNumber } from '../flags.js';
 import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
 
@@ -98,8 +98,8 @@ export function serverCommand(program: Command): void {
       const o: typeof local = command.optsWithGlobals();
       // The node loads here, not with the module: other commands and --help start without it.
       const [{ startNode }, { readConfigFile, validateServerConfig }, { createLogger }] = await Promise.all([
-        import('../../api/node-server.js'),
-        import('../../api/server-config.js'),
+        import('../../node/start-node.js'),
+        import('../../node/config.js'),
         import('../../platform/logger.js'),
       ]);
       const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};

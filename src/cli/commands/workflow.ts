@@ -11,7 +11,7 @@ import {
   workflowFinishedMaxDefault,
   workflowRetentionDaysMax,
   workflowsMax,
-} from '../../state/limits.js';
+} from '../../model/limits.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 

@@ -4,7 +4,7 @@
 // torn tail write from corruption in the middle of the log.
 import { Buffer } from 'node:buffer';
 import type { Entry, EntryType, HardState, Member, Membership, SnapshotMeta } from '../core/types.js';
-import { crc32c } from './crc32c.js';
+import { crc32c } from '../../platform/crc32c.js';
 
 /**
  * Entry record, format version 1, big-endian:

@@ -22,7 +22,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Level } from 'level';
 import type { Entry, HardState, SnapshotMeta } from '../core/types.js';
-import { crc32c, crc32cUpdate } from './crc32c.js';
+import { crc32c, crc32cUpdate } from '../../platform/crc32c.js';
 import {
   assertStorableEntry,
   assertStorableHardState,

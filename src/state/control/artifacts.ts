@@ -9,8 +9,8 @@
 //                    expectVersion makes a replace conditional, as for templates.
 //   artifact.delete  drops the name; the content stays in stores until collected.
 import type { ControlCommand, ControlErrorCode } from './commands.js';
-import type { Artifact } from './model.js';
-import { artifactBytesMax } from '../limits.js';
+import type { Artifact } from '../../model/records.js';
+import { artifactBytesMax } from '../../model/limits.js';
 import { artifactNameProblem, sha256Problem } from './validate.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;

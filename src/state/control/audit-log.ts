@@ -2,8 +2,8 @@
 // apply (the same raft entry as the change they describe) and kept in a bounded ring. Retention
 // is replicated state, and age is judged by the stamp of the entry being appended, never by a
 // clock, so every node keeps and drops exactly the same entries (invariant 2).
-import { auditEntriesDefault } from '../limits.js';
-import type { Role } from './model.js';
+import { auditEntriesDefault } from '../../model/limits.js';
+import type { Role } from '../../model/records.js';
 
 /** Who asked for a command, attached by the node that served the operator's call. */
 export interface AuditTag {

@@ -1,11 +1,12 @@
 // The control-plane commands the replicated state applies, and their results. They travel as
-// JSON inside the store's `control` command (src/state/command.ts), stamped by the proposer.
+// JSON inside the store's `control` command (src/state/store-command.ts), stamped by the proposer.
 // Everything random (ids, tokens) and everything rendered (templates) is decided by the proposer
 // and carried in the command, so apply is a pure function of state and command.
 import type {
   ActionState,
   Artifact,
   Hardware,
+  HardwareInput,
   Lease,
   OperatorToken,
   PowerJob,
@@ -17,13 +18,10 @@ import type {
   Template,
   Workflow,
   WorkflowState,
-} from './model.js';
+} from '../../model/records.js';
 import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
-
-/** Hardware as the operator describes it; the state adds token, times and version. */
-export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
 
 /**
  * Any command may carry who asked for it: the node serving an operator's call attaches it, and
@@ -210,7 +208,7 @@ type ControlChange =
   /** How long finished workflows stay in the state (admin; workflow-retention.ts). */
   | { readonly type: 'workflow.retention'; readonly finishedMax: number; readonly finishedDays: number }
   /**
-   * Proposed by the leader's collector (src/api/workflow-collector.ts), after archiving them when
+   * Proposed by the leader's collector (src/node/workflow-collector.ts), after archiving them when
    * it archives: deletes each listed workflow, with its events, that is finished at the listed
    * finish time. Any other (gone, running again, finished again since) is skipped.
    */

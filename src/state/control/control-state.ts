@@ -22,8 +22,9 @@ import {
   workflowEventsMax,
   workflowOutputTailBytesMax,
   workflowsMax,
-} from '../limits.js';
-import { actionPositions, currentActionIndex, isTerminal, nextAction } from '../../workflow/rules.js';
+} from '../../model/limits.js';
+import { actionPositions, currentActionIndex, nextAction } from '../../workflow/rules.js';
+import { isTerminal } from '../../model/records.js';
 import type { CollectedWorkflow, ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
 import { AuditLog, type AuditPage, type AuditQuery, type AuditRetention } from './audit-log.js';
@@ -43,7 +44,7 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from './model.js';
+} from '../../model/records.js';
 import {
   claimPowerJob,
   createPowerJob,
@@ -55,7 +56,8 @@ import {
   powerStepsOf,
 } from './power-jobs.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
-import { headUtf8 } from './text.js';
+import { headUtf8 } from '../../platform/utf8-text.js';
+import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
 import { clusterVersionRefusal, stateVersionBaseline, stateVersionBoundedState } from '../versions.js';
 import {
   cancelWorkflow,
@@ -67,10 +69,10 @@ import {
   startAttempt,
   type Transition,
 } from './transitions.js';
+import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
   normalizeHardware,
-  normalizeMac,
   sha256Problem,
   specProblem,
   templateNameProblem,
@@ -86,14 +88,33 @@ import {
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
 /** The indexes a snapshot needs, built while checking it. */
+/** Everything a restore installs, built beforehand so that installing is only assignments. */
 interface Prepared {
+  readonly hardware: Map<string, Hardware>;
   readonly hardwareByMac: Map<string, string>;
+  readonly templates: Map<string, Template>;
+  readonly workflows: Map<string, Workflow>;
+  readonly workflowIndex: WorkflowIndex;
+  readonly tokens: Map<string, OperatorToken>;
   readonly tokenBySha: Map<string, string>;
   readonly events: Map<string, EventLog>;
   readonly reservedIps: Map<string, string>;
   readonly leases: () => LeaseTable;
+  readonly powerJobs: Map<string, PowerJob>;
   readonly powerJobsByHardware: Map<string, Set<string>>;
+  readonly activePowerJobs: Set<string>;
+  readonly artifacts: Map<string, Artifact>;
 }
+
+/** The active workflows and who runs their current action (see indexWorkflow). */
+interface WorkflowIndex {
+  readonly active: Set<string>;
+  readonly byWorker: Map<string, Set<string>>;
+  readonly workerOf: Map<string, string>;
+}
+
+/** Records of a restore prepared per slice: a few milliseconds of indexing. */
+const restoreRecordsPerSlice = 512;
 
 /** A machine found by one of its MACs, with the interface that has it. */
 export interface HardwareInterface {
@@ -452,8 +473,20 @@ export class ControlState {
    * the state (and calls onRestore). For a caller restoring more than this state atomically.
    */
   prepareRestore(data: Uint8Array): () => void {
-    const image = readSnapshot(data);
-    const prepared = this.#prepare(image);
+    return this.prepareImageRestore(readSnapshot(data));
+  }
+
+  /**
+   * prepareRestore for an image already decoded and checked by readSnapshot or
+   * readSnapshotRecords (the record layout, read in slices by the store).
+   */
+  prepareImageRestore(image: SnapshotImage): () => void {
+    return runAtOnce(this.prepareImageRestoreSlices(image));
+  }
+
+  /** prepareImageRestore in slices (see slices.ts): a large state's indexes take a while. */
+  *prepareImageRestoreSlices(image: SnapshotImage): Sliced<() => void> {
+    const prepared = yield* this.#prepare(image);
     return () => {
       this.#install(image, prepared);
       this.onRestore?.();
@@ -461,11 +494,14 @@ export class ControlState {
   }
 
   /** Checks what the readers cannot (relations between records) and builds the indexes. */
-  #prepare(image: SnapshotImage): Prepared {
+  *#prepare(image: SnapshotImage): Sliced<Prepared> {
+    const budget = new SliceBudget(restoreRecordsPerSlice);
     const hardwareByMac = new Map<string, string>();
     const reservedIps = new Map<string, string>();
-    const hardwareIds = new Set(image.hardware.map((hw) => hw.id));
+    const hardware = new Map<string, Hardware>();
     for (const hw of image.hardware) {
+      hardware.set(hw.id, hw);
+      if (budget.spend()) yield;
       for (const iface of hw.interfaces) {
         const owner = hardwareByMac.get(iface.mac);
         if (owner !== undefined)
@@ -482,6 +518,8 @@ export class ControlState {
       tokenBySha.set(t.sha256, t.name);
     }
     const events = new Map<string, EventLog>();
+    const workflows = new Map<string, Workflow>();
+    const workflowIndex: WorkflowIndex = { active: new Set(), byWorker: new Map(), workerOf: new Map() };
     for (const { workflow, events: list } of image.workflows) {
       for (const e of list) {
         if (e.workflowId !== workflow.id || e.seq > image.lastEventSeq) {
@@ -489,10 +527,17 @@ export class ControlState {
         }
       }
       events.set(workflow.id, new EventLog(workflowEventsMax, list));
+      workflows.set(workflow.id, workflow);
+      indexWorkflow(workflowIndex, workflow);
+      if (budget.spend()) yield;
     }
+    const powerJobs = new Map<string, PowerJob>();
+    const activePowerJobs = new Set<string>();
     const powerJobsByHardware = new Map<string, Set<string>>();
     for (const job of image.powerJobs ?? []) {
-      if (!hardwareIds.has(job.hardwareId)) {
+      powerJobs.set(job.id, job);
+      if (!isFinishedPowerJob(job)) activePowerJobs.add(job.id);
+      if (!hardware.has(job.hardwareId)) {
         throw new DecodeError(
           `power job "${job.id}" is for hardware "${job.hardwareId}", which does not exist`,
         );
@@ -503,32 +548,45 @@ export class ControlState {
         powerJobsByHardware.set(job.hardwareId, ids);
       }
       ids.add(job.id);
+      if (budget.spend()) yield;
     }
-    return { hardwareByMac, tokenBySha, events, reservedIps, leases, powerJobsByHardware };
+    return {
+      hardware,
+      hardwareByMac,
+      templates: new Map(image.templates.map((t) => [t.name, t])),
+      workflows,
+      workflowIndex,
+      tokens: new Map(image.tokens.map((t) => [t.name, t])),
+      tokenBySha,
+      events,
+      reservedIps,
+      leases,
+      powerJobs,
+      powerJobsByHardware,
+      activePowerJobs,
+      artifacts: new Map((image.artifacts ?? []).map((a) => [a.name, a])),
+    };
   }
 
   #install(image: SnapshotImage, prepared: Prepared): void {
     this.#appliedIndex = image.appliedIndex;
     this.#lastEventSeq = image.lastEventSeq;
-    this.#hardware = new Map(image.hardware.map((h) => [h.id, h]));
+    this.#hardware = prepared.hardware;
     this.#hardwareByMac = prepared.hardwareByMac;
-    this.#templates = new Map(image.templates.map((t) => [t.name, t]));
-    this.#workflows = new Map(image.workflows.map(({ workflow }) => [workflow.id, workflow]));
+    this.#templates = prepared.templates;
+    this.#workflows = prepared.workflows;
     this.#events = prepared.events;
-    this.#tokens = new Map(image.tokens.map((t) => [t.name, t]));
+    this.#tokens = prepared.tokens;
     this.#tokenBySha = prepared.tokenBySha;
     this.#reservedIps = prepared.reservedIps;
     this.#leases = prepared.leases();
-    this.#active = new Set();
-    this.#byWorker = new Map();
-    this.#workerOf = new Map();
-    for (const wf of this.#workflows.values()) this.#index(wf);
-    this.#powerJobs = new Map((image.powerJobs ?? []).map((job) => [job.id, job]));
+    this.#active = prepared.workflowIndex.active;
+    this.#byWorker = prepared.workflowIndex.byWorker;
+    this.#workerOf = prepared.workflowIndex.workerOf;
+    this.#powerJobs = prepared.powerJobs;
     this.#powerJobsByHardware = prepared.powerJobsByHardware;
-    this.#activePowerJobs = new Set(
-      [...this.#powerJobs.values()].filter((job) => !isFinishedPowerJob(job)).map((job) => job.id),
-    );
-    this.#artifacts = new Map((image.artifacts ?? []).map((a) => [a.name, a]));
+    this.#activePowerJobs = prepared.activePowerJobs;
+    this.#artifacts = prepared.artifacts;
     // A snapshot from before the trail existed restores with an empty one.
     this.#audit =
       image.audit === undefined
@@ -1051,28 +1109,7 @@ export class ControlState {
 
   /** Keeps the active set and the per-worker index in step with a stored workflow. */
   #index(wf: Workflow): void {
-    const index = currentActionIndex(wf);
-    const worker = index === undefined ? undefined : actionPositions(wf.spec)[index]?.task.worker;
-    const previous = this.#workerOf.get(wf.id);
-    if (previous !== worker) {
-      if (previous !== undefined) {
-        const ids = this.#byWorker.get(previous);
-        ids?.delete(wf.id);
-        if (ids?.size === 0) this.#byWorker.delete(previous);
-        this.#workerOf.delete(wf.id);
-      }
-      if (worker !== undefined) {
-        let ids = this.#byWorker.get(worker);
-        if (ids === undefined) {
-          ids = new Set();
-          this.#byWorker.set(worker, ids);
-        }
-        ids.add(wf.id);
-        this.#workerOf.set(wf.id, worker);
-      }
-    }
-    if (isTerminal(wf.state)) this.#active.delete(wf.id);
-    else this.#active.add(wf.id);
+    indexWorkflow({ active: this.#active, byWorker: this.#byWorker, workerOf: this.#workerOf }, wf);
   }
 
   #deleteWorkflow(id: string): ControlResult {
@@ -1225,4 +1262,30 @@ function versionRefusal(
 
 function unreachable(x: never): never {
   throw new Error(`unreachable: ${JSON.stringify(x)}`);
+}
+
+/** Keeps the active set and the per-worker index in step with a stored workflow. */
+function indexWorkflow(ix: WorkflowIndex, wf: Workflow): void {
+  const index = currentActionIndex(wf);
+  const worker = index === undefined ? undefined : actionPositions(wf.spec)[index]?.task.worker;
+  const previous = ix.workerOf.get(wf.id);
+  if (previous !== worker) {
+    if (previous !== undefined) {
+      const ids = ix.byWorker.get(previous);
+      ids?.delete(wf.id);
+      if (ids?.size === 0) ix.byWorker.delete(previous);
+      ix.workerOf.delete(wf.id);
+    }
+    if (worker !== undefined) {
+      let ids = ix.byWorker.get(worker);
+      if (ids === undefined) {
+        ids = new Set();
+        ix.byWorker.set(worker, ids);
+      }
+      ids.add(wf.id);
+      ix.workerOf.set(wf.id, worker);
+    }
+  }
+  if (isTerminal(wf.state)) ix.active.delete(wf.id);
+  else ix.active.add(wf.id);
 }

@@ -11,7 +11,7 @@
 // credential expires, and it stops being valid when its workflow ends, so every workflow gets a
 // fresh one. Only its SHA-256 is replicated.
 import type { ControlErrorCode } from './commands.js';
-import type { Hardware, Lease, WorkerCredential, Workflow } from './model.js';
+import type { Hardware, Lease, WorkerCredential, Workflow } from '../../model/records.js';
 import { deepFreeze, record } from './immutable.js';
 import type { EventDraft } from './transitions.js';
 

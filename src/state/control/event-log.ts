@@ -2,8 +2,8 @@
 // state's global counter, so they increase along the log (with gaps: other workflows' events).
 // It also counts the output tails its events keep, so that apply can bound them per workflow
 // (cutOutputTails): the oldest events lose theirs first.
-import { utf8Length } from '../binary.js';
-import type { WorkflowEvent } from './model.js';
+import { utf8Length } from '../../platform/utf8-text.js';
+import type { WorkflowEvent } from '../../model/records.js';
 
 function tailBytesOf(event: WorkflowEvent | undefined): number {
   const tail = event?.outputTail;

@@ -6,9 +6,9 @@
 // One lease per MAC: a grant to a MAC that holds another address releases the old one. Expired
 // leases stay until their address is given to someone else, so a machine that comes back gets
 // the same address (what Kea and dnsmasq do too).
-import { leaseGrantsPerCommandMax, leasesMax, leaseTimeSMax } from '../limits.js';
-import type { Lease } from './model.js';
-import { isIpv4, normalizeMac } from './validate.js';
+import { leaseGrantsPerCommandMax, leasesMax, leaseTimeSMax } from '../../model/limits.js';
+import type { Lease } from '../../model/records.js';
+import { isIpv4, normalizeMac } from '../../platform/addresses.js';
 import { record } from './immutable.js';
 
 /** One address the DHCP server wants committed before it ACKs. */

@@ -14,9 +14,9 @@
 // Steps are idempotent (power on when on is a no-op), so a step repeated by the next leader
 // after a lapsed claim is harmless. Attempts, lapsed claims included, are bounded per step.
 import type { ControlCommand, ControlErrorCode } from './commands.js';
-import type { PowerJob, PowerOp, PowerStep } from './model.js';
+import type { PowerJob, PowerOp, PowerStep } from '../../model/records.js';
 import { record } from './immutable.js';
-import { headUtf8 } from './text.js';
+import { headUtf8 } from '../../platform/utf8-text.js';
 import {
   attemptMessageBytesMax,
   powerAttemptsMax,
@@ -25,7 +25,7 @@ import {
   powerStepsMax,
   retryBackoffBaseMs,
   retryBackoffMaxMs,
-} from '../limits.js';
+} from '../../model/limits.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 

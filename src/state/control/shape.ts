@@ -6,8 +6,8 @@
 //
 // Readers check types only. Domain rules (a MAC's format, a timeout's range) belong to apply,
 // which answers them with E_INVALID; a reader's refusal means the bytes were never a command.
-import { isWellFormed, utf8Length } from '../binary.js';
-import type { JsonValue } from './model.js';
+import { isWellFormed, utf8Length } from '../../platform/utf8-text.js';
+import type { JsonValue } from '../../model/records.js';
 
 /** A value that does not have the required shape. The message starts with the field's path. */
 export class ShapeError extends Error {

@@ -40,7 +40,7 @@ import {
   workflowEventsMax,
   workflowRetentionDaysMax,
   workflowsMax,
-} from '../limits.js';
+} from '../../model/limits.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
@@ -56,7 +56,7 @@ import type {
   Template,
   Workflow,
   WorkflowEvent,
-} from './model.js';
+} from '../../model/records.js';
 import {
   readArtifact,
   readAuditEntry,
@@ -67,7 +67,7 @@ import {
   readTemplate,
   readWorkflow,
   readWorkflowEvent,
-} from './records.js';
+} from './schema.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
 import { stateVersionBaseline, stateVersionOfThisBuild } from '../versions.js';
 import { array, at, count, integer, object, optional, ShapeError, type Reader } from './shape.js';
@@ -96,13 +96,14 @@ export interface AuditImage {
   readonly entries: readonly AuditEntry[];
 }
 
-const snapshotFormat = 6;
+/** The newest format; the record layout (snapshot-records.ts) holds its collections apart. */
+export const snapshotFormat = 6;
 const formatWithAudit = 5;
 const formatWithArtifacts = 4;
 const formatWithPowerJobs = 3;
 const formatWithoutPowerJobs = 2;
 
-const readWorkflowEntry = object({
+export const readWorkflowEntry = object({
   workflow: readWorkflow,
   events: array(readWorkflowEvent, workflowEventsMax),
 });
@@ -258,6 +259,22 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     throw e;
   }
   const problem =
+    collectionsProblem(image.format, image) ??
+    clusterVersionProblem(image.format, image.clusterVersion) ??
+    workflowRetentionSnapshotProblem(image.format, image.workflowRetention);
+  if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
+  if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
+  const { format: _format, ...rest } = deepFreeze(image);
+  return rest;
+}
+
+/**
+ * What is wrong with the image's collections as format `format` holds them (order, repeats,
+ * relations inside one collection), or undefined. Shared with the record layout
+ * (snapshot-records.ts), which reads the collections record by record.
+ */
+export function collectionsProblem(format: number, image: SnapshotImage): string | undefined {
+  return (
     orderProblem(
       'hardware',
       image.hardware.map((h) => h.id),
@@ -275,16 +292,11 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
       image.tokens.map((t) => t.name),
     ) ??
     workflowsProblem(image.workflows) ??
-    leaseOrderProblem(image.format, image.leases) ??
-    powerJobsProblem(image.format, image.powerJobs) ??
-    artifactsProblem(image.format, image.artifacts) ??
-    auditProblem(image.format, image.audit) ??
-    clusterVersionProblem(image.format, image.clusterVersion) ??
-    workflowRetentionSnapshotProblem(image.format, image.workflowRetention);
-  if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
-  if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
-  const { format: _format, ...rest } = deepFreeze(image);
-  return rest;
+    leaseOrderProblem(format, image.leases) ??
+    powerJobsProblem(format, image.powerJobs) ??
+    artifactsProblem(format, image.artifacts) ??
+    auditProblem(format, image.audit)
+  );
 }
 
 function orderProblem(what: string, keys: readonly string[]): string | undefined {

@@ -10,17 +10,12 @@
 //     A late result after a timeout is such a duplicate: the timeout was the attempt's outcome.
 //   - n was never started, is older than the current attempt, or w did not run it: stale, refused.
 import type { AttemptOutcome, ControlCommand, ControlErrorCode } from './commands.js';
-import type { ActionStatus, Workflow, WorkflowEvent, WorkflowState } from './model.js';
-import {
-  actionPositions,
-  isTerminal,
-  nextAction,
-  retryBackoffMs,
-  type ActionPosition,
-} from '../../workflow/rules.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../limits.js';
+import type { ActionStatus, Workflow, WorkflowEvent, WorkflowState } from '../../model/records.js';
+import { isTerminal } from '../../model/records.js';
+import { actionPositions, nextAction, retryBackoffMs, type ActionPosition } from '../../workflow/rules.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../../model/limits.js';
 import { record, type Loose } from './immutable.js';
-import { headUtf8, tailUtf8 } from './text.js';
+import { headUtf8, tailUtf8 } from '../../platform/utf8-text.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 

@@ -2,8 +2,9 @@
 // operators and proposers send. Each check returns a problem that names the field (the E_INVALID
 // message), or undefined. Rules that depend on other records (unique MACs, existing hardware)
 // live in control-state.ts, next to the indexes they need.
-import { utf8Length } from '../binary.js';
-import { parseBmcAddress } from '../../power/bmc-address.js';
+import { utf8Length } from '../../platform/utf8-text.js';
+import { isIpv4, normalizeMac } from '../../platform/addresses.js';
+import { parseBmcAddress } from '../../model/bmc-address.js';
 import {
   actionRetriesMax,
   artifactNameLengthMax,
@@ -19,16 +20,12 @@ import {
   workerTokenLengthMax,
   workflowActionsMax,
   workflowTasksMax,
-} from '../limits.js';
-import type { HardwareInput } from './commands.js';
-import type { NetworkInterface, RenderedTemplate } from './model.js';
+} from '../../model/limits.js';
+import type { HardwareInput, NetworkInterface, RenderedTemplate } from '../../model/records.js';
 import { at } from './shape.js';
 
 const idPattern = new RegExp(`^[A-Za-z0-9._:-]{1,${controlIdLengthMax}}$`);
 const templateNamePattern = new RegExp(`^[A-Za-z0-9._-]{1,${controlIdLengthMax}}$`);
-const macPattern = /^[0-9a-f]{2}([:-])[0-9a-f]{2}(?:\1[0-9a-f]{2}){4}$/i;
-const octet = '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
-const ipv4Pattern = new RegExp(`^${octet}(?:\\.${octet}){3}$`);
 const label = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
 const hostnamePattern = new RegExp(`^(?=.{1,253}$)${label}(?:\\.${label})*$`);
 const workerTokenPattern = new RegExp(`^[\\x21-\\x7e]{1,${workerTokenLengthMax}}$`);
@@ -59,15 +56,6 @@ export function idProblem(field: string, id: string): string | undefined {
 export function templateNameProblem(field: string, name: string): string | undefined {
   if (templateNamePattern.test(name)) return undefined;
   return `${field}: ${quoted(name)} must be 1-${controlIdLengthMax} characters of A-Z a-z 0-9 . _ -`;
-}
-
-/** The MAC in lower-case colon form, or undefined when it is not one. */
-export function normalizeMac(mac: string): string | undefined {
-  return macPattern.test(mac) ? mac.toLowerCase().replaceAll('-', ':') : undefined;
-}
-
-export function isIpv4(address: string): boolean {
-  return ipv4Pattern.test(address);
 }
 
 export function workerTokenProblem(token: string): string | undefined {

@@ -7,7 +7,7 @@ import {
   workflowFinishedMaxDefault,
   workflowRetentionDaysMax,
   workflowsMax,
-} from '../limits.js';
+} from '../../model/limits.js';
 
 export interface WorkflowRetention {
   /** Keep at most this many finished workflows: the newest by finish time. */

@@ -6,7 +6,7 @@
 // reports progress lines, honours the signal, and either returns what it did or throws an
 // ActionError that says what is wrong and how to fix it. Anything else it throws is a bug in
 // the action and is reported as such rather than swallowed.
-import type { BuiltinAction } from '../../state/control/model.js';
+import type { BuiltinAction } from '../../model/records.js';
 import type { MachineEffect } from '../machine-control.js';
 import { OutputTail, outputTailBytesDefault, type ActionOutcome } from '../runner.js';
 import { image2disk } from './image2disk.js';

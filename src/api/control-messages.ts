@@ -1,0 +1,103 @@
+// Domain records → the operator API's messages. Worker tokens and BMC passwords never leave
+// through these.
+import type {
+  ActionRecord,
+  PowerJobRecord,
+  TemplateRecord,
+  WorkflowEvent as EventProto,
+  WorkflowRecord,
+} from '../gen/control.js';
+import type { Hardware, PowerJob, Template, Workflow, WorkflowEvent } from '../model/records.js';
+import { actionPositions } from '../workflow/rules.js';
+
+export function hardwareJson(hw: Hardware): string {
+  const { workerTokenSha256: _token, bmc, ...visible } = hw;
+  if (bmc === undefined) return JSON.stringify(visible);
+  // The password stays in the state; readers learn only whether one is set.
+  const { password, ...bmcVisible } = bmc;
+  return JSON.stringify({ ...visible, bmc: { ...bmcVisible, passwordSet: password !== undefined } });
+}
+
+export function powerJobRecord(job: PowerJob): PowerJobRecord {
+  return {
+    id: job.id,
+    hardwareId: job.hardwareId,
+    op: job.op,
+    steps: [...job.steps],
+    state: job.state,
+    stepIndex: job.stepIndex,
+    attempt: job.attempt,
+    maxAttempts: job.maxAttempts,
+    createdMs: job.createdMs,
+    updatedMs: job.updatedMs,
+    finishedMs: job.finishedMs ?? 0,
+    claimedBy: job.claimedBy ?? '',
+    powerState: job.powerState ?? '',
+    message: job.message ?? '',
+  };
+}
+
+export function templateRecord(t: Template): TemplateRecord {
+  return {
+    name: t.name,
+    source: t.source,
+    version: t.version,
+    createdMs: t.createdMs,
+    updatedMs: t.updatedMs,
+  };
+}
+
+export function workflowRecord(wf: Workflow): WorkflowRecord {
+  const positions = actionPositions(wf.spec);
+  const actions: ActionRecord[] = positions.map((p, i) => {
+    const s = wf.actions[i];
+    return {
+      task: p.task.name,
+      name: p.action.name,
+      state: s?.state ?? 'PENDING',
+      attempt: s?.attempt ?? 0,
+      retries: p.action.retries,
+      timeoutS: p.action.timeoutS,
+      startedMs: s?.startedMs ?? 0,
+      stoppedMs: s?.stoppedMs ?? 0,
+      deadlineMs: s?.deadlineMs ?? 0,
+      notBeforeMs: s?.notBeforeMs ?? 0,
+      exitStatus: s?.exitStatus,
+      message: s?.message ?? '',
+      outputTail: s?.outputTail ?? '',
+      workerId: s?.workerId ?? p.task.worker,
+      image: p.action.image ?? '',
+      command: [...p.action.command, ...p.action.args],
+    };
+  });
+  return {
+    id: wf.id,
+    template: wf.template,
+    hardwareId: wf.hardwareId,
+    state: wf.state,
+    createdMs: wf.createdMs,
+    startedMs: wf.startedMs ?? 0,
+    finishedMs: wf.finishedMs ?? 0,
+    deadlineMs: wf.deadlineMs ?? 0,
+    message: wf.message ?? '',
+    actions,
+    globalTimeoutS: wf.spec.globalTimeoutS,
+    netboot: wf.netboot === true,
+  };
+}
+
+export function eventRecord(e: WorkflowEvent): EventProto {
+  return {
+    seq: e.seq,
+    workflowId: e.workflowId,
+    type: e.type,
+    stampMs: e.stampMs,
+    task: e.task ?? '',
+    action: e.action ?? '',
+    actionIndex: e.actionIndex,
+    attempt: e.attempt ?? 0,
+    exitStatus: e.exitStatus,
+    message: e.message ?? '',
+    outputTail: e.outputTail ?? '',
+  };
+}

@@ -1,0 +1,420 @@
+// Composition of one provisioner node: durable raft log, replicated store, raft transport,
+// and the client API (Kv, Control, Audit, Maintenance, Worker, grpc.health.v1 and server
+// reflection). The CLI's `slipway server` calls startNode().
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { credentials, Server, ServerCredentials } from '@grpc/grpc-js';
+import type { ChannelOptions } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { AuditService as AuditServiceDefinition } from '../gen/audit.js';
+import { ControlService as ControlServiceDefinition } from '../gen/control.js';
+import { HealthService as HealthServiceDefinition } from '../gen/health.js';
+import { InternalService } from '../gen/internal.js';
+import { KvService as KvServiceDefinition } from '../gen/kv.js';
+import { MaintenanceService as MaintenanceServiceDefinition } from '../gen/maintenance.js';
+import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
+import { AggregatedDiscoveryServiceService as XdsServiceDefinition } from '../gen/xds.js';
+import { RaftNode } from '../raft/node.js';
+import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
+import type { PeerTls } from '../raft/transport/grpc-config.js';
+import { callGuard, refusingUndecodable } from '../platform/grpc-call-guard.js';
+import { loadNodeTls } from '../platform/pki.js';
+import { GrpcTransport } from '../raft/transport/grpc-transport.js';
+import { KvStore } from '../state/kv-store.js';
+import { ArtifactCatalogue } from '../artifacts/catalogue.js';
+import { ContentStore } from '../artifacts/content-store.js';
+import { ArtifactFetcher } from '../artifacts/fetcher.js';
+import { GrpcPeerReader } from '../artifacts/peer-client.js';
+import { artifactReadHandlers } from '../api/artifact-peer-service.js';
+import { Authenticator, sha256Hex } from '../api/auth.js';
+import { authModeOf } from './auth-mode.js';
+import { AuditService } from '../api/audit-service.js';
+import { CallAuditor } from '../api/audit-calls.js';
+import { AuthFailureLimiter } from '../api/auth-failure-limiter.js';
+import { ControlService } from '../api/control-service.js';
+import { DeadlineScanner } from './deadline-scanner.js';
+import { WorkflowCollector } from './workflow-collector.js';
+import { archiveTarget, WorkflowArchive } from './workflow-archive.js';
+import { PowerExecutor } from '../power/executor.js';
+import { IpmitoolDriver } from '../power/ipmitool.js';
+import { PowerJobWaiters } from '../power/waiters.js';
+import { EventHub } from '../api/event-hub.js';
+import { HealthService } from '../api/health-service.js';
+import { KvService } from '../api/kv-service.js';
+import { MaintenanceService } from '../api/maintenance-service.js';
+import { packageProtoDir, reflectionServiceNames, ServerReflection } from '../api/server-reflection.js';
+import { serviceNameOf } from '../api/service-name.js';
+import { NodeMetrics } from './metrics.js';
+import { Proposer } from '../api/proposer.js';
+import { clusterVersionRefusal } from '../state/versions.js';
+import { ClusterVersionKeeper, versionCheckTimeoutMs } from './cluster-version-keeper.js';
+import type { ServerConfig } from './config.js';
+import { advertisedAddress, ConfigError, initialMembers } from './config.js';
+import { startNodeBootServices } from '../boot/node-boot.js';
+import { insecureNetworkFlag, insecureNetworkKernelArg } from '../platform/plaintext-policy.js';
+import { CredentialIssuer } from '../api/credential-issuer.js';
+import { WorkerService } from '../api/worker-service.js';
+import { ReplicatedLeaseLedger } from './lease-ledger.js';
+import { VipError, VipManager } from '../../lb/vip-manager.js';
+import { defaultHealthCheck } from '../../lb/balancer-spec.js';
+import { XdsService } from './xds-service.js';
+
+export interface RunningNode {
+  readonly node: RaftNode;
+  readonly apiPort: number;
+  /** Hands leadership away (when leader), then stops every service and closes the log. */
+  stop(opts?: { transfer?: boolean }): Promise<void>;
+}
+
+/** What the API port serves: these, each through the call guard, and server reflection. */
+const apiDefinitions = [
+  KvServiceDefinition,
+  ControlServiceDefinition,
+  AuditServiceDefinition,
+  MaintenanceServiceDefinition,
+  WorkerServiceDefinition,
+  HealthServiceDefinition,
+];
+/** The services health checks and reflection name: every one a client can reach on the API port. */
+const apiServiceNames = [...apiDefinitions.map(serviceNameOf), ...reflectionServiceNames];
+
+/** Written once --force-new-cluster has rewritten the membership (see the check in startNode). */
+const forcedMarkerName = 'force-new-cluster.done';
+
+export async function startNode(cfg: ServerConfig, logger: Logger): Promise<RunningNode> {
+  const tls = nodeTls(cfg);
+  let stopping: Promise<void> | null = null;
+  // Decided before the data dir is touched: whether it already holds a raft log.
+  const authMode = authModeOf(cfg, !existsSync(logStoreLocation(cfg.dataDir)));
+  logger.info(authMode.logFields, authMode.enabled ? 'API auth: tokens required' : 'API auth: off');
+  if (cfg.insecureAllowNetwork) {
+    logger.warn(
+      { insecure: true, apiAddr: cfg.apiAddr, raftAddr: cfg.raftAddr },
+      `${insecureNetworkFlag}: plaintext gRPC beyond loopback; anyone on the network can read and forge calls`,
+    );
+  }
+  if (cfg.forceNewCluster && !existsSync(logStoreLocation(cfg.dataDir))) {
+    throw new ConfigError(
+      `--force-new-cluster restarts an existing member, but ${cfg.dataDir} holds no raft log; start a new cluster with --peers instead`,
+    );
+  }
+  // Forcing again would drop every member added since the first time: refuse a flag left on.
+  const forcedMarker = join(cfg.dataDir, forcedMarkerName);
+  if (cfg.forceNewCluster && existsSync(forcedMarker)) {
+    throw new ConfigError(
+      `--force-new-cluster was already applied to ${cfg.dataDir} (${readFileSync(forcedMarker, 'utf8').trim()}): ` +
+        'start the node without it; it runs with the membership it has now',
+    );
+  }
+  const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
+  // Checked before anything starts: a node must not find out at its first collection.
+  const archive =
+    cfg.workflowArchive === undefined
+      ? undefined
+      : new WorkflowArchive(archiveTarget(cfg.workflowArchive), cfg.id);
+  const reflection = ServerReflection.load(packageProtoDir(), apiServiceNames);
+  mkdirSync(cfg.dataDir, { recursive: true });
+  const store = await openLogStore(cfg.dataDir);
+  const stateMachine = new KvStore();
+  const transport = new GrpcTransport({ id: cfg.id, listenAddr: cfg.raftAddr, logger, tls });
+  const node = new RaftNode({
+    id: cfg.id,
+    store,
+    transport,
+    stateMachine,
+    logger,
+    bootstrapPeers: cfg.join ? [] : initialMembers(cfg),
+    contactPeers: initialMembers(cfg),
+    tickMs: cfg.tickMs,
+    raft: { electionTicks: cfg.electionTicks, heartbeatTicks: cfg.heartbeatTicks },
+    snapshotEntries: cfg.snapshotEntries,
+    ...(cfg.forceNewCluster
+      ? { forceNewCluster: { id: cfg.id, addr: cfg.raftAddr, apiAddr: cfg.apiAddr } }
+      : {}),
+  });
+  const control = stateMachine.control;
+  // Registered artifacts' content, the same on every node: stored by digest under the data dir
+  // and fetched from peers when missing (docs/decisions/0017).
+  const contentStore = await ContentStore.open(join(cfg.dataDir, 'artifacts'));
+  const peerReader = new GrpcPeerReader(node, tls);
+  const fetcher = new ArtifactFetcher({
+    store: contentStore,
+    peers: peerReader,
+    logger: logger.child({ component: 'artifacts' }),
+  });
+  const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
+  const kv = new KvService({ node, store: stateMachine, logger, peerTls: tls });
+  const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
+  const proposer = new Proposer(node, logger, tls, (command) =>
+    command.type === 'control'
+      ? clusterVersionRefusal(command.command, stateMachine.control.clusterVersion)
+      : undefined,
+  );
+  const auth = new Authenticator(
+    control,
+    {
+      enabled: authMode.enabled,
+      bootstrapAdminSha256: readAdminTokenSha(authMode.adminTokenFile),
+      failures: new AuthFailureLimiter({
+        failuresMax: cfg.authFailuresMax,
+        windowMs: cfg.authFailureWindowS * 1000,
+      }),
+    },
+    () => node.linearizableRead(),
+  );
+  const events = new EventHub();
+  const powerWaiters = new PowerJobWaiters();
+  const auditor = new CallAuditor(auth, (command) => proposer.proposeControl(command), logger);
+  const controlService = new ControlService({
+    node,
+    control,
+    proposer,
+    auth,
+    events,
+    logger,
+    powerWaiters,
+    auditor,
+    artifacts: { store: contentStore, local: (artifact) => catalogue.local(artifact) },
+  });
+  const workers = new WorkerService({
+    control,
+    proposer,
+    auth,
+    logger,
+    catchUp: () => node.linearizableRead(),
+    sessionsPerWorkerMax: cfg.workerSessionsMax,
+  });
+  const deadlines = new DeadlineScanner(node, control, proposer, logger);
+  // Only the leader removes finished workflows past the retention (archiving them first).
+  const collector = new WorkflowCollector({
+    control,
+    isLeader: () => stopping === null && node.softState().role === 'leader',
+    propose: (command) => proposer.proposeControl(command),
+    ...(archive === undefined ? {} : { archive }),
+    logger: logger.child({ component: 'retention' }),
+  });
+  const versions = new ClusterVersionKeeper({
+    node,
+    control,
+    stateVersionOf: async (member) => (await kv.peerStatus(member, versionCheckTimeoutMs)).stateVersion,
+    propose: (command) => proposer.proposeControl(command),
+    logger: logger.child({ component: 'versions' }),
+  });
+  // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
+  const power = new PowerExecutor({
+    nodeId: cfg.id,
+    control,
+    propose: (command) => proposer.proposeControl(command),
+    isLeader: () => stopping === null && node.softState().role === 'leader',
+    driver: new IpmitoolDriver(),
+    logger: logger.child({ component: 'power' }),
+  });
+  const metrics = new NodeMetrics({
+    node,
+    control,
+    connectedWorkers: () => workers.connected,
+    forwarding: () => proposer.forwarding,
+    archivedWorkflows: () => collector.archived,
+    ...(vip === undefined ? {} : { vipHeld: () => vip.held }),
+  });
+  control.onEvent = (e) => {
+    events.publish(e);
+    metrics.observe(e);
+  };
+  control.onWorkflowChange = (wf) => {
+    workers.workflowChanged(wf);
+  };
+  control.onPowerJobChange = (job) => {
+    powerWaiters.changed(job);
+  };
+  control.onHardwareChange = (id) => {
+    workers.hardwareChanged(id);
+  };
+  control.onArtifactChange = () => {
+    catalogue.sync();
+  };
+  control.onWorkflowsCollected = (ids) => {
+    metrics.collected(ids.length);
+  };
+  control.onRestore = () => {
+    catalogue.sync();
+  };
+  const health = new HealthService(
+    () => node.stoppedBy === null && node.softState().leader !== '',
+    apiServiceNames,
+  );
+  // Followers forward writes to the leader's raft address, so those services are served there too.
+  // (The transport answers undecodable requests and cuts status messages as the API does.)
+  transport.addService(KvServiceDefinition, kv.handlers());
+  transport.addService(MaintenanceServiceDefinition, maintenance.handlers());
+  transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
+  await node.start();
+  if (cfg.forceNewCluster) {
+    writeFileSync(forcedMarker, `forced at ${new Date().toISOString()}\n`);
+  }
+  // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
+  catalogue.sync();
+  deadlines.start();
+  collector.start();
+  versions.start();
+  power.start();
+
+  const api = new Server({ ...apiServerOptions(cfg), interceptors: [callGuard] });
+  // With auth off every caller is the local admin; the guard still puts changes in the trail.
+  api.addService(refusingUndecodable(KvServiceDefinition), kv.handlers(auth, auditor));
+  api.addService(refusingUndecodable(ControlServiceDefinition), controlService.handlers());
+  api.addService(
+    refusingUndecodable(AuditServiceDefinition),
+    new AuditService({ node, control, proposer, auditor }).handlers(),
+  );
+  api.addService(refusingUndecodable(MaintenanceServiceDefinition), maintenance.handlers(auditor));
+  api.addService(refusingUndecodable(WorkerServiceDefinition), workers.handlers());
+  api.addService(refusingUndecodable(HealthServiceDefinition), health.handlers());
+  reflection.addTo(api);
+  // xDS for Envoy and proxyless gRPC clients: the voters' API addresses and health (0024).
+  const xds = new XdsService(
+    {
+      members: () => node.membership().voters,
+      credentials: tls === undefined ? credentials.createInsecure() : credentials.createSsl(tls.ca),
+      timing: defaultHealthCheck,
+      logger: logger.child({ component: 'xds-probes' }),
+      apiAddrOf: async (m) => (await kv.peerStatus(m, 1000)).members.find((x) => x.id === m.id)?.apiAddr,
+    },
+    logger,
+  );
+  api.addService(refusingUndecodable(XdsServiceDefinition), xds.handlers());
+  const apiPort = await new Promise<number>((resolve, reject) => {
+    const creds =
+      tls === undefined
+        ? ServerCredentials.createInsecure()
+        : ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], false);
+    api.bindAsync(cfg.apiAddr, creds, (err, port) => {
+      if (err === null) resolve(port);
+      else reject(new Error(`cannot listen for the API on ${cfg.apiAddr}: ${err.message}`));
+    });
+  });
+  const metricsServer = cfg.metricsAddr === undefined ? undefined : await metrics.listen(cfg.metricsAddr);
+  const advertise = advertisedAddress(cfg);
+  const boot = await startNodeBootServices(
+    {
+      dataDir: cfg.dataDir,
+      advertise,
+      apiAddress: cfg.workerServer ?? `${advertise}:${String(apiPort)}`,
+      dhcpInterface: cfg.dhcpInterface,
+      dhcpAddr: cfg.dhcpAddr,
+      dhcpMode: cfg.dhcpMode,
+      dhcpPools: cfg.dhcpPools,
+      dhcpLeaseTimeS: cfg.dhcpLeaseTimeS,
+      tftpAddr: cfg.tftpAddr,
+      tftpRoot: cfg.tftpRoot,
+      tftpTransfersMax: cfg.tftpTransfersMax,
+      httpAddr: cfg.httpAddr,
+      artifactsDir: cfg.artifactsDir,
+      bootOsDir: cfg.bootOsDir ?? join(cfg.dataDir, 'bootos'),
+      registeredArtifacts: catalogue,
+      // Booted workers may send their credential in the clear only to a node that itself serves
+      // plaintext beyond loopback on purpose (src/bootos/init-script.ts reads this argument).
+      kernelArgs: cfg.insecureAllowNetwork ? [insecureNetworkKernelArg, ...cfg.kernelArgs] : cfg.kernelArgs,
+      credentials: new CredentialIssuer({
+        control,
+        proposer,
+        logger: logger.child({ service: 'credentials' }),
+      }),
+    },
+    control,
+    // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).
+    () => node.softState().role === 'leader',
+    logger,
+    new ReplicatedLeaseLedger(control, (command) => proposer.proposeControl(command)),
+  );
+  logger.info(
+    { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
+    'node serving',
+  );
+
+  // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
+  vip?.start();
+  xds.start();
+
+  const stop = (opts?: { transfer?: boolean }): Promise<void> => {
+    stopping ??= (async () => {
+      if (opts?.transfer !== false && node.softState().role === 'leader') {
+        const to = node.bestTransferTarget();
+        if (to !== null) {
+          try {
+            await node.transferLeadership(to, 2000);
+            logger.info({ to }, 'handed leadership over before stopping');
+            // Writes this node accepted as leader commit under the new one: answer them first.
+            await node.proposalsSettled(1000);
+          } catch (err) {
+            logger.warn({ err, to }, 'leadership transfer before stopping failed');
+          }
+        }
+      }
+      await vip?.stop();
+      health.shutdown();
+      xds.close();
+      deadlines.stop();
+      collector.stop();
+      versions.stop();
+      power.stop();
+      fetcher.stop();
+      peerReader.close();
+      workers.close();
+      metricsServer?.close();
+      await boot.close();
+      await new Promise<void>((resolve) => api.tryShutdown(() => resolve()));
+      kv.close();
+      maintenance.close();
+      proposer.close();
+      await node.stop();
+    })();
+    return stopping;
+  };
+  return { node, apiPort, stop };
+}
+
+/**
+ * Bounds on every call to the API: one message (a larger one ends its call with
+ * RESOURCE_EXHAUSTED before it is parsed) and the streams one connection may hold open. The
+ * status messages it answers with are bounded too (callGuard, src/platform/grpc-call-guard.ts).
+ */
+function apiServerOptions(cfg: ServerConfig): ChannelOptions {
+  return {
+    'grpc.max_receive_message_length': cfg.apiMessageBytesMax,
+    'grpc.max_concurrent_streams': cfg.apiStreamsPerConnectionMax,
+  };
+}
+
+/** The VIP manager when --vip-interface is given; the host is checked now, before anything starts. */
+function vipManagerFor(cfg: ServerConfig, shouldHold: () => boolean, logger: Logger): VipManager | undefined {
+  if (cfg.vipInterface === undefined || cfg.vip === undefined) return undefined;
+  try {
+    return new VipManager({ vip: cfg.vip, iface: cfg.vipInterface, shouldHold, logger });
+  } catch (err) {
+    if (err instanceof VipError) throw new ConfigError(err.message);
+    throw err;
+  }
+}
+
+function readAdminTokenSha(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  let token: string;
+  try {
+    token = readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError(`cannot read the admin token file ${file}: ${(err as Error).message}`);
+  }
+  if (token.length < 16)
+    throw new ConfigError(`the admin token in ${file} is too short (at least 16 characters)`);
+  return sha256Hex(token);
+}
+
+function nodeTls(cfg: ServerConfig): PeerTls | undefined {
+  if (cfg.tlsDir === undefined) return undefined;
+  try {
+    return loadNodeTls(cfg.tlsDir, cfg.id);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}

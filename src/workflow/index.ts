@@ -1,0 +1,2 @@
+// The workflow rules' public entry, for code outside src/ (the benchmarks).
+export { nextAction } from './rules.js';
