@@ -1,4 +1,6 @@
 // The same balancer as lb/haproxy.ts, as an Envoy v3 static bootstrap (JSON): h2c (or TLS) in and out,
+// with the nodes as a fixed list (`balancer config --proxy envoy --static`; the default is the
+// xDS bootstrap of lb/envoy-xds.ts, which follows the membership),
 // a ring hash on x-worker-id, grpc.health.v1 checks, and retries only for calls that never
 // reached a node. Envoy cannot be installed here, so this is rendered and checked for its shape
 // only (test/unit/lb-envoy-bootstrap.test.ts); HAProxy is what runs (docs/decisions/0013).
@@ -11,7 +13,7 @@ export type Json = string | number | boolean | null | readonly Json[] | { readon
 const clusterName = 'slipway_nodes';
 /** As lb/haproxy.ts: no gRPC call is idle this long in normal operation. */
 const streamIdleTimeout = '3600s';
-const ipLiteral = /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])$/;
+export const ipLiteral = /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])$/;
 
 /** Renders the bootstrap; throws BalancerSpecError on bad input. */
 export function renderEnvoyBootstrap(input: BalancerSpec): Json {
@@ -154,7 +156,8 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
   };
 }
 
-function socketAddress(addr: string): Json {
+/** An Envoy `address` for HOST:PORT (IPv6 without brackets). */
+export function socketAddress(addr: string): Json {
   const { host, port } = hostPortOf('address', addr);
   return { socket_address: { address: host.replace(/^\[|\]$/g, ''), port_value: port } };
 }

@@ -20,6 +20,9 @@ import { answerBytesMax } from './errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';
 import { plaintextSecretRefusal } from '../platform/plaintext-policy.js';
+import { enableXds, isXdsTarget, parseXdsServers, XdsTargetError } from '../platform/xds-target.js';
+
+export { xdsEnabled } from '../platform/xds-target.js';
 
 export const defaultServer = '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003';
 // A read moves on to the next node on any UNAVAILABLE. A write moves on only when the failure
@@ -75,12 +78,27 @@ export function parseServers(text: string | undefined): string[] {
     .map((s) => s.trim())
     .filter((s) => s !== '');
   if (list.length === 0) throw new UsageError('--server must list at least one HOST:PORT');
+  if (list.some(isXdsTarget)) {
+    if (list.length > 1)
+      throw new UsageError('--server xds:///NAME stands alone: the xDS server gives the nodes');
+    return list;
+  }
   for (const s of list) {
     if (!isHostPort(s)) {
-      throw new UsageError(`--server: "${s}" must be HOST:PORT`);
+      throw new UsageError(`--server: "${s}" must be HOST:PORT, or xds:///NAME for proxyless gRPC`);
     }
   }
   return list;
+}
+
+/** `f()`, with a bad xDS flag as the usage error it is. */
+export function usage<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    if (err instanceof XdsTargetError) throw new UsageError(err.message);
+    throw err;
+  }
 }
 
 /** The cluster CA from --ca or SLIPWAY_CA, for TLS to the nodes. */
@@ -141,6 +159,8 @@ export interface ClientOptions {
   readonly ca?: Buffer | undefined;
   /** Send the token over plaintext beyond loopback all the same (--insecure-allow-network). */
   readonly insecureAllowNetwork?: boolean | undefined;
+  /** With an xds:/// server: the xDS servers to ask, HOST:PORT,... (--xds-server; else SLIPWAY_XDS_SERVER). */
+  readonly xdsServer?: string | undefined;
 }
 
 export class ClusterClient {
@@ -153,14 +173,20 @@ export class ClusterClient {
   #auditClients: AuditClient[] | undefined;
   #maintenanceClients: MaintenanceClient[] | undefined;
   #preferred = 0;
+  readonly #xdsServers: readonly string[];
 
   constructor(servers: readonly string[], opts: ClientOptions | number = {}) {
     const o = typeof opts === 'number' ? { timeoutMs: opts } : opts;
     this.#servers = servers;
     this.#timeoutMs = o.timeoutMs ?? 10_000;
     this.#token = o.token;
+    this.#xdsServers = servers.some(isXdsTarget) ? usage(() => parseXdsServers(o.xdsServer)) : [];
     if (o.token !== undefined && o.ca === undefined && o.insecureAllowNetwork !== true) {
-      const refusal = plaintextSecretRefusal(servers, 'the operator token');
+      // Through xDS the nodes are the members the xDS servers name: as near as those servers.
+      const refusal = plaintextSecretRefusal(
+        servers.some(isXdsTarget) ? this.#xdsServers : servers,
+        'the operator token',
+      );
       if (refusal !== undefined) throw new UsageError(refusal);
     }
     this.#creds = o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(o.ca);
@@ -281,6 +307,7 @@ export class ClusterClient {
    */
   async snapshotSave(onMessage: (msg: SnapshotSaveResponse) => Promise<void>): Promise<void> {
     const { MaintenanceClient } = await import('../gen/maintenance.js');
+    await this.#targetsReady();
     this.#maintenanceClients ??= this.#servers.map(
       (s) => new MaintenanceClient(s, this.#creds, channelOptions),
     );
@@ -339,6 +366,7 @@ export class ClusterClient {
 
   async #kvs(): Promise<KvClient[]> {
     if (this.#kvClients === undefined) {
+      await this.#targetsReady();
       const { KvClient } = await import('../gen/kv.js');
       this.#kvClients ??= this.#servers.map((s) => new KvClient(s, this.#creds, channelOptions));
     }
@@ -347,6 +375,7 @@ export class ClusterClient {
 
   async #controls(): Promise<ControlClient[]> {
     if (this.#controlClients === undefined) {
+      await this.#targetsReady();
       const { ControlClient } = await import('../gen/control.js');
       this.#controlClients ??= this.#servers.map((s) => new ControlClient(s, this.#creds, channelOptions));
     }
@@ -355,10 +384,17 @@ export class ClusterClient {
 
   async #audits(): Promise<AuditClient[]> {
     if (this.#auditClients === undefined) {
+      await this.#targetsReady();
       const { AuditClient } = await import('../gen/audit.js');
       this.#auditClients ??= this.#servers.map((s) => new AuditClient(s, this.#creds, channelOptions));
     }
     return this.#auditClients;
+  }
+
+  /** Loads grpc-js-xds before the first channel to an xds:/// server; nothing otherwise. */
+  async #targetsReady(): Promise<void> {
+    if (!this.#servers.some(isXdsTarget)) return;
+    await usage(() => enableXds(this.#xdsServers, 'slipway-cli'));
   }
 
   #metadata(): Metadata {

@@ -26,7 +26,11 @@ function newProgram() {
     .version(packageVersion(), '-V, --version', 'print the version and exit')
     .option(
       '--server <list>',
-      'node API addresses HOST:PORT,... (env SLIPWAY_SERVER; default the local cluster)',
+      'node API addresses HOST:PORT,..., or xds:///slipway (env SLIPWAY_SERVER; default the local cluster)',
+    )
+    .option(
+      '--xds-server <list>',
+      'with --server xds:///slipway: nodes to ask for the members, HOST:PORT,... (env SLIPWAY_XDS_SERVER)',
     )
     .addOption(
       new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const),
@@ -76,6 +80,7 @@ function connect(opts: { waitMs?: number } = {}): {
     token: operatorToken(o.tokenFile),
     ca: clusterCa(o.ca),
     insecureAllowNetwork: o.insecureAllowNetwork,
+    xdsServer: o.xdsServer,
   });
   clients.push(client);
   return { client, output: parseOutputFormat(o.output) };
@@ -91,6 +96,7 @@ const statusAccess: StatusAccess = {
       token: operatorToken(o.tokenFile),
       ca: clusterCa(o.ca),
       insecureAllowNetwork: o.insecureAllowNetwork,
+      xdsServer: o.xdsServer,
     });
     clients.push(c);
     return c;
@@ -294,6 +300,8 @@ try {
   process.exitCode = await exitCodeFor(err);
 } finally {
   for (const c of clients) c.close();
+  // grpc-js-xds holds the process open (src/platform/xds-target.ts): end it once output is out.
+  if (clientModule?.xdsEnabled() === true) process.stdout.write('', () => process.exit());
 }
 
 async function exitCodeFor(err: unknown): Promise<number> {

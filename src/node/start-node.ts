@@ -3,7 +3,7 @@
 // reflection). The CLI's `slipway server` calls startNode().
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { credentials, Server, ServerCredentials } from '@grpc/grpc-js';
 import type { ChannelOptions } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { AuditService as AuditServiceDefinition } from '../gen/audit.js';
@@ -13,6 +13,7 @@ import { InternalService } from '../gen/internal.js';
 import { KvService as KvServiceDefinition } from '../gen/kv.js';
 import { MaintenanceService as MaintenanceServiceDefinition } from '../gen/maintenance.js';
 import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
+import { AggregatedDiscoveryServiceService as XdsServiceDefinition } from '../gen/xds.js';
 import { RaftNode } from '../raft/node.js';
 import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
 import type { PeerTls } from '../raft/transport/grpc-config.js';
@@ -56,6 +57,8 @@ import { WorkerService } from '../api/worker-service.js';
 import { NodeDrain } from '../api/node-drain.js';
 import { ReplicatedLeaseLedger } from './lease-ledger.js';
 import { VipError, VipManager } from '../../lb/vip-manager.js';
+import { defaultHealthCheck } from '../../lb/balancer-spec.js';
+import { XdsService } from './xds-service.js';
 
 export interface RunningNode {
   readonly node: RaftNode;
@@ -288,6 +291,18 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   api.addService(refusingUndecodable(WorkerServiceDefinition), workers.handlers());
   api.addService(refusingUndecodable(HealthServiceDefinition), health.handlers());
   reflection.addTo(api);
+  // xDS for Envoy and proxyless gRPC clients: the voters' API addresses and health (0024).
+  const xds = new XdsService(
+    {
+      members: () => node.membership().voters,
+      credentials: tls === undefined ? credentials.createInsecure() : credentials.createSsl(tls.ca),
+      timing: defaultHealthCheck,
+      logger: logger.child({ component: 'xds-probes' }),
+      apiAddrOf: async (m) => (await kv.peerStatus(m, 1000)).members.find((x) => x.id === m.id)?.apiAddr,
+    },
+    logger,
+  );
+  api.addService(refusingUndecodable(XdsServiceDefinition), xds.handlers());
   const apiPort = await new Promise<number>((resolve, reject) => {
     const creds =
       tls === undefined
@@ -339,6 +354,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
 
   // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
   vip?.start();
+  xds.start();
 
   const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
     stopping ??= (async () => {
@@ -367,6 +383,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       drain.stop();
       await vip?.stop();
       health.shutdown();
+      xds.close();
       deadlines.stop();
       collector.stop();
       versions.stop();

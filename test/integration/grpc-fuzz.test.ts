@@ -1,5 +1,5 @@
 // Goal: bad input changes nothing (invariant 7) at every gRPC method a node serves. Every method
-// of Kv, Control, Audit, Maintenance, Worker, Health and server reflection (v1 and v1alpha) on the
+// of Kv, Control, Audit, Maintenance, Worker, Health, server reflection (v1 and v1alpha) and xDS on the
 // API port, and of Raft, Kv, Internal and Maintenance on the peer port, gets random bytes, valid requests with one thing broken (wrong wire types, cut
 // varints and lengths, huge lengths, unknown and impossible field numbers, strings with NUL,
 // invalid UTF-8 or lengths either side of the limits, out-of-range integers, malformed nested
@@ -120,6 +120,7 @@ const apiServices = new Set([
   'grpc.health.v1.Health',
   'grpc.reflection.v1.ServerReflection',
   'grpc.reflection.v1alpha.ServerReflection',
+  'envoy.service.discovery.v3.AggregatedDiscoveryService',
 ]);
 const peerServices = new Set([
   'slipway.raft.v1.Raft',
@@ -858,8 +859,11 @@ describe('gRPC methods under malformed and oversized requests', { timeout: runBu
           apiMessageBytesMax,
           false,
         );
-        // Health and server reflection need no token (docs/decisions/0025-server-reflection.md).
-        const open = method.name.startsWith('Health/') || method.name.startsWith('ServerReflection/');
+        // Health, server reflection and xDS need no token (decisions 0025 and 0024).
+        const open =
+          method.name.startsWith('Health/') ||
+          method.name.startsWith('ServerReflection/') ||
+          method.name.startsWith('AggregatedDiscoveryService/');
         if (!open && answer.code === status.OK) {
           problems.push(`anon:${method.name} #${i} (${input.mutation}) was served without a token`);
         }

@@ -41,6 +41,8 @@ import { ServerReflectionService } from '../../src/gen/reflection.js';
 import type { ServerReflectionRequest, ServerReflectionResponse } from '../../src/gen/reflection.js';
 import { ServerReflectionService as ServerReflectionV1AlphaService } from '../../src/gen/reflection_v1alpha.js';
 import { ActionResult, Hello, WorkerService } from '../../src/gen/worker.js';
+import { AggregatedDiscoveryServiceService as XdsService } from '../../src/gen/xds.js';
+import type { DiscoveryRequest, DiscoveryResponse } from '../../src/gen/xds.js';
 import type { ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { nextPort, ProcessCluster, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
@@ -279,6 +281,35 @@ function upload<Req, Res>(def: Method<Req, Res>, messages: readonly Req[], md: M
   });
 }
 
+/** An xDS stream: served once it answers a Cluster request (docs/decisions/0024-xds.md). */
+function xdsStream(def: Method<DiscoveryRequest, DiscoveryResponse>): Pick<Row, 'path' | 'send'> {
+  return {
+    path: def.path,
+    send: (md) =>
+      new Promise((resolve) => {
+        const stream = rpc.makeBidiStreamRequest(
+          def.path,
+          def.requestSerialize,
+          def.responseDeserialize,
+          md,
+          callOptions(),
+        );
+        stream.on('data', () => {
+          resolve(served);
+          stream.cancel();
+        });
+        stream.on('error', () => undefined);
+        stream.on('status', (s: StatusObject) => resolve(fromStatus(s)));
+        stream.write({
+          versionInfo: '',
+          resourceNames: ['slipway'],
+          typeUrl: 'type.googleapis.com/envoy.config.cluster.v3.Cluster',
+          responseNonce: '',
+        });
+      }),
+  };
+}
+
 /**
  * A worker stream as machine h1. A served stream answers a result for a workflow that does not
  * exist with `refused`, screened without a Raft write: served, seen without changing anything.
@@ -510,6 +541,8 @@ const matrix: readonly Row[] = [
     variant: 'v1alpha',
     ...reflectionStream(ServerReflectionV1AlphaService.serverReflectionInfo),
   },
+  // xDS: for Envoy and proxyless gRPC clients, which cannot send a token (0024).
+  { need: 'public', ...xdsStream(XdsService.streamAggregatedResources) },
   // Node to node: on the raft address (mutual TLS), never on the API port.
   { need: 'peer', ...peerOnly(InternalService.propose) },
   { need: 'peer', ...peerOnly(InternalService.proposeBatch) },
@@ -527,6 +560,7 @@ const services: readonly Readonly<Record<string, { readonly path: string }>>[] =
   HealthService,
   ServerReflectionService,
   ServerReflectionV1AlphaService,
+  XdsService,
   InternalService,
   RaftService,
 ];

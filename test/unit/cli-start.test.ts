@@ -77,7 +77,7 @@ const loads = (t: Traced, pkg: string): boolean =>
 /** What a client command may load of slipway's own code: the CLI, its wire facts, one service. */
 // model/limits.ts is constants alone (no imports): the CLI checks flags against the state's limits.
 const clientAllowed =
-  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow)|api\/wire|node\/config-error|platform\/(host-port|plaintext-policy|package-file)|gen\/(kv|control)|model\/limits)\.ts$/;
+  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow)|api\/wire|node\/config-error|platform\/(host-port|plaintext-policy|package-file|xds-target)|gen\/(kv|control)|model\/limits)\.ts$/;
 const heavyPackages = ['zod', 'yaml', 'pino', 'level', 'classic-level', 'prom-client', 'handlebars'];
 
 describe('what each command loads', () => {
@@ -106,6 +106,20 @@ describe('what each command loads', () => {
     assert.ok(ours(t).includes('src/gen/kv.ts'));
     assert.ok(!ours(t).includes('src/gen/control.ts'), 'the Control service loaded for a Kv call');
     for (const pkg of heavyPackages) assert.ok(!loads(t, pkg), `${pkg} loaded`);
+    assert.ok(!loads(t, '@grpc/grpc-js-xds'), 'grpc-js-xds loaded without an xds:/// server');
+  });
+
+  test('kv get through xds:/// loads grpc-js-xds, and still no state, raft or server code', async () => {
+    const t = await traced([
+      ...['--server', 'xds:///slipway', '--xds-server', '127.0.0.1:1', '--timeout', '300'],
+      ...['kv', 'get', 'k'],
+    ]);
+    assert.equal(t.code, 1, 'no xDS server listens there: the call fails');
+    assert.ok(loads(t, '@grpc/grpc-js-xds'), 'grpc-js-xds not loaded');
+    assert.deepEqual(
+      ours(t).filter((m) => !clientAllowed.test(m)),
+      [],
+    );
   });
 
   test('workflow list loads the client and the Control service only', async () => {

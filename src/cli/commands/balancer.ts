@@ -9,6 +9,7 @@ import type { Command } from '@commander-js/extra-typings';
 import { BalancerSpecError, defaultHealthCheck } from '../../../lb/balancer-spec.js';
 import type { BalancerSpec, BalancerTls } from '../../../lb/balancer-spec.js';
 import { renderEnvoyBootstrap } from '../../../lb/envoy.js';
+import { renderEnvoyXdsBootstrap } from '../../../lb/envoy-xds.js';
 import { renderHaproxyConfig } from '../../../lb/haproxy.js';
 import { idAddressList, wholeNumber } from '../flags.js';
 import { UsageError } from '../output.js';
@@ -31,6 +32,10 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
     .requiredOption('--listen <host:port>', 'where the balancer serves gRPC, e.g. 0.0.0.0:7000')
     .requiredOption('--nodes <list>', "the nodes' API addresses: ID=HOST:PORT,... (ids as in --peers)")
     .option('--proxy <name>', 'haproxy (a haproxy.cfg) or envoy (an Envoy bootstrap, JSON)', 'haproxy')
+    .option(
+      '--static',
+      "envoy: the nodes as a fixed list instead of the nodes' xDS server (which follows the membership); needed with --tls-dir",
+    )
     .option('--stats <host:port>', 'a read-only status page (HAProxy stats, Envoy admin)')
     .option(
       '--tls-dir <dir>',
@@ -61,8 +66,10 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
       let text: string;
       try {
         if (o.proxy === 'haproxy') text = renderHaproxyConfig({ ...spec, runtimeSocket: o.runtimeSocket });
-        else if (o.proxy === 'envoy') text = `${JSON.stringify(renderEnvoyBootstrap(spec), null, 2)}\n`;
-        else throw new UsageError(`--proxy must be haproxy or envoy, got "${o.proxy}"`);
+        else if (o.proxy === 'envoy') {
+          const bootstrap = o.static === true ? renderEnvoyBootstrap(spec) : renderEnvoyXdsBootstrap(spec);
+          text = `${JSON.stringify(bootstrap, null, 2)}\n`;
+        } else throw new UsageError(`--proxy must be haproxy or envoy, got "${o.proxy}"`);
       } catch (err) {
         if (err instanceof BalancerSpecError) throw new UsageError(err.message);
         throw err;

@@ -8,6 +8,8 @@ import { UsageError } from '../output.js';
 /** Global flags the worker shares with the other commands (commander parses them anywhere). */
 export interface GlobalFlags {
   readonly server?: string | undefined;
+  /** With --server xds:///NAME: the xDS servers (src/platform/xds-target.ts). */
+  readonly xdsServer?: string | undefined;
   readonly tokenFile?: string | undefined;
   readonly ca?: string | undefined;
   readonly insecureAllowNetwork?: boolean | undefined;
@@ -46,17 +48,21 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
         { Agent },
         { ClaimedCredential },
         { machineControlFrom, machineControlVariable },
-        { clusterCa, parseServers },
+        { clusterCa, parseServers, usage },
+        { enableXds, isXdsTarget, parseXdsServers },
       ] = await Promise.all([
         import('../../platform/logger.js'),
         import('../../worker/agent.js'),
         import('../../worker/credential-claim.js'),
         import('../../worker/machine-control.js'),
         import('../client.js'),
+        import('../../platform/xds-target.js'),
       ]);
       // The agent's own --server list, falling back to the global flag and SLIPWAY_SERVER.
       const g = globals();
       const servers = parseServers(g.server);
+      const xds = servers.some(isXdsTarget);
+      const xdsServers = xds ? usage(() => parseXdsServers(g.xdsServer)) : [];
       // `--token-file` is also a global flag, so commander may hand it to either.
       const tokenFile = o.tokenFile ?? g.tokenFile;
       let token: string | undefined;
@@ -92,7 +98,8 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
       if ((token !== undefined || o.claimUrl !== undefined) && ca === undefined && !insecureAllowNetwork) {
         const secret =
           token !== undefined ? "the machine's worker token" : "the machine's per-boot credential";
-        const refusal = plaintextSecretRefusal(servers, secret);
+        // Through xDS the nodes are the members the xDS servers name: as near as those servers.
+        const refusal = plaintextSecretRefusal(xds ? xdsServers : servers, secret);
         if (refusal !== undefined) throw new UsageError(refusal);
       }
       const credential =
@@ -105,6 +112,8 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
               ...(o.credentialFile === undefined ? {} : { file: o.credentialFile }),
               logger,
             });
+      // The worker's stream then goes to the member its id hashes to (x-worker-id, ring hash).
+      if (xds) await usage(() => enableXds(xdsServers, `slipway-worker/${o.id}`));
       const agent = new Agent({
         workerId: o.id,
         servers,
@@ -124,5 +133,7 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
       process.once('SIGINT', stop);
       await agent.done;
       logger.flush();
+      // grpc-js-xds holds the process open (src/platform/xds-target.ts).
+      if (xds) process.exit();
     });
 }
