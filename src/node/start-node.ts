@@ -1,6 +1,6 @@
-// Composition of one provisioner node: durable raft log, replicated store, raft transport,
-// and the client API (Kv, Control, Audit, Maintenance, Worker, grpc.health.v1 and server
-// reflection). The CLI's `slipway server` calls startNode().
+// Composition of one provisioner node, in named steps: checks before start, consensus (raft log,
+// replicated state, raft node), the services, the API port (Kv, Control, Audit, Maintenance,
+// Worker, health, reflection, xDS), boot services, the VIP; and the stop in reverse order.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { credentials, Server, ServerCredentials } from '@grpc/grpc-js';
@@ -50,7 +50,9 @@ import { clusterVersionRefusal } from '../state/versions.js';
 import { ClusterVersionKeeper, versionCheckTimeoutMs } from './cluster-version-keeper.js';
 import type { ServerConfig } from './config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './config.js';
-import { startNodeBootServices } from '../boot/node-boot.js';
+import { startNodeBootServices, type NodeBootServices } from '../boot/node-boot.js';
+import type { ControlCommand, ControlResult } from '../state/control/commands.js';
+import type { ControlState } from '../state/control/control-state.js';
 import { insecureNetworkFlag, insecureNetworkKernelArg } from '../platform/plaintext-policy.js';
 import { CredentialIssuer } from '../api/credential-issuer.js';
 import { WorkerService } from '../api/worker-service.js';
@@ -82,12 +84,74 @@ const apiDefinitions = [
 /** The services health checks and reflection name: every one a client can reach on the API port. */
 const apiServiceNames = [...apiDefinitions.map(serviceNameOf), ...reflectionServiceNames];
 
-/** Written once --force-new-cluster has rewritten the membership (see the check in startNode). */
-const forcedMarkerName = 'force-new-cluster.done';
-
 export async function startNode(cfg: ServerConfig, logger: Logger): Promise<RunningNode> {
   const tls = nodeTls(cfg);
   let stopping: Promise<void> | null = null;
+  // The VIP manager is built (and its host checked) before the raft node exists.
+  const started: { node?: RaftNode } = {};
+  const leading = (): boolean => stopping === null && started.node?.softState().role === 'leader';
+  // Everything that can be refused is refused before the data dir is touched.
+  const checked = checkBeforeStart(cfg, logger);
+  const vip = vipManagerFor(cfg, leading, logger);
+  const consensus = await openConsensus(cfg, logger, tls);
+  started.node = consensus.node;
+  const services = await buildServices(cfg, logger, tls, consensus, checked, leading, vip);
+  routeStateEvents(consensus.stateMachine.control, services);
+  // Followers forward writes to the leader's raft address, so those services are served there too.
+  // (The transport answers undecodable requests and cuts status messages as the API does.)
+  const { transport } = consensus;
+  transport.addService(KvServiceDefinition, services.kv.handlers());
+  transport.addService(MaintenanceServiceDefinition, services.maintenance.handlers());
+  transport.addService(InternalService, {
+    ...services.proposer.handlers(),
+    ...artifactReadHandlers(services.contentStore),
+  });
+  await consensus.node.start();
+  if (cfg.forceNewCluster) writeFileSync(checked.forcedMarker, `forced at ${new Date().toISOString()}\n`);
+  // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
+  services.catalogue.sync();
+  for (const duty of services.leaderDuties) duty.start();
+  services.drain.start();
+
+  const { api, apiPort, xds } = await serveApi(cfg, logger, tls, consensus, services, checked.reflection);
+  const metricsServer =
+    cfg.metricsAddr === undefined ? undefined : await services.metrics.listen(cfg.metricsAddr);
+  const boot = await startBoot(cfg, logger, apiPort, consensus, services);
+  logger.info(
+    { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
+    'node serving',
+  );
+  // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
+  vip?.start();
+  xds.start();
+
+  const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
+    const closers = {
+      vip,
+      xds,
+      boot,
+      api,
+      closeMetrics: () => metricsServer?.close(),
+    };
+    stopping ??= stopNode(cfg, logger, consensus, services, closers, opts);
+    return stopping;
+  };
+  return { node: consensus.node, apiPort, stop };
+}
+
+/** What checkBeforeStart found: the settings that could be refused, settled. */
+interface CheckedStart {
+  readonly authMode: ReturnType<typeof authModeOf>;
+  readonly forcedMarker: string;
+  readonly archive: WorkflowArchive | undefined;
+  readonly reflection: ServerReflection;
+}
+
+/** Written once --force-new-cluster has rewritten the membership (see checkBeforeStart). */
+const forcedMarkerName = 'force-new-cluster.done';
+
+/** Refuses a configuration that cannot work, before anything starts or touches the data dir. */
+function checkBeforeStart(cfg: ServerConfig, logger: Logger): CheckedStart {
   // Decided before the data dir is touched: whether it already holds a raft log.
   const authMode = authModeOf(cfg, !existsSync(logStoreLocation(cfg.dataDir)));
   logger.info(authMode.logFields, authMode.enabled ? 'API auth: tokens required' : 'API auth: off');
@@ -110,13 +174,27 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
         'start the node without it; it runs with the membership it has now',
     );
   }
-  const vip = vipManagerFor(cfg, () => stopping === null && node.softState().role === 'leader', logger);
   // Checked before anything starts: a node must not find out at its first collection.
   const archive =
     cfg.workflowArchive === undefined
       ? undefined
       : new WorkflowArchive(archiveTarget(cfg.workflowArchive), cfg.id);
   const reflection = ServerReflection.load(packageProtoDir(), apiServiceNames);
+  return { authMode, forcedMarker, archive, reflection };
+}
+
+/** The raft log, the replicated state and the raft node over its transport. */
+interface Consensus {
+  readonly stateMachine: ReplicatedState;
+  readonly transport: GrpcTransport;
+  readonly node: RaftNode;
+}
+
+async function openConsensus(
+  cfg: ServerConfig,
+  logger: Logger,
+  tls: PeerTls | undefined,
+): Promise<Consensus> {
   mkdirSync(cfg.dataDir, { recursive: true });
   const store = await openLogStore(cfg.dataDir);
   const stateMachine = new ReplicatedState();
@@ -136,6 +214,46 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       ? { forceNewCluster: { id: cfg.id, addr: cfg.raftAddr, apiAddr: cfg.apiAddr } }
       : {}),
   });
+  return { stateMachine, transport, node };
+}
+
+/** Something the leader does on its own schedule; each checks leadership itself. */
+interface LeaderDuty {
+  start(): void;
+  stop(): void;
+}
+
+/** The node's services and the parts they share, built but not yet serving. */
+interface Services {
+  readonly contentStore: ContentStore;
+  readonly peerReader: GrpcPeerReader;
+  readonly fetcher: ArtifactFetcher;
+  readonly catalogue: ArtifactCatalogue;
+  readonly kv: KvService;
+  readonly maintenance: MaintenanceService;
+  readonly proposer: Proposer;
+  readonly auth: Authenticator;
+  readonly auditor: CallAuditor;
+  readonly events: EventHub;
+  readonly powerWaiters: PowerJobWaiters;
+  readonly control: ControlService;
+  readonly workers: WorkerService;
+  readonly drain: NodeDrain;
+  readonly metrics: NodeMetrics;
+  readonly health: HealthService;
+  /** Deadlines, workflow collection, the cluster version and power jobs. */
+  readonly leaderDuties: readonly LeaderDuty[];
+}
+
+async function buildServices(
+  cfg: ServerConfig,
+  logger: Logger,
+  tls: PeerTls | undefined,
+  { node, stateMachine }: Consensus,
+  checked: CheckedStart,
+  leading: () => boolean,
+  vip: VipManager | undefined,
+): Promise<Services> {
   const control = stateMachine.control;
   // Registered artifacts' content, the same on every node: stored by digest under the data dir
   // and fetched from peers when missing (docs/decisions/0017).
@@ -156,15 +274,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   });
   const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
   const proposer = new Proposer(node, logger, tls, (command) =>
-    command.type === 'control'
-      ? clusterVersionRefusal(command.command, stateMachine.control.clusterVersion)
-      : undefined,
+    command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
   );
   const auth = new Authenticator(
     control,
     {
-      enabled: authMode.enabled,
-      bootstrapAdminSha256: readAdminTokenSha(authMode.adminTokenFile),
+      enabled: checked.authMode.enabled,
+      bootstrapAdminSha256: readAdminTokenSha(checked.authMode.adminTokenFile),
       failures: new AuthFailureLimiter({
         failuresMax: cfg.authFailuresMax,
         windowMs: cfg.authFailureWindowS * 1000,
@@ -197,31 +313,16 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   });
   // Drained by `slipway node drain` or while stopping (docs/decisions/0022-node-drain.md).
   const drain = new NodeDrain({ node, control, workers, logger: logger.child({ component: 'drain' }) });
-  const deadlines = new DeadlineScanner(node, control, proposer, logger);
-  // Only the leader removes finished workflows past the retention (archiving them first).
-  const collector = new WorkflowCollector({
-    control,
-    isLeader: () => stopping === null && node.softState().role === 'leader',
-    propose: (command) => proposer.proposeControl(command),
-    ...(archive === undefined ? {} : { archive }),
-    logger: logger.child({ component: 'retention' }),
-  });
-  const versions = new ClusterVersionKeeper({
+  const { collector, leaderDuties } = buildLeaderDuties(
+    cfg,
+    logger,
     node,
     control,
-    stateVersionOf: async (member) => (await kv.peerStatus(member, versionCheckTimeoutMs)).stateVersion,
-    propose: (command) => proposer.proposeControl(command),
-    logger: logger.child({ component: 'versions' }),
-  });
-  // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
-  const power = new PowerExecutor({
-    nodeId: cfg.id,
-    control,
-    propose: (command) => proposer.proposeControl(command),
-    isLeader: () => stopping === null && node.softState().role === 'leader',
-    driver: new IpmitoolDriver(),
-    logger: logger.child({ component: 'power' }),
-  });
+    proposer,
+    kv,
+    checked,
+    leading,
+  );
   const metrics = new NodeMetrics({
     node,
     control,
@@ -231,65 +332,130 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     archivedWorkflows: () => collector.archived,
     ...(vip === undefined ? {} : { vipHeld: () => vip.held }),
   });
-  control.onEvent = (e) => {
-    events.publish(e);
-    metrics.observe(e);
-  };
-  control.onWorkflowChange = (wf) => {
-    workers.workflowChanged(wf);
-  };
-  control.onPowerJobChange = (job) => {
-    powerWaiters.changed(job);
-  };
-  control.onHardwareChange = (id) => {
-    workers.hardwareChanged(id);
-  };
-  control.onArtifactChange = () => {
-    catalogue.sync();
-  };
-  control.onWorkflowsCollected = (ids) => {
-    metrics.collected(ids.length);
-  };
-  control.onRestore = () => {
-    catalogue.sync();
-    setImmediate(() => drain.check());
-  };
-  control.onDrainChange = () => {
-    // Called from apply: act on it once the apply is done.
-    setImmediate(() => drain.check());
-  };
   const health = new HealthService(
     () => node.stoppedBy === null && node.softState().leader !== '' && !drain.drained,
     apiServiceNames,
   );
-  // Followers forward writes to the leader's raft address, so those services are served there too.
-  // (The transport answers undecodable requests and cuts status messages as the API does.)
-  transport.addService(KvServiceDefinition, kv.handlers());
-  transport.addService(MaintenanceServiceDefinition, maintenance.handlers());
-  transport.addService(InternalService, { ...proposer.handlers(), ...artifactReadHandlers(contentStore) });
-  await node.start();
-  if (cfg.forceNewCluster) {
-    writeFileSync(forcedMarker, `forced at ${new Date().toISOString()}\n`);
-  }
-  // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
-  catalogue.sync();
-  deadlines.start();
-  collector.start();
-  versions.start();
-  power.start();
-  drain.start();
+  return {
+    contentStore,
+    peerReader,
+    fetcher,
+    catalogue,
+    kv,
+    maintenance,
+    proposer,
+    auth,
+    auditor,
+    events,
+    powerWaiters,
+    control: controlService,
+    workers,
+    drain,
+    metrics,
+    health,
+    leaderDuties,
+  };
+}
 
+/** What the leader does on its own schedule: deadlines, collection, the cluster version, power. */
+function buildLeaderDuties(
+  cfg: ServerConfig,
+  logger: Logger,
+  node: RaftNode,
+  control: ControlState,
+  proposer: Proposer,
+  kv: KvService,
+  checked: CheckedStart,
+  leading: () => boolean,
+): { collector: WorkflowCollector; leaderDuties: LeaderDuty[] } {
+  const propose = (command: ControlCommand): Promise<ControlResult> => proposer.proposeControl(command);
+  // Only the leader removes finished workflows past the retention (archiving them first).
+  const collector = new WorkflowCollector({
+    control,
+    isLeader: leading,
+    propose,
+    ...(checked.archive === undefined ? {} : { archive: checked.archive }),
+    logger: logger.child({ component: 'retention' }),
+  });
+  const leaderDuties: LeaderDuty[] = [
+    new DeadlineScanner(node, control, proposer, logger),
+    collector,
+    new ClusterVersionKeeper({
+      node,
+      control,
+      stateVersionOf: async (member) => (await kv.peerStatus(member, versionCheckTimeoutMs)).stateVersion,
+      propose,
+      logger: logger.child({ component: 'versions' }),
+    }),
+    // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
+    new PowerExecutor({
+      nodeId: cfg.id,
+      control,
+      propose,
+      isLeader: leading,
+      driver: new IpmitoolDriver(),
+      logger: logger.child({ component: 'power' }),
+    }),
+  ];
+  return { collector, leaderDuties };
+}
+
+/** What the replicated state tells the services as it applies (and restores) entries. */
+function routeStateEvents(control: ControlState, s: Services): void {
+  control.onEvent = (e) => {
+    s.events.publish(e);
+    s.metrics.observe(e);
+  };
+  control.onWorkflowChange = (wf) => {
+    s.workers.workflowChanged(wf);
+  };
+  control.onPowerJobChange = (job) => {
+    s.powerWaiters.changed(job);
+  };
+  control.onHardwareChange = (id) => {
+    s.workers.hardwareChanged(id);
+  };
+  control.onArtifactChange = () => {
+    s.catalogue.sync();
+  };
+  control.onWorkflowsCollected = (ids) => {
+    s.metrics.collected(ids.length);
+  };
+  control.onRestore = () => {
+    s.catalogue.sync();
+    setImmediate(() => s.drain.check());
+  };
+  control.onDrainChange = () => {
+    // Called from apply: act on it once the apply is done.
+    setImmediate(() => s.drain.check());
+  };
+}
+
+/** The API port: every service through the call guard, reflection, and xDS. */
+async function serveApi(
+  cfg: ServerConfig,
+  logger: Logger,
+  tls: PeerTls | undefined,
+  { node, stateMachine }: Consensus,
+  s: Services,
+  reflection: ServerReflection,
+): Promise<{ api: Server; apiPort: number; xds: XdsService }> {
   const api = new Server({ ...apiServerOptions(cfg), interceptors: [callGuard] });
   // With auth off every caller is the local admin; the guard still puts changes in the trail.
-  api.addService(refusingUndecodable(KvServiceDefinition), kv.handlers(auth, auditor));
-  api.addService(refusingUndecodable(ControlServiceDefinition), controlService.handlers());
+  api.addService(refusingUndecodable(KvServiceDefinition), s.kv.handlers(s.auth, s.auditor));
+  api.addService(refusingUndecodable(ControlServiceDefinition), s.control.handlers());
   api.addService(
     refusingUndecodable(AuditServiceDefinition),
-    new AuditService({ node, control, proposer, auditor }).handlers(),
+    new AuditService({
+      node,
+      control: stateMachine.control,
+      proposer: s.proposer,
+      auditor: s.auditor,
+    }).handlers(),
   );
-  api.addService(refusingUndecodable(MaintenanceServiceDefinition), maintenance.handlers(auditor));
-  api.addService(refusingUndecodable(WorkerServiceDefinition), workers.handlers());
-  api.addService(refusingUndecodable(HealthServiceDefinition), health.handlers());
+  api.addService(refusingUndecodable(MaintenanceServiceDefinition), s.maintenance.handlers(s.auditor));
+  api.addService(refusingUndecodable(WorkerServiceDefinition), s.workers.handlers());
+  api.addService(refusingUndecodable(HealthServiceDefinition), s.health.handlers());
   reflection.addTo(api);
   // xDS for Envoy and proxyless gRPC clients: the voters' API addresses and health (0024).
   const xds = new XdsService(
@@ -298,7 +464,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       credentials: tls === undefined ? credentials.createInsecure() : credentials.createSsl(tls.ca),
       timing: defaultHealthCheck,
       logger: logger.child({ component: 'xds-probes' }),
-      apiAddrOf: async (m) => (await kv.peerStatus(m, 1000)).members.find((x) => x.id === m.id)?.apiAddr,
+      apiAddrOf: async (m) => (await s.kv.peerStatus(m, 1000)).members.find((x) => x.id === m.id)?.apiAddr,
     },
     logger,
   );
@@ -313,9 +479,20 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       else reject(new Error(`cannot listen for the API on ${cfg.apiAddr}: ${err.message}`));
     });
   });
-  const metricsServer = cfg.metricsAddr === undefined ? undefined : await metrics.listen(cfg.metricsAddr);
+  return { api, apiPort, xds };
+}
+
+/** DHCP, TFTP and HTTP boot, answering from the replicated state. */
+function startBoot(
+  cfg: ServerConfig,
+  logger: Logger,
+  apiPort: number,
+  { node, stateMachine }: Consensus,
+  s: Services,
+): Promise<NodeBootServices> {
+  const control = stateMachine.control;
   const advertise = advertisedAddress(cfg);
-  const boot = await startNodeBootServices(
+  return startNodeBootServices(
     {
       dataDir: cfg.dataDir,
       advertise,
@@ -331,13 +508,13 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       httpAddr: cfg.httpAddr,
       artifactsDir: cfg.artifactsDir,
       bootOsDir: cfg.bootOsDir ?? join(cfg.dataDir, 'bootos'),
-      registeredArtifacts: catalogue,
+      registeredArtifacts: s.catalogue,
       // Booted workers may send their credential in the clear only to a node that itself serves
       // plaintext beyond loopback on purpose (src/bootos/init-script.ts reads this argument).
       kernelArgs: cfg.insecureAllowNetwork ? [insecureNetworkKernelArg, ...cfg.kernelArgs] : cfg.kernelArgs,
       credentials: new CredentialIssuer({
         control,
-        proposer,
+        proposer: s.proposer,
         logger: logger.child({ service: 'credentials' }),
       }),
     },
@@ -345,63 +522,65 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).
     () => node.softState().role === 'leader',
     logger,
-    new ReplicatedLeaseLedger(control, (command) => proposer.proposeControl(command)),
+    new ReplicatedLeaseLedger(control, (command) => s.proposer.proposeControl(command)),
   );
-  logger.info(
-    { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
-    'node serving',
-  );
+}
 
-  // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
-  vip?.start();
-  xds.start();
+/** What stopNode closes beside the services. */
+interface Closers {
+  readonly vip: VipManager | undefined;
+  readonly xds: XdsService;
+  readonly boot: NodeBootServices;
+  readonly api: Server;
+  readonly closeMetrics: () => void;
+}
 
-  const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
-    stopping ??= (async () => {
-      const graceMs = opts?.drainGraceMs ?? cfg.drainGraceMs;
-      // Not serving from here on: balancers stop sending streams, worker streams end and move.
-      const drained = graceMs > 0 ? drain.beginStop() : undefined;
-      if (opts?.transfer !== false && node.softState().role === 'leader') {
-        const to = node.bestTransferTarget();
-        if (to !== null) {
-          try {
-            await node.transferLeadership(to, 2000);
-            logger.info({ to }, 'handed leadership over before stopping');
-            // Writes this node accepted as leader commit under the new one: answer them first.
-            await node.proposalsSettled(1000);
-          } catch (err) {
-            logger.warn({ err, to }, 'leadership transfer before stopping failed');
-          }
-        }
+/** Drains (for the grace), hands leadership over, then closes everything and the log. */
+async function stopNode(
+  cfg: ServerConfig,
+  logger: Logger,
+  { node }: Consensus,
+  s: Services,
+  c: Closers,
+  opts: { transfer?: boolean; drainGraceMs?: number } | undefined,
+): Promise<void> {
+  const graceMs = opts?.drainGraceMs ?? cfg.drainGraceMs;
+  // Not serving from here on: balancers stop sending streams, worker streams end and move.
+  const drained = graceMs > 0 ? s.drain.beginStop() : undefined;
+  if (opts?.transfer !== false && node.softState().role === 'leader') {
+    const to = node.bestTransferTarget();
+    if (to !== null) {
+      try {
+        await node.transferLeadership(to, 2000);
+        logger.info({ to }, 'handed leadership over before stopping');
+        // Writes this node accepted as leader commit under the new one: answer them first.
+        await node.proposalsSettled(1000);
+      } catch (err) {
+        logger.warn({ err, to }, 'leadership transfer before stopping failed');
       }
-      if (drained !== undefined) {
-        const left = await drained.untilGone(graceMs);
-        if (left > 0)
-          logger.warn({ workerStreams: left, graceMs }, 'worker streams still open after the drain grace');
-        else logger.info('worker streams moved before stopping');
-      }
-      drain.stop();
-      await vip?.stop();
-      health.shutdown();
-      xds.close();
-      deadlines.stop();
-      collector.stop();
-      versions.stop();
-      power.stop();
-      fetcher.stop();
-      peerReader.close();
-      workers.close();
-      metricsServer?.close();
-      await boot.close();
-      await new Promise<void>((resolve) => api.tryShutdown(() => resolve()));
-      kv.close();
-      maintenance.close();
-      proposer.close();
-      await node.stop();
-    })();
-    return stopping;
-  };
-  return { node, apiPort, stop };
+    }
+  }
+  if (drained !== undefined) {
+    const left = await drained.untilGone(graceMs);
+    if (left > 0)
+      logger.warn({ workerStreams: left, graceMs }, 'worker streams still open after the drain grace');
+    else logger.info('worker streams moved before stopping');
+  }
+  s.drain.stop();
+  await c.vip?.stop();
+  s.health.shutdown();
+  c.xds.close();
+  for (const duty of s.leaderDuties) duty.stop();
+  s.fetcher.stop();
+  s.peerReader.close();
+  s.workers.close();
+  c.closeMetrics();
+  await c.boot.close();
+  await new Promise<void>((resolve) => c.api.tryShutdown(() => resolve()));
+  s.kv.close();
+  s.maintenance.close();
+  s.proposer.close();
+  await node.stop();
 }
 
 /**
