@@ -116,6 +116,19 @@ export class ControlService {
   }
 
   handlers(): ControlServer {
+    return {
+      ...this.#hardwareHandlers(),
+      ...this.#templateHandlers(),
+      ...this.#workflowHandlers(),
+      ...this.#memberHandlers(),
+      ...this.#tokenHandlers(),
+      ...this.#powerHandlers(),
+      ...this.#artifactHandlers(),
+    };
+  }
+
+  /** The handlers of hardware records, their tokens and DHCP leases. */
+  #hardwareHandlers() {
     const c = this.#ctx.control;
     return {
       hardwareCreate: this.#change(
@@ -193,6 +206,13 @@ export class ControlService {
           return { token };
         },
       ),
+    } satisfies Partial<ControlServer>;
+  }
+
+  /** The handlers of templates. */
+  #templateHandlers() {
+    const c = this.#ctx.control;
+    return {
       templateCreate: this.#change(
         'operator',
         'TemplateCreate',
@@ -236,6 +256,13 @@ export class ControlService {
           return {};
         },
       ),
+    } satisfies Partial<ControlServer>;
+  }
+
+  /** The handlers of workflows, their events and their retention. */
+  #workflowHandlers() {
+    const c = this.#ctx.control;
+    return {
       workflowCreate: this.#change(
         'operator',
         'WorkflowCreate',
@@ -331,6 +358,12 @@ export class ControlService {
         );
       },
       // As member and leader changes (Kv.MemberAdd, Kv.LeaderTransfer): admin.
+    } satisfies Partial<ControlServer>;
+  }
+
+  /** The handlers of draining members. */
+  #memberHandlers() {
+    return {
       nodeDrain: this.#change(
         'admin',
         'NodeDrain',
@@ -346,6 +379,12 @@ export class ControlService {
           return { id: req.id, drained: req.drained, drainedMembers: [...r.ids] };
         },
       ),
+    } satisfies Partial<ControlServer>;
+  }
+
+  /** The handlers of operator tokens. */
+  #tokenHandlers() {
+    return {
       tokenCreate: this.#change(
         'admin',
         'TokenCreate',
@@ -381,6 +420,13 @@ export class ControlService {
           return {};
         },
       ),
+    } satisfies Partial<ControlServer>;
+  }
+
+  /** The handlers of power jobs. */
+  #powerHandlers() {
+    const c = this.#ctx.control;
+    return {
       powerChange: this.#change(
         'operator',
         'PowerChange',
@@ -411,6 +457,25 @@ export class ControlService {
         if (job === undefined) throw new ApiError(status.NOT_FOUND, `power job "${req.id}" not found`);
         return { job: powerJobRecord(job) };
       }),
+      powerJobList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        if (req.hardwareId !== '') this.#hardware(req.hardwareId);
+        const jobs = c.powerJobs(req.hardwareId === '' ? undefined : req.hardwareId);
+        const page = pageOf(
+          jobs,
+          req,
+          (job) => [job.createdMs, job.id],
+          (job) => PowerJobRecord.encode(powerJobRecord(job)).finish().length,
+        );
+        return { jobs: page.items.map(powerJobRecord), continue: page.continue };
+      }),
+    } satisfies Partial<ControlServer>;
+  }
+
+  /** The handlers of boot artifacts. */
+  #artifactHandlers() {
+    const c = this.#ctx.control;
+    return {
       artifactAdd: this.#artifactAdd(),
       artifactList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
@@ -436,19 +501,7 @@ export class ControlService {
           return {};
         },
       ),
-      powerJobList: this.#unary('viewer', async (req) => {
-        await this.#read(req.local);
-        if (req.hardwareId !== '') this.#hardware(req.hardwareId);
-        const jobs = c.powerJobs(req.hardwareId === '' ? undefined : req.hardwareId);
-        const page = pageOf(
-          jobs,
-          req,
-          (job) => [job.createdMs, job.id],
-          (job) => PowerJobRecord.encode(powerJobRecord(job)).finish().length,
-        );
-        return { jobs: page.items.map(powerJobRecord), continue: page.continue };
-      }),
-    };
+    } satisfies Partial<ControlServer>;
   }
 
   /**

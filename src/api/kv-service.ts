@@ -120,6 +120,11 @@ export class KvService {
   }
 
   #handlers(): KvServer {
+    return { ...this.#storeHandlers(), ...this.#clusterHandlers() };
+  }
+
+  /** Reads and writes of the store, and client sessions. */
+  #storeHandlers() {
     return {
       registerClient: unary(async (req, call) => {
         return this.#routed(call, 'registerClient', req, async () => {
@@ -207,6 +212,12 @@ export class KvService {
         const more = kvs.length > limit;
         return { kvs: kvs.slice(0, limit).map(toProto), more };
       }),
+    } satisfies Partial<KvServer>;
+  }
+
+  /** Status, membership and leadership. */
+  #clusterHandlers() {
+    return {
       status: unary((req) => this.#statusOf(req.member ?? '', req.digest === true)),
       memberList: unary(async (req) => {
         if (!req.local) await this.#ctx.node.linearizableRead();
@@ -252,7 +263,7 @@ export class KvService {
         const s = this.#ctx.node.softState();
         return { leader: s.leader, term: s.term };
       }),
-    };
+    } satisfies Partial<KvServer>;
   }
 
   close(): void {

@@ -19,6 +19,7 @@ import { ClusterClient } from '../../src/cli/client.js';
 import { commandLine } from '../../src/platform/recorded-process.js';
 import { defaultHealthCheck } from '../../lb/balancer-spec.js';
 import { renderEnvoyBootstrap } from '../../lb/envoy.js';
+import { renderEnvoyXdsBootstrap } from '../../lb/envoy-xds.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
 import { checkHaproxyConfig, findHaproxy } from '../../lb/haproxy-process.js';
 import { runtimeCommand } from '../../lb/haproxy-runtime.js';
@@ -462,15 +463,28 @@ describe('balancer config', () => {
       rmSync(dir, { recursive: true, force: true });
     }
 
-    const envoy = await cli([...args, '--proxy', 'envoy', '--stats', '127.0.0.1:9901', '--fall', '3']);
-    assert.equal(envoy.code, 0, envoy.stderr);
-    const expected = renderEnvoyBootstrap({
+    // The bootstrap follows membership through the nodes' xDS server; --static keeps a fixed list.
+    const spec = {
       listenAddr: '0.0.0.0:7000',
       nodes,
       statsAddr: '127.0.0.1:9901',
       healthCheck: { ...defaultHealthCheck, fall: 3 },
-    });
-    assert.deepEqual(JSON.parse(envoy.stdout), expected);
+    };
+    const envoy = await cli([...args, '--proxy', 'envoy', '--stats', '127.0.0.1:9901', '--fall', '3']);
+    assert.equal(envoy.code, 0, envoy.stderr);
+    assert.deepEqual(JSON.parse(envoy.stdout), renderEnvoyXdsBootstrap(spec));
+    const fixed = await cli([
+      ...args,
+      '--proxy',
+      'envoy',
+      '--static',
+      '--stats',
+      '127.0.0.1:9901',
+      '--fall',
+      '3',
+    ]);
+    assert.equal(fixed.code, 0, fixed.stderr);
+    assert.deepEqual(JSON.parse(fixed.stdout), renderEnvoyBootstrap(spec));
   });
 
   test('refuses bad input with exit 2, naming the flag, and prints no configuration', async () => {
