@@ -20,6 +20,23 @@ import { Scheduler } from './scheduler.js';
 import { SimProcess } from './sim-process.js';
 import { SimLogStore, type StoreBug } from './sim-log-store.js';
 import { SimTransport, type SimSwitchboard } from './sim-transport.js';
+import { ControlMonitor, ControlWorkload, type ControlStats } from './control-workload.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+
+/** The real KvStore, telling the monitor when a snapshot replaced its state. */
+class WatchedKvStore extends KvStore {
+  onRestored: () => void = () => undefined;
+
+  override restore(data: Uint8Array): void {
+    super.restore(data);
+    this.onRestored();
+  }
+
+  override async restoreInSlices(data: Uint8Array, pause: () => Promise<void>): Promise<void> {
+    await super.restoreInSlices(data, pause);
+    this.onRestored();
+  }
+}
 
 export interface DriverSimResult {
   readonly seed: number;
@@ -27,6 +44,7 @@ export interface DriverSimResult {
   readonly failure?: string;
   /** Identical for two runs of one seed: the run replays exactly. */
   readonly fingerprint: string;
+  readonly control: ControlStats;
   readonly stats: {
     events: number;
     crashes: number;
@@ -44,7 +62,7 @@ interface Server {
   incarnation: number;
   proc: SimProcess | null;
   node: RaftNode | null;
-  kv: KvStore | null;
+  kv: WatchedKvStore | null;
   /** start() has resolved: the node answers calls. */
   ready: boolean;
 }
@@ -120,6 +138,18 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     else if (seen !== key) fail(`${id} applied a different entry at ${e.index} (term ${e.term})`);
   };
 
+  const controlMonitor = new ControlMonitor(fail);
+  const control = new ControlWorkload(
+    sched,
+    Prng.derive(seed, 'control'),
+    (command, done) => {
+      proposeControl(command, done);
+    },
+    (done) => {
+      readControl(done);
+    },
+    chaosMs,
+  );
   // ------------------------------------------------------------------ servers
   const servers = new Map<string, Server>();
   for (const id of ids) {
@@ -133,7 +163,8 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   const start = (s: Server): void => {
     s.incarnation++;
     const proc = new SimProcess(sched);
-    const kv = new KvStore();
+    const kv = new WatchedKvStore();
+    kv.onRestored = controlMonitor.watch(s.id, kv, control.stats);
     const transport = new SimTransport(s.id, proc, {
       sched,
       net,
@@ -303,6 +334,66 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
       refusedOrUnknown(e);
     }
   };
+  /** One control command through some node; null when its outcome is unknown or refused. */
+  const proposeControl = (command: ControlCommand, done: (r: ControlResult | null) => void): void => {
+    const s = target();
+    let settled = false;
+    const finish = (r: ControlResult | null): void => {
+      if (settled) return;
+      settled = true;
+      done(r);
+    };
+    sched.after(clientTimeoutMs, () => {
+      finish(null);
+    });
+    if (s?.node == null) {
+      finish(null);
+      return;
+    }
+    try {
+      s.node.propose(encodeCommand({ type: 'control', stampMs: Math.floor(sched.now), command })).then(
+        (bytes) => {
+          const res = decodeResult(bytes);
+          finish(res.type === 'control' ? res.result : null);
+        },
+        () => {
+          finish(null);
+        },
+      );
+    } catch {
+      finish(null);
+    }
+  };
+  const readControl = (done: (kv: KvStore | null) => void): void => {
+    const s = target();
+    let settled = false;
+    const finish = (kv: KvStore | null): void => {
+      if (settled) return;
+      settled = true;
+      done(kv);
+    };
+    sched.after(clientTimeoutMs, () => {
+      finish(null);
+    });
+    if (s?.node == null) {
+      finish(null);
+      return;
+    }
+    const kv = s.kv;
+    try {
+      s.node.linearizableRead().then(
+        () => {
+          finish(kv);
+        },
+        () => {
+          finish(null);
+        },
+      );
+    } catch {
+      finish(null);
+    }
+  };
+  control.start();
   const clients = r.range(2, 4);
   for (let c = 0; c < clients; c++) {
     const loop = (): void => {
@@ -336,7 +427,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     const once = (): void => {
       operate(99, key, 'get', (outcome) => {
         if (outcome === 'ok') finals++;
-        else if (sched.now < healEnd) once();
+        else if (sched.now < healEnd) sched.after(5, once);
       });
     };
     once();
@@ -378,5 +469,12 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     sched.now.toFixed(3),
     createHash('sha256').update(JSON.stringify(history)).digest('hex').slice(0, 16),
   ].join('/');
-  return { seed, ok: failure === null, ...(failure === null ? {} : { failure }), fingerprint, stats };
+  return {
+    seed,
+    ok: failure === null,
+    ...(failure === null ? {} : { failure }),
+    fingerprint,
+    stats,
+    control: control.stats,
+  };
 }
