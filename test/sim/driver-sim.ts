@@ -406,7 +406,12 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   }
 
   // ------------------------------------------------------------------ the run
-  const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+  // Lets the promise chains an event started run before the next event. Only the seed decides
+  // the order (no real timer or I/O takes part), so a run replays exactly either way; a chain
+  // deeper than this carries on after the next event, like a process that was slow to get there.
+  const settle = async (): Promise<void> => {
+    for (let i = 0; i < 16; i++) await Promise.resolve();
+  };
   const runUntil = async (until: number, stop: () => boolean = () => false): Promise<void> => {
     while (failure === null && !stop() && sched.peekTime() <= until && sched.step()) {
       stats.events++;
