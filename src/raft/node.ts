@@ -2,10 +2,10 @@
 // one write (synced, unless only the commit index moved: see LogStore.save), sends messages,
 // applies committed entries to the state machine, and turns proposals and reads into
 // promises. All I/O of consensus lives here.
-import { setTimeout as sleep } from 'node:timers/promises';
-import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { StateMachine } from './state-machine.js';
+import type { RaftClock } from './clock.js';
+import { realClock, realRandom, sleep } from './clock.js';
 import { encodeConfChange, isVoter } from './core/membership.js';
 import type { ProposalResult, RaftStatus } from './core/raft.js';
 import { RaftCore } from './core/raft.js';
@@ -18,6 +18,7 @@ import type {
   Message,
   NodeId,
   RaftConfig,
+  Random,
   Ready,
   SnapshotMeta,
   SoftState,
@@ -40,6 +41,10 @@ export interface RaftNodeOptions {
    */
   readonly contactPeers?: readonly Member[];
   readonly tickMs?: number;
+  /** Timers and deadlines; Node's own by default (the simulation passes its virtual clock). */
+  readonly clock?: RaftClock;
+  /** The election timeouts' randomness; crypto by default (the simulation passes a seeded one). */
+  readonly random?: Random;
   readonly raft?: Partial<Omit<RaftConfig, 'id'>>;
   /** Take a snapshot after this many applied entries (0 disables). */
   readonly snapshotEntries?: number;
@@ -104,7 +109,8 @@ export class RaftNode {
   /** Encoded, waiting for the log to be compacted to it. */
   private encodedSnapshot: Snapshot | null = null;
   private storeQueue: Promise<void> = Promise.resolve();
-  private ticker: NodeJS.Timeout | null = null;
+  private stopTicker: (() => void) | null = null;
+  private readonly clock: RaftClock;
   private stopped = false;
   /** Resolved at the next role or leader change (see softStateChange). */
   private softStateWaiters: (() => void)[] = [];
@@ -117,7 +123,14 @@ export class RaftNode {
     this.id = opts.id;
     this.opts = opts;
     this.log = opts.logger.child({ subsystem: 'raft' });
+    this.clock = opts.clock ?? realClock;
   }
+
+  /** Lets timers and I/O run between slices of a long computation. */
+  private readonly nextTurn = (): Promise<void> =>
+    new Promise((resolve) => {
+      this.clock.defer(resolve);
+    });
 
   /** Loads (or bootstraps) durable state, starts the transport and the tick timer. */
   async start(): Promise<void> {
@@ -153,7 +166,7 @@ export class RaftNode {
     }
     this.applied = initial.snapshot.index;
     const cfg: RaftConfig = { ...defaultRaftConfig, ...defaultTimingConfig, ...this.opts.raft, id: this.id };
-    this.core = new RaftCore(cfg, initial, { int: (n) => randomInt(n) });
+    this.core = new RaftCore(cfg, initial, this.opts.random ?? realRandom);
     await this.opts.transport.start({
       onMessage: (m) => {
         this.stepSafely(m);
@@ -161,9 +174,9 @@ export class RaftNode {
       onSnapshot: (from, snap) => this.receiveSnapshot(from, snap),
     });
     this.syncPeers();
-    this.ticker = setInterval(() => {
+    this.stopTicker = this.clock.every(this.opts.tickMs ?? defaultTickMs, () => {
       this.tick();
-    }, this.opts.tickMs ?? defaultTickMs);
+    });
     this.kick();
   }
 
@@ -250,19 +263,19 @@ export class RaftNode {
 
   /** Waits until a learner's log reaches the commit index (§4.2.1), then makes it a voter. */
   async promoteWhenCaughtUp(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
-    const deadline = Date.now() + catchUpTimeoutMs;
+    const deadline = this.clock.now() + catchUpTimeoutMs;
     for (;;) {
       const st = this.core.status();
       const pr = st.progress.find((p) => p.id === member.id);
       if (pr !== undefined && pr.match >= st.commit) break;
-      if (Date.now() > deadline) {
+      if (this.clock.now() > deadline) {
         throw new RaftError(
           'E_BAD_REQUEST',
           `member ${member.id} was added as a learner but did not catch up within ${catchUpTimeoutMs} ms; ` +
             `start it with --join and run 'member add' again to promote it`,
         );
       }
-      await sleep(this.opts.tickMs ?? defaultTickMs);
+      await sleep(this.clock, this.opts.tickMs ?? defaultTickMs);
     }
     await this.proposeConfChange({ type: 'promote', member });
   }
@@ -279,11 +292,11 @@ export class RaftNode {
     this.checkUsable();
     this.core.transferLeadership(to);
     this.kick();
-    const deadline = Date.now() + timeoutMs;
+    const deadline = this.clock.now() + timeoutMs;
     while (this.core.softState().leader !== to) {
-      if (Date.now() > deadline)
+      if (this.clock.now() > deadline)
         throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
-      await sleep(5);
+      await sleep(this.clock, 5);
       const { role, transferee } = this.core.status();
       // The core gave up: the target's stream broke, or it did not take over within an election timeout.
       if (role === 'leader' && transferee === '')
@@ -311,7 +324,7 @@ export class RaftNode {
 
   /** Resolves at the next change of role, term or leader, or after `timeoutMs`. */
   softStateChange(timeoutMs: number): Promise<void> {
-    return wakeOrTimeout(this.softStateWaiters, timeoutMs);
+    return wakeOrTimeout(this.clock, this.softStateWaiters, timeoutMs);
   }
 
   /**
@@ -323,7 +336,7 @@ export class RaftNode {
    */
   proposalsSettled(timeoutMs: number): Promise<void> {
     if (this.proposals.size === 0 && this.proposalQueue.length === 0) return Promise.resolve();
-    return wakeOrTimeout(this.settledWaiters, timeoutMs);
+    return wakeOrTimeout(this.clock, this.settledWaiters, timeoutMs);
   }
 
   softState(): SoftState {
@@ -344,7 +357,7 @@ export class RaftNode {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    if (this.ticker !== null) clearInterval(this.ticker);
+    this.stopTicker?.();
     const err = new RaftError('E_PROPOSAL_DROPPED', 'the node is shutting down; retry on another node');
     for (const p of this.proposalQueue) p.reject(err);
     for (const w of this.proposals.values()) w.reject(err);
@@ -391,7 +404,7 @@ export class RaftNode {
   private kick(): void {
     if (this.scheduled || this.stopped) return;
     this.scheduled = true;
-    setImmediate(() => {
+    this.clock.defer(() => {
       this.scheduled = false;
       this.pump();
     });
@@ -462,7 +475,7 @@ export class RaftNode {
   private async restoreMachine(data: Uint8Array): Promise<void> {
     const machine = this.opts.stateMachine;
     if (machine.restoreInSlices === undefined) machine.restore(data);
-    else await machine.restoreInSlices(data, nextTurnOfEventLoop);
+    else await machine.restoreInSlices(data, this.nextTurn);
   }
 
   private enqueueStore(work: () => Promise<void>): void {
@@ -600,7 +613,7 @@ export class RaftNode {
     // The machine's own index may be lower: raft's no-op and configuration entries skip it.
     const capture = machine.captureSnapshot();
     this.encodingSnapshot = true;
-    capture.encode(nextTurnOfEventLoop).then(
+    capture.encode(this.nextTurn).then(
       (data) => {
         // Its bytes are written beside the log's appends; only naming them waits in line.
         const staged = this.opts.store.stageSnapshot?.({ meta, data }) ?? Promise.resolve();
@@ -708,20 +721,15 @@ export function bootstrapState(peers: readonly Member[]): InitialState {
 }
 
 /** Resolves when `waiters` is woken (each entry is called) or after `timeoutMs`, whichever is first. */
-function wakeOrTimeout(waiters: (() => void)[], timeoutMs: number): Promise<void> {
+function wakeOrTimeout(clock: RaftClock, waiters: (() => void)[], timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {
-    const timer = setTimeout(done, timeoutMs);
+    const cancel = clock.after(timeoutMs, done);
     function done(): void {
-      clearTimeout(timer);
+      cancel();
       const i = waiters.indexOf(done);
       if (i >= 0) waiters.splice(i, 1);
       resolve();
     }
     waiters.push(done);
   });
-}
-
-/** Lets timers and I/O run between slices of a long computation. */
-function nextTurnOfEventLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
 }

@@ -1,0 +1,260 @@
+// The control plane under simulation: an operator registers hardware and a template and creates
+// workflows; a simulated worker per machine starts the attempts its rules hand out, runs them
+// for a while, and records results (failures are retried by the actions' retry budget). A worker
+// may crash and forget what it ran: at its next look it reports those attempts lost, as the real
+// agent does. Everything goes through RaftNode.propose as `control` commands of the real KvStore.
+//
+// The ControlMonitor watches each node's changefeed (ControlState.onEvent) after every applied
+// entry: event seqs on a node are dense (no gap, no duplicate; a snapshot restore moves the
+// start), every node sees the same event at each seq, and across the cluster's one history of
+// events each attempt is started at most once and its outcome recorded at most once.
+import type { ActionSpec, HardwareInput, RenderedTemplate, WorkflowEvent } from '../../src/model/records.js';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import type { KvStore } from '../../src/state/kv-store.js';
+import { nextAction } from '../../src/workflow/rules.js';
+import type { Prng } from '../../src/platform/prng.js';
+import type { Scheduler } from './scheduler.js';
+
+/** Proposes a control command on some node; the callback gets its result, or null when unknown. */
+export type ProposeControl = (command: ControlCommand, done: (result: ControlResult | null) => void) => void;
+/** A linearizable read of some node's control state; null when it could not be confirmed. */
+export type ReadControl = (done: (kv: KvStore | null) => void) => void;
+
+export const machines = ['m1', 'm2'];
+const recordedTypes = new Set(['action.succeeded', 'action.failed', 'action.timeout']);
+
+function hardwareInput(id: string, n: number): HardwareInput {
+  return {
+    id,
+    interfaces: [
+      {
+        mac: `02:00:00:00:00:${n.toString(16).padStart(2, '0')}`,
+        ip: { address: `10.0.0.${n}`, prefix: 16 },
+        gateway: '10.0.0.1',
+        dns: ['10.0.0.2'],
+        hostname: id,
+        leaseTimeS: 86_400,
+      },
+    ],
+    arch: 'x86_64',
+    uefi: true,
+    netboot: { allowPXE: true, allowWorkflow: true },
+    metadata: {},
+  };
+}
+
+function spec(worker: string): RenderedTemplate {
+  const action = (name: string): ActionSpec => ({
+    name,
+    command: ['/bin/true'],
+    args: [],
+    env: {},
+    volumes: [],
+    timeoutS: 600,
+    retries: 2,
+  });
+  return {
+    version: '0.1',
+    name: 'provision',
+    globalTimeoutS: 3_600,
+    tasks: [{ name: 't', worker, env: {}, volumes: [], actions: [action('a1'), action('a2')] }],
+  };
+}
+
+export interface ControlStats {
+  workflowsCreated: number;
+  attemptsStarted: number;
+  resultsRecorded: number;
+  attemptsLost: number;
+  events: number;
+}
+
+export class ControlWorkload {
+  readonly stats: ControlStats = {
+    workflowsCreated: 0,
+    attemptsStarted: 0,
+    resultsRecorded: 0,
+    attemptsLost: 0,
+    events: 0,
+  };
+  private readonly sched: Scheduler;
+  private readonly rng: Prng;
+  private readonly propose: ProposeControl;
+  private readonly read: ReadControl;
+  private readonly untilMs: number;
+
+  constructor(sched: Scheduler, rng: Prng, propose: ProposeControl, read: ReadControl, untilMs: number) {
+    this.sched = sched;
+    this.rng = rng;
+    this.propose = propose;
+    this.read = read;
+    this.untilMs = untilMs;
+  }
+
+  start(): void {
+    this.setup(0);
+    for (const m of machines) this.worker(m, new Map());
+  }
+
+  /** Hardware, template, then a workflow now and then; each step retried until it lands. */
+  private setup(step: number): void {
+    if (this.sched.now >= this.untilMs) return;
+    const again = (next: number, delay: number): void => {
+      this.sched.after(delay, () => {
+        this.setup(next);
+      });
+    };
+    if (step < machines.length) {
+      const id = machines[step]!;
+      this.propose(
+        {
+          type: 'hardware.put',
+          hardware: hardwareInput(id, step + 1),
+          workerTokenSha256: 'a'.repeat(64),
+          expectVersion: 0,
+        },
+        (r) => {
+          again(r !== null && (r.type === 'hardware' || r.type === 'error') ? step + 1 : step, 10);
+        },
+      );
+      return;
+    }
+    if (step === machines.length) {
+      this.propose(
+        { type: 'template.put', name: 'ubuntu', source: 'version: "0.1"\nname: ubuntu\n', expectVersion: 0 },
+        (r) => {
+          again(r !== null && (r.type === 'template' || r.type === 'error') ? step + 1 : step, 10);
+        },
+      );
+      return;
+    }
+    const k = step - machines.length - 1;
+    const worker = machines[k % machines.length]!;
+    this.propose(
+      {
+        type: 'workflow.create',
+        id: `w${k}`,
+        template: 'ubuntu',
+        templateVersion: 1,
+        hardwareId: worker,
+        hardwareMap: {},
+        spec: spec(worker),
+      },
+      (r) => {
+        // Created, or already created by an earlier try whose answer was lost.
+        const done = r?.type === 'workflow' || (r?.type === 'error' && r.code === 'E_EXISTS');
+        if (r?.type === 'workflow') this.stats.workflowsCreated++;
+        again(done ? step + 1 : step, done ? this.rng.uniform(30, 120) : 10);
+      },
+    );
+  }
+
+  /** One worker: `running` maps attempt keys it runs to when they finish (lost at a crash). */
+  private worker(id: string, running: Map<string, number>): void {
+    if (this.sched.now >= this.untilMs) return;
+    let mine = running;
+    if (this.rng.chance(0.01)) mine = new Map(); // the worker restarts and forgets
+    const next = (): void => {
+      this.sched.after(this.rng.uniform(5, 25), () => {
+        this.worker(id, mine);
+      });
+    };
+    this.read((kv) => {
+      if (kv === null) {
+        next();
+        return;
+      }
+      const command = this.decide(id, kv, mine);
+      if (command === null) {
+        next();
+        return;
+      }
+      this.propose(command, (r) => {
+        if (r?.type === 'attempt' && command.type === 'attempt.start') {
+          this.stats.attemptsStarted++;
+          mine.set(
+            `${command.workflowId}/${command.actionIndex}/${command.attempt}`,
+            this.sched.now + this.rng.uniform(5, 60),
+          );
+        }
+        if (r?.type === 'attempt' && command.type === 'attempt.result') this.stats.resultsRecorded++;
+        if (r?.type === 'attempt' && command.type === 'attempt.lost') this.stats.attemptsLost++;
+        next();
+      });
+    });
+  }
+
+  /** What the worker does next, seen through one node's state: report, report lost, or start. */
+  private decide(id: string, kv: KvStore, mine: Map<string, number>): ControlCommand | null {
+    for (const wf of kv.control.workflowsForWorker(id)) {
+      for (const [actionIndex, a] of wf.actions.entries()) {
+        if (a.state !== 'RUNNING') continue;
+        const key = `${wf.id}/${actionIndex}/${a.attempt}`;
+        const doneAt = mine.get(key);
+        const base = { workflowId: wf.id, actionIndex, attempt: a.attempt, workerId: id };
+        if (doneAt === undefined) return { type: 'attempt.lost', ...base, message: 'the worker restarted' };
+        if (doneAt > this.sched.now) continue;
+        const success = this.rng.chance(0.7);
+        return {
+          type: 'attempt.result',
+          ...base,
+          success,
+          exitStatus: success ? 0 : 1,
+          message: '',
+          outputTail: '',
+        };
+      }
+      const n = nextAction(wf);
+      if (n !== null && n.workerId === id && (n.notBeforeMs ?? 0) <= this.sched.now)
+        return {
+          type: 'attempt.start',
+          workflowId: wf.id,
+          actionIndex: n.index,
+          attempt: n.attempt,
+          workerId: id,
+        };
+    }
+    return null;
+  }
+}
+
+/** The changefeed and attempt invariants, over every node's ControlState events. */
+export class ControlMonitor {
+  private readonly bySeq = new Map<number, string>();
+  private readonly once = new Map<string, number>();
+  private readonly fail: (msg: string) => void;
+
+  constructor(fail: (msg: string) => void) {
+    this.fail = fail;
+  }
+
+  /** Watches one node incarnation's store; returns the hook for its snapshot restores. */
+  watch(nodeId: string, kv: KvStore, stats: ControlStats): () => void {
+    let last = kv.control.lastEventSeq;
+    kv.control.onEvent = (e: WorkflowEvent) => {
+      stats.events++;
+      if (e.seq !== last + 1) this.fail(`${nodeId}'s changefeed went from seq ${last} to ${e.seq}`);
+      last = e.seq;
+      this.observe(nodeId, e);
+    };
+    return () => {
+      last = kv.control.lastEventSeq;
+    };
+  }
+
+  private observe(nodeId: string, e: WorkflowEvent): void {
+    const text = JSON.stringify(e);
+    const seen = this.bySeq.get(e.seq);
+    if (seen !== undefined) {
+      if (seen !== text) this.fail(`${nodeId} has event ${text} at seq ${e.seq}, another node ${seen}`);
+      return;
+    }
+    this.bySeq.set(e.seq, text);
+    const what = e.type === 'action.started' ? 'started' : recordedTypes.has(e.type) ? 'recorded' : null;
+    if (what === null) return;
+    const key = `${e.workflowId}/${e.actionIndex ?? -1}/${e.attempt ?? -1} ${what}`;
+    const other = this.once.get(key);
+    if (other !== undefined) this.fail(`attempt ${key} at seq ${other} and again at seq ${e.seq}`);
+    this.once.set(key, e.seq);
+  }
+}
