@@ -89,95 +89,95 @@ interface QueuedProposal {
 
 export class RaftNode {
   readonly id: NodeId;
-  private readonly opts: RaftNodeOptions;
-  private readonly log: Logger;
-  private core!: RaftCore;
-  private applied = 0;
-  private lastSnapshot: Snapshot | null = null;
-  private readonly received = new Map<number, Uint8Array>();
-  private readonly proposals = new Map<number, ProposalWaiter>();
-  private proposalQueue: QueuedProposal[] = [];
-  private readonly reads = new Map<number, ReadWaiter>();
-  private ticks = 0;
-  private lastLeader = '';
-  private readonly readsAwaitingApply: ReadWaiter[] = [];
-  private readSeq = 0;
-  private scheduled = false;
-  private writing = false;
+  readonly #opts: RaftNodeOptions;
+  readonly #log: Logger;
+  #core!: RaftCore;
+  #applied = 0;
+  #lastSnapshot: Snapshot | null = null;
+  readonly #received = new Map<number, Uint8Array>();
+  readonly #proposals = new Map<number, ProposalWaiter>();
+  #proposalQueue: QueuedProposal[] = [];
+  readonly #reads = new Map<number, ReadWaiter>();
+  #ticks = 0;
+  #lastLeader = '';
+  readonly #readsAwaitingApply: ReadWaiter[] = [];
+  #readSeq = 0;
+  #scheduled = false;
+  #writing = false;
   /** A snapshot's state is being encoded in slices (see maybeSnapshot). */
-  private encodingSnapshot = false;
+  #encodingSnapshot = false;
   /** Encoded, waiting for the log to be compacted to it. */
-  private encodedSnapshot: Snapshot | null = null;
-  private storeQueue: Promise<void> = Promise.resolve();
-  private stopTicker: (() => void) | null = null;
-  private readonly clock: RaftClock;
-  private stopped = false;
+  #encodedSnapshot: Snapshot | null = null;
+  #storeQueue: Promise<void> = Promise.resolve();
+  #stopTicker: (() => void) | null = null;
+  readonly #clock: RaftClock;
+  #stopped = false;
   /** Resolved at the next role or leader change (see softStateChange). */
-  private softStateWaiters: (() => void)[] = [];
+  #softStateWaiters: (() => void)[] = [];
   /** Resolved when no proposal is waiting for its outcome (see proposalsSettled). */
-  private settledWaiters: (() => void)[] = [];
-  private membershipKey = '';
-  private fatal: Error | null = null;
+  #settledWaiters: (() => void)[] = [];
+  #membershipKey = '';
+  #fatal: Error | null = null;
 
   constructor(opts: RaftNodeOptions) {
     this.id = opts.id;
-    this.opts = opts;
-    this.log = opts.logger.child({ subsystem: 'raft' });
-    this.clock = opts.clock ?? realClock;
+    this.#opts = opts;
+    this.#log = opts.logger.child({ subsystem: 'raft' });
+    this.#clock = opts.clock ?? realClock;
   }
 
   /** Lets timers and I/O run between slices of a long computation. */
-  private readonly nextTurn = (): Promise<void> =>
+  readonly #nextTurn = (): Promise<void> =>
     new Promise((resolve) => {
-      this.clock.defer(resolve);
+      this.#clock.defer(resolve);
     });
 
   /** Loads (or bootstraps) durable state, starts the transport and the tick timer. */
   async start(): Promise<void> {
-    const loaded = await this.opts.store.load();
+    const loaded = await this.#opts.store.load();
     if (loaded.truncatedTornTailAt !== null) {
-      this.log.warn(
+      this.#log.warn(
         { index: loaded.truncatedTornTailAt },
         'truncated a torn write at the tail of the raft log',
       );
     }
     let initial: InitialState = loaded;
     const fresh = loaded.snapshot.index === 0 && loaded.entries.length === 0 && loaded.hardState.term === 0;
-    if (fresh && this.opts.bootstrapPeers.length > 0) {
-      initial = bootstrapState(this.opts.bootstrapPeers);
-      await this.opts.store.save({ hardState: initial.hardState, entries: initial.entries, snapshot: null });
-      this.log.info(
-        { voters: this.opts.bootstrapPeers.map((p) => p.id) },
+    if (fresh && this.#opts.bootstrapPeers.length > 0) {
+      initial = bootstrapState(this.#opts.bootstrapPeers);
+      await this.#opts.store.save({ hardState: initial.hardState, entries: initial.entries, snapshot: null });
+      this.#log.info(
+        { voters: this.#opts.bootstrapPeers.map((p) => p.id) },
         'bootstrapped a new cluster member',
       );
     }
-    if (this.opts.forceNewCluster !== undefined) {
+    if (this.#opts.forceNewCluster !== undefined) {
       if (fresh) {
         throw new RaftError(
           'E_BAD_REQUEST',
           "force-new-cluster needs an existing member's raft log; this data directory holds none",
         );
       }
-      initial = await this.forceNewCluster(loaded, this.opts.forceNewCluster);
+      initial = await this.#forceNewCluster(loaded, this.#opts.forceNewCluster);
     }
     if (loaded.snapshotData !== null && loaded.snapshot.index > 0) {
-      await this.restoreMachine(loaded.snapshotData);
-      this.lastSnapshot = { meta: loaded.snapshot, data: loaded.snapshotData };
+      await this.#restoreMachine(loaded.snapshotData);
+      this.#lastSnapshot = { meta: loaded.snapshot, data: loaded.snapshotData };
     }
-    this.applied = initial.snapshot.index;
-    const cfg: RaftConfig = { ...defaultRaftConfig, ...defaultTimingConfig, ...this.opts.raft, id: this.id };
-    this.core = new RaftCore(cfg, initial, this.opts.random ?? realRandom);
-    await this.opts.transport.start({
+    this.#applied = initial.snapshot.index;
+    const cfg: RaftConfig = { ...defaultRaftConfig, ...defaultTimingConfig, ...this.#opts.raft, id: this.id };
+    this.#core = new RaftCore(cfg, initial, this.#opts.random ?? realRandom);
+    await this.#opts.transport.start({
       onMessage: (m) => {
-        this.stepSafely(m);
+        this.#stepSafely(m);
       },
-      onSnapshot: (from, snap) => this.receiveSnapshot(from, snap),
+      onSnapshot: (from, snap) => this.#receiveSnapshot(from, snap),
     });
-    this.syncPeers();
-    this.stopTicker = this.clock.every(this.opts.tickMs ?? defaultTickMs, () => {
-      this.tick();
+    this.#syncPeers();
+    this.#stopTicker = this.#clock.every(this.#opts.tickMs ?? defaultTickMs, () => {
+      this.#tick();
     });
-    this.kick();
+    this.#kick();
   }
 
   /**
@@ -186,7 +186,7 @@ export class RaftNode {
    * thereby committed, including any the lost majority never committed (as etcd's
    * --force-new-cluster does); the core adopts the new membership when it applies the entry.
    */
-  private async forceNewCluster(loaded: InitialState, self: Member): Promise<InitialState> {
+  async #forceNewCluster(loaded: InitialState, self: Member): Promise<InitialState> {
     const last = loaded.snapshot.index + loaded.entries.length;
     const entry: Entry = {
       term: loaded.hardState.term,
@@ -195,8 +195,8 @@ export class RaftNode {
       data: encodeConfChange({ type: 'bootstrap', voters: [self] }),
     };
     const hardState = { term: loaded.hardState.term, vote: loaded.hardState.vote, commit: entry.index };
-    await this.opts.store.save({ hardState, entries: [entry], snapshot: null });
-    this.log.warn(
+    await this.#opts.store.save({ hardState, entries: [entry], snapshot: null });
+    this.#log.warn(
       {
         id: self.id,
         index: entry.index,
@@ -214,12 +214,12 @@ export class RaftNode {
 
   /** Proposes a command; resolves with the state machine's result once it is applied here. */
   propose(command: Uint8Array): Promise<Uint8Array> {
-    this.checkUsable();
-    const s = this.core.softState();
-    if (s.role !== 'leader') return Promise.reject(this.notLeader());
+    this.#checkUsable();
+    const s = this.#core.softState();
+    if (s.role !== 'leader') return Promise.reject(this.#notLeader());
     return new Promise((resolve, reject) => {
-      this.proposalQueue.push({ command, resolve, reject });
-      this.kick();
+      this.#proposalQueue.push({ command, resolve, reject });
+      this.#kick();
     });
   }
 
@@ -230,28 +230,28 @@ export class RaftNode {
    * same turn, so that the two describe the same index.
    */
   appliedSnapshotMeta(): SnapshotMeta | undefined {
-    this.checkUsable();
-    if (this.core.status().applied !== this.applied) return undefined;
-    return this.core.snapshotMeta(this.applied);
+    this.#checkUsable();
+    if (this.#core.status().applied !== this.#applied) return undefined;
+    return this.#core.snapshotMeta(this.#applied);
   }
 
   /** Resolves once this node's state machine reflects every write committed before the call. */
   linearizableRead(): Promise<void> {
-    this.checkUsable();
-    const requestId = ++this.readSeq;
+    this.#checkUsable();
+    const requestId = ++this.#readSeq;
     return new Promise((resolve, reject) => {
-      this.reads.set(requestId, { resolve, reject, index: 0, askedAtTick: this.ticks });
-      this.core.readIndex(requestId);
-      this.kick();
+      this.#reads.set(requestId, { resolve, reject, index: 0, askedAtTick: this.#ticks });
+      this.#core.readIndex(requestId);
+      this.#kick();
     });
   }
 
   async proposeConfChange(cc: ConfChange): Promise<void> {
-    this.checkUsable();
-    const r = this.core.proposeConfChange(cc);
+    this.#checkUsable();
+    const r = this.#core.proposeConfChange(cc);
     await new Promise<Uint8Array>((resolve, reject) => {
-      this.proposals.set(r.firstIndex, { term: r.term, resolve, reject });
-      this.kick();
+      this.#proposals.set(r.firstIndex, { term: r.term, resolve, reject });
+      this.#kick();
     });
   }
 
@@ -263,25 +263,25 @@ export class RaftNode {
 
   /** Waits until a learner's log reaches the commit index (§4.2.1), then makes it a voter. */
   async promoteWhenCaughtUp(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
-    const deadline = this.clock.now() + catchUpTimeoutMs;
+    const deadline = this.#clock.now() + catchUpTimeoutMs;
     for (;;) {
-      const st = this.core.status();
+      const st = this.#core.status();
       const pr = st.progress.find((p) => p.id === member.id);
       if (pr !== undefined && pr.match >= st.commit) break;
-      if (this.clock.now() > deadline) {
+      if (this.#clock.now() > deadline) {
         throw new RaftError(
           'E_BAD_REQUEST',
           `member ${member.id} was added as a learner but did not catch up within ${catchUpTimeoutMs} ms; ` +
             `start it with --join and run 'member add' again to promote it`,
         );
       }
-      await sleep(this.clock, this.opts.tickMs ?? defaultTickMs);
+      await sleep(this.#clock, this.#opts.tickMs ?? defaultTickMs);
     }
     await this.proposeConfChange({ type: 'promote', member });
   }
 
   async removeMember(id: NodeId): Promise<void> {
-    const m = this.core.getMembership();
+    const m = this.#core.getMembership();
     const member = [...m.voters, ...m.learners].find((x) => x.id === id);
     if (member === undefined) throw new RaftError('E_UNKNOWN_MEMBER', `no member ${id}`);
     await this.proposeConfChange({ type: 'remove', member });
@@ -289,15 +289,15 @@ export class RaftNode {
 
   /** Hands leadership to `to` and resolves once it is leader (or rejects after a timeout). */
   async transferLeadership(to: NodeId, timeoutMs = 3000): Promise<void> {
-    this.checkUsable();
-    this.core.transferLeadership(to);
-    this.kick();
-    const deadline = this.clock.now() + timeoutMs;
-    while (this.core.softState().leader !== to) {
-      if (this.clock.now() > deadline)
+    this.#checkUsable();
+    this.#core.transferLeadership(to);
+    this.#kick();
+    const deadline = this.#clock.now() + timeoutMs;
+    while (this.#core.softState().leader !== to) {
+      if (this.#clock.now() > deadline)
         throw new RaftError('E_BAD_REQUEST', `leadership did not move to ${to} in time`);
-      await sleep(this.clock, 5);
-      const { role, transferee } = this.core.status();
+      await sleep(this.#clock, 5);
+      const { role, transferee } = this.#core.status();
       // The core gave up: the target's stream broke, or it did not take over within an election timeout.
       if (role === 'leader' && transferee === '')
         throw new RaftError(
@@ -309,7 +309,7 @@ export class RaftNode {
 
   /** The voter most caught up, for a graceful handover; `skip` passes over some (drained ones). */
   bestTransferTarget(skip: (id: NodeId) => boolean = () => false): NodeId | null {
-    const st = this.core.status();
+    const st = this.#core.status();
     let best: { id: NodeId; match: number } | null = null;
     for (const p of st.progress) {
       if (p.id === this.id || p.learner || !p.recentActive || skip(p.id)) continue;
@@ -319,12 +319,12 @@ export class RaftNode {
   }
 
   status(): RaftStatus & { appliedToStateMachine: number } {
-    return { ...this.core.status(), appliedToStateMachine: this.applied };
+    return { ...this.#core.status(), appliedToStateMachine: this.#applied };
   }
 
   /** Resolves at the next change of role, term or leader, or after `timeoutMs`. */
   softStateChange(timeoutMs: number): Promise<void> {
-    return wakeOrTimeout(this.clock, this.softStateWaiters, timeoutMs);
+    return wakeOrTimeout(this.#clock, this.#softStateWaiters, timeoutMs);
   }
 
   /**
@@ -335,298 +335,299 @@ export class RaftNode {
    * instead of a lost connection.
    */
   proposalsSettled(timeoutMs: number): Promise<void> {
-    if (this.proposals.size === 0 && this.proposalQueue.length === 0) return Promise.resolve();
-    return wakeOrTimeout(this.clock, this.settledWaiters, timeoutMs);
+    if (this.#proposals.size === 0 && this.#proposalQueue.length === 0) return Promise.resolve();
+    return wakeOrTimeout(this.#clock, this.#settledWaiters, timeoutMs);
   }
 
   softState(): SoftState {
-    return this.core.softState();
+    return this.#core.softState();
   }
 
   membership(): Membership {
-    return this.core.getMembership();
+    return this.#core.getMembership();
   }
 
   leaderMember(): Member | null {
-    const leader = this.core.softState().leader;
+    const leader = this.#core.softState().leader;
     if (leader === '') return null;
-    const m = this.core.getMembership();
+    const m = this.#core.getMembership();
     return [...m.voters, ...m.learners].find((x) => x.id === leader) ?? null;
   }
 
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    this.stopTicker?.();
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#stopTicker?.();
     const err = new RaftError('E_PROPOSAL_DROPPED', 'the node is shutting down; retry on another node');
-    for (const p of this.proposalQueue) p.reject(err);
-    for (const w of this.proposals.values()) w.reject(err);
-    for (const r of this.reads.values()) r.reject(err);
-    for (const r of this.readsAwaitingApply) r.reject(err);
-    this.proposalQueue = [];
-    this.proposals.clear();
-    this.reads.clear();
-    await this.opts.transport.stop();
-    await this.storeQueue.catch(() => undefined);
-    await this.opts.store.close();
+    for (const p of this.#proposalQueue) p.reject(err);
+    for (const w of this.#proposals.values()) w.reject(err);
+    for (const r of this.#reads.values()) r.reject(err);
+    for (const r of this.#readsAwaitingApply) r.reject(err);
+    this.#proposalQueue = [];
+    this.#proposals.clear();
+    this.#reads.clear();
+    await this.#opts.transport.stop();
+    await this.#storeQueue.catch(() => undefined);
+    await this.#opts.store.close();
   }
 
   // ------------------------------------------------------------- the loop
 
-  private tick(): void {
-    if (this.stopped) return;
-    this.ticks++;
-    for (const id of this.opts.transport.takeUnreachable()) this.core.reportUnreachable(id);
-    this.core.tick();
-    this.expireReads();
-    this.kick();
+  #tick(): void {
+    if (this.#stopped) return;
+    this.#ticks++;
+    for (const id of this.#opts.transport.takeUnreachable()) this.#core.reportUnreachable(id);
+    this.#core.tick();
+    this.#expireReads();
+    this.#kick();
   }
 
   /**
    * A read forwarded to a leader that then died (or whose answer was lost) gets no reply; after
    * a few election timeouts its caller is told to retry rather than left waiting.
    */
-  private expireReads(): void {
-    const limit = readTimeoutElections * (this.opts.raft?.electionTicks ?? defaultTimingConfig.electionTicks);
-    for (const [id, w] of this.reads) {
-      if (this.ticks - w.askedAtTick < limit) continue;
-      this.reads.delete(id);
+  #expireReads(): void {
+    const limit =
+      readTimeoutElections * (this.#opts.raft?.electionTicks ?? defaultTimingConfig.electionTicks);
+    for (const [id, w] of this.#reads) {
+      if (this.#ticks - w.askedAtTick < limit) continue;
+      this.#reads.delete(id);
       w.reject(new RaftError('E_PROPOSAL_DROPPED', 'the read was not confirmed by a leader in time; retry'));
     }
   }
 
-  private stepSafely(m: Message): void {
-    if (this.stopped) return;
-    this.core.step(m);
-    this.kick();
+  #stepSafely(m: Message): void {
+    if (this.#stopped) return;
+    this.#core.step(m);
+    this.#kick();
   }
 
-  private kick(): void {
-    if (this.scheduled || this.stopped) return;
-    this.scheduled = true;
-    this.clock.defer(() => {
-      this.scheduled = false;
-      this.pump();
+  #kick(): void {
+    if (this.#scheduled || this.#stopped) return;
+    this.#scheduled = true;
+    this.#clock.defer(() => {
+      this.#scheduled = false;
+      this.#pump();
     });
   }
 
-  private pump(): void {
-    if (this.stopped || this.fatal !== null) return;
-    this.flushProposals();
-    const rd = this.core.ready();
-    if (rd.softState !== null) this.onSoftState(rd.softState);
-    this.sendMessages(rd.messages);
-    this.applyEntries(rd.committedEntries);
-    if (this.fatal !== null) return;
+  #pump(): void {
+    if (this.#stopped || this.#fatal !== null) return;
+    this.#flushProposals();
+    const rd = this.#core.ready();
+    if (rd.softState !== null) this.#onSoftState(rd.softState);
+    this.#sendMessages(rd.messages);
+    this.#applyEntries(rd.committedEntries);
+    if (this.#fatal !== null) return;
     for (const rs of rd.readStates) {
-      const w = this.reads.get(rs.requestId);
+      const w = this.#reads.get(rs.requestId);
       if (w === undefined) continue;
-      this.reads.delete(rs.requestId);
+      this.#reads.delete(rs.requestId);
       w.index = rs.index;
-      if (this.applied >= rs.index) w.resolve();
-      else this.readsAwaitingApply.push(w);
+      if (this.#applied >= rs.index) w.resolve();
+      else this.#readsAwaitingApply.push(w);
     }
     for (const rf of rd.readFailures) {
-      const w = this.reads.get(rf.requestId);
-      this.reads.delete(rf.requestId);
-      w?.reject(new RaftError('E_NOT_LEADER', rf.reason, this.core.softState().leader));
+      const w = this.#reads.get(rf.requestId);
+      this.#reads.delete(rf.requestId);
+      w?.reject(new RaftError('E_NOT_LEADER', rf.reason, this.#core.softState().leader));
     }
-    if (rd.mustPersist) this.persist(rd);
-    else if (rd.messagesAfterPersist.length > 0) this.sendMessages(rd.messagesAfterPersist);
-    this.maybeSnapshot();
+    if (rd.mustPersist) this.#persist(rd);
+    else if (rd.messagesAfterPersist.length > 0) this.#sendMessages(rd.messagesAfterPersist);
+    this.#maybeSnapshot();
     // Proposals end when applied or refused; both happen in this loop.
-    if (this.settledWaiters.length > 0 && this.proposals.size === 0 && this.proposalQueue.length === 0) {
-      for (const done of [...this.settledWaiters]) done();
+    if (this.#settledWaiters.length > 0 && this.#proposals.size === 0 && this.#proposalQueue.length === 0) {
+      for (const done of [...this.#settledWaiters]) done();
     }
   }
 
-  private persist(rd: Ready): void {
-    this.writing = true;
+  #persist(rd: Ready): void {
+    this.#writing = true;
     let snapshot: Snapshot | null = null;
     if (rd.snapshot !== null) {
-      const data = this.received.get(rd.snapshot.index);
+      const data = this.#received.get(rd.snapshot.index);
       if (data === undefined) throw new Error(`snapshot data for index ${rd.snapshot.index} is missing`);
       snapshot = { meta: rd.snapshot, data };
     }
-    this.enqueueStore(async () => {
-      await this.opts.store.save({ hardState: rd.hardState, entries: rd.entries, snapshot });
-      if (this.stopped) return;
+    this.#enqueueStore(async () => {
+      await this.#opts.store.save({ hardState: rd.hardState, entries: rd.entries, snapshot });
+      if (this.#stopped) return;
       if (snapshot !== null) {
         // In slices: heartbeats and requests go on meanwhile. Nothing is applied until
         // advance() below (the core hands out no entry past a snapshot it is installing).
-        await this.restoreMachine(snapshot.data);
-        if (this.stopped) return;
-        this.applied = snapshot.meta.index;
-        this.lastSnapshot = snapshot;
-        this.received.clear();
-        this.log.info({ index: snapshot.meta.index }, 'installed a snapshot from the leader');
+        await this.#restoreMachine(snapshot.data);
+        if (this.#stopped) return;
+        this.#applied = snapshot.meta.index;
+        this.#lastSnapshot = snapshot;
+        this.#received.clear();
+        this.#log.info({ index: snapshot.meta.index }, 'installed a snapshot from the leader');
       }
-      this.sendMessages(rd.messagesAfterPersist);
-      this.core.advance(rd);
-      this.writing = false;
+      this.#sendMessages(rd.messagesAfterPersist);
+      this.#core.advance(rd);
+      this.#writing = false;
       // The next write (what queued up during this one) starts in this turn, not after the
       // turn's other I/O callbacks: under load that wait was a large part of each commit round.
       queueMicrotask(() => {
-        this.pump();
+        this.#pump();
       });
     });
   }
 
-  private async restoreMachine(data: Uint8Array): Promise<void> {
-    const machine = this.opts.stateMachine;
+  async #restoreMachine(data: Uint8Array): Promise<void> {
+    const machine = this.#opts.stateMachine;
     if (machine.restoreInSlices === undefined) machine.restore(data);
-    else await machine.restoreInSlices(data, this.nextTurn);
+    else await machine.restoreInSlices(data, this.#nextTurn);
   }
 
-  private enqueueStore(work: () => Promise<void>): void {
-    this.storeQueue = this.storeQueue.then(work).catch((err: unknown) => {
+  #enqueueStore(work: () => Promise<void>): void {
+    this.#storeQueue = this.#storeQueue.then(work).catch((err: unknown) => {
       // A failed fsync leaves the disk state unknown (fsyncgate): stop rather than guess.
-      this.failFatally(err, 'raft storage write failed; the node stops serving');
+      this.#failFatally(err, 'raft storage write failed; the node stops serving');
     });
   }
 
   /** Why this node stopped (a failed storage write, an entry it cannot apply), or null. */
   get stoppedBy(): Error | null {
-    return this.fatal;
+    return this.#fatal;
   }
 
-  private failFatally(err: unknown, msg: string): void {
-    this.fatal = err instanceof Error ? err : new Error(String(err));
-    this.log.fatal({ err: this.fatal }, msg);
+  #failFatally(err: unknown, msg: string): void {
+    this.#fatal = err instanceof Error ? err : new Error(String(err));
+    this.#log.fatal({ err: this.#fatal }, msg);
     void this.stop();
   }
 
-  private flushProposals(): void {
-    if (this.proposalQueue.length === 0) return;
-    const queue = this.proposalQueue;
-    this.proposalQueue = [];
+  #flushProposals(): void {
+    if (this.#proposalQueue.length === 0) return;
+    const queue = this.#proposalQueue;
+    this.#proposalQueue = [];
     let r: ProposalResult;
     try {
-      r = this.core.propose(queue.map((q) => q.command));
+      r = this.#core.propose(queue.map((q) => q.command));
     } catch (err) {
       for (const q of queue) q.reject(err as Error);
       return;
     }
     queue.forEach((q, i) =>
-      this.proposals.set(r.firstIndex + i, { term: r.term, resolve: q.resolve, reject: q.reject }),
+      this.#proposals.set(r.firstIndex + i, { term: r.term, resolve: q.resolve, reject: q.reject }),
     );
   }
 
-  private sendMessages(msgs: readonly Message[]): void {
+  #sendMessages(msgs: readonly Message[]): void {
     if (msgs.length === 0) return;
     const wire: Message[] = [];
     for (const m of msgs) {
-      if (m.type === 'snap') this.sendSnapshot(m.to);
+      if (m.type === 'snap') this.#sendSnapshot(m.to);
       else wire.push(m);
     }
-    if (wire.length > 0) this.opts.transport.send(wire);
+    if (wire.length > 0) this.#opts.transport.send(wire);
   }
 
-  private sendSnapshot(to: NodeId): void {
-    const snap = this.lastSnapshot;
+  #sendSnapshot(to: NodeId): void {
+    const snap = this.#lastSnapshot;
     if (snap === null) {
-      this.core.reportSnapshot(to, false);
+      this.#core.reportSnapshot(to, false);
       return;
     }
-    this.log.info({ to, index: snap.meta.index }, 'sending a snapshot to a lagging follower');
-    this.opts.transport.sendSnapshot(to, snap).then(
+    this.#log.info({ to, index: snap.meta.index }, 'sending a snapshot to a lagging follower');
+    this.#opts.transport.sendSnapshot(to, snap).then(
       () => {
-        this.core.reportSnapshot(to, true);
-        this.kick();
+        this.#core.reportSnapshot(to, true);
+        this.#kick();
       },
       (err: unknown) => {
-        this.log.warn({ to, err }, 'snapshot send failed');
-        this.core.reportSnapshot(to, false);
-        this.kick();
+        this.#log.warn({ to, err }, 'snapshot send failed');
+        this.#core.reportSnapshot(to, false);
+        this.#kick();
       },
     );
   }
 
-  private receiveSnapshot(from: NodeId, snap: Snapshot): Promise<void> {
-    if (!this.stopped) {
-      this.received.set(snap.meta.index, snap.data);
-      const term = this.core.softState().term;
-      this.core.step(
+  #receiveSnapshot(from: NodeId, snap: Snapshot): Promise<void> {
+    if (!this.#stopped) {
+      this.#received.set(snap.meta.index, snap.data);
+      const term = this.#core.softState().term;
+      this.#core.step(
         message({ type: 'snap', from, to: this.id, term, index: snap.meta.index, snapshot: snap.meta }),
       );
-      this.kick();
+      this.#kick();
     }
     return Promise.resolve();
   }
 
-  private applyEntries(entries: readonly Entry[]): void {
+  #applyEntries(entries: readonly Entry[]): void {
     for (const e of entries) {
       let result: Uint8Array = new Uint8Array();
-      if (e.index <= this.applied) continue;
+      if (e.index <= this.#applied) continue;
       if (e.type === 'normal') {
         try {
-          result = this.opts.stateMachine.apply(e.index, e.data);
+          result = this.#opts.stateMachine.apply(e.index, e.data);
         } catch (err) {
           // An entry this build cannot apply (one written by a newer build, or a bug): applying
           // past it, or answering it with an error the other members did not give, would make
           // this node's state differ from theirs. Stop here, say why, and keep the log intact.
-          this.failFatally(err, `entry ${e.index} cannot be applied; this node stops applying`);
+          this.#failFatally(err, `entry ${e.index} cannot be applied; this node stops applying`);
           return;
         }
       }
-      this.applied = e.index;
-      if (e.type === 'conf') this.syncPeers();
-      const w = this.proposals.get(e.index);
+      this.#applied = e.index;
+      if (e.type === 'conf') this.#syncPeers();
+      const w = this.#proposals.get(e.index);
       if (w !== undefined) {
-        this.proposals.delete(e.index);
+        this.#proposals.delete(e.index);
         if (w.term === e.term) w.resolve(result);
         else
           w.reject(
             new RaftError('E_PROPOSAL_DROPPED', 'leadership changed before the write committed; retry'),
           );
       }
-      this.opts.onApplied?.(e);
+      this.#opts.onApplied?.(e);
     }
     if (entries.length === 0) return;
-    for (let i = this.readsAwaitingApply.length - 1; i >= 0; i--) {
-      const w = this.readsAwaitingApply[i]!;
-      if (this.applied >= w.index) {
-        this.readsAwaitingApply.splice(i, 1);
+    for (let i = this.#readsAwaitingApply.length - 1; i >= 0; i--) {
+      const w = this.#readsAwaitingApply[i]!;
+      if (this.#applied >= w.index) {
+        this.#readsAwaitingApply.splice(i, 1);
         w.resolve();
       }
     }
   }
 
-  private maybeSnapshot(): void {
-    if (this.encodedSnapshot !== null) {
-      this.compactToEncodedSnapshot();
+  #maybeSnapshot(): void {
+    if (this.#encodedSnapshot !== null) {
+      this.#compactToEncodedSnapshot();
       return;
     }
-    const every = this.opts.snapshotEntries ?? 10_000;
-    const last = this.lastSnapshot?.meta.index ?? 0;
-    if (every <= 0 || this.applied - last < every || this.writing || this.encodingSnapshot) return;
-    if (this.core.status().applied !== this.applied) return;
-    const machine = this.opts.stateMachine;
+    const every = this.#opts.snapshotEntries ?? 10_000;
+    const last = this.#lastSnapshot?.meta.index ?? 0;
+    if (every <= 0 || this.#applied - last < every || this.#writing || this.#encodingSnapshot) return;
+    if (this.#core.status().applied !== this.#applied) return;
+    const machine = this.#opts.stateMachine;
     if (machine.captureSnapshot === undefined) {
       const data = machine.snapshot();
-      this.compactTo({ meta: this.core.snapshotMeta(this.applied), data });
+      this.#compactTo({ meta: this.#core.snapshotMeta(this.#applied), data });
       return;
     }
     // Capture now (cheap), encode in slices while entries keep being applied: a snapshot of a
     // few megabytes encoded at once would stall heartbeats and requests for tens of ms.
-    const meta = this.core.snapshotMeta(this.applied);
+    const meta = this.#core.snapshotMeta(this.#applied);
     // The machine's own index may be lower: raft's no-op and configuration entries skip it.
     const capture = machine.captureSnapshot();
-    this.encodingSnapshot = true;
-    capture.encode(this.nextTurn).then(
+    this.#encodingSnapshot = true;
+    capture.encode(this.#nextTurn).then(
       (data) => {
         // Its bytes are written beside the log's appends; only naming them waits in line.
-        const staged = this.opts.store.stageSnapshot?.({ meta, data }) ?? Promise.resolve();
+        const staged = this.#opts.store.stageSnapshot?.({ meta, data }) ?? Promise.resolve();
         staged.then(
           () => {
-            this.encodingSnapshot = false;
-            this.encodedSnapshot = { meta, data };
-            this.kick();
+            this.#encodingSnapshot = false;
+            this.#encodedSnapshot = { meta, data };
+            this.#kick();
           },
           (err: unknown) => {
-            this.encodingSnapshot = false;
-            if (this.stopped) return;
-            this.failFatally(
+            this.#encodingSnapshot = false;
+            if (this.#stopped) return;
+            this.#failFatally(
               err,
               `writing the snapshot at index ${meta.index} failed; the node stops serving`,
             );
@@ -635,78 +636,78 @@ export class RaftNode {
       },
       (err: unknown) => {
         // A programmer error (the state cannot encode itself): trying again would fail again.
-        this.encodingSnapshot = false;
-        this.failFatally(err, `encoding the snapshot at index ${meta.index} failed; the node stops serving`);
+        this.#encodingSnapshot = false;
+        this.#failFatally(err, `encoding the snapshot at index ${meta.index} failed; the node stops serving`);
       },
     );
   }
 
   /** Compacts to a snapshot encoded in slices, once no log write is in flight. */
-  private compactToEncodedSnapshot(): void {
-    const snap = this.encodedSnapshot;
-    if (snap === null || this.writing || this.stopped) return;
-    this.encodedSnapshot = null;
+  #compactToEncodedSnapshot(): void {
+    const snap = this.#encodedSnapshot;
+    if (snap === null || this.#writing || this.#stopped) return;
+    this.#encodedSnapshot = null;
     // A snapshot from the leader may have been installed while this one was being encoded.
-    if ((this.lastSnapshot?.meta.index ?? 0) >= snap.meta.index) return;
-    this.compactTo(snap);
+    if ((this.#lastSnapshot?.meta.index ?? 0) >= snap.meta.index) return;
+    this.#compactTo(snap);
   }
 
-  private compactTo(snap: Snapshot): void {
-    const trailing = this.opts.trailingEntries ?? 5_000;
-    this.core.compactAt(snap.meta, snap.meta.index - trailing);
-    this.lastSnapshot = snap;
+  #compactTo(snap: Snapshot): void {
+    const trailing = this.#opts.trailingEntries ?? 5_000;
+    this.#core.compactAt(snap.meta, snap.meta.index - trailing);
+    this.#lastSnapshot = snap;
     const compactTo = Math.max(0, snap.meta.index - trailing);
-    this.enqueueStore(() => this.opts.store.saveLocalSnapshot(snap, compactTo));
-    this.log.info(
+    this.#enqueueStore(() => this.#opts.store.saveLocalSnapshot(snap, compactTo));
+    this.#log.info(
       { index: snap.meta.index, bytes: snap.data.byteLength },
       'took a snapshot and compacted the log',
     );
   }
 
-  private onSoftState(s: SoftState): void {
-    this.log.info({ role: s.role, term: s.term, leader: s.leader }, 'raft state changed');
-    this.opts.onSoftState?.(s);
-    const waiters = this.softStateWaiters;
-    this.softStateWaiters = [];
+  #onSoftState(s: SoftState): void {
+    this.#log.info({ role: s.role, term: s.term, leader: s.leader }, 'raft state changed');
+    this.#opts.onSoftState?.(s);
+    const waiters = this.#softStateWaiters;
+    this.#softStateWaiters = [];
     for (const wake of waiters) wake();
-    if (s.leader !== this.lastLeader) {
+    if (s.leader !== this.#lastLeader) {
       // Reads still waiting for the old leader's confirmation will never get it.
-      for (const w of this.reads.values()) {
+      for (const w of this.#reads.values()) {
         w.reject(
           new RaftError('E_NOT_LEADER', 'leadership changed before the read was confirmed; retry', s.leader),
         );
       }
-      this.reads.clear();
-      this.lastLeader = s.leader;
+      this.#reads.clear();
+      this.#lastLeader = s.leader;
     }
     if (s.role !== 'leader') {
       // Queued proposals were never appended; tell their callers to go to the new leader.
-      for (const q of this.proposalQueue) q.reject(this.notLeader());
-      this.proposalQueue = [];
+      for (const q of this.#proposalQueue) q.reject(this.#notLeader());
+      this.#proposalQueue = [];
     }
   }
 
-  private syncPeers(): void {
-    const m = this.core.getMembership();
+  #syncPeers(): void {
+    const m = this.#core.getMembership();
     const key = JSON.stringify(m);
-    if (key === this.membershipKey) return;
-    this.membershipKey = key;
-    const known = m.voters.length > 0 ? [...m.voters, ...m.learners] : (this.opts.contactPeers ?? []);
-    this.opts.transport.setPeers(known.filter((x) => x.id !== this.id));
+    if (key === this.#membershipKey) return;
+    this.#membershipKey = key;
+    const known = m.voters.length > 0 ? [...m.voters, ...m.learners] : (this.#opts.contactPeers ?? []);
+    this.#opts.transport.setPeers(known.filter((x) => x.id !== this.id));
     if (!isVoter(m, this.id) && m.voters.length > 0)
-      this.log.info('this node is not a voter in the current membership');
+      this.#log.info('this node is not a voter in the current membership');
   }
 
-  private notLeader(): RaftError {
-    const leader = this.core.softState().leader;
+  #notLeader(): RaftError {
+    const leader = this.#core.softState().leader;
     return new RaftError('E_NOT_LEADER', `${this.id} is not the leader`, leader);
   }
 
-  private checkUsable(): void {
-    if (this.fatal !== null)
-      throw new RaftError('E_PROPOSAL_DROPPED', `the node has stopped: ${this.fatal.message}`);
+  #checkUsable(): void {
+    if (this.#fatal !== null)
+      throw new RaftError('E_PROPOSAL_DROPPED', `the node has stopped: ${this.#fatal.message}`);
     // Nothing was appended: a definite refusal, which a forwarding node may retry elsewhere.
-    if (this.stopped) throw new RaftError('E_NOT_LEADER', `${this.id} is shutting down`);
+    if (this.#stopped) throw new RaftError('E_NOT_LEADER', `${this.id} is shutting down`);
   }
 }
 

@@ -2,7 +2,7 @@
 // workflows; a simulated worker per machine starts the attempts its rules hand out, runs them
 // for a while, and records results (failures are retried by the actions' retry budget). A worker
 // may crash and forget what it ran: at its next look it reports those attempts lost, as the real
-// agent does. Everything goes through RaftNode.propose as `control` commands of the real KvStore.
+// agent does. Everything goes through RaftNode.propose as `control` commands of the real ReplicatedState.
 //
 // The ControlMonitor watches each node's changefeed (ControlState.onEvent) after every applied
 // entry: event seqs on a node are dense (no gap, no duplicate; a snapshot restore moves the
@@ -10,7 +10,7 @@
 // events each attempt is started at most once and its outcome recorded at most once.
 import type { ActionSpec, HardwareInput, RenderedTemplate, WorkflowEvent } from '../../src/model/records.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
-import type { KvStore } from '../../src/state/kv-store.js';
+import type { ReplicatedState } from '../../src/state/replicated-state.js';
 import { nextAction } from '../../src/workflow/rules.js';
 import type { Prng } from '../../src/platform/prng.js';
 import type { Scheduler } from './scheduler.js';
@@ -18,7 +18,7 @@ import type { Scheduler } from './scheduler.js';
 /** Proposes a control command on some node; the callback gets its result, or null when unknown. */
 export type ProposeControl = (command: ControlCommand, done: (result: ControlResult | null) => void) => void;
 /** A linearizable read of some node's control state; null when it could not be confirmed. */
-export type ReadControl = (done: (kv: KvStore | null) => void) => void;
+export type ReadControl = (done: (kv: ReplicatedState | null) => void) => void;
 
 export const machines = ['m1', 'm2'];
 const recordedTypes = new Set(['action.succeeded', 'action.failed', 'action.timeout']);
@@ -185,7 +185,7 @@ export class ControlWorkload {
   }
 
   /** What the worker does next, seen through one node's state: report, report lost, or start. */
-  private decide(id: string, kv: KvStore, mine: Map<string, number>): ControlCommand | null {
+  private decide(id: string, kv: ReplicatedState, mine: Map<string, number>): ControlCommand | null {
     for (const wf of kv.control.workflowsForWorker(id)) {
       for (const [actionIndex, a] of wf.actions.entries()) {
         if (a.state !== 'RUNNING') continue;
@@ -229,7 +229,7 @@ export class ControlMonitor {
   }
 
   /** Watches one node incarnation's store; returns the hook for its snapshot restores. */
-  watch(nodeId: string, kv: KvStore, stats: ControlStats): () => void {
+  watch(nodeId: string, kv: ReplicatedState, stats: ControlStats): () => void {
     let last = kv.control.lastEventSeq;
     kv.control.onEvent = (e: WorkflowEvent) => {
       stats.events++;

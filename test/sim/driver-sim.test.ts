@@ -1,4 +1,4 @@
-// Goal: the real raft driver (src/raft/node.ts's RaftNode, with the real KvStore) keeps raft's
+// Goal: the real raft driver (src/raft/node.ts's RaftNode, with the real ReplicatedState) keeps raft's
 // safety invariants and gives clients a linearizable history under crashes (torn and lost
 // writes), partitions, message loss, duplication and delay, and recovers once faults stop;
 // a run replays exactly from its seed; and the checks catch deliberate defects.
@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { runDriverSim, type DriverSimBug } from './driver-sim.js';
 import { ControlMonitor } from './control-workload.js';
-import { KvStore } from '../../src/state/kv-store.js';
+import { ReplicatedState } from '../../src/state/replicated-state.js';
 import type { WorkflowEvent } from '../../src/model/records.js';
 
 const seedsFirst = 1;
@@ -95,11 +95,11 @@ describe('the control monitor names each violation', () => {
     const failures: string[] = [];
     const monitor = new ControlMonitor((m) => failures.push(m));
     const stats = { workflowsCreated: 0, attemptsStarted: 0, resultsRecorded: 0, attemptsLost: 0, events: 0 };
-    const stores = new Map<string, KvStore>();
+    const stores = new Map<string, ReplicatedState>();
     const feed = (id: string, e: WorkflowEvent): void => {
       let kv = stores.get(id);
       if (kv === undefined) {
-        kv = new KvStore();
+        kv = new ReplicatedState();
         monitor.watch(id, kv, stats);
         stores.set(id, kv);
       }

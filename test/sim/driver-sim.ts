@@ -1,5 +1,5 @@
 // The real raft driver under deterministic simulation: each simulated server is a RaftNode
-// (src/raft/node.ts) with the real KvStore as its state machine, on a SimProcess clock, a
+// (src/raft/node.ts) with the real ReplicatedState as its state machine, on a SimProcess clock, a
 // SimLogStore over a SimDisk (torn tails, writes lost at a crash) and a SimTransport over the
 // SimNetwork. Clients put and read through the nodes' public API while a nemesis crashes and
 // restarts nodes and partitions the network; then everything heals. After every event: one
@@ -11,7 +11,7 @@ import pino from 'pino';
 import { checkLinearizable, describeOp, type Op } from '../support/linearizability.js';
 import { RaftNode } from '../../src/raft/node.js';
 import { RaftError, type Entry, type Member, type RaftConfig } from '../../src/raft/core/types.js';
-import { KvStore } from '../../src/state/kv-store.js';
+import { ReplicatedState } from '../../src/state/replicated-state.js';
 import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import { Prng } from '../../src/platform/prng.js';
 import { SimDisk, emptyMembershipSnapshot, type DiskFaults } from './disk.js';
@@ -23,8 +23,8 @@ import { SimTransport, type SimSwitchboard } from './sim-transport.js';
 import { ControlMonitor, ControlWorkload, type ControlStats } from './control-workload.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 
-/** The real KvStore, telling the monitor when a snapshot replaced its state. */
-class WatchedKvStore extends KvStore {
+/** The real ReplicatedState, telling the monitor when a snapshot replaced its state. */
+class WatchedReplicatedState extends ReplicatedState {
   onRestored: () => void = () => undefined;
 
   override restore(data: Uint8Array): void {
@@ -62,7 +62,7 @@ interface Server {
   incarnation: number;
   proc: SimProcess | null;
   node: RaftNode | null;
-  kv: WatchedKvStore | null;
+  kv: WatchedReplicatedState | null;
   /** start() has resolved: the node answers calls. */
   ready: boolean;
 }
@@ -163,7 +163,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   const start = (s: Server): void => {
     s.incarnation++;
     const proc = new SimProcess(sched);
-    const kv = new WatchedKvStore();
+    const kv = new WatchedReplicatedState();
     kv.onRestored = controlMonitor.watch(s.id, kv, control.stats);
     const transport = new SimTransport(s.id, proc, {
       sched,
@@ -364,10 +364,10 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
       finish(null);
     }
   };
-  const readControl = (done: (kv: KvStore | null) => void): void => {
+  const readControl = (done: (kv: ReplicatedState | null) => void): void => {
     const s = target();
     let settled = false;
-    const finish = (kv: KvStore | null): void => {
+    const finish = (kv: ReplicatedState | null): void => {
       if (settled) return;
       settled = true;
       done(kv);
