@@ -10,7 +10,7 @@
 // forked), then deletes the namespaces, which takes their interfaces with them.
 //
 // Needs root (CI and the development machines run as root) and iproute2; radvd for IPv6
-// Router Advertisements, without which iPXE stalls ~15 s in IPv6 autoconf (ANCHORS.md §4).
+// Router Advertisements, without which iPXE stalls ~15 s in IPv6 autoconf (seen under QEMU).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

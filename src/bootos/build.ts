@@ -2,7 +2,7 @@
 // machine's Debian packages: the kernel of linux-image-amd64 with the modules for common NICs
 // and disks, busybox-static, the Node.js runtime that runs this build (stripped, with the shared
 // libraries it links), kexec from kexec-tools when installed, and the worker agent bundled into
-// one file. See docs/decisions/0015-boot-os.md.
+// one file. See docs/decisions/0016-boot-os.md.
 //
 // Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
 // sorted entries, the bundle by esbuild from the same sources, and zstd compresses

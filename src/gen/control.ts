@@ -34,7 +34,7 @@ export const protobufFileName = "control.proto";
  */
 
 export interface HardwareCreateRequest {
-  /** The hardware document as JSON (see docs/hardware.md). */
+  /** The hardware document as JSON (its fields: src/workflow/hardware-doc.ts). */
   documentJson: string;
   /** Replace an existing record with the same id instead of refusing. */
   replace: boolean;

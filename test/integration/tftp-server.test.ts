@@ -282,7 +282,7 @@ async function isTftpHpaInstalled(): Promise<boolean> {
 let base = '';
 let rootDir = '';
 let outDir = '';
-const ipxe = randomBytes(850_528); // the size of Debian's ipxe.efi (ANCHORS.md §3)
+const ipxe = randomBytes(850_528); // the size of Debian's ipxe.efi (ipxe-qemu)
 const exact = randomBytes(1468 * 20);
 const resolverCalls: { filename: string; client: TftpPeer }[] = [];
 const recorder = new Recorder();

@@ -100,7 +100,7 @@ const udhcpcDiscover = packet({ xid: 0x3903f326 }, [
   end,
 ]);
 
-/** iPXE DISCOVER as captured in ANCHORS.md §4: 60 PXEClient, 77 "iPXE", 93, 94, 97 and a 175 blob. */
+/** iPXE DISCOVER as captured from QEMU's iPXE: 60 PXEClient, 77 "iPXE", 93, 94, 97 and a 175 blob. */
 const ipxeFeatures = [
   ...opt(0xb1, [0x01, 0x80, 0x86, 0x10, 0x0e]), // bus id
   ...opt(0xeb, [0x01, 0x00, 0x00]), // version

@@ -1,5 +1,5 @@
 // Goal: decideBoot gives each kind of network-booting client the right boot file, and never
-// sends an iPXE client back to an iPXE binary (the chainload loop of ANCHORS.md §4).
+// sends an iPXE client back to an iPXE binary (the chainload loop QEMU's iPXE falls into otherwise).
 // Method: a decision table over hand-built requests (option 77/175 for iPXE, option 60 for
 // UEFI HTTP boot and PXE ROMs, option 93 architectures, absent 93 with the hardware record as
 // fallback), plus allowPXE off, per-hardware overrides and invalid settings.

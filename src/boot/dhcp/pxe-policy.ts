@@ -4,7 +4,7 @@
 // Order matters:
 // 1. allowPXE off: no boot information at all.
 // 2. iPXE (user class "iPXE" or option 175): the HTTP script. A ROM iPXE and an iPXE we
-//    chainloaded send identical options (ANCHORS.md §4), so the only way to break the
+//    chainloaded send identical options (seen with QEMU's iPXE), so the only way to break the
 //    PXE -> iPXE -> PXE loop is to send every iPXE client straight to the script.
 // 3. UEFI HTTP boot (vendor class "HTTPClient..."): an HTTP URL to the iPXE EFI binary, with
 //    option 60 "HTTPClient" echoed, without which the firmware ignores the offer (UEFI spec, HTTP Boot).

@@ -13,7 +13,7 @@ export function bootosCommand(program: Command): void {
         'DIR/initramfs-x86_64 and DIR/manifest.json. The same inputs give the same bytes.',
     )
     .requiredOption('--out <dir>', 'where to write the kernel, the initramfs and the manifest')
-    .option('--arch <arch>', 'x86_64 (arm64: see docs/decisions/0015-boot-os.md)', 'x86_64')
+    .option('--arch <arch>', 'x86_64 (arm64: see docs/decisions/0016-boot-os.md)', 'x86_64')
     .option('--kernel-version <version>', 'a kernel under /lib/modules (default: the newest installed)')
     .option(
       '--ca <file>',
@@ -23,7 +23,7 @@ export function bootosCommand(program: Command): void {
     .action(async (o) => {
       if (o.arch !== 'x86_64') {
         throw new UsageError(
-          `--arch ${o.arch}: only x86_64 is built here; arm64 is described in docs/decisions/0015-boot-os.md`,
+          `--arch ${o.arch}: only x86_64 is built here; arm64 is described in docs/decisions/0016-boot-os.md`,
         );
       }
       const { buildBootOs } = await import('../../bootos/build.js');
