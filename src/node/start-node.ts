@@ -80,6 +80,7 @@ const apiDefinitions = [
   MaintenanceServiceDefinition,
   WorkerServiceDefinition,
   HealthServiceDefinition,
+  XdsServiceDefinition,
 ];
 /** The services health checks and reflection name: every one a client can reach on the API port. */
 const apiServiceNames = [...apiDefinitions.map(serviceNameOf), ...reflectionServiceNames];
