@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { StatusResponse } from '../../src/gen/kv.js';
 import { KvClient } from '../../src/gen/kv.js';
+import { waitFor } from './wait.js';
 
 export const slipwayBin = fileURLToPath(new URL('../../bin/slipway.js', import.meta.url));
 
@@ -191,13 +192,11 @@ export class ProcessCluster {
    * that version, waits for that write first.
    */
   async waitForClusterVersion(node: ProcNode, version: number, timeoutMs = 20_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (((await this.status(node))?.clusterVersion ?? 0) >= version) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(
-      `${node.id} did not reach cluster version ${version} within ${timeoutMs} ms (logs in ${this.dir})`,
+    await waitFor(
+      `${node.id} to reach cluster version ${version} (logs in ${this.dir})`,
+      async () => ((await this.status(node))?.clusterVersion ?? 0) >= version,
+      timeoutMs,
+      50,
     );
   }
 
