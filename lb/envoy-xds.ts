@@ -9,7 +9,7 @@
 import type { BalancerSpec } from './balancer-spec.js';
 import { BalancerSpecError, hostPortOf, validBalancerSpec } from './balancer-spec.js';
 import type { Json } from './envoy.js';
-import { ipLiteral, socketAddress } from './envoy.js';
+import { http2WithKeepalive, ipLiteral, nodesAssignment, socketAddress } from './envoy.js';
 import { envoyListenKey, xdsServiceName } from './xds/names.js';
 
 /** The static cluster of the nodes' API addresses that Envoy's ADS stream goes to. */
@@ -48,24 +48,8 @@ export function renderEnvoyXdsBootstrap(input: BalancerSpec): Json {
           name: xdsClusterName,
           type: allIps ? 'STATIC' : 'STRICT_DNS',
           connect_timeout: '2s',
-          typed_extension_protocol_options: {
-            'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
-              '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
-              explicit_http_config: {
-                http2_protocol_options: { connection_keepalive: { interval: '10s', timeout: '5s' } },
-              },
-            },
-          },
-          load_assignment: {
-            cluster_name: xdsClusterName,
-            endpoints: [
-              {
-                lb_endpoints: spec.nodes.map((n) => ({
-                  endpoint: { address: socketAddress(n.apiAddr), hostname: n.id },
-                })),
-              },
-            ],
-          },
+          typed_extension_protocol_options: http2WithKeepalive(),
+          load_assignment: nodesAssignment(xdsClusterName, spec),
         },
       ],
     },

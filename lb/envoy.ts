@@ -86,26 +86,8 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
     ring_hash_lb_config: { minimum_ring_size: 1024, maximum_ring_size: 8192 },
     // The default (50 %) sends calls to dead nodes once half are down; refuse instead.
     common_lb_config: { healthy_panic_threshold: { value: 0 } },
-    typed_extension_protocol_options: {
-      'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
-        '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
-        // PINGs to each node: a node that freezes or is cut off sends no FIN, and a failed health
-        // check does not end streams already open to it (shared/reference/lb.md §1.5).
-        explicit_http_config: {
-          http2_protocol_options: { connection_keepalive: { interval: '10s', timeout: '5s' } },
-        },
-      },
-    },
-    load_assignment: {
-      cluster_name: clusterName,
-      endpoints: [
-        {
-          lb_endpoints: spec.nodes.map((n) => ({
-            endpoint: { address: socketAddress(n.apiAddr), hostname: n.id },
-          })),
-        },
-      ],
-    },
+    typed_extension_protocol_options: http2WithKeepalive(),
+    load_assignment: nodesAssignment(clusterName, spec),
     health_checks: [
       {
         timeout: '1s',
@@ -157,6 +139,35 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
 }
 
 /** An Envoy `address` for HOST:PORT (IPv6 without brackets). */
+/**
+ * h2 to the nodes with PINGs: a node that freezes or is cut off sends no FIN, and a failed health
+ * check does not end streams already open to it, so only the keepalive notices.
+ */
+export function http2WithKeepalive(): Json {
+  return {
+    'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+      '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+      explicit_http_config: {
+        http2_protocol_options: { connection_keepalive: { interval: '10s', timeout: '5s' } },
+      },
+    },
+  };
+}
+
+/** Every node's API address as the endpoints of cluster `name`. */
+export function nodesAssignment(name: string, spec: Pick<BalancerSpec, 'nodes'>): Json {
+  return {
+    cluster_name: name,
+    endpoints: [
+      {
+        lb_endpoints: spec.nodes.map((n) => ({
+          endpoint: { address: socketAddress(n.apiAddr), hostname: n.id },
+        })),
+      },
+    ],
+  };
+}
+
 export function socketAddress(addr: string): Json {
   const { host, port } = hostPortOf('address', addr);
   return { socket_address: { address: host.replace(/^\[|\]$/g, ''), port_value: port } };
