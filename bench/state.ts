@@ -17,6 +17,7 @@ import type { ControlCommand } from '../src/state/index.js';
 import type { HardwareInput, RenderedTemplate } from '../src/model/records.js';
 import { attemptOutputTailBytesMax, workflowGcBatchMax } from '../src/model/limits.js';
 import { nextAction } from '../src/workflow/index.js';
+import { applyServerHeapProfile, serverHeapGrowingPercent } from '../src/platform/heap-profile.js';
 import { percentile, round } from './stats.js';
 
 const mb = 1024 * 1024;
@@ -30,6 +31,8 @@ interface Options {
   readonly gcEvery: number;
   readonly finishedMax: number;
   readonly finishedDays: number;
+  /** Leaves V8's own heap sizing instead of the server's (`slipway server` applies it). */
+  readonly v8DefaultHeap: boolean;
 }
 
 function positive(name: string, s: string): number {
@@ -50,6 +53,7 @@ function parseOptions(argv: readonly string[]): Options {
       'gc-every': { type: 'string', default: '1000' },
       'finished-max': { type: 'string' },
       'finished-days': { type: 'string', default: '30' },
+      'v8-default-heap': { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -61,6 +65,7 @@ function parseOptions(argv: readonly string[]): Options {
     gcEvery: positive('gc-every', values['gc-every']),
     finishedMax: positive('finished-max', values['finished-max'] ?? (quick ? '1000' : '10000')),
     finishedDays: Number(values['finished-days']),
+    v8DefaultHeap: values['v8-default-heap'],
   };
 }
 
@@ -324,6 +329,8 @@ async function measured<T>(work: () => Promise<T>): Promise<{ value: T; ms: numb
 
 export async function runStateBench(argv: readonly string[]): Promise<void> {
   const opts = parseOptions(argv);
+  // The process runs as a node does: `slipway server` applies this before it starts.
+  if (!opts.v8DefaultHeap) applyServerHeapProfile();
   log(`building: ${opts.machines} machines, ${opts.workflows} workflows`);
   const { store, collected, ran, buildMs } = build(opts);
   const kept = store.control.workflows().length;
@@ -378,6 +385,7 @@ export async function runStateBench(argv: readonly string[]): Promise<void> {
     restore_peak_rss_mb: restore.delays.peak_rss_mb,
     memory: { after_build: afterBuild, after_snapshot: afterSnapshot, after_restore: afterRestore },
     max_rss_mb: maxRssMb,
+    heap_growing_percent: opts.v8DefaultHeap ? 'v8 default' : serverHeapGrowingPercent,
     pass: {
       snapshot_bytes: data.length <= targets.snapshotBytes,
       eld_p99: snapshot.delays.eld_ms.p99 <= targets.eldP99Ms,

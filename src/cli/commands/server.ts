@@ -101,11 +101,18 @@ export function serverCommand(program: Command): void {
       // both define to the program: read both.
       const o: typeof local = command.optsWithGlobals();
       // The node loads here, not with the module: other commands and --help start without it.
-      const [{ startNode }, { readConfigFile, validateServerConfig }, { createLogger }] = await Promise.all([
+      const [
+        { startNode },
+        { readConfigFile, validateServerConfig },
+        { createLogger },
+        { applyServerHeapProfile },
+      ] = await Promise.all([
         import('../../node/start-node.js'),
         import('../../node/config.js'),
         import('../../platform/logger.js'),
+        import('../../platform/heap-profile.js'),
       ]);
+      applyServerHeapProfile();
       const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
       const set = (k: string, v: unknown): void => {
         if (v !== undefined) raw[k] = v;
