@@ -343,6 +343,15 @@ export class RaftNode {
     return this.#core.softState();
   }
 
+  /**
+   * The term of the entry at `index` in this node's log as the core holds it (written or not),
+   * or undefined when the log does not hold it: for observers, such as the simulation's check
+   * that a new leader holds every committed entry.
+   */
+  logTermAt(index: number): number | undefined {
+    return this.#core.log.term(index);
+  }
+
   membership(): Membership {
     return this.#core.getMembership();
   }
@@ -459,7 +468,10 @@ export class RaftNode {
         if (this.#stopped) return;
         this.#applied = snapshot.meta.index;
         this.#lastSnapshot = snapshot;
-        this.#received.clear();
+        // Only what this snapshot covers: a newer one may have arrived while this one was
+        // written, and the core hands it out in the next Ready.
+        for (const index of [...this.#received.keys()])
+          if (index <= snapshot.meta.index) this.#received.delete(index);
         this.#log.info({ index: snapshot.meta.index }, 'installed a snapshot from the leader');
       }
       this.#sendMessages(rd.messagesAfterPersist);

@@ -1,91 +1,96 @@
-// The real raft driver under deterministic simulation: each simulated server is a RaftNode
-// (src/raft/node.ts) with the real ReplicatedState as its state machine, on a SimProcess clock, a
-// SimLogStore over a SimDisk (torn tails, writes lost at a crash) and a SimTransport over the
-// SimNetwork. Clients put and read through the nodes' public API while a nemesis crashes and
-// restarts nodes and partitions the network; then everything heals. After every event: one
-// leader per term, and every node applies the same entry at each index. At the end: the
-// members converge on one state, and the clients' history is linearizable (acknowledged
-// writes are present, since a final read of every key joins the history).
+// The production raft driver under deterministic simulation. Each simulated server is the real
+// RaftNode (src/raft/node.ts) with the real LevelLogStore over a simulated disk and the real
+// ReplicatedState (test/sim/sim-server.ts), on a virtual clock and a simulated network. One
+// seed picks the scenario and drives every random choice, so a failing seed replays exactly.
+//
+// Chaos: clients put and read keys and run workflows through the control plane while a nemesis
+// kills processes and cuts power (unsynced writes lost, torn tails), pauses processes, and
+// partitions the network (symmetric, one-way, a bridge, the leader cut off), and an operator
+// transfers leadership and changes membership (add a learner, promote it, remove a voter;
+// always 3-5 voters). Healing: the network heals, every crashed member restarts; a leader must
+// be elected, a new proposal commit and apply on every member, and the members converge on one
+// state within a bound.
+//
+// The Monitor (monitor.ts) checks raft's invariants after every event: election safety, one
+// vote per term, log matching, one entry committed per index, leader completeness, state
+// machine safety, matching snapshots, and no committed entry lost from the disks whatever
+// crashed. The ControlMonitor checks the changefeed (no gap, no duplicate) and that each action
+// attempt is started and recorded at most once. At the end the clients' history, which ends
+// with a read of every key, must be linearizable: every acknowledged write is present.
 import { createHash } from 'node:crypto';
 import pino from 'pino';
 import { checkLinearizable, describeOp, type Op } from '../support/linearizability.js';
-import { RaftNode } from '../../src/raft/node.js';
-import { RaftError, type Entry, type Member, type RaftConfig } from '../../src/raft/core/types.js';
-import { ReplicatedState } from '../../src/state/replicated-state.js';
+import { RaftError, type ConfChange, type Member, type RaftConfig } from '../../src/raft/core/types.js';
+import type { ReplicatedState } from '../../src/state/replicated-state.js';
 import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import { Prng } from '../../src/platform/prng.js';
-import { SimDisk, emptyMembershipSnapshot, type DiskFaults } from './disk.js';
+import { Monitor, SimViolation, describeMembership, type ViolationKind } from './monitor.js';
 import { SimNetwork, type NetFaults } from './network.js';
 import { Scheduler } from './scheduler.js';
-import { SimProcess } from './sim-process.js';
-import { SimLogStore, type StoreBug } from './sim-log-store.js';
-import { SimTransport, type SimSwitchboard } from './sim-transport.js';
+import type { DiskFaults } from './sim-level-disk.js';
+import { SimServer, type ServerBug, type ServerEnv } from './sim-server.js';
+import type { SimSwitchboard } from './sim-transport.js';
 import { ControlMonitor, ControlWorkload, type ControlStats } from './control-workload.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 
-/** The real ReplicatedState, telling the monitor when a snapshot replaced its state. */
-class WatchedReplicatedState extends ReplicatedState {
-  onRestored: () => void = () => undefined;
-
-  override restore(data: Uint8Array): void {
-    super.restore(data);
-    this.onRestored();
-  }
-
-  override async restoreInSlices(data: Uint8Array, pause: () => Promise<void>): Promise<void> {
-    await super.restoreInSlices(data, pause);
-    this.onRestored();
-  }
-}
-
-export interface DriverSimResult {
-  readonly seed: number;
-  readonly ok: boolean;
-  readonly failure?: string;
-  /** Identical for two runs of one seed: the run replays exactly. */
-  readonly fingerprint: string;
-  readonly control: ControlStats;
-  readonly stats: {
-    events: number;
-    crashes: number;
-    partitions: number;
-    clientOps: number;
-    clientOk: number;
-    leaders: number;
-    applied: number;
-  };
-}
-
-interface Server {
-  readonly id: string;
-  readonly disk: SimDisk;
-  incarnation: number;
-  proc: SimProcess | null;
-  node: RaftNode | null;
-  kv: WatchedReplicatedState | null;
-  /** start() has resolved: the node answers calls. */
-  ready: boolean;
-}
-
-const tickMs = 10;
-const keys = ['a', 'b', 'c', 'd'];
-const text = new TextEncoder();
-const untext = new TextDecoder();
-
 /** Deliberate defects, for the tests that prove the checks can fail. */
-export type DriverSimBug = StoreBug | 'staleRead';
+export type DriverSimBug = ServerBug | 'staleRead';
 
 export interface DriverSimOptions {
   /** Overrides the seed's length of the chaos phase (virtual ms). */
   readonly chaosMs?: number;
   readonly bug?: DriverSimBug;
+  /** Gets a line for every fault and operator action. */
+  readonly trace?: (line: string) => void;
 }
+
+export interface DriverSimStats {
+  events: number;
+  crashes: number;
+  powerLosses: number;
+  tornWrites: number;
+  lostUnsynced: number;
+  /** Writes LevelLogStore did not sync (a new commit index alone, background deletes). */
+  unsyncedWrites: number;
+  pauses: number;
+  partitions: number;
+  transfers: number;
+  confChanges: number;
+  clientOps: number;
+  clientOk: number;
+  leaders: number;
+  maxTerm: number;
+  applied: number;
+  snapshots: number;
+}
+
+export interface DriverSimResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  /** The first violation: `kind: what happened (seed, virtual time)`. */
+  readonly failure?: string;
+  readonly kind?: ViolationKind;
+  /** Identical for two runs of one seed: the run replays exactly. */
+  readonly fingerprint: string;
+  readonly control: ControlStats;
+  readonly stats: DriverSimStats;
+}
+
+const tickMs = 10;
+const keys = ['a', 'b', 'c', 'd'];
+const nodeIdsMax = 7;
+const healMs = 4000;
+const clientTimeoutMs = 200;
+const text = new TextEncoder();
+const untext = new TextDecoder();
+
+/** Virtual ms until the next event of a process with this mean; never for Infinity. */
+type Every = (meanMs: number, fn: () => void) => void;
 
 export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): Promise<DriverSimResult> {
   const r = Prng.derive(seed, 'driver-scenario');
   const voters = r.pick([3, 3, 5]);
   const chaosMs = opts.chaosMs ?? r.range(400, 900);
-  const healMs = 4000;
   const raft: Partial<Omit<RaftConfig, 'id'>> = {
     electionTicks: 10,
     heartbeatTicks: r.pick([1, 2]),
@@ -106,39 +111,59 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     spikeP: 0.02,
     spikeMaxMs: 60,
     spikesUntil: chaosMs,
-    tornP: 0.5,
+    powerLossP: 0.5,
+    tornP: 0.3,
   };
-  const crashMeanMs = r.pick([150, 300, 1e9]);
-  const partitionMeanMs = r.pick([200, 400, 1e9]);
+  const means = {
+    crash: r.pick([150, 300, Infinity]),
+    partition: r.pick([200, 400, Infinity]),
+    pause: r.pick([300, Infinity]),
+    transfer: r.pick([300, Infinity]),
+    conf: r.pick([150, 400, Infinity]),
+  };
   const snapshotEntries = r.pick([0, 20, 60]);
-  const clientTimeoutMs = 200;
 
   const sched = new Scheduler();
   const rng = Prng.derive(seed, 'driver-sim');
+  const operatorRng = Prng.derive(seed, 'operator');
   const net = new SimNetwork(sched, Prng.derive(seed, 'net'), netFaults);
   const board: SimSwitchboard = new Map();
-  const logger = pino({ level: 'silent' });
-  const ids = Array.from({ length: voters }, (_, i) => `n${i + 1}`);
-  const members: Member[] = ids.map((id) => ({ id, addr: `${id}:7000`, apiAddr: '' }));
-  const stats = { events: 0, crashes: 0, partitions: 0, clientOps: 0, clientOk: 0, leaders: 0, applied: 0 };
-  let failure: string | null = null;
-  const fail = (msg: string): void => {
-    failure ??= `seed ${seed} at ${sched.now.toFixed(1)} ms: ${msg}`;
+  const monitor = new Monitor();
+  const stats: DriverSimStats = {
+    events: 0,
+    crashes: 0,
+    powerLosses: 0,
+    tornWrites: 0,
+    lostUnsynced: 0,
+    unsyncedWrites: 0,
+    pauses: 0,
+    partitions: 0,
+    transfers: 0,
+    confChanges: 0,
+    clientOps: 0,
+    clientOk: 0,
+    leaders: 0,
+    maxTerm: 0,
+    applied: 0,
+    snapshots: 0,
+  };
+  const trace = (line: string): void => opts.trace?.(`${sched.now.toFixed(1)} ${line}`);
+  let failure: { kind: ViolationKind; message: string } | null = null;
+  const fail = (kind: ViolationKind, message: string): void => {
+    failure ??= { kind, message: `${kind}: ${message} (seed ${seed} at ${sched.now.toFixed(1)} ms)` };
+  };
+  const check = (fn: () => void): void => {
+    try {
+      fn();
+    } catch (e) {
+      if (e instanceof SimViolation) fail(e.kind, e.message.slice(e.kind.length + 2));
+      else throw e;
+    }
   };
 
-  // ------------------------------------------------------------------ invariants
-  const leaderOfTerm = new Map<number, string>();
-  const appliedAt = new Map<number, string>();
-  const votes = new Map<string, string>();
-  const onApplied = (id: string, e: Entry): void => {
-    stats.applied++;
-    const key = `${e.term}:${e.type}:${Buffer.from(e.data).toString('base64')}`;
-    const seen = appliedAt.get(e.index);
-    if (seen === undefined) appliedAt.set(e.index, key);
-    else if (seen !== key) fail(`${id} applied a different entry at ${e.index} (term ${e.term})`);
-  };
-
-  const controlMonitor = new ControlMonitor(fail);
+  const controlMonitor = new ControlMonitor((msg) => {
+    fail('control-plane', msg);
+  });
   const control = new ControlWorkload(
     sched,
     Prng.derive(seed, 'control'),
@@ -150,119 +175,215 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     },
     chaosMs,
   );
-  // ------------------------------------------------------------------ servers
-  const servers = new Map<string, Server>();
-  for (const id of ids) {
-    const disk = new SimDisk(id, sched, Prng.derive(seed, `disk:${id}`), diskFaults, {
-      hardState: { term: 0, vote: '', commit: 0 },
-      snapshot: emptyMembershipSnapshot,
-      entries: [],
-    });
-    servers.set(id, { id, disk, incarnation: 0, proc: null, node: null, kv: null, ready: false });
-  }
-  const start = (s: Server): void => {
-    s.incarnation++;
-    const proc = new SimProcess(sched);
-    const kv = new WatchedReplicatedState();
-    kv.onRestored = controlMonitor.watch(s.id, kv, control.stats);
-    const transport = new SimTransport(s.id, proc, {
-      sched,
-      net,
-      rng: Prng.derive(seed, `transport:${s.id}#${s.incarnation}`),
-      board,
-      snapLossP: 0.1,
-      onSend: (m) => {
-        if (m.type !== 'voteResp' || m.reject) return;
-        // A vote is durable before it is sent: one voter, one candidate per term, across restarts.
-        const key = `${m.from}@${m.term}`;
-        const other = votes.get(key);
-        if (other !== undefined && other !== m.to)
-          fail(`${m.from} granted its vote in term ${m.term} to ${other} and to ${m.to}`);
-        votes.set(key, m.to);
-      },
-    });
-    const node = new RaftNode({
-      id: s.id,
-      store: new SimLogStore(s.disk, proc, opts.bug === 'staleRead' ? undefined : opts.bug),
-      transport,
-      stateMachine: kv,
-      logger,
-      bootstrapPeers: members,
-      tickMs,
-      raft,
-      clock: proc.clock,
-      random: Prng.derive(seed, `raft:${s.id}#${s.incarnation}`),
-      snapshotEntries,
-      trailingEntries: 5,
-      onApplied: (e) => {
-        onApplied(s.id, e);
-      },
-      onSoftState: (ss) => {
-        if (ss.role !== 'leader') return;
-        stats.leaders++;
-        const other = leaderOfTerm.get(ss.term);
-        if (other !== undefined && other !== s.id)
-          fail(`two leaders in term ${ss.term}: ${other} and ${s.id}`);
-        leaderOfTerm.set(ss.term, s.id);
-      },
-    });
-    Object.assign(s, { proc, node, kv, ready: false });
-    node.start().then(
-      () => {
-        if (proc.alive) s.ready = true;
-      },
-      (e: unknown) => {
-        if (proc.alive) fail(`${s.id} failed to start: ${String(e)}`);
-      },
-    );
-  };
-  const crash = (s: Server): void => {
-    if (s.proc === null) return;
-    stats.crashes++;
-    s.proc.alive = false;
-    s.disk.crash();
-    if (board.get(s.id)?.proc === s.proc) board.delete(s.id);
-    Object.assign(s, { proc: null, node: null, kv: null, ready: false });
-  };
-  for (const s of servers.values()) start(s);
 
-  // ------------------------------------------------------------------ nemesis
-  const nemesis = (): void => {
-    if (sched.now >= chaosMs) return;
-    const next = Math.min(crashMeanMs, partitionMeanMs);
-    sched.after(rng.exp(next), nemesis);
-    if (rng.chance(crashMeanMs / (crashMeanMs + partitionMeanMs))) {
-      const victim = servers.get(rng.pick(ids))!;
-      crash(victim);
-      sched.after(rng.uniform(20, 200), () => {
-        if (victim.proc === null) start(victim);
+  // ------------------------------------------------------------------ servers
+  const servers = new Map<string, SimServer>();
+  const disks = new Map<string, SimServer['disk']>();
+  const env: ServerEnv = {
+    seed,
+    sched,
+    net,
+    board,
+    monitor,
+    logger: pino({ level: 'silent' }),
+    raft,
+    tickMs,
+    snapshotEntries,
+    diskFaults,
+    bug: opts.bug === 'staleRead' ? undefined : opts.bug,
+    check,
+    fail: (message) => {
+      fail('driver', message);
+    },
+    onVoteGranted: (voter, term, candidate) => {
+      check(() => {
+        monitor.onVoteGranted(voter, term, candidate);
       });
-    } else {
-      stats.partitions++;
-      const cut = ids.filter(() => rng.chance(0.4));
+    },
+    onStart: (server, kv) => {
+      kv.onRestored = controlMonitor.watch(server.id, kv, control.stats);
+    },
+    onApplied: () => {
+      stats.applied++;
+    },
+  };
+  const initial: Member[] = [];
+  for (let i = 1; i <= voters; i++) {
+    const s = new SimServer(`n${i}`, env);
+    servers.set(s.id, s);
+    disks.set(s.id, s.disk);
+    initial.push(s.member);
+  }
+  const bootstrapOf = (s: SimServer): readonly Member[] =>
+    initial.some((m) => m.id === s.id) ? initial : [];
+  for (const s of servers.values()) s.start(bootstrapOf(s));
+  const crash = (s: SimServer): void => {
+    if (!s.alive) return;
+    stats.crashes++;
+    s.crash();
+  };
+  const live = (): SimServer[] => [...servers.values()].filter((s) => s.ready);
+  const leaderUp = (): SimServer | undefined => {
+    let best: SimServer | undefined;
+    for (const s of live()) {
+      const ss = s.node!.softState();
+      if (
+        ss.role === 'leader' &&
+        sched.now >= s.proc!.pausedUntil &&
+        (best === undefined || ss.term > best.node!.softState().term)
+      )
+        best = s;
+    }
+    return best;
+  };
+  /** Each server's state, for a failure's message. */
+  const describeServers = (): string =>
+    `committed config ${describeMembership(monitor.committedConfig())}; ` +
+    [...servers.values()]
+      .map((s) => {
+        if (s.retired) return `${s.id} retired`;
+        if (!s.ready) return `${s.id} ${s.alive ? 'starting' : 'down'}`;
+        const st = s.node!.status();
+        return (
+          `${s.id} ${st.role} t${st.term} commit ${st.commit} applied ${st.appliedToStateMachine} ` +
+          `last ${st.lastIndex} conf ${describeMembership(st.membership)}` +
+          (st.transferee === '' ? '' : ` transferring to ${st.transferee}`)
+        );
+      })
+      .join('; ');
+  const members = (): SimServer[] => {
+    const conf = monitor.committedConfig();
+    return [...conf.voters, ...conf.learners].map((m) => servers.get(m.id)).filter((s) => s !== undefined);
+  };
+
+  // ------------------------------------------------------------------ nemesis and operator
+  const every: Every = (meanMs, fn) => {
+    if (!Number.isFinite(meanMs)) return;
+    const loop = (): void => {
+      if (sched.now >= chaosMs) return;
+      fn();
+      sched.after(rng.exp(meanMs), loop);
+    };
+    sched.after(rng.exp(meanMs), loop);
+  };
+  /** Voters whose removal was proposed: retired once it is committed. */
+  const retiring = new Set<string>();
+  const ids = (): string[] => [...servers.values()].filter((s) => !s.retired).map((s) => s.id);
+  every(means.crash, () => {
+    const victim = servers.get(rng.pick(ids()))!;
+    if (!victim.alive) return;
+    crash(victim);
+    trace(`crash ${victim.id}`);
+    sched.after(rng.uniform(20, 200), () => {
+      if (!victim.alive && !victim.retired) victim.start(bootstrapOf(victim));
+    });
+  });
+  every(means.pause, () => {
+    const victim = servers.get(rng.pick(ids()))!;
+    stats.pauses++;
+    victim.pause(sched.now + rng.uniform(20, 150));
+    trace(`pause ${victim.id}`);
+  });
+  every(means.partition, () => {
+    const all = ids();
+    const shape = rng.int(4);
+    if (shape === 0) {
+      const cut = all.filter(() => rng.chance(0.4));
       net.split(
         cut,
-        ids.filter((id) => !cut.includes(id)),
+        all.filter((id) => !cut.includes(id)),
       );
-      sched.after(rng.uniform(50, 300), () => {
-        net.heal();
-      });
+    } else if (shape === 1) {
+      const [x, y] = rng.shuffled(all);
+      net.cut(x!, y!);
+    } else if (shape === 2 && all.length >= 3) {
+      // A bridge: two halves that cannot talk, and one node that reaches both.
+      const [, ...rest] = rng.shuffled(all);
+      const k = rng.range(1, rest.length - 1);
+      net.split(rest.slice(0, k), rest.slice(k));
+    } else {
+      const leader = leaderUp();
+      if (leader === undefined) return;
+      net.split(
+        [leader.id],
+        all.filter((id) => id !== leader.id),
+      );
+    }
+    stats.partitions++;
+    trace(`network: ${net.describe()}`);
+    sched.after(rng.uniform(50, 300), () => {
+      net.heal();
+    });
+  });
+  every(means.transfer, () => {
+    const leader = leaderUp();
+    if (leader === undefined) return;
+    const to = leader.node!.membership().voters.filter((v) => v.id !== leader.id);
+    if (to.length === 0) return;
+    const target = operatorRng.pick(to).id;
+    stats.transfers++;
+    trace(`transfer ${leader.id} -> ${target}`);
+    leader.node!.transferLeadership(target, 300).catch(() => undefined);
+  });
+  every(means.conf, () => {
+    retireRemoved();
+    const leader = leaderUp();
+    if (leader === undefined) return;
+    const node = leader.node!;
+    const m = node.membership();
+    const learner = m.learners[0];
+    let change: ConfChange;
+    if (learner !== undefined) {
+      const st = node.status();
+      const pr = st.progress.find((p) => p.id === learner.id);
+      // §4.2.1: promote only a learner that has caught up.
+      if (pr === undefined || pr.match < st.commit) return;
+      change = { type: 'promote', member: learner };
+    } else if (
+      m.voters.length < 5 &&
+      servers.size < nodeIdsMax &&
+      (m.voters.length < 4 || operatorRng.chance(0.5))
+    ) {
+      const s = new SimServer(`n${servers.size + 1}`, env);
+      servers.set(s.id, s);
+      disks.set(s.id, s.disk);
+      s.start([]);
+      change = { type: 'addLearner', member: s.member };
+    } else if (m.voters.length > 3) {
+      const victim = operatorRng.chance(0.3) ? leader.member : operatorRng.pick(m.voters);
+      change = { type: 'remove', member: victim };
+      retiring.add(victim.id);
+    } else return;
+    stats.confChanges++;
+    trace(`conf ${change.type} ${change.member.id} via ${leader.id}`);
+    try {
+      node.proposeConfChange(change).catch(() => undefined);
+    } catch {
+      // Refused at once (not leader any more, a change in flight): the operator tries later.
+    }
+  });
+  /** Shuts down removed servers once their removal is committed (decommissioning). */
+  const retireRemoved = (): void => {
+    const conf = monitor.committedConfig();
+    for (const id of [...retiring]) {
+      if (conf.voters.some((v) => v.id === id) || conf.learners.some((v) => v.id === id)) continue;
+      retiring.delete(id);
+      servers.get(id)?.retire();
+      trace(`retire ${id}`);
     }
   };
-  sched.after(rng.exp(Math.min(crashMeanMs, partitionMeanMs)), nemesis);
 
   // ------------------------------------------------------------------ clients
   const history: Op[] = [];
   let valueSeq = 0;
   /** Operations still waiting for an answer; at the end their outcome is unknown. */
   const unsettled = new Set<(outcome: 'unknown') => void>();
-  const live = (): Server[] => [...servers.values()].filter((s) => s.ready);
-  const target = (): Server | undefined => {
+  const target = (): SimServer | undefined => {
     const up = live();
     const leader = up.find((s) => s.node!.softState().role === 'leader');
     return leader !== undefined && rng.chance(0.8) ? leader : up[rng.int(Math.max(1, up.length))];
   };
-  /** Runs one operation; `record` gets the outcome (undefined: unknown, null: refused). */
+  /** Runs one operation; `done` gets the outcome. */
   const operate = (
     client: number,
     key: string,
@@ -338,10 +459,10 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   const proposeControl = (command: ControlCommand, done: (r: ControlResult | null) => void): void => {
     const s = target();
     let settled = false;
-    const finish = (r: ControlResult | null): void => {
+    const finish = (res: ControlResult | null): void => {
       if (settled) return;
       settled = true;
-      done(r);
+      done(res);
     };
     sched.after(clientTimeoutMs, () => {
       finish(null);
@@ -412,20 +533,44 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   const settle = async (): Promise<void> => {
     for (let i = 0; i < 16; i++) await Promise.resolve();
   };
+  /** After every event: the disks still hold every committed entry, and no node stopped itself. */
+  const checkStep = (): void => {
+    check(() => {
+      monitor.checkDurability(disks);
+    });
+    for (const s of live()) {
+      const why = s.node!.stoppedBy;
+      if (why !== null) fail('storage-contract', `${s.id} stopped: ${why.message}`);
+    }
+  };
   const runUntil = async (until: number, stop: () => boolean = () => false): Promise<void> => {
     while (failure === null && !stop() && sched.peekTime() <= until && sched.step()) {
       stats.events++;
       await settle();
+      checkStep();
     }
   };
   await runUntil(chaosMs);
-  // Healing: the network heals, every crashed server restarts, no more disk spikes.
+  // Healing: the network heals and stops losing messages, every crashed member restarts, no
+  // process stays paused, no more disk spikes.
+  retireRemoved();
   net.heal();
-  for (const s of servers.values()) if (s.node === null) start(s);
+  net.faults = { ...net.faults, dropP: 0, longDelayP: 0 };
+  for (const s of servers.values()) {
+    if (!s.alive && !s.retired) s.start(bootstrapOf(s));
+    if (s.proc !== null) s.proc.pausedUntil = 0;
+  }
   const healEnd = sched.now + healMs;
-  const leaderUp = (): Server | undefined => live().find((s) => s.node!.softState().role === 'leader');
-  await runUntil(healEnd, () => leaderUp() !== undefined);
-  if (failure === null && leaderUp() === undefined) fail(`no leader within ${healMs} ms of healing`);
+  // A stable leader: live, and it has committed an entry of its own term.
+  const stableLeader = (): SimServer | undefined => {
+    const l = leaderUp();
+    if (l === undefined) return undefined;
+    const st = l.node!.status();
+    return l.node!.logTermAt(st.commit) === st.term ? l : undefined;
+  };
+  await runUntil(healEnd, () => stableLeader() !== undefined);
+  if (failure === null && stableLeader() === undefined)
+    fail('liveness', `no leader within ${healMs} ms of healing`);
   // A final read of every key joins the history: acknowledged writes must be there.
   let finals = 0;
   for (const key of keys) {
@@ -439,21 +584,69 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   }
   await runUntil(healEnd, () => finals === keys.length);
   if (failure === null && finals < keys.length)
-    fail(`final reads did not complete within ${healMs} ms of healing`);
+    fail('liveness', `final reads did not complete within ${healMs} ms of healing`);
+  // A proposal made after healing commits and every member applies it.
+  let proposedAt = 0;
+  const proposeFresh = (): void => {
+    if (proposedAt > 0 || sched.now >= healEnd) return;
+    const leader = stableLeader();
+    if (leader === undefined) {
+      sched.after(5, proposeFresh);
+      return;
+    }
+    const command = encodeCommand({
+      type: 'put',
+      stampMs: Math.floor(sched.now),
+      ns: 'default',
+      key: 'healed',
+      value: text.encode('yes'),
+    });
+    // As a client does: an answer, or a retry after a timeout (a leader that has just removed
+    // itself, for one, never hears how its last proposals ended).
+    let answered = false;
+    const retry = (): void => {
+      if (answered) return;
+      answered = true;
+      sched.after(5, proposeFresh);
+    };
+    sched.after(clientTimeoutMs, retry);
+    try {
+      leader.node!.propose(command).then(() => {
+        if (answered) return;
+        answered = true;
+        proposedAt = leader.node?.status().appliedToStateMachine ?? 0;
+      }, retry);
+    } catch {
+      retry();
+    }
+  };
+  proposeFresh();
+  const appliedEverywhere = (): boolean =>
+    proposedAt > 0 && members().every((s) => s.ready && s.node!.status().appliedToStateMachine >= proposedAt);
+  await runUntil(healEnd, appliedEverywhere);
+  if (failure === null && !appliedEverywhere())
+    fail(
+      'liveness',
+      `a proposal made after healing (applied at ${proposedAt || 'none'}) was not applied by every member ` +
+        `within ${healMs} ms; ${describeServers()}`,
+    );
   // Convergence: every member applies everything the leader committed and holds the same state.
   const converged = (): boolean => {
-    const up = live();
-    const commit = Math.max(...up.map((s) => s.node!.status().commit));
-    return up.every(
+    const ms = members();
+    if (!ms.every((s) => s.ready)) return false;
+    const commit = Math.max(...ms.map((s) => s.node!.status().commit));
+    return ms.every(
       (s) => s.node!.status().appliedToStateMachine >= commit && s.node!.status().commit === commit,
     );
   };
   await runUntil(healEnd, converged);
   if (failure === null) {
-    if (!converged()) fail(`members did not converge within ${healMs} ms of healing`);
+    if (!converged())
+      fail('convergence', `members did not converge within ${healMs} ms of healing; ${describeServers()}`);
     else {
-      const states = live().map((s) => Buffer.from(s.kv!.snapshot()).toString('base64'));
-      if (new Set(states).size !== 1) fail('members applied the same log but hold different states');
+      const states = members().map((s) => Buffer.from(s.kv!.snapshot()).toString('base64'));
+      if (new Set(states).size !== 1)
+        fail('state-machine-safety', 'members applied the same log but hold different states');
     }
   }
   for (const finish of [...unsettled]) finish('unknown');
@@ -461,6 +654,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     const lin = checkLinearizable(history);
     if (!lin.ok)
       fail(
+        'linearizability',
         `history not linearizable on key ${lin.key}: ${lin.explanation}\n` +
           history
             .filter((o) => o.key === lin.key)
@@ -468,16 +662,26 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
             .join('\n'),
       );
   }
+  for (const s of servers.values()) {
+    stats.powerLosses += s.disk.stats.powerLosses;
+    stats.tornWrites += s.disk.stats.tornWrites;
+    stats.lostUnsynced += s.disk.stats.lostUnsynced;
+    stats.unsyncedWrites += s.disk.stats.writes - s.disk.stats.syncedWrites;
+  }
+  stats.leaders = monitor.stats.leaders;
+  stats.maxTerm = monitor.stats.maxTerm;
+  stats.snapshots = monitor.stats.snapshots;
   const fingerprint = [
     stats.events,
     stats.applied,
     sched.now.toFixed(3),
     createHash('sha256').update(JSON.stringify(history)).digest('hex').slice(0, 16),
   ].join('/');
+  const f = failure as { kind: ViolationKind; message: string } | null;
   return {
     seed,
-    ok: failure === null,
-    ...(failure === null ? {} : { failure }),
+    ok: f === null,
+    ...(f === null ? {} : { failure: f.message, kind: f.kind }),
     fingerprint,
     stats,
     control: control.stats,

@@ -14,8 +14,7 @@
 //   the committed configuration that every quorum of it includes a holder, whatever crashed.
 import type { Entry, EntryType, Membership, SnapshotMeta } from '../../src/raft/core/types.js';
 import { applyConfChange, decodeConfChange, emptyMembership } from '../../src/raft/core/membership.js';
-import type { SimDisk } from './disk.js';
-import { fnv1a } from './kv.js';
+import { crc32c, crc32cUpdate } from '../../src/platform/crc32c.js';
 
 export type ViolationKind =
   | 'election-safety'
@@ -31,6 +30,7 @@ export type ViolationKind =
   | 'liveness'
   | 'convergence'
   | 'linearizability'
+  | 'control-plane'
   | 'driver';
 
 export class SimViolation extends Error {
@@ -50,7 +50,7 @@ const typeCode: Record<EntryType, number> = { normal: 1, conf: 2, noop: 3 };
 
 /** A digest of an entry's type and data (the index and term are compared separately). */
 export function entryHash(e: Entry): number {
-  return fnv1a(e.data, (0x811c9dc5 ^ typeCode[e.type]) >>> 0);
+  return crc32cUpdate(crc32c(Uint8Array.of(typeCode[e.type])), e.data, 0, e.data.length);
 }
 
 interface CommitRecord {
@@ -59,11 +59,14 @@ interface CommitRecord {
   readonly entry: Entry;
   /** The lowest term of a node seen holding it committed: it was committed in this term or before. */
   commitTerm: number;
+  /** The initial configuration, which every initial voter writes for itself. */
+  readonly bootstrap: boolean;
 }
 
-/** What the monitor needs of a node to judge durability. */
-export interface DiskHolder {
-  readonly disk: SimDisk;
+/** What the monitor needs of a node's disk to judge durability. */
+export interface DurableLog {
+  /** The disk durably holds the entry (index, term), as a log record or inside its snapshot. */
+  covers(index: number, term: number): boolean;
 }
 
 const termKeyBase = 1_000_000;
@@ -82,7 +85,7 @@ export class Monitor {
   ];
   private confCursor = 0;
   private readonly digests = new Map<number, number>();
-  readonly stats = { leaders: 0, maxTerm: 0, commitGaps: 0 };
+  readonly stats = { leaders: 0, maxTerm: 0, commitGaps: 0, snapshots: 0 };
 
   // ------------------------------------------------------------ elections
 
@@ -161,7 +164,8 @@ export class Monitor {
     const rec = this.committed[i];
     const hash = entryHash(entry);
     if (rec === undefined) {
-      this.committed[i] = { term: entry.term, hash, entry, commitTerm: nodeTerm };
+      const bootstrap = entry.type === 'conf' && decodeConfChange(entry.data).type === 'bootstrap';
+      this.committed[i] = { term: entry.term, hash, entry, commitTerm: nodeTerm, bootstrap };
       if (i > this.maxCommit) this.maxCommit = i;
       this.advanceConfigs();
       return;
@@ -196,6 +200,7 @@ export class Monitor {
 
   /** A snapshot was taken or installed: its term, configuration and state must match the record. */
   onSnapshot(node: string, meta: SnapshotMeta, digest: number): void {
+    this.stats.snapshots++;
     const rec = this.committed[meta.index];
     if (meta.index > 0 && rec !== undefined && rec.term !== meta.term) {
       violation(
@@ -257,19 +262,20 @@ export class Monitor {
    * configuration hold it durably that every quorum of that configuration contains one.
    * (With single-server changes this holds across the change too.)
    */
-  checkDurability(holders: ReadonlyMap<string, DiskHolder>): void {
+  checkDurability(disks: ReadonlyMap<string, DurableLog>): void {
     const m = this.maxCommit;
     const rec = this.committed[m];
     if (rec === undefined) return;
+    // Every initial voter writes the bootstrap configuration itself, and writes it again if a
+    // crash took it: it is never lost.
+    if (rec.bootstrap) return;
     const voters = this.committedConfig().voters;
     if (voters.length === 0) return;
     let held = 0;
-    for (const v of voters) if (holders.get(v.id)?.disk.covers(m, rec.term) === true) held++;
+    for (const v of voters) if (disks.get(v.id)?.covers(m, rec.term) === true) held++;
     const need = voters.length - (Math.floor(voters.length / 2) + 1) + 1;
     if (held < need) {
-      const missing = voters
-        .filter((v) => holders.get(v.id)?.disk.covers(m, rec.term) !== true)
-        .map((v) => v.id);
+      const missing = voters.filter((v) => disks.get(v.id)?.covers(m, rec.term) !== true).map((v) => v.id);
       violation(
         'committed-entry-lost',
         `committed entry (index ${m}, term ${rec.term}) is durable on only ${held} of ${voters.length} voters ` +

@@ -1,24 +1,17 @@
 // The simulation's command line: `npm run sim -- --seeds N [--start S] [--seed X] [--verbose]`.
-// Runs seeds start .. start+N-1 (or the one seed X) and prints a JSON summary. A failing seed
-// is printed with the command that replays it exactly; --verbose traces every event of a run.
+// Runs seeds start .. start+N-1 (or the one seed X) of the driver simulation (driver-sim.ts) and
+// prints a JSON summary. A failing seed is printed with the command that replays it exactly;
+// --verbose traces every fault and operator action of a run.
 import { parseArgs } from 'node:util';
-import type { SimResult } from './simulation.js';
-import { runSeed } from './simulation.js';
+import { runDriverSim, type DriverSimResult } from './driver-sim.js';
 
 export interface RunSummary {
   readonly seeds: number;
   readonly start: number;
   readonly passed: number;
   readonly failed: number;
-  readonly failures: readonly {
-    seed: number;
-    kind: string;
-    message: string;
-    atMs: number;
-    reproduce: string;
-  }[];
+  readonly failures: readonly { seed: number; kind: string; message: string; reproduce: string }[];
   readonly wallMs: number;
-  readonly virtualSeconds: number;
   readonly totals: Record<string, number>;
 }
 
@@ -27,19 +20,24 @@ export function reproduceCommand(seed: number): string {
 }
 
 /** Runs seeds in [start, start + count) and sums their statistics. */
-export function runSeeds(start: number, count: number, onResult?: (r: SimResult) => void): RunSummary {
+export async function runSeeds(start: number, count: number): Promise<RunSummary> {
   const began = performance.now();
   const failures: RunSummary['failures'][number][] = [];
   const totals: Record<string, number> = {};
-  let virtualMs = 0;
+  const add = (prefix: string, stats: Readonly<Record<string, number>>): void => {
+    for (const [k, v] of Object.entries(stats)) totals[prefix + k] = (totals[prefix + k] ?? 0) + v;
+  };
   for (let seed = start; seed < start + count; seed++) {
-    const r = runSeed({ seed });
-    onResult?.(r);
-    virtualMs += r.stats.virtualMs;
-    const stats: Readonly<Record<keyof SimResult['stats'], number>> = r.stats;
-    for (const [k, v] of Object.entries(stats)) if (k !== 'virtualMs') totals[k] = (totals[k] ?? 0) + v;
-    if (r.violation !== undefined) {
-      failures.push({ seed, ...r.violation, reproduce: reproduceCommand(seed) });
+    const r: DriverSimResult = await runDriverSim(seed);
+    add('', { ...r.stats });
+    add('control.', { ...r.control });
+    if (!r.ok) {
+      failures.push({
+        seed,
+        kind: r.kind ?? 'driver',
+        message: r.failure ?? '',
+        reproduce: reproduceCommand(seed),
+      });
     }
   }
   return {
@@ -49,12 +47,11 @@ export function runSeeds(start: number, count: number, onResult?: (r: SimResult)
     failed: failures.length,
     failures,
     wallMs: Math.round(performance.now() - began),
-    virtualSeconds: Math.round(virtualMs) / 1000,
     totals,
   };
 }
 
-function main(): void {
+async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       seeds: { type: 'string' },
@@ -74,13 +71,11 @@ function main(): void {
   if (values.seed !== undefined) {
     const seed = int('seed', values.seed, 0);
     const lines: string[] = [];
-    const r = runSeed(values.verbose ? { seed, trace: (l) => lines.push(l) } : { seed });
+    const r = await runDriverSim(seed, values.verbose ? { trace: (l) => lines.push(l) } : {});
     if (values.verbose) process.stdout.write(`${lines.join('\n')}\n`);
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
     if (!r.ok) {
-      process.stderr.write(
-        `\nseed ${seed} FAILED: ${r.violation?.kind}\nreproduce: ${reproduceCommand(seed)}\n`,
-      );
+      process.stderr.write(`\nseed ${seed} FAILED: ${r.kind ?? ''}\nreproduce: ${reproduceCommand(seed)}\n`);
       process.exitCode = 1;
     }
     return;
@@ -88,7 +83,7 @@ function main(): void {
 
   const count = int('seeds', values.seeds, 100);
   const start = int('start', values.start, 1);
-  const summary = runSeeds(start, count);
+  const summary = await runSeeds(start, count);
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   if (summary.failed > 0) {
     for (const f of summary.failures)
@@ -97,4 +92,9 @@ function main(): void {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1] ?? ''}`) main();
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
+  await main().catch((err: unknown) => {
+    process.stderr.write(`sim: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 2;
+  });
+}

@@ -47,6 +47,7 @@ import {
   type Snapshot,
 } from './log-store.js';
 import { TermRuns } from './term-runs.js';
+import type { LogDb, LogDbOp } from './log-db.js';
 
 /**
  * Snapshot bytes are split into values of at most this size: LevelDB handles huge values
@@ -59,7 +60,8 @@ const entryKeyPrefix = Buffer.from('l/');
 /** The first key after every entry key ('0' follows '/'). */
 const entryKeysEnd = Buffer.from('l0');
 const hardStateKey = Buffer.from('m/hardstate');
-const snapshotMetaKey = Buffer.from('m/snapshot-meta');
+/** The key of the snapshot meta (exported for the simulation, as entryKey). */
+export const snapshotMetaKey = Buffer.from('m/snapshot-meta');
 const snapshotDataKey = Buffer.from('s/data');
 const snapshotChunkKeyPrefix = Buffer.from('s/data/');
 const snapshotGenerationKeyPrefix = Buffer.from('s/gen/');
@@ -68,8 +70,7 @@ const twoPow32 = 0x1_0000_0000;
 const restoreAdvice =
   'the node refuses to start. Restore this node from a peer: remove the data directory and re-add the member';
 
-type Db = Level<Buffer, Uint8Array>;
-type BatchOp = { type: 'put'; key: Buffer; value: Uint8Array } | { type: 'del'; key: Buffer };
+type BatchOp = LogDbOp;
 
 const zeroHardState: HardState = { term: 0, vote: '', commit: 0 };
 const zeroSnapshotMeta: SnapshotMeta = { index: 0, term: 0, membership: { voters: [], learners: [] } };
@@ -80,7 +81,8 @@ function writeEntryKey(target: Buffer, offset: number, index: number): void {
   target.writeUInt32BE(index >>> 0, offset + 6);
 }
 
-function entryKey(index: number): Buffer {
+/** The key of entry `index` (exported for the simulation, which inspects what a disk holds). */
+export function entryKey(index: number): Buffer {
   const key = Buffer.allocUnsafe(entryKeyBytes);
   writeEntryKey(key, 0, index);
   return key;
@@ -139,12 +141,14 @@ function errorCode(err: unknown): unknown {
 export interface LevelLogStoreOptions {
   /** The node's data directory; the database lives in `${dir}/raft`. */
   readonly dir: string;
+  /** The database to use instead of LevelDB at `${dir}/raft` (the simulation's disk). */
+  readonly db?: LogDb;
 }
 
 export class LevelLogStore implements LogStore {
   /** The database directory, named in every corruption report. */
   readonly location: string;
-  readonly #db: Db;
+  readonly #db: LogDb;
   #loaded = false;
   #writing = false;
   #closed = false;
@@ -175,7 +179,9 @@ export class LevelLogStore implements LogStore {
 
   constructor(options: LevelLogStoreOptions) {
     this.location = logStoreLocation(options.dir);
-    this.#db = new Level<Buffer, Uint8Array>(this.location, { keyEncoding: 'buffer', valueEncoding: 'view' });
+    this.#db =
+      options.db ??
+      new Level<Buffer, Uint8Array>(this.location, { keyEncoding: 'buffer', valueEncoding: 'view' });
   }
 
   /** Batches written since open, and how many of them were synced (for metrics and tests). */
