@@ -472,7 +472,8 @@ const matrix: readonly Row[] = [
   },
   { need: 'operator', ...unary(C.workflowDelete, (o) => ({ id: workflowId(`delete-${o}`) })) },
   // How long finished workflows stay: set and shown by admins only, as the audit retention.
-  // The values set are the defaults, so the state the other rows see does not change.
+  // The values set are the defaults, so the state the other rows see keeps its workflows (the
+  // default's grace ends, but no fixture is near its limits).
   {
     need: 'admin',
     ...unary(C.workflowRetention, () => ({ finishedMax: 10_000, finishedDays: 30, show: false })),
