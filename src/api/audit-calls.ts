@@ -68,8 +68,9 @@ export class CallAuditor {
     need: Role,
     target: () => string,
     work: (audit: AuditTag, proposing: () => void) => Promise<T>,
+    why?: string,
   ): Promise<T> {
-    const audit = await this.authorize(call, need, target);
+    const audit = await this.authorize(call, need, target, why);
     let proposed = false;
     try {
       return await work(audit, () => {

@@ -95,7 +95,7 @@ export class KvService {
       const audit = kvAudits[name as keyof typeof kvAudits] as KvAudit<unknown, unknown> | undefined;
       guarded[name] =
         auditor !== undefined && audit !== undefined
-          ? auditedHandler(auditor, `Kv/${capitalized(name)}`, kvNeed(name).role, audit, handler)
+          ? auditedHandler(auditor, `Kv/${capitalized(name)}`, (req) => kvNeed(name, req), audit, handler)
           : (call, callback) => {
               const need = kvNeed(name, call.request);
               // A read or a session proposes no record of its own; a refusal for its role is
@@ -461,7 +461,7 @@ const kvAudits = {
 function auditedHandler(
   auditor: CallAuditor,
   method: string,
-  need: OperatorRole,
+  needOf: (request: unknown) => KvNeed,
   audit: KvAudit<unknown, unknown>,
   handler: Handler<unknown, unknown>,
 ): Handler<unknown, unknown> {
@@ -470,25 +470,32 @@ function auditedHandler(
     const target = (): string => audit.target(call.request);
     // The handler's own error goes back to the caller as it is (its status and metadata).
     let failed: ServiceError | undefined;
+    const need = needOf(call.request);
     auditor
-      .run(audited, need, target, async (tag, proposing) => {
-        proposing();
-        const outcome = await new Promise<{ err: ServiceError | null; res: unknown }>((resolve) => {
-          handler(call, (err, res) => {
-            resolve({ err: err === null || err === undefined ? null : (err as ServiceError), res });
+      .run(
+        audited,
+        need.role,
+        target,
+        async (tag, proposing) => {
+          proposing();
+          const outcome = await new Promise<{ err: ServiceError | null; res: unknown }>((resolve) => {
+            handler(call, (err, res) => {
+              resolve({ err: err === null || err === undefined ? null : (err as ServiceError), res });
+            });
           });
-        });
-        if (outcome.err !== null) {
-          failed = outcome.err;
-          await auditor.record(tag, audit.kind, target(), {
-            code: statusCodeName(outcome.err.code),
-            message: outcome.err.details,
-          });
-          throw new ApiError(outcome.err.code, outcome.err.details);
-        }
-        await auditor.record(tag, audit.kind, target(), audit.refusal?.(outcome.res));
-        return outcome.res;
-      })
+          if (outcome.err !== null) {
+            failed = outcome.err;
+            await auditor.record(tag, audit.kind, target(), {
+              code: statusCodeName(outcome.err.code),
+              message: outcome.err.details,
+            });
+            throw new ApiError(outcome.err.code, outcome.err.details);
+          }
+          await auditor.record(tag, audit.kind, target(), audit.refusal?.(outcome.res));
+          return outcome.res;
+        },
+        need.why,
+      )
       .then(
         (res) => callback(null, res),
         (err: unknown) => callback(failed ?? (toServiceError(err) as ServiceError), null),
@@ -532,11 +539,10 @@ interface KvNeed {
   readonly why?: string;
 }
 
-/** What `kvRoles` asks of a call of `method` with `request` (none: the method's own role). */
-function kvNeed(method: keyof typeof kvRoles, request?: unknown): KvNeed {
+/** What `kvRoles` asks of a call of `method` with `request`. */
+function kvNeed(method: keyof typeof kvRoles, request: unknown): KvNeed {
   const rule: OperatorRole | ((req: never) => KvNeed) = kvRoles[method];
   if (typeof rule === 'string') return { role: rule };
-  if (request === undefined) throw new Error(`Kv/${capitalized(method)}: its role depends on the request`);
   // The handlers' table pairs each method with its own request type.
   return rule(request as never);
 }
