@@ -68,8 +68,9 @@ export class CallAuditor {
     need: Role,
     target: () => string,
     work: (audit: AuditTag, proposing: () => void) => Promise<T>,
+    why?: string,
   ): Promise<T> {
-    const audit = await this.authorize(call, need, target);
+    const audit = await this.authorize(call, need, target, why);
     let proposed = false;
     try {
       return await work(audit, () => {
@@ -85,8 +86,9 @@ export class CallAuditor {
    * The tag of an authenticated caller of at least role `need`. Whatever the call (a read of the
    * trail, a Kv session, a change), a caller refused for its role is recorded; an unauthenticated
    * one is only logged. Calls that propose nothing of their own authorize with this alone.
+   * `why` goes into the refusal when the request, not only the method, decides the role.
    */
-  async authorize(call: AuditedCall, need: Role, target: () => string): Promise<AuditTag> {
+  async authorize(call: AuditedCall, need: Role, target: () => string, why?: string): Promise<AuditTag> {
     let caller: Caller;
     try {
       caller = await this.#auth.identify({ metadata: call.metadata, getPeer: () => call.peer });
@@ -98,7 +100,7 @@ export class CallAuditor {
       throw err;
     }
     const audit = auditTag(caller, call.peer, call.method);
-    const refusal = roleRefusal(caller, need);
+    const refusal = roleRefusal(caller, need, why);
     if (refusal !== undefined) {
       await this.refused(audit, call.kind, safeTarget(target), refusal);
       throw refusal;

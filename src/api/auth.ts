@@ -75,10 +75,13 @@ export class Authenticator {
     return this.#opts.enabled;
   }
 
-  /** The operator behind the call, if their role is at least `need`; throws otherwise. */
-  async operator(call: AuthCall, need: Role): Promise<Caller> {
+  /**
+   * The operator behind the call, if their role is at least `need`; throws otherwise, with `why`
+   * in the refusal when the request (not only the method) decides the role.
+   */
+  async operator(call: AuthCall, need: Role, why?: string): Promise<Caller> {
     const caller = await this.identify(call);
-    const refusal = roleRefusal(caller, need);
+    const refusal = roleRefusal(caller, need, why);
     if (refusal !== undefined) throw refusal;
     return caller;
   }
@@ -197,12 +200,13 @@ export class Authenticator {
   }
 }
 
-/** PERMISSION_DENIED when the caller's role is below `need`. */
-export function roleRefusal(caller: Caller, need: Role): ApiError | undefined {
+/** PERMISSION_DENIED when the caller's role is below `need`; `why` says what made it `need`. */
+export function roleRefusal(caller: Caller, need: Role, why?: string): ApiError | undefined {
   if (roleRank[caller.role] >= roleRank[need]) return undefined;
   return new ApiError(
     status.PERMISSION_DENIED,
-    `token "${caller.name}" has role ${caller.role}; this needs ${need} or higher`,
+    `token "${caller.name}" has role ${caller.role}; this needs ${need} or higher` +
+      (why === undefined ? '' : `: ${why}`),
   );
 }
 

@@ -45,6 +45,7 @@ import { receiveArtifact } from './artifact-upload.js';
 import { enqueuePowerJob, PowerRequestError } from '../power/enqueue.js';
 import { PowerJobWaiters } from '../power/waiters.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';
+import { retentionStartsMs } from '../state/control/workflow-retention.js';
 import { parseHardwareDocument } from '../workflow/hardware-doc.js';
 import { renderTemplate, TemplateError, validateTemplateSource } from '../workflow/template.js';
 import { TurnQueue } from '../platform/turn-queue.js';
@@ -522,7 +523,11 @@ export class ControlService {
     if (req.show || (req.finishedMax === undefined && req.finishedDays === undefined)) {
       await this.#auditor.authorize(audited, 'admin', () => 'show');
       await this.#read(false);
-      return { ...this.#ctx.control.workflowRetention };
+      const control = this.#ctx.control;
+      // The default waiting out its grace after the upgrade (0020): say from when it applies.
+      const startsMs = retentionStartsMs(control.workflowRetentionDefaultSinceMs);
+      const waiting = startsMs !== undefined && Date.now() < startsMs;
+      return { ...control.workflowRetention, ...(waiting ? { defaultStartsMs: startsMs } : {}) };
     }
     const given = (v: number | undefined): string => (v === undefined ? '(as is)' : String(v));
     return this.#auditor.run(

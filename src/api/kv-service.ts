@@ -1,7 +1,6 @@
 // The Kv gRPC service: the replicated key-value store and cluster administration. Any node
 // answers: writes on a follower are forwarded to the leader, reads are linearizable
 // (ReadIndex, through the leader) unless the caller asks for a local read.
-import { createHash } from 'node:crypto';
 import { Metadata, status } from '@grpc/grpc-js';
 import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -17,6 +16,7 @@ import type {
   KvServer,
   MemberInfo,
   Session as SessionProto,
+  StatusRequest,
   StatusResponse,
 } from '../gen/kv.js';
 import { KvClient, Role, Suffrage } from '../gen/kv.js';
@@ -34,6 +34,7 @@ import { ApiError, toServiceError } from './errors.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
 import { buildVersion, stateVersionOfThisBuild } from '../state/versions.js';
+import { StateDigests } from './state-digest.js';
 
 /** Lets timers and I/O run between slices of the digest's encoding. */
 function nextTurnOfEventLoop(): Promise<void> {
@@ -74,9 +75,11 @@ function unary<Req, Res>(
 export class KvService {
   readonly #ctx: KvServiceContext;
   readonly #clients = new Map<string, KvClient>();
+  readonly #digests: StateDigests;
 
   constructor(ctx: KvServiceContext) {
     this.#ctx = ctx;
+    this.#digests = new StateDigests(ctx.store, nextTurnOfEventLoop);
   }
 
   /**
@@ -89,17 +92,17 @@ export class KvService {
     if (auth === undefined) return h;
     const guarded: Record<string, Handler<unknown, unknown>> = {};
     for (const [name, handler] of Object.entries(h) as [keyof typeof kvRoles, Handler<unknown, unknown>][]) {
-      const role = kvRoles[name];
       const audit = kvAudits[name as keyof typeof kvAudits] as KvAudit<unknown, unknown> | undefined;
       guarded[name] =
         auditor !== undefined && audit !== undefined
-          ? auditedHandler(auditor, `Kv/${capitalized(name)}`, role, audit, handler)
+          ? auditedHandler(auditor, `Kv/${capitalized(name)}`, (req) => kvNeed(name, req), audit, handler)
           : (call, callback) => {
+              const need = kvNeed(name, call.request);
               // A read or a session proposes no record of its own; a refusal for its role is
               // recorded all the same (0018).
               const allowed =
                 auditor === undefined
-                  ? auth.operator(call, role)
+                  ? auth.operator(call, need.role, need.why)
                   : auditor.authorize(
                       {
                         metadata: call.metadata,
@@ -107,8 +110,9 @@ export class KvService {
                         method: `Kv/${capitalized(name)}`,
                         kind: `kv.${name}`,
                       },
-                      role,
+                      need.role,
                       () => '',
+                      need.why,
                     );
               allowed.then(
                 () => handler(call, callback),
@@ -297,12 +301,19 @@ export class KvService {
 
   /**
    * This node's Status. With `digest`, also the SHA-256 of its state machine's snapshot encoding:
-   * the state is captured in the same turn of the event loop as the other fields (so at `applied`)
-   * and encoded in slices afterwards, so a large state does not stall the node while it is hashed.
+   * the other fields are read in the same turn of the event loop as the state is captured (so at
+   * `applied`), and the state is encoded in slices afterwards, so a large state does not stall
+   * the node while it is hashed. Asks at one applied index share one encoding (state-digest.ts).
    */
   async status(digest = false): Promise<StatusResponse> {
+    if (!digest) return this.#statusNow();
+    const { taken, digest: stateDigest } = await this.#digests.current(() => this.#statusNow());
+    return { ...taken, stateDigest };
+  }
+
+  #statusNow(): StatusResponse {
     const st = this.#ctx.node.status();
-    const answer: StatusResponse = {
+    return {
       id: st.id,
       leader: st.leader,
       term: st.term,
@@ -319,9 +330,6 @@ export class KvService {
       drained: this.#ctx.drain?.().drained ?? false,
       workerStreams: this.#ctx.drain?.().workerStreams ?? 0,
     };
-    if (!digest) return answer;
-    const bytes = await this.#ctx.store.captureSnapshot().encode(nextTurnOfEventLoop);
-    return { ...answer, stateDigest: createHash('sha256').update(bytes).digest('hex') };
   }
 
   #notLeader(): RaftError {
@@ -453,7 +461,7 @@ const kvAudits = {
 function auditedHandler(
   auditor: CallAuditor,
   method: string,
-  need: OperatorRole,
+  needOf: (request: unknown) => KvNeed,
   audit: KvAudit<unknown, unknown>,
   handler: Handler<unknown, unknown>,
 ): Handler<unknown, unknown> {
@@ -462,25 +470,32 @@ function auditedHandler(
     const target = (): string => audit.target(call.request);
     // The handler's own error goes back to the caller as it is (its status and metadata).
     let failed: ServiceError | undefined;
+    const need = needOf(call.request);
     auditor
-      .run(audited, need, target, async (tag, proposing) => {
-        proposing();
-        const outcome = await new Promise<{ err: ServiceError | null; res: unknown }>((resolve) => {
-          handler(call, (err, res) => {
-            resolve({ err: err === null || err === undefined ? null : (err as ServiceError), res });
+      .run(
+        audited,
+        need.role,
+        target,
+        async (tag, proposing) => {
+          proposing();
+          const outcome = await new Promise<{ err: ServiceError | null; res: unknown }>((resolve) => {
+            handler(call, (err, res) => {
+              resolve({ err: err === null || err === undefined ? null : (err as ServiceError), res });
+            });
           });
-        });
-        if (outcome.err !== null) {
-          failed = outcome.err;
-          await auditor.record(tag, audit.kind, target(), {
-            code: statusCodeName(outcome.err.code),
-            message: outcome.err.details,
-          });
-          throw new ApiError(outcome.err.code, outcome.err.details);
-        }
-        await auditor.record(tag, audit.kind, target(), audit.refusal?.(outcome.res));
-        return outcome.res;
-      })
+          if (outcome.err !== null) {
+            failed = outcome.err;
+            await auditor.record(tag, audit.kind, target(), {
+              code: statusCodeName(outcome.err.code),
+              message: outcome.err.details,
+            });
+            throw new ApiError(outcome.err.code, outcome.err.details);
+          }
+          await auditor.record(tag, audit.kind, target(), audit.refusal?.(outcome.res));
+          return outcome.res;
+        },
+        need.why,
+      )
       .then(
         (res) => callback(null, res),
         (err: unknown) => callback(failed ?? (toServiceError(err) as ServiceError), null),
@@ -492,7 +507,10 @@ function capitalized(name: string): string {
   return name.charAt(0).toUpperCase() + name.slice(1);
 }
 
-/** The least role each Kv method needs when tokens are required. */
+/**
+ * The least role each Kv method needs when tokens are required: the one place that decides it,
+ * by method, or by the request where its cost or reach differs (a rule then says why).
+ */
 const kvRoles = {
   registerClient: 'operator',
   put: 'operator',
@@ -500,12 +518,34 @@ const kvRoles = {
   delete: 'operator',
   compareAndSet: 'operator',
   range: 'viewer',
-  status: 'viewer',
+  status: (req: StatusRequest): KvNeed =>
+    req.digest === true
+      ? {
+          role: 'operator',
+          why:
+            'the state digest (`cluster status --digest`) encodes the whole replicated state on the node; ' +
+            'ask without it, which a viewer may, or use an operator token',
+        }
+      : { role: 'viewer' },
   memberAdd: 'admin',
   memberRemove: 'admin',
   memberList: 'viewer',
   leaderTransfer: 'admin',
-} as const satisfies Record<string, OperatorRole>;
+} as const satisfies Record<string, OperatorRole | ((req: never) => KvNeed)>;
+
+/** The role a Kv call needs, and why when its request (not only its method) decides it. */
+interface KvNeed {
+  readonly role: OperatorRole;
+  readonly why?: string;
+}
+
+/** What `kvRoles` asks of a call of `method` with `request`. */
+function kvNeed(method: keyof typeof kvRoles, request: unknown): KvNeed {
+  const rule: OperatorRole | ((req: never) => KvNeed) = kvRoles[method];
+  if (typeof rule === 'string') return { role: rule };
+  // The handlers' table pairs each method with its own request type.
+  return rule(request as never);
+}
 
 type ForwardMethod =
   'registerClient' | 'put' | 'delete' | 'compareAndSet' | 'memberAdd' | 'memberRemove' | 'leaderTransfer';

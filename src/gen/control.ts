@@ -292,6 +292,13 @@ export interface WorkflowRetentionRequest {
 export interface WorkflowRetentionResponse {
   finishedMax: number;
   finishedDays: number;
+  /**
+   * While the retention is the default no operator has set, and the grace after the cluster
+   * reached state version 2 (7 days) has not passed by the answering node's clock: the time, in
+   * ms since the epoch, from which the leader removes workflows by it. Absent once it applies.
+   * Setting the retention, even to the default, makes it apply at once.
+   */
+  defaultStartsMs?: number | undefined;
 }
 
 export interface WorkflowEventsRequest {
@@ -4087,7 +4094,7 @@ export const WorkflowRetentionRequest: MessageFns<WorkflowRetentionRequest> = {
 };
 
 function createBaseWorkflowRetentionResponse(): WorkflowRetentionResponse {
-  return { finishedMax: 0, finishedDays: 0 };
+  return { finishedMax: 0, finishedDays: 0, defaultStartsMs: undefined };
 }
 
 export const WorkflowRetentionResponse: MessageFns<WorkflowRetentionResponse> = {
@@ -4097,6 +4104,9 @@ export const WorkflowRetentionResponse: MessageFns<WorkflowRetentionResponse> = 
     }
     if (message.finishedDays !== 0) {
       writer.uint32(16).uint32(message.finishedDays);
+    }
+    if (message.defaultStartsMs !== undefined) {
+      writer.uint32(24).uint64(message.defaultStartsMs);
     }
     return writer;
   },
@@ -4130,6 +4140,14 @@ export const WorkflowRetentionResponse: MessageFns<WorkflowRetentionResponse> = 
             message.finishedDays = reader.uint32();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.defaultStartsMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4154,6 +4172,11 @@ export const WorkflowRetentionResponse: MessageFns<WorkflowRetentionResponse> = 
         : isSet(object.finished_days)
         ? globalThis.Number(object.finished_days)
         : 0,
+      defaultStartsMs: isSet(object.defaultStartsMs)
+        ? globalThis.Number(object.defaultStartsMs)
+        : isSet(object.default_starts_ms)
+        ? globalThis.Number(object.default_starts_ms)
+        : undefined,
     };
   },
 
@@ -4165,6 +4188,9 @@ export const WorkflowRetentionResponse: MessageFns<WorkflowRetentionResponse> = 
     if (message.finishedDays !== 0) {
       obj.finishedDays = Math.round(message.finishedDays);
     }
+    if (message.defaultStartsMs !== undefined) {
+      obj.defaultStartsMs = Math.round(message.defaultStartsMs);
+    }
     return obj;
   },
 
@@ -4175,6 +4201,7 @@ export const WorkflowRetentionResponse: MessageFns<WorkflowRetentionResponse> = 
     const message = createBaseWorkflowRetentionResponse();
     message.finishedMax = object.finishedMax ?? 0;
     message.finishedDays = object.finishedDays ?? 0;
+    message.defaultStartsMs = object.defaultStartsMs ?? undefined;
     return message;
   },
 };

@@ -237,6 +237,8 @@ export interface StatusRequest {
   /**
    * Also compute state_digest: an encoding of the whole replicated state, so only when asked.
    * Optional so that callers that ask nothing (and builds before it) send an empty request.
+   * Needs the operator role (a Status without it needs viewer): a node encodes at most one digest
+   * at a time and shares it among the asks at one applied index.
    */
   digest?:
     | boolean

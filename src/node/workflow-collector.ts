@@ -3,13 +3,20 @@
 // It picks them by its own clock against each workflow's finish time in the state (apply never
 // reads a clock), archives them first when the node has an archive (fsynced before anything is
 // proposed), then proposes workflow.gc naming exactly those workflows at the finish time it saw.
-// Apply deletes those still finished at that time and skips the rest.
+// Apply deletes those still finished at that time and skips the rest. The default retention,
+// while no operator has set one, waits out a grace after the upgrade to state version 2
+// (workflow-retention.ts defaultRetentionGraceMs): the collector removes nothing until then, and
+// says once when it will start and how to choose now.
 import type { Logger } from 'pino';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { Workflow } from '../model/records.js';
-import { pastRetention } from '../state/control/workflow-retention.js';
-import { workflowEventsMax, workflowGcBatchMax } from '../model/limits.js';
+import {
+  defaultRetentionGraceMs,
+  pastRetention,
+  retentionStartsMs,
+} from '../state/control/workflow-retention.js';
+import { workflowEventsMax, workflowGcBatchMax, workflowsMax } from '../model/limits.js';
 import { stateVersionBoundedState } from '../state/versions.js';
 import type { WorkflowArchive } from './workflow-archive.js';
 
@@ -43,6 +50,8 @@ export class WorkflowCollector {
   readonly #archivedPending = new Map<string, Workflow>();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
+  /** The start of the default retention this node last announced, while it waits for it. */
+  #announcedStartMs: number | undefined;
   /** Workflows this node wrote to its archive (for metrics). */
   archived = 0;
   /** Workflows removed by this node's workflow.gc commands. */
@@ -70,6 +79,7 @@ export class WorkflowCollector {
     if (this.#running || !isLeader()) return 0;
     // The command is gated anyway; not archiving what could not be removed yet.
     if (control.clusterVersion < stateVersionBoundedState) return 0;
+    if (this.#waitingForDefault()) return 0;
     this.#running = true;
     let removed = 0;
     try {
@@ -109,6 +119,50 @@ export class WorkflowCollector {
       this.#running = false;
     }
     return removed;
+  }
+
+  /**
+   * True while the default retention, which no operator has set, waits out its grace after the
+   * upgrade: it says so once (per start time), with how many workflows it would remove now and
+   * how to choose, and once more when the wait is over.
+   */
+  #waitingForDefault(): boolean {
+    const { control, logger } = this.#opts;
+    const startsMs = retentionStartsMs(control.workflowRetentionDefaultSinceMs);
+    const now = this.#opts.now?.() ?? Date.now();
+    if (startsMs === undefined || now >= startsMs) {
+      if (this.#announcedStartMs !== undefined && startsMs !== undefined) {
+        logger.info(
+          { retention: control.workflowRetention },
+          'the default workflow retention applies from now: finished workflows past it are removed',
+        );
+      }
+      this.#announcedStartMs = undefined;
+      return false;
+    }
+    if (this.#announcedStartMs === startsMs) return true;
+    this.#announcedStartMs = startsMs;
+    const { finishedMax, finishedDays } = control.workflowRetention;
+    const finished = control.finishedWorkflows().map((wf) => ({ id: wf.id, finishedMs: wf.finishedMs ?? 0 }));
+    const pastNow = pastRetention(finished, control.workflowRetention, now, workflowsMax).length;
+    const fields = {
+      startsAt: new Date(startsMs).toISOString(),
+      retention: control.workflowRetention,
+      finished: finished.length,
+      pastRetentionNow: pastNow,
+      graceDays: defaultRetentionGraceMs / (24 * 3600 * 1000),
+    };
+    const message =
+      `the default workflow retention (the newest ${finishedMax} finished workflows, none older than ` +
+      `${finishedDays} days) starts to remove finished workflows at ${fields.startsAt}, ` +
+      `${fields.graceDays} days after the cluster reached state version 2; until then none is removed ` +
+      `(${pastNow} would be now). To keep more, set it before then: \`slipway workflow retention ` +
+      '--finished-max N --finished-days D` (--finished-days 0: no age limit), or start every node with ' +
+      '--workflow-archive; to start it now, set it: `slipway workflow retention --finished-max ' +
+      `${finishedMax} --finished-days ${finishedDays}\``;
+    if (pastNow > 0) logger.warn(fields, message);
+    else logger.info(fields, message);
+    return true;
   }
 
   /** The next batch past the retention, by this node's clock, oldest finished first. */

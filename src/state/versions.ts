@@ -10,7 +10,9 @@
 // member that answers Status without a state version runs one of them.
 // Version 2 adds the cluster.version command itself (the gates), and bounded state
 // (docs/decisions/0020-bounded-state.md): workflow.retention, workflow.gc, the retention in the
-// snapshot, and a per-workflow budget for the output tails kept in events; snapshots whose
+// snapshot with, while no operator has set it, the stamp at which the cluster reached version 2
+// (the grace before the default removes anything), and a per-workflow budget for the output
+// tails kept in events; snapshots whose
 // control state is records (docs/decisions/0023-streamed-snapshots.md); and member.drain
 // (docs/decisions/0022-node-drain.md) with the drained members in the snapshot.
 import type { ControlCommand } from './control/commands.js';

@@ -3,6 +3,8 @@
 // refused by role is recorded, an unauthenticated one is not; the filters work; the retention
 // is set by an admin call; and a BMC password given with `hardware create
 // --bmc-credentials-file` appears nowhere in the audit output, `hardware get` output or logs.
+// The state digest of `cluster status --digest` needs an operator: a viewer's ask is refused,
+// saying why, and recorded.
 // Method: one real `slipway server` process with tokens required, driven only by the `slipway`
 // command as an operator would.
 import assert from 'node:assert/strict';
@@ -160,5 +162,38 @@ describe('audit trail', () => {
     ];
     for (const text of everything) assert.ok(!text.includes(bmcPassword), 'the BMC password leaked');
     assert.ok(!JSON.stringify(entries).includes(made['alice'] ?? 'x'), 'a token leaked');
+  });
+
+  test('cluster status --digest: a viewer is refused, naming the role and why; an operator gets it', async () => {
+    const made: Record<string, string> = {};
+    for (const [name, role] of [
+      ['olga', 'operator'],
+      ['vera', 'viewer'],
+    ] as const) {
+      const res = await slipway(adminFile, ['token', 'create', '--name', name, '--role', role]);
+      assert.equal(res.code, 0, res.stderr);
+      made[name] = res.stdout.trim();
+    }
+    const olga = tokenFile('olga', made['olga'] ?? '');
+    const vera = tokenFile('vera', made['vera'] ?? '');
+
+    const plain = await slipway(vera, ['-o', 'json', 'cluster', 'status']);
+    assert.equal(plain.code, 0, plain.stderr);
+    const denied = await slipway(vera, ['cluster', 'status', '--digest']);
+    assert.equal(denied.code, 1, denied.stdout + denied.stderr);
+    assert.match(denied.stderr, /has role viewer; this needs operator or higher: the state digest/);
+    assert.equal(denied.stdout, '', 'a refusal is not shown as a node down');
+
+    const shown = await slipway(olga, ['-o', 'json', 'cluster', 'status', '--digest']);
+    assert.equal(shown.code, 0, shown.stderr);
+    const rows = (JSON.parse(shown.stdout) as { nodes: { node: string; digest: string }[] }).nodes;
+    assert.equal(rows.length, 1);
+    assert.match(rows[0]?.digest ?? '', /^[0-9a-f]{64}$/);
+
+    const refused = await auditList(adminFile, '--kind', 'kv.status');
+    assert.deepEqual(
+      refused.map((e) => `${e.user} ${e.role} ${e.method} ${e.outcome}`),
+      ['vera viewer Kv/Status PERMISSION_DENIED'],
+    );
   });
 });

@@ -4,8 +4,10 @@
 // server reflection, docs/decisions/0025-server-reflection.md), a
 // worker's (Worker/Connect, with its machine's worker token) or for peers only (Internal and
 // Raft: served on the raft address, not on the API port at all). It must name every method of
-// every generated service definition, so a new RPC without a row fails here. Callers: no token,
-// an invalid token, a machine's worker credential, and named viewer, operator and admin tokens.
+// every generated service definition, so a new RPC without a row fails here; a request shape that
+// needs another role than its method's plain call (Status with the state digest) is a variant
+// row. Callers: no token, an invalid token, a machine's worker credential, and named viewer,
+// operator and admin tokens.
 // Without a valid operator token a call is UNAUTHENTICATED and the commit index does not move;
 // below its role it is PERMISSION_DENIED, naming the role the table gives, and the only write is
 // the audit record of each refusal (docs/decisions/0018-audit-trail.md); with its role it is
@@ -470,7 +472,8 @@ const matrix: readonly Row[] = [
   },
   { need: 'operator', ...unary(C.workflowDelete, (o) => ({ id: workflowId(`delete-${o}`) })) },
   // How long finished workflows stay: set and shown by admins only, as the audit retention.
-  // The values set are the defaults, so the state the other rows see does not change.
+  // The values set are the defaults, so the state the other rows see keeps its workflows (the
+  // default's grace ends, but no fixture is near its limits).
   {
     need: 'admin',
     ...unary(C.workflowRetention, () => ({ finishedMax: 10_000, finishedDays: 30, show: false })),
@@ -502,6 +505,8 @@ const matrix: readonly Row[] = [
   },
   { need: 'viewer', ...unary(K.range, () => ({ prefix: '', limit: 0, local: false })) },
   { need: 'viewer', ...unary(K.status, () => ({})) },
+  // The state digest encodes the whole state on the node: an operator's question, not a viewer's.
+  { need: 'operator', variant: 'digest', ...unary(K.status, () => ({ digest: true })) },
   // Learners at ports nobody listens on: they never vote, so the one-node quorum stands.
   {
     need: 'admin',
@@ -701,9 +706,13 @@ describe('role matrix', () => {
     const defined = services.flatMap((s) => Object.values(s).map((m) => m.path)).sort();
     const tabled = [...new Set(matrix.map((r) => r.path))].sort();
     assert.deepEqual(tabled, defined, 'a method without a row, or a row without a method');
+    // One need per request shape: rows of one method that need different roles are variants.
     for (const path of tabled) {
-      const needs = new Set(matrix.filter((r) => r.path === path).map((r) => r.need));
-      assert.equal(needs.size, 1, `${methodName(path)} has rows with different needs`);
+      const rows = matrix.filter((r) => r.path === path);
+      for (const variant of new Set(rows.map((r) => r.variant))) {
+        const needs = new Set(rows.filter((r) => r.variant === variant).map((r) => r.need));
+        assert.equal(needs.size, 1, `${label(rows.find((r) => r.variant === variant)!)} has different needs`);
+      }
     }
     const needs: readonly Need[] = ['public', ...roles, 'worker', 'peer'];
     for (const need of needs) {

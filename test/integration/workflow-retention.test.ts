@@ -1,8 +1,10 @@
 // Goal: bounded state end to end (docs/decisions/0020-bounded-state.md). An admin sets the
-// workflow retention with `slipway workflow retention` (bad values exit 2 naming the flag); the
-// leader then removes the finished workflows past it, oldest finished first, after writing them
-// to its --workflow-archive as JSON lines with their events; the newest stay; the removals are
-// counted on /metrics and the setting is audited. The setting survives a restart from a snapshot.
+// workflow retention with `slipway workflow retention` (bad values exit 2 naming the flag); until
+// then the default waits out its grace after the upgrade, which `workflow retention` and the
+// leader's log say; the leader then removes the finished workflows past it, oldest finished
+// first, after writing them to its --workflow-archive as JSON lines with their events; the
+// newest stay; the removals are counted on /metrics and the setting is audited. The setting
+// survives a restart from a snapshot.
 // Method: one real `slipway server` with --workflow-archive FILE and small snapshots; five
 // workflows finished one after another by cancelling them; waits on conditions with deadlines.
 import assert from 'node:assert/strict';
@@ -82,7 +84,7 @@ after(async () => {
 });
 
 describe('workflow retention', () => {
-  test('bad values exit 2 naming the flag; without flags it shows the defaults', async () => {
+  test('bad values exit 2 naming the flag; without flags it shows the defaults and when they start', async () => {
     for (const [args, why] of [
       [['--finished-max', '0'], /--finished-max must be 1 to 100000, got 0/],
       [['--finished-max', 'many'], /--finished-max must be a whole number, got "many"/],
@@ -94,14 +96,32 @@ describe('workflow retention', () => {
     }
     const shown = await cli(['-o', 'json', 'workflow', 'retention']);
     assert.equal(shown.code, 0, shown.stderr);
-    assert.deepEqual(JSON.parse(shown.stdout), { finishedMax: 10_000, finishedDays: 30 });
+    // Nobody set it: the default waits 7 days from when the cluster reached version 2 (moments ago).
+    const { defaultStartsAt, ...retention } = JSON.parse(shown.stdout) as Record<string, unknown>;
+    assert.deepEqual(retention, { finishedMax: 10_000, finishedDays: 30 });
+    const startsMs = Date.parse(String(defaultStartsAt));
+    const weekFromNow = Date.now() + 7 * 24 * 3600 * 1000;
+    assert.ok(Math.abs(startsMs - weekFromNow) < 120_000, `starts at ${String(defaultStartsAt)}`);
+    assert.match(
+      shown.stderr,
+      /removes nothing before \S+Z .*Set a retention to keep more, or to apply it at once/,
+    );
+    // The leader says so once in its log, with how to choose.
+    await waitFor('the leader to log when the default retention starts', () =>
+      readFileSync(join(cluster.dir, `${node.id}.log`), 'utf8').includes(
+        `starts to remove finished workflows at ${String(defaultStartsAt)}`,
+      ),
+    );
   });
 
   test('the leader archives the finished workflows past the retention, then removes them', async () => {
     const set = await cli(['-o', 'json', 'workflow', 'retention', '--finished-max', '2']);
     assert.equal(set.code, 0, set.stderr);
-    // The flag left out keeps its value.
+    // The flag left out keeps its value; set, it applies at once (no default start any more).
     assert.deepEqual(JSON.parse(set.stdout), { finishedMax: 2, finishedDays: 30 });
+    const shown = await cli(['-o', 'json', 'workflow', 'retention']);
+    assert.deepEqual(JSON.parse(shown.stdout), { finishedMax: 2, finishedDays: 30 });
+    assert.equal(shown.stderr, '');
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       const wf = (

@@ -6,7 +6,10 @@
 // oldest finished first) on tables; output tails kept per workflow stay within their budget
 // from version 2 on, oldest cut first, deterministically across a restore; the archive writes
 // JSON lines to a file or a directory; the collector archives before it proposes and proposes
-// nothing when the archive fails, when it does not lead, or before version 2.
+// nothing when the archive fails, when it does not lead, or before version 2. The default
+// retention, which no admin set, removes nothing for a grace after the upgrade to version 2: the
+// stamp of that raise is kept (in the snapshot too, in both layouts, refused where it cannot be),
+// a set retention clears it and applies at once, and the collector says once when it starts.
 // Method: ControlState through apply() with explicit leader stamps (through the codec, as the log
 // carries commands); snapshots compared byte for byte; the pure chooser on tables; the archive
 // and the collector against a temporary directory, the collector proposing into a ControlState.
@@ -30,7 +33,9 @@ import { EventLog } from '../../src/state/control/event-log.js';
 import { ShapeError } from '../../src/state/control/shape.js';
 import { writeSnapshot } from '../../src/state/control/snapshot.js';
 import {
+  defaultRetentionGraceMs,
   pastRetention,
+  retentionStartsMs,
   workflowRetentionDefault,
   type FinishedWorkflow,
 } from '../../src/state/control/workflow-retention.js';
@@ -44,6 +49,13 @@ import { clusterVersionRefusal, controlCommandVersion } from '../../src/state/ve
 import { nextAction } from '../../src/workflow/rules.js';
 
 const day = 24 * 3600 * 1000;
+
+/** A pino line as the collector's tests read it back. */
+interface LogLine {
+  readonly level: number;
+  readonly msg: string;
+  readonly [field: string]: unknown;
+}
 const admin: AuditTag = {
   user: 'root',
   role: 'admin',
@@ -393,6 +405,97 @@ describe('snapshots', () => {
   });
 });
 
+describe('the default retention waits out a grace after the upgrade', () => {
+  it('cluster.version records the stamp that raised the cluster to 2; setting the retention clears it', () => {
+    const h = Harness.ready(true);
+    assert.equal(h.state.workflowRetentionDefaultSinceMs, undefined, 'nothing at version 1');
+    h.nowMs = 5_000_000;
+    h.ok({ type: 'cluster.version', version: 2 }, 'clusterVersion');
+    assert.equal(h.state.workflowRetentionDefaultSinceMs, 5_000_000);
+    // Raised once: a repeat later keeps the first stamp.
+    h.nowMs += day;
+    h.ok({ type: 'cluster.version', version: 2 }, 'clusterVersion');
+    assert.equal(h.state.workflowRetentionDefaultSinceMs, 5_000_000);
+    assert.equal(retentionStartsMs(h.state.workflowRetentionDefaultSinceMs), 5_000_000 + 7 * day);
+    // A refused setting changes nothing; any accepted one, the default included, is a choice.
+    h.run({ type: 'workflow.retention', finishedMax: 0, finishedDays: 30 });
+    assert.equal(h.state.workflowRetentionDefaultSinceMs, 5_000_000);
+    h.ok({ type: 'workflow.retention', finishedMax: 10_000, finishedDays: 30 }, 'workflowRetention');
+    assert.equal(h.state.workflowRetentionDefaultSinceMs, undefined);
+    assert.equal(retentionStartsMs(undefined), undefined, 'a set retention applies at once');
+    assert.equal(defaultRetentionGraceMs, 7 * day);
+  });
+
+  it('snapshots keep the stamp in format 6 while the retention is unset, in both layouts', () => {
+    const store = new ReplicatedState();
+    const control = (index: number, stampMs: number, command: ControlCommand): void =>
+      void store.apply(index, encodeCommand({ type: 'control', stampMs, command }));
+    control(1, 7_000, { type: 'cluster.version', version: 2 });
+    const doc = snapshotDoc(store.control);
+    assert.equal(doc['format'], 6);
+    assert.equal(doc['workflowRetentionDefaultSinceMs'], 7_000);
+    assert.deepEqual(Object.keys(doc).slice(-2), ['clusterVersion', 'workflowRetentionDefaultSinceMs']);
+    const copy = new ControlState();
+    copy.restore(store.control.snapshot());
+    assert.equal(copy.workflowRetentionDefaultSinceMs, 7_000);
+    assert.deepEqual(copy.snapshot(), store.control.snapshot());
+    // The store's own snapshot (records, 0023) carries it in its head.
+    const restored = new ReplicatedState();
+    restored.restore(store.snapshot());
+    assert.equal(restored.control.workflowRetentionDefaultSinceMs, 7_000);
+    assert.deepEqual(restored.snapshot(), store.snapshot());
+    // Set: gone from the snapshot, and a restore has it gone too.
+    control(2, 8_000, { type: 'workflow.retention', finishedMax: 10_000, finishedDays: 30 });
+    assert.equal(snapshotDoc(store.control)['workflowRetentionDefaultSinceMs'], undefined);
+    restored.restore(store.snapshot());
+    assert.equal(restored.control.workflowRetentionDefaultSinceMs, undefined);
+  });
+
+  it('readers refuse the stamp where it cannot be; the writer never makes one there', () => {
+    const h = Harness.ready();
+    const image = snapshotDoc(h.state);
+    assert.equal(typeof image['workflowRetentionDefaultSinceMs'], 'number');
+    const { clusterVersion: _v, ...atOne } = image;
+    const retention = { finishedMax: 50, finishedDays: 7 };
+    const { workflowRetentionDefaultSinceMs: since, ...withoutSince } = image;
+    const { clusterVersion: _w, ...atOneWithoutSince } = withoutSince;
+    const cases: [Uint8Array, RegExp][] = [
+      [encode({ ...atOne, format: 2 }), /format 2 has no workflowRetentionDefaultSinceMs/],
+      [
+        encode({ ...withoutSince, workflowRetention: retention, workflowRetentionDefaultSinceMs: since }),
+        /workflowRetentionDefaultSinceMs: is cleared when an operator sets the workflow retention/,
+      ],
+      [encode({ ...image, workflowRetentionDefaultSinceMs: -1 }), /workflowRetentionDefaultSinceMs/],
+      [encode({ ...image, workflowRetentionDefaultSinceMs: 1.5 }), /workflowRetentionDefaultSinceMs/],
+      [encode({ ...image, workflowRetentionDefaultSinceMs: '7000' }), /workflowRetentionDefaultSinceMs/],
+      // Before clusterVersion rather than after it.
+      [
+        encode({ ...atOneWithoutSince, workflowRetentionDefaultSinceMs: since, clusterVersion: 2 }),
+        /canonical form/,
+      ],
+    ];
+    const target = new ControlState();
+    const before = target.snapshot();
+    for (const [data, why] of cases) {
+      assert.throws(
+        () => target.restore(data),
+        (e: unknown) => e instanceof DecodeError && why.test(e.message),
+        String(why),
+      );
+      assert.deepEqual(target.snapshot(), before);
+    }
+    for (const [bad, why] of [
+      [{ clusterVersion: 1 }, /recorded when the cluster reaches state version 2/],
+      [{ workflowRetention: retention }, /cleared when an operator sets/],
+    ] as const) {
+      assert.throws(
+        () => writeSnapshot({ ...h.state.captureImage(), ...bad }),
+        (e: unknown) => e instanceof ShapeError && why.test(e.message),
+      );
+    }
+  });
+});
+
 describe('the collector chooses', () => {
   const wf = (id: string, finishedMs: number): FinishedWorkflow => ({ id, finishedMs });
   const now = 100 * day;
@@ -671,7 +774,7 @@ describe('collector', () => {
   /** The collector proposing into a harness's state, as the leader's proposer would. */
   function collectorOn(
     h: Harness,
-    opts: { archive?: WorkflowArchive; leader?: () => boolean } = {},
+    opts: { archive?: WorkflowArchive; leader?: () => boolean; logger?: pino.Logger } = {},
   ): { collector: WorkflowCollector; proposed: ControlCommand[] } {
     const proposed: ControlCommand[] = [];
     const collector = new WorkflowCollector({
@@ -682,7 +785,7 @@ describe('collector', () => {
         return Promise.resolve(h.run(command));
       },
       ...(opts.archive === undefined ? {} : { archive: opts.archive }),
-      logger: silent,
+      logger: opts.logger ?? silent,
       now: () => h.nowMs,
     });
     return { collector, proposed };
@@ -777,6 +880,78 @@ describe('collector', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  /** A logger whose lines the test reads back. */
+  function captured(): { logger: pino.Logger; lines: () => LogLine[] } {
+    const out: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void out.push(line) });
+    return { logger, lines: () => out.map((l) => JSON.parse(l) as LogLine) };
+  }
+
+  /** Three workflows finished 40 days before the upgrade to version 2, one still pending. */
+  function upgradedWithOldWorkflows(): { h: Harness; upgradedMs: number } {
+    const h = Harness.ready(true);
+    for (const id of ['w1', 'w2', 'w3']) h.create(id);
+    for (const id of ['w1', 'w2', 'w3']) h.cancel(id);
+    h.create('active');
+    h.nowMs += 40 * day;
+    h.ok({ type: 'cluster.version', version: 2 }, 'clusterVersion');
+    return { h, upgradedMs: h.nowMs };
+  }
+
+  it('the default waits out its grace after the upgrade, saying once when it starts and how to choose', async () => {
+    const { h, upgradedMs } = upgradedWithOldWorkflows();
+    const log = captured();
+    const { collector, proposed } = collectorOn(h, { logger: log.logger });
+    h.nowMs += 3_600_000;
+    assert.equal(await collector.round(), 0);
+    h.nowMs = upgradedMs + defaultRetentionGraceMs - 1;
+    assert.equal(await collector.round(), 0);
+    assert.deepEqual(proposed, [], 'nothing removed during the grace');
+    assert.equal(h.state.workflows().length, 4);
+    const told = log.lines().filter((l) => l.msg.includes('starts to remove finished workflows'));
+    assert.equal(told.length, 1, 'said once');
+    const [line] = told;
+    assert.equal(line?.level, 40, 'at warn: workflows are past it already');
+    assert.equal(line?.['startsAt'], new Date(upgradedMs + 7 * day).toISOString());
+    assert.equal(line?.['pastRetentionNow'], 3);
+    assert.match(
+      line?.msg ?? '',
+      /7 days after the cluster reached state version 2; until then none is removed/,
+    );
+    assert.match(
+      line?.msg ?? '',
+      /To keep more, set it before then: `slipway workflow retention --finished-max N/,
+    );
+    assert.match(
+      line?.msg ?? '',
+      /to start it now, set it: `slipway workflow retention --finished-max 10000 --finished-days 30`/,
+    );
+    // Once the grace has passed, by the leader's clock: removed, and said.
+    h.nowMs = upgradedMs + defaultRetentionGraceMs;
+    assert.equal(await collector.round(), 3);
+    assert.deepEqual(
+      h.state.workflows().map((w) => w.id),
+      ['active'],
+    );
+    assert.equal(log.lines().filter((l) => l.msg.includes('applies from now')).length, 1);
+  });
+
+  it('a retention an admin sets applies at once, the default included; nothing past it is said at info', async () => {
+    const { h } = upgradedWithOldWorkflows();
+    const fresh = Harness.ready();
+    const log = captured();
+    assert.equal(await collectorOn(fresh, { logger: log.logger }).collector.round(), 0);
+    assert.deepEqual(
+      log.lines().map((l) => [l.level, l['pastRetentionNow']]),
+      [[30, 0]],
+    );
+    const { collector } = collectorOn(h);
+    h.nowMs += 3_600_000;
+    assert.equal(await collector.round(), 0);
+    h.ok({ type: 'workflow.retention', finishedMax: 10_000, finishedDays: 30 }, 'workflowRetention');
+    assert.equal(await collector.round(), 3);
   });
 
   it('removes at most a batch per command, oldest first, over several commands in one round', async () => {

@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'no
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '@commander-js/extra-typings';
+import { status } from '@grpc/grpc-js';
 import { runtimeSocketPathMax } from '../../../lb/balancer-spec.js';
 import type { RunningHaproxy } from '../../../lb/haproxy-process.js';
 import {
@@ -16,6 +17,7 @@ import {
   stopHaproxy,
 } from '../../../lb/haproxy-process.js';
 import { Role } from '../../gen/kv.js';
+import { isServiceError } from '../../api/wire.js';
 import { isRunningAs, stopRecordedProcess } from '../../platform/recorded-process.js';
 import { ClusterClient } from '../client.js';
 import { packageFile } from '../../platform/package-file.js';
@@ -24,6 +26,8 @@ import { render, UsageError } from '../output.js';
 import { clusterVersionCommand } from './upgrade.js';
 
 const slipwayBin = fileURLToPath(packageFile('bin/slipway.js'));
+/** Answers that refuse the caller rather than say the node is down. */
+const callerRefusals = new Set<number>([status.PERMISSION_DENIED, status.UNAUTHENTICATED]);
 
 interface ClusterFile {
   readonly nodes: {
@@ -169,7 +173,8 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
     .option(
       '--digest',
       "also each node's state digest (SHA-256 of its replicated state at its applied index): nodes " +
-        'at the same applied index must show the same digest. Encodes the whole state on each node',
+        'at the same applied index must show the same digest. Encodes the whole state on each node, ' +
+        'so it needs an operator token',
     )
     .action(async (o) => {
       const digest = o.digest === true;
@@ -193,6 +198,8 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
               ...(digest ? { digest: s.stateDigest === '' ? 'not supported' : s.stateDigest } : {}),
             };
           } catch (err) {
+            // A refusal of the caller (a viewer asking for --digest) is not a node down.
+            if (isServiceError(err) && callerRefusals.has(err.code)) throw err;
             return {
               node: '?',
               api: addr,

@@ -156,8 +156,21 @@ export function workflowCommand(program: Command, connect: Connect): void {
         ...(finishedDays === undefined ? {} : { finishedDays }),
         show: finishedMax === undefined && finishedDays === undefined,
       });
-      const doc = { finishedMax: res.finishedMax, finishedDays: res.finishedDays };
+      const startsAt =
+        res.defaultStartsMs === undefined ? undefined : new Date(res.defaultStartsMs).toISOString();
+      const doc = {
+        finishedMax: res.finishedMax,
+        finishedDays: res.finishedDays,
+        ...(startsAt === undefined ? {} : { defaultStartsAt: startsAt }),
+      };
       process.stdout.write(`${render(output, doc, [doc])}\n`);
+      if (startsAt !== undefined) {
+        process.stderr.write(
+          `note: this is the default, which no admin has set; it removes nothing before ${startsAt} ` +
+            '(a grace after the upgrade to state version 2). Set a retention to keep more, or to ' +
+            'apply it at once\n',
+        );
+      }
     });
 }
 

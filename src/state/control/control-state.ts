@@ -194,6 +194,12 @@ export class ControlState {
   /** The effective state version (src/state/versions.ts): 1 until the leader raises it. */
   #clusterVersion = stateVersionBaseline;
   #workflowRetention: WorkflowRetention = workflowRetentionDefault;
+  /**
+   * While no operator has set the workflow retention: the leader stamp of the entry that raised
+   * the cluster to state version 2, when the default came into force (workflow-retention.ts
+   * retentionStartsMs). Cleared by workflow.retention.
+   */
+  #workflowRetentionDefaultSinceMs: number | undefined;
   /** Members drained by `slipway node drain`, sorted (drained-members.ts). */
   #drainedMembers: readonly string[] = [];
   #drainChanged = false;
@@ -255,6 +261,15 @@ export class ControlState {
   /** How long finished workflows stay (workflow-retention.ts; the leader's collector enforces it). */
   get workflowRetention(): WorkflowRetention {
     return this.#workflowRetention;
+  }
+
+  /**
+   * When the cluster reached state version 2 (a leader stamp) while no operator has set the
+   * workflow retention since; undefined once one has, or for a cluster that reached version 2
+   * before this was recorded.
+   */
+  get workflowRetentionDefaultSinceMs(): number | undefined {
+    return this.#workflowRetentionDefaultSinceMs;
   }
 
   /** The members drained by `slipway node drain`, sorted by id. */
@@ -472,6 +487,9 @@ export class ControlState {
       },
       clusterVersion: this.#clusterVersion,
       workflowRetention: this.#workflowRetention,
+      ...(this.#workflowRetentionDefaultSinceMs === undefined
+        ? {}
+        : { workflowRetentionDefaultSinceMs: this.#workflowRetentionDefaultSinceMs }),
       drainedMembers: this.#drainedMembers,
     };
   }
@@ -610,6 +628,7 @@ export class ControlState {
         : new AuditLog(image.audit.retention, image.audit.lastSeq, image.audit.entries);
     this.#clusterVersion = image.clusterVersion ?? stateVersionBaseline;
     this.#workflowRetention = image.workflowRetention ?? workflowRetentionDefault;
+    this.#workflowRetentionDefaultSinceMs = image.workflowRetentionDefaultSinceMs;
     this.#drainedMembers = image.drainedMembers ?? [];
   }
 
@@ -709,14 +728,14 @@ export class ControlState {
       case 'audit.retention':
         return this.#setAuditRetention(command, nowMs);
       case 'cluster.version':
-        // Never lowered: members that applied a newer format cannot go back to an older one.
-        this.#clusterVersion = Math.max(this.#clusterVersion, command.version);
-        return { type: 'clusterVersion', version: this.#clusterVersion };
+        return this.#raiseClusterVersion(command.version, nowMs);
       case 'workflow.retention': {
         const retention = { finishedMax: command.finishedMax, finishedDays: command.finishedDays };
         const problem = workflowRetentionProblem(retention);
         if (problem !== undefined) return failure('E_INVALID', problem);
         this.#workflowRetention = Object.freeze(retention);
+        // Chosen by an operator, even if it is the default: it applies at once.
+        this.#workflowRetentionDefaultSinceMs = undefined;
         return { type: 'workflowRetention', retention: this.#workflowRetention };
       }
       case 'workflow.gc':
@@ -733,6 +752,17 @@ export class ControlState {
       default:
         return unreachable(command);
     }
+  }
+
+  #raiseClusterVersion(version: number, nowMs: number): ControlResult {
+    // Bounded state turns the default workflow retention on: from this entry's stamp, the
+    // collector counts the grace before it removes anything by the default (0020).
+    if (this.#clusterVersion < stateVersionBoundedState && version >= stateVersionBoundedState) {
+      this.#workflowRetentionDefaultSinceMs = nowMs;
+    }
+    // Never lowered: members that applied a newer format cannot go back to an older one.
+    this.#clusterVersion = Math.max(this.#clusterVersion, version);
+    return { type: 'clusterVersion', version: this.#clusterVersion };
   }
 
   #setAuditRetention(command: Command<'audit.retention'>, nowMs: number): ControlResult {

@@ -14,6 +14,8 @@
 //     ..., "clusterVersion": N }   (format 6 only, and only when N is above 1)
 //     ..., "workflowRetention": { "finishedMax", "finishedDays" } }   (format 6 only, and only
 //          when it is not the default)
+//     ..., "workflowRetentionDefaultSinceMs": N }   (format 6 only, and only while no operator
+//          has set the retention since the cluster reached version 2, at stamp N)
 //     ..., "drainedMembers": [member id, sorted] }   (format 6 only, and only when not empty)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
@@ -27,7 +29,10 @@
 // on a new build can still send one to a follower on an old build mid-upgrade. The workflow
 // retention (docs/decisions/0020-bounded-state.md) is set by a command of state version 2, so a
 // retention other than the default exists only in a cluster at version 2 or above: it goes
-// beside clusterVersion in format 6, and only when it is not the default. Drained members
+// beside clusterVersion in format 6, and only when it is not the default. When the default came
+// into force (the stamp of the entry that raised the cluster to version 2) follows it the same
+// way, present exactly while no operator has set the retention: a set one is never beside it,
+// since setting clears it (0020, the grace before the default removes anything). Drained members
 // (docs/decisions/0022-node-drain.md) come from a command of state version 2 too, and go the same
 // way: last, and only when some member is drained, so a snapshot without them reads as before.
 import { DecodeError } from '../binary.js';
@@ -92,6 +97,8 @@ export interface SnapshotImage {
   readonly clusterVersion?: number;
   /** How long finished workflows stay; absent means the default. */
   readonly workflowRetention?: WorkflowRetention;
+  /** When the default retention came into force, while no operator has set one; absent: never, or set. */
+  readonly workflowRetentionDefaultSinceMs?: number;
   /** Members drained by `slipway node drain`, sorted; absent means none. */
   readonly drainedMembers?: readonly string[];
 }
@@ -134,6 +141,7 @@ const readImage = object({
       finishedDays: integer(0, workflowRetentionDaysMax),
     }),
   ),
+  workflowRetentionDefaultSinceMs: optional(count),
   drainedMembers: optional(array(string(memberIdBytesMax), drainedMembersMax)),
 });
 
@@ -186,6 +194,11 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
       'is set by a command of state version 2; the cluster runs at 1',
     );
   }
+  const defaultSinceMs = image.workflowRetentionDefaultSinceMs;
+  if (defaultSinceMs !== undefined) {
+    const problem = retentionSinceProblem(clusterVersion, workflowRetention);
+    if (problem !== undefined) throw new ShapeError('workflowRetentionDefaultSinceMs', problem);
+  }
   const format =
     clusterVersion > stateVersionBaseline
       ? snapshotFormat
@@ -235,6 +248,9 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     );
     text += `,"workflowRetention":{"finishedMax":${finishedMaxText},"finishedDays":${finishedDaysText}}`;
   }
+  if (defaultSinceMs !== undefined) {
+    text += `,"workflowRetentionDefaultSinceMs":${String(count(defaultSinceMs, 'workflowRetentionDefaultSinceMs'))}`;
+  }
   if (drainedMembers.length > 0) {
     const problem = drainedSetProblem(drainedMembers);
     if (problem !== undefined) throw new ShapeError('drainedMembers', problem);
@@ -279,6 +295,7 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     collectionsProblem(image.format, image) ??
     clusterVersionProblem(image.format, image.clusterVersion) ??
     workflowRetentionSnapshotProblem(image.format, image.workflowRetention) ??
+    defaultSinceSnapshotProblem(image) ??
     drainedMembersSnapshotProblem(image.format, image.drainedMembers);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
@@ -401,6 +418,33 @@ function workflowRetentionSnapshotProblem(
   if (isDefaultWorkflowRetention(retention))
     return `workflowRetention: format ${format} leaves out the default`;
   return undefined;
+}
+
+/** Why the default retention's start cannot be beside these, or undefined when it can. */
+function retentionSinceProblem(
+  clusterVersion: number,
+  retention: WorkflowRetention | undefined,
+): string | undefined {
+  if (clusterVersion <= stateVersionBaseline)
+    return 'is recorded when the cluster reaches state version 2; it runs at 1';
+  // Setting the retention clears it, whatever the value set.
+  if (retention !== undefined) return 'is cleared when an operator sets the workflow retention';
+  return undefined;
+}
+
+function defaultSinceSnapshotProblem(image: {
+  readonly format: number;
+  readonly clusterVersion?: number | undefined;
+  readonly workflowRetention?: WorkflowRetention | undefined;
+  readonly workflowRetentionDefaultSinceMs?: number | undefined;
+}): string | undefined {
+  if (image.workflowRetentionDefaultSinceMs === undefined) return undefined;
+  if (image.format < snapshotFormat) return `format ${image.format} has no workflowRetentionDefaultSinceMs`;
+  const problem = retentionSinceProblem(
+    image.clusterVersion ?? stateVersionBaseline,
+    image.workflowRetention,
+  );
+  return problem === undefined ? undefined : `workflowRetentionDefaultSinceMs: ${problem}`;
 }
 
 function artifactsProblem(format: number, artifacts: readonly Artifact[] | undefined): string | undefined {

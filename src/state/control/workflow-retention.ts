@@ -43,6 +43,25 @@ export function workflowRetentionProblem(r: WorkflowRetention): string | undefin
   return undefined;
 }
 
+/**
+ * How long after the cluster reached state version 2 the default retention, while no operator
+ * has set one, starts to remove workflows. Upgrading turns the retention on; this gives the
+ * operator time to keep more (or to archive) before anything leaves. A week: an upgrade done
+ * before a weekend is still noticed in time, and the state keeps, meanwhile, no more than it kept
+ * before the upgrade (at most workflowsMax workflows).
+ */
+export const defaultRetentionGraceMs = 7 * 24 * 3600 * 1000;
+
+/**
+ * From when the retention in force removes workflows, by the leader's clock: undefined when it
+ * does at once, because an operator set it (which clears `defaultSinceMs`) or the state has no
+ * record of when the default came in (a cluster at version 2 before the record existed).
+ * `defaultSinceMs` is ControlState.workflowRetentionDefaultSinceMs.
+ */
+export function retentionStartsMs(defaultSinceMs: number | undefined): number | undefined {
+  return defaultSinceMs === undefined ? undefined : defaultSinceMs + defaultRetentionGraceMs;
+}
+
 /** A finished workflow as the collector weighs it. */
 export interface FinishedWorkflow {
   readonly id: string;
