@@ -263,4 +263,10 @@ describe('the xDS TLS tunnel', () => {
     await c2.closed();
     await waitFor('the failure to be reported', () => errors.length === 1, 5000, 10);
   });
+
+  test('a tunnel needs a server, and a server that is not HOST:PORT is named', async () => {
+    await assert.rejects(XdsTlsTunnel.open({ servers: [], ca }), /at least one xDS server/);
+    const { t } = await tunnel(['nowhere']);
+    assert.match((await checkFails(t)).message, /nowhere: not HOST:PORT/);
+  });
 });
