@@ -11,7 +11,7 @@
 // Pure: no clock, no sockets (nonces count up per stream).
 import { createHash } from 'node:crypto';
 import type { Any } from '../../src/gen/xds.js';
-import type { XdsClient, XdsMember, XdsResource, XdsTypeUrl } from './resources.js';
+import type { XdsClient, XdsMember, XdsResource, XdsServing, XdsTypeUrl } from './resources.js';
 import { envoyListenKey, isXdsTypeUrl, xdsResources, xdsTypeUrl } from './resources.js';
 
 /** The fields of a DiscoveryRequest the server reads. */
@@ -88,9 +88,11 @@ export class AdsStream {
   #clientKnown = false;
   #nonce = 0;
   readonly #subs = new Map<XdsTypeUrl, Subscription>();
+  readonly #serving: XdsServing;
 
-  constructor(members: readonly XdsMember[]) {
+  constructor(members: readonly XdsMember[], serving: XdsServing = { tls: false }) {
     this.#members = members;
+    this.#serving = serving;
   }
 
   /** Handles one request from the client; throws AdsRequestError on a request out of bounds. */
@@ -133,7 +135,7 @@ export class AdsStream {
     next.wildcard = wildcard;
     next.names = new Set(names);
     this.#subs.set(typeUrl, next);
-    const all = xdsResources(this.#members, this.#client);
+    const all = xdsResources(this.#members, this.#client, this.#serving);
     const response = this.#respond(typeUrl, next, all, changed);
     return { responses: response === undefined ? [] : [response], notes };
   }
@@ -141,7 +143,7 @@ export class AdsStream {
   /** The membership or a member's health changed: the responses whose content changed with it. */
   update(members: readonly XdsMember[]): readonly AdsResponse[] {
     this.#members = members;
-    const all = xdsResources(members, this.#client);
+    const all = xdsResources(members, this.#client, this.#serving);
     const out: AdsResponse[] = [];
     for (const typeUrl of sendOrder) {
       const sub = this.#subs.get(typeUrl);

@@ -5,10 +5,20 @@
 //    by name, and it is never sent to a wildcard subscription (Envoy refuses api_listeners over LDS);
 //  - `slipway_grpc_in`, a socket listener for Envoy, on the address its bootstrap puts in the node
 //    metadata (envoyListenKey); Envoy subscribes to every listener (wildcard) and gets only this.
+// A node that serves TLS gives Envoy TLS on both sides: its listener presents the certificate, and
+// its cluster verifies the nodes against the CA, each named as a secret the Envoy bootstrap defines
+// from the balancer's own files (only that side knows their paths). gRPC clients get no TLS
+// settings: they reach the nodes with the TLS credentials of their own channel.
 // Pure: members and client in, encoded resources out.
 import { isIP } from 'node:net';
 import { stickyHeader } from '../balancer-spec.js';
-import { envoyListenKey, envoyListenerName, xdsServiceName } from './names.js';
+import {
+  envoyCaSecret,
+  envoyCertSecret,
+  envoyListenKey,
+  envoyListenerName,
+  xdsServiceName,
+} from './names.js';
 import { parseHostPort } from '../../src/platform/host-port.js';
 import type { Any, Duration } from '../../src/gen/xds.js';
 import {
@@ -17,6 +27,7 @@ import {
   ClusterLoadAssignment,
   CodecType,
   DiscoveryType,
+  DownstreamTlsContext,
   HealthStatus,
   HttpConnectionManager,
   HttpProtocolOptions,
@@ -25,7 +36,9 @@ import {
   PreviousHostsPredicate,
   RouteConfiguration,
   Router,
+  UpstreamTlsContext,
 } from '../../src/gen/xds.js';
+import type { TransportSocket } from '../../src/gen/xds.js';
 
 export const xdsTypeUrl = {
   listener: 'type.googleapis.com/envoy.config.listener.v3.Listener',
@@ -48,6 +61,8 @@ const typeUrlOf = {
   router: 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
   previousHosts: 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate',
   httpProtocolOptions: 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+  upstreamTls: 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext',
+  downstreamTls: 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext',
 } as const;
 const httpProtocolOptionsName = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
 
@@ -65,6 +80,12 @@ export interface XdsMember {
 export interface XdsClient {
   /** HOST:PORT for Envoy's socket listener (node metadata envoyListenKey); none for gRPC clients. */
   readonly envoyListenAddr?: string | undefined;
+}
+
+/** What the serving node is: the same for every client it serves. */
+export interface XdsServing {
+  /** Whether the node's API speaks TLS (--tls-dir): Envoy then speaks TLS on both sides too. */
+  readonly tls: boolean;
 }
 
 export interface XdsResource {
@@ -101,11 +122,14 @@ export function ipSocket(addr: string): { address: string; portValue: number } |
 export function xdsResources(
   members: readonly XdsMember[],
   client: XdsClient,
+  serving: XdsServing = { tls: false },
 ): ReadonlyMap<XdsTypeUrl, readonly XdsResource[]> {
+  // Envoy is the client that names its listen address; TLS settings are for it alone.
+  const envoyTls = serving.tls && client.envoyListenAddr !== undefined;
   return new Map<XdsTypeUrl, readonly XdsResource[]>([
-    [xdsTypeUrl.listener, listeners(client)],
+    [xdsTypeUrl.listener, listeners(client, envoyTls)],
     [xdsTypeUrl.route, [{ name: xdsServiceName, wildcard: true, any: routeConfiguration() }]],
-    [xdsTypeUrl.cluster, [{ name: xdsServiceName, wildcard: true, any: cluster() }]],
+    [xdsTypeUrl.cluster, [{ name: xdsServiceName, wildcard: true, any: cluster(envoyTls) }]],
     [xdsTypeUrl.endpoints, [{ name: xdsServiceName, wildcard: true, any: loadAssignment(members) }]],
   ]);
 }
@@ -122,7 +146,30 @@ function connectionManager(forEnvoy: boolean): Any {
   });
 }
 
-function listeners(client: XdsClient): XdsResource[] {
+/**
+ * Envoy's TLS: h2 by ALPN, the certificate and the CA as the static secrets its bootstrap holds.
+ * A secret Envoy lacks makes it refuse the resource (a NACK): no TLS setting is ever dropped.
+ */
+function tlsSocket(side: 'upstream' | 'downstream'): TransportSocket {
+  const alpnProtocols = ['h2'];
+  return {
+    name: 'envoy.transport_sockets.tls',
+    typedConfig:
+      side === 'upstream'
+        ? any(typeUrlOf.upstreamTls, UpstreamTlsContext, {
+            commonTlsContext: {
+              alpnProtocols,
+              tlsCertificateSdsSecretConfigs: [],
+              validationContextSdsSecretConfig: { name: envoyCaSecret },
+            },
+          })
+        : any(typeUrlOf.downstreamTls, DownstreamTlsContext, {
+            commonTlsContext: { alpnProtocols, tlsCertificateSdsSecretConfigs: [{ name: envoyCertSecret }] },
+          }),
+  };
+}
+
+function listeners(client: XdsClient, tls: boolean): XdsResource[] {
   const api: XdsResource = {
     name: xdsServiceName,
     wildcard: false,
@@ -145,6 +192,7 @@ function listeners(client: XdsClient): XdsResource[] {
           filters: [
             { name: 'envoy.filters.network.http_connection_manager', typedConfig: connectionManager(true) },
           ],
+          ...(tls ? { transportSocket: tlsSocket('downstream') } : {}),
         },
       ],
     }),
@@ -189,9 +237,11 @@ function routeConfiguration(): Any {
   });
 }
 
-function cluster(): Any {
+function cluster(tls: boolean): Any {
   return any(xdsTypeUrl.cluster, Cluster, {
     name: xdsServiceName,
+    // Envoy to a TLS node: TLS verified against the cluster CA, as lb/envoy.ts's static bootstrap.
+    ...(tls ? { transportSocket: tlsSocket('upstream') } : {}),
     type: DiscoveryType.DISCOVERY_TYPE_EDS,
     edsClusterConfig: { edsConfig: adsSource, serviceName: xdsServiceName },
     connectTimeout: { seconds: 2, nanos: 0 },
@@ -199,7 +249,7 @@ function cluster(): Any {
     ringHashLbConfig: { minimumRingSize: { value: 1024 }, maximumRingSize: { value: 8192 } },
     // Envoy: with every node out, refuse rather than spread calls over dead nodes.
     commonLbConfig: { healthyPanicThreshold: { value: 0 } },
-    // Envoy: h2c to the nodes, with PINGs that notice a node that froze (lb/envoy.ts).
+    // Envoy: h2 to the nodes (h2c, or TLS above), with PINGs that notice a node that froze (lb/envoy.ts).
     typedExtensionProtocolOptions: {
       [httpProtocolOptionsName]: any(typeUrlOf.httpProtocolOptions, HttpProtocolOptions, {
         explicitHttpConfig: {

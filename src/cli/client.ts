@@ -20,7 +20,13 @@ import { answerBytesMax } from './errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';
 import { plaintextSecretRefusal } from '../platform/plaintext-policy.js';
-import { enableXds, isXdsTarget, parseXdsServers, XdsTargetError } from '../platform/xds-target.js';
+import {
+  enableXds,
+  isXdsTarget,
+  parseXdsServers,
+  releaseXds,
+  XdsTargetError,
+} from '../platform/xds-target.js';
 
 export { xdsEnabled } from '../platform/xds-target.js';
 
@@ -167,19 +173,23 @@ export class ClusterClient {
   readonly #servers: readonly string[];
   readonly #timeoutMs: number;
   readonly #token: string | undefined;
-  readonly #creds: ChannelCredentials;
+  readonly #ca: Buffer | undefined;
+  #creds: ChannelCredentials;
   #kvClients: KvClient[] | undefined;
   #controlClients: ControlClient[] | undefined;
   #auditClients: AuditClient[] | undefined;
   #maintenanceClients: MaintenanceClient[] | undefined;
   #preferred = 0;
   readonly #xdsServers: readonly string[];
+  /** Set once this client has enabled xDS (an xds:/// server): it releases it on close. */
+  #xdsReady: Promise<void> | undefined;
 
   constructor(servers: readonly string[], opts: ClientOptions | number = {}) {
     const o = typeof opts === 'number' ? { timeoutMs: opts } : opts;
     this.#servers = servers;
     this.#timeoutMs = o.timeoutMs ?? 10_000;
     this.#token = o.token;
+    this.#ca = o.ca;
     this.#xdsServers = servers.some(isXdsTarget) ? usage(() => parseXdsServers(o.xdsServer)) : [];
     if (o.token !== undefined && o.ca === undefined && o.insecureAllowNetwork !== true) {
       // Through xDS the nodes are the members the xDS servers name: as near as those servers.
@@ -362,6 +372,7 @@ export class ClusterClient {
     for (const c of this.#kvClients ?? []) c.close();
     for (const c of this.#controlClients ?? []) c.close();
     for (const c of this.#auditClients ?? []) c.close();
+    if (this.#xdsReady !== undefined) releaseXds().catch(() => undefined);
   }
 
   async #kvs(): Promise<KvClient[]> {
@@ -391,10 +402,23 @@ export class ClusterClient {
     return this.#auditClients;
   }
 
-  /** Loads grpc-js-xds before the first channel to an xds:/// server; nothing otherwise. */
+  /**
+   * Loads grpc-js-xds before the first channel to an xds:/// server; nothing otherwise. On a TLS
+   * cluster its xDS stream goes through a TLS tunnel, and the channel verifies each node it picks
+   * against the address it dialed (src/platform/endpoint-tls.ts).
+   */
   async #targetsReady(): Promise<void> {
     if (!this.#servers.some(isXdsTarget)) return;
-    await usage(() => enableXds(this.#xdsServers, 'slipway-cli'));
+    const ca = this.#ca;
+    this.#xdsReady ??= (async () => {
+      if (ca !== undefined) {
+        const { EndpointTlsCredentials } = await import('../platform/endpoint-tls.js');
+        this.#creds = new EndpointTlsCredentials(ca);
+      }
+      const tls = ca === undefined ? undefined : { ca, timeoutMs: this.#timeoutMs, needServerNow: true };
+      await usage(() => enableXds(this.#xdsServers, 'slipway-cli', tls));
+    })();
+    await this.#xdsReady;
   }
 
   #metadata(): Metadata {

@@ -390,6 +390,7 @@ export interface ApiListener {
 /** envoy.config.listener.v3.FilterChain */
 export interface FilterChain {
   filters: Filter[];
+  transportSocket?: TransportSocket | undefined;
 }
 
 /** envoy.config.listener.v3.Filter */
@@ -493,6 +494,7 @@ export interface Cluster {
   connectTimeout?: Duration | undefined;
   lbPolicy: LbPolicy;
   ringHashLbConfig?: RingHashLbConfig | undefined;
+  transportSocket?: TransportSocket | undefined;
   commonLbConfig?: CommonLbConfig | undefined;
   typedExtensionProtocolOptions: { [key: string]: Any };
 }
@@ -538,6 +540,37 @@ export interface Http2ProtocolOptions {
 export interface KeepaliveSettings {
   interval?: Duration | undefined;
   timeout?: Duration | undefined;
+}
+
+/** envoy.config.core.v3.TransportSocket */
+export interface TransportSocket {
+  name: string;
+  typedConfig?: Any | undefined;
+}
+
+/** envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext */
+export interface UpstreamTlsContext {
+  commonTlsContext?: CommonTlsContext | undefined;
+}
+
+/** envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext */
+export interface DownstreamTlsContext {
+  commonTlsContext?: CommonTlsContext | undefined;
+}
+
+/**
+ * envoy.extensions.transport_sockets.tls.v3.CommonTlsContext: certificates and the CA only as
+ * secrets named here, which the Envoy bootstrap defines from its own files (lb/envoy-xds.ts)
+ */
+export interface CommonTlsContext {
+  alpnProtocols: string[];
+  tlsCertificateSdsSecretConfigs: SdsSecretConfig[];
+  validationContextSdsSecretConfig?: SdsSecretConfig | undefined;
+}
+
+/** envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig: a name alone names a static secret */
+export interface SdsSecretConfig {
+  name: string;
 }
 
 /** envoy.config.endpoint.v3.ClusterLoadAssignment */
@@ -2343,13 +2376,16 @@ export const ApiListener: MessageFns<ApiListener> = {
 };
 
 function createBaseFilterChain(): FilterChain {
-  return { filters: [] };
+  return { filters: [], transportSocket: undefined };
 }
 
 export const FilterChain: MessageFns<FilterChain> = {
   encode(message: FilterChain, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.filters) {
       Filter.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.transportSocket !== undefined) {
+      TransportSocket.encode(message.transportSocket, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -2375,6 +2411,14 @@ export const FilterChain: MessageFns<FilterChain> = {
             message.filters.push(Filter.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.transportSocket = TransportSocket.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2390,6 +2434,11 @@ export const FilterChain: MessageFns<FilterChain> = {
   fromJSON(object: any): FilterChain {
     return {
       filters: globalThis.Array.isArray(object?.filters) ? object.filters.map((e: any) => Filter.fromJSON(e)) : [],
+      transportSocket: isSet(object.transportSocket)
+        ? TransportSocket.fromJSON(object.transportSocket)
+        : isSet(object.transport_socket)
+        ? TransportSocket.fromJSON(object.transport_socket)
+        : undefined,
     };
   },
 
@@ -2397,6 +2446,9 @@ export const FilterChain: MessageFns<FilterChain> = {
     const obj: any = {};
     if (message.filters?.length) {
       obj.filters = message.filters.map((e) => Filter.toJSON(e));
+    }
+    if (message.transportSocket !== undefined) {
+      obj.transportSocket = TransportSocket.toJSON(message.transportSocket);
     }
     return obj;
   },
@@ -2407,6 +2459,9 @@ export const FilterChain: MessageFns<FilterChain> = {
   fromPartial<I extends Exact<DeepPartial<FilterChain>, I>>(object: I): FilterChain {
     const message = createBaseFilterChain();
     message.filters = object.filters?.map((e) => Filter.fromPartial(e)) || [];
+    message.transportSocket = (object.transportSocket !== undefined && object.transportSocket !== null)
+      ? TransportSocket.fromPartial(object.transportSocket)
+      : undefined;
     return message;
   },
 };
@@ -3834,6 +3889,7 @@ function createBaseCluster(): Cluster {
     connectTimeout: undefined,
     lbPolicy: 0,
     ringHashLbConfig: undefined,
+    transportSocket: undefined,
     commonLbConfig: undefined,
     typedExtensionProtocolOptions: {},
   };
@@ -3858,6 +3914,9 @@ export const Cluster: MessageFns<Cluster> = {
     }
     if (message.ringHashLbConfig !== undefined) {
       RingHashLbConfig.encode(message.ringHashLbConfig, writer.uint32(186).fork()).join();
+    }
+    if (message.transportSocket !== undefined) {
+      TransportSocket.encode(message.transportSocket, writer.uint32(194).fork()).join();
     }
     if (message.commonLbConfig !== undefined) {
       CommonLbConfig.encode(message.commonLbConfig, writer.uint32(218).fork()).join();
@@ -3929,6 +3988,14 @@ export const Cluster: MessageFns<Cluster> = {
             message.ringHashLbConfig = RingHashLbConfig.decode(reader, reader.uint32());
             continue;
           }
+          case 24: {
+            if (tag !== 194) {
+              break;
+            }
+
+            message.transportSocket = TransportSocket.decode(reader, reader.uint32());
+            continue;
+          }
           case 27: {
             if (tag !== 218) {
               break;
@@ -3983,6 +4050,11 @@ export const Cluster: MessageFns<Cluster> = {
         ? RingHashLbConfig.fromJSON(object.ringHashLbConfig)
         : isSet(object.ring_hash_lb_config)
         ? RingHashLbConfig.fromJSON(object.ring_hash_lb_config)
+        : undefined,
+      transportSocket: isSet(object.transportSocket)
+        ? TransportSocket.fromJSON(object.transportSocket)
+        : isSet(object.transport_socket)
+        ? TransportSocket.fromJSON(object.transport_socket)
         : undefined,
       commonLbConfig: isSet(object.commonLbConfig)
         ? CommonLbConfig.fromJSON(object.commonLbConfig)
@@ -4039,6 +4111,9 @@ export const Cluster: MessageFns<Cluster> = {
     if (message.ringHashLbConfig !== undefined) {
       obj.ringHashLbConfig = RingHashLbConfig.toJSON(message.ringHashLbConfig);
     }
+    if (message.transportSocket !== undefined) {
+      obj.transportSocket = TransportSocket.toJSON(message.transportSocket);
+    }
     if (message.commonLbConfig !== undefined) {
       obj.commonLbConfig = CommonLbConfig.toJSON(message.commonLbConfig);
     }
@@ -4070,6 +4145,9 @@ export const Cluster: MessageFns<Cluster> = {
     message.lbPolicy = object.lbPolicy ?? 0;
     message.ringHashLbConfig = (object.ringHashLbConfig !== undefined && object.ringHashLbConfig !== null)
       ? RingHashLbConfig.fromPartial(object.ringHashLbConfig)
+      : undefined;
+    message.transportSocket = (object.transportSocket !== undefined && object.transportSocket !== null)
+      ? TransportSocket.fromPartial(object.transportSocket)
       : undefined;
     message.commonLbConfig = (object.commonLbConfig !== undefined && object.commonLbConfig !== null)
       ? CommonLbConfig.fromPartial(object.commonLbConfig)
@@ -4755,6 +4833,431 @@ export const KeepaliveSettings: MessageFns<KeepaliveSettings> = {
     message.timeout = (object.timeout !== undefined && object.timeout !== null)
       ? Duration.fromPartial(object.timeout)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseTransportSocket(): TransportSocket {
+  return { name: "", typedConfig: undefined };
+}
+
+export const TransportSocket: MessageFns<TransportSocket> = {
+  encode(message: TransportSocket, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.typedConfig !== undefined) {
+      Any.encode(message.typedConfig, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TransportSocket {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTransportSocket();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.typedConfig = Any.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TransportSocket {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      typedConfig: isSet(object.typedConfig)
+        ? Any.fromJSON(object.typedConfig)
+        : isSet(object.typed_config)
+        ? Any.fromJSON(object.typed_config)
+        : undefined,
+    };
+  },
+
+  toJSON(message: TransportSocket): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.typedConfig !== undefined) {
+      obj.typedConfig = Any.toJSON(message.typedConfig);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TransportSocket>, I>>(base?: I): TransportSocket {
+    return TransportSocket.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TransportSocket>, I>>(object: I): TransportSocket {
+    const message = createBaseTransportSocket();
+    message.name = object.name ?? "";
+    message.typedConfig = (object.typedConfig !== undefined && object.typedConfig !== null)
+      ? Any.fromPartial(object.typedConfig)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseUpstreamTlsContext(): UpstreamTlsContext {
+  return { commonTlsContext: undefined };
+}
+
+export const UpstreamTlsContext: MessageFns<UpstreamTlsContext> = {
+  encode(message: UpstreamTlsContext, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.commonTlsContext !== undefined) {
+      CommonTlsContext.encode(message.commonTlsContext, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpstreamTlsContext {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpstreamTlsContext();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.commonTlsContext = CommonTlsContext.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UpstreamTlsContext {
+    return {
+      commonTlsContext: isSet(object.commonTlsContext)
+        ? CommonTlsContext.fromJSON(object.commonTlsContext)
+        : isSet(object.common_tls_context)
+        ? CommonTlsContext.fromJSON(object.common_tls_context)
+        : undefined,
+    };
+  },
+
+  toJSON(message: UpstreamTlsContext): unknown {
+    const obj: any = {};
+    if (message.commonTlsContext !== undefined) {
+      obj.commonTlsContext = CommonTlsContext.toJSON(message.commonTlsContext);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpstreamTlsContext>, I>>(base?: I): UpstreamTlsContext {
+    return UpstreamTlsContext.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpstreamTlsContext>, I>>(object: I): UpstreamTlsContext {
+    const message = createBaseUpstreamTlsContext();
+    message.commonTlsContext = (object.commonTlsContext !== undefined && object.commonTlsContext !== null)
+      ? CommonTlsContext.fromPartial(object.commonTlsContext)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDownstreamTlsContext(): DownstreamTlsContext {
+  return { commonTlsContext: undefined };
+}
+
+export const DownstreamTlsContext: MessageFns<DownstreamTlsContext> = {
+  encode(message: DownstreamTlsContext, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.commonTlsContext !== undefined) {
+      CommonTlsContext.encode(message.commonTlsContext, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DownstreamTlsContext {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDownstreamTlsContext();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.commonTlsContext = CommonTlsContext.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DownstreamTlsContext {
+    return {
+      commonTlsContext: isSet(object.commonTlsContext)
+        ? CommonTlsContext.fromJSON(object.commonTlsContext)
+        : isSet(object.common_tls_context)
+        ? CommonTlsContext.fromJSON(object.common_tls_context)
+        : undefined,
+    };
+  },
+
+  toJSON(message: DownstreamTlsContext): unknown {
+    const obj: any = {};
+    if (message.commonTlsContext !== undefined) {
+      obj.commonTlsContext = CommonTlsContext.toJSON(message.commonTlsContext);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DownstreamTlsContext>, I>>(base?: I): DownstreamTlsContext {
+    return DownstreamTlsContext.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DownstreamTlsContext>, I>>(object: I): DownstreamTlsContext {
+    const message = createBaseDownstreamTlsContext();
+    message.commonTlsContext = (object.commonTlsContext !== undefined && object.commonTlsContext !== null)
+      ? CommonTlsContext.fromPartial(object.commonTlsContext)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCommonTlsContext(): CommonTlsContext {
+  return { alpnProtocols: [], tlsCertificateSdsSecretConfigs: [], validationContextSdsSecretConfig: undefined };
+}
+
+export const CommonTlsContext: MessageFns<CommonTlsContext> = {
+  encode(message: CommonTlsContext, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.alpnProtocols) {
+      writer.uint32(34).string(v!);
+    }
+    for (const v of message.tlsCertificateSdsSecretConfigs) {
+      SdsSecretConfig.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.validationContextSdsSecretConfig !== undefined) {
+      SdsSecretConfig.encode(message.validationContextSdsSecretConfig, writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CommonTlsContext {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCommonTlsContext();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.alpnProtocols.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.tlsCertificateSdsSecretConfigs.push(SdsSecretConfig.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.validationContextSdsSecretConfig = SdsSecretConfig.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CommonTlsContext {
+    return {
+      alpnProtocols: globalThis.Array.isArray(object?.alpnProtocols)
+        ? object.alpnProtocols.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.alpn_protocols)
+        ? object.alpn_protocols.map((e: any) => globalThis.String(e))
+        : [],
+      tlsCertificateSdsSecretConfigs: globalThis.Array.isArray(object?.tlsCertificateSdsSecretConfigs)
+        ? object.tlsCertificateSdsSecretConfigs.map((e: any) => SdsSecretConfig.fromJSON(e))
+        : globalThis.Array.isArray(object?.tls_certificate_sds_secret_configs)
+        ? object.tls_certificate_sds_secret_configs.map((e: any) => SdsSecretConfig.fromJSON(e))
+        : [],
+      validationContextSdsSecretConfig: isSet(object.validationContextSdsSecretConfig)
+        ? SdsSecretConfig.fromJSON(object.validationContextSdsSecretConfig)
+        : isSet(object.validation_context_sds_secret_config)
+        ? SdsSecretConfig.fromJSON(object.validation_context_sds_secret_config)
+        : undefined,
+    };
+  },
+
+  toJSON(message: CommonTlsContext): unknown {
+    const obj: any = {};
+    if (message.alpnProtocols?.length) {
+      obj.alpnProtocols = message.alpnProtocols;
+    }
+    if (message.tlsCertificateSdsSecretConfigs?.length) {
+      obj.tlsCertificateSdsSecretConfigs = message.tlsCertificateSdsSecretConfigs.map((e) => SdsSecretConfig.toJSON(e));
+    }
+    if (message.validationContextSdsSecretConfig !== undefined) {
+      obj.validationContextSdsSecretConfig = SdsSecretConfig.toJSON(message.validationContextSdsSecretConfig);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CommonTlsContext>, I>>(base?: I): CommonTlsContext {
+    return CommonTlsContext.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CommonTlsContext>, I>>(object: I): CommonTlsContext {
+    const message = createBaseCommonTlsContext();
+    message.alpnProtocols = object.alpnProtocols?.map((e) => e) || [];
+    message.tlsCertificateSdsSecretConfigs =
+      object.tlsCertificateSdsSecretConfigs?.map((e) => SdsSecretConfig.fromPartial(e)) || [];
+    message.validationContextSdsSecretConfig =
+      (object.validationContextSdsSecretConfig !== undefined && object.validationContextSdsSecretConfig !== null)
+        ? SdsSecretConfig.fromPartial(object.validationContextSdsSecretConfig)
+        : undefined;
+    return message;
+  },
+};
+
+function createBaseSdsSecretConfig(): SdsSecretConfig {
+  return { name: "" };
+}
+
+export const SdsSecretConfig: MessageFns<SdsSecretConfig> = {
+  encode(message: SdsSecretConfig, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SdsSecretConfig {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSdsSecretConfig();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SdsSecretConfig {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: SdsSecretConfig): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SdsSecretConfig>, I>>(base?: I): SdsSecretConfig {
+    return SdsSecretConfig.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SdsSecretConfig>, I>>(object: I): SdsSecretConfig {
+    const message = createBaseSdsSecretConfig();
+    message.name = object.name ?? "";
     return message;
   },
 };

@@ -468,6 +468,7 @@ async function serveApi(
       apiAddrOf: async (m) => (await s.kv.peerStatus(m, 1000)).members.find((x) => x.id === m.id)?.apiAddr,
     },
     logger,
+    { tls: tls !== undefined },
   );
   api.addService(refusingUndecodable(XdsServiceDefinition), xds.handlers());
   const apiPort = await new Promise<number>((resolve, reject) => {

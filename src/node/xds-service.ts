@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { AggregatedDiscoveryServiceServer, DiscoveryRequest, DiscoveryResponse } from '../gen/xds.js';
 import { AdsRequestError, AdsStream } from '../../lb/xds/ads-stream.js';
 import type { AdsResponse } from '../../lb/xds/ads-stream.js';
+import type { XdsServing } from '../../lb/xds/resources.js';
 import { MemberProber, type MemberProberOptions } from '../../lb/xds/member-prober.js';
 import { ApiError, toServiceError } from '../api/errors.js';
 
@@ -22,10 +23,13 @@ export class XdsService {
   readonly #prober: MemberProber;
   readonly #log: Logger;
   readonly #streams = new Map<Call, AdsStream>();
+  readonly #serving: XdsServing;
 
-  constructor(probes: Omit<MemberProberOptions, 'onChange'>, logger: Logger) {
+  /** `serving.tls`: the node's API speaks TLS, so Envoy is told to as well (lb/xds/resources.ts). */
+  constructor(probes: Omit<MemberProberOptions, 'onChange'>, logger: Logger, serving: XdsServing) {
     this.#prober = new MemberProber({ ...probes, onChange: () => this.#membersChanged() });
     this.#log = logger.child({ service: 'xds' });
+    this.#serving = serving;
   }
 
   /** After the prober saw a change: every stream gets what changed for it. */
@@ -70,7 +74,7 @@ export class XdsService {
       return;
     }
     this.#prober.start();
-    const stream = new AdsStream(this.#prober.current());
+    const stream = new AdsStream(this.#prober.current(), this.#serving);
     this.#streams.set(call, stream);
     const peer = call.getPeer();
     const drop = (): void => {

@@ -5,8 +5,12 @@
 // into GRPC_XDS_BOOTSTRAP_CONFIG, unless the operator set GRPC_XDS_BOOTSTRAP (a file) or
 // GRPC_XDS_BOOTSTRAP_CONFIG. @grpc/grpc-js-xds loads only for an xds target: it is large, and
 // the CLI's start time is measured (bench/cli.ts).
+// On a TLS cluster (the CLI's --ca) grpc-js-xds asks a loopback tunnel that carries its xDS
+// stream over TLS (./xds-tls-tunnel.ts), and the channel reaches the nodes with
+// ./endpoint-tls.ts: both load only then.
 import { connect } from 'node:net';
 import { parseHostPort } from './host-port.js';
+import type { XdsTlsTunnel, XdsTunnelError } from './xds-tls-tunnel.js';
 
 /** `xds:///NAME`: the api_listener NAME of the nodes' xDS server (`slipway`). */
 const xdsTargetPattern = /^xds:\/\/\/[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -78,6 +82,9 @@ export async function reachableFirst(servers: readonly string[], timeoutMs = 100
 }
 
 let registered: Promise<void> | undefined;
+let tunnel: XdsTlsTunnel | undefined;
+/** The clients using the tunnel (enableXds less releaseXds): it closes when none is left. */
+let users = 0;
 
 /**
  * Whether this process enabled xDS. grpc-js-xds then keeps its xDS stream, and its retries, open
@@ -87,11 +94,29 @@ export function xdsEnabled(): boolean {
   return registered !== undefined;
 }
 
+/** xDS on a TLS cluster: how the xDS servers are reached. */
+export interface XdsTls {
+  /** The cluster CA (PEM). */
+  readonly ca: Buffer;
+  /** How long finding an xDS server that speaks TLS may take (the CLI's --timeout). */
+  readonly timeoutMs?: number;
+  /**
+   * Whether to fail when no xDS server answers now (the CLI, which would only wait out its
+   * timeout); the worker keeps trying instead. TLS refused by a server fails either way: a wrong
+   * CA or address, which waiting does not mend.
+   */
+  readonly needServerNow?: boolean;
+  /** A connection to the xDS servers that failed (the worker logs it). */
+  readonly onError?: (err: XdsTunnelError) => void;
+}
+
 /**
  * Makes `xds:` targets work in this process (once): the bootstrap in place, then grpc-js-xds
- * loaded and registered. Throws XdsTargetError when no bootstrap can be had.
+ * loaded and registered. With `tls`, grpc-js-xds reaches the xDS servers through a TLS tunnel;
+ * the caller ends its use with releaseXds. Throws XdsTargetError when no bootstrap can be had, and
+ * XdsTunnelError when TLS to the xDS servers fails (see XdsTls.needServerNow).
  */
-export function enableXds(xdsServers: readonly string[], nodeId: string): Promise<void> {
+export function enableXds(xdsServers: readonly string[], nodeId: string, tls?: XdsTls): Promise<void> {
   const own =
     (process.env['GRPC_XDS_BOOTSTRAP'] ?? '') !== '' ||
     (process.env['GRPC_XDS_BOOTSTRAP_CONFIG'] ?? '') !== '';
@@ -101,11 +126,48 @@ export function enableXds(xdsServers: readonly string[], nodeId: string): Promis
         'or SLIPWAY_XDS_SERVER), or an xDS bootstrap file in GRPC_XDS_BOOTSTRAP',
     );
   }
+  users += 1;
   registered ??= (async () => {
-    if (!own)
-      process.env['GRPC_XDS_BOOTSTRAP_CONFIG'] = xdsBootstrapJson(await reachableFirst(xdsServers), nodeId);
+    if (!own) {
+      const servers =
+        tls === undefined ? await reachableFirst(xdsServers) : [await openTunnel(xdsServers, tls)];
+      process.env['GRPC_XDS_BOOTSTRAP_CONFIG'] = xdsBootstrapJson(servers, nodeId);
+    }
     const xds = await import('@grpc/grpc-js-xds');
     xds.register();
   })();
   return registered;
+}
+
+/** Opens the TLS tunnel and checks that it reaches an xDS server: its address. */
+async function openTunnel(xdsServers: readonly string[], tls: XdsTls): Promise<string> {
+  const { XdsTlsTunnel, XdsTunnelError } = await import('./xds-tls-tunnel.js');
+  const opened = await XdsTlsTunnel.open({
+    servers: xdsServers,
+    ca: tls.ca,
+    ...(tls.onError === undefined ? {} : { onError: tls.onError }),
+  });
+  try {
+    await opened.check(tls.timeoutMs);
+  } catch (err) {
+    if (!(err instanceof XdsTunnelError) || err.refusedByTls || tls.needServerNow === true) {
+      await opened.close();
+      throw err;
+    }
+    tls.onError?.(err);
+  }
+  tunnel = opened;
+  return opened.address;
+}
+
+/**
+ * One user of enableXds is done. The last one closes the TLS tunnel: grpc-js-xds then has no xDS
+ * server, so this process is done with xds:/// targets.
+ */
+export async function releaseXds(): Promise<void> {
+  users = Math.max(0, users - 1);
+  if (users > 0 || tunnel === undefined) return;
+  const closing = tunnel;
+  tunnel = undefined;
+  await closing.close();
 }

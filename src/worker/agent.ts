@@ -17,7 +17,9 @@ import type { Logger } from 'pino';
 import type { Action, AttemptRef, ConnectRequest, ConnectResponse } from '../gen/worker.js';
 import { WorkerClient } from '../gen/worker.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
+import { EndpointTlsCredentials } from '../platform/endpoint-tls.js';
 import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
+import { isXdsTarget } from '../platform/xds-target.js';
 import { isBuiltinAction } from '../workflow/builtin-actions.js';
 import { runBuiltin } from './actions/builtin.js';
 import type { ActionResult as JournalResult, PendingEffect } from './journal.js';
@@ -136,7 +138,14 @@ export class Agent {
       await journal.setRunning(undefined);
     }
     await this.#resumeEffect();
-    const creds = this.#o.ca === undefined ? credentials.createInsecure() : credentials.createSsl(this.#o.ca);
+    const ca = this.#o.ca;
+    // Through xds:/// each node is verified against the address picked (src/platform/endpoint-tls.ts).
+    const creds =
+      ca === undefined
+        ? credentials.createInsecure()
+        : this.#o.servers.some(isXdsTarget)
+          ? new EndpointTlsCredentials(ca)
+          : credentials.createSsl(ca);
     this.#clients = this.#o.servers.map((s) => new WorkerClient(s, creds, streamKeepalive));
     this.#connect();
   }

@@ -1,7 +1,9 @@
 // Goal: what Slipway sends an xDS client, and the Envoy bootstraps it renders, are valid by
 // Envoy's own definitions (no Envoy binary can be installed here): every field is one Envoy
 // declares, every Any names an Envoy message, the cheap protoc-gen-validate rules hold, and the
-// values mean what the design says (ring hash on x-worker-id, EDS over ADS, health per member).
+// values mean what the design says (ring hash on x-worker-id, EDS over ADS, health per member;
+// on a TLS node, TLS on both sides of Envoy through secrets its TLS bootstrap defines, and none for
+// gRPC clients).
 // The checker itself is shown to catch an unknown field, a bad type URL, a broken rule and an
 // unknown JSON key. A DiscoveryRequest as Envoy encodes it decodes with Slipway's subset.
 // Method: protobufjs loads Envoy's data-plane-api protos shipped in @grpc/grpc-js-xds/deps
@@ -15,7 +17,6 @@ import { envoyListenKey, xdsTypeUrl } from '../../lb/xds/resources.js';
 import type { XdsMember } from '../../lb/xds/resources.js';
 import { renderEnvoyBootstrap } from '../../lb/envoy.js';
 import { renderEnvoyXdsBootstrap } from '../../lb/envoy-xds.js';
-import { BalancerSpecError } from '../../lb/balancer-spec.js';
 import { Cluster, DiscoveryRequest, DiscoveryResponse } from '../../src/gen/xds.js';
 import { checkEnvoyBytes, checkEnvoyJson, envoyType } from '../support/envoy-protos.js';
 
@@ -32,11 +33,11 @@ const discoveryResponse = envoyType('envoy.service.discovery.v3.DiscoveryRespons
 const bootstrap = envoyType('envoy.config.bootstrap.v3.Bootstrap');
 
 /** Every response a wildcard (Envoy) and a named (gRPC) subscriber get, encoded for the wire. */
-function everyResponse(): Uint8Array[] {
+function everyResponse(tls: boolean): Uint8Array[] {
   const out: Uint8Array[] = [];
   const node = { id: 'envoy', metadata: { fields: { [envoyListenKey]: { stringValue: '0.0.0.0:7000' } } } };
   for (const names of [[], ['slipway']]) {
-    const s = new AdsStream(members);
+    const s = new AdsStream(members, { tls });
     for (const typeUrl of Object.values(xdsTypeUrl)) {
       const step = s.request({ typeUrl, resourceNames: names, versionInfo: '', responseNonce: '', node });
       for (const r of step.responses)
@@ -67,8 +68,8 @@ function decodedAs(typeUrl: string, bytes: Uint8Array): Plain {
 
 describe('xDS resources against Envoy protos', () => {
   test('every response and resource decodes as Envoy declares it, with no unknown field or broken rule', () => {
-    const responses = everyResponse();
-    assert.equal(responses.length, 8);
+    const responses = [...everyResponse(false), ...everyResponse(true)];
+    assert.equal(responses.length, 16);
     for (const bytes of responses) {
       assert.deepEqual(checkEnvoyBytes(discoveryResponse, bytes), []);
       const r = discoveryResponse.decode(bytes) as unknown as {
@@ -120,6 +121,51 @@ describe('xDS resources against Envoy protos', () => {
     const listener = get(xdsTypeUrl.listener);
     const api = (listener['api_listener'] as Plain)['api_listener'] as { type_url: string };
     assert.match(api.type_url, /HttpConnectionManager$/);
+  });
+
+  test('a TLS node gives Envoy TLS on both sides, through the secrets its bootstrap defines; gRPC none', () => {
+    const envoyNode = {
+      id: 'envoy',
+      metadata: { fields: { [envoyListenKey]: { stringValue: '0.0.0.0:7000' } } },
+    };
+    const served = (tls: boolean, envoy: boolean, typeUrl: string): Plain => {
+      const s = new AdsStream(members, { tls });
+      const [r] = s.request({
+        typeUrl,
+        resourceNames: envoy ? [] : ['slipway'],
+        versionInfo: '',
+        responseNonce: '',
+        ...(envoy ? { node: envoyNode } : {}),
+      }).responses;
+      assert.ok(r !== undefined);
+      return decodedAs(typeUrl, r.resources[0]!.value);
+    };
+    const upstream = at(served(true, true, xdsTypeUrl.cluster), 'transport_socket', 'typed_config') as {
+      type_url: string;
+      value: Uint8Array;
+    };
+    assert.match(upstream.type_url, /\.UpstreamTlsContext$/);
+    assert.deepEqual(decodedAs(upstream.type_url, upstream.value)['common_tls_context'], {
+      alpn_protocols: ['h2'],
+      validation_context_sds_secret_config: { name: 'slipway_ca' },
+    });
+    const listener = served(true, true, xdsTypeUrl.listener);
+    assert.equal(listener['name'], 'slipway_grpc_in');
+    const downstream = at(listener, 'filter_chains', 0, 'transport_socket', 'typed_config') as {
+      type_url: string;
+      value: Uint8Array;
+    };
+    assert.match(downstream.type_url, /\.DownstreamTlsContext$/);
+    assert.deepEqual(decodedAs(downstream.type_url, downstream.value)['common_tls_context'], {
+      alpn_protocols: ['h2'],
+      tls_certificate_sds_secret_configs: [{ name: 'slipway_cert' }],
+    });
+    // gRPC clients reach the nodes with their own channel's TLS (grpc-js-xds would refuse secrets).
+    assert.equal(served(true, false, xdsTypeUrl.cluster)['transport_socket'], undefined);
+    // A plaintext node gives Envoy none.
+    assert.equal(served(false, true, xdsTypeUrl.cluster)['transport_socket'], undefined);
+    const plainChain = at(served(false, true, xdsTypeUrl.listener), 'filter_chains', 0) as Plain;
+    assert.equal(plainChain['transport_socket'], undefined);
   });
 
   test('the checker catches an unknown field, a bad type URL and a broken rule', () => {
@@ -214,20 +260,33 @@ describe('Envoy bootstraps against Envoy protos', () => {
     );
   });
 
-  test('the xDS bootstrap refuses TLS, naming --static', () => {
+  test('the xDS bootstrap with TLS: ADS over TLS, and the secrets the TLS resources name, from its files', () => {
     const tls = {
-      certFile: '/pki/n1.crt',
-      keyFile: '/pki/n1.key',
-      pemFile: '/pki/n1.pem',
-      caFile: '/pki/ca.crt',
+      certFile: '/pki/n1/n1.crt',
+      keyFile: '/pki/n1/n1.key',
+      pemFile: '/pki/n1/n1.pem',
+      caFile: '/pki/n1/ca.crt',
     };
-    assert.throws(
-      () => renderEnvoyXdsBootstrap({ listenAddr: '0.0.0.0:7000', nodes, tls }),
-      (err: unknown) => {
-        assert.ok(err instanceof BalancerSpecError);
-        assert.match(err.message, /--static/);
-        return true;
+    const doc = renderEnvoyXdsBootstrap({ listenAddr: '0.0.0.0:7000', nodes, tls });
+    assert.deepEqual(checkEnvoyJson(bootstrap, doc), []);
+    const xds = at(doc, 'static_resources', 'clusters', 0, 'transport_socket', 'typed_config');
+    assert.match(at(xds, '@type') as string, /\.UpstreamTlsContext$/);
+    assert.deepEqual(at(xds, 'common_tls_context'), {
+      validation_context_sds_secret_config: { name: 'slipway_ca' },
+      alpn_protocols: ['h2'],
+    });
+    assert.deepEqual(at(doc, 'static_resources', 'secrets'), [
+      { name: 'slipway_ca', validation_context: { trusted_ca: { filename: '/pki/n1/ca.crt' } } },
+      {
+        name: 'slipway_cert',
+        tls_certificate: {
+          certificate_chain: { filename: '/pki/n1/n1.crt' },
+          private_key: { filename: '/pki/n1/n1.key' },
+        },
       },
-    );
+    ]);
+    const plain = renderEnvoyXdsBootstrap({ listenAddr: '0.0.0.0:7000', nodes });
+    assert.equal((at(plain, 'static_resources') as Plain)['secrets'], undefined);
+    assert.equal((at(plain, 'static_resources', 'clusters', 0) as Plain)['transport_socket'], undefined);
   });
 });

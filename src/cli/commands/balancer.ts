@@ -34,7 +34,7 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
     .option('--proxy <name>', 'haproxy (a haproxy.cfg) or envoy (an Envoy bootstrap, JSON)', 'haproxy')
     .option(
       '--static',
-      "envoy: the nodes as a fixed list instead of the nodes' xDS server (which follows the membership); needed with --tls-dir",
+      "envoy: the nodes as a fixed list instead of the nodes' xDS server (which follows the membership)",
     )
     .option('--stats <host:port>', 'a read-only status page (HAProxy stats, Envoy admin)')
     .option(

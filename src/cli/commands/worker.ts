@@ -49,7 +49,7 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
         { ClaimedCredential },
         { machineControlFrom, machineControlVariable },
         { clusterCa, parseServers, usage },
-        { enableXds, isXdsTarget, parseXdsServers },
+        { enableXds, isXdsTarget, parseXdsServers, releaseXds },
       ] = await Promise.all([
         import('../../platform/logger.js'),
         import('../../worker/agent.js'),
@@ -112,8 +112,18 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
               ...(o.credentialFile === undefined ? {} : { file: o.credentialFile }),
               logger,
             });
-      // The worker's stream then goes to the member its id hashes to (x-worker-id, ring hash).
-      if (xds) await usage(() => enableXds(xdsServers, `slipway-worker/${o.id}`));
+      // The worker's stream then goes to the member its id hashes to (x-worker-id, ring hash). With
+      // the CA, xDS goes over TLS: a server that refuses TLS stops the worker at once (a wrong CA
+      // or address); one that does not answer yet is tried again, as the nodes are.
+      const xdsTls =
+        ca === undefined
+          ? undefined
+          : {
+              ca,
+              onError: (err: Error) =>
+                logger.warn({ err: err.message }, 'no xDS server over TLS; trying again'),
+            };
+      if (xds) await usage(() => enableXds(xdsServers, `slipway-worker/${o.id}`, xdsTls));
       const agent = new Agent({
         workerId: o.id,
         servers,
@@ -134,6 +144,9 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
       await agent.done;
       logger.flush();
       // grpc-js-xds holds the process open (src/platform/xds-target.ts).
-      if (xds) process.exit();
+      if (xds) {
+        await releaseXds();
+        process.exit();
+      }
     });
 }
