@@ -84,7 +84,7 @@ const clientTimeoutMs = 200;
 const text = new TextEncoder();
 const untext = new TextDecoder();
 
-/** Virtual ms until the next event of a process with this mean; never for Infinity. */
+/** Runs fn at exponentially distributed intervals of this mean during chaos; never for Infinity. */
 type Every = (meanMs: number, fn: () => void) => void;
 
 export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): Promise<DriverSimResult> {

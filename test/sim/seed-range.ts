@@ -38,8 +38,8 @@ export function testSeedRange(first: number, last: number): void {
       // The faults really happened: a run without elections, crashes or snapshots proves little.
       assert.ok(t['leaders']! > chunk, `leaders were elected: ${totals}`);
       assert.ok(
-        t['crashes']! > chunk / 2 && t['powerLosses']! > 0 && t['tornWrites']! > 0,
-        `crashes: ${totals}`,
+        t['crashes']! > chunk / 2 && t['powerLosses']! > 0 && t['tornWrites']! > 0 && t['lostUnsynced']! > 0,
+        `crashes, power losses, torn tails and lost unsynced writes: ${totals}`,
       );
       assert.ok(t['partitions']! > chunk / 2 && t['pauses']! > 0, `partitions and pauses: ${totals}`);
       assert.ok(t['transfers']! > 0 && t['confChanges']! > chunk / 4, `operator actions: ${totals}`);
