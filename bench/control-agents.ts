@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { attemptKey } from '../src/model/records.js';
-import type { AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
+import type { Action, AttemptRef, ConnectRequest, ConnectResponse, ResultAck } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
 import { Prng } from '../src/platform/prng.js';
 
@@ -185,7 +185,7 @@ export class AgentProcesses {
 interface Sim {
   readonly index: number;
   readonly key: string;
-  stream: ClientDuplexStream<ConnectRequest, ConnectResponse> | undefined;
+  stream: WorkerStream | undefined;
   sentAt: number;
   /** The attempt whose result was sent last; only its acknowledgment starts a sample. */
   sentAttempt: string;
@@ -196,30 +196,99 @@ interface Sim {
   arrivedBeforeAck: { readonly result: string; readonly atMs: number } | null;
 }
 
-/** The child's side: runs its share of the agents until told to stop. */
-function runAgents(): void {
-  const send = (msg: FromChild): void => {
-    process.send?.(msg);
-  };
-  const keyOf = (a: AttemptRef | undefined): string => (a === undefined ? '' : attemptKey(a));
-  const loop = monitorEventLoopDelay({ resolution: 10 });
-  loop.enable();
-  let samples = emptySamples();
-  let endpoints: string[] = [];
-  let actions = 0;
-  let holdMs = 0;
-  // Seeded, so a run's hold times are the same every time.
-  let rng = new Prng(0);
-  const random = (): number => rng.float();
-  const sims = new Map<number, Sim>();
-  const clients = new Map<number, WorkerClient>();
+type WorkerStream = ClientDuplexStream<ConnectRequest, ConnectResponse>;
 
-  const connect = (sim: Sim): void => {
+const keyOf = (a: AttemptRef | undefined): string => (a === undefined ? '' : attemptKey(a));
+
+function sendToParent(msg: FromChild): void {
+  process.send?.(msg);
+}
+
+/** The child's side: its share of the agents, each on a worker stream of its own. */
+class ChildAgents {
+  readonly #loop = monitorEventLoopDelay({ resolution: 10 });
+  #samples = emptySamples();
+  #endpoints: string[] = [];
+  #actions = 0;
+  #holdMs = 0;
+  // Seeded, so a run's hold times are the same every time.
+  #rng = new Prng(0);
+  readonly #sims = new Map<number, Sim>();
+  readonly #clients = new Map<number, WorkerClient>();
+
+  constructor() {
+    this.#loop.enable();
+  }
+
+  /** One message from the parent. */
+  handle(msg: ToChild): void {
+    switch (msg.type) {
+      case 'init':
+        this.#init(msg.endpoints, msg.actions, msg.ids, msg.seed);
+        break;
+      case 'connect':
+        for (const i of msg.ids) {
+          const sim = this.#sims.get(i);
+          if (sim !== undefined) this.#connect(sim);
+        }
+        break;
+      case 'cancel':
+        for (const i of msg.ids) this.#sims.get(i)?.stream?.cancel();
+        break;
+      case 'hold':
+        this.#holdMs = msg.ms;
+        break;
+      case 'collect':
+        this.#sendSamples();
+        break;
+      case 'stop':
+        for (const sim of this.#sims.values()) sim.stream?.cancel();
+        for (const c of this.#clients.values()) c.close();
+        process.disconnect();
+        break;
+    }
+  }
+
+  /** Creates the agents of these machines and connects each; then tells the parent it is ready. */
+  #init(endpoints: string[], actions: number, ids: readonly number[], seed: number): void {
+    this.#endpoints = endpoints;
+    this.#actions = actions;
+    this.#rng = new Prng(seed);
+    for (const i of ids) {
+      const sim: Sim = {
+        index: i,
+        key: `bench-${String(i)}`,
+        stream: undefined,
+        sentAt: 0,
+        sentAttempt: '',
+        ackAt: null,
+        committedAt: null,
+        arrivedBeforeAck: null,
+      };
+      this.#sims.set(i, sim);
+      this.#connect(sim);
+    }
+    sendToParent({ type: 'ready' });
+  }
+
+  /** Sends the samples since the last collect, with the event loop's longest delay, and starts over. */
+  #sendSamples(): void {
+    this.#samples.loopDelayMaxMs = Math.max(0, this.#loop.max / 1e6 - 10);
+    sendToParent({ type: 'samples', samples: this.#samples });
+    this.#samples = emptySamples();
+    this.#loop.reset();
+  }
+
+  /** Opens the machine's worker stream (a new one on each call, as an agent reconnects). */
+  #connect(sim: Sim): void {
     const i = sim.index;
-    let client = clients.get(i);
+    let client = this.#clients.get(i);
     if (client === undefined) {
-      client = new WorkerClient(endpoints[i % endpoints.length] ?? '', credentials.createInsecure());
-      clients.set(i, client);
+      client = new WorkerClient(
+        this.#endpoints[i % this.#endpoints.length] ?? '',
+        credentials.createInsecure(),
+      );
+      this.#clients.set(i, client);
     }
     const md = new Metadata();
     md.set('x-worker-id', sim.key);
@@ -232,119 +301,89 @@ function runAgents(): void {
     s.on('data', (msg: ConnectResponse) => {
       const k = msg.kind;
       if (k === undefined) return;
-      if (k.$case === 'ack') {
-        // A node may push the next action before the acknowledgment of the result that
-        // started it (it applied the entry first); the late ack is then for an older result.
-        const acked = keyOf(k.value.attempt);
-        // The leader's clock, as this process's: the nodes run on this machine.
-        const committedAt = k.value.committedAtMs > 0 ? k.value.committedAtMs : null;
-        if (sim.sentAt > 0 && acked === sim.sentAttempt) {
-          sim.ackAt = performance.now();
-          sim.committedAt = committedAt;
-        } else if (sim.arrivedBeforeAck?.result === acked) {
-          if (committedAt !== null) samples.sinceCommit.push(sim.arrivedBeforeAck.atMs - committedAt);
-          sim.arrivedBeforeAck = null;
-        }
-        return;
-      }
-      if (k.$case !== 'action') return;
-      const now = performance.now();
-      samples.actions++;
-      if (sim.sentAt > 0) {
-        samples.sinceSend.push(now - sim.sentAt);
-        // The leader stamped its clock into the entry that started this attempt when it
-        // proposed it, and the deadline is that stamp plus the timeout: proposal to arrival.
-        const stampedAt = k.value.deadlineMs - k.value.timeoutS * 1000;
-        const arrivedAt = performance.timeOrigin + now;
-        samples.sinceStamp.push(arrivedAt - stampedAt);
-        if (sim.committedAt !== null) samples.sinceCommit.push(arrivedAt - sim.committedAt);
-        else if (sim.ackAt === null) sim.arrivedBeforeAck = { result: sim.sentAttempt, atMs: arrivedAt };
-        if (sim.ackAt !== null) {
-          samples.sinceAck.push(now - sim.ackAt);
-          samples.ackAt.push(performance.timeOrigin + sim.ackAt);
-          samples.node.push(i % endpoints.length);
-        } else {
-          // Received before its result's ack, so within the ack's own delay of the commit.
-          // Not a from-ack sample (that would flatter the figure): counted on its own.
-          samples.actionBeforeAck++;
-        }
-      }
-      const attempt = k.value.attempt;
-      // Nothing is in flight while the agent holds the action: an ack arriving meanwhile is
-      // the late one of the previous result (arrivedBeforeAck).
-      sim.sentAt = 0;
-      sim.sentAttempt = '';
-      sim.ackAt = null;
-      sim.committedAt = null;
-      const answer = (): void => {
-        if (sim.stream !== s) return;
-        sim.sentAt = performance.now();
-        sim.sentAttempt = keyOf(attempt);
-        s.write({
-          kind: {
-            $case: 'result',
-            value: { attempt, success: true, exitStatus: 0, message: '', outputTail: '' },
-          },
-        });
-        if (attempt !== undefined && attempt.actionIndex === actions - 1) {
-          send({ type: 'done', atMs: performance.timeOrigin + performance.now() });
-          sim.sentAt = 0;
-        }
-      };
-      if (holdMs > 0) setTimeout(answer, holdMs * (0.5 + random()));
-      else answer();
+      if (k.$case === 'ack') this.#onAck(sim, k.value);
+      else if (k.$case === 'action') this.#onAction(sim, s, k.value);
     });
     s.on('error', () => undefined);
     s.write({ kind: { $case: 'hello', value: { pendingResults: [], agentVersion: 'bench' } } });
-  };
+  }
 
-  process.on('message', (msg: ToChild) => {
-    switch (msg.type) {
-      case 'init':
-        endpoints = msg.endpoints;
-        actions = msg.actions;
-        rng = new Prng(msg.seed);
-        for (const i of msg.ids) {
-          const sim: Sim = {
-            index: i,
-            key: `bench-${String(i)}`,
-            stream: undefined,
-            sentAt: 0,
-            sentAttempt: '',
-            ackAt: null,
-            committedAt: null,
-            arrivedBeforeAck: null,
-          };
-          sims.set(i, sim);
-          connect(sim);
-        }
-        send({ type: 'ready' });
-        break;
-      case 'connect':
-        for (const i of msg.ids) {
-          const sim = sims.get(i);
-          if (sim !== undefined) connect(sim);
-        }
-        break;
-      case 'cancel':
-        for (const i of msg.ids) sims.get(i)?.stream?.cancel();
-        break;
-      case 'hold':
-        holdMs = msg.ms;
-        break;
-      case 'collect':
-        samples.loopDelayMaxMs = Math.max(0, loop.max / 1e6 - 10);
-        send({ type: 'samples', samples });
-        samples = emptySamples();
-        loop.reset();
-        break;
-      case 'stop':
-        for (const sim of sims.values()) sim.stream?.cancel();
-        for (const c of clients.values()) c.close();
-        process.disconnect();
-        break;
+  #onAck(sim: Sim, ack: ResultAck): void {
+    // A node may push the next action before the acknowledgment of the result that
+    // started it (it applied the entry first); the late ack is then for an older result.
+    const acked = keyOf(ack.attempt);
+    // The leader's clock, as this process's: the nodes run on this machine.
+    const committedAt = ack.committedAtMs > 0 ? ack.committedAtMs : null;
+    if (sim.sentAt > 0 && acked === sim.sentAttempt) {
+      sim.ackAt = performance.now();
+      sim.committedAt = committedAt;
+    } else if (sim.arrivedBeforeAck?.result === acked) {
+      if (committedAt !== null) this.#samples.sinceCommit.push(sim.arrivedBeforeAck.atMs - committedAt);
+      sim.arrivedBeforeAck = null;
     }
-  });
+  }
+
+  /** Measures how long the action took to arrive, then answers it (at once, or after holding it). */
+  #onAction(sim: Sim, s: WorkerStream, action: Action): void {
+    const now = performance.now();
+    this.#samples.actions++;
+    if (sim.sentAt > 0) this.#recordDispatch(sim, action, now);
+    const attempt = action.attempt;
+    // Nothing is in flight while the agent holds the action: an ack arriving meanwhile is
+    // the late one of the previous result (arrivedBeforeAck).
+    sim.sentAt = 0;
+    sim.sentAttempt = '';
+    sim.ackAt = null;
+    sim.committedAt = null;
+    const answer = (): void => this.#answer(sim, s, attempt);
+    if (this.#holdMs > 0) setTimeout(answer, this.#holdMs * (0.5 + this.#rng.float()));
+    else answer();
+  }
+
+  /** The samples of an action that arrived after the agent sent the result that started it. */
+  #recordDispatch(sim: Sim, action: Action, now: number): void {
+    const samples = this.#samples;
+    samples.sinceSend.push(now - sim.sentAt);
+    // The leader stamped its clock into the entry that started this attempt when it
+    // proposed it, and the deadline is that stamp plus the timeout: proposal to arrival.
+    const stampedAt = action.deadlineMs - action.timeoutS * 1000;
+    const arrivedAt = performance.timeOrigin + now;
+    samples.sinceStamp.push(arrivedAt - stampedAt);
+    if (sim.committedAt !== null) samples.sinceCommit.push(arrivedAt - sim.committedAt);
+    else if (sim.ackAt === null) sim.arrivedBeforeAck = { result: sim.sentAttempt, atMs: arrivedAt };
+    if (sim.ackAt !== null) {
+      samples.sinceAck.push(now - sim.ackAt);
+      samples.ackAt.push(performance.timeOrigin + sim.ackAt);
+      samples.node.push(sim.index % this.#endpoints.length);
+    } else {
+      // Received before its result's ack, so within the ack's own delay of the commit.
+      // Not a from-ack sample (that would flatter the figure): counted on its own.
+      samples.actionBeforeAck++;
+    }
+  }
+
+  /** Sends a success for the attempt, unless the stream it came on was replaced meanwhile. */
+  #answer(sim: Sim, s: WorkerStream, attempt: AttemptRef | undefined): void {
+    if (sim.stream !== s) return;
+    sim.sentAt = performance.now();
+    sim.sentAttempt = keyOf(attempt);
+    s.write({
+      kind: {
+        $case: 'result',
+        value: { attempt, success: true, exitStatus: 0, message: '', outputTail: '' },
+      },
+    });
+    if (attempt !== undefined && attempt.actionIndex === this.#actions - 1) {
+      sendToParent({ type: 'done', atMs: performance.timeOrigin + performance.now() });
+      sim.sentAt = 0;
+    }
+  }
+}
+
+/** The child's side: runs its share of the agents until told to stop. */
+function runAgents(): void {
+  const agents = new ChildAgents();
+  process.on('message', (msg: ToChild) => agents.handle(msg));
 }
 
 if (process.argv.includes('--agents') && process.send !== undefined) runAgents();

@@ -22,13 +22,13 @@
 //  - workflows completed per second in the burst;
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import { ControlClient } from '../src/gen/control.js';
 import { SlipwayCluster } from './clusters.js';
 import { AgentProcesses } from './control-agents.js';
-import { machineCpu, percentile, round, rssMb, sleep } from './stats.js';
+import { ControlPhases, printResult, type CreateWorkflows } from './control-phases.js';
+import { round, rssMb, sleep } from './stats.js';
 
 interface Options {
   readonly workers: number;
@@ -113,8 +113,66 @@ export async function pool<T>(items: readonly T[], width: number, f: (x: T) => P
   );
 }
 
-function out(o: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify(o)}\n`);
+/** The bench template: one task of `actions` actions that each run `true`. */
+function benchTemplate(actions: number): string {
+  const list = Array.from(
+    { length: actions },
+    (_, i) => `      - name: a${String(i + 1)}\n        command: ["true"]\n        timeout: 60`,
+  ).join('\n');
+  return `version: "0.1"\nname: bench\nglobal_timeout: 3600\ntasks:\n  - name: t\n    actions:\n${list}\n`;
+}
+
+/** Registers machine i as hardware bench-i, with a MAC and an address derived from i. */
+async function registerMachines(control: ControlClient, machines: readonly number[]): Promise<void> {
+  process.stderr.write(`control: registering ${String(machines.length)} machines\n`);
+  await pool(machines, 32, async (i) => {
+    const mac = `02:${[(i >> 16) & 255, (i >> 8) & 255, i & 255, 0, 1].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
+    const doc = {
+      id: `bench-${String(i)}`,
+      interfaces: [
+        { mac, ip: `10.${String(100 + (i >> 16))}.${String((i >> 8) & 255)}.${String(i & 255)}/8` },
+      ],
+    };
+    await call(control.hardwareCreate.bind(control), { documentJson: JSON.stringify(doc), replace: true });
+  });
+}
+
+function workflowCreator(control: ControlClient): CreateWorkflows {
+  return (machines) =>
+    pool(machines, 32, async (i) => {
+      await call(control.workflowCreate.bind(control), {
+        template: 'bench',
+        hardwareId: `bench-${String(i)}`,
+        hardwareMap: {},
+        netboot: false,
+      });
+    });
+}
+
+/**
+ * Connects every machine's worker stream and prints the servers' memory per 1,000 connected
+ * workers: their RSS with the streams open minus `rssBefore`.
+ */
+async function connectWorkers(
+  cluster: SlipwayCluster,
+  agents: AgentProcesses,
+  opts: Options,
+  rssBefore: readonly number[],
+): Promise<void> {
+  process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
+  await agents.start(cluster.endpoints, opts.actions, opts.workers);
+  await sleep(3000);
+  const rssConnected = cluster.livePids().map((p) => rssMb(p) ?? 0);
+  const delta = rssConnected.map((r, i) => r - (rssBefore[i] ?? 0));
+  printResult({
+    bench: 'control',
+    metric: 'server_rss_mb_per_1000_workers',
+    workers: opts.workers,
+    value: round((delta.reduce((a, b) => a + b, 0) * 1000) / opts.workers),
+    per_node_delta_mb: delta.map((x) => round(x)),
+    rss_before_mb: rssBefore.map((x) => round(x)),
+    rss_connected_mb: rssConnected.map((x) => round(x)),
+  });
 }
 
 export async function runControlBench(argv: readonly string[]): Promise<void> {
@@ -124,200 +182,25 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
   try {
     await cluster.start();
     await cluster.waitHealthy(30_000);
-    const endpoints = cluster.endpoints;
-    const control = new ControlClient(endpoints[0] ?? '', credentials.createInsecure());
-    const actions = Array.from(
-      { length: opts.actions },
-      (_, i) => `      - name: a${String(i + 1)}\n        command: ["true"]\n        timeout: 60`,
-    ).join('\n');
-    const template = `version: "0.1"\nname: bench\nglobal_timeout: 3600\ntasks:\n  - name: t\n    actions:\n${actions}\n`;
-    await call(control.templateCreate.bind(control), { source: template, replace: true });
+    const control = new ControlClient(cluster.endpoints[0] ?? '', credentials.createInsecure());
+    await call(control.templateCreate.bind(control), { source: benchTemplate(opts.actions), replace: true });
     const ids = Array.from({ length: opts.workers }, (_, i) => i);
-    process.stderr.write(`control: registering ${String(opts.workers)} machines\n`);
-    await pool(ids, 32, async (i) => {
-      const mac = `02:${[(i >> 16) & 255, (i >> 8) & 255, i & 255, 0, 1].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
-      const doc = {
-        id: `bench-${String(i)}`,
-        interfaces: [
-          { mac, ip: `10.${String(100 + (i >> 16))}.${String((i >> 8) & 255)}.${String(i & 255)}/8` },
-        ],
-      };
-      await call(control.hardwareCreate.bind(control), { documentJson: JSON.stringify(doc), replace: true });
-    });
+    await registerMachines(control, ids);
     const rssBefore = cluster.livePids().map((p) => rssMb(p) ?? 0);
 
     // Simulated agents, in child processes (bench/control-agents.ts): each answers an action at
     // once (or after holding it, in the paced phase) and measures how long the next action took.
     const agents = new AgentProcesses(opts.agentProcesses);
     stopAgents = () => agents.stop();
-    const waitCompleted = async (n: number, what: string): Promise<void> => {
-      const deadline = Date.now() + 600_000;
-      while (agents.completed < n && Date.now() < deadline) await sleep(50);
-      if (agents.completed < n)
-        throw new Error(
-          `${what}: only ${String(agents.completed)} of ${String(n)} workflows completed in 10 minutes`,
-        );
-    };
-    const create = (list: readonly number[]): Promise<void> =>
-      pool(list, 32, async (i) => {
-        await call(control.workflowCreate.bind(control), {
-          template: 'bench',
-          hardwareId: `bench-${String(i)}`,
-          hardwareMap: {},
-          netboot: false,
-        });
-      });
-    // Where a slow dispatch comes from: the agent processes' event loops, each server's (the
-    // probe), and the snapshots the servers took meanwhile.
-    let phaseStartedAt = Date.now();
-    let phaseCpu0 = machineCpu().busy;
-    const startPhase = async (): Promise<void> => {
-      await cluster.eventLoopDelay();
-      await agents.collect();
-      phaseStartedAt = Date.now();
-      phaseCpu0 = machineCpu().busy;
-    };
-    const snapshotsSince = (since: number): number[] =>
-      cluster.members.map((m) => {
-        let count = 0;
-        for (const line of readFileSync(m.logPath, 'utf8').split('\n')) {
-          if (!line.includes('took a snapshot')) continue;
-          const time = (JSON.parse(line) as { time?: number }).time ?? 0;
-          if (time >= since) count++;
-        }
-        return count;
-      });
-    const latency = async (
-      phase: string,
-      active: number,
-      waves = 1,
-      extra: (actions: number) => Record<string, unknown> = () => ({}),
-    ): Promise<number> => {
-      // The machine's cores busy over the phase (2.0: both, all the time): past about 1.8 the
-      // processes wait for a core, and that wait is in every figure.
-      const coresBusy = (machineCpu().busy - phaseCpu0) / ((Date.now() - phaseStartedAt) / 1000);
-      const samples = await agents.collect();
-      const a = [...samples.sinceAck].sort((x, y) => x - y);
-      const r = [...samples.sinceSend].sort((x, y) => x - y);
-      const st = [...samples.sinceStamp].sort((x, y) => x - y);
-      const c = [...samples.sinceCommit].sort((x, y) => x - y);
-      // The slowest dispatches, with when their result was acknowledged (ms into the phase).
-      const slowest = samples.sinceAck
-        .map((ms, i) => ({
-          ms: round(ms),
-          at_ms: round((samples.ackAt[i] ?? 0) - phaseStartedAt),
-          node: `n${String((samples.node[i] ?? 0) + 1)}`,
-        }))
-        .sort((x, y) => y.ms - x.ms)
-        .slice(0, 5);
-      const servers = [...(await cluster.eventLoopDelay()).values()];
-      const leader = await cluster.agreedLeader();
-      out({
-        bench: 'control',
-        metric: 'dispatch_latency_ms',
-        phase,
-        connected_workers: opts.workers,
-        active_workflows: active,
-        waves,
-        samples: c.length,
-        from_commit_p50: round(percentile(c, 0.5)),
-        from_commit_p90: round(percentile(c, 0.9)),
-        from_commit_p99: round(percentile(c, 0.99)),
-        from_ack_samples: a.length,
-        actions_before_ack: samples.actionBeforeAck,
-        from_ack_p50: round(percentile(a, 0.5)),
-        from_ack_p99: round(percentile(a, 0.99)),
-        from_result_sent_p50: round(percentile(r, 0.5)),
-        from_result_sent_p99: round(percentile(r, 0.99)),
-        from_leader_proposal_p50: round(percentile(st, 0.5)),
-        from_leader_proposal_p99: round(percentile(st, 0.99)),
-        target_p99_ms: 50,
-        ...extra(samples.actions),
-        slowest_from_ack: slowest,
-        leader: leader < 0 ? 'none agreed' : `n${String(leader + 1)}`,
-        server_event_loop_delay_max_ms: servers.map((e) => e.max_ms),
-        agent_event_loop_delay_max_ms: round(samples.loopDelayMaxMs),
-        machine_cores_busy: round(coresBusy),
-        snapshots_taken: snapshotsSince(phaseStartedAt),
-      });
-      return samples.actions;
-    };
+    const phases = new ControlPhases(cluster, agents, opts, workflowCreator(control));
+    await connectWorkers(cluster, agents, opts, rssBefore);
 
-    process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
-    await agents.start(endpoints, opts.actions, opts.workers);
-    await sleep(3000);
-    const rssConnected = cluster.livePids().map((p) => rssMb(p) ?? 0);
-    const delta = rssConnected.map((r, i) => r - (rssBefore[i] ?? 0));
-    out({
-      bench: 'control',
-      metric: 'server_rss_mb_per_1000_workers',
-      workers: opts.workers,
-      value: round((delta.reduce((a, b) => a + b, 0) * 1000) / opts.workers),
-      per_node_delta_mb: delta.map((x) => round(x)),
-      rss_before_mb: rssBefore.map((x) => round(x)),
-      rss_connected_mb: rssConnected.map((x) => round(x)),
-    });
-
-    // Steady: the first `active` machines' agents go offline, their workflows are created, then
-    // the agents come back at once; every other agent stays connected and idle.
+    // The first `active` machines run the steady phase, the others the burst; all run the paced.
     const active = Math.min(opts.active, opts.workers);
-    const steadyIds = ids.slice(0, active);
-    if (opts.phases.has('steady')) {
-      agents.cancel(steadyIds);
-      process.stderr.write(
-        `control: steady phase, ${String(opts.waves)} waves of ${String(active)} active workflows among ${String(opts.workers)} workers\n`,
-      );
-      await startPhase();
-      // The first wave's agents reconnect at once, as after an outage; later waves find them
-      // connected, and each new workflow's first action is pushed when its create commits.
-      for (let wave = 1; wave <= opts.waves; wave++) {
-        await create(steadyIds);
-        if (wave === 1) agents.connect(steadyIds);
-        await waitCompleted(active * wave, `steady phase, wave ${String(wave)}`);
-      }
-      await latency('steady', active, opts.waves);
-    }
-
-    // Burst: every other machine gets a workflow at once while all agents are connected.
+    if (opts.phases.has('steady')) await phases.steady(ids.slice(0, active));
     const burstIds = ids.slice(active);
-    if (opts.phases.has('burst') && burstIds.length > 0) {
-      process.stderr.write(`control: burst phase, ${String(burstIds.length)} workflows created at once\n`);
-      await startPhase();
-      const t0 = Date.now();
-      const before = agents.completed;
-      await create(burstIds);
-      const created = Date.now();
-      await waitCompleted(before + burstIds.length, 'burst phase');
-      await latency('burst', burstIds.length);
-      const wall = (agents.lastDoneMs - t0) / 1000;
-      out({
-        bench: 'control',
-        metric: 'workflows_per_second',
-        phase: 'burst',
-        workflows: burstIds.length,
-        actions_per_workflow: opts.actions,
-        seconds: round(wall),
-        create_seconds: round((created - t0) / 1000),
-        value: round(burstIds.length / wall),
-      });
-    }
-
-    // Paced: every machine gets a workflow while its agent holds each action for a while.
-    if (opts.phases.has('paced') && opts.holdMs > 0) {
-      process.stderr.write(
-        `control: paced phase, ${String(ids.length)} workflows, actions held ${String(opts.holdMs)} ms on average\n`,
-      );
-      agents.hold(opts.holdMs);
-      await startPhase();
-      const t0 = Date.now();
-      const before = agents.completed;
-      await create(ids);
-      await waitCompleted(before + ids.length, 'paced phase');
-      await latency('paced', ids.length, 1, (actions) => ({
-        hold_ms: opts.holdMs,
-        dispatches_per_second: round(actions / ((agents.lastDoneMs - t0) / 1000)),
-      }));
-    }
+    if (opts.phases.has('burst') && burstIds.length > 0) await phases.burst(burstIds);
+    if (opts.phases.has('paced') && opts.holdMs > 0) await phases.paced(ids);
     control.close();
   } finally {
     await stopAgents();
