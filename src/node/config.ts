@@ -26,7 +26,7 @@ const memberId = z
 /** A Linux interface name: at most 15 bytes (IFNAMSIZ), no slash or white space. */
 const interfaceName = z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}$/, 'must be an interface name');
 
-export const serverConfigSchema = z
+const serverConfigFields = z
   .object({
     id: memberId,
     dataDir: z.string().min(1, 'must name a directory'),
@@ -129,134 +129,157 @@ export const serverConfigSchema = z
     authFailuresMax: z.number().int().min(1).max(100_000).default(10),
     authFailureWindowS: z.number().int().min(1).max(86_400).default(60),
   })
-  .strict()
-  .superRefine((c, ctx) => {
-    if (c.heartbeatTicks >= c.electionTicks) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['heartbeatTicks'],
-        message: 'must be smaller than electionTicks',
-      });
-    }
-    if (c.forceNewCluster && c.join) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['forceNewCluster'],
-        message: 'cannot be combined with --join (it restarts an existing member on its own)',
-      });
-    }
-    if (c.peers.length === 0 && !c.forceNewCluster) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['peers'],
-        message: c.join
-          ? "name the existing members' raft addresses (--peers n1=HOST:PORT,...)"
-          : 'name the initial members (--peers n1=HOST:PORT,...), or pass --join to be added later',
-      });
-    }
-    if (!c.join && c.peers.length > 0 && !c.peers.some((p) => p.id === c.id)) {
-      ctx.addIssue({ code: 'custom', path: ['peers'], message: `must include this node (${c.id}) itself` });
-    }
-    if (!c.insecure && c.tlsDir === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['tlsDir'],
-        message:
-          'TLS is on by default: pass --tls-dir DIR (made by `slipway bootstrap`), or --insecure for a development cluster',
-      });
-    }
-    if (c.insecure && c.tlsDir !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['insecure'], message: 'give --tls-dir or --insecure, not both' });
-    }
-    if (c.insecureAllowNetwork && !c.insecure) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['insecureAllowNetwork'],
-        message: `${insecureNetworkFlag} goes with --insecure (with TLS, any address is allowed)`,
-      });
-    }
-    if (c.insecure && !c.insecureAllowNetwork) {
-      const plaintext: [string, string][] = [
-        ['apiAddr', c.apiAddr],
-        ['raftAddr', c.raftAddr],
-        ...c.peers.map((p, i): [string, string] => [`peers.${String(i)}`, p.addr]),
-      ];
-      for (const [field, addr] of plaintext) {
-        if (isLoopbackAddress(addr)) continue;
-        ctx.addIssue({
-          code: 'custom',
-          path: field.split('.'),
-          message:
-            `${addr} is not a loopback address, and --insecure serves plaintext gRPC with no tokens: ` +
-            `use --tls-dir (\`slipway bootstrap\`), or for a lab on a private network add ${insecureNetworkFlag}`,
-        });
-      }
-    }
-    if (c.vipInterface !== undefined && c.vip === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['vipInterface'],
-        message: 'names where to hold the VIP: pass --vip IP as well',
-      });
-    }
-    if (c.dhcpInterface !== undefined && c.dhcpAddr !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['dhcpAddr'],
-        message: 'give --dhcp-interface or --dhcp-addr, not both',
-      });
-    }
-    const bootOn =
-      c.dhcpInterface !== undefined ||
-      c.dhcpAddr !== undefined ||
-      c.tftpAddr !== undefined ||
-      c.httpAddr !== undefined;
-    if (bootOn && c.vip === undefined && /^(0\.0\.0\.0|\[::\]|\[::0\]):/.test(c.apiAddr)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['vip'],
-        message:
-          'boot services need the address machines should use: pass --vip, or an --api-addr with a concrete host',
-      });
-    }
-    if (c.dhcpMode === 'dynamic' && c.dhcpPools.length === 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['dhcpPools'],
-        message: 'dynamic mode needs at least one --dhcp-pool START-END/PREFIX',
-      });
-    }
-    if (c.dhcpMode !== 'dynamic' && c.dhcpPools.length > 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['dhcpPools'],
-        message: 'pools are used only with --dhcp-mode dynamic',
-      });
-    }
-    const pools: DhcpPool[] = [];
-    c.dhcpPools.forEach((spec, i) => {
-      try {
-        pools.push(parsePoolSpec(spec));
-      } catch (error) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['dhcpPools', i],
-          message: error instanceof Error ? error.message : String(error),
-        });
-      }
+  .strict();
+
+type ConfigFields = z.infer<typeof serverConfigFields>;
+
+export const serverConfigSchema = serverConfigFields.superRefine((c, ctx) => {
+  checkRaft(c, ctx);
+  checkTransportSecurity(c, ctx);
+  checkBootServices(c, ctx);
+  checkDhcpPools(c, ctx);
+  const ids = new Set(c.peers.map((p) => p.id));
+  if (ids.size !== c.peers.length)
+    ctx.addIssue({ code: 'custom', path: ['peers'], message: 'has a duplicate id' });
+});
+
+/** Raft timing, and the members to start with or to join. */
+function checkRaft(c: ConfigFields, ctx: z.RefinementCtx): void {
+  if (c.heartbeatTicks >= c.electionTicks) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['heartbeatTicks'],
+      message: 'must be smaller than electionTicks',
     });
-    const overlap = overlappingPools(pools);
-    if (overlap !== undefined) {
+  }
+  if (c.forceNewCluster && c.join) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['forceNewCluster'],
+      message: 'cannot be combined with --join (it restarts an existing member on its own)',
+    });
+  }
+  if (c.peers.length === 0 && !c.forceNewCluster) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['peers'],
+      message: c.join
+        ? "name the existing members' raft addresses (--peers n1=HOST:PORT,...)"
+        : 'name the initial members (--peers n1=HOST:PORT,...), or pass --join to be added later',
+    });
+  }
+  if (!c.join && c.peers.length > 0 && !c.peers.some((p) => p.id === c.id)) {
+    ctx.addIssue({ code: 'custom', path: ['peers'], message: `must include this node (${c.id}) itself` });
+  }
+}
+
+/** TLS or --insecure, and plaintext only on loopback unless the operator says otherwise. */
+function checkTransportSecurity(c: ConfigFields, ctx: z.RefinementCtx): void {
+  if (!c.insecure && c.tlsDir === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['tlsDir'],
+      message:
+        'TLS is on by default: pass --tls-dir DIR (made by `slipway bootstrap`), or --insecure for a development cluster',
+    });
+  }
+  if (c.insecure && c.tlsDir !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['insecure'], message: 'give --tls-dir or --insecure, not both' });
+  }
+  if (c.insecureAllowNetwork && !c.insecure) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['insecureAllowNetwork'],
+      message: `${insecureNetworkFlag} goes with --insecure (with TLS, any address is allowed)`,
+    });
+  }
+  if (c.insecure && !c.insecureAllowNetwork) {
+    const plaintext: [string, string][] = [
+      ['apiAddr', c.apiAddr],
+      ['raftAddr', c.raftAddr],
+      ...c.peers.map((p, i): [string, string] => [`peers.${String(i)}`, p.addr]),
+    ];
+    for (const [field, addr] of plaintext) {
+      if (isLoopbackAddress(addr)) continue;
       ctx.addIssue({
         code: 'custom',
-        path: ['dhcpPools'],
-        message: `pools ${overlap[0].spec} and ${overlap[1].spec} overlap`,
+        path: field.split('.'),
+        message:
+          `${addr} is not a loopback address, and --insecure serves plaintext gRPC with no tokens: ` +
+          `use --tls-dir (\`slipway bootstrap\`), or for a lab on a private network add ${insecureNetworkFlag}`,
       });
     }
-    const ids = new Set(c.peers.map((p) => p.id));
-    if (ids.size !== c.peers.length)
-      ctx.addIssue({ code: 'custom', path: ['peers'], message: 'has a duplicate id' });
+  }
+}
+
+/** The VIP and the DHCP listener the boot services need. */
+function checkBootServices(c: ConfigFields, ctx: z.RefinementCtx): void {
+  if (c.vipInterface !== undefined && c.vip === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['vipInterface'],
+      message: 'names where to hold the VIP: pass --vip IP as well',
+    });
+  }
+  if (c.dhcpInterface !== undefined && c.dhcpAddr !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['dhcpAddr'],
+      message: 'give --dhcp-interface or --dhcp-addr, not both',
+    });
+  }
+  const bootOn =
+    c.dhcpInterface !== undefined ||
+    c.dhcpAddr !== undefined ||
+    c.tftpAddr !== undefined ||
+    c.httpAddr !== undefined;
+  if (bootOn && c.vip === undefined && /^(0\.0\.0\.0|\[::\]|\[::0\]):/.test(c.apiAddr)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['vip'],
+      message:
+        'boot services need the address machines should use: pass --vip, or an --api-addr with a concrete host',
+    });
+  }
+}
+
+/** Dynamic DHCP pools: only in dynamic mode, each well formed, none overlapping another. */
+function checkDhcpPools(c: ConfigFields, ctx: z.RefinementCtx): void {
+  if (c.dhcpMode === 'dynamic' && c.dhcpPools.length === 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['dhcpPools'],
+      message: 'dynamic mode needs at least one --dhcp-pool START-END/PREFIX',
+    });
+  }
+  if (c.dhcpMode !== 'dynamic' && c.dhcpPools.length > 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['dhcpPools'],
+      message: 'pools are used only with --dhcp-mode dynamic',
+    });
+  }
+  const pools: DhcpPool[] = [];
+  c.dhcpPools.forEach((spec, i) => {
+    try {
+      pools.push(parsePoolSpec(spec));
+    } catch (error) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dhcpPools', i],
+        message: error instanceof Error ? error.message : String(error),
+      });
+    }
   });
+  const overlap = overlappingPools(pools);
+  if (overlap !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['dhcpPools'],
+      message: `pools ${overlap[0].spec} and ${overlap[1].spec} overlap`,
+    });
+  }
+}
 
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 

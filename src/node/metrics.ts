@@ -40,32 +40,7 @@ export class NodeMetrics {
     this.#control = src.control;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    new Gauge({
-      name: 'slipway_workflows',
-      help: 'Workflows in the replicated state, by state',
-      labelNames: ['state'] as const,
-      registers,
-      collect() {
-        const counts = new Map<WorkflowState, number>(workflowStates.map((s) => [s, 0]));
-        for (const wf of src.control.workflows()) counts.set(wf.state, (counts.get(wf.state) ?? 0) + 1);
-        for (const [state, n] of counts) this.set({ state }, n);
-      },
-    });
-    new Gauge({
-      name: 'slipway_provisioning_success_ratio',
-      help: 'Share of finished workflows in the replicated state that succeeded',
-      registers,
-      collect() {
-        let done = 0;
-        let ok = 0;
-        for (const wf of src.control.workflows()) {
-          if (wf.state === 'PENDING' || wf.state === 'RUNNING') continue;
-          done++;
-          if (wf.state === 'SUCCESS') ok++;
-        }
-        this.set(done === 0 ? 0 : ok / done);
-      },
-    });
+    registerWorkflowGauges(src.control, registers);
     this.#finished = new Counter({
       name: 'slipway_workflows_finished_total',
       help: 'Workflows that reached a final state since this node started, by result',
@@ -102,101 +77,10 @@ export class NodeMetrics {
       help: 'Finished workflows removed from the replicated state past the retention, since this node started',
       registers,
     });
-    const archivedWorkflows = src.archivedWorkflows;
-    if (archivedWorkflows !== undefined) {
-      let reported = 0;
-      new Counter({
-        name: 'slipway_workflows_archived_total',
-        help: 'Finished workflows this node wrote to its --workflow-archive while leading',
-        registers,
-        collect() {
-          const now = archivedWorkflows();
-          this.inc(now - reported);
-          reported = now;
-        },
-      });
-    }
-    const vipHeld = src.vipHeld;
-    if (vipHeld !== undefined) {
-      new Gauge({
-        name: 'slipway_vip_held',
-        help: '1 while this node holds the VIP on its interface (--vip-interface), else 0',
-        registers,
-        collect() {
-          this.set(vipHeld() ? 1 : 0);
-        },
-      });
-    }
-    const drained = src.drained;
-    if (drained !== undefined) {
-      new Gauge({
-        name: 'slipway_node_drained',
-        help: '1 while this node is drained (slipway node drain, or stopping), else 0',
-        registers,
-        collect() {
-          this.set(drained() ? 1 : 0);
-        },
-      });
-    }
-    new Gauge({
-      name: 'slipway_connected_workers',
-      help: 'Worker agents with a live stream on this node',
-      registers,
-      collect() {
-        this.set(src.connectedWorkers());
-      },
-    });
-    const raftGauge = (
-      name: string,
-      help: string,
-      pick: (s: ReturnType<RaftNode['status']>) => number,
-    ): void => {
-      new Gauge({
-        name,
-        help,
-        registers,
-        collect() {
-          this.set(pick(src.node.status()));
-        },
-      });
-    };
+    registerNodeGauges(src, registers);
     const forwarding = src.forwarding;
-    if (forwarding !== undefined) {
-      // The proposer keeps the totals; each scrape adds what is new since the last one.
-      const totalCounter = (name: string, help: string, pick: (f: ForwardingStats) => number): void => {
-        let reported = 0;
-        new Counter({
-          name,
-          help,
-          registers,
-          collect() {
-            const now = pick(forwarding());
-            this.inc(now - reported);
-            reported = now;
-          },
-        });
-      };
-      totalCounter(
-        'slipway_forwarded_commands_total',
-        'Commands this node forwarded to the leader',
-        (f) => f.commands,
-      );
-      totalCounter(
-        'slipway_forward_calls_total',
-        'Calls to the leader that carried forwarded commands (a batch counts once)',
-        (f) => f.calls,
-      );
-    }
-    raftGauge('slipway_raft_term', 'Current raft term on this node', (s) => s.term);
-    raftGauge('slipway_raft_commit_index', 'Highest log index known committed on this node', (s) => s.commit);
-    raftGauge(
-      'slipway_raft_applied_index',
-      'Highest log index applied to the state machine here',
-      (s) => s.appliedToStateMachine,
-    );
-    raftGauge('slipway_raft_is_leader', '1 when this node is the leader', (s) =>
-      s.role === 'leader' ? 1 : 0,
-    );
+    if (forwarding !== undefined) registerForwardingCounters(forwarding, registers);
+    registerRaftGauges(src.node, registers);
   }
 
   /** Called when an applied workflow.gc removed `count` workflows (from apply: quick). */
@@ -259,4 +143,136 @@ export class NodeMetrics {
     });
     return server;
   }
+}
+
+/** The workflows in the replicated state: how many in each state, and the share that succeeded. */
+function registerWorkflowGauges(control: ControlState, registers: Registry[]): void {
+  new Gauge({
+    name: 'slipway_workflows',
+    help: 'Workflows in the replicated state, by state',
+    labelNames: ['state'] as const,
+    registers,
+    collect() {
+      const counts = new Map<WorkflowState, number>(workflowStates.map((s) => [s, 0]));
+      for (const wf of control.workflows()) counts.set(wf.state, (counts.get(wf.state) ?? 0) + 1);
+      for (const [state, n] of counts) this.set({ state }, n);
+    },
+  });
+  new Gauge({
+    name: 'slipway_provisioning_success_ratio',
+    help: 'Share of finished workflows in the replicated state that succeeded',
+    registers,
+    collect() {
+      let done = 0;
+      let ok = 0;
+      for (const wf of control.workflows()) {
+        if (wf.state === 'PENDING' || wf.state === 'RUNNING') continue;
+        done++;
+        if (wf.state === 'SUCCESS') ok++;
+      }
+      this.set(done === 0 ? 0 : ok / done);
+    },
+  });
+}
+
+/** This node's own figures: its archive, the VIP, whether drained, its workers' streams. */
+function registerNodeGauges(src: MetricsSources, registers: Registry[]): void {
+  const archivedWorkflows = src.archivedWorkflows;
+  if (archivedWorkflows !== undefined) {
+    let reported = 0;
+    new Counter({
+      name: 'slipway_workflows_archived_total',
+      help: 'Finished workflows this node wrote to its --workflow-archive while leading',
+      registers,
+      collect() {
+        const now = archivedWorkflows();
+        this.inc(now - reported);
+        reported = now;
+      },
+    });
+  }
+  const vipHeld = src.vipHeld;
+  if (vipHeld !== undefined) {
+    new Gauge({
+      name: 'slipway_vip_held',
+      help: '1 while this node holds the VIP on its interface (--vip-interface), else 0',
+      registers,
+      collect() {
+        this.set(vipHeld() ? 1 : 0);
+      },
+    });
+  }
+  const drained = src.drained;
+  if (drained !== undefined) {
+    new Gauge({
+      name: 'slipway_node_drained',
+      help: '1 while this node is drained (slipway node drain, or stopping), else 0',
+      registers,
+      collect() {
+        this.set(drained() ? 1 : 0);
+      },
+    });
+  }
+  new Gauge({
+    name: 'slipway_connected_workers',
+    help: 'Worker agents with a live stream on this node',
+    registers,
+    collect() {
+      this.set(src.connectedWorkers());
+    },
+  });
+}
+
+/** Commands this node forwarded to the leader, and the calls that carried them. */
+function registerForwardingCounters(forwarding: () => ForwardingStats, registers: Registry[]): void {
+  // The proposer keeps the totals; each scrape adds what is new since the last one.
+  const totalCounter = (name: string, help: string, pick: (f: ForwardingStats) => number): void => {
+    let reported = 0;
+    new Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        const now = pick(forwarding());
+        this.inc(now - reported);
+        reported = now;
+      },
+    });
+  };
+  totalCounter(
+    'slipway_forwarded_commands_total',
+    'Commands this node forwarded to the leader',
+    (f) => f.commands,
+  );
+  totalCounter(
+    'slipway_forward_calls_total',
+    'Calls to the leader that carried forwarded commands (a batch counts once)',
+    (f) => f.calls,
+  );
+}
+
+/** This node's raft term, indexes and role. */
+function registerRaftGauges(node: RaftNode, registers: Registry[]): void {
+  const raftGauge = (
+    name: string,
+    help: string,
+    pick: (s: ReturnType<RaftNode['status']>) => number,
+  ): void => {
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        this.set(pick(node.status()));
+      },
+    });
+  };
+  raftGauge('slipway_raft_term', 'Current raft term on this node', (s) => s.term);
+  raftGauge('slipway_raft_commit_index', 'Highest log index known committed on this node', (s) => s.commit);
+  raftGauge(
+    'slipway_raft_applied_index',
+    'Highest log index applied to the state machine here',
+    (s) => s.appliedToStateMachine,
+  );
+  raftGauge('slipway_raft_is_leader', '1 when this node is the leader', (s) => (s.role === 'leader' ? 1 : 0));
 }

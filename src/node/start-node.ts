@@ -256,16 +256,13 @@ async function buildServices(
   vip: VipManager | undefined,
 ): Promise<Services> {
   const control = stateMachine.control;
-  // Registered artifacts' content, the same on every node: stored by digest under the data dir
-  // and fetched from peers when missing (docs/decisions/0017).
-  const contentStore = await ContentStore.open(join(cfg.dataDir, 'artifacts'));
-  const peerReader = new GrpcPeerReader(node, tls);
-  const fetcher = new ArtifactFetcher({
-    store: contentStore,
-    peers: peerReader,
-    logger: logger.child({ component: 'artifacts' }),
-  });
-  const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
+  const { contentStore, peerReader, fetcher, catalogue } = await openArtifacts(
+    cfg,
+    logger,
+    tls,
+    node,
+    control,
+  );
   const kv = new KvService({
     node,
     store: stateMachine,
@@ -277,18 +274,7 @@ async function buildServices(
   const proposer = new Proposer(node, logger, tls, (command) =>
     command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
   );
-  const auth = new Authenticator(
-    control,
-    {
-      enabled: checked.authMode.enabled,
-      bootstrapAdminSha256: readAdminTokenSha(checked.authMode.adminTokenFile),
-      failures: new AuthFailureLimiter({
-        failuresMax: cfg.authFailuresMax,
-        windowMs: cfg.authFailureWindowS * 1000,
-      }),
-    },
-    () => node.linearizableRead(),
-  );
+  const auth = newAuthenticator(cfg, node, control, checked);
   const events = new EventHub();
   const powerWaiters = new PowerJobWaiters();
   const auditor = new CallAuditor(auth, (command) => proposer.proposeControl(command), logger);
@@ -356,6 +342,49 @@ async function buildServices(
     health,
     leaderDuties,
   };
+}
+
+/**
+ * Registered artifacts' content, the same on every node: stored by digest under the data dir
+ * and fetched from peers when missing (docs/decisions/0017).
+ */
+async function openArtifacts(
+  cfg: ServerConfig,
+  logger: Logger,
+  tls: PeerTls | undefined,
+  node: RaftNode,
+  control: ControlState,
+): Promise<Pick<Services, 'contentStore' | 'peerReader' | 'fetcher' | 'catalogue'>> {
+  const contentStore = await ContentStore.open(join(cfg.dataDir, 'artifacts'));
+  const peerReader = new GrpcPeerReader(node, tls);
+  const fetcher = new ArtifactFetcher({
+    store: contentStore,
+    peers: peerReader,
+    logger: logger.child({ component: 'artifacts' }),
+  });
+  const catalogue = new ArtifactCatalogue(control, fetcher, contentStore);
+  return { contentStore, peerReader, fetcher, catalogue };
+}
+
+/** Tokens checked against the replicated state, the bootstrap admin token, and failure limits. */
+function newAuthenticator(
+  cfg: ServerConfig,
+  node: RaftNode,
+  control: ControlState,
+  checked: CheckedStart,
+): Authenticator {
+  return new Authenticator(
+    control,
+    {
+      enabled: checked.authMode.enabled,
+      bootstrapAdminSha256: readAdminTokenSha(checked.authMode.adminTokenFile),
+      failures: new AuthFailureLimiter({
+        failuresMax: cfg.authFailuresMax,
+        windowMs: cfg.authFailureWindowS * 1000,
+      }),
+    },
+    () => node.linearizableRead(),
+  );
 }
 
 /** What the leader does on its own schedule: deadlines, collection, the cluster version, power. */

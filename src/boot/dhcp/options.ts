@@ -311,105 +311,122 @@ export function decodeOptions(options: readonly ReceivedOption[]): DhcpOptions {
   const other: RawOption[] = [];
   for (const option of options) {
     const reader = new OptionReader(option);
-    switch (option.code) {
-      case optionCode.subnetMask:
-        out.subnetMask = reader.address();
-        break;
-      case optionCode.routers:
-        out.routers = reader.addresses();
-        break;
-      case optionCode.dnsServers:
-        out.dnsServers = reader.addresses();
-        break;
-      case optionCode.hostname:
-        out.hostname = reader.text();
-        break;
-      case optionCode.domainName:
-        out.domainName = reader.text();
-        break;
-      case optionCode.broadcastAddress:
-        out.broadcastAddress = reader.address();
-        break;
-      case optionCode.vendorSpecific:
-        out.vendorSpecific = reader.atLeast(1);
-        break;
-      case optionCode.requestedIp:
-        out.requestedIp = reader.address();
-        break;
-      case optionCode.leaseTime:
-        out.leaseTimeS = reader.uint32();
-        break;
-      case optionCode.messageType:
-        out.messageType = decodeMessageType(reader);
-        break;
-      case optionCode.serverId:
-        out.serverId = reader.address();
-        break;
-      case optionCode.parameterRequestList:
-        out.parameterRequestList = Array.from(reader.atLeast(1));
-        break;
-      case optionCode.maxMessageSize: {
-        const size = reader.uint16();
-        if (size < maxMessageSizeMin)
-          reader.fail(`value ${size} is below the legal minimum ${maxMessageSizeMin}`);
-        out.maxMessageSize = size;
-        break;
-      }
-      case optionCode.renewalTime:
-        out.renewalTimeS = reader.uint32();
-        break;
-      case optionCode.rebindingTime:
-        out.rebindingTimeS = reader.uint32();
-        break;
-      case optionCode.vendorClass:
-        out.vendorClass = reader.text();
-        break;
-      case optionCode.clientId:
-        out.clientId = reader.atLeast(2);
-        break;
-      case optionCode.tftpServerName:
-        out.tftpServerName = reader.text();
-        break;
-      case optionCode.bootfileName:
-        out.bootfileName = reader.text();
-        break;
-      case optionCode.userClass:
-        out.userClass = decodeUserClass(reader);
-        break;
-      case optionCode.relayAgentInfo:
-        out.relayAgentInfo = decodeRelayAgentInfo(option, reader);
-        break;
-      case optionCode.clientArch:
-        out.clientArch = decodeClientArch(reader);
-        break;
-      case optionCode.clientNdi: {
-        const [type, major, minor] = reader.exactly(3);
-        out.clientNdi = { type: type!, major: major!, minor: minor! };
-        break;
-      }
-      case optionCode.clientUuid:
-        out.clientUuid = decodeClientUuid(reader);
-        break;
-      case optionCode.ipxeEncapsulated: {
-        const raw = option.data;
-        out.ipxe = {
-          raw,
-          subOptions: decodeSubOptions(raw, 'dhcp', option.offset, optionLabel(option.code)),
-        };
-        break;
-      }
-      case optionCode.pad:
-      case optionCode.overload:
-      case optionCode.end:
-        // The codec consumes these; seeing one here means the caller skipped framing.
-        reader.fail('is framing, not a value option');
-        break;
-      default:
-        other.push({ code: option.code, data: option.data });
-    }
+    if (decodeLeaseOption(reader, out) || decodeBootOption(option, reader, out)) continue;
+    other.push({ code: option.code, data: option.data });
   }
   if (other.length > 0) out.other = other;
   return out;
+}
+
+/** The options of the address and its lease (RFC 2132) into `out`; false for any other option. */
+function decodeLeaseOption(reader: OptionReader, out: Writable<DhcpOptions>): boolean {
+  switch (reader.code) {
+    case optionCode.subnetMask:
+      out.subnetMask = reader.address();
+      return true;
+    case optionCode.routers:
+      out.routers = reader.addresses();
+      return true;
+    case optionCode.dnsServers:
+      out.dnsServers = reader.addresses();
+      return true;
+    case optionCode.hostname:
+      out.hostname = reader.text();
+      return true;
+    case optionCode.domainName:
+      out.domainName = reader.text();
+      return true;
+    case optionCode.broadcastAddress:
+      out.broadcastAddress = reader.address();
+      return true;
+    case optionCode.vendorSpecific:
+      out.vendorSpecific = reader.atLeast(1);
+      return true;
+    case optionCode.requestedIp:
+      out.requestedIp = reader.address();
+      return true;
+    case optionCode.leaseTime:
+      out.leaseTimeS = reader.uint32();
+      return true;
+    case optionCode.messageType:
+      out.messageType = decodeMessageType(reader);
+      return true;
+    case optionCode.serverId:
+      out.serverId = reader.address();
+      return true;
+    case optionCode.parameterRequestList:
+      out.parameterRequestList = Array.from(reader.atLeast(1));
+      return true;
+    case optionCode.maxMessageSize: {
+      const size = reader.uint16();
+      if (size < maxMessageSizeMin)
+        reader.fail(`value ${size} is below the legal minimum ${maxMessageSizeMin}`);
+      out.maxMessageSize = size;
+      return true;
+    }
+    case optionCode.renewalTime:
+      out.renewalTimeS = reader.uint32();
+      return true;
+    case optionCode.rebindingTime:
+      out.rebindingTimeS = reader.uint32();
+      return true;
+    default:
+      return false;
+  }
+}
+
+/**
+ * The options that identify the client and its boot (RFC 2132, 3046, 4578, iPXE's) into `out`;
+ * framing options are refused; false for any other option.
+ */
+function decodeBootOption(option: ReceivedOption, reader: OptionReader, out: Writable<DhcpOptions>): boolean {
+  switch (option.code) {
+    case optionCode.vendorClass:
+      out.vendorClass = reader.text();
+      return true;
+    case optionCode.clientId:
+      out.clientId = reader.atLeast(2);
+      return true;
+    case optionCode.tftpServerName:
+      out.tftpServerName = reader.text();
+      return true;
+    case optionCode.bootfileName:
+      out.bootfileName = reader.text();
+      return true;
+    case optionCode.userClass:
+      out.userClass = decodeUserClass(reader);
+      return true;
+    case optionCode.relayAgentInfo:
+      out.relayAgentInfo = decodeRelayAgentInfo(option, reader);
+      return true;
+    case optionCode.clientArch:
+      out.clientArch = decodeClientArch(reader);
+      return true;
+    case optionCode.clientNdi: {
+      const [type, major, minor] = reader.exactly(3);
+      out.clientNdi = { type: type!, major: major!, minor: minor! };
+      return true;
+    }
+    case optionCode.clientUuid:
+      out.clientUuid = decodeClientUuid(reader);
+      return true;
+    case optionCode.ipxeEncapsulated: {
+      const raw = option.data;
+      out.ipxe = {
+        raw,
+        subOptions: decodeSubOptions(raw, 'dhcp', option.offset, optionLabel(option.code)),
+      };
+      return true;
+    }
+    case optionCode.pad:
+    case optionCode.overload:
+    case optionCode.end:
+      // The codec consumes these; seeing one here means the caller skipped framing.
+      reader.fail('is framing, not a value option');
+      return true;
+    default:
+      return false;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -25,54 +25,7 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       'BMC login: "username:password" on one line, or user name and password on two lines',
     )
     .option('--replace', 'replace an existing machine with the same id')
-    .action(async (o) => {
-      // The document schema loads here, not with the module: other commands start without it.
-      const { hardwareFromFlags, parseBmcCredentials, parseHardwareDocument, withBmc } =
-        await import('../../workflow/hardware-doc.js');
-      let input;
-      if (o.file !== undefined) {
-        if (o.id !== undefined || o.mac !== undefined || o.ip !== undefined) {
-          throw new UsageError('use either -f FILE or --id/--mac/--ip, not both');
-        }
-        input = parseOrUsage(() => parseHardwareDocument(readInput(o.file ?? '-')));
-      } else {
-        if (o.id === undefined || o.mac === undefined || o.ip === undefined) {
-          throw new UsageError('hardware create needs -f FILE, or --id, --mac and --ip');
-        }
-        if (o.arch !== 'x86_64' && o.arch !== 'arm64') {
-          throw new UsageError(`--arch must be x86_64 or arm64, got "${o.arch}"`);
-        }
-        const flags = {
-          id: o.id,
-          mac: o.mac,
-          ip: o.ip,
-          gateway: o.gateway,
-          arch: o.arch,
-          uefi: o.uefi === true,
-        };
-        input = parseOrUsage(() => hardwareFromFlags(flags));
-      }
-      if (o.bmcCredentialsFile !== undefined && o.bmc === undefined) {
-        throw new UsageError('--bmc-credentials-file needs --bmc ipmi://HOST:PORT');
-      }
-      if (o.bmc !== undefined) {
-        const address = o.bmc;
-        // Read here, sent inside the document over the (TLS) API; never on a command line.
-        const credentials =
-          o.bmcCredentialsFile === undefined
-            ? {}
-            : parseOrUsage(() => parseBmcCredentials(readInput(o.bmcCredentialsFile ?? '')));
-        const base = input;
-        input = parseOrUsage(() => withBmc(base, { address, ...credentials }));
-      }
-      const { client, output } = connect();
-      const res = await client.control('hardwareCreate', {
-        documentJson: JSON.stringify(input),
-        replace: o.replace === true,
-      });
-      const doc = JSON.parse(res.hardwareJson) as HardwareDoc;
-      process.stdout.write(`${render(output, doc, [row(doc)])}\n`);
-    });
+    .action((o) => createHardware(o, connect));
   hw.command('get')
     .description('show a machine')
     .argument('<id>')
@@ -118,6 +71,69 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       const res = await client.control('hardwareToken', { id });
       process.stdout.write(`${res.token}\n`);
     });
+}
+
+interface CreateFlags {
+  readonly file?: string | undefined;
+  readonly id?: string | undefined;
+  readonly mac?: string | undefined;
+  readonly ip?: string | undefined;
+  readonly gateway?: string | undefined;
+  readonly arch: string;
+  readonly uefi?: true | undefined;
+  readonly bmc?: string | undefined;
+  readonly bmcCredentialsFile?: string | undefined;
+  readonly replace?: true | undefined;
+}
+
+/** `hardware create`: the document from the file or the flags, with its BMC, sent to the cluster. */
+async function createHardware(o: CreateFlags, connect: Connect): Promise<void> {
+  // The document schema loads here, not with the module: other commands start without it.
+  const { hardwareFromFlags, parseBmcCredentials, parseHardwareDocument, withBmc } =
+    await import('../../workflow/hardware-doc.js');
+  let input;
+  if (o.file !== undefined) {
+    if (o.id !== undefined || o.mac !== undefined || o.ip !== undefined) {
+      throw new UsageError('use either -f FILE or --id/--mac/--ip, not both');
+    }
+    input = parseOrUsage(() => parseHardwareDocument(readInput(o.file ?? '-')));
+  } else {
+    if (o.id === undefined || o.mac === undefined || o.ip === undefined) {
+      throw new UsageError('hardware create needs -f FILE, or --id, --mac and --ip');
+    }
+    if (o.arch !== 'x86_64' && o.arch !== 'arm64') {
+      throw new UsageError(`--arch must be x86_64 or arm64, got "${o.arch}"`);
+    }
+    const flags = {
+      id: o.id,
+      mac: o.mac,
+      ip: o.ip,
+      gateway: o.gateway,
+      arch: o.arch,
+      uefi: o.uefi === true,
+    };
+    input = parseOrUsage(() => hardwareFromFlags(flags));
+  }
+  if (o.bmcCredentialsFile !== undefined && o.bmc === undefined) {
+    throw new UsageError('--bmc-credentials-file needs --bmc ipmi://HOST:PORT');
+  }
+  if (o.bmc !== undefined) {
+    const address = o.bmc;
+    // Read here, sent inside the document over the (TLS) API; never on a command line.
+    const credentials =
+      o.bmcCredentialsFile === undefined
+        ? {}
+        : parseOrUsage(() => parseBmcCredentials(readInput(o.bmcCredentialsFile ?? '')));
+    const base = input;
+    input = parseOrUsage(() => withBmc(base, { address, ...credentials }));
+  }
+  const { client, output } = connect();
+  const res = await client.control('hardwareCreate', {
+    documentJson: JSON.stringify(input),
+    replace: o.replace === true,
+  });
+  const doc = JSON.parse(res.hardwareJson) as HardwareDoc;
+  process.stdout.write(`${render(output, doc, [row(doc)])}\n`);
 }
 
 interface HardwareDoc {

@@ -1,14 +1,32 @@
 // `slipway server`: runs one provisioner node until SIGTERM/SIGINT. A leader hands its
 // leadership to the most caught-up follower before exiting, so writes barely pause.
-import type { Command } from '@commander-js/extra-typings';
+import type { Command, OptionValues } from '@commander-js/extra-typings';
 import type { ServerConfig } from '../../node/config.js';
 import { duration, idAddressList, wholeNumber } from '../flags.js';
 import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
 
 export function serverCommand(program: Command): void {
-  program
+  serverFlags(program).action(async (local, command) => {
+    // --insecure-allow-network is also a global flag (for the CLI), and commander hands a flag
+    // both define to the program: read both.
+    const o: typeof local = command.optsWithGlobals();
+    await runServer(o);
+  });
+}
+
+/** The command and its flags, in the order --help lists them. */
+function serverFlags(program: Command) {
+  const server = program
     .command('server')
-    .description('run a provisioner node (raft member, replicated store, client API)')
+    .description('run a provisioner node (raft member, replicated store, client API)');
+  return limitFlags(securityFlags(bootServiceFlags(nodeFlags(server))));
+}
+
+type ServerFlags = ReturnType<ReturnType<typeof serverFlags>['opts']>;
+
+/** The member, its raft timing, its logs and metrics. */
+function nodeFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(c: Command<A, O, G>) {
+  return c
     .option('--config <file>', 'YAML or JSON file with the settings below (flags override it)')
     .option('--id <id>', "this member's id, e.g. n1")
     .option('--data-dir <dir>', 'where the raft log and snapshots live')
@@ -31,7 +49,14 @@ export function serverCommand(program: Command): void {
     .option(
       '--workflow-archive <path>',
       'while leading, append finished workflows past the retention (`slipway workflow retention`) to PATH as JSON lines, fsynced, before removing them: a file, or a directory (existing, or ending in /) with one workflows-YYYY-MM-DD.jsonl a day; give every node one',
-    )
+    );
+}
+
+/** DHCP, TFTP, HTTP and the VIP machines boot from. */
+function bootServiceFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(
+  c: Command<A, O, G>,
+) {
+  return c
     .option('--vip <ip>', "the address machines are told to use (default: the API address's host)")
     .option(
       '--vip-interface <name>',
@@ -61,7 +86,14 @@ export function serverCommand(program: Command): void {
       '--worker-server <host:port>',
       "what booted machines' workers dial, e.g. the balancer on the VIP (default: --vip with this node's API port)",
     )
-    .option('--kernel-arg <arg...>', 'extra kernel argument for the generated iPXE scripts (repeatable)')
+    .option('--kernel-arg <arg...>', 'extra kernel argument for the generated iPXE scripts (repeatable)');
+}
+
+/** TLS and tokens, or a development cluster without them. */
+function securityFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(
+  c: Command<A, O, G>,
+) {
+  return c
     .option(
       '--tls-dir <dir>',
       "this node's directory from `slipway bootstrap` (TLS on the API, mTLS between nodes; tokens always required)",
@@ -74,7 +106,14 @@ export function serverCommand(program: Command): void {
     .option(
       '--admin-token-file <file>',
       'the bootstrap admin token (default: admin.token in --tls-dir); without TLS it turns tokens on',
-    )
+    );
+}
+
+/** What one client, machine or address may hold, and how the node stops. */
+function limitFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(
+  c: Command<A, O, G>,
+) {
+  return c
     .option('--api-message-bytes-max <n>', 'largest API message accepted, in bytes (default 4194304)')
     .option(
       '--api-streams-per-connection-max <n>',
@@ -95,82 +134,83 @@ export function serverCommand(program: Command): void {
     .option(
       '--auth-failure-window <seconds>',
       'the time in which an address earns back --auth-failures-max failures (default 60)',
-    )
-    .action(async (local, command) => {
-      // --insecure-allow-network is also a global flag (for the CLI), and commander hands a flag
-      // both define to the program: read both.
-      const o: typeof local = command.optsWithGlobals();
-      // The node loads here, not with the module: other commands and --help start without it.
-      const [
-        { startNode },
-        { readConfigFile, validateServerConfig },
-        { createLogger },
-        { applyServerHeapProfile },
-      ] = await Promise.all([
-        import('../../node/start-node.js'),
-        import('../../node/config.js'),
-        import('../../platform/logger.js'),
-        import('../../platform/heap-profile.js'),
-      ]);
-      applyServerHeapProfile();
-      const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
-      const set = (k: string, v: unknown): void => {
-        if (v !== undefined) raw[k] = v;
-      };
-      set('id', o.id);
-      set('dataDir', o.dataDir);
-      set('raftAddr', o.raftAddr);
-      set('apiAddr', o.apiAddr);
-      if (o.peers !== undefined) raw['peers'] = idAddressList(o.peers, '--peers');
-      if (o.join === true) raw['join'] = true;
-      if (o.forceNewCluster === true) raw['forceNewCluster'] = true;
-      set('tickMs', toInt(o.tickMs, '--tick-ms'));
-      set('electionTicks', toInt(o.electionTicks, '--election-ticks'));
-      set('snapshotEntries', toInt(o.snapshotEntries, '--snapshot-entries'));
-      set('logLevel', o.logLevel);
-      set('adminTokenFile', o.adminTokenFile);
-      set('tlsDir', o.tlsDir);
-      if (o.insecure === true) raw['insecure'] = true;
-      if (o.insecureAllowNetwork === true) raw['insecureAllowNetwork'] = true;
-      set('metricsAddr', o.metricsAddr);
-      set('workflowArchive', o.workflowArchive);
-      set('vip', o.vip);
-      set('vipInterface', o.vipInterface);
-      set('dhcpInterface', o.dhcpInterface);
-      set('dhcpAddr', o.dhcpAddr);
-      set('dhcpMode', o.dhcpMode);
-      set('dhcpPools', o.dhcpPool);
-      set('dhcpLeaseTimeS', toInt(o.dhcpLeaseTime, '--dhcp-lease-time'));
-      set('tftpAddr', o.tftpAddr);
-      set('tftpRoot', o.tftpRoot);
-      set('tftpTransfersMax', toInt(o.tftpTransfersMax, '--tftp-transfers-max'));
-      set('httpAddr', o.httpAddr);
-      set('artifactsDir', o.artifactsDir);
-      set('bootOsDir', o.bootosDir);
-      set('workerServer', o.workerServer);
-      set('kernelArgs', o.kernelArg);
-      set('apiMessageBytesMax', toInt(o.apiMessageBytesMax, '--api-message-bytes-max'));
-      set(
-        'apiStreamsPerConnectionMax',
-        toInt(o.apiStreamsPerConnectionMax, '--api-streams-per-connection-max'),
-      );
-      set('workerSessionsMax', toInt(o.workerSessionsMax, '--worker-sessions-max'));
-      set('authFailuresMax', toInt(o.authFailuresMax, '--auth-failures-max'));
-      set('authFailureWindowS', toInt(o.authFailureWindow, '--auth-failure-window'));
-      set('drainGraceMs', o.drainGrace === undefined ? undefined : duration(o.drainGrace, '--drain-grace'));
-      const cfg: ServerConfig = validateServerConfig(raw);
-      const logger = createLogger({ node: cfg.id }, cfg.logLevel);
-      const running = await startNode(cfg, logger);
-      await new Promise<void>((resolve) => {
-        const onSignal = (sig: string): void => {
-          logger.info({ signal: sig }, 'stopping');
-          running.stop().then(resolve, resolve);
-        };
-        process.once('SIGTERM', () => onSignal('SIGTERM'));
-        process.once('SIGINT', () => onSignal('SIGINT'));
-      });
-      logger.flush();
-    });
+    );
+}
+
+/** Loads the node, builds its configuration and runs it until SIGTERM or SIGINT. */
+async function runServer(o: ServerFlags): Promise<void> {
+  // The node loads here, not with the module: other commands and --help start without it.
+  const [
+    { startNode },
+    { readConfigFile, validateServerConfig },
+    { createLogger },
+    { applyServerHeapProfile },
+  ] = await Promise.all([
+    import('../../node/start-node.js'),
+    import('../../node/config.js'),
+    import('../../platform/logger.js'),
+    import('../../platform/heap-profile.js'),
+  ]);
+  applyServerHeapProfile();
+  const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
+  const cfg: ServerConfig = validateServerConfig(withFlags(raw, o));
+  const logger = createLogger({ node: cfg.id }, cfg.logLevel);
+  const running = await startNode(cfg, logger);
+  await new Promise<void>((resolve) => {
+    const onSignal = (sig: string): void => {
+      logger.info({ signal: sig }, 'stopping');
+      running.stop().then(resolve, resolve);
+    };
+    process.once('SIGTERM', () => onSignal('SIGTERM'));
+    process.once('SIGINT', () => onSignal('SIGINT'));
+  });
+  logger.flush();
+}
+
+/** The configuration file's settings (`raw`, changed in place) with the flags given over them. */
+function withFlags(raw: Record<string, unknown>, o: ServerFlags): Record<string, unknown> {
+  const set = (k: string, v: unknown): void => {
+    if (v !== undefined) raw[k] = v;
+  };
+  set('id', o.id);
+  set('dataDir', o.dataDir);
+  set('raftAddr', o.raftAddr);
+  set('apiAddr', o.apiAddr);
+  if (o.peers !== undefined) raw['peers'] = idAddressList(o.peers, '--peers');
+  if (o.join === true) raw['join'] = true;
+  if (o.forceNewCluster === true) raw['forceNewCluster'] = true;
+  set('tickMs', toInt(o.tickMs, '--tick-ms'));
+  set('electionTicks', toInt(o.electionTicks, '--election-ticks'));
+  set('snapshotEntries', toInt(o.snapshotEntries, '--snapshot-entries'));
+  set('logLevel', o.logLevel);
+  set('adminTokenFile', o.adminTokenFile);
+  set('tlsDir', o.tlsDir);
+  if (o.insecure === true) raw['insecure'] = true;
+  if (o.insecureAllowNetwork === true) raw['insecureAllowNetwork'] = true;
+  set('metricsAddr', o.metricsAddr);
+  set('workflowArchive', o.workflowArchive);
+  set('vip', o.vip);
+  set('vipInterface', o.vipInterface);
+  set('dhcpInterface', o.dhcpInterface);
+  set('dhcpAddr', o.dhcpAddr);
+  set('dhcpMode', o.dhcpMode);
+  set('dhcpPools', o.dhcpPool);
+  set('dhcpLeaseTimeS', toInt(o.dhcpLeaseTime, '--dhcp-lease-time'));
+  set('tftpAddr', o.tftpAddr);
+  set('tftpRoot', o.tftpRoot);
+  set('tftpTransfersMax', toInt(o.tftpTransfersMax, '--tftp-transfers-max'));
+  set('httpAddr', o.httpAddr);
+  set('artifactsDir', o.artifactsDir);
+  set('bootOsDir', o.bootosDir);
+  set('workerServer', o.workerServer);
+  set('kernelArgs', o.kernelArg);
+  set('apiMessageBytesMax', toInt(o.apiMessageBytesMax, '--api-message-bytes-max'));
+  set('apiStreamsPerConnectionMax', toInt(o.apiStreamsPerConnectionMax, '--api-streams-per-connection-max'));
+  set('workerSessionsMax', toInt(o.workerSessionsMax, '--worker-sessions-max'));
+  set('authFailuresMax', toInt(o.authFailuresMax, '--auth-failures-max'));
+  set('authFailureWindowS', toInt(o.authFailureWindow, '--auth-failure-window'));
+  set('drainGraceMs', o.drainGrace === undefined ? undefined : duration(o.drainGrace, '--drain-grace'));
+  return raw;
 }
 
 function toInt(v: string | undefined, flag: string): number | undefined {

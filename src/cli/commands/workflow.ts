@@ -17,6 +17,14 @@ type Connect = () => { client: ClusterClient; output: OutputFormat };
 
 export function workflowCommand(program: Command, connect: Connect): void {
   const wf = program.command('workflow').description('run and follow provisioning workflows');
+  workflowCreateCommand(wf, connect);
+  workflowReadCommands(wf, connect);
+  workflowChangeCommands(wf, connect);
+  workflowRetentionCommand(wf, connect);
+}
+
+/** `workflow create`: renders a template for a machine and starts the workflow. */
+function workflowCreateCommand(wf: Command, connect: Connect): void {
   wf.command('create')
     .description('render a template for a machine and start a workflow; prints its id')
     .requiredOption('--template <name>', 'template name')
@@ -44,6 +52,10 @@ export function workflowCommand(program: Command, connect: Connect): void {
       if (output === 'table') process.stdout.write(`${rec.id}\n`);
       else process.stdout.write(`${render(output, { id: rec.id, state: rec.state }, [])}\n`);
     });
+}
+
+/** `workflow get|list|state|events`: what the workflows are doing. */
+function workflowReadCommands(wf: Command, connect: Connect): void {
   wf.command('get')
     .description('show a workflow: state, and per action its state and attempts')
     .argument('<id>')
@@ -100,6 +112,10 @@ export function workflowCommand(program: Command, connect: Connect): void {
         else process.stdout.write(`---\n${render(output, e, [])}\n`);
       });
     });
+}
+
+/** `workflow cancel|retry|delete`: stop, rerun or forget one workflow. */
+function workflowChangeCommands(wf: Command, connect: Connect): void {
   wf.command('cancel')
     .description('cancel a workflow; the running action is stopped on its machine')
     .argument('<id>')
@@ -129,6 +145,10 @@ export function workflowCommand(program: Command, connect: Connect): void {
       await client.control('workflowDelete', { id });
       process.stdout.write(`${render(output, { id, deleted: true }, [{ id, deleted: true }])}\n`);
     });
+}
+
+/** `workflow retention`: how long finished workflows stay in the replicated state. */
+function workflowRetentionCommand(wf: Command, connect: Connect): void {
   wf.command('retention')
     .description(
       'show how long finished workflows stay in the state, or set it (admin); the leader removes those past it, archiving them first when it runs with --workflow-archive',

@@ -638,48 +638,22 @@ export class ControlState {
         return this.#putHardware(command, nowMs);
       case 'hardware.delete':
         return this.#deleteHardware(command.id);
-      case 'hardware.setAllowPXE': {
+      case 'hardware.setAllowPXE':
         if (!this.#hardware.has(command.id))
           return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
         return { type: 'hardware', hardware: this.#setAllowPXE(command.id, command.allowPXE, nowMs) };
-      }
-      case 'hardware.token': {
-        const existing = this.#hardware.get(command.id);
-        if (existing === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
-        const problem = sha256Problem(command.workerTokenSha256);
-        if (problem !== undefined)
-          return failure('E_INVALID', problem.replace(/^sha256/, 'workerTokenSha256'));
-        const stored = deepFreeze<Hardware>({
-          ...existing,
-          workerTokenSha256: command.workerTokenSha256.toLowerCase(),
-          updatedMs: nowMs,
-          version: existing.version + 1,
-        });
-        this.#storeHardware(stored, existing);
-        return { type: 'hardware', hardware: stored };
-      }
+      case 'hardware.token':
+        return this.#setWorkerToken(command, nowMs);
       case 'template.put':
         return this.#putTemplate(command, nowMs);
       case 'template.delete':
-        if (!this.#templates.delete(command.name)) {
-          return failure('E_NOT_FOUND', `template "${command.name}" does not exist`);
-        }
-        return deleted;
+        return this.#deleteTemplate(command.name);
       case 'workflow.create':
         return this.#createWorkflow(command, nowMs);
       case 'attempt.start':
         return this.#onWorkflow(command.workflowId, (wf) => startAttempt(wf, command, nowMs), nowMs);
-      case 'attempt.result': {
-        const result = this.#onWorkflow(command.workflowId, (wf) => recordResult(wf, command, nowMs), nowMs);
-        if (command.startNext !== true || result.type !== 'attempt') return result;
-        const started = this.#startNext(command, nowMs);
-        if (started?.type !== 'attempt') return result;
-        const { actionIndex, attempt, deadlineMs } = started;
-        return {
-          ...result,
-          started: deadlineMs === undefined ? { actionIndex, attempt } : { actionIndex, attempt, deadlineMs },
-        };
-      }
+      case 'attempt.result':
+        return this.#recordAttemptResult(command, nowMs);
       case 'attempt.lost':
         return this.#onWorkflow(command.workflowId, (wf) => recordLost(wf, command, nowMs), nowMs);
       case 'deadline.expire':
@@ -696,10 +670,8 @@ export class ControlState {
         return this.#deleteToken(command.name);
       case 'credential.issue':
         return this.#issueCredential(command, nowMs);
-      case 'lease.grant': {
-        const outcomes = this.#leases.grant(command.grants, nowMs, (ip) => this.#reservedIps.get(ip));
-        return typeof outcomes === 'string' ? failure('E_INVALID', outcomes) : { type: 'grants', outcomes };
-      }
+      case 'lease.grant':
+        return this.#grantLeases(command, nowMs);
       case 'lease.release':
         return leaseResult(this.#leases.release(command.mac, command.ip, nowMs));
       case 'lease.decline':
@@ -715,11 +687,7 @@ export class ControlState {
       case 'artifact.put':
         return this.#putArtifact(command, nowMs);
       case 'artifact.delete':
-        if (!this.#artifacts.delete(command.name)) {
-          return failure('E_NOT_FOUND', `artifact "${command.name}" does not exist`);
-        }
-        this.#changedArtifacts.push(command.name);
-        return deleted;
+        return this.#deleteArtifact(command.name);
       case 'audit.record':
         // The record itself is written by #recordAudit, like every audited command's.
         return command.audit === undefined
@@ -729,26 +697,12 @@ export class ControlState {
         return this.#setAuditRetention(command, nowMs);
       case 'cluster.version':
         return this.#raiseClusterVersion(command.version, nowMs);
-      case 'workflow.retention': {
-        const retention = { finishedMax: command.finishedMax, finishedDays: command.finishedDays };
-        const problem = workflowRetentionProblem(retention);
-        if (problem !== undefined) return failure('E_INVALID', problem);
-        this.#workflowRetention = Object.freeze(retention);
-        // Chosen by an operator, even if it is the default: it applies at once.
-        this.#workflowRetentionDefaultSinceMs = undefined;
-        return { type: 'workflowRetention', retention: this.#workflowRetention };
-      }
+      case 'workflow.retention':
+        return this.#setWorkflowRetention(command);
       case 'workflow.gc':
         return this.#collect(command.workflows);
-      case 'member.drain': {
-        const after = drainedAfter(this.#drainedMembers, command.id, command.drained);
-        if (typeof after === 'string') return failure('E_INVALID', after);
-        if (after !== this.#drainedMembers) {
-          this.#drainedMembers = Object.freeze(after);
-          this.#drainChanged = true;
-        }
-        return { type: 'drainedMembers', ids: this.#drainedMembers };
-      }
+      case 'member.drain':
+        return this.#setDrained(command);
       default:
         return unreachable(command);
     }
@@ -763,6 +717,74 @@ export class ControlState {
     // Never lowered: members that applied a newer format cannot go back to an older one.
     this.#clusterVersion = Math.max(this.#clusterVersion, version);
     return { type: 'clusterVersion', version: this.#clusterVersion };
+  }
+
+  #setWorkerToken(command: Command<'hardware.token'>, nowMs: number): ControlResult {
+    const existing = this.#hardware.get(command.id);
+    if (existing === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
+    const problem = sha256Problem(command.workerTokenSha256);
+    if (problem !== undefined) return failure('E_INVALID', problem.replace(/^sha256/, 'workerTokenSha256'));
+    const stored = deepFreeze<Hardware>({
+      ...existing,
+      workerTokenSha256: command.workerTokenSha256.toLowerCase(),
+      updatedMs: nowMs,
+      version: existing.version + 1,
+    });
+    this.#storeHardware(stored, existing);
+    return { type: 'hardware', hardware: stored };
+  }
+
+  #deleteTemplate(name: string): ControlResult {
+    if (!this.#templates.delete(name)) {
+      return failure('E_NOT_FOUND', `template "${name}" does not exist`);
+    }
+    return deleted;
+  }
+
+  /** Records the attempt's result; with startNext, also starts the workflow's next action. */
+  #recordAttemptResult(command: Command<'attempt.result'>, nowMs: number): ControlResult {
+    const result = this.#onWorkflow(command.workflowId, (wf) => recordResult(wf, command, nowMs), nowMs);
+    if (command.startNext !== true || result.type !== 'attempt') return result;
+    const started = this.#startNext(command, nowMs);
+    if (started?.type !== 'attempt') return result;
+    const { actionIndex, attempt, deadlineMs } = started;
+    return {
+      ...result,
+      started: deadlineMs === undefined ? { actionIndex, attempt } : { actionIndex, attempt, deadlineMs },
+    };
+  }
+
+  #grantLeases(command: Command<'lease.grant'>, nowMs: number): ControlResult {
+    const outcomes = this.#leases.grant(command.grants, nowMs, (ip) => this.#reservedIps.get(ip));
+    return typeof outcomes === 'string' ? failure('E_INVALID', outcomes) : { type: 'grants', outcomes };
+  }
+
+  #deleteArtifact(name: string): ControlResult {
+    if (!this.#artifacts.delete(name)) {
+      return failure('E_NOT_FOUND', `artifact "${name}" does not exist`);
+    }
+    this.#changedArtifacts.push(name);
+    return deleted;
+  }
+
+  #setWorkflowRetention(command: Command<'workflow.retention'>): ControlResult {
+    const retention = { finishedMax: command.finishedMax, finishedDays: command.finishedDays };
+    const problem = workflowRetentionProblem(retention);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    this.#workflowRetention = Object.freeze(retention);
+    // Chosen by an operator, even if it is the default: it applies at once.
+    this.#workflowRetentionDefaultSinceMs = undefined;
+    return { type: 'workflowRetention', retention: this.#workflowRetention };
+  }
+
+  #setDrained(command: Command<'member.drain'>): ControlResult {
+    const after = drainedAfter(this.#drainedMembers, command.id, command.drained);
+    if (typeof after === 'string') return failure('E_INVALID', after);
+    if (after !== this.#drainedMembers) {
+      this.#drainedMembers = Object.freeze(after);
+      this.#drainChanged = true;
+    }
+    return { type: 'drainedMembers', ids: this.#drainedMembers };
   }
 
   #setAuditRetention(command: Command<'audit.retention'>, nowMs: number): ControlResult {
