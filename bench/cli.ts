@@ -193,123 +193,25 @@ export async function runCliBench(argv: readonly string[]): Promise<void> {
     await Promise.all([slipway.start(), etcdCluster?.start()]);
     const env = childEnv();
     const server = ['--server', slipway.endpoints.join(',')];
-    const etcdEnv = childEnv({ ETCDCTL_API: '3' });
-    const etcdEndpoints = ['--endpoints', (etcdCluster?.endpoints ?? []).join(',')];
+    const etcdctlTarget =
+      etcdCluster === undefined
+        ? undefined
+        : {
+            env: childEnv({ ETCDCTL_API: '3' }),
+            endpoints: ['--endpoints', etcdCluster.endpoints.join(',')],
+          };
 
-    progress('writing the key and one workflow');
-    must([...server, 'kv', 'put', key, value], env);
-    const templateFile = join(dir, 'template.yaml');
-    writeFileSync(
-      templateFile,
-      'version: "0.1"\nname: cli-bench\nglobal_timeout: 3600\ntasks:\n  - name: t\n    actions:\n' +
-        '      - name: a\n        command: ["true"]\n        timeout: 60\n',
-    );
-    must([...server, 'template', 'create', '-f', templateFile], env);
-    must(
-      [
-        ...server,
-        'hardware',
-        'create',
-        '--id',
-        'cli-bench',
-        '--mac',
-        '02:00:00:00:c1:01',
-        '--ip',
-        '10.99.0.11/24',
-      ],
-      env,
-    );
-    const workflowId = must(
-      [...server, 'workflow', 'create', '--template', 'cli-bench', '--hardware', 'cli-bench'],
-      env,
-    ).trim();
-    if (etcdCluster !== undefined) {
-      const put = spawnSync('etcdctl', [...etcdEndpoints, 'put', key, value], {
-        env: etcdEnv,
-        encoding: 'utf8',
-      });
-      if (put.status !== 0) throw new Error(`etcdctl put failed: ${put.stderr}`);
-    }
-
-    const probes: Probe[] = [
-      { name: 'node_bare', file: process.execPath, args: ['-e', ''], env, expect: (s) => s === '' },
-      {
-        name: 'slipway_version',
-        file: process.execPath,
-        args: [slipwayBin, '--version'],
-        env,
-        expect: (s) => /^\d+\.\d+\.\d+/.test(s),
-      },
-      {
-        name: 'slipway_kv_get',
-        file: process.execPath,
-        args: [slipwayBin, ...server, 'kv', 'get', key],
-        env,
-        expect: (s) => s === `${value}\n`,
-      },
-      {
-        name: 'slipway_workflow_list',
-        file: process.execPath,
-        args: [slipwayBin, ...server, 'workflow', 'list'],
-        env,
-        expect: (s) => s.includes(workflowId),
-      },
-    ];
-    if (etcdCluster !== undefined) {
-      probes.push({
-        name: 'etcdctl_get',
-        file: 'etcdctl',
-        args: [...etcdEndpoints, 'get', key, '--print-value-only'],
-        env: etcdEnv,
-        expect: (s) => s === `${value}\n`,
-      });
-    }
-
-    progress('tracing the modules each slipway command loads');
-    const modules: Record<string, ReturnType<typeof traceModules>> = {};
-    for (const p of probes.filter((x) => x.name.startsWith('slipway_')))
-      modules[p.name] = traceModules(dir, p.args.slice(1), env);
-    if (Object.values(modules).some((m) => !m.compiled))
-      throw new Error(
-        'bin/slipway.js ran the sources, not the compiled build: src/ or lb/ changed after the build',
-      );
-
-    progress(`${String(o.runs)} rounds of ${probes.map((p) => p.name).join(', ')} (one warm-up round first)`);
-    const samples = new Map<string, number[]>(probes.map((p) => [p.name, []]));
-    const failures: Record<string, string[]> = {};
-    for (let pass = -1; pass < o.runs; pass++) {
-      // Each round starts at the next command, so none always runs right after another.
-      for (let i = 0; i < probes.length; i++) {
-        const p = probes[(i + Math.max(pass, 0)) % probes.length]!;
-        const r = runOnce(p);
-        if (pass < 0) continue;
-        if ('ms' in r) samples.get(p.name)!.push(r.ms);
-        else (failures[p.name] ??= []).push(r.error);
-      }
-    }
+    const workflowId = seedClusters(dir, server, env, etcdctlTarget);
+    const probes = cliProbes(server, env, workflowId, etcdctlTarget);
+    const modules = traceSlipwayModules(dir, probes, env);
+    const { samples, failures } = timeProbes(probes, o.runs);
 
     const figures = Object.fromEntries(probes.map((p) => [p.name, latency(samples.get(p.name)!)]));
-    const p50 = (name: string): number | undefined => figures[name]?.p50_ms;
-    const ratios = {
-      version_vs_node: ratio(p50('slipway_version'), p50('node_bare')),
-      kv_get_vs_node: ratio(p50('slipway_kv_get'), p50('node_bare')),
-      workflow_list_vs_node: ratio(p50('slipway_workflow_list'), p50('node_bare')),
-      kv_get_vs_etcdctl: ratio(p50('slipway_kv_get'), p50('etcdctl_get')),
-    };
-    const met = (r: number | null, t: number): boolean | null => (r === null ? null : r <= t);
     process.stdout.write(
       `${JSON.stringify({
         bench: 'cli',
         runs: o.runs,
-        p50_ms: Object.fromEntries(Object.entries(figures).map(([k, v]) => [k, v.p50_ms])),
-        p90_ms: Object.fromEntries(Object.entries(figures).map(([k, v]) => [k, v.p90_ms])),
-        ratios_p50: ratios,
-        targets,
-        target_met: {
-          version_vs_node: met(ratios.version_vs_node, targets.version_vs_node),
-          kv_get_vs_node: met(ratios.kv_get_vs_node, targets.kv_get_vs_node),
-        },
-        commands: figures,
+        ...comparedFigures(figures),
         failures,
         modules,
         etcd: etcd.ok ? etcd.version : null,
@@ -322,4 +224,158 @@ export async function runCliBench(argv: readonly string[]): Promise<void> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+}
+
+/** How etcdctl reaches the etcd members. */
+interface EtcdctlTarget {
+  readonly env: NodeJS.ProcessEnv;
+  readonly endpoints: readonly string[];
+}
+
+/** Writes the key (in both systems) and one workflow for the commands to read; returns its id. */
+function seedClusters(
+  dir: string,
+  server: readonly string[],
+  env: NodeJS.ProcessEnv,
+  etcdctl: EtcdctlTarget | undefined,
+): string {
+  progress('writing the key and one workflow');
+  must([...server, 'kv', 'put', key, value], env);
+  const templateFile = join(dir, 'template.yaml');
+  writeFileSync(
+    templateFile,
+    'version: "0.1"\nname: cli-bench\nglobal_timeout: 3600\ntasks:\n  - name: t\n    actions:\n' +
+      '      - name: a\n        command: ["true"]\n        timeout: 60\n',
+  );
+  must([...server, 'template', 'create', '-f', templateFile], env);
+  must(
+    [
+      ...server,
+      'hardware',
+      'create',
+      '--id',
+      'cli-bench',
+      '--mac',
+      '02:00:00:00:c1:01',
+      '--ip',
+      '10.99.0.11/24',
+    ],
+    env,
+  );
+  const workflowId = must(
+    [...server, 'workflow', 'create', '--template', 'cli-bench', '--hardware', 'cli-bench'],
+    env,
+  ).trim();
+  if (etcdctl !== undefined) {
+    const put = spawnSync('etcdctl', [...etcdctl.endpoints, 'put', key, value], {
+      env: etcdctl.env,
+      encoding: 'utf8',
+    });
+    if (put.status !== 0) throw new Error(`etcdctl put failed: ${put.stderr}`);
+  }
+  return workflowId;
+}
+
+/** The commands timed: a bare node start, three slipway commands, and etcdctl get when etcd runs. */
+function cliProbes(
+  server: readonly string[],
+  env: NodeJS.ProcessEnv,
+  workflowId: string,
+  etcdctl: EtcdctlTarget | undefined,
+): Probe[] {
+  const probes: Probe[] = [
+    { name: 'node_bare', file: process.execPath, args: ['-e', ''], env, expect: (s) => s === '' },
+    {
+      name: 'slipway_version',
+      file: process.execPath,
+      args: [slipwayBin, '--version'],
+      env,
+      expect: (s) => /^\d+\.\d+\.\d+/.test(s),
+    },
+    {
+      name: 'slipway_kv_get',
+      file: process.execPath,
+      args: [slipwayBin, ...server, 'kv', 'get', key],
+      env,
+      expect: (s) => s === `${value}\n`,
+    },
+    {
+      name: 'slipway_workflow_list',
+      file: process.execPath,
+      args: [slipwayBin, ...server, 'workflow', 'list'],
+      env,
+      expect: (s) => s.includes(workflowId),
+    },
+  ];
+  if (etcdctl !== undefined) {
+    probes.push({
+      name: 'etcdctl_get',
+      file: 'etcdctl',
+      args: [...etcdctl.endpoints, 'get', key, '--print-value-only'],
+      env: etcdctl.env,
+      expect: (s) => s === `${value}\n`,
+    });
+  }
+  return probes;
+}
+
+/** The modules each slipway command loads; refuses a run where bin/slipway.js ran the sources. */
+function traceSlipwayModules(
+  dir: string,
+  probes: readonly Probe[],
+  env: NodeJS.ProcessEnv,
+): Record<string, ReturnType<typeof traceModules>> {
+  progress('tracing the modules each slipway command loads');
+  const modules: Record<string, ReturnType<typeof traceModules>> = {};
+  for (const p of probes.filter((x) => x.name.startsWith('slipway_')))
+    modules[p.name] = traceModules(dir, p.args.slice(1), env);
+  if (Object.values(modules).some((m) => !m.compiled))
+    throw new Error(
+      'bin/slipway.js ran the sources, not the compiled build: src/ or lb/ changed after the build',
+    );
+  return modules;
+}
+
+/** `runs` timed rounds of every probe after one warm-up round: each one's times, and its failures. */
+function timeProbes(
+  probes: readonly Probe[],
+  runs: number,
+): { samples: Map<string, number[]>; failures: Record<string, string[]> } {
+  progress(`${String(runs)} rounds of ${probes.map((p) => p.name).join(', ')} (one warm-up round first)`);
+  const samples = new Map<string, number[]>(probes.map((p) => [p.name, []]));
+  const failures: Record<string, string[]> = {};
+  for (let pass = -1; pass < runs; pass++) {
+    // Each round starts at the next command, so none always runs right after another.
+    for (let i = 0; i < probes.length; i++) {
+      const p = probes[(i + Math.max(pass, 0)) % probes.length]!;
+      const r = runOnce(p);
+      if (pass < 0) continue;
+      if ('ms' in r) samples.get(p.name)!.push(r.ms);
+      else (failures[p.name] ??= []).push(r.error);
+    }
+  }
+  return { samples, failures };
+}
+
+/** The p50s and p90s, their ratios to the bare node start (and kv get's to etcdctl's), the targets. */
+function comparedFigures(figures: Record<string, ReturnType<typeof latency>>): Record<string, unknown> {
+  const p50 = (name: string): number | undefined => figures[name]?.p50_ms;
+  const ratios = {
+    version_vs_node: ratio(p50('slipway_version'), p50('node_bare')),
+    kv_get_vs_node: ratio(p50('slipway_kv_get'), p50('node_bare')),
+    workflow_list_vs_node: ratio(p50('slipway_workflow_list'), p50('node_bare')),
+    kv_get_vs_etcdctl: ratio(p50('slipway_kv_get'), p50('etcdctl_get')),
+  };
+  const met = (r: number | null, t: number): boolean | null => (r === null ? null : r <= t);
+  return {
+    p50_ms: Object.fromEntries(Object.entries(figures).map(([k, v]) => [k, v.p50_ms])),
+    p90_ms: Object.fromEntries(Object.entries(figures).map(([k, v]) => [k, v.p90_ms])),
+    ratios_p50: ratios,
+    targets,
+    target_met: {
+      version_vs_node: met(ratios.version_vs_node, targets.version_vs_node),
+      kv_get_vs_node: met(ratios.kv_get_vs_node, targets.kv_get_vs_node),
+    },
+    commands: figures,
+  };
 }

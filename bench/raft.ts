@@ -142,7 +142,43 @@ interface LoadRun {
 
 async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
   const leaderIdx = await c.leaderIndex();
-  const spec: LoadSpec = {
+  const { result, start } = await driveLoadGenerator(c, loadSpecFor(c, p), p.onTick);
+  const wall = (performance.now() - start.t) / 1000;
+  const eld = c instanceof SlipwayCluster ? await eldSnapshot(c) : null;
+  const cpu1 = start.pids.map(cpuSeconds);
+  const machine1 = machineCpu();
+  const cores: Record<string, number | null> = {};
+  c.members.forEach((m, i) => {
+    const a = start.cpu[i];
+    const b = cpu1[i];
+    cores[m.name] =
+      a === null || a === undefined || b === null || b === undefined ? null : round((b - a) / wall, 2);
+  });
+  const perOp: Record<string, number | null> = {};
+  c.members.forEach((m, i) => {
+    const a = start.cpu[i];
+    const b = cpu1[i];
+    perOp[m.name] =
+      a === null || a === undefined || b === null || b === undefined || result.ok === 0
+        ? null
+        : round(((b - a) * 1000) / result.ok, 3);
+  });
+  cores['loadgen'] = round(result.loadgen_cpu_s / wall, 2);
+  // Everything else on the (shared) machine: busy cores minus this benchmark's processes.
+  const ours = Object.values(cores).reduce<number>((a, b) => a + (b ?? 0), 0);
+  cores['machine_busy'] = round((machine1.busy - start.machine.busy) / wall, 2);
+  cores['other_processes'] = round(Math.max(0, cores['machine_busy'] - ours), 2);
+  return {
+    result,
+    leader: c.members[leaderIdx]!.name,
+    cpu_cores: cores,
+    cpu_ms_per_op: perOp,
+    leader_event_loop_delay_ms: leaderEventLoopDelay(c, eld, start.pids[leaderIdx]),
+  };
+}
+
+function loadSpecFor(c: LocalCluster, p: LoadParams): LoadSpec {
+  return {
     system: c.system,
     op: p.op,
     endpoints: c.endpoints,
@@ -157,16 +193,32 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
     warmup: p.warmup ?? 500,
     opDeadlineMs: 10_000,
   };
+}
+
+/** Where the members' and the machine's CPU stood when the measured window began. */
+interface LoadStart {
+  readonly pids: number[];
+  cpu: (number | null)[];
+  machine: { busy: number };
+  t: number;
+}
+
+/**
+ * Runs the load generator in its own process: once it has warmed up and says `ready`, notes the
+ * CPU counters (after an event-loop snapshot, for slipway) and tells it to go; resolves with its
+ * result line when it exits.
+ */
+async function driveLoadGenerator(
+  c: LocalCluster,
+  spec: LoadSpec,
+  onTick: (() => void) | undefined,
+): Promise<{ result: LoadResult; start: LoadStart }> {
   const child = spawn(process.execPath, ['--import', 'tsx', loadgenModule, JSON.stringify(spec)], {
     cwd: repoRoot,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   liveChildren.add(child);
-  const pids = c.livePids();
-  let cpu0: (number | null)[] = [];
-  let machine0 = machineCpu();
-  let t0 = 0;
-  let eld: Map<number, EldSample> | null = null;
+  const start: LoadStart = { pids: c.livePids(), cpu: [], machine: machineCpu(), t: 0 };
   let ticker: NodeJS.Timeout | null = null;
   const result = await new Promise<LoadResult>((resolve, reject) => {
     let buf = '';
@@ -179,11 +231,11 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
         buf = buf.slice(nl + 1);
         if (line === 'ready') {
           const go = (): void => {
-            cpu0 = pids.map(cpuSeconds);
-            machine0 = machineCpu();
-            t0 = performance.now();
+            start.cpu = start.pids.map(cpuSeconds);
+            start.machine = machineCpu();
+            start.t = performance.now();
             child.stdin.write('go\n');
-            if (p.onTick !== undefined) ticker = setInterval(p.onTick, 1000);
+            if (onTick !== undefined) ticker = setInterval(onTick, 1000);
           };
           if (c instanceof SlipwayCluster) void eldSnapshot(c).then(go, go);
           else go();
@@ -199,54 +251,25 @@ async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
       else reject(new Error(`load generator exited with code ${code} without a result`));
     });
   });
-  const wall = (performance.now() - t0) / 1000;
-  if (c instanceof SlipwayCluster) eld = await eldSnapshot(c);
-  const cpu1 = pids.map(cpuSeconds);
-  const machine1 = machineCpu();
-  const cores: Record<string, number | null> = {};
-  c.members.forEach((m, i) => {
-    const a = cpu0[i];
-    const b = cpu1[i];
-    cores[m.name] =
-      a === null || a === undefined || b === null || b === undefined ? null : round((b - a) / wall, 2);
-  });
-  const perOp: Record<string, number | null> = {};
-  c.members.forEach((m, i) => {
-    const a = cpu0[i];
-    const b = cpu1[i];
-    perOp[m.name] =
-      a === null || a === undefined || b === null || b === undefined || result.ok === 0
-        ? null
-        : round(((b - a) * 1000) / result.ok, 3);
-  });
-  cores['loadgen'] = round(result.loadgen_cpu_s / wall, 2);
-  // Everything else on the (shared) machine: busy cores minus this benchmark's processes.
-  const ours = Object.values(cores).reduce<number>((a, b) => a + (b ?? 0), 0);
-  cores['machine_busy'] = round((machine1.busy - machine0.busy) / wall, 2);
-  cores['other_processes'] = round(Math.max(0, cores['machine_busy'] - ours), 2);
-  const leaderPid = pids[leaderIdx];
+  return { result, start };
+}
+
+/** The leader's event-loop delay over the run, with the followers' p99 (slipway only). */
+function leaderEventLoopDelay(
+  c: LocalCluster,
+  eld: Map<number, EldSample> | null,
+  leaderPid: number | undefined,
+): Record<string, unknown> | null {
+  if (c.system === 'etcd') return null;
   const leaderEld = eld !== null && leaderPid !== undefined ? (eld.get(leaderPid) ?? null) : null;
+  if (leaderEld === null) return { note: 'probe did not answer' };
   return {
-    result,
-    leader: c.members[leaderIdx]!.name,
-    cpu_cores: cores,
-    cpu_ms_per_op: perOp,
-    leader_event_loop_delay_ms:
-      c.system === 'etcd'
-        ? null
-        : leaderEld === null
-          ? { note: 'probe did not answer' }
-          : {
-              p50: leaderEld.p50_ms,
-              p99: leaderEld.p99_ms,
-              max: leaderEld.max_ms,
-              loop_utilization: leaderEld.elu,
-              followers_p99: [...(eld?.entries() ?? [])]
-                .filter(([pid]) => pid !== leaderPid)
-                .map(([, s]) => s.p99_ms),
-              source:
-                'bench/eld-probe.ts preloaded into the server (slipway does not expose event-loop delay yet)',
-            },
+    p50: leaderEld.p50_ms,
+    p99: leaderEld.p99_ms,
+    max: leaderEld.max_ms,
+    loop_utilization: leaderEld.elu,
+    followers_p99: [...(eld?.entries() ?? [])].filter(([pid]) => pid !== leaderPid).map(([, s]) => s.p99_ms),
+    source: 'bench/eld-probe.ts preloaded into the server (slipway does not expose event-loop delay yet)',
   };
 }
 
@@ -628,87 +651,92 @@ export async function runRaftBench(argv: readonly string[]): Promise<void> {
         (c) => measureSystem(c, o, res.slipway),
       );
     }
-    const counts = o.quick ? { 1: 200, 16: 2000, 64: 2000 } : { 1: 2000, 16: 20_000, 64: 20_000 };
-    if (o.only.has('put')) {
-      emit(
-        compareLoad(
-          'put',
-          1,
-          counts[1],
-          res.slipway.put.get(1),
-          res.etcd.put.get(1),
-          'p50_ms ratio <= 1',
-          (s, e) => s.p50_ms <= e.p50_ms,
-        ),
-      );
-      emit(
-        compareLoad(
-          'put',
-          16,
-          counts[16],
-          res.slipway.put.get(16),
-          res.etcd.put.get(16),
-          'none (context)',
-          () => true,
-        ),
-      );
-    }
-    if (o.only.has('put') || o.only.has('get')) {
-      emit(
-        compareLoad(
-          'put',
-          64,
-          counts[64],
-          res.slipway.put.get(64),
-          res.etcd.put.get(64),
-          'ops_s ratio >= 2 and p99_ms ratio <= 1',
-          (s, e) => s.ops_s >= 2 * e.ops_s && s.p99_ms <= e.p99_ms,
-        ),
-      );
-      emit({
-        bench: 'rss_after_put_benchmarks_mb',
-        slipway: res.slipway.rssAfterPutsMb,
-        etcd: res.etcd.rssAfterPutsMb,
-      });
-    }
-    if (o.only.has('get')) {
-      emit(
-        compareLoad(
-          'linearizable_get',
-          64,
-          o.quick ? 2000 : 20_000,
-          res.slipway.get,
-          res.etcd.get,
-          'none (context)',
-          () => true,
-        ),
-      );
-    }
-    if (o.only.has('failover')) {
-      emit(
-        compareFailover(
-          'failover_sigkill_leader',
-          res.slipway.kill,
-          res.etcd.kill,
-          'ratio <= 0.5',
-          (s, e) => s <= e / 2,
-        ),
-      );
-      emit(
-        compareFailover(
-          'graceful_sigterm_leader',
-          res.slipway.term,
-          res.etcd.term,
-          'ratio <= 1',
-          (s, e) => s <= e,
-        ),
-      );
-    }
+    emitComparisons(o, res);
     if (o.only.has('memory')) await memory(o);
     emit({ bench: 'done', finished: new Date().toISOString(), loadavg: loadavg().map((x) => round(x, 2)) });
   } finally {
     await cleanupAll();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+  }
+}
+
+/** The lines that set slipway's figures beside etcd's, for the parts that ran. */
+function emitComparisons(o: Options, res: Record<System, SystemResults>): void {
+  const counts = o.quick ? { 1: 200, 16: 2000, 64: 2000 } : { 1: 2000, 16: 20_000, 64: 20_000 };
+  if (o.only.has('put')) {
+    emit(
+      compareLoad(
+        'put',
+        1,
+        counts[1],
+        res.slipway.put.get(1),
+        res.etcd.put.get(1),
+        'p50_ms ratio <= 1',
+        (s, e) => s.p50_ms <= e.p50_ms,
+      ),
+    );
+    emit(
+      compareLoad(
+        'put',
+        16,
+        counts[16],
+        res.slipway.put.get(16),
+        res.etcd.put.get(16),
+        'none (context)',
+        () => true,
+      ),
+    );
+  }
+  if (o.only.has('put') || o.only.has('get')) {
+    emit(
+      compareLoad(
+        'put',
+        64,
+        counts[64],
+        res.slipway.put.get(64),
+        res.etcd.put.get(64),
+        'ops_s ratio >= 2 and p99_ms ratio <= 1',
+        (s, e) => s.ops_s >= 2 * e.ops_s && s.p99_ms <= e.p99_ms,
+      ),
+    );
+    emit({
+      bench: 'rss_after_put_benchmarks_mb',
+      slipway: res.slipway.rssAfterPutsMb,
+      etcd: res.etcd.rssAfterPutsMb,
+    });
+  }
+  if (o.only.has('get')) {
+    emit(
+      compareLoad(
+        'linearizable_get',
+        64,
+        o.quick ? 2000 : 20_000,
+        res.slipway.get,
+        res.etcd.get,
+        'none (context)',
+        () => true,
+      ),
+    );
+  }
+  if (o.only.has('failover')) {
+    emit(
+      compareFailover(
+        'failover_sigkill_leader',
+        res.slipway.kill,
+        res.etcd.kill,
+        'ratio <= 0.5',
+        (s, e) => s <= e / 2,
+      ),
+    );
+    emit(
+      compareFailover(
+        'graceful_sigterm_leader',
+        res.slipway.term,
+        res.etcd.term,
+        'ratio <= 1',
+        (s, e) => s <= e,
+      ),
+    );
   }
 }

@@ -21,7 +21,14 @@ import { credentials, Metadata } from '@grpc/grpc-js';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { attemptKey } from '../src/model/records.js';
 import { ClusterClient } from '../src/cli/index.js';
-import type { ActionResult, AttemptRef, ConnectRequest, ConnectResponse } from '../src/gen/worker.js';
+import type {
+  ActionResult,
+  AttemptRef,
+  ConnectRequest,
+  ConnectResponse,
+  ResultAck,
+  ResultRefused,
+} from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
 import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
 import { Prng } from '../src/platform/prng.js';
@@ -375,105 +382,150 @@ function runWorkflow(
   credential: string,
   outcome: { reconnects: number },
 ): Promise<void> {
-  const rng = new Prng(f.c.seed + i);
-  const client = new WorkerClient(server, credentials.createInsecure(), {
-    // A machine has a connection of its own, as it would; grpc-js would otherwise share one.
-    'grpc.use_local_subchannel_pool': 1,
-    'grpc.keepalive_time_ms': 10_000,
-    'grpc.keepalive_timeout_ms': 5_000,
-  });
-  const executed = new Set<string>();
-  const pending = new Map<string, ActionResult>();
-  let running: AttemptRef | undefined;
-  let resultSentAt = 0;
-  let stream: Stream | undefined;
-  let finished = false;
-  return new Promise<void>((resolve, reject) => {
-    const finish = (error?: Error): void => {
-      if (finished) return;
-      finished = true;
-      clearInterval(heartbeat);
-      stream?.cancel();
-      client.close();
-      if (error === undefined) resolve();
-      else reject(error);
-    };
-    const heartbeat = setInterval(() => {
-      stream?.write({ kind: { $case: 'heartbeat', value: {} } });
-      if (Date.now() > f.c.deadlineMs) finish(new Error('the workflow did not finish before the deadline'));
-    }, 5000);
-    const connect = (): void => {
-      if (finished) return;
-      const md = new Metadata();
-      md.set('x-worker-id', workerId);
-      md.set('authorization', `Bearer ${credential}`);
-      const s = client.connect(md);
-      stream = s;
-      let broken = false;
-      const reconnect = (): void => {
-        if (broken || finished) return;
-        broken = true;
-        outcome.reconnects++;
-        setTimeout(connect, 200 + rng.float() * 800);
+  return new StormWorker(f, i, workerId, server, credential, outcome).run();
+}
+
+/** One machine's worker agent: runs each action once (holding it a while) and reports success. */
+class StormWorker {
+  readonly #f: Fleet;
+  readonly #workerId: string;
+  readonly #credential: string;
+  readonly #outcome: { reconnects: number };
+  readonly #rng: Prng;
+  readonly #client: WorkerClient;
+  readonly #executed = new Set<string>();
+  readonly #pending = new Map<string, ActionResult>();
+  #running: AttemptRef | undefined;
+  #resultSentAt = 0;
+  #stream: Stream | undefined;
+  #finished = false;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #settle: (error?: Error) => void = () => undefined;
+
+  constructor(
+    f: Fleet,
+    i: number,
+    workerId: string,
+    server: string,
+    credential: string,
+    outcome: { reconnects: number },
+  ) {
+    this.#f = f;
+    this.#workerId = workerId;
+    this.#credential = credential;
+    this.#outcome = outcome;
+    this.#rng = new Prng(f.c.seed + i);
+    this.#client = new WorkerClient(server, credentials.createInsecure(), {
+      // A machine has a connection of its own, as it would; grpc-js would otherwise share one.
+      'grpc.use_local_subchannel_pool': 1,
+      'grpc.keepalive_time_ms': 10_000,
+      'grpc.keepalive_timeout_ms': 5_000,
+    });
+  }
+
+  /** Resolves once the last action's result is acknowledged; rejects if refused or too late. */
+  run(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#settle = (error) => {
+        if (error === undefined) resolve();
+        else reject(error);
       };
-      s.on('data', (msg: ConnectResponse) => {
-        const kind = msg.kind;
-        if (kind === undefined || stream !== s) return;
-        if (kind.$case === 'ack' || kind.$case === 'refused') {
-          const ref = kind.value.attempt;
-          if (ref === undefined) return;
-          pending.delete(attemptKey(ref));
-          if (kind.$case === 'refused') f.refusedResults++;
-          if (ref.actionIndex === f.c.actions - 1) {
-            if (kind.$case === 'refused')
-              finish(new Error(`the last result was refused: ${kind.value.reason}`));
-            else finish();
-          }
-          return;
-        }
-        if (kind.$case !== 'action') return;
-        const ref = kind.value.attempt;
-        if (ref === undefined) return;
-        const key = attemptKey(ref);
-        // Pushed again after a reconnect: already run; its result is in `pending` or acknowledged.
-        if (executed.has(key)) return;
-        executed.add(key);
-        const action = `${ref.workflowId}/${String(ref.actionIndex)}`;
-        f.runs.set(action, (f.runs.get(action) ?? 0) + 1);
-        if (resultSentAt > 0) sample(f, 'dispatch', resultSentAt);
-        running = ref;
-        setTimeout(
-          () => {
-            running = undefined;
-            const result: ActionResult = {
-              attempt: ref,
-              success: true,
-              exitStatus: 0,
-              message: '',
-              outputTail: '',
-            };
-            pending.set(key, result);
-            resultSentAt = Date.now();
-            stream?.write({ kind: { $case: 'result', value: result } });
-          },
-          f.c.holdMs * (0.5 + rng.float()),
-        );
-      });
-      s.on('error', reconnect);
-      s.on('end', reconnect);
-      s.write({
-        kind: {
-          $case: 'hello',
-          value: {
-            pendingResults: [...pending.values()],
-            agentVersion: 'storm',
-            ...(running === undefined ? {} : { running }),
-          },
-        },
-      });
+      this.#heartbeat = setInterval(() => {
+        this.#stream?.write({ kind: { $case: 'heartbeat', value: {} } });
+        if (Date.now() > this.#f.c.deadlineMs)
+          this.#finish(new Error('the workflow did not finish before the deadline'));
+      }, 5000);
+      this.#connect();
+    });
+  }
+
+  #finish(error?: Error): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    clearInterval(this.#heartbeat);
+    this.#stream?.cancel();
+    this.#client.close();
+    this.#settle(error);
+  }
+
+  /** A new stream, announcing the results not yet acknowledged and the action still running. */
+  #connect(): void {
+    if (this.#finished) return;
+    const md = new Metadata();
+    md.set('x-worker-id', this.#workerId);
+    md.set('authorization', `Bearer ${this.#credential}`);
+    const s = this.#client.connect(md);
+    this.#stream = s;
+    let broken = false;
+    const reconnect = (): void => {
+      if (broken || this.#finished) return;
+      broken = true;
+      this.#outcome.reconnects++;
+      setTimeout(() => this.#connect(), 200 + this.#rng.float() * 800);
     };
-    connect();
-  });
+    s.on('data', (msg: ConnectResponse) => {
+      const kind = msg.kind;
+      if (kind === undefined || this.#stream !== s) return;
+      if (kind.$case === 'ack' || kind.$case === 'refused') this.#onAnswer(kind);
+      else if (kind.$case === 'action') this.#onAction(kind.value.attempt);
+    });
+    s.on('error', reconnect);
+    s.on('end', reconnect);
+    s.write({
+      kind: {
+        $case: 'hello',
+        value: {
+          pendingResults: [...this.#pending.values()],
+          agentVersion: 'storm',
+          ...(this.#running === undefined ? {} : { running: this.#running }),
+        },
+      },
+    });
+  }
+
+  /** A result acknowledged or refused: no longer pending; the last one ends the workflow. */
+  #onAnswer(kind: { $case: 'ack'; value: ResultAck } | { $case: 'refused'; value: ResultRefused }): void {
+    const f = this.#f;
+    const ref = kind.value.attempt;
+    if (ref === undefined) return;
+    this.#pending.delete(attemptKey(ref));
+    if (kind.$case === 'refused') f.refusedResults++;
+    if (ref.actionIndex === f.c.actions - 1) {
+      if (kind.$case === 'refused')
+        this.#finish(new Error(`the last result was refused: ${kind.value.reason}`));
+      else this.#finish();
+    }
+  }
+
+  /** Runs a new action: holds it 0.5 to 1.5 x holdMs, then sends its success. */
+  #onAction(ref: AttemptRef | undefined): void {
+    const f = this.#f;
+    if (ref === undefined) return;
+    const key = attemptKey(ref);
+    // Pushed again after a reconnect: already run; its result is in `pending` or acknowledged.
+    if (this.#executed.has(key)) return;
+    this.#executed.add(key);
+    const action = `${ref.workflowId}/${String(ref.actionIndex)}`;
+    f.runs.set(action, (f.runs.get(action) ?? 0) + 1);
+    if (this.#resultSentAt > 0) sample(f, 'dispatch', this.#resultSentAt);
+    this.#running = ref;
+    setTimeout(
+      () => {
+        this.#running = undefined;
+        const result: ActionResult = {
+          attempt: ref,
+          success: true,
+          exitStatus: 0,
+          message: '',
+          outputTail: '',
+        };
+        this.#pending.set(key, result);
+        this.#resultSentAt = Date.now();
+        this.#stream?.write({ kind: { $case: 'result', value: result } });
+      },
+      f.c.holdMs * (0.5 + this.#rng.float()),
+    );
+  }
 }
 
 async function storm(c: FleetConfig): Promise<void> {

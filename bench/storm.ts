@@ -198,7 +198,6 @@ async function runStorm(o: Options): Promise<void> {
   const lab = await NetnsLab.create();
   const dir = o.keep ? join(repoRoot, `storm-${lab.id}`) : lab.dir;
   mkdirSync(dir, { recursive: true });
-  const nodes: LabProcess[] = [];
   try {
     const ns = await lab.addLan({
       n1: { addresses: [`${nodeAddress(0)}/${String(prefix)}`] },
@@ -206,194 +205,249 @@ async function runStorm(o: Options): Promise<void> {
       n3: { addresses: [`${nodeAddress(2)}/${String(prefix)}`] },
       fleet: { addresses: [`${subnet}.0.5/${String(prefix)}`] },
     });
-    const tftpRoot = join(dir, 'tftp-root');
-    mkdirSync(tftpRoot, { recursive: true });
-    // undionly.kpxe is about 70 KiB; the stand-in has its size, not its code.
-    // The iPXE binaries machines chainload: stand-ins of their sizes (undionly.kpxe about 70 KiB,
-    // ipxe.efi about 1 MiB), served over TFTP and, for UEFI HTTP boot, over HTTP.
-    const binaries = {
-      'undionly.kpxe': standIn(72 * 1024, 'undionly.kpxe'),
-      'ipxe.efi': standIn(1024 * 1024, 'ipxe.efi'),
-    };
-    for (const [name, content] of Object.entries(binaries)) writeFileSync(join(tftpRoot, name), content);
-    const kernelFile = join(dir, 'vmlinuz-standin');
-    const initrdFile = join(dir, 'initramfs-standin');
-    writeFileSync(kernelFile, standIn(Math.ceil((o.artifactKib * 1024) / 4), 'kernel'));
-    writeFileSync(initrdFile, standIn(Math.floor((o.artifactKib * 1024 * 3) / 4), 'initrd'));
-
-    const haproxyConfig = join(dir, 'haproxy.cfg');
-    writeFileSync(
-      haproxyConfig,
-      renderHaproxyConfig({
-        listenAddr: `0.0.0.0:${String(balancerPort)}`,
-        nodes: nodeIds.map((id, i) => ({ id, apiAddr: `${nodeAddress(i)}:7001` })),
-        healthCheck: defaultHealthCheck,
-      }),
-    );
-    const peers = nodeIds.map((id, i) => `${id}=${nodeAddress(i)}:7000`).join(',');
-    nodeIds.forEach((id, i) => {
-      const address = nodeAddress(i);
-      nodes.push(
-        lab.spawn(ns[id], [
-          // The default log level, as an operator runs it.
-          ...[process.execPath, build.main, 'server', '--id', id],
-          ...['--data-dir', join(dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
-          ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
-          ...['--vip', vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
-          ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--tftp-root', tftpRoot],
-          ...['--worker-server', `${vip}:${String(balancerPort)}`],
-        ]),
-      );
-      lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
-    });
-    progress(`3 nodes and their balancers starting in ${lab.id}-*`);
-    await Promise.all(
-      nodes.map((n) => n.waitForOutput((out) => out.includes('"msg":"node serving"'), 60_000, 'serving')),
-    );
-
-    const config: FleetConfig = {
-      machines: o.machines,
-      actions: o.actions,
-      holdMs: o.holdMs,
-      rampMs: o.rampMs,
-      deadlineMs: 0,
-      apiServers: nodeIds.map((_, i) => `${nodeAddress(i)}:7001`),
-      subnetPrefix: prefix,
-      kernelFile,
-      initrdFile,
-      firmware: o.firmware,
-      binarySha256: Object.fromEntries(
-        Object.entries(binaries).map(([name, content]) => [
-          name,
-          createHash('sha256').update(content).digest('hex'),
-        ]),
-      ),
-      seed: 0x5707,
-      addressFile: join(dir, 'addresses.batch'),
-      resultFile: join(dir, 'fleet-result.json'),
-    };
+    const files = writeStandIns(dir, o.artifactKib);
+    const nodes = await startNodes(lab, ns, dir, build.main, files.tftpRoot);
+    const config = fleetConfig(o, dir, files);
     const configFile = join(dir, 'fleet.json');
-    const fleetArgv = (mode: string): string[] => [
-      process.execPath,
-      '--import',
-      'tsx',
-      join(repoRoot, 'bench', 'storm-fleet.ts'),
-      mode,
-      configFile,
-    ];
     writeFileSync(configFile, JSON.stringify(config));
     progress(`registering ${String(o.machines)} machines, their workflows and the boot OS stand-ins`);
-    const setup = lab.spawn(ns.fleet, fleetArgv('setup'), { cwd: repoRoot });
+    const setup = lab.spawn(ns.fleet, fleetArgv('setup', configFile), { cwd: repoRoot });
     await setup.waitForOutput((out) => out.includes('"event":"setup"'), setupTimeoutMs, 'the setup');
     await setup.exited;
 
-    const cpuBefore = nodes.map((n) => (n.pid === undefined ? null : cpuSeconds(n.pid)));
-    const machineBusyBefore = machineCpu().busy;
-    const stormStart = Date.now();
-    writeFileSync(
-      configFile,
-      JSON.stringify({ ...config, deadlineMs: stormStart + stormTimeoutMs - 20_000 }),
-    );
-    progress(`the storm: ${String(o.machines)} machines power on`);
-    const fleet = lab.spawn(ns.fleet, fleetArgv('run'), { cwd: repoRoot });
-    let killedAt: number | null = null;
-    let killed: string | null = null;
-    let victimCpu: number | null = null;
-    const killOnce = async (): Promise<void> => {
-      if (!o.kill || killedAt !== null) return;
-      killedAt = Date.now();
-      const holder = await vipHolder(lab, ns);
-      const victim = nodes[holder];
-      if (holder < 0 || victim === undefined) throw new Error('no node holds the VIP at midway');
-      killed = nodeIds[holder] ?? null;
-      victimCpu = victim.pid === undefined ? null : cpuSeconds(victim.pid);
-      victim.child.kill('SIGKILL');
-      progress(`midway: SIGKILLed ${killed ?? '?'}, the leader holding the VIP`);
-    };
-    let killing: Promise<void> = Promise.resolve();
-    await fleet.waitForOutput(
-      (out) => {
-        if (out.includes('"event":"midway"') && killedAt === null) killing = killOnce();
-        return out.includes('"event":"result"');
-      },
-      stormTimeoutMs,
-      'the storm result',
-    );
-    await killing;
-    await fleet.exited;
-    const stormS = (Date.now() - stormStart) / 1000;
-    // CPU seconds each node used during the storm (the killed one until its kill), and how busy
-    // the machine's cores were: on 2 cores past about 1.8 every figure includes waiting for one.
-    const nodeCpuS = nodes.map((n, i) => {
-      const end = nodeIds[i] === killed ? victimCpu : n.pid === undefined ? null : cpuSeconds(n.pid);
-      const start = cpuBefore[i];
-      return end === null || start === null || start === undefined ? null : round(end - start, 1);
-    });
-    const coresBusy = round((machineCpu().busy - machineBusyBefore) / stormS, 2);
+    const storm = await powerOnFleet(lab, ns, nodes, o, config, configFile);
     const result = JSON.parse(readFileSync(config.resultFile, 'utf8')) as FleetResult;
-    const firstStart = Math.min(...result.machines.map((m) => m.startMs));
-    const lastDone = Math.max(...result.machines.map((m) => m.doneMs ?? Number.POSITIVE_INFINITY));
-    const failed = result.machines.filter((m) => m.error !== null);
-    const totalS = Number.isFinite(lastDone) ? round((lastDone - firstStart) / 1000, 1) : null;
-    const split = killedAt ?? Number.POSITIVE_INFINITY;
-    const phases: Record<string, unknown> = {};
-    const kinds: SampleKind[] = [
-      'dhcp_pxe',
-      'tftp',
-      'dhcp_http_boot',
-      'http_boot',
-      'dhcp_ipxe',
-      'script',
-      'artifacts',
-      'dhcp_bootos',
-      'claim',
-      'dispatch',
-      'boot',
-      'workflow',
-    ];
-    for (const kind of kinds) {
-      phases[kind] = {
-        before_kill: stats(result.samples, kind, 0, split),
-        after_kill: stats(result.samples, kind, split, Number.POSITIVE_INFINITY),
-      };
-    }
-    const allSucceeded = failed.length === 0 && result.check.succeeded === o.machines;
-    const noneTwice = result.ranTwice === 0 && result.check.retriedActions === 0;
-    process.stdout.write(
-      `${JSON.stringify({
-        bench: 'storm',
-        machines: o.machines,
-        actions_per_workflow: o.actions,
-        hold_ms: o.holdMs,
-        ramp_ms: o.rampMs,
-        firmware: o.firmware,
-        killed_leader: killed,
-        killed_at_s: killedAt === null ? null : round((killedAt - firstStart) / 1000, 1),
-        first_power_on_to_last_success_s: totalS,
-        // The same end as the cluster recorded it (the leader's clock, on this machine).
-        cluster_last_success_s: round((result.check.lastFinishedMs - firstStart) / 1000, 1),
-        target_s: targetS,
-        target_met: allSucceeded && noneTwice && totalS !== null && totalS <= targetS,
-        workflows_succeeded: result.check.succeeded,
-        machines_failed: failed.length,
-        failures: failed.slice(0, 5).map((m) => m.error),
-        not_succeeded: result.check.notSucceeded,
-        actions_run: result.actionsRun,
-        actions_run_twice: result.ranTwice,
-        actions_retried_in_state: result.check.retriedActions,
-        results_refused: result.refusedResults,
-        reconnects: result.machines.reduce((n, m) => n + m.reconnects, 0),
-        retransmits: result.machines.reduce((n, m) => n + m.retransmits, 0),
-        node_cpu_s: Object.fromEntries(nodeIds.map((id, i) => [id, nodeCpuS[i]])),
-        fleet_cpu_s: result.cpuS,
-        fleet_loop_delay_max_ms: result.loopDelayMaxMs,
-        cores_busy: coresBusy,
-        phases,
-      })}\n`,
-    );
+    process.stdout.write(`${JSON.stringify(stormReport(o, result, storm))}\n`);
   } finally {
     await lab.destroy();
     await restoreLimits();
     if (o.keep) progress(`kept the configuration and data in ${dir}`);
   }
+}
+
+type StormNamespaces = Record<(typeof nodeIds)[number] | 'fleet' | 'lan', string>;
+
+/** The boot files the machines fetch: stand-ins of the real ones' sizes, written under `dir`. */
+interface StandIns {
+  readonly tftpRoot: string;
+  /** The iPXE binaries by name. */
+  readonly binaries: Record<string, Buffer>;
+  readonly kernelFile: string;
+  readonly initrdFile: string;
+}
+
+function writeStandIns(dir: string, artifactKib: number): StandIns {
+  const tftpRoot = join(dir, 'tftp-root');
+  mkdirSync(tftpRoot, { recursive: true });
+  // undionly.kpxe is about 70 KiB; the stand-in has its size, not its code.
+  // The iPXE binaries machines chainload: stand-ins of their sizes (undionly.kpxe about 70 KiB,
+  // ipxe.efi about 1 MiB), served over TFTP and, for UEFI HTTP boot, over HTTP.
+  const binaries = {
+    'undionly.kpxe': standIn(72 * 1024, 'undionly.kpxe'),
+    'ipxe.efi': standIn(1024 * 1024, 'ipxe.efi'),
+  };
+  for (const [name, content] of Object.entries(binaries)) writeFileSync(join(tftpRoot, name), content);
+  const kernelFile = join(dir, 'vmlinuz-standin');
+  const initrdFile = join(dir, 'initramfs-standin');
+  writeFileSync(kernelFile, standIn(Math.ceil((artifactKib * 1024) / 4), 'kernel'));
+  writeFileSync(initrdFile, standIn(Math.floor((artifactKib * 1024 * 3) / 4), 'initrd'));
+  return { tftpRoot, binaries, kernelFile, initrdFile };
+}
+
+/** The three nodes (the compiled build `main`) and HAProxy beside each; resolves once all serve. */
+async function startNodes(
+  lab: NetnsLab,
+  ns: StormNamespaces,
+  dir: string,
+  main: string,
+  tftpRoot: string,
+): Promise<LabProcess[]> {
+  const haproxyConfig = join(dir, 'haproxy.cfg');
+  writeFileSync(
+    haproxyConfig,
+    renderHaproxyConfig({
+      listenAddr: `0.0.0.0:${String(balancerPort)}`,
+      nodes: nodeIds.map((id, i) => ({ id, apiAddr: `${nodeAddress(i)}:7001` })),
+      healthCheck: defaultHealthCheck,
+    }),
+  );
+  const peers = nodeIds.map((id, i) => `${id}=${nodeAddress(i)}:7000`).join(',');
+  const nodes: LabProcess[] = [];
+  nodeIds.forEach((id, i) => {
+    const address = nodeAddress(i);
+    nodes.push(
+      lab.spawn(ns[id], [
+        // The default log level, as an operator runs it.
+        ...[process.execPath, main, 'server', '--id', id],
+        ...['--data-dir', join(dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
+        ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
+        ...['--vip', vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
+        ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--tftp-root', tftpRoot],
+        ...['--worker-server', `${vip}:${String(balancerPort)}`],
+      ]),
+    );
+    lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
+  });
+  progress(`3 nodes and their balancers starting in ${lab.id}-*`);
+  await Promise.all(
+    nodes.map((n) => n.waitForOutput((out) => out.includes('"msg":"node serving"'), 60_000, 'serving')),
+  );
+  return nodes;
+}
+
+function fleetConfig(o: Options, dir: string, files: StandIns): FleetConfig {
+  return {
+    machines: o.machines,
+    actions: o.actions,
+    holdMs: o.holdMs,
+    rampMs: o.rampMs,
+    deadlineMs: 0,
+    apiServers: nodeIds.map((_, i) => `${nodeAddress(i)}:7001`),
+    subnetPrefix: prefix,
+    kernelFile: files.kernelFile,
+    initrdFile: files.initrdFile,
+    firmware: o.firmware,
+    binarySha256: Object.fromEntries(
+      Object.entries(files.binaries).map(([name, content]) => [
+        name,
+        createHash('sha256').update(content).digest('hex'),
+      ]),
+    ),
+    seed: 0x5707,
+    addressFile: join(dir, 'addresses.batch'),
+    resultFile: join(dir, 'fleet-result.json'),
+  };
+}
+
+/** The simulated fleet's command line (bench/storm-fleet.ts): `setup` or `run`. */
+function fleetArgv(mode: string, configFile: string): string[] {
+  return [process.execPath, '--import', 'tsx', join(repoRoot, 'bench', 'storm-fleet.ts'), mode, configFile];
+}
+
+/** What the storm measured besides the fleet's result file. */
+interface StormRun {
+  readonly killedAt: number | null;
+  readonly killed: string | null;
+  /** CPU seconds each node used during the storm (the killed one until its kill). */
+  readonly nodeCpuS: (number | null)[];
+  readonly coresBusy: number;
+}
+
+/**
+ * The storm: every machine powers on; when the fleet reports midway, the node holding the VIP is
+ * SIGKILLed (unless --no-kill). Resolves once the fleet has written its result and exited.
+ */
+async function powerOnFleet(
+  lab: NetnsLab,
+  ns: StormNamespaces,
+  nodes: readonly LabProcess[],
+  o: Options,
+  config: FleetConfig,
+  configFile: string,
+): Promise<StormRun> {
+  const cpuBefore = nodes.map((n) => (n.pid === undefined ? null : cpuSeconds(n.pid)));
+  const machineBusyBefore = machineCpu().busy;
+  const stormStart = Date.now();
+  writeFileSync(configFile, JSON.stringify({ ...config, deadlineMs: stormStart + stormTimeoutMs - 20_000 }));
+  progress(`the storm: ${String(o.machines)} machines power on`);
+  const fleet = lab.spawn(ns.fleet, fleetArgv('run', configFile), { cwd: repoRoot });
+  let killedAt: number | null = null;
+  let killed: string | null = null;
+  let victimCpu: number | null = null;
+  const killOnce = async (): Promise<void> => {
+    if (!o.kill || killedAt !== null) return;
+    killedAt = Date.now();
+    const holder = await vipHolder(lab, ns);
+    const victim = nodes[holder];
+    if (holder < 0 || victim === undefined) throw new Error('no node holds the VIP at midway');
+    killed = nodeIds[holder] ?? null;
+    victimCpu = victim.pid === undefined ? null : cpuSeconds(victim.pid);
+    victim.child.kill('SIGKILL');
+    progress(`midway: SIGKILLed ${killed ?? '?'}, the leader holding the VIP`);
+  };
+  let killing: Promise<void> = Promise.resolve();
+  await fleet.waitForOutput(
+    (out) => {
+      if (out.includes('"event":"midway"') && killedAt === null) killing = killOnce();
+      return out.includes('"event":"result"');
+    },
+    stormTimeoutMs,
+    'the storm result',
+  );
+  await killing;
+  await fleet.exited;
+  const stormS = (Date.now() - stormStart) / 1000;
+  // How busy the machine's cores were: on 2 cores past about 1.8 every figure includes waiting
+  // for one.
+  const nodeCpuS = nodes.map((n, i) => {
+    const end = nodeIds[i] === killed ? victimCpu : n.pid === undefined ? null : cpuSeconds(n.pid);
+    const start = cpuBefore[i];
+    return end === null || start === null || start === undefined ? null : round(end - start, 1);
+  });
+  const coresBusy = round((machineCpu().busy - machineBusyBefore) / stormS, 2);
+  return { killedAt, killed, nodeCpuS, coresBusy };
+}
+
+const sampleKinds: readonly SampleKind[] = [
+  'dhcp_pxe',
+  'tftp',
+  'dhcp_http_boot',
+  'http_boot',
+  'dhcp_ipxe',
+  'script',
+  'artifacts',
+  'dhcp_bootos',
+  'claim',
+  'dispatch',
+  'boot',
+  'workflow',
+];
+
+/** The storm's result line: the total time against the target, the checks, each step's figures. */
+function stormReport(o: Options, result: FleetResult, storm: StormRun): Record<string, unknown> {
+  const { killedAt, killed } = storm;
+  const firstStart = Math.min(...result.machines.map((m) => m.startMs));
+  const lastDone = Math.max(...result.machines.map((m) => m.doneMs ?? Number.POSITIVE_INFINITY));
+  const failed = result.machines.filter((m) => m.error !== null);
+  const totalS = Number.isFinite(lastDone) ? round((lastDone - firstStart) / 1000, 1) : null;
+  const split = killedAt ?? Number.POSITIVE_INFINITY;
+  const phases: Record<string, unknown> = {};
+  for (const kind of sampleKinds) {
+    phases[kind] = {
+      before_kill: stats(result.samples, kind, 0, split),
+      after_kill: stats(result.samples, kind, split, Number.POSITIVE_INFINITY),
+    };
+  }
+  const allSucceeded = failed.length === 0 && result.check.succeeded === o.machines;
+  const noneTwice = result.ranTwice === 0 && result.check.retriedActions === 0;
+  return {
+    bench: 'storm',
+    machines: o.machines,
+    actions_per_workflow: o.actions,
+    hold_ms: o.holdMs,
+    ramp_ms: o.rampMs,
+    firmware: o.firmware,
+    killed_leader: killed,
+    killed_at_s: killedAt === null ? null : round((killedAt - firstStart) / 1000, 1),
+    first_power_on_to_last_success_s: totalS,
+    // The same end as the cluster recorded it (the leader's clock, on this machine).
+    cluster_last_success_s: round((result.check.lastFinishedMs - firstStart) / 1000, 1),
+    target_s: targetS,
+    target_met: allSucceeded && noneTwice && totalS !== null && totalS <= targetS,
+    workflows_succeeded: result.check.succeeded,
+    machines_failed: failed.length,
+    failures: failed.slice(0, 5).map((m) => m.error),
+    not_succeeded: result.check.notSucceeded,
+    actions_run: result.actionsRun,
+    actions_run_twice: result.ranTwice,
+    actions_retried_in_state: result.check.retriedActions,
+    results_refused: result.refusedResults,
+    reconnects: result.machines.reduce((n, m) => n + m.reconnects, 0),
+    retransmits: result.machines.reduce((n, m) => n + m.retransmits, 0),
+    node_cpu_s: Object.fromEntries(nodeIds.map((id, i) => [id, storm.nodeCpuS[i]])),
+    fleet_cpu_s: result.cpuS,
+    fleet_loop_delay_max_ms: result.loopDelayMaxMs,
+    cores_busy: storm.coresBusy,
+    phases,
+  };
 }

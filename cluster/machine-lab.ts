@@ -115,7 +115,6 @@ export class MachineLab {
     const bmcs: IpmiSim[] = [];
     let hostVeth = '';
     try {
-      const nodeAddress = (i: number): string => `${labSubnet}.${11 + i}`;
       const ns = await lab.addLan({
         n1: { addresses: [`${nodeAddress(0)}/24`] },
         n2: { addresses: [`${nodeAddress(1)}/24`] },
@@ -134,80 +133,14 @@ export class MachineLab {
         say('building the boot OS (slipway bootos build)');
         await buildBootOs({ outDir: bootOs });
       }
-
-      const peers = nodeIds.map((id, i) => `${id}=${nodeAddress(i)}:7000`).join(',');
-      const haproxyConfig = path.join(lab.dir, 'haproxy.cfg');
-      await writeFile(
-        haproxyConfig,
-        renderHaproxyConfig({
-          listenAddr: `0.0.0.0:${balancerPort}`,
-          nodes: nodeIds.map((id, i) => ({ id, apiAddr: `${nodeAddress(i)}:7001` })),
-          healthCheck: defaultHealthCheck,
-        }),
-      );
-      const nodes: LabNode[] = nodeIds.map((id, i) => {
-        const address = nodeAddress(i);
-        const process = lab.spawn(ns[id], [
-          ...[globalThis.process.execPath, slipwayBin, 'server', '--id', id],
-          ...['--data-dir', path.join(lab.dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
-          ...['--log-level', 'info'],
-          ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
-          ...['--vip', labVip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
-          ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--bootos-dir', bootOs],
-          ...['--worker-server', `${labVip}:${balancerPort}`, '--kernel-arg', 'console=ttyS0'],
-        ]);
-        lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
-        return { id, address, ns: ns[id], process };
-      });
-      await Promise.all(
-        nodes.map((n) =>
-          n.process.waitForOutput(
-            (out) => out.includes('"msg":"node serving"'),
-            nodeReadyMs,
-            `${n.id} serving`,
-          ),
-        ),
-      );
+      const nodes = await startNodes(lab, ns, bootOs);
       say('3 nodes serving; HAProxy in front of each');
 
       const machines: LabMachine[] = [];
       for (let i = 0; i < o.machines; i++) {
-        const id = `m${i + 1}`;
-        const mac = `52:54:00:d5:00:${(i + 1).toString(16).padStart(2, '0')}`;
-        const tap = `tap${i + 1}`;
-        await lab.addTap(ns.lan, tap, 'br0');
-        const disk = path.join(lab.dir, `${id}.disk`);
-        await writeFile(disk, '');
-        await truncate(disk, 8 * 1024 * 1024 * 1024);
-        const console = path.join(lab.dir, `${id}.console`);
-        const port = 6230 + i;
-        const password = `lab-${id}-pw`;
-        const firmware = await firmwareArgs(o.firmware ?? 'bios', lab.dir, id, mac);
-        const bmc = await IpmiSim.start({
-          mode: 'chassis-control',
-          netns: ns.lan,
-          host: bmcAddress,
-          port,
-          username: bmcUser,
-          password,
-          vm: [
-            `-m ${o.memoryMiB ?? 1024} -netdev tap,id=n0,ifname=${tap},script=no,downscript=no`,
-            firmware,
-            `-drive file=${disk},format=raw,if=virtio -serial file:${console}`,
-          ].join(' '),
-          bootOrder: { pxe: 'order=nc', disk: 'order=c' },
-          probe: async () => bmcAnswers(ns.ops, port, password),
-        });
-        bmcs.push(bmc);
-        machines.push({
-          id,
-          mac,
-          address: `${labSubnet}.${61 + i}`,
-          bmc,
-          bmcUrl: `ipmi://${bmcAddress}:${port}`,
-          console,
-          disk,
-        });
+        const machine = await startMachine(lab, ns, i, o);
+        bmcs.push(machine.bmc);
+        machines.push(machine);
       }
       const lab_ = new MachineLab(lab, nodes, machines, ns.ops, hostVeth);
       await lab_.#register(o.firmware ?? 'bios');
@@ -257,6 +190,97 @@ export class MachineLab {
       ]);
     }
   }
+}
+
+function nodeAddress(i: number): string {
+  return `${labSubnet}.${11 + i}`;
+}
+
+/** The lab's namespaces by role (n1-n3, ops) and the LAN's own (lan). */
+type LabNamespaces = Record<(typeof nodeIds)[number] | 'ops' | 'lan', string>;
+
+/**
+ * The three nodes, each serving the boot services with `bootOs` and holding the VIP by
+ * leadership, each with HAProxy in front; resolves once every node says it is serving.
+ */
+async function startNodes(lab: NetnsLab, ns: LabNamespaces, bootOs: string): Promise<LabNode[]> {
+  const peers = nodeIds.map((id, i) => `${id}=${nodeAddress(i)}:7000`).join(',');
+  const haproxyConfig = path.join(lab.dir, 'haproxy.cfg');
+  await writeFile(
+    haproxyConfig,
+    renderHaproxyConfig({
+      listenAddr: `0.0.0.0:${balancerPort}`,
+      nodes: nodeIds.map((id, i) => ({ id, apiAddr: `${nodeAddress(i)}:7001` })),
+      healthCheck: defaultHealthCheck,
+    }),
+  );
+  const nodes: LabNode[] = nodeIds.map((id, i) => {
+    const address = nodeAddress(i);
+    const process = lab.spawn(ns[id], [
+      ...[globalThis.process.execPath, slipwayBin, 'server', '--id', id],
+      ...['--data-dir', path.join(lab.dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
+      ...['--log-level', 'info'],
+      ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
+      ...['--vip', labVip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
+      ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--bootos-dir', bootOs],
+      ...['--worker-server', `${labVip}:${balancerPort}`, '--kernel-arg', 'console=ttyS0'],
+    ]);
+    lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
+    return { id, address, ns: ns[id], process };
+  });
+  await Promise.all(
+    nodes.map((n) =>
+      n.process.waitForOutput((out) => out.includes('"msg":"node serving"'), nodeReadyMs, `${n.id} serving`),
+    ),
+  );
+  return nodes;
+}
+
+/**
+ * Machine i (m1, m2, ...): an empty 8 GiB disk, a tap on the LAN, and a QEMU that its BMC
+ * simulator starts when the BMC powers it on; resolves once the BMC answers.
+ */
+async function startMachine(
+  lab: NetnsLab,
+  ns: LabNamespaces,
+  i: number,
+  o: MachineLabOptions,
+): Promise<LabMachine> {
+  const id = `m${i + 1}`;
+  const mac = `52:54:00:d5:00:${(i + 1).toString(16).padStart(2, '0')}`;
+  const tap = `tap${i + 1}`;
+  await lab.addTap(ns.lan, tap, 'br0');
+  const disk = path.join(lab.dir, `${id}.disk`);
+  await writeFile(disk, '');
+  await truncate(disk, 8 * 1024 * 1024 * 1024);
+  const console = path.join(lab.dir, `${id}.console`);
+  const port = 6230 + i;
+  const password = `lab-${id}-pw`;
+  const firmware = await firmwareArgs(o.firmware ?? 'bios', lab.dir, id, mac);
+  const bmc = await IpmiSim.start({
+    mode: 'chassis-control',
+    netns: ns.lan,
+    host: bmcAddress,
+    port,
+    username: bmcUser,
+    password,
+    vm: [
+      `-m ${o.memoryMiB ?? 1024} -netdev tap,id=n0,ifname=${tap},script=no,downscript=no`,
+      firmware,
+      `-drive file=${disk},format=raw,if=virtio -serial file:${console}`,
+    ].join(' '),
+    bootOrder: { pxe: 'order=nc', disk: 'order=c' },
+    probe: async () => bmcAnswers(ns.ops, port, password),
+  });
+  return {
+    id,
+    mac,
+    address: `${labSubnet}.${61 + i}`,
+    bmc,
+    bmcUrl: `ipmi://${bmcAddress}:${port}`,
+    console,
+    disk,
+  };
 }
 
 async function firmwareArgs(firmware: Firmware, dir: string, id: string, mac: string): Promise<string> {

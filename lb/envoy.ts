@@ -5,7 +5,7 @@
 // reached a node. Envoy cannot be installed here, so this is rendered and checked for its shape
 // only (test/unit/lb-envoy-bootstrap.test.ts); HAProxy is what runs (docs/decisions/0013).
 // Pure: a BalancerSpec in, a JSON-ready object out.
-import type { BalancerSpec } from './balancer-spec.js';
+import type { BalancerSpec, ValidBalancerSpec } from './balancer-spec.js';
 import { hostPortOf, stickyHeader, validBalancerSpec } from './balancer-spec.js';
 
 export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json };
@@ -18,9 +18,16 @@ export const ipLiteral = /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])$/;
 /** Renders the bootstrap; throws BalancerSpecError on bad input. */
 export function renderEnvoyBootstrap(input: BalancerSpec): Json {
   const spec = validBalancerSpec(input);
-  const { intervalMs, fall, rise } = spec.healthCheck;
-  const allIps = spec.nodes.every((n) => ipLiteral.test(hostPortOf('apiAddr', n.apiAddr).host));
-  const route = {
+  const cluster = nodesCluster(spec);
+  return {
+    ...(spec.statsAddr === undefined ? {} : { admin: { address: socketAddress(spec.statsAddr) } }),
+    static_resources: { listeners: [grpcListener(spec)], clusters: [cluster] },
+  };
+}
+
+/** Every call to the nodes' cluster, hashed on the worker's id, retried only if it never got there. */
+function stickyRoute(): Json {
+  return {
     cluster: clusterName,
     // The default 15 s would end every worker stream; idle streams are bounded below instead.
     timeout: '0s',
@@ -44,7 +51,11 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
       host_selection_retry_max_attempts: 3,
     },
   };
-  const connectionManager = {
+}
+
+/** HTTP/2 in, routed by stickyRoute. */
+function connectionManager(): Json {
+  return {
     '@type':
       'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
     stat_prefix: 'grpc_in',
@@ -52,7 +63,9 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
     stream_idle_timeout: streamIdleTimeout,
     route_config: {
       name: 'slipway',
-      virtual_hosts: [{ name: 'slipway', domains: ['*'], routes: [{ match: { prefix: '/' }, route }] }],
+      virtual_hosts: [
+        { name: 'slipway', domains: ['*'], routes: [{ match: { prefix: '/' }, route: stickyRoute() }] },
+      ],
     },
     http_filters: [
       {
@@ -61,12 +74,46 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
       },
     ],
   };
+}
+
+/** The listener machines and operators dial: h2c, or TLS with the balancer's certificate. */
+function grpcListener(spec: ValidBalancerSpec): Json {
   const tls = spec.tls;
-  const tlsSocket = (typedConfig: Record<string, Json>): Json => ({
-    name: 'envoy.transport_sockets.tls',
-    typed_config: typedConfig,
-  });
-  const cluster = {
+  return {
+    name: 'grpc_in',
+    address: socketAddress(spec.listenAddr),
+    filter_chains: [
+      {
+        ...(tls === undefined
+          ? {}
+          : {
+              transport_socket: tlsSocket({
+                '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext',
+                common_tls_context: {
+                  tls_certificates: [
+                    {
+                      certificate_chain: { filename: tls.certFile },
+                      private_key: { filename: tls.keyFile },
+                    },
+                  ],
+                  alpn_protocols: ['h2'],
+                },
+              }),
+            }),
+        filters: [
+          { name: 'envoy.filters.network.http_connection_manager', typed_config: connectionManager() },
+        ],
+      },
+    ],
+  };
+}
+
+/** The nodes, by ring hash, health-checked over grpc.health.v1. */
+function nodesCluster(spec: ValidBalancerSpec): Json {
+  const { intervalMs, fall, rise } = spec.healthCheck;
+  const allIps = spec.nodes.every((n) => ipLiteral.test(hostPortOf('apiAddr', n.apiAddr).host));
+  const tls = spec.tls;
+  return {
     name: clusterName,
     // To each node: TLS verified against the cluster CA, HTTP/2 by ALPN (health checks too).
     ...(tls === undefined
@@ -100,45 +147,12 @@ export function renderEnvoyBootstrap(input: BalancerSpec): Json {
       },
     ],
   };
-  return {
-    ...(spec.statsAddr === undefined ? {} : { admin: { address: socketAddress(spec.statsAddr) } }),
-    static_resources: {
-      listeners: [
-        {
-          name: 'grpc_in',
-          address: socketAddress(spec.listenAddr),
-          filter_chains: [
-            {
-              ...(tls === undefined
-                ? {}
-                : {
-                    transport_socket: tlsSocket({
-                      '@type':
-                        'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext',
-                      common_tls_context: {
-                        tls_certificates: [
-                          {
-                            certificate_chain: { filename: tls.certFile },
-                            private_key: { filename: tls.keyFile },
-                          },
-                        ],
-                        alpn_protocols: ['h2'],
-                      },
-                    }),
-                  }),
-              filters: [
-                { name: 'envoy.filters.network.http_connection_manager', typed_config: connectionManager },
-              ],
-            },
-          ],
-        },
-      ],
-      clusters: [cluster],
-    },
-  };
 }
 
-/** An Envoy `address` for HOST:PORT (IPv6 without brackets). */
+function tlsSocket(typedConfig: Record<string, Json>): Json {
+  return { name: 'envoy.transport_sockets.tls', typed_config: typedConfig };
+}
+
 /**
  * h2 to the nodes with PINGs: a node that freezes or is cut off sends no FIN, and a failed health
  * check does not end streams already open to it, so only the keepalive notices.
@@ -168,6 +182,7 @@ export function nodesAssignment(name: string, spec: Pick<BalancerSpec, 'nodes'>)
   };
 }
 
+/** An Envoy `address` for HOST:PORT (IPv6 without brackets). */
 export function socketAddress(addr: string): Json {
   const { host, port } = hostPortOf('address', addr);
   return { socket_address: { address: host.replace(/^\[|\]$/g, ''), port_value: port } };

@@ -110,94 +110,17 @@ export async function startNodeBootServices(
     const httpBaseUrl = `http://${cfg.advertise}${httpPort === 80 ? '' : `:${String(httpPort)}`}`;
     let http: HttpBootServer | undefined;
     if (cfg.httpAddr !== undefined) {
-      const { host, port } = splitHostPort(cfg.httpAddr);
-      http = await startHttpBootServer({
-        host,
-        port,
-        inventory,
-        script: {
-          httpBaseUrl,
-          apiAddress: cfg.apiAddress,
-          artifacts: defaultBootArtifacts,
-          extraKernelArgs: cfg.kernelArgs,
-        },
-        ...(cfg.artifactsDir === undefined ? {} : { artifactsDir: cfg.artifactsDir }),
-        ...(cfg.bootOsDir === undefined ? {} : { bootOsDir: ensureDirectory(cfg.bootOsDir) }),
-        ...(cfg.credentials === undefined ? {} : { credentials: cfg.credentials }),
-        ...(cfg.registeredArtifacts === undefined ? {} : { registered: cfg.registeredArtifacts }),
-        binariesDir: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
-        logger: logger.child({ service: 'http' }),
-        onRequest: (e) => {
-          logger.debug({ service: 'http', ...e }, 'HTTP boot request');
-        },
-      });
+      http = await startHttp(cfg, cfg.httpAddr, httpBaseUrl, inventory, logger);
       started.push(http);
     }
     let tftp: TftpServer | undefined;
     if (cfg.tftpAddr !== undefined) {
-      const { host, port } = splitHostPort(cfg.tftpAddr);
-      const log = logger.child({ service: 'tftp' });
-      const root = cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir);
-      tftp = await startTftpServer({
-        host,
-        port,
-        root,
-        // Transfers run on one worker thread per core (the server's default).
-        ...(cfg.tftpTransfersMax === undefined ? {} : { limits: { transfersMax: cfg.tftpTransfersMax } }),
-        hooks: {
-          onTransferStart: (e) => {
-            log.debug({ filename: e.filename, client: e.client }, 'TFTP transfer started');
-          },
-          onTransferEnd: (e) => {
-            log.debug({ filename: e.filename, end: e.end }, 'TFTP transfer ended');
-          },
-          onRequestRefused: (e) => {
-            log.info({ filename: e.filename, code: e.code, reason: e.message }, 'TFTP request refused');
-          },
-          // Debug only: in a storm every retransmission past the cap lands here, and the client
-          // is served once a slot frees. droppedTotal tells how often it happens.
-          onRequestDropped: (e) => {
-            log.debug(
-              { filename: e.filename, client: e.client, reason: e.reason, droppedTotal: e.droppedTotal },
-              'TFTP request dropped',
-            );
-          },
-          onError: (err) => {
-            log.warn({ err }, 'TFTP server error');
-          },
-        },
-      });
+      tftp = await startTftp(cfg, cfg.tftpAddr, logger.child({ service: 'tftp' }));
       started.push(tftp);
-      log.info({ addr: cfg.tftpAddr, root, workers: tftp.stats.workers }, 'TFTP serving');
     }
     let dhcp: DhcpServer | undefined;
     if (cfg.dhcpInterface !== undefined || cfg.dhcpAddr !== undefined) {
-      const where =
-        cfg.dhcpInterface !== undefined
-          ? { interfaceName: cfg.dhcpInterface }
-          : (() => {
-              const { host, port } = splitHostPort(cfg.dhcpAddr ?? '');
-              return { address: host, port };
-            })();
-      const leases =
-        cfg.dhcpMode !== 'dynamic'
-          ? undefined
-          : dynamicLeases({
-              pools: cfg.dhcpPools.map(parsePoolSpec),
-              leaseTimeS: cfg.dhcpLeaseTimeS,
-              reservations: reservedLeases(),
-              ledger: ledger ?? missingLedger(),
-            });
-      dhcp = await startDhcpServer({
-        inventory,
-        serverAddress: cfg.advertise,
-        httpBaseUrl,
-        mode: cfg.dhcpMode,
-        ...(leases === undefined ? {} : { leases }),
-        shouldAnswer: isLeader,
-        ...where,
-        logger: logger.child({ service: 'dhcp' }),
-      });
+      dhcp = await startDhcp(cfg, httpBaseUrl, inventory, isLeader, logger, ledger);
       started.push(dhcp);
     }
     return { dhcp, tftp, http, close: closeAll };
@@ -205,4 +128,109 @@ export async function startNodeBootServices(
     await closeAll();
     throw err;
   }
+}
+
+/** iPXE scripts, the boot OS, artifacts and credential claims over HTTP on `addr`. */
+function startHttp(
+  cfg: NodeBootConfig,
+  addr: string,
+  httpBaseUrl: string,
+  inventory: BootInventory,
+  logger: Logger,
+): Promise<HttpBootServer> {
+  const { host, port } = splitHostPort(addr);
+  return startHttpBootServer({
+    host,
+    port,
+    inventory,
+    script: {
+      httpBaseUrl,
+      apiAddress: cfg.apiAddress,
+      artifacts: defaultBootArtifacts,
+      extraKernelArgs: cfg.kernelArgs,
+    },
+    ...(cfg.artifactsDir === undefined ? {} : { artifactsDir: cfg.artifactsDir }),
+    ...(cfg.bootOsDir === undefined ? {} : { bootOsDir: ensureDirectory(cfg.bootOsDir) }),
+    ...(cfg.credentials === undefined ? {} : { credentials: cfg.credentials }),
+    ...(cfg.registeredArtifacts === undefined ? {} : { registered: cfg.registeredArtifacts }),
+    binariesDir: cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir),
+    logger: logger.child({ service: 'http' }),
+    onRequest: (e) => {
+      logger.debug({ service: 'http', ...e }, 'HTTP boot request');
+    },
+  });
+}
+
+/** The iPXE binaries over TFTP on `addr`, each transfer logged at debug level. */
+async function startTftp(cfg: NodeBootConfig, addr: string, log: Logger): Promise<TftpServer> {
+  const { host, port } = splitHostPort(addr);
+  const root = cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir);
+  const tftp = await startTftpServer({
+    host,
+    port,
+    root,
+    // Transfers run on one worker thread per core (the server's default).
+    ...(cfg.tftpTransfersMax === undefined ? {} : { limits: { transfersMax: cfg.tftpTransfersMax } }),
+    hooks: {
+      onTransferStart: (e) => {
+        log.debug({ filename: e.filename, client: e.client }, 'TFTP transfer started');
+      },
+      onTransferEnd: (e) => {
+        log.debug({ filename: e.filename, end: e.end }, 'TFTP transfer ended');
+      },
+      onRequestRefused: (e) => {
+        log.info({ filename: e.filename, code: e.code, reason: e.message }, 'TFTP request refused');
+      },
+      // Debug only: in a storm every retransmission past the cap lands here, and the client
+      // is served once a slot frees. droppedTotal tells how often it happens.
+      onRequestDropped: (e) => {
+        log.debug(
+          { filename: e.filename, client: e.client, reason: e.reason, droppedTotal: e.droppedTotal },
+          'TFTP request dropped',
+        );
+      },
+      onError: (err) => {
+        log.warn({ err }, 'TFTP server error');
+      },
+    },
+  });
+  log.info({ addr, root, workers: tftp.stats.workers }, 'TFTP serving');
+  return tftp;
+}
+
+/** DHCP on the interface or address, answering only while `isLeader`; pools in dynamic mode. */
+function startDhcp(
+  cfg: NodeBootConfig,
+  httpBaseUrl: string,
+  inventory: BootInventory,
+  isLeader: () => boolean,
+  logger: Logger,
+  ledger: LeaseLedger | undefined,
+): Promise<DhcpServer> {
+  const where =
+    cfg.dhcpInterface !== undefined
+      ? { interfaceName: cfg.dhcpInterface }
+      : (() => {
+          const { host, port } = splitHostPort(cfg.dhcpAddr ?? '');
+          return { address: host, port };
+        })();
+  const leases =
+    cfg.dhcpMode !== 'dynamic'
+      ? undefined
+      : dynamicLeases({
+          pools: cfg.dhcpPools.map(parsePoolSpec),
+          leaseTimeS: cfg.dhcpLeaseTimeS,
+          reservations: reservedLeases(),
+          ledger: ledger ?? missingLedger(),
+        });
+  return startDhcpServer({
+    inventory,
+    serverAddress: cfg.advertise,
+    httpBaseUrl,
+    mode: cfg.dhcpMode,
+    ...(leases === undefined ? {} : { leases }),
+    shouldAnswer: isLeader,
+    ...where,
+    logger: logger.child({ service: 'dhcp' }),
+  });
 }

@@ -94,67 +94,17 @@ export async function buildBootOs(o: BootOsBuildOptions): Promise<BootOsManifest
   const image = new ImageTree();
 
   say(`kernel ${kernelVersion}`);
-  const order = moduleLoadOrder(
-    bootModules,
-    await readFile(path.join(modulesDir, 'modules.dep'), 'utf8'),
-    await readFile(path.join(modulesDir, 'modules.builtin'), 'utf8'),
-  );
-  for (const module of order) {
-    image.file(
-      `lib/modules/${kernelVersion}/${module}`,
-      0o644,
-      await readFile(path.join(modulesDir, module)),
-    );
-  }
-  image.file(paths.modulesList, 0o644, Buffer.from(`${order.join('\n')}\n`));
-  say(`${order.length} kernel modules`);
-
-  const busybox = '/bin/busybox';
-  if (!existsSync(busybox) || (await sharedLibraries(busybox)).length > 0) {
-    throw new BootOsBuildError('a static /bin/busybox is needed: apt-get install busybox-static');
-  }
-  image.file(paths.busybox, 0o755, await readFile(busybox));
-  image.symlink('bin/sh', 'busybox');
+  const modules = await addKernelModules(image, kernelVersion, modulesDir);
+  say(`${modules} kernel modules`);
+  await addBusybox(image);
 
   const nodeBinary = o.nodeBinary ?? process.execPath;
   const scratch = await mkdtemp(path.join(tmpdir(), 'slipway-bootos-'));
   try {
-    const node = await strippedCopy(nodeBinary, scratch);
-    image.file('usr/bin/node', 0o755, await readFile(node));
-    const programs = [nodeBinary];
-    const kexec = findExecutable('kexec', ['/usr/sbin/kexec', '/sbin/kexec']);
-    if (kexec !== undefined) {
-      image.file('usr/sbin/kexec', 0o755, await readFile(kexec));
-      programs.push(kexec);
-    } else say('kexec not installed (kexec-tools): the kexec action will not be available');
-    const libraries = new Set<string>();
-    for (const program of programs)
-      for (const library of await sharedLibraries(program)) libraries.add(library);
-    for (const library of [...libraries].sort()) {
-      image.file(library.slice(1), 0o755, await readFile(library));
-    }
-    say(`node ${await nodeVersion(nodeBinary)}; ${libraries.size} shared libraries`);
-
+    await addNodeRuntime(image, nodeBinary, scratch, say);
     image.file(paths.worker, 0o644, await bundleWorker());
     say('worker bundled');
-
-    if (o.caFile !== undefined) image.file(paths.ca, 0o644, await readFile(o.caFile));
-    image.file(
-      paths.init,
-      0o755,
-      Buffer.from(
-        initScript({
-          kernelVersion,
-          workerPath: `/${paths.worker}`,
-          modulesListPath: `/${paths.modulesList}`,
-          udhcpcScriptPath: `/${paths.udhcpcScript}`,
-          ...(o.caFile === undefined ? {} : { caPath: `/${paths.ca}` }),
-        }),
-      ),
-    );
-    image.file(paths.udhcpcScript, 0o755, Buffer.from(udhcpcScript()));
-    image.device('dev/console', 0o600, 5, 1);
-    for (const dir of ['proc', 'sys', 'run', 'tmp', 'root', 'mnt', 'etc']) image.directory(dir, 0o755);
+    await addInit(image, kernelVersion, o.caFile);
 
     await mkdir(o.outDir, { recursive: true });
     const mtimeS = o.mtimeS ?? sourceDateEpoch();
@@ -169,7 +119,7 @@ export async function buildBootOs(o: BootOsBuildOptions): Promise<BootOsManifest
       arch,
       kernelVersion,
       nodeVersion: await nodeVersion(nodeBinary),
-      modules: order.length,
+      modules,
       initramfsUncompressedBytes: uncompressed,
       kernel: await describeFile(kernelPath),
       initramfs: await describeFile(initramfsPath),
@@ -182,6 +132,83 @@ export async function buildBootOs(o: BootOsBuildOptions): Promise<BootOsManifest
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
+}
+
+/** The boot modules and those they depend on, with the order to load them in; returns how many. */
+async function addKernelModules(
+  image: ImageTree,
+  kernelVersion: string,
+  modulesDir: string,
+): Promise<number> {
+  const order = moduleLoadOrder(
+    bootModules,
+    await readFile(path.join(modulesDir, 'modules.dep'), 'utf8'),
+    await readFile(path.join(modulesDir, 'modules.builtin'), 'utf8'),
+  );
+  for (const module of order) {
+    image.file(
+      `lib/modules/${kernelVersion}/${module}`,
+      0o644,
+      await readFile(path.join(modulesDir, module)),
+    );
+  }
+  image.file(paths.modulesList, 0o644, Buffer.from(`${order.join('\n')}\n`));
+  return order.length;
+}
+
+/** busybox-static as /bin/busybox and /bin/sh: the boot OS's shell and tools. */
+async function addBusybox(image: ImageTree): Promise<void> {
+  const busybox = '/bin/busybox';
+  if (!existsSync(busybox) || (await sharedLibraries(busybox)).length > 0) {
+    throw new BootOsBuildError('a static /bin/busybox is needed: apt-get install busybox-static');
+  }
+  image.file(paths.busybox, 0o755, await readFile(busybox));
+  image.symlink('bin/sh', 'busybox');
+}
+
+/** Node.js (stripped, in `scratch`), kexec when installed, and the shared libraries they link. */
+async function addNodeRuntime(
+  image: ImageTree,
+  nodeBinary: string,
+  scratch: string,
+  say: (line: string) => void,
+): Promise<void> {
+  const node = await strippedCopy(nodeBinary, scratch);
+  image.file('usr/bin/node', 0o755, await readFile(node));
+  const programs = [nodeBinary];
+  const kexec = findExecutable('kexec', ['/usr/sbin/kexec', '/sbin/kexec']);
+  if (kexec !== undefined) {
+    image.file('usr/sbin/kexec', 0o755, await readFile(kexec));
+    programs.push(kexec);
+  } else say('kexec not installed (kexec-tools): the kexec action will not be available');
+  const libraries = new Set<string>();
+  for (const program of programs)
+    for (const library of await sharedLibraries(program)) libraries.add(library);
+  for (const library of [...libraries].sort()) {
+    image.file(library.slice(1), 0o755, await readFile(library));
+  }
+  say(`node ${await nodeVersion(nodeBinary)}; ${libraries.size} shared libraries`);
+}
+
+/** /init and its DHCP script, the cluster CA when given, the console and the empty mount points. */
+async function addInit(image: ImageTree, kernelVersion: string, caFile: string | undefined): Promise<void> {
+  if (caFile !== undefined) image.file(paths.ca, 0o644, await readFile(caFile));
+  image.file(
+    paths.init,
+    0o755,
+    Buffer.from(
+      initScript({
+        kernelVersion,
+        workerPath: `/${paths.worker}`,
+        modulesListPath: `/${paths.modulesList}`,
+        udhcpcScriptPath: `/${paths.udhcpcScript}`,
+        ...(caFile === undefined ? {} : { caPath: `/${paths.ca}` }),
+      }),
+    ),
+  );
+  image.file(paths.udhcpcScript, 0o755, Buffer.from(udhcpcScript()));
+  image.device('dev/console', 0o600, 5, 1);
+  for (const dir of ['proc', 'sys', 'run', 'tmp', 'root', 'mnt', 'etc']) image.directory(dir, 0o755);
 }
 
 /** The archive's entries by path, with every parent directory added. */
