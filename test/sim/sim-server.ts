@@ -138,6 +138,8 @@ class ObservedLogStore implements LogStore {
 
   saveLocalSnapshot(snapshot: Snapshot, compactTo: number): Promise<void> {
     this.#observeSnapshot(snapshot.meta, snapshot.data);
+    this.#snapshot = { index: snapshot.meta.index, term: snapshot.meta.term };
+    for (const i of [...this.#terms.keys()]) if (i <= compactTo) this.#terms.delete(i);
     return this.#inner.saveLocalSnapshot(snapshot, compactTo);
   }
 
