@@ -15,9 +15,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { Client, credentials, Metadata } from '@grpc/grpc-js';
-import { envoyListenKey, xdsTypeUrl } from '../../lb/xds/resources.js';
-import { AggregatedDiscoveryServiceService, DiscoveryRequest } from '../../src/gen/xds.js';
+import { credentials } from '@grpc/grpc-js';
+import { adsAnswers } from '../support/ads-answers.js';
 import { checkEnvoyBytes, checkEnvoyJson, envoyType } from '../support/envoy-protos.js';
 import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
@@ -65,42 +64,6 @@ after(async () => {
   await cluster.destroy();
 });
 
-/** The four ADS answers a TLS node gives a client subscribing as `names` says, over TLS. */
-async function adsAnswers(names: string[], listen?: string): Promise<Buffer[]> {
-  const ca = readFileSync(join(pki, 'ca', 'ca.crt'));
-  const client = new Client(cluster.nodes[0]!.apiAddr, credentials.createSsl(ca));
-  const identity = (b: Buffer): Buffer => b;
-  const method = AggregatedDiscoveryServiceService.streamAggregatedResources;
-  try {
-    return await new Promise<Buffer[]>((resolve, reject) => {
-      const call = client.makeBidiStreamRequest(method.path, identity, identity, new Metadata(), {
-        deadline: Date.now() + 20_000,
-      });
-      const got: Buffer[] = [];
-      call.on('data', (b: Buffer) => {
-        got.push(b);
-        if (got.length === 4) {
-          call.cancel();
-          resolve(got);
-        }
-      });
-      call.on('error', (err: Error) => {
-        if (got.length < 4) reject(err);
-      });
-      const node = {
-        id: 'xds-tls-test',
-        metadata: { fields: listen === undefined ? {} : { [envoyListenKey]: { stringValue: listen } } },
-      };
-      for (const typeUrl of Object.values(xdsTypeUrl)) {
-        const request = { versionInfo: '', node, resourceNames: names, typeUrl, responseNonce: '' };
-        call.write(Buffer.from(DiscoveryRequest.encode(DiscoveryRequest.fromPartial(request)).finish()));
-      }
-    });
-  } finally {
-    client.close();
-  }
-}
-
 type Plain = Record<string, unknown>;
 
 /** Every secret name a decoded message names (SdsSecretConfig.name), at any depth, Any bytes included. */
@@ -131,9 +94,18 @@ test("a TLS node's ADS answers: TLS on both sides for Envoy, by the secrets its 
       const r = response.decode(b) as unknown as { resources: { type_url: string; value: Uint8Array }[] };
       return r.resources.flatMap((any) => secretNames(any.type_url, any.value));
     });
-  const envoyNames = named(await adsAnswers([], '127.0.0.1:1'));
+  // Over TLS, checked against the cluster's CA.
+  const ask = (names: string[], listen?: string): Promise<Buffer[]> =>
+    adsAnswers(
+      cluster.nodes[0]!.apiAddr,
+      credentials.createSsl(readFileSync(join(pki, 'ca', 'ca.crt'))),
+      'xds-tls-test',
+      names,
+      listen,
+    );
+  const envoyNames = named(await ask([], '127.0.0.1:1'));
   assert.deepEqual([...new Set(envoyNames)].sort(), ['slipway_ca', 'slipway_cert']);
-  assert.deepEqual(named(await adsAnswers(['slipway'])), [], 'a gRPC client is given no TLS settings');
+  assert.deepEqual(named(await ask(['slipway'])), [], 'a gRPC client is given no TLS settings');
 
   const printed = await cli([
     ...['balancer', 'config', '--proxy', 'envoy', '--listen', '127.0.0.1:7000'],

@@ -18,11 +18,11 @@ import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { Client, credentials, Metadata } from '@grpc/grpc-js';
-import { envoyListenKey, xdsTypeUrl } from '../../lb/xds/resources.js';
+import { credentials } from '@grpc/grpc-js';
 import { ClusterClient } from '../../src/cli/client.js';
 import { Suffrage } from '../../src/gen/kv.js';
-import { AggregatedDiscoveryServiceService, DiscoveryRequest } from '../../src/gen/xds.js';
+import { xdsTypeUrl } from '../../lb/xds/resources.js';
+import { adsAnswers } from '../support/ads-answers.js';
 import { checkEnvoyBytes, envoyType } from '../support/envoy-protos.js';
 import {
   nextPort,
@@ -92,41 +92,6 @@ interface Endpoint {
   readonly health_status: string;
 }
 
-/** The ADS answers one node gives a client subscribing as `names` says, as raw bytes. */
-async function adsAnswers(node: ProcNode, names: string[], listen?: string): Promise<Buffer[]> {
-  const client = new Client(node.apiAddr, credentials.createInsecure());
-  const identity = (b: Buffer): Buffer => b;
-  const method = AggregatedDiscoveryServiceService.streamAggregatedResources;
-  try {
-    return await new Promise<Buffer[]>((resolve, reject) => {
-      const call = client.makeBidiStreamRequest(method.path, identity, identity, new Metadata(), {
-        deadline: Date.now() + 20_000,
-      });
-      const got: Buffer[] = [];
-      call.on('data', (b: Buffer) => {
-        got.push(b);
-        if (got.length === 4) {
-          call.cancel();
-          resolve(got);
-        }
-      });
-      call.on('error', (err: Error) => {
-        if (got.length < 4) reject(err);
-      });
-      const node = {
-        id: 'xds-test',
-        metadata: { fields: listen === undefined ? {} : { [envoyListenKey]: { stringValue: listen } } },
-      };
-      for (const typeUrl of Object.values(xdsTypeUrl)) {
-        const request = { versionInfo: '', node, resourceNames: names, typeUrl, responseNonce: '' };
-        call.write(Buffer.from(DiscoveryRequest.encode(DiscoveryRequest.fromPartial(request)).finish()));
-      }
-    });
-  } finally {
-    client.close();
-  }
-}
-
 before(async () => {
   cluster.startAll();
   // Patient: the machine may be busy with other tests.
@@ -157,7 +122,13 @@ describe('xDS from the nodes', () => {
       await waitFor(
         `${cluster.nodes[0]!.id} to list every voter as healthy`,
         async () => {
-          answers = await adsAnswers(cluster.nodes[0]!, [...names], listen);
+          answers = await adsAnswers(
+            cluster.nodes[0]!.apiAddr,
+            credentials.createInsecure(),
+            'xds-test',
+            [...names],
+            listen,
+          );
           const eds = answers
             .map(
               (b) =>
