@@ -455,14 +455,20 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
       refusedOrUnknown(e);
     }
   };
-  /** One control command through some node; null when its outcome is unknown or refused. */
-  const proposeControl = (command: ControlCommand, done: (r: ControlResult | null) => void): void => {
+  /**
+   * A control-plane call through some node: `call` starts it and settles it through `finish`,
+   * which passes on the first outcome only; no outcome within the client's timeout is null.
+   */
+  const controlCall = <T>(
+    done: (r: T | null) => void,
+    call: (s: SimServer, finish: (r: T | null) => void) => void,
+  ): void => {
     const s = target();
     let settled = false;
-    const finish = (res: ControlResult | null): void => {
+    const finish = (r: T | null): void => {
       if (settled) return;
       settled = true;
-      done(res);
+      done(r);
     };
     sched.after(clientTimeoutMs, () => {
       finish(null);
@@ -472,7 +478,15 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
       return;
     }
     try {
-      s.node.propose(encodeCommand({ type: 'control', stampMs: Math.floor(sched.now), command })).then(
+      call(s, finish);
+    } catch {
+      finish(null);
+    }
+  };
+  /** One control command through some node; null when its outcome is unknown or refused. */
+  const proposeControl = (command: ControlCommand, done: (r: ControlResult | null) => void): void => {
+    controlCall(done, (s, finish) => {
+      s.node!.propose(encodeCommand({ type: 'control', stampMs: Math.floor(sched.now), command })).then(
         (bytes) => {
           const res = decodeResult(bytes);
           finish(res.type === 'control' ? res.result : null);
@@ -481,28 +495,13 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
           finish(null);
         },
       );
-    } catch {
-      finish(null);
-    }
-  };
-  const readControl = (done: (kv: ReplicatedState | null) => void): void => {
-    const s = target();
-    let settled = false;
-    const finish = (kv: ReplicatedState | null): void => {
-      if (settled) return;
-      settled = true;
-      done(kv);
-    };
-    sched.after(clientTimeoutMs, () => {
-      finish(null);
     });
-    if (s?.node == null) {
-      finish(null);
-      return;
-    }
-    const kv = s.kv;
-    try {
-      s.node.linearizableRead().then(
+  };
+  /** A linearizable read of some node's control state; null when it could not be confirmed. */
+  const readControl = (done: (kv: ReplicatedState | null) => void): void => {
+    controlCall(done, (s, finish) => {
+      const kv = s.kv;
+      s.node!.linearizableRead().then(
         () => {
           finish(kv);
         },
@@ -510,9 +509,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
           finish(null);
         },
       );
-    } catch {
-      finish(null);
-    }
+    });
   };
   control.start();
   const clients = r.range(2, 4);
