@@ -38,7 +38,12 @@ function builtMtimeMs() {
 
 const built = builtMtimeMs();
 // A build from before lb/ was compiled has no dist/src/: it is stale whatever its time.
-if (built >= 0 && existsSync(builtMain) && sources.every((dir) => built >= newestMtimeMs(dir))) {
+// An installed package ships the build without its sources: a folder that is absent is not newer.
+if (
+  built >= 0 &&
+  existsSync(builtMain) &&
+  sources.every((dir) => !existsSync(dir) || built >= newestMtimeMs(dir))
+) {
   await import(builtMain.href);
 } else {
   const { register } = await import('tsx/esm/api');

@@ -4,13 +4,15 @@ import type { Command, OptionValues } from '@commander-js/extra-typings';
 import type { ServerConfig } from '../../node/config.js';
 import { duration, idAddressList, wholeNumber } from '../flags.js';
 import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
+import { configDocument, flagSpecsOf, flagValuesOfFile, type FlagSpec } from './server-config.js';
 
 export function serverCommand(program: Command): void {
-  serverFlags(program).action(async (local, command) => {
+  const server = serverFlags(program);
+  server.action(async (local, command) => {
     // --insecure-allow-network is also a global flag (for the CLI), and commander hands a flag
     // both define to the program: read both.
-    const o: typeof local = command.optsWithGlobals();
-    await runServer(o);
+    const given: typeof local = command.optsWithGlobals();
+    await runServer(given, flagSpecsOf(server.options));
   });
 }
 
@@ -27,7 +29,14 @@ type ServerFlags = ReturnType<ReturnType<typeof serverFlags>['opts']>;
 /** The member, its raft timing, its logs and metrics. */
 function nodeFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(c: Command<A, O, G>) {
   return c
-    .option('--config <file>', 'YAML or JSON file with the settings below (flags override it)')
+    .option(
+      '--config <file>',
+      'YAML or JSON file of settings keyed by these flags without the dashes (data-dir: /var/lib/slipway); flags given as well override it (examples/server.yaml)',
+    )
+    .option(
+      '--print-config',
+      'print the effective configuration (file, flags and defaults) in that form and exit',
+    )
     .option('--id <id>', "this member's id, e.g. n1")
     .option('--data-dir <dir>', 'where the raft log and snapshots live')
     .option('--raft-addr <host:port>', 'address for peer traffic')
@@ -43,6 +52,10 @@ function nodeFlags<A extends unknown[], O extends OptionValues, G extends Option
     )
     .option('--tick-ms <n>', 'raft tick in milliseconds (default 50)')
     .option('--election-ticks <n>', 'ticks of leader silence before an election (default 6)')
+    .option(
+      '--heartbeat-ticks <n>',
+      "ticks between the leader's heartbeats, fewer than --election-ticks (default 1)",
+    )
     .option('--snapshot-entries <n>', 'snapshot after this many applied entries (default 10000)')
     .option('--log-level <level>', 'trace|debug|info|warn|error (default info)')
     .option('--metrics-addr <host:port>', 'serve Prometheus metrics at http://HOST:PORT/metrics')
@@ -138,7 +151,7 @@ function limitFlags<A extends unknown[], O extends OptionValues, G extends Optio
 }
 
 /** Loads the node, builds its configuration and runs it until SIGTERM or SIGINT. */
-async function runServer(o: ServerFlags): Promise<void> {
+async function runServer(given: ServerFlags, specs: readonly FlagSpec[]): Promise<void> {
   // The node loads here, not with the module: other commands and --help start without it.
   const [
     { startNode },
@@ -151,9 +164,18 @@ async function runServer(o: ServerFlags): Promise<void> {
     import('../../platform/logger.js'),
     import('../../platform/heap-profile.js'),
   ]);
+  const fromFile =
+    given.config === undefined ? {} : flagValuesOfFile(readConfigFile(given.config), specs, given.config);
+  // Flags given on the command line win over the file; commander leaves the others undefined.
+  const definedFlags = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
+  const o = { ...fromFile, ...definedFlags } as ServerFlags;
+  const cfg: ServerConfig = validateServerConfig(withFlags({}, o));
+  if (o.printConfig === true) {
+    const { stringify } = await import('yaml');
+    process.stdout.write(stringify(configDocument(cfg)));
+    return;
+  }
   applyServerHeapProfile();
-  const raw: Record<string, unknown> = o.config !== undefined ? readConfigFile(o.config) : {};
-  const cfg: ServerConfig = validateServerConfig(withFlags(raw, o));
   const logger = createLogger({ node: cfg.id }, cfg.logLevel);
   const running = await startNode(cfg, logger);
   await new Promise<void>((resolve) => {
@@ -181,6 +203,7 @@ function withFlags(raw: Record<string, unknown>, o: ServerFlags): Record<string,
   if (o.forceNewCluster === true) raw['forceNewCluster'] = true;
   set('tickMs', toInt(o.tickMs, '--tick-ms'));
   set('electionTicks', toInt(o.electionTicks, '--election-ticks'));
+  set('heartbeatTicks', toInt(o.heartbeatTicks, '--heartbeat-ticks'));
   set('snapshotEntries', toInt(o.snapshotEntries, '--snapshot-entries'));
   set('logLevel', o.logLevel);
   set('adminTokenFile', o.adminTokenFile);
