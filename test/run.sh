@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole suite: type-check, lint, formatting, then every test under c8 coverage.
+# The whole suite: its set-up (test/setup.sh), type-check, lint, formatting, then every test
+# under c8 coverage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== set-up ($(date +%T))"; bash test/setup.sh
 echo "== typecheck ($(date +%T))"; npx tsc --noEmit
 echo "== lint"; npx eslint .
 echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }

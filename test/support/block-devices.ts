@@ -1,5 +1,6 @@
 // Real block devices for tests of the built-in actions: loop devices over small files, detached
-// in every case. They need root and util-linux's losetup; a test without them skips.
+// in every case. They need root and util-linux's losetup; a test without them fails, naming what
+// it needs (`sudo npm test` installs the packages: test/setup.sh).
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';

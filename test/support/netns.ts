@@ -146,6 +146,10 @@ export function requireCommands(packages: Readonly<Record<string, string>>): Pro
     )
     .map(([command, debianPackage]) => `${command} (apt-get install ${debianPackage})`);
   if (missing.length > 0)
-    return Promise.reject(new Error(`missing test tools: ${missing.join(', ')}; .ci/run installs them`));
+    return Promise.reject(
+      new Error(
+        `missing test tools: ${missing.join(', ')}; \`sudo npm test\` installs them (test/setup.sh, test/README.md)`,
+      ),
+    );
   return Promise.resolve();
 }
