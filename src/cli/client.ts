@@ -78,6 +78,43 @@ function outcomeUnknown(err: ServiceError): ServiceError {
   });
 }
 
+/** True when the call failed because no connection to the node could be made. */
+function neverConnected(err: ServiceError): boolean {
+  return (
+    err.code === status.UNAVAILABLE &&
+    /No connection established|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|ENOTFOUND|DNS resolution failed/.test(
+      err.details,
+    )
+  );
+}
+
+/**
+ * The error for a command no node answered: every address tried, why, and what to do, instead
+ * of grpc-js's text about the last address alone. Still UNAVAILABLE, so callers see the same code.
+ */
+function noNodeAnswered(
+  servers: readonly string[],
+  last: ServiceError,
+  /** Every failure's details: grpc-js names the cause only on the first tries of a channel. */
+  failures: string,
+): ServiceError {
+  const why = /ECONNREFUSED/.test(failures)
+    ? 'connection refused'
+    : /ENOTFOUND|DNS resolution failed/.test(failures)
+      ? 'name not found'
+      : 'no connection';
+  const hint =
+    servers.join(',') === defaultServer
+      ? 'start a local cluster with `npm start`, or name the nodes with --server HOST:PORT,... (env SLIPWAY_SERVER)'
+      : 'check that the nodes run and the addresses are their --api-addr (or the balancer), e.g. `slipway --server HOST:PORT,... cluster status`';
+  const details = `no Slipway node answered at ${servers.join(', ')} (${why}): ${hint}`;
+  return Object.assign(new Error(`${String(status.UNAVAILABLE)} UNAVAILABLE: ${details}`), {
+    code: status.UNAVAILABLE,
+    details,
+    metadata: last.metadata,
+  });
+}
+
 export function parseServers(text: string | undefined): string[] {
   const list = (text ?? process.env['SLIPWAY_SERVER'] ?? defaultServer)
     .split(',')
@@ -429,6 +466,9 @@ export class ClusterClient {
 
   async #failover<Res>(clients: readonly object[], method: string, req: unknown): Promise<Res> {
     let lastErr: ServiceError | null = null;
+    // Whether every failure so far was a node that could not be reached at all, and why.
+    let noneReached = true;
+    let unreachable = '';
     const deadline = Date.now() + this.#timeoutMs;
     for (let attempt = 0; attempt < clients.length * 3 && Date.now() < deadline; attempt++) {
       const i = (this.#preferred + attempt) % clients.length;
@@ -447,9 +487,14 @@ export class ClusterClient {
         const e = err as ServiceError;
         if (!mayFailOver(method, req, e)) throw failoverCodes.has(e.code) ? outcomeUnknown(e) : e;
         lastErr = e;
+        noneReached &&= neverConnected(e);
+        unreachable += `${e.details}\n`;
         if (attempt % clients.length === clients.length - 1) await new Promise((r) => setTimeout(r, 200));
       }
     }
+    // Through xDS the tunnel's own error already names the xDS server it could not reach.
+    if (lastErr !== null && noneReached && !this.#servers.some(isXdsTarget))
+      throw noNodeAnswered(this.#servers, lastErr, unreachable);
     throw lastErr ?? new Error('no server answered');
   }
 }

@@ -39,7 +39,7 @@ describe('a node with TLS always requires tokens', () => {
     await waitFor(
       'n1 to answer over TLS',
       async () =>
-        !/UNAVAILABLE|DEADLINE|No connection established/.test(
+        !/UNAVAILABLE|DEADLINE|No connection established|no Slipway node answered/.test(
           (await asCaller(undefined, ['kv', 'get', 'x'])).stderr,
         ),
       30_000,

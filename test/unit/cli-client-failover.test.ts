@@ -138,3 +138,27 @@ test('a read moves on after any UNAVAILABLE', async () => {
     assert.equal(reachedSecond.get, 1);
   });
 });
+
+test('when no node can be reached, the error names every address tried and what to do', async () => {
+  reset({ details: '' });
+  const closed = addrs[2]!;
+  await withClient([closed, closed], async (client) => {
+    await assert.rejects(client.call('get', { key: 'k', local: false }), (err: ServiceError) => {
+      assert.equal(err.code, status.UNAVAILABLE);
+      assert.match(
+        err.details,
+        new RegExp(`^no Slipway node answered at ${closed}, ${closed} \\(connection refused\\)`),
+      );
+      assert.match(err.details, /--server HOST:PORT/);
+      return true;
+    });
+  });
+  // A node that answers with a refusal is not "no node answered": its own error stays.
+  reset({ raftCode: 'E_PROPOSAL_DROPPED', details: 'leadership changed before the write committed; retry' });
+  await withClient([addrs[0]!, closed], async (client) => {
+    await assert.rejects(client.call('get', { key: 'k', local: false }), (err: ServiceError) => {
+      assert.doesNotMatch(err.details, /no Slipway node answered/);
+      return true;
+    });
+  });
+});
