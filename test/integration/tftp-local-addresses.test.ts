@@ -3,7 +3,9 @@
 // Listeners follow the feed: an address added is answered from itself; an address removed has
 // its in-flight transfers ended at once ('addressGone', counted) and its requests fall back to
 // the wildcard listener, which is also the catch-all for addresses the feed has not reported.
-// A feed with a host other than 0.0.0.0 is refused with a clear error.
+// A client that the catch-all answered from the wrong address (before the VIP's listener was
+// bound) is served from the VIP when it asks again from the same port. A feed with a host other
+// than 0.0.0.0 is refused with a clear error.
 // Method: real servers and sockets on loopback, where every 127.0.0.0/8 address is local
 // without being configured, so 127.0.0.2 and 127.0.0.3 stand in for the node address and the
 // VIP; the feed is a plain subject the test drives. A small dgram client on 127.0.0.1 records
@@ -198,6 +200,32 @@ for (const workers of [2, 0]) {
     await waitFor('every transfer to end', () => server.stats.transfersActive === 0);
   });
 }
+
+void test('a client answered from the wrong address by the catch-all is served from the right one when it asks again', async () => {
+  const feed = new AddressSubject([CLIENT, NODE]);
+  const ends: TransferEndEvent[] = [];
+  const server = await start(feed, 0, ends);
+  const client = await openClient();
+  try {
+    // Asked at the VIP before its listener exists: the catch-all answers from another address,
+    // which the client (as EDK2) ignores.
+    await client.send(rrq('ipxe.efi'), VIP, server.port);
+    const wrong = await client.next();
+    assert.deepEqual([wrong.packet.type, wrong.address], ['oack', CLIENT]);
+    feed.set([CLIENT, NODE, VIP]);
+    await waitFor('a listener on the VIP', () => server.stats.listening.includes(VIP));
+    // The same request again from the same port, as firmware retransmits it: not a duplicate,
+    // since it reached another listener; the old transfer is superseded.
+    await client.send(rrq('ipxe.efi'), VIP, server.port);
+    let answer = await client.next();
+    while (answer.address !== VIP) answer = await client.next();
+    assert.equal(answer.packet.type, 'oack');
+    await waitFor('the first transfer to end', () => ends.length === 1);
+    assert.deepEqual(ends[0]?.error, { reason: 'superseded' });
+  } finally {
+    client.close();
+  }
+});
 
 void test('an address feed with a listen host other than 0.0.0.0 is refused, naming the fix', async () => {
   await assert.rejects(

@@ -420,7 +420,11 @@ class ServerState {
       // the transfer's thread knows whether it has heard from the client, so it decides.
       if (active === RESOLVING || !active.started || active.asking) return;
       active.asking = true;
-      const admit = await this.#params.runner.repeat(active.id, sameRequest(active.request, request));
+      // The same request to another of our addresses is not a retransmission: the client asked
+      // the VIP, was answered by the catch-all from another address (before the VIP's listener
+      // was bound), ignored that, and asks again; it must be answered from the VIP now.
+      const repeated = sameRequest(active.request, request) && active.listener === listener;
+      const admit = await this.#params.runner.repeat(active.id, repeated);
       active.asking = false;
       // By now the old transfer's end has been reported and its slot freed; another request
       // from the same port may have been admitted meanwhile, and then this one is a duplicate.
