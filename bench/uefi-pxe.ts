@@ -216,7 +216,9 @@ async function bootOnce(server: Server, timeoutMs: number): Promise<number> {
       ...['-device', `virtio-net-pci,netdev=n0,mac=${mac},romfile=`],
     ]);
     const fetched = (o: string): boolean =>
-      bootEvents(o).some((e) => e.event === 'http' && e.url === `/ipxe/${mac}` && e.status === 200);
+      bootEvents(o).some(
+        (e) => e.event === 'http' && decodeURIComponent(e.url) === `/ipxe/${mac}` && e.status === 200,
+      );
     try {
       await services.waitForOutput(fetched, timeoutMs, `${server}: the iPXE script fetched`);
     } catch (error) {
