@@ -108,7 +108,10 @@ export interface TftpServerHooks {
 }
 
 export interface TftpServerOptions {
-  /** Listen address; default 0.0.0.0. Transfer sockets bind to the same address. */
+  /**
+   * Listen address; default 0.0.0.0. Transfer sockets bind to it, or, with `addresses`, to the
+   * local address each request was sent to.
+   */
   readonly host?: string;
   /**
    * The host's IPv4 addresses, with host 0.0.0.0 only: the server then also listens on each
