@@ -84,6 +84,8 @@ export interface MachineOutcome {
   readonly error: string | null;
   readonly reconnects: number;
   readonly retransmits: number;
+  /** TFTP packets ignored because they came from another address than the one asked. */
+  readonly tftpOtherSource: number;
 }
 
 export interface FleetResult {
@@ -94,6 +96,8 @@ export interface FleetResult {
   readonly ranTwice: number;
   readonly actionsRun: number;
   readonly refusedResults: number;
+  /** DHCP ACKs and NAKs ignored because another server than the one asked sent them. */
+  readonly dhcpOtherServer: number;
   /** The fleet's own CPU and event-loop delay: whether the simulator kept up. */
   readonly cpuS: number;
   readonly loopDelayMaxMs: number;
@@ -287,7 +291,7 @@ class FinalError extends Error {}
 async function bootMachine(
   f: Fleet,
   i: number,
-  outcome: { reconnects: number; retransmits: number },
+  outcome: { reconnects: number; retransmits: number; tftpOtherSource: number },
 ): Promise<void> {
   const { c } = f;
   const mac = Buffer.from(
@@ -310,6 +314,7 @@ async function bootMachine(
   if (firmware === 'bios') {
     const binary = await tftpRead(expected, pxe.nextServer, pxe.bootfile, c.deadlineMs);
     outcome.retransmits += binary.retransmits;
+    outcome.tftpOtherSource += binary.otherSource;
     binarySha256 = binary.sha256;
     t = sample(f, 'tftp', t);
   } else {
@@ -539,7 +544,7 @@ async function storm(c: FleetConfig): Promise<void> {
     Array.from({ length: c.machines }, async (_, i): Promise<MachineOutcome> => {
       await sleep(rng.float() * c.rampMs);
       const startMs = Date.now();
-      const counters = { reconnects: 0, retransmits: 0 };
+      const counters = { reconnects: 0, retransmits: 0, tftpOtherSource: 0 };
       try {
         await bootMachine(f, i, counters);
         return { startMs, doneMs: Date.now(), error: null, ...counters };
@@ -548,6 +553,7 @@ async function storm(c: FleetConfig): Promise<void> {
       }
     }),
   );
+  const dhcpOtherServer = dhcp.repliesFromOtherServers;
   dhcp.close();
   const used = process.cpuUsage(cpu0);
   const result: FleetResult = {
@@ -557,6 +563,7 @@ async function storm(c: FleetConfig): Promise<void> {
     ranTwice: [...f.runs.values()].filter((n) => n > 1).length,
     actionsRun: [...f.runs.values()].reduce((a, b) => a + b, 0),
     refusedResults: f.refusedResults,
+    dhcpOtherServer,
     cpuS: Math.round((used.user + used.system) / 1e5) / 10,
     loopDelayMaxMs: Math.round(loop.max / 1e6),
     check: await checkCluster(c),

@@ -2,7 +2,10 @@
 // ROM, as iPXE and as the boot OS would (one shared client socket, replies matched by xid), a
 // TFTP read with blksize (as PXE ROMs fetch iPXE), and HTTP from the machine's own address (the
 // credential claim is checked against it). Every exchange retransmits on a timer, as firmware
-// does, and gives up at the caller's deadline.
+// does, and gives up at the caller's deadline. Like EDK2, and most PXE stacks in server
+// firmware, a machine takes replies only from the server it asked: a TFTP packet from any other
+// address than the one the read request went to is ignored, and so is a DHCP ACK or NAK whose
+// server identifier is not the one the REQUEST named.
 import { createSocket, type Socket } from 'node:dgram';
 import { request } from 'node:http';
 import { createHash } from 'node:crypto';
@@ -29,6 +32,11 @@ export interface DhcpLease {
   readonly bootfile: string;
   /** DISCOVERs and REQUESTs sent again after a timeout. */
   readonly retransmits: number;
+}
+
+/** EDK2's check on an answer to a REQUEST: it must come from the server the REQUEST named. */
+export function fromServerAsked(reply: DhcpPacket, serverId: string): boolean {
+  return reply.options.serverId === serverId;
 }
 
 const retransmitMs = 1000;
@@ -76,6 +84,7 @@ function clientOptions(kind: DhcpClientKind, firmware: Firmware): DhcpOptions {
 export class FleetDhcp {
   readonly #socket: Socket;
   readonly #waiting = new Map<number, (reply: DhcpPacket) => void>();
+  #otherServer = 0;
   #nextXid: number;
 
   private constructor(socket: Socket, seed: number) {
@@ -110,6 +119,11 @@ export class FleetDhcp {
     this.#socket.close();
   }
 
+  /** ACKs and NAKs ignored so far because another server than the one asked sent them. */
+  get repliesFromOtherServers(): number {
+    return this.#otherServer;
+  }
+
   /** DISCOVER, OFFER, REQUEST, ACK; a NAK or a silent server starts over until `deadlineMs`. */
   async lease(
     mac: Uint8Array,
@@ -121,7 +135,7 @@ export class FleetDhcp {
     for (;;) {
       const xid = this.#xid();
       const options = clientOptions(kind, firmware);
-      const offer = await this.#exchange(xid, mac, 'DISCOVER', options, 'OFFER', deadlineMs);
+      const offer = await this.#exchange(xid, mac, 'DISCOVER', options, 'OFFER', deadlineMs, () => true);
       retransmits += offer.sent - 1;
       const serverId = offer.reply.options.serverId ?? offer.reply.siaddr;
       const ack = await this.#exchange(
@@ -131,6 +145,7 @@ export class FleetDhcp {
         { ...options, requestedIp: offer.reply.yiaddr, serverId },
         'ACK',
         Math.min(deadlineMs, Date.now() + 4 * retransmitMs),
+        (reply) => fromServerAsked(reply, serverId),
       ).catch(() => undefined);
       if (ack === undefined || ack.reply.options.messageType !== 'ACK') {
         retransmits += 4;
@@ -153,7 +168,7 @@ export class FleetDhcp {
     return this.#nextXid;
   }
 
-  /** Sends until a reply of the wanted type (or a NAK) arrives; throws at the deadline. */
+  /** Sends until an accepted reply of the wanted type (or a NAK) arrives; throws at the deadline. */
   #exchange(
     xid: number,
     mac: Uint8Array,
@@ -161,6 +176,7 @@ export class FleetDhcp {
     options: DhcpOptions,
     wanted: 'OFFER' | 'ACK',
     deadlineMs: number,
+    accept: (reply: DhcpPacket) => boolean,
   ): Promise<{ reply: DhcpPacket; sent: number }> {
     const chaddr = new Uint8Array(16);
     chaddr.set(mac);
@@ -201,6 +217,10 @@ export class FleetDhcp {
       this.#waiting.set(xid, (reply) => {
         const got = reply.options.messageType;
         if (got !== wanted && got !== 'NAK') return;
+        if (!accept(reply)) {
+          this.#otherServer++;
+          return;
+        }
         finish();
         resolve({ reply, sent });
       });
@@ -213,49 +233,70 @@ export interface TftpResult {
   readonly bytes: number;
   readonly sha256: string;
   readonly retransmits: number;
+  /** Packets ignored because they came from another address than the one the request went to. */
+  readonly otherSource: number;
 }
 
 /**
- * Reads `filename` from `server`:69 into memory, from `localAddress`, with blksize 1432 as PXE
- * ROMs ask. A transfer that stalls (its server died) starts over with a new RRQ.
+ * Reads `filename` from `server`:`port` into memory, from `localAddress`, with blksize 1432 as
+ * PXE ROMs ask. A transfer that stalls (its server died, or it answers from another address
+ * than `server`) starts over with a new RRQ.
  */
 export async function tftpRead(
   localAddress: string,
   server: string,
   filename: string,
   deadlineMs: number,
+  port = 69,
 ): Promise<TftpResult> {
   let retransmits = 0;
+  let otherSource = 0;
   for (;;) {
-    if (Date.now() >= deadlineMs) throw new Error(`TFTP ${filename}: not read before the deadline`);
-    const attempt = await tftpAttempt(localAddress, server, filename, deadlineMs).catch((err: unknown) => {
-      if (err instanceof TftpStall) return err;
-      throw err;
-    });
+    if (Date.now() >= deadlineMs) {
+      throw new Error(
+        `TFTP ${filename}: not read before the deadline` +
+          (otherSource === 0
+            ? ''
+            : `; ${String(otherSource)} packet(s) came from another address than ${server}`),
+      );
+    }
+    const attempt = await tftpAttempt({ localAddress, server, port, filename, deadlineMs }).catch(
+      (err: unknown) => {
+        if (err instanceof TftpStall) return err;
+        throw err;
+      },
+    );
+    otherSource += attempt.otherSource;
     if (!(attempt instanceof TftpStall))
-      return { ...attempt, retransmits: retransmits + attempt.retransmits };
+      return { ...attempt, retransmits: retransmits + attempt.retransmits, otherSource };
     retransmits += attempt.retransmits + 1;
   }
 }
 
 class TftpStall extends Error {
   readonly retransmits: number;
-  constructor(retransmits: number) {
+  readonly otherSource: number;
+  constructor(retransmits: number, otherSource: number) {
     super('the TFTP transfer stalled');
     this.retransmits = retransmits;
+    this.otherSource = otherSource;
   }
+}
+
+interface TftpAttempt {
+  readonly localAddress: string;
+  readonly server: string;
+  readonly port: number;
+  readonly filename: string;
+  readonly deadlineMs: number;
 }
 
 const tftpBlockSize = 1432;
 const tftpTimeoutMs = 1000;
 const tftpTriesPerPacket = 4;
 
-function tftpAttempt(
-  localAddress: string,
-  server: string,
-  filename: string,
-  deadlineMs: number,
-): Promise<Omit<TftpResult, 'retransmits'> & { retransmits: number }> {
+function tftpAttempt(a: TftpAttempt): Promise<TftpResult> {
+  const { localAddress, server, filename, deadlineMs } = a;
   return new Promise((resolve, reject) => {
     const socket = createSocket('udp4');
     const hash = createHash('sha256');
@@ -274,6 +315,7 @@ function tftpAttempt(
     });
     let tries = 0;
     let retransmits = 0;
+    let otherSource = 0;
     let timer: NodeJS.Timeout | undefined;
     const end = (error: Error | undefined, result?: TftpResult): void => {
       clearTimeout(timer);
@@ -283,12 +325,12 @@ function tftpAttempt(
     };
     const send = (): void => {
       if (Date.now() >= deadlineMs || tries >= tftpTriesPerPacket) {
-        end(new TftpStall(retransmits));
+        end(new TftpStall(retransmits, otherSource));
         return;
       }
       if (tries > 0) retransmits++;
       tries++;
-      socket.send(last, peer?.port ?? 69, peer?.address ?? server);
+      socket.send(last, peer?.port ?? a.port, server);
       timer = setTimeout(send, tftpTimeoutMs);
     };
     const answer = (packet: TftpPacket): void => {
@@ -299,10 +341,14 @@ function tftpAttempt(
     };
     socket.on('error', (err) => end(err));
     socket.on('message', (message, rinfo) => {
-      // The transfer comes from a port of its own (RFC 1350's TID), and from the node's own
-      // address rather than the VIP the request went to: like iPXE, the first answer fixes both.
+      // As EDK2: only the address the request went to. The transfer comes from a port of its own
+      // (RFC 1350's TID), which the first answer fixes.
+      if (rinfo.address !== server) {
+        otherSource++;
+        return;
+      }
       if (peer === undefined) peer = { address: rinfo.address, port: rinfo.port };
-      else if (rinfo.port !== peer.port || rinfo.address !== peer.address) return;
+      else if (rinfo.port !== peer.port) return;
       const decoded = decodePacket(message);
       if (!decoded.ok) return;
       const packet = decoded.packet;
@@ -325,7 +371,7 @@ function tftpAttempt(
       expected++;
       if (packet.data.length < blockSize) {
         socket.send(encodePacket({ type: 'ack', block: packet.block }), peer.port, peer.address);
-        end(undefined, { bytes, sha256: hash.digest('hex'), retransmits });
+        end(undefined, { bytes, sha256: hash.digest('hex'), retransmits, otherSource });
         return;
       }
       answer({ type: 'ack', block: packet.block });

@@ -444,6 +444,9 @@ function stormReport(o: Options, result: FleetResult, storm: StormRun): Record<s
     results_refused: result.refusedResults,
     reconnects: result.machines.reduce((n, m) => n + m.reconnects, 0),
     retransmits: result.machines.reduce((n, m) => n + m.retransmits, 0),
+    // Ignored by the machines, as EDK2 ignores them; nonzero means replies left from the wrong address.
+    tftp_packets_from_other_address: result.machines.reduce((n, m) => n + m.tftpOtherSource, 0),
+    dhcp_replies_from_other_server: result.dhcpOtherServer,
     node_cpu_s: Object.fromEntries(nodeIds.map((id, i) => [id, storm.nodeCpuS[i]])),
     fleet_cpu_s: result.cpuS,
     fleet_loop_delay_max_ms: result.loopDelayMaxMs,

@@ -27,11 +27,12 @@ node -e '
 # a bootable disk image it builds with sfdisk (fdisk), mtools and syslinux (BIOS and EFI).
 # The package test installs the .deb (`npm run package`) into a Debian 13 root made by
 # debootstrap; git fetches the history the rolling upgrade test builds the previous release from.
+# iptables keeps UEFI HTTP boot from being offered to the OVMF test's VM (its string match).
 packages=(
   curl tftp-hpa ipxe iproute2 procps busybox-static isc-dhcp-client kea-admin isc-dhcp-relay radvd
   qemu-system-x86 ipxe-qemu ovmf haproxy iputils-arping linux-image-amd64 zstd binutils kexec-tools
   cpio util-linux e2fsprogs dosfstools openipmi ipmitool fdisk mtools syslinux syslinux-common
-  syslinux-efi debootstrap git
+  syslinux-efi debootstrap git iptables
 )
 
 if ! command -v dpkg-query >/dev/null; then

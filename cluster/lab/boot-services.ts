@@ -22,6 +22,7 @@ import {
   defaultBootArtifacts,
   startTftpServer,
   type TftpServer,
+  polledAddressFeed,
 } from '../../src/boot/index.js';
 import { createLogger, type Logger } from '../../src/platform/logger.js';
 
@@ -38,7 +39,13 @@ export interface BootServicesConfig {
     readonly relayPort?: number;
     readonly clientPort?: number;
   };
-  readonly tftp?: { readonly root: string; readonly host?: string; readonly port?: number };
+  readonly tftp?: {
+    readonly root: string;
+    readonly host?: string;
+    readonly port?: number;
+    /** With host 0.0.0.0: a listener per local address, read every this many ms (as a node does). */
+    readonly followAddressesMs?: number;
+  };
   readonly http?: {
     readonly apiAddress: string;
     readonly host?: string;
@@ -74,7 +81,16 @@ export type BootEvent =
   | { readonly event: 'dhcp-malformed'; readonly from: string; readonly problem: string }
   | { readonly event: 'http'; readonly method: string; readonly url: string; readonly status: number }
   | { readonly event: 'tftp-start'; readonly filename: string; readonly client: string }
-  | { readonly event: 'tftp-end'; readonly filename: string; readonly outcome: string }
+  | {
+      readonly event: 'tftp-end';
+      readonly filename: string;
+      readonly client: string;
+      readonly outcome: string;
+      /** Why a failed transfer failed ('addressGone', 'timeout', ...); null otherwise. */
+      readonly reason: string | null;
+    }
+  /** The local addresses with a TFTP listener of their own, after a change. */
+  | { readonly event: 'tftp-listening'; readonly addresses: readonly string[] }
   | {
       readonly event: 'tftp-refused';
       readonly filename: string;
@@ -131,10 +147,21 @@ export async function startBootServices(config: BootServicesConfig): Promise<Run
             root: config.tftp.root,
             ...(config.tftp.host === undefined ? {} : { host: config.tftp.host }),
             ...(config.tftp.port === undefined ? {} : { port: config.tftp.port }),
+            ...(config.tftp.followAddressesMs === undefined
+              ? {}
+              : { addresses: polledAddressFeed(config.tftp.followAddressesMs) }),
             hooks: {
               onTransferStart: (e) =>
                 emit({ event: 'tftp-start', filename: e.filename, client: e.client.address }),
-              onTransferEnd: (e) => emit({ event: 'tftp-end', filename: e.filename, outcome: e.end }),
+              onTransferEnd: (e) =>
+                emit({
+                  event: 'tftp-end',
+                  filename: e.filename,
+                  client: e.client.address,
+                  outcome: e.end,
+                  reason: e.error?.reason ?? null,
+                }),
+              onListenersChanged: (addresses) => emit({ event: 'tftp-listening', addresses }),
               onRequestRefused: (e) =>
                 emit({ event: 'tftp-refused', filename: e.filename, code: e.code, message: e.message }),
               onError: errorEvent,

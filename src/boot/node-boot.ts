@@ -14,6 +14,7 @@ import { defaultBootArtifacts } from './http/ipxe-script.js';
 import { startHttpBootServer } from './http/server.js';
 import type { CredentialClaims, HttpBootServer, RegisteredArtifacts } from './http/server.js';
 import { startTftpServer } from './tftp/server.js';
+import { polledAddressFeed } from './tftp/polled-address-feed.js';
 import type { TftpServer } from './tftp/server.js';
 
 /** Where Debian's `ipxe` package puts the binaries machines chainload. */
@@ -169,6 +170,9 @@ async function startTftp(cfg: NodeBootConfig, addr: string, log: Logger): Promis
     host,
     port,
     root,
+    // On 0.0.0.0, every local address (the VIP included) gets its own listener, so replies leave
+    // from the address the client asked. TEMPORARY feed: the link watcher replaces the poll.
+    ...(host === '0.0.0.0' ? { addresses: polledAddressFeed() } : {}),
     // Transfers run on one worker thread per core (the server's default).
     ...(cfg.tftpTransfersMax === undefined ? {} : { limits: { transfersMax: cfg.tftpTransfersMax } }),
     hooks: {
@@ -176,7 +180,7 @@ async function startTftp(cfg: NodeBootConfig, addr: string, log: Logger): Promis
         log.debug({ filename: e.filename, client: e.client }, 'TFTP transfer started');
       },
       onTransferEnd: (e) => {
-        log.debug({ filename: e.filename, end: e.end }, 'TFTP transfer ended');
+        log.debug({ filename: e.filename, end: e.end, error: e.error }, 'TFTP transfer ended');
       },
       onRequestRefused: (e) => {
         log.info({ filename: e.filename, code: e.code, reason: e.message }, 'TFTP request refused');
@@ -188,6 +192,9 @@ async function startTftp(cfg: NodeBootConfig, addr: string, log: Logger): Promis
           { filename: e.filename, client: e.client, reason: e.reason, droppedTotal: e.droppedTotal },
           'TFTP request dropped',
         );
+      },
+      onListenersChanged: (addresses) => {
+        log.info({ addresses }, 'TFTP listening on local addresses');
       },
       onError: (err) => {
         log.warn({ err }, 'TFTP server error');

@@ -4,7 +4,12 @@
 //   the per-MAC HTTP script (no TFTP);
 // - UEFI: OVMF with the virtio-net ROM disabled (romfile=), so EDK2's own PXE client gets
 //   ipxe.efi over TFTP from the node's default TFTP root (its copy of Debian's iPXE binaries),
-//   then iPXE asks DHCP again and fetches the HTTP script.
+//   then iPXE asks DHCP again and fetches the HTTP script. This one goes through the VIP, held
+//   by the node on br0, with TFTP and HTTP on 0.0.0.0 as an operator runs them: EDK2 accepts TFTP
+//   replies only from the address it asked, so the boot proves every reply leaves from the VIP.
+//   UEFI HTTP boot is not offered (the node's namespace drops DHCP requests of vendor class
+//   HTTPClient), so a fallback to it cannot hide a failure, and the script must be fetched
+//   within a bound; the time from power-on to the script is printed.
 // Passing means the node answered DHCP with the reservation, served the generated script for
 // the VM's MAC once, and the firmware reports the script's own fetch of the kernel artifact as
 // done (a marker file: it is not a kernel, and the boot stops there); QEMU is then stopped by PID.
@@ -21,10 +26,11 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { NetnsLab, requireCommands } from '../support/netns.js';
 import { NetnsCluster, type LogRecord } from '../support/netns-cluster.js';
+import { waitFor } from '../support/wait.js';
 
 const nodeAddress = '10.77.1.1';
+const vip = '10.77.1.100';
 const machineAddress = '10.77.1.60';
-const httpBase = `http://${nodeAddress}:8080`;
 const ovmfCode = '/usr/share/OVMF/OVMF_CODE_4M.fd';
 const ovmfVars = '/usr/share/OVMF/OVMF_VARS_4M.fd';
 /** COM1's I/O port, little-endian, as SeaBIOS reads etc/sercon-port. */
@@ -36,14 +42,32 @@ interface Firmware {
   /** Bound on QEMU start to the kernel fetch, with room for a loaded 2-core machine. */
   readonly bootTimeoutMs: number;
   readonly uefi: boolean;
+  /** The address machines are sent to: the node's own, or the VIP the node holds. */
+  readonly server: string;
   qemuArgs(dir: string): Promise<string[]>;
 }
+
+/** The node's flags for the address its machines use. */
+function serverArgs(firmware: Firmware): string[] {
+  return firmware.server === nodeAddress
+    ? ['--tftp-addr', `${nodeAddress}:69`, '--http-addr', `${nodeAddress}:8080`]
+    : [
+        ...['--vip', firmware.server, '--vip-interface', 'br0'],
+        ...['--tftp-addr', '0.0.0.0:69', '--http-addr', '0.0.0.0:8080'],
+      ];
+}
+
+const httpBaseOf = (firmware: Firmware): string => `http://${firmware.server}:8080`;
+
+/** Bound on power-on to the iPXE script's fetch for EDK2's PXE (dnsmasq's figure is 14.5 s). */
+const uefiScriptTimeoutMs = 90_000;
 
 const bios: Firmware = {
   name: 'bios',
   mac: '52:54:00:77:01:02',
   bootTimeoutMs: 45_000,
   uefi: false,
+  server: nodeAddress,
   qemuArgs: async (dir) => {
     const sercon = path.join(dir, 'sercon-port');
     await writeFile(sercon, com1Port);
@@ -60,6 +84,7 @@ const uefi: Firmware = {
   mac: '52:54:00:77:01:03',
   bootTimeoutMs: 120_000,
   uefi: true,
+  server: vip,
   qemuArgs: async (dir) => {
     const vars = path.join(dir, 'OVMF_VARS.fd');
     await copyFile(ovmfVars, vars);
@@ -79,11 +104,18 @@ interface BootRecord {
   readonly console: readonly string[];
   /** The node's log. */
   readonly logs: readonly LogRecord[];
+  /** When QEMU was started (ms since the epoch). */
+  readonly poweredOnMs: number;
 }
 
 /** Runs one VM's network boot against a fresh single-node cluster. */
 async function networkBoot(firmware: Firmware): Promise<BootRecord> {
-  await requireCommands({ ip: 'iproute2', radvd: 'radvd', 'qemu-system-x86_64': 'qemu-system-x86' });
+  await requireCommands({
+    ip: 'iproute2',
+    radvd: 'radvd',
+    'qemu-system-x86_64': 'qemu-system-x86',
+    ...(firmware.uefi ? { iptables: 'iptables', arping: 'iputils-arping' } : {}),
+  });
   const lab = await NetnsLab.create();
   try {
     const srv = await lab.addNamespace('srv');
@@ -102,24 +134,25 @@ async function networkBoot(firmware: Firmware): Promise<BootRecord> {
         id: 'n1',
         ns: srv,
         address: nodeAddress,
-        args: [
-          ...['--dhcp-interface', 'br0', '--tftp-addr', `${nodeAddress}:69`],
-          ...['--http-addr', `${nodeAddress}:8080`, '--bootos-dir', bootOs],
-        ],
+        args: [...['--dhcp-interface', 'br0', ...serverArgs(firmware), '--bootos-dir', bootOs]],
       },
     ]);
     await cluster.waitForLeader(srv, 20_000);
+    if (firmware.uefi) await withoutUefiHttpBoot(lab, srv);
+    if (firmware.server !== nodeAddress) await waitForAddress(lab, srv, firmware.server);
     const machine = ['--id', `vm-${firmware.name}`, '--mac', firmware.mac, '--ip', `${machineAddress}/24`];
     await cluster.slipwayOk(srv, [
       ...['hardware', 'create', ...machine, '--gateway', nodeAddress],
       ...(firmware.uefi ? ['--uefi'] : []),
     ]);
 
+    const qemuArgs = await firmware.qemuArgs(lab.dir);
+    const poweredOnMs = Date.now();
     const qemu = lab.spawn(srv, [
       'qemu-system-x86_64',
       ...['-accel', 'tcg', '-m', '256', '-display', 'none', '-serial', 'stdio', '-monitor', 'none'],
       ...['-no-reboot', '-boot', 'n', '-netdev', 'tap,id=n0,ifname=tap0,script=no,downscript=no'],
-      ...(await firmware.qemuArgs(lab.dir)),
+      ...qemuArgs,
     ]);
     try {
       await qemu.waitForOutput(
@@ -127,7 +160,7 @@ async function networkBoot(firmware: Firmware): Promise<BootRecord> {
         // "terminating on signal" message once it is stopped.
         (output) =>
           consoleLines(output.slice(0, output.lastIndexOf('\n') + 1)).includes(
-            `${httpBase}/boot/vmlinuz-x86_64... ok`,
+            `${httpBaseOf(firmware)}/boot/vmlinuz-x86_64... ok`,
           ),
         firmware.bootTimeoutMs,
         `${firmware.name} boot reaching the kernel fetch`,
@@ -138,7 +171,11 @@ async function networkBoot(firmware: Firmware): Promise<BootRecord> {
     } finally {
       await qemu.stop();
     }
-    return { console: consoleLines(qemu.output), logs: cluster.nodes[0]?.logRecords() ?? [] };
+    return {
+      console: consoleLines(qemu.output),
+      logs: cluster.nodes[0]?.logRecords() ?? [],
+      poweredOnMs,
+    };
   } finally {
     await lab.destroy();
   }
@@ -167,13 +204,39 @@ function scriptsServed(boot: BootRecord, mac: string): LogRecord[] {
 }
 
 /** What iPXE prints from DHCP until the kernel fetch, for the machine `mac` named `id`. */
-function ipxeRun(mac: string, id: string): string[] {
+function ipxeRun(firmware: Firmware, id: string): string[] {
+  const httpBase = httpBaseOf(firmware);
   return [
-    `Next server: ${nodeAddress}`,
-    `Filename: ${httpBase}/ipxe/${mac}`,
-    `Slipway: booting ${id} (${mac})`,
+    `Next server: ${firmware.server}`,
+    `Filename: ${httpBase}/ipxe/${firmware.mac}`,
+    `Slipway: booting ${id} (${firmware.mac})`,
     `${httpBase}/boot/vmlinuz-x86_64... ok`,
   ];
+}
+
+/**
+ * UEFI HTTP boot is not offered: the node never hears a DHCP request of vendor class
+ * HTTPClient, so if EDK2's PXE fails, nothing else boots the machine.
+ */
+async function withoutUefiHttpBoot(lab: NetnsLab, ns: string): Promise<void> {
+  await lab.check(ns, [
+    ...['iptables', '-A', 'INPUT', '-p', 'udp', '--dport', '67'],
+    ...['-m', 'string', '--string', 'HTTPClient', '--algo', 'bm', '-j', 'DROP'],
+  ]);
+}
+
+/** Waits until `address` is on br0 (the node holds the VIP once it leads). */
+async function waitForAddress(lab: NetnsLab, ns: string, address: string): Promise<void> {
+  await waitFor(
+    `${address} on br0`,
+    async () => {
+      const out = await lab.check(ns, ['ip', '-j', '-4', 'addr', 'show', 'dev', 'br0']);
+      const links = JSON.parse(out) as { addr_info: { local: string }[] }[];
+      return links.some((l) => l.addr_info.some((a) => a.local === address));
+    },
+    20_000,
+    200,
+  );
 }
 
 /** The lines of `expected` appear in `lines`, in that order. */
@@ -191,7 +254,7 @@ describe('PXE boot under QEMU from a slipway server node', { concurrency: 1 }, (
     const boot = await networkBoot(bios);
     assertInOrder(boot.console, [
       `net0: ${machineAddress}/255.255.255.0 gw ${nodeAddress}`,
-      ...ipxeRun(bios.mac, 'vm-bios'),
+      ...ipxeRun(bios, 'vm-bios'),
     ]);
     assert.ok(!boot.console.some((l) => l.startsWith('NBP filename')), 'an iPXE ROM needs no TFTP');
     const acked = acks(boot, bios.mac);
@@ -205,23 +268,41 @@ describe('PXE boot under QEMU from a slipway server node', { concurrency: 1 }, (
   });
 
   it(
-    'UEFI: EDK2 PXE fetches ipxe.efi over TFTP, then iPXE fetches the HTTP script',
+    'UEFI: EDK2 PXE fetches ipxe.efi over TFTP from the VIP, HTTP boot not offered, then iPXE fetches the HTTP script',
     { timeout: 240_000 },
     async () => {
       const boot = await networkBoot(uefi);
       assertInOrder(boot.console, [
         `Station IP address is ${machineAddress}`,
-        `Server IP address is ${nodeAddress}`,
+        `Server IP address is ${vip}`,
         'NBP filename is ipxe.efi',
         'NBP file downloaded successfully.',
-        ...ipxeRun(uefi.mac, 'vm-uefi'),
+        ...ipxeRun(uefi, 'vm-uefi'),
       ]);
+      assert.ok(!boot.console.some((l) => /HTTP Boot/i.test(l)), 'no UEFI HTTP boot was tried');
+      assert.ok(
+        !boot.logs.some(
+          (r) =>
+            r.msg === 'DHCP reply sent' &&
+            typeof r['reason'] === 'string' &&
+            r['reason'].includes('HTTP boot'),
+        ),
+        'no DHCP answer offered UEFI HTTP boot',
+      );
       const rounds = new Set(acks(boot, uefi.mac).map((r) => r['xid']));
       assert.ok(rounds.size >= 2, 'a DHCP exchange for EDK2, another for the chained iPXE');
       const served = scriptsServed(boot, uefi.mac);
       assert.deepEqual(
         served.map((r) => [r['hardware'], r['kind']]),
         [['vm-uefi', 'generated']],
+      );
+      const scriptAfterMs = Number(served[0]?.['time']) - boot.poweredOnMs;
+      process.stdout.write(
+        `# uefi: power-on to the iPXE script ${scriptAfterMs} ms (EDK2 PXEv4, TFTP from the VIP)\n`,
+      );
+      assert.ok(
+        scriptAfterMs > 0 && scriptAfterMs <= uefiScriptTimeoutMs,
+        `the iPXE script was fetched ${scriptAfterMs} ms after power-on; the bound is ${uefiScriptTimeoutMs} ms`,
       );
     },
   );

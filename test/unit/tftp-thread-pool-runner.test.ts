@@ -17,7 +17,6 @@ import { waitFor } from '../support/wait.js';
 
 const config: TransferThreadConfig = {
   limits: TRANSFER_LIMITS_DEFAULT,
-  bindHost: '127.0.0.1',
   socketType: 'udp4',
 };
 
@@ -80,6 +79,7 @@ describe('TFTP worker threads that fail to load', () => {
         type: 'start',
         id: 1,
         client: { address: '127.0.0.1', port: 9 },
+        local: '127.0.0.1',
         request: { type: 'rrq', filename: 'x', mode: 'octet', options: new Map() },
         content: new Uint8Array(1),
       }),

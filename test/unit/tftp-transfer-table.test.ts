@@ -4,7 +4,9 @@
 // heard nothing from its client and the request is the same; otherwise the transfer is
 // superseded and its 'ended' comes before the 'repeated' answer, unless a packet the client sent
 // before repeating (EDK2's ERROR 8) ends it first; close() ends every transfer
-// (including one still binding its socket) before 'closed'.
+// (including one still binding its socket) before 'closed'; a transfer answers from the local
+// address it was started on, and ends (silently) when that address leaves the host, while
+// transfers on other addresses carry on.
 // Method: a TransferTable driven directly with commands, its events recorded in order, real
 // transfer sockets on 127.0.0.1 and a bare dgram socket as the client.
 import { afterEach, test } from 'node:test';
@@ -20,8 +22,8 @@ const content = new Uint8Array(new SharedArrayBuffer(5000)).fill(7);
 
 interface Client {
   readonly port: number;
-  /** Resolves with the next packet and the port it came from. */
-  next(): Promise<{ packet: TftpPacket; from: number }>;
+  /** Resolves with the next packet and the port (and address) it came from. */
+  next(): Promise<{ packet: TftpPacket; from: number; fromAddress: string }>;
   send(packet: TftpPacket, port: number): void;
   close(): void;
 }
@@ -33,12 +35,12 @@ afterEach(() => {
 
 async function openClient(): Promise<Client> {
   const socket = dgram.createSocket('udp4');
-  const queue: { packet: TftpPacket; from: number }[] = [];
+  const queue: { packet: TftpPacket; from: number; fromAddress: string }[] = [];
   let wake: (() => void) | null = null;
   socket.on('message', (message, from) => {
     const decoded = decodePacket(message);
     assert.ok(decoded.ok);
-    queue.push({ packet: decoded.packet, from: from.port });
+    queue.push({ packet: decoded.packet, from: from.port, fromAddress: from.address });
     wake?.();
   });
   await new Promise<void>((resolve) => socket.bind(0, HOST, resolve));
@@ -63,13 +65,10 @@ function recordingTable(): {
   const events: TransferEvent[] = [];
   let read = 0;
   let wake: (() => void) | null = null;
-  const table = new TransferTable(
-    { limits: TRANSFER_LIMITS_DEFAULT, bindHost: HOST, socketType: 'udp4' },
-    (event) => {
-      events.push(event);
-      wake?.();
-    },
-  );
+  const table = new TransferTable({ limits: TRANSFER_LIMITS_DEFAULT, socketType: 'udp4' }, (event) => {
+    events.push(event);
+    wake?.();
+  });
   const next = async (): Promise<TransferEvent> => {
     while (events.length === read) await new Promise<void>((resolve) => (wake = resolve));
     return events[read++]!;
@@ -91,6 +90,7 @@ void test("'started' is reported before the first packet reaches the client", as
     type: 'start',
     id: 1,
     client: { address: HOST, port: client.port },
+    local: HOST,
     request: rrq('a'),
     content,
   });
@@ -107,7 +107,7 @@ void test('a repeat is a retransmission only while nothing was heard and the req
   const { table, events, next } = recordingTable();
   const client = await openClient();
   const peer = { address: HOST, port: client.port };
-  table.handle({ type: 'start', id: 1, client: peer, request: rrq('a'), content });
+  table.handle({ type: 'start', id: 1, client: peer, local: HOST, request: rrq('a'), content });
   assert.equal((await next()).type, 'started');
   const first = await client.next();
 
@@ -123,7 +123,7 @@ void test('a repeat is a retransmission only while nothing was heard and the req
   assert.deepEqual(await next(), { type: 'repeated', id: 1, admit: true });
 
   // A different request supersedes at once; the end is reported before the answer.
-  table.handle({ type: 'start', id: 2, client: peer, request: rrq('b'), content });
+  table.handle({ type: 'start', id: 2, client: peer, local: HOST, request: rrq('b'), content });
   assert.equal((await next()).type, 'started');
   table.handle({ type: 'repeat', id: 2, sameRequest: false });
   const superseded = await next();
@@ -144,6 +144,7 @@ void test('a packet the client sent before repeating its request is handled firs
     type: 'start',
     id: 1,
     client: { address: HOST, port: client.port },
+    local: HOST,
     request: probe,
     content,
   });
@@ -163,10 +164,24 @@ void test('close() ends every transfer with ERROR 0, one still binding its socke
   const { table, events, next } = recordingTable();
   const a = await openClient();
   const b = await openClient();
-  table.handle({ type: 'start', id: 1, client: { address: HOST, port: a.port }, request: rrq('a'), content });
+  table.handle({
+    type: 'start',
+    id: 1,
+    client: { address: HOST, port: a.port },
+    local: HOST,
+    request: rrq('a'),
+    content,
+  });
   assert.equal((await next()).type, 'started');
   // Its socket is bound asynchronously: close() arrives while it is still opening.
-  table.handle({ type: 'start', id: 2, client: { address: HOST, port: b.port }, request: rrq('b'), content });
+  table.handle({
+    type: 'start',
+    id: 2,
+    client: { address: HOST, port: b.port },
+    local: HOST,
+    request: rrq('b'),
+    content,
+  });
   table.handle({ type: 'close' });
   while (events.at(-1)?.type !== 'closed') await next();
   const ends = events.filter((e) => e.type === 'ended');
@@ -179,4 +194,50 @@ void test('close() ends every transfer with ERROR 0, one still binding its socke
     while (packet.type === 'data') packet = (await client.next()).packet;
     assert.equal(packet.type === 'error' ? packet.code : -1, TftpErrorCode.notDefined);
   }
+});
+
+void test('a transfer answers from its local address and ends when that address leaves the host', async () => {
+  const { table, events, next } = recordingTable();
+  const a = await openClient();
+  const b = await openClient();
+  // Both addresses are on loopback (127.0.0.0/8 is local without being configured).
+  const staying = '127.0.0.1';
+  const leaving = '127.0.0.2';
+  table.handle({
+    type: 'start',
+    id: 1,
+    client: { address: HOST, port: a.port },
+    local: staying,
+    request: rrq('a'),
+    content,
+  });
+  table.handle({
+    type: 'start',
+    id: 2,
+    client: { address: HOST, port: b.port },
+    local: leaving,
+    request: rrq('b'),
+    content,
+  });
+  const firstA = await a.next();
+  const firstB = await b.next();
+  assert.equal(firstA.fromAddress, staying);
+  assert.equal(firstB.fromAddress, leaving);
+  while (events.filter((e) => e.type === 'started').length < 2) await next();
+
+  table.handle({ type: 'addressGone', address: leaving });
+  let ended = await next();
+  while (ended.type !== 'ended') ended = await next();
+  assert.deepEqual(
+    [ended.id, ended.end.end, ended.end.error],
+    [2, 'failed', { reason: 'addressGone', address: leaving }],
+  );
+
+  // The other transfer goes on: its client's ACK gets the next block, from the same address.
+  a.send({ type: 'ack', block: 1 }, firstA.from);
+  const second = await a.next();
+  assert.deepEqual([second.packet.type, second.fromAddress], ['data', staying]);
+  assert.equal(events.filter((e) => e.type === 'ended').length, 1);
+  table.handle({ type: 'close' });
+  while (events.at(-1)?.type !== 'closed') await next();
 });

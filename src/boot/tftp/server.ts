@@ -9,7 +9,9 @@
 //
 // Refusals (ERROR packets for bad requests) are sent from the listening socket: no transfer
 // exists yet, and a refused request must not cost a socket.
-import dgram from 'node:dgram';
+//
+// Every reply leaves from the address the request was sent to: with an AddressFeed there is a
+// listener per local address (listeners.ts), and a transfer binds to its listener's address.
 import { isIPv6 } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
@@ -24,7 +26,9 @@ import {
 import { ContentCache } from './content-cache.js';
 import { RootDirectory, type FileLookup } from './file-source.js';
 import { toNetascii } from './netascii.js';
-import { bindSocket, type SessionEnd, type TftpPeer } from './session.js';
+import type { SessionEnd, TftpPeer } from './session.js';
+import type { AddressFeed } from './address-feed.js';
+import { ListenerSet, type Listener } from './listeners.js';
 import {
   SERVER_LIMITS_DEFAULT,
   TRANSFER_LIMITS_DEFAULT,
@@ -44,6 +48,7 @@ import {
 import { ThreadPoolRunner } from './thread-pool-runner.js';
 
 export type { TftpPeer } from './session.js';
+export type { AddressFeed } from './address-feed.js';
 
 /**
  * Generated content for a requested filename (for example a per-MAC iPXE script), or null to
@@ -93,6 +98,8 @@ export interface TftpServerHooks {
   readonly onRequestDropped?: (event: RequestDroppedEvent) => void;
   /** A packet from a wrong TID was answered with ERROR 5. */
   readonly onStrayPacket?: (from: TftpPeer) => void;
+  /** The addresses with a listener of their own changed (only with an AddressFeed). */
+  readonly onListenersChanged?: (addresses: readonly string[]) => void;
   /**
    * Unexpected failures: resolver rejections, I/O errors, listening socket errors, a transfer
    * worker that died (it is replaced, and its transfers end as 'workerFailed').
@@ -101,8 +108,18 @@ export interface TftpServerHooks {
 }
 
 export interface TftpServerOptions {
-  /** Listen address; default 0.0.0.0. Transfer sockets bind to the same address. */
+  /**
+   * Listen address; default 0.0.0.0. Transfer sockets bind to it, or, with `addresses`, to the
+   * local address each request was sent to.
+   */
   readonly host?: string;
+  /**
+   * The host's IPv4 addresses, with host 0.0.0.0 only: the server then also listens on each
+   * local address, and a transfer binds to the address its request was sent to, so that every
+   * reply leaves from the address the client asked (firmware ignores replies from any other).
+   * Listeners follow the feed; a transfer whose address disappears ends ('addressGone').
+   */
+  readonly addresses?: AddressFeed;
   /** Listen port; default 69, 0 picks a free one. */
   readonly port?: number;
   /** Directory served read-only; without it only the resolver serves files. */
@@ -125,6 +142,10 @@ export interface TftpServerStats {
   readonly requestsDropped: number;
   /** Workers started again after one died. */
   readonly workerRestarts: number;
+  /** Local addresses with a listener of their own (empty without an AddressFeed). */
+  readonly listening: readonly string[];
+  /** Transfers ended because their local address disappeared from this host. */
+  readonly transfersAddressGone: number;
 }
 
 export interface TftpServer {
@@ -186,22 +207,31 @@ export async function startTftpServer(options: TftpServerOptions): Promise<TftpS
     onEvent: (event) => state?.onRunnerEvent(event),
     onError: (error) => hooks.onError?.(error),
   };
-  const threadConfig: TransferThreadConfig = { limits: transferLimitsOf(limits), bindHost: host, socketType };
+  const threadConfig: TransferThreadConfig = { limits: transferLimitsOf(limits), socketType };
   const runner =
     workers <= 1
       ? new InThreadRunner(threadConfig, runnerHooks)
       : await ThreadPoolRunner.start(workers, threadConfig, runnerHooks);
-  let listener: dgram.Socket;
+  let listeners: ListenerSet;
   try {
-    listener = await bindSocket(socketType, options.port ?? 69, host);
+    listeners = await ListenerSet.open({
+      socketType,
+      host,
+      port: options.port ?? 69,
+      feed: options.addresses,
+      onMessage: (message, from, listener) => state?.onRequest(message, from, listener),
+      onError: (error) => hooks.onError?.(error),
+      onAddressGone: (address) => runner.addressGone(address),
+      onChange: hooks.onListenersChanged,
+    });
   } catch (error) {
     await runner.close();
     throw error;
   }
-  const server = new ServerState({ listener, root, limits, hooks, runner, resolve: options.resolve });
+  const server = new ServerState({ listeners, root, limits, hooks, runner, resolve: options.resolve });
   state = server;
   const handle: TftpServer = {
-    port: listener.address().port,
+    port: listeners.port,
     get stats() {
       return server.stats;
     },
@@ -221,7 +251,7 @@ export function transferWorkersForTesting(server: TftpServer): readonly Worker[]
 }
 
 interface ServerParams {
-  readonly listener: dgram.Socket;
+  readonly listeners: ListenerSet;
   readonly root: RootDirectory | null;
   readonly limits: TransferLimits & ServerLimits;
   readonly hooks: TftpServerHooks;
@@ -238,6 +268,8 @@ interface Admitted {
   readonly key: string;
   readonly filename: string;
   readonly client: TftpPeer;
+  /** Where the request came in; the transfer answers from its address. */
+  readonly listener: Listener;
   readonly request: RequestPacket;
   readonly bytes: number;
   /** Set on 'started'; only a started transfer is reported through onTransferEnd. */
@@ -255,14 +287,11 @@ class ServerState {
   readonly #admitting = new Set<Promise<void>>();
   #nextId = 1;
   #dropped = 0;
+  #addressGone = 0;
   #closed: Promise<void> | null = null;
 
   constructor(params: ServerParams) {
     this.#params = params;
-    params.listener.on('message', (message, from) =>
-      this.#onRequest(message, { address: from.address, port: from.port }),
-    );
-    params.listener.on('error', (error) => params.hooks.onError?.(error));
   }
 
   get stats(): TftpServerStats {
@@ -271,12 +300,14 @@ class ServerState {
       transfersActive: this.#clients.size,
       requestsDropped: this.#dropped,
       workerRestarts: this.#params.runner.restarts,
+      listening: this.#params.listeners.addresses,
+      transfersAddressGone: this.#addressGone,
     };
   }
 
   close(): Promise<void> {
     this.#closed ??= (async () => {
-      await new Promise<void>((resolve) => this.#params.listener.close(() => resolve()));
+      await this.#params.listeners.close();
       // Requests still being looked up see #closed and give up; ones already handed over are
       // in the runner's queue ahead of its close.
       await Promise.all(this.#admitting);
@@ -288,7 +319,7 @@ class ServerState {
   onRunnerEvent(event: RunnerEvent): void {
     const transfer = this.#transfers.get(event.id);
     if (transfer === undefined) return;
-    const { filename, client, bytes } = transfer;
+    const { filename, client, bytes, listener } = transfer;
     switch (event.type) {
       case 'started':
         transfer.started = true;
@@ -305,10 +336,11 @@ class ServerState {
         this.#params.hooks.onError?.(
           new Error(`TFTP transfer for ${filename} could not start: ${event.message}`),
         );
-        this.#refuse(filename, client, TftpErrorCode.notDefined, 'internal server error');
+        this.#refuse(filename, client, TftpErrorCode.notDefined, 'internal server error', listener);
         return;
       case 'ended':
         this.#release(transfer);
+        if (event.end.error?.reason === 'addressGone') this.#addressGone += 1;
         if (transfer.started) this.#params.hooks.onTransferEnd?.({ ...event.end, filename, client, bytes });
         return;
       case 'stray':
@@ -326,7 +358,7 @@ class ServerState {
     if (this.#clients.get(transfer.key) === transfer) this.#clients.delete(transfer.key);
   }
 
-  #onRequest(message: Buffer, client: TftpPeer): void {
+  onRequest(message: Buffer, client: TftpPeer, listener: Listener): void {
     if (this.#closed !== null) return;
     const decoded = decodePacket(message);
     if (!decoded.ok) {
@@ -337,6 +369,7 @@ class ServerState {
           client,
           TftpErrorCode.illegalOperation,
           `malformed request: ${decoded.error.message}`,
+          listener,
         );
       }
       return;
@@ -344,7 +377,7 @@ class ServerState {
     const packet = decoded.packet;
     switch (packet.type) {
       case 'rrq': {
-        const admitting = this.#serveRead(packet, client);
+        const admitting = this.#serveRead(packet, client, listener);
         this.#admitting.add(admitting);
         void admitting.finally(() => this.#admitting.delete(admitting));
         return;
@@ -355,14 +388,21 @@ class ServerState {
           client,
           TftpErrorCode.accessViolation,
           'read-only server: writes are refused',
+          listener,
         );
         return;
       case 'data':
       case 'ack':
-        this.#refuse('', client, TftpErrorCode.unknownTransferId, 'unknown transfer ID');
+        this.#refuse('', client, TftpErrorCode.unknownTransferId, 'unknown transfer ID', listener);
         return;
       case 'oack':
-        this.#refuse('', client, TftpErrorCode.illegalOperation, 'illegal TFTP operation: expected RRQ');
+        this.#refuse(
+          '',
+          client,
+          TftpErrorCode.illegalOperation,
+          'illegal TFTP operation: expected RRQ',
+          listener,
+        );
         return;
       case 'error':
         return;
@@ -373,7 +413,7 @@ class ServerState {
     }
   }
 
-  async #serveRead(request: RequestPacket, client: TftpPeer): Promise<void> {
+  async #serveRead(request: RequestPacket, client: TftpPeer, listener: Listener): Promise<void> {
     const key = `${client.address}|${client.port}`;
     const active = this.#clients.get(key);
     if (active !== undefined) {
@@ -383,7 +423,11 @@ class ServerState {
       // the transfer's thread knows whether it has heard from the client, so it decides.
       if (active === RESOLVING || !active.started || active.asking) return;
       active.asking = true;
-      const admit = await this.#params.runner.repeat(active.id, sameRequest(active.request, request));
+      // The same request to another of our addresses is not a retransmission: the client asked
+      // the VIP, was answered by the catch-all from another address (before the VIP's listener
+      // was bound), ignored that, and asks again; it must be answered from the VIP now.
+      const repeated = sameRequest(active.request, request) && active.listener === listener;
+      const admit = await this.#params.runner.repeat(active.id, repeated);
       active.asking = false;
       // By now the old transfer's end has been reported and its slot freed; another request
       // from the same port may have been admitted meanwhile, and then this one is a duplicate.
@@ -395,7 +439,7 @@ class ServerState {
       return;
     }
     if (request.mode === 'mail') {
-      this.#refuse(filename, client, TftpErrorCode.illegalOperation, 'mail mode is not supported');
+      this.#refuse(filename, client, TftpErrorCode.illegalOperation, 'mail mode is not supported', listener);
       return;
     }
     this.#clients.set(key, RESOLVING);
@@ -403,7 +447,7 @@ class ServerState {
       const lookup = await this.#lookup(filename, client);
       if (this.#closed !== null) return;
       if (lookup.kind === 'refused') {
-        this.#refuse(filename, client, lookup.code, lookup.message);
+        this.#refuse(filename, client, lookup.code, lookup.message, listener);
         return;
       }
       const content = request.mode === 'netascii' ? toNetascii(lookup.content) : lookup.content;
@@ -412,6 +456,7 @@ class ServerState {
         key,
         filename,
         client,
+        listener,
         request,
         bytes: content.length,
         started: false,
@@ -419,13 +464,14 @@ class ServerState {
       };
       this.#clients.set(key, transfer);
       this.#transfers.set(transfer.id, transfer);
-      if (!this.#params.runner.start({ type: 'start', id: transfer.id, client, request, content })) {
+      const { local } = listener;
+      if (!this.#params.runner.start({ type: 'start', id: transfer.id, client, local, request, content })) {
         this.#release(transfer);
         this.#drop(filename, client, 'noWorker');
       }
     } catch (error) {
       this.#params.hooks.onError?.(error);
-      this.#refuse(filename, client, TftpErrorCode.notDefined, 'internal server error');
+      this.#refuse(filename, client, TftpErrorCode.notDefined, 'internal server error', listener);
     } finally {
       if (this.#clients.get(key) === RESOLVING) this.#clients.delete(key);
     }
@@ -447,12 +493,17 @@ class ServerState {
     this.#params.hooks.onRequestDropped?.({ filename, client, reason, droppedTotal: this.#dropped });
   }
 
-  #refuse(filename: string, client: TftpPeer, code: TftpErrorCode, message: string): void {
+  #refuse(
+    filename: string,
+    client: TftpPeer,
+    code: TftpErrorCode,
+    message: string,
+    listener: Listener,
+  ): void {
     this.#params.hooks.onRequestRefused?.({ filename, client, code, message });
     if (this.#closed !== null) return;
     // Messages quote client-chosen names; TFTP strings carry single non-NUL bytes only.
     const packet = encodePacket({ type: 'error', code, message: toWireText(message) });
-    // Delivery is best effort, like every TFTP reply; nothing to do if it fails.
-    this.#params.listener.send(packet, client.port, client.address, () => undefined);
+    listener.send(packet, client);
   }
 }

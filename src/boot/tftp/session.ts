@@ -41,7 +41,9 @@ export type SessionFailure =
   | { readonly reason: 'superseded' }
   | { readonly reason: 'socketError'; readonly message: string }
   /** The worker thread running the transfer died; the client hears nothing more. */
-  | { readonly reason: 'workerFailed'; readonly message: string };
+  | { readonly reason: 'workerFailed'; readonly message: string }
+  /** The local address the transfer answered from left this host (the VIP moved away). */
+  | { readonly reason: 'addressGone'; readonly address: string };
 
 export interface SessionEnd {
   readonly end: TransferEnd;
@@ -56,7 +58,7 @@ export interface SessionParams {
   /** The bytes to send, already translated for the transfer mode. */
   readonly content: Uint8Array;
   readonly limits: TransferLimits;
-  /** Local address to bind the transfer socket to: the server's listen host. */
+  /** Local address to bind the transfer socket to: where the client sent its request. */
   readonly bindHost: string;
   readonly socketType: dgram.SocketType;
   /** Monotonic clock in milliseconds. */
@@ -174,6 +176,16 @@ export class TransferSession {
   /** Ends the transfer without a word to the client, which has moved on to a new request from the same port. */
   supersede(): void {
     this.#end('failed', { reason: 'superseded' });
+  }
+
+  /** The local address this transfer is bound to. */
+  get local(): string {
+    return this.#params.bindHost;
+  }
+
+  /** Ends the transfer, silently: its local address has left the host, so nothing can be sent from it. */
+  addressGone(): void {
+    this.#end('failed', { reason: 'addressGone', address: this.#params.bindHost });
   }
 
   start(): void {

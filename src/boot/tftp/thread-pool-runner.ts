@@ -172,6 +172,12 @@ export class ThreadPoolRunner implements TransferRunner {
     });
   }
 
+  addressGone(address: string): void {
+    for (const slot of this.#slots) {
+      slot.worker?.postMessage({ type: 'addressGone', address } satisfies TransferCommand);
+    }
+  }
+
   close(): Promise<void> {
     this.#closed ??= (async () => {
       this.#closing = true;

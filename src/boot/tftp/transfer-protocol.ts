@@ -12,8 +12,6 @@ import type { SessionEnd, TftpPeer } from './session.js';
 /** What every transfer thread is given once, at start. */
 export interface TransferThreadConfig {
   readonly limits: TransferLimits;
-  /** Local address for the transfer sockets: the server's listen host. */
-  readonly bindHost: string;
   readonly socketType: 'udp4' | 'udp6';
 }
 
@@ -23,6 +21,11 @@ export type TransferCommand =
       /** Chosen by the admitting thread, unique for the server's lifetime. */
       readonly id: number;
       readonly client: TftpPeer;
+      /**
+       * The local address the request was sent to (the address of the listener that heard it,
+       * or the listen host): the transfer's sockets bind to it, so every reply leaves from it.
+       */
+      readonly local: string;
       readonly request: RequestPacket;
       /**
        * The bytes to send, already translated for the mode. Backed by a SharedArrayBuffer for
@@ -37,6 +40,11 @@ export type TransferCommand =
    * superseded and the new request may be admitted.
    */
   | { readonly type: 'repeat'; readonly id: number; readonly sameRequest: boolean }
+  /**
+   * The local address has left this host: end the transfers bound to it ('addressGone'),
+   * without a word to their clients, since nothing can be sent from it any more.
+   */
+  | { readonly type: 'addressGone'; readonly address: string }
   /** End every transfer with ERROR 0 to its client; answered with 'closed' once all sockets are closed. */
   | { readonly type: 'close' };
 

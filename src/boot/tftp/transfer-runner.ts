@@ -28,6 +28,8 @@ export interface TransferRunner {
    * passed on), false when the request is a retransmission the transfer answers itself.
    */
   repeat(id: number, sameRequest: boolean): Promise<boolean>;
+  /** Ends the transfers bound to a local address that has left the host ('addressGone'). */
+  addressGone(address: string): void;
   /** Ends every transfer with ERROR 0 to its client, passes on their 'ended' events, and stops the threads. */
   close(): Promise<void>;
 }
@@ -57,6 +59,10 @@ export class InThreadRunner implements TransferRunner {
       this.#repeats.set(id, resolve);
       this.#table.handle({ type: 'repeat', id, sameRequest });
     });
+  }
+
+  addressGone(address: string): void {
+    this.#table.handle({ type: 'addressGone', address });
   }
 
   close(): Promise<void> {

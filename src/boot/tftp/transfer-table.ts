@@ -34,6 +34,11 @@ export class TransferTable {
         // 'optionsDeclined', not 'superseded', and heardFromClient is up to date.
         setImmediate(() => setImmediate(() => this.#answerRepeat(command)));
         return;
+      case 'addressGone':
+        for (const session of this.#sessions.values()) {
+          if (session.local === command.address) session.addressGone();
+        }
+        return;
       case 'close':
         this.#closing ??= this.#close();
         return;
@@ -64,7 +69,7 @@ export class TransferTable {
         request: command.request,
         content: command.content,
         limits: this.#config.limits,
-        bindHost: this.#config.bindHost,
+        bindHost: command.local,
         socketType: this.#config.socketType,
         now: () => performance.now(),
         onEnd: (end) => {
