@@ -180,48 +180,32 @@ function buildFixture(root: string): void {
   put(root, 'sys/devices/system/memory/block_size_bytes', '8000000\n');
   for (let n = 0; n < 16; n++)
     mkdirSync(path.join(root, `sys/devices/system/memory/memory${n}`), { recursive: true });
+  // Disks as QEMU 7.2 presents them to Linux 6.1 (captured from a boot with virtio-blk, AHCI,
+  // virtio-scsi and NVMe disks, each given a serial): where each keeps its serial, model and wwid.
   const common = { 'queue/rotational': '1\n', removable: '0\n' };
   blockDevice(root, 'vda', 'devices/pci0000:00/0000:00:04.0/virtio1', {
     ...common,
     size: '16777216\n',
-    serial: 'lab-m1-disk',
+    serial: 'vblk-serial-1',
   });
-  blockDevice(root, 'sda', 'devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0', {
-    size: '2097152\n',
-    'queue/rotational': '0\n',
-  });
-  put(root, 'sys/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/model', 'QEMU HARDDISK   \n');
-  put(
-    root,
-    'sys/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/vpd_pg80',
-    vpdPage('scsi-serial-1'),
-  );
-  put(root, 'sys/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/wwid', 'naa.5000C500A1B2C3D4\n');
-  blockDevice(root, 'sdb', 'devices/pci0000:00/0000:00:1f.2/ata1/host1/target1:0:0/1:0:0:0', {
-    ...common,
-    size: '4194304\n',
-  });
-  put(
-    root,
-    'sys/devices/pci0000:00/0000:00:1f.2/ata1/host1/target1:0:0/1:0:0:0/vpd_pg80',
-    vpdPage('QM00002 '),
-  );
-  put(
-    root,
-    'sys/devices/pci0000:00/0000:00:1f.2/ata1/host1/target1:0:0/1:0:0:0/wwid',
-    't10.ATA     QEMU HARDDISK   QM00002\n',
-  );
-  blockDevice(root, 'nvme0n1', 'devices/pci0000:00/0000:00:06.0/nvme/nvme0', {
+  const scsi = 'devices/pci0000:00/0000:00:05.0/virtio2/host0/target0:0:0/0:0:0:0';
+  blockDevice(root, 'sda', scsi, { size: '2097152\n', 'queue/rotational': '0\n' });
+  put(root, `sys/${scsi}/model`, 'QEMU HARDDISK   \n');
+  put(root, `sys/${scsi}/vpd_pg80`, vpdPage('scsi-serial-3'));
+  put(root, `sys/${scsi}/wwid`, 'naa.5000c500a1b2c3d4\n');
+  const sata = 'devices/pci0000:00/0000:00:1f.2/ata1/host1/target1:0:0/1:0:0:0';
+  blockDevice(root, 'sdb', sata, { ...common, size: '4194304\n' });
+  put(root, `sys/${sata}/model`, 'QEMU HARDDISK   \n');
+  put(root, `sys/${sata}/vpd_pg80`, vpdPage('sata-serial-2       '));
+  put(root, `sys/${sata}/wwid`, 't10.ATA     QEMU HARDDISK                           sata-serial-2       \n');
+  const nvme = 'devices/pci0000:00/0000:00:06.0/nvme/nvme0';
+  blockDevice(root, 'nvme0n1', nvme, {
     size: '1875385008\n',
     'queue/rotational': '0\n',
-    wwid: 'eui.0025388b71b0e1c2\n',
+    wwid: 'nvme.1b36-6e766d652d73657269616c2d34-51454d55204e564d65204374726c-00000001\n',
   });
-  put(root, 'sys/devices/pci0000:00/0000:00:06.0/nvme/nvme0/serial', 'S4EWNF0M123456      \n');
-  put(
-    root,
-    'sys/devices/pci0000:00/0000:00:06.0/nvme/nvme0/model',
-    'SAMSUNG MZVLB1T0HBLR-00000              \n',
-  );
+  put(root, `sys/${nvme}/serial`, 'nvme-serial-4       \n');
+  put(root, `sys/${nvme}/model`, 'QEMU NVMe Ctrl                          \n');
   blockDevice(root, 'sr0', 'devices/pci0000:00/0000:00:1f.2/ata2/host2/target2:0:0/2:0:0:0', {
     ...common,
     size: '0\n',
@@ -280,20 +264,25 @@ const fixtureInventory: Inventory = {
     {
       path: '/dev/sda',
       model: 'QEMU HARDDISK',
-      serial: 'scsi-serial-1',
+      serial: 'scsi-serial-3',
       sizeBytes: 2097152 * 512,
       rotational: false,
       wwn: 'naa.5000c500a1b2c3d4',
     },
-    { path: '/dev/sdb', serial: 'QM00002', sizeBytes: 4194304 * 512, rotational: true },
-    { path: '/dev/vda', serial: 'lab-m1-disk', sizeBytes: 16777216 * 512, rotational: true },
+    {
+      path: '/dev/sdb',
+      model: 'QEMU HARDDISK',
+      serial: 'sata-serial-2',
+      sizeBytes: 4194304 * 512,
+      rotational: true,
+    },
+    { path: '/dev/vda', serial: 'vblk-serial-1', sizeBytes: 16777216 * 512, rotational: true },
     {
       path: '/dev/nvme0n1',
-      model: 'SAMSUNG MZVLB1T0HBLR-00000',
-      serial: 'S4EWNF0M123456',
+      model: 'QEMU NVMe Ctrl',
+      serial: 'nvme-serial-4',
       sizeBytes: 1875385008 * 512,
       rotational: false,
-      wwn: 'eui.0025388b71b0e1c2',
     },
   ],
   nics: [
