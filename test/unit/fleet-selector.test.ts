@@ -263,6 +263,12 @@ describe('matches and explain', () => {
     for (const [text, facts, reason] of table) {
       assert.equal(explain(parsed(text), facts)?.text, reason, text);
     }
+    const small = machineFacts({
+      arch: 'x86_64',
+      uefi: true,
+      inventory: { ...exampleInventory, memory: { totalBytes: 32 * 2 ** 30, usableBytes: 31 * 2 ** 30 } },
+    });
+    assert.equal(explain(parsed('memory>=64Gi'), small)?.text, 'memory>=64Gi: has 32Gi');
     const failure = explain(parsed('rack=a,gpu,cpu.threads<8'), server);
     assert.deepEqual(failure, {
       index: 2,
