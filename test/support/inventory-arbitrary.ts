@@ -17,35 +17,37 @@ const word: fc.Arbitrary<string> = fc.stringMatching(/^[A-HJ-NP-Z0-9]{4,16}$/);
 
 const sizes = [0, 1 << 30, 480e9, 960e9, 1.92e12, 3.84e12, 2 ** 40, 4 * 2 ** 40];
 
-function diskArbitrary(index: number): fc.Arbitrary<DiskInventory> {
-  return fc.record(
-    {
-      path: fc.constant(`/dev/sd${String.fromCharCode(97 + (index % 26))}${index >= 26 ? index : ''}`),
-      model: fc.constantFrom('QEMU HARDDISK', 'SAMSUNG MZ7LH960', 'ST4000NM0035'),
-      serial: word,
-      sizeBytes: fc.constantFrom(...sizes),
-      rotational: fc.boolean(),
-      wwn: hex(16).map((h) => `naa.5${h.slice(1)}`),
-    },
-    { requiredKeys: ['path', 'sizeBytes', 'rotational'] },
-  );
-}
+const hex16 = hex(16);
 
-function nicArbitrary(index: number): fc.Arbitrary<NicInventory> {
-  return fc.record(
-    {
-      name: fc.constant(`eth${index}`),
-      mac: macArbitrary,
-      driver: fc.constantFrom('virtio_net', 'ixgbe', 'e1000e', 'mlx5_core'),
-      speedMbps: fc.constantFrom(1000, 10000, 25000, 100000),
-      linkUp: fc.boolean(),
-    },
-    { requiredKeys: ['name', 'mac', 'linkUp'] },
-  );
-}
+// Built once: making arbitraries per sample (a regular expression each) is what costs.
+const diskFields = fc.record(
+  {
+    model: fc.constantFrom('QEMU HARDDISK', 'SAMSUNG MZ7LH960', 'ST4000NM0035'),
+    serial: word,
+    sizeBytes: fc.constantFrom(...sizes),
+    rotational: fc.boolean(),
+    wwn: hex16.map((h) => `naa.5${h.slice(1)}`),
+  },
+  { requiredKeys: ['sizeBytes', 'rotational'] },
+);
 
-const listOf = <T>(make: (i: number) => fc.Arbitrary<T>, max: number): fc.Arbitrary<readonly T[]> =>
-  fc.integer({ min: 0, max }).chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => make(i))));
+const nicFields = fc.record(
+  {
+    mac: macArbitrary,
+    driver: fc.constantFrom('virtio_net', 'ixgbe', 'e1000e', 'mlx5_core'),
+    speedMbps: fc.constantFrom(1000, 10000, 25000, 100000),
+    linkUp: fc.boolean(),
+  },
+  { requiredKeys: ['mac', 'linkUp'] },
+);
+
+const disksArbitrary: fc.Arbitrary<readonly DiskInventory[]> = fc
+  .array(diskFields, { maxLength: 6 })
+  .map((disks) => disks.map((d, i) => ({ path: `/dev/sd${String.fromCharCode(97 + i)}`, ...d })));
+
+const nicsArbitrary: fc.Arbitrary<readonly NicInventory[]> = fc
+  .array(nicFields, { maxLength: 4 })
+  .map((nics) => nics.map((n, i) => ({ name: `eth${i}`, ...n })));
 
 export const inventoryArbitrary: fc.Arbitrary<Inventory> = fc
   .record(
@@ -75,8 +77,8 @@ export const inventoryArbitrary: fc.Arbitrary<Inventory> = fc
           usableBytes: fc.constant(gi * 2 ** 30 - 2 ** 27),
         }),
       ),
-      disks: listOf(diskArbitrary, 6),
-      nics: listOf(nicArbitrary, 4),
+      disks: disksArbitrary,
+      nics: nicsArbitrary,
       firmware: fc.constantFrom('bios' as const, 'uefi' as const),
       system: fc.record(
         {
