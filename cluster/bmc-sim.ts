@@ -44,6 +44,11 @@ export interface IpmiSimOptions {
   readonly bootOrder?: { readonly pxe: string; readonly disk: string };
   /** Whether the BMC answers; default an ipmitool status from this process. */
   readonly probe?: (sim: IpmiSim) => Promise<boolean>;
+  /**
+   * The LAN settings the BMC reports (`ipmitool lan print`): its IPv4 address and MAC. Default
+   * none: ipmi_sim then answers 0.0.0.0, as an unconfigured BMC does.
+   */
+  readonly lan?: { readonly address: string; readonly mac: string };
 }
 
 /** The Debian packages the harness needs, by the executable each provides. */
@@ -145,6 +150,9 @@ export class IpmiSim {
         '    allowed_auths_admin none md2 md5 straight',
         // RMCP+ needs a GUID: without one ipmi_sim answers IPMI 1.5 sessions only.
         '    guid a123456789abcdefa123456789abcdef',
+        ...(options.lan === undefined
+          ? []
+          : [`    lan_config_program "${lanScript(dir, options.lan)} eth0"`]),
         '  endlan',
         `  serial 15 127.0.0.1 ${String(vmPort)} codec VM`,
         ...power,
@@ -251,6 +259,39 @@ export class IpmiSim {
  * DEVICE get|set ...` (ipmi_sim's chassis_control: power and boot device, QEMU in the
  * background). QEMU's output goes to files, never to the pipe ipmi_sim reads PROG's answer from.
  */
+/**
+ * ipmi_sim asks this program for the LAN settings that live outside the BMC proper
+ * (`PROG DEVICE get ip_addr mac_addr ...`), one "name:value" line each.
+ */
+function lanScript(dir: string, lan: { readonly address: string; readonly mac: string }): string {
+  const script = join(dir, 'lan.sh');
+  const values: Record<string, string> = {
+    ip_addr_src: 'static',
+    ip_addr: lan.address,
+    mac_addr: lan.mac,
+    subnet_mask: '255.255.255.0',
+    default_gw_ip_addr: '0.0.0.0',
+    default_gw_mac_addr: '00:00:00:00:00:00',
+    backup_gw_ip_addr: '0.0.0.0',
+    backup_gw_mac_addr: '00:00:00:00:00:00',
+  };
+  const cases = Object.entries(values).map(([name, value]) => `    ${name}) echo "${name}:${value}" ;;`);
+  const body = [
+    '#!/bin/sh',
+    '[ "$2" = get ] || exit 0',
+    'shift 2',
+    'for p in "$@"; do',
+    '  case $p in',
+    ...cases,
+    '  esac',
+    'done',
+    '',
+  ];
+  writeFileSync(script, body.join('\n'));
+  chmodSync(script, 0o755);
+  return script;
+}
+
 function vmScript(
   dir: string,
   vmPort: number,

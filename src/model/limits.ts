@@ -134,3 +134,28 @@ export const workflowOutputTailBytesMax = 1024 * 1024;
 
 /** Members drained at once: a cluster has a handful of members; this bounds the set and the snapshot. */
 export const drainedMembersMax = 64;
+
+// ---- machine inventory (src/model/inventory.ts) ----
+// A report at these bounds is about 256 × 1.3 KiB of disks plus 128 × 0.5 KiB of NICs: well
+// inside one control command, so an inventory can travel in a replicated command and snapshot.
+
+/** Disks in one report: a 90-bay JBOD head fits, a runaway list of partitions does not. */
+export const inventoryDisksMax = 256;
+/** NICs in one report (physical functions only; the collector skips SR-IOV virtual functions). */
+export const inventoryNicsMax = 128;
+/** Any text in a report (CPU model, disk model, serials, vendor), in UTF-8 bytes. */
+export const inventoryTextBytesMax = 256;
+/** Logical CPUs, and so cores and sockets (Linux's NR_CPUS tops out at 8192). */
+export const inventoryCpuThreadsMax = 16_384;
+/** A NIC's speed, in Mb/s: 10 Tb/s, far above any link. */
+export const inventoryNicSpeedMbpsMax = 10_000_000;
+
+// ---- selectors (src/fleet/selector.ts) ----
+// A pool or workflow keeps its selector's text in the replicated state; these bound it.
+
+/** A selector's text, in UTF-8 bytes. */
+export const selectorBytesMax = 4096;
+/** Terms joined by commas in one selector. */
+export const selectorTermsMax = 64;
+/** Values in one `in (...)` or `notin (...)` list. */
+export const selectorValuesMax = 256;
