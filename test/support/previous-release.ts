@@ -9,7 +9,7 @@
 // it, a wire field an old node misreads) shows up there as a failed workflow, a stopped node
 // or different state digests.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -84,12 +84,37 @@ export async function buildCommit(repoRoot: string, commit: string): Promise<Com
   }
 }
 
+/** The newest modification time under `dir`, folders included (as bin/slipway.js reads it). */
+function newestMtimeMs(dir: string): number {
+  let newest = statSync(dir).mtimeMs;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const child = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtimeMs(child) : statSync(child).mtimeMs);
+  }
+  return newest;
+}
+
 /**
- * Builds the checkout at `repoRoot` as it is, into a folder of its own at the repo root (named
- * like the compiled-build test's, which git, eslint and prettier ignore; the real dist/ is left
- * alone, since bin/slipway.js would pick it up for other test files).
+ * The checkout's own compiled build (dist/, as `npm test` makes it first) when it is newer than
+ * every source: the build bin/slipway.js runs, so no second compile is needed.
+ */
+function currentDist(repoRoot: string): CompiledBuild | undefined {
+  const stamp = join(repoRoot, 'dist', '.built');
+  const main = join(repoRoot, 'dist', 'src', 'cli', 'main.js');
+  if (!existsSync(stamp) || !existsSync(main)) return undefined;
+  const built = statSync(stamp).mtimeMs;
+  if (['src', 'lb'].some((dir) => newestMtimeMs(join(repoRoot, dir)) > built)) return undefined;
+  return { main, remove: () => Promise.resolve() };
+}
+
+/**
+ * Builds the checkout at `repoRoot` as it is: its dist/ when that is current, otherwise into a
+ * folder of its own at the repo root (named like the compiled-build test's, which git, eslint and
+ * prettier ignore; dist/ is left alone, since bin/slipway.js would pick it up for other test files).
  */
 export async function buildWorkingTree(repoRoot: string): Promise<CompiledBuild> {
+  const current = currentDist(repoRoot);
+  if (current !== undefined) return current;
   const outDir = join(repoRoot, `.build-test-upgrade-${String(process.pid)}`);
   const remove = (): Promise<void> => {
     rmSync(outDir, { recursive: true, force: true });
