@@ -5,7 +5,15 @@ import { importBoundaries } from './eslint/import-boundaries.js';
 
 // The layering (docs/decisions/0026-layout-and-boundaries.md): each folder and the folders it may
 // import. Lower layers never import higher ones; test/ may import anything.
-const srcBelowServices = ['src/platform', 'src/gen', 'src/model', 'src/raft', 'src/workflow', 'src/state'];
+const srcBelowServices = [
+  'src/platform',
+  'src/gen',
+  'src/model',
+  'src/raft',
+  'src/workflow',
+  'src/fleet',
+  'src/state',
+];
 const srcSubsystems = [
   ...srcBelowServices,
   'src/power',
@@ -23,7 +31,8 @@ const zones = {
   'src/model': ['src/platform'],
   'src/raft': ['src/platform', 'src/gen'],
   'src/workflow': ['src/platform', 'src/model'],
-  'src/state': ['src/platform', 'src/model', 'src/workflow', 'src/raft'],
+  'src/fleet': ['src/platform', 'src/model'],
+  'src/state': ['src/platform', 'src/model', 'src/workflow', 'src/fleet', 'src/raft'],
   'src/power': ['src/platform', 'src/model', 'src/state'],
   'src/boot': ['src/platform', 'src/model', 'src/state'],
   'src/artifacts': [...srcBelowServices, 'src/boot'],
@@ -113,6 +122,7 @@ export default tseslint.config(
     files: [
       'src/raft/core/**/*.ts',
       'src/state/**/*.ts',
+      'src/fleet/**/*.ts',
       'src/boot/dhcp/codec*.ts',
       'src/boot/tftp/packet.ts',
       'src/boot/tftp/transfer.ts',
