@@ -293,7 +293,7 @@ export class ControlService {
     if (this.#ctx.control.clusterVersion < stateVersionFleet) {
       throw new ApiError(
         status.FAILED_PRECONDITION,
-        `machine states need cluster version ${stateVersionFleet}, and the cluster runs at version ${this.#ctx.control.clusterVersion} until every voter runs a build that supports it: finish the rolling upgrade (\`slipway cluster version\` shows each member)`,
+        `--state (machine states) needs cluster version ${stateVersionFleet}, and the cluster runs at version ${this.#ctx.control.clusterVersion} until every voter runs a build that supports it: finish the rolling upgrade (\`slipway cluster version\` shows each member)`,
       );
     }
     return new Set(names as MachineState[]);

@@ -5,7 +5,8 @@
 // labels are set and removed. A machine left inspecting with a short deadline when the leader is
 // SIGKILLed is failed by the new leader once its deadline passes, exactly once: one history event,
 // one audit entry, the new leader's log; a `hardware history --follow` that began on the killed
-// node sees every transition once and ends when the machine is deleted.
+// node sees every transition once and ends when the machine is deleted. Each node's /metrics
+// counts the machines by state.
 // Method: 3 real `slipway server` processes on loopback (plaintext, no tokens), the real CLI.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -152,6 +153,17 @@ describe('a machine walked through its lifecycle with the CLI', () => {
       10,
       'every transition is in the trail',
     );
+    // Every node counts the machines by state on /metrics, from its own copy of the state.
+    for (const n of cluster.nodes) {
+      const metrics = async (): Promise<string> => (await fetch(`http://${n.metricsAddr}/metrics`)).text();
+      await waitFor(
+        `${n.id} to count m1 ready`,
+        async () => /^slipway_machines\{state="ready"\} 1$/m.test(await metrics()),
+        10_000,
+        100,
+      );
+      assert.match(await metrics(), /^slipway_machines\{state="quarantined"\} 0$/m, n.id);
+    }
   });
 
   test('the new leader fails a machine left inspecting by a SIGKILLed leader, once, at its deadline', async () => {
