@@ -2,16 +2,21 @@
 // through these.
 import type {
   ActionRecord,
+  MachineEvent as MachineEventProto,
   PowerJobRecord,
   TemplateRecord,
   WorkflowEvent as EventProto,
   WorkflowRecord,
 } from '../gen/control.js';
 import type { Hardware, PowerJob, Template, Workflow, WorkflowEvent } from '../model/records.js';
+import type { MachineEvent } from '../model/machine-lifecycle.js';
 import { actionPositions } from '../workflow/rules.js';
 
 export function hardwareJson(hw: Hardware): string {
-  const { workerTokenSha256: _token, bmc, ...visible } = hw;
+  const { workerTokenSha256: _token, bmc, lifecycle, ...rest } = hw;
+  // The history has its own call (HardwareHistory): a listing shows where each machine stands.
+  const visible =
+    lifecycle === undefined ? rest : { ...rest, lifecycle: { ...lifecycle, history: undefined } };
   if (bmc === undefined) return JSON.stringify(visible);
   // The password stays in the state; readers learn only whether one is set.
   const { password, ...bmcVisible } = bmc;
@@ -99,5 +104,20 @@ export function eventRecord(e: WorkflowEvent): EventProto {
     exitStatus: e.exitStatus,
     message: e.message ?? '',
     outputTail: e.outputTail ?? '',
+  };
+}
+
+export function machineEventRecord(hardwareId: string, e: MachineEvent): MachineEventProto {
+  return {
+    seq: e.seq,
+    hardwareId,
+    stampMs: e.stampMs,
+    from: e.from ?? '',
+    to: e.to,
+    trigger: e.trigger,
+    by: e.by,
+    reason: e.reason ?? '',
+    step: e.step ?? '',
+    workflowId: e.workflowId ?? '',
   };
 }

@@ -63,7 +63,10 @@ import {
 import { ApiError, controlErrorStatus, toServiceError } from './errors.js';
 import { pageOf } from './pages.js';
 import { ipValue } from '../state/control/leases.js';
-import type { EventHub } from './event-hub.js';
+import { MachineEventHub, type EventHub } from './event-hub.js';
+import { hardwareHistoryHandler } from './hardware-history.js';
+import { machineStates, operatorVerbs, type MachineState } from '../model/machine-lifecycle.js';
+import { stateVersionFleet } from '../state/versions.js';
 import type { Proposer } from './proposer.js';
 
 export interface ControlServiceContext {
@@ -72,6 +75,8 @@ export interface ControlServiceContext {
   readonly proposer: Proposer;
   readonly auth: Authenticator;
   readonly events: EventHub;
+  /** Machine transitions for `hardware history --follow`; one is made here when absent. */
+  readonly machines?: MachineEventHub;
   readonly logger: Logger;
   /** Wakes power requests when their job finishes (fed by ControlState.onPowerJobChange). */
   readonly powerWaiters?: PowerJobWaiters;
@@ -108,9 +113,11 @@ export class ControlService {
   readonly #renders = new TurnQueue();
   readonly #powerWaiters: PowerJobWaiters;
   readonly #auditor: CallAuditor;
+  readonly #machines: MachineEventHub;
 
   constructor(ctx: ControlServiceContext) {
     this.#ctx = ctx;
+    this.#machines = ctx.machines ?? new MachineEventHub();
     this.#powerWaiters = ctx.powerWaiters ?? new PowerJobWaiters();
     this.#auditor =
       ctx.auditor ?? new CallAuditor(ctx.auth, (command) => ctx.proposer.proposeControl(command), ctx.logger);
@@ -119,6 +126,7 @@ export class ControlService {
   handlers(): ControlServer {
     return {
       ...this.#hardwareHandlers(),
+      ...this.#lifecycleHandlers(),
       ...this.#templateHandlers(),
       ...this.#workflowHandlers(),
       ...this.#memberHandlers(),
@@ -157,9 +165,12 @@ export class ControlService {
         return { hardwareJson: hardwareJson(this.#hardware(req.id)) };
       }),
       hardwareList: this.#unary('viewer', async (req) => {
+        const states = this.#statesFilter(req.states ?? '');
         await this.#read(req.local);
         const page = pageOf(
-          c.hardwareList(),
+          states === undefined
+            ? c.hardwareList()
+            : c.hardwareList().filter((hw) => states.has(hw.lifecycle?.state ?? 'enrolled')),
           req,
           (hw) => [hw.id],
           (hw) => jsonBytes(hardwareJson(hw)),
@@ -208,6 +219,84 @@ export class ControlService {
         },
       ),
     } satisfies Partial<ControlServer>;
+  }
+
+  /** The machine lifecycle's verbs, labels and history (docs/decisions/0028). */
+  #lifecycleHandlers() {
+    return {
+      hardwareTransition: this.#change(
+        'operator',
+        'HardwareTransition',
+        'hardware.lifecycle',
+        (req) => `${req.id} (${req.verb})`,
+        async (req, p) => {
+          const verb = operatorVerbs.find((v) => v === req.verb);
+          if (verb === undefined) {
+            throw new ApiError(
+              status.INVALID_ARGUMENT,
+              `verb must be one of ${operatorVerbs.join(', ')}, got "${req.verb}"`,
+            );
+          }
+          if (req.reason.trim() === '') {
+            throw new ApiError(status.INVALID_ARGUMENT, 'a reason is required: say why (--reason TEXT)');
+          }
+          const command = {
+            type: 'hardware.lifecycle',
+            id: req.id,
+            verb,
+            reason: req.reason,
+            ...(req.now ? { now: true } : {}),
+            ...(req.timeoutS === 0 ? {} : { timeoutS: req.timeoutS }),
+          } as const;
+          const hw = expectType(await this.#apply(p, command), 'hardware').hardware;
+          return { hardwareJson: hardwareJson(hw) };
+        },
+      ),
+      hardwareLabel: this.#change(
+        'operator',
+        'HardwareLabel',
+        'hardware.label',
+        (req) =>
+          `${req.id} (${[...Object.entries(req.set).map(([k, v]) => `${k}=${v}`), ...req.remove.map((k) => `${k}-`)].join(' ')})`,
+        async (req, p) => {
+          const command = { type: 'hardware.label', id: req.id, set: req.set, remove: req.remove } as const;
+          const hw = expectType(await this.#apply(p, command), 'hardware').hardware;
+          return { hardwareJson: hardwareJson(hw) };
+        },
+      ),
+      hardwareHistory: hardwareHistoryHandler({
+        control: this.#ctx.control,
+        auth: this.#ctx.auth,
+        machines: this.#machines,
+        catchUp: () => this.#read(false),
+      }),
+    } satisfies Partial<ControlServer>;
+  }
+
+  /**
+   * The lifecycle states a listing asks for, or undefined for all. An unknown state is bad input;
+   * any state before the cluster tracks them (state version 3) is refused as the gate refuses.
+   */
+  #statesFilter(list: string): ReadonlySet<MachineState> | undefined {
+    const names = list
+      .split(',')
+      .map((n) => n.trim())
+      .filter((n) => n !== '');
+    if (names.length === 0) return undefined;
+    const unknown = names.find((n) => !(machineStates as readonly string[]).includes(n));
+    if (unknown !== undefined) {
+      throw new ApiError(
+        status.INVALID_ARGUMENT,
+        `unknown machine state "${unknown}"; the states are ${machineStates.join(', ')}`,
+      );
+    }
+    if (this.#ctx.control.clusterVersion < stateVersionFleet) {
+      throw new ApiError(
+        status.FAILED_PRECONDITION,
+        `--state (machine states) needs cluster version ${stateVersionFleet}, and the cluster runs at version ${this.#ctx.control.clusterVersion} until every voter runs a build that supports it: finish the rolling upgrade (\`slipway cluster version\` shows each member)`,
+      );
+    }
+    return new Set(names as MachineState[]);
   }
 
   /** The handlers of templates. */

@@ -2,7 +2,7 @@
 // when a node is unreachable or has no leader, so that one dead node never blocks an operator.
 import { readFileSync } from 'node:fs';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
-import type { ChannelCredentials, handleUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { ChannelCredentials, ClientReadableStream, handleUnaryCall, ServiceError } from '@grpc/grpc-js';
 // The generated clients load on a service's first call (kvs, controls, audits below): a
 // command imports only the service it calls, and control.js alone is as large as the other two.
 import type {
@@ -10,6 +10,7 @@ import type {
   ArtifactAddResponse,
   ControlClient,
   ControlServer,
+  MachineEvent,
   WorkflowEvent,
 } from '../gen/control.js';
 import type { AuditClient, AuditServer } from '../gen/audit.js';
@@ -180,7 +181,7 @@ export type ControlMethod = Exclude<
     keyof ControlClient,
     `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power' | 'artifact' | 'node'}${string}`
   >,
-  'workflowEvents' | 'artifactAdd'
+  'workflowEvents' | 'artifactAdd' | 'hardwareHistory'
 >;
 
 export type AuditMethod = 'auditList' | 'auditRetention';
@@ -268,6 +269,37 @@ export class ClusterClient {
     follow: boolean,
     onEvent: (e: WorkflowEvent) => void,
   ): Promise<void> {
+    await this.#resumable(
+      fromSeq,
+      (client, next) => client.workflowEvents({ workflowId, fromSeq: next, follow }, this.#metadata()),
+      onEvent,
+    );
+  }
+
+  /**
+   * Streams a machine's lifecycle history from `fromSeq` (docs/decisions/0028), resuming on the
+   * next node after a broken stream as events() does. With `follow`, it ends only when the
+   * machine is deleted (or the caller stops).
+   */
+  async hardwareHistory(
+    hardwareId: string,
+    fromSeq: number,
+    follow: boolean,
+    onEvent: (e: MachineEvent) => void,
+  ): Promise<void> {
+    await this.#resumable(
+      fromSeq,
+      (client, next) => client.hardwareHistory({ id: hardwareId, fromSeq: next, follow }, this.#metadata()),
+      onEvent,
+    );
+  }
+
+  /** A server stream of events with dense seqs, resumed after the last one on another node. */
+  async #resumable<E extends { readonly seq: number }>(
+    fromSeq: number,
+    open: (client: ControlClient, next: number) => ClientReadableStream<{ event?: E | undefined }>,
+    onEvent: (e: E) => void,
+  ): Promise<void> {
     const clients = await this.#controls();
     let next = fromSeq;
     let failures = 0;
@@ -276,8 +308,8 @@ export class ClusterClient {
       const client = clients[i]!;
       try {
         await new Promise<void>((resolve, reject) => {
-          const stream = client.workflowEvents({ workflowId, fromSeq: next, follow }, this.#metadata());
-          stream.on('data', (msg: { event?: WorkflowEvent }) => {
+          const stream = open(client, next);
+          stream.on('data', (msg: { event?: E }) => {
             const e = msg.event;
             if (e === undefined || e.seq < next) return;
             next = e.seq + 1;

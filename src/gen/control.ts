@@ -83,7 +83,16 @@ export interface HardwareListRequest {
    * previous page's response. Older clients send neither and get the first page.
    */
   limit?: number | undefined;
-  continue?: string | undefined;
+  continue?:
+    | string
+    | undefined;
+  /**
+   * Only machines in these lifecycle states, comma-separated (enrolled, inspecting, ready,
+   * provisioning, deployed, releasing, failed, quarantined, maintenance, retired), e.g.
+   * "ready,failed"; all when absent or empty. An unknown state is refused with INVALID_ARGUMENT,
+   * any state with FAILED_PRECONDITION until the cluster runs at state version 3.
+   */
+  states?: string | undefined;
 }
 
 export interface HardwareListResponse {
@@ -105,6 +114,84 @@ export interface HardwareTokenRequest {
 
 export interface HardwareTokenResponse {
   token: string;
+}
+
+/**
+ * A machine's lifecycle verb (docs/decisions/0028-machine-lifecycle.md): `slipway hardware
+ * inspect|drain|undrain|retire|quarantine|release|accept ID --reason TEXT`. Operator role. A move
+ * the transition table does not list is refused with FAILED_PRECONDITION, naming the machine's
+ * state and the moves it may make; so is any verb until the cluster runs at state version 3.
+ */
+export interface HardwareTransitionRequest {
+  id: string;
+  /** inspect, drain, undrain, retire, quarantine, release or accept. */
+  verb: string;
+  /** Why, kept with the machine's state and in its history: required. */
+  reason: string;
+  /** drain only: cancel the workflow that owns the machine instead of letting it finish. */
+  now: boolean;
+  /**
+   * inspect and release only: how long the machine may stay inspecting or releasing, in seconds
+   * (0: the default, 30 minutes; at most 7 days). The leader fails it once that passes.
+   */
+  timeoutS: number;
+}
+
+export interface HardwareTransitionResponse {
+  /** The machine after the move, as HardwareGet gives it. */
+  hardwareJson: string;
+}
+
+/**
+ * Sets and removes labels (`slipway hardware label ID k=v k2-`): keys and values as Kubernetes
+ * labels. Operator role; state version 3.
+ */
+export interface HardwareLabelRequest {
+  id: string;
+  set: { [key: string]: string };
+  remove: string[];
+}
+
+export interface HardwareLabelRequest_SetEntry {
+  key: string;
+  value: string;
+}
+
+export interface HardwareLabelResponse {
+  hardwareJson: string;
+}
+
+/**
+ * A machine's lifecycle history (`slipway hardware history ID [--follow]`): its transitions,
+ * oldest first, from `from_seq`; with `follow`, new ones as they are applied, until the call is
+ * cancelled or the machine is deleted. Each machine keeps its newest 32.
+ */
+export interface HardwareHistoryRequest {
+  id: string;
+  /** Deliver events with seq >= from_seq (0: the oldest kept). Seqs are per machine, dense. */
+  fromSeq: number;
+  follow: boolean;
+}
+
+export interface MachineEvent {
+  seq: number;
+  hardwareId: string;
+  stampMs: number;
+  /** Empty for the first event (the machine had no state before). */
+  from: string;
+  to: string;
+  /** What moved it: an operator's verb, provision, succeed, fail, cancel, expire, register, adopt... */
+  trigger: string;
+  /** Who or what: a token's name and role, a workflow, the leader's deadline. */
+  by: string;
+  reason: string;
+  /** For a failure: the action that failed, task/action. */
+  step: string;
+  workflowId: string;
+}
+
+export interface HardwareHistoryResponse {
+  event?: MachineEvent | undefined;
 }
 
 export interface TemplateCreateRequest {
@@ -1045,7 +1132,7 @@ export const LeaseListResponse: MessageFns<LeaseListResponse> = {
 };
 
 function createBaseHardwareListRequest(): HardwareListRequest {
-  return { local: false, limit: undefined, continue: undefined };
+  return { local: false, limit: undefined, continue: undefined, states: undefined };
 }
 
 export const HardwareListRequest: MessageFns<HardwareListRequest> = {
@@ -1058,6 +1145,9 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
     }
     if (message.continue !== undefined) {
       writer.uint32(26).string(message.continue);
+    }
+    if (message.states !== undefined) {
+      writer.uint32(34).string(message.states);
     }
     return writer;
   },
@@ -1099,6 +1189,14 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
             message.continue = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.states = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1116,6 +1214,7 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
       local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
       continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+      states: isSet(object.states) ? globalThis.String(object.states) : undefined,
     };
   },
 
@@ -1130,6 +1229,9 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
     if (message.continue !== undefined) {
       obj.continue = message.continue;
     }
+    if (message.states !== undefined) {
+      obj.states = message.states;
+    }
     return obj;
   },
 
@@ -1141,6 +1243,7 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
     message.local = object.local ?? false;
     message.limit = object.limit ?? undefined;
     message.continue = object.continue ?? undefined;
+    message.states = object.states ?? undefined;
     return message;
   },
 };
@@ -1483,6 +1586,917 @@ export const HardwareTokenResponse: MessageFns<HardwareTokenResponse> = {
   fromPartial<I extends Exact<DeepPartial<HardwareTokenResponse>, I>>(object: I): HardwareTokenResponse {
     const message = createBaseHardwareTokenResponse();
     message.token = object.token ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareTransitionRequest(): HardwareTransitionRequest {
+  return { id: "", verb: "", reason: "", now: false, timeoutS: 0 };
+}
+
+export const HardwareTransitionRequest: MessageFns<HardwareTransitionRequest> = {
+  encode(message: HardwareTransitionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.verb !== "") {
+      writer.uint32(18).string(message.verb);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    if (message.now !== false) {
+      writer.uint32(32).bool(message.now);
+    }
+    if (message.timeoutS !== 0) {
+      writer.uint32(40).uint32(message.timeoutS);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareTransitionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareTransitionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.verb = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.now = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.timeoutS = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareTransitionRequest {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      verb: isSet(object.verb) ? globalThis.String(object.verb) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      now: isSet(object.now) ? globalThis.Boolean(object.now) : false,
+      timeoutS: isSet(object.timeoutS)
+        ? globalThis.Number(object.timeoutS)
+        : isSet(object.timeout_s)
+        ? globalThis.Number(object.timeout_s)
+        : 0,
+    };
+  },
+
+  toJSON(message: HardwareTransitionRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.verb !== "") {
+      obj.verb = message.verb;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.now !== false) {
+      obj.now = message.now;
+    }
+    if (message.timeoutS !== 0) {
+      obj.timeoutS = Math.round(message.timeoutS);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareTransitionRequest>, I>>(base?: I): HardwareTransitionRequest {
+    return HardwareTransitionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareTransitionRequest>, I>>(object: I): HardwareTransitionRequest {
+    const message = createBaseHardwareTransitionRequest();
+    message.id = object.id ?? "";
+    message.verb = object.verb ?? "";
+    message.reason = object.reason ?? "";
+    message.now = object.now ?? false;
+    message.timeoutS = object.timeoutS ?? 0;
+    return message;
+  },
+};
+
+function createBaseHardwareTransitionResponse(): HardwareTransitionResponse {
+  return { hardwareJson: "" };
+}
+
+export const HardwareTransitionResponse: MessageFns<HardwareTransitionResponse> = {
+  encode(message: HardwareTransitionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hardwareJson !== "") {
+      writer.uint32(10).string(message.hardwareJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareTransitionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareTransitionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.hardwareJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareTransitionResponse {
+    return {
+      hardwareJson: isSet(object.hardwareJson)
+        ? globalThis.String(object.hardwareJson)
+        : isSet(object.hardware_json)
+        ? globalThis.String(object.hardware_json)
+        : "",
+    };
+  },
+
+  toJSON(message: HardwareTransitionResponse): unknown {
+    const obj: any = {};
+    if (message.hardwareJson !== "") {
+      obj.hardwareJson = message.hardwareJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareTransitionResponse>, I>>(base?: I): HardwareTransitionResponse {
+    return HardwareTransitionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareTransitionResponse>, I>>(object: I): HardwareTransitionResponse {
+    const message = createBaseHardwareTransitionResponse();
+    message.hardwareJson = object.hardwareJson ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareLabelRequest(): HardwareLabelRequest {
+  return { id: "", set: {}, remove: [] };
+}
+
+export const HardwareLabelRequest: MessageFns<HardwareLabelRequest> = {
+  encode(message: HardwareLabelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    globalThis.Object.entries(message.set).forEach(([key, value]: [string, string]) => {
+      HardwareLabelRequest_SetEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    for (const v of message.remove) {
+      writer.uint32(26).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareLabelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareLabelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = HardwareLabelRequest_SetEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.set[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.remove.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareLabelRequest {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      set: isObject(object.set)
+        ? (globalThis.Object.entries(object.set) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      remove: globalThis.Array.isArray(object?.remove) ? object.remove.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: HardwareLabelRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.set) {
+      const entries = globalThis.Object.entries(message.set) as [string, string][];
+      if (entries.length > 0) {
+        obj.set = {};
+        entries.forEach(([k, v]) => {
+          obj.set[k] = v;
+        });
+      }
+    }
+    if (message.remove?.length) {
+      obj.remove = message.remove;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareLabelRequest>, I>>(base?: I): HardwareLabelRequest {
+    return HardwareLabelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareLabelRequest>, I>>(object: I): HardwareLabelRequest {
+    const message = createBaseHardwareLabelRequest();
+    message.id = object.id ?? "";
+    message.set = (globalThis.Object.entries(object.set ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.remove = object.remove?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseHardwareLabelRequest_SetEntry(): HardwareLabelRequest_SetEntry {
+  return { key: "", value: "" };
+}
+
+export const HardwareLabelRequest_SetEntry: MessageFns<HardwareLabelRequest_SetEntry> = {
+  encode(message: HardwareLabelRequest_SetEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareLabelRequest_SetEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareLabelRequest_SetEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareLabelRequest_SetEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: HardwareLabelRequest_SetEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareLabelRequest_SetEntry>, I>>(base?: I): HardwareLabelRequest_SetEntry {
+    return HardwareLabelRequest_SetEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareLabelRequest_SetEntry>, I>>(
+    object: I,
+  ): HardwareLabelRequest_SetEntry {
+    const message = createBaseHardwareLabelRequest_SetEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareLabelResponse(): HardwareLabelResponse {
+  return { hardwareJson: "" };
+}
+
+export const HardwareLabelResponse: MessageFns<HardwareLabelResponse> = {
+  encode(message: HardwareLabelResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hardwareJson !== "") {
+      writer.uint32(10).string(message.hardwareJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareLabelResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareLabelResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.hardwareJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareLabelResponse {
+    return {
+      hardwareJson: isSet(object.hardwareJson)
+        ? globalThis.String(object.hardwareJson)
+        : isSet(object.hardware_json)
+        ? globalThis.String(object.hardware_json)
+        : "",
+    };
+  },
+
+  toJSON(message: HardwareLabelResponse): unknown {
+    const obj: any = {};
+    if (message.hardwareJson !== "") {
+      obj.hardwareJson = message.hardwareJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareLabelResponse>, I>>(base?: I): HardwareLabelResponse {
+    return HardwareLabelResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareLabelResponse>, I>>(object: I): HardwareLabelResponse {
+    const message = createBaseHardwareLabelResponse();
+    message.hardwareJson = object.hardwareJson ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareHistoryRequest(): HardwareHistoryRequest {
+  return { id: "", fromSeq: 0, follow: false };
+}
+
+export const HardwareHistoryRequest: MessageFns<HardwareHistoryRequest> = {
+  encode(message: HardwareHistoryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.fromSeq !== 0) {
+      writer.uint32(16).uint64(message.fromSeq);
+    }
+    if (message.follow !== false) {
+      writer.uint32(24).bool(message.follow);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareHistoryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareHistoryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fromSeq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.follow = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareHistoryRequest {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      fromSeq: isSet(object.fromSeq)
+        ? globalThis.Number(object.fromSeq)
+        : isSet(object.from_seq)
+        ? globalThis.Number(object.from_seq)
+        : 0,
+      follow: isSet(object.follow) ? globalThis.Boolean(object.follow) : false,
+    };
+  },
+
+  toJSON(message: HardwareHistoryRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.fromSeq !== 0) {
+      obj.fromSeq = Math.round(message.fromSeq);
+    }
+    if (message.follow !== false) {
+      obj.follow = message.follow;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareHistoryRequest>, I>>(base?: I): HardwareHistoryRequest {
+    return HardwareHistoryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareHistoryRequest>, I>>(object: I): HardwareHistoryRequest {
+    const message = createBaseHardwareHistoryRequest();
+    message.id = object.id ?? "";
+    message.fromSeq = object.fromSeq ?? 0;
+    message.follow = object.follow ?? false;
+    return message;
+  },
+};
+
+function createBaseMachineEvent(): MachineEvent {
+  return {
+    seq: 0,
+    hardwareId: "",
+    stampMs: 0,
+    from: "",
+    to: "",
+    trigger: "",
+    by: "",
+    reason: "",
+    step: "",
+    workflowId: "",
+  };
+}
+
+export const MachineEvent: MessageFns<MachineEvent> = {
+  encode(message: MachineEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seq !== 0) {
+      writer.uint32(8).uint64(message.seq);
+    }
+    if (message.hardwareId !== "") {
+      writer.uint32(18).string(message.hardwareId);
+    }
+    if (message.stampMs !== 0) {
+      writer.uint32(24).uint64(message.stampMs);
+    }
+    if (message.from !== "") {
+      writer.uint32(34).string(message.from);
+    }
+    if (message.to !== "") {
+      writer.uint32(42).string(message.to);
+    }
+    if (message.trigger !== "") {
+      writer.uint32(50).string(message.trigger);
+    }
+    if (message.by !== "") {
+      writer.uint32(58).string(message.by);
+    }
+    if (message.reason !== "") {
+      writer.uint32(66).string(message.reason);
+    }
+    if (message.step !== "") {
+      writer.uint32(74).string(message.step);
+    }
+    if (message.workflowId !== "") {
+      writer.uint32(82).string(message.workflowId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MachineEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMachineEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.hardwareId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.stampMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.to = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.trigger = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.by = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.step = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.workflowId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MachineEvent {
+    return {
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      hardwareId: isSet(object.hardwareId)
+        ? globalThis.String(object.hardwareId)
+        : isSet(object.hardware_id)
+        ? globalThis.String(object.hardware_id)
+        : "",
+      stampMs: isSet(object.stampMs)
+        ? globalThis.Number(object.stampMs)
+        : isSet(object.stamp_ms)
+        ? globalThis.Number(object.stamp_ms)
+        : 0,
+      from: isSet(object.from) ? globalThis.String(object.from) : "",
+      to: isSet(object.to) ? globalThis.String(object.to) : "",
+      trigger: isSet(object.trigger) ? globalThis.String(object.trigger) : "",
+      by: isSet(object.by) ? globalThis.String(object.by) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      step: isSet(object.step) ? globalThis.String(object.step) : "",
+      workflowId: isSet(object.workflowId)
+        ? globalThis.String(object.workflowId)
+        : isSet(object.workflow_id)
+        ? globalThis.String(object.workflow_id)
+        : "",
+    };
+  },
+
+  toJSON(message: MachineEvent): unknown {
+    const obj: any = {};
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
+    }
+    if (message.hardwareId !== "") {
+      obj.hardwareId = message.hardwareId;
+    }
+    if (message.stampMs !== 0) {
+      obj.stampMs = Math.round(message.stampMs);
+    }
+    if (message.from !== "") {
+      obj.from = message.from;
+    }
+    if (message.to !== "") {
+      obj.to = message.to;
+    }
+    if (message.trigger !== "") {
+      obj.trigger = message.trigger;
+    }
+    if (message.by !== "") {
+      obj.by = message.by;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.step !== "") {
+      obj.step = message.step;
+    }
+    if (message.workflowId !== "") {
+      obj.workflowId = message.workflowId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<MachineEvent>, I>>(base?: I): MachineEvent {
+    return MachineEvent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MachineEvent>, I>>(object: I): MachineEvent {
+    const message = createBaseMachineEvent();
+    message.seq = object.seq ?? 0;
+    message.hardwareId = object.hardwareId ?? "";
+    message.stampMs = object.stampMs ?? 0;
+    message.from = object.from ?? "";
+    message.to = object.to ?? "";
+    message.trigger = object.trigger ?? "";
+    message.by = object.by ?? "";
+    message.reason = object.reason ?? "";
+    message.step = object.step ?? "";
+    message.workflowId = object.workflowId ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareHistoryResponse(): HardwareHistoryResponse {
+  return { event: undefined };
+}
+
+export const HardwareHistoryResponse: MessageFns<HardwareHistoryResponse> = {
+  encode(message: HardwareHistoryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.event !== undefined) {
+      MachineEvent.encode(message.event, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareHistoryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareHistoryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.event = MachineEvent.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareHistoryResponse {
+    return { event: isSet(object.event) ? MachineEvent.fromJSON(object.event) : undefined };
+  },
+
+  toJSON(message: HardwareHistoryResponse): unknown {
+    const obj: any = {};
+    if (message.event !== undefined) {
+      obj.event = MachineEvent.toJSON(message.event);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareHistoryResponse>, I>>(base?: I): HardwareHistoryResponse {
+    return HardwareHistoryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareHistoryResponse>, I>>(object: I): HardwareHistoryResponse {
+    const message = createBaseHardwareHistoryResponse();
+    message.event = (object.event !== undefined && object.event !== null)
+      ? MachineEvent.fromPartial(object.event)
+      : undefined;
     return message;
   },
 };
@@ -6945,6 +7959,39 @@ export const ControlService = {
       Buffer.from(HardwareTokenResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HardwareTokenResponse => HardwareTokenResponse.decode(value),
   },
+  /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md). */
+  hardwareTransition: {
+    path: "/slipway.control.v1.Control/HardwareTransition" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HardwareTransitionRequest): Buffer =>
+      Buffer.from(HardwareTransitionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HardwareTransitionRequest => HardwareTransitionRequest.decode(value),
+    responseSerialize: (value: HardwareTransitionResponse): Buffer =>
+      Buffer.from(HardwareTransitionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HardwareTransitionResponse => HardwareTransitionResponse.decode(value),
+  },
+  hardwareLabel: {
+    path: "/slipway.control.v1.Control/HardwareLabel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HardwareLabelRequest): Buffer => Buffer.from(HardwareLabelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HardwareLabelRequest => HardwareLabelRequest.decode(value),
+    responseSerialize: (value: HardwareLabelResponse): Buffer =>
+      Buffer.from(HardwareLabelResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HardwareLabelResponse => HardwareLabelResponse.decode(value),
+  },
+  hardwareHistory: {
+    path: "/slipway.control.v1.Control/HardwareHistory" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: HardwareHistoryRequest): Buffer =>
+      Buffer.from(HardwareHistoryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HardwareHistoryRequest => HardwareHistoryRequest.decode(value),
+    responseSerialize: (value: HardwareHistoryResponse): Buffer =>
+      Buffer.from(HardwareHistoryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HardwareHistoryResponse => HardwareHistoryResponse.decode(value),
+  },
   templateCreate: {
     path: "/slipway.control.v1.Control/TemplateCreate" as const,
     requestStream: false as const,
@@ -7187,6 +8234,10 @@ export interface ControlServer extends UntypedServiceImplementation {
   hardwareList: handleUnaryCall<HardwareListRequest, HardwareListResponse>;
   hardwareDelete: handleUnaryCall<HardwareDeleteRequest, HardwareDeleteResponse>;
   hardwareToken: handleUnaryCall<HardwareTokenRequest, HardwareTokenResponse>;
+  /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md). */
+  hardwareTransition: handleUnaryCall<HardwareTransitionRequest, HardwareTransitionResponse>;
+  hardwareLabel: handleUnaryCall<HardwareLabelRequest, HardwareLabelResponse>;
+  hardwareHistory: handleServerStreamingCall<HardwareHistoryRequest, HardwareHistoryResponse>;
   templateCreate: handleUnaryCall<TemplateCreateRequest, TemplateCreateResponse>;
   templateGet: handleUnaryCall<TemplateGetRequest, TemplateGetResponse>;
   templateList: handleUnaryCall<TemplateListRequest, TemplateListResponse>;
@@ -7294,6 +8345,46 @@ export interface ControlClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: HardwareTokenResponse) => void,
   ): ClientUnaryCall;
+  /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md). */
+  hardwareTransition(
+    request: HardwareTransitionRequest,
+    callback: (error: ServiceError | null, response: HardwareTransitionResponse) => void,
+  ): ClientUnaryCall;
+  hardwareTransition(
+    request: HardwareTransitionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HardwareTransitionResponse) => void,
+  ): ClientUnaryCall;
+  hardwareTransition(
+    request: HardwareTransitionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HardwareTransitionResponse) => void,
+  ): ClientUnaryCall;
+  hardwareLabel(
+    request: HardwareLabelRequest,
+    callback: (error: ServiceError | null, response: HardwareLabelResponse) => void,
+  ): ClientUnaryCall;
+  hardwareLabel(
+    request: HardwareLabelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HardwareLabelResponse) => void,
+  ): ClientUnaryCall;
+  hardwareLabel(
+    request: HardwareLabelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HardwareLabelResponse) => void,
+  ): ClientUnaryCall;
+  hardwareHistory(
+    request: HardwareHistoryRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<HardwareHistoryResponse>;
+  hardwareHistory(
+    request: HardwareHistoryRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<HardwareHistoryResponse>;
   templateCreate(
     request: TemplateCreateRequest,
     callback: (error: ServiceError | null, response: TemplateCreateResponse) => void,

@@ -159,3 +159,27 @@ export const selectorBytesMax = 4096;
 export const selectorTermsMax = 64;
 /** Values in one `in (...)` or `notin (...)` list. */
 export const selectorValuesMax = 256;
+
+// ---- machine lifecycle (docs/decisions/0028-machine-lifecycle.md) ----
+
+/** Transitions each machine's history keeps; the oldest are dropped beyond it (seqs stay dense). */
+export const machineHistoryMax = 32;
+/** A transition's reason, as kept, in UTF-8 bytes: longer ones (a workflow's message) are cut. */
+export const lifecycleReasonBytesMax = 512;
+/** How long a machine may stay `inspecting` unless the command says otherwise, in seconds. */
+export const inspectingTimeoutSDefault = 30 * 60;
+/** How long a machine may stay `releasing` unless the command says otherwise, in seconds. */
+export const releasingTimeoutSDefault = 30 * 60;
+/** The deadline a command may give a transitional state: 1 s to 7 days. */
+export const lifecycleTimeoutSMax = 7 * 24 * 3600;
+/**
+ * `provisioning` ends this long after its workflow's own deadline at the latest: the workflow's
+ * timeout comes first, this only catches a workflow that never started (its machine never
+ * booted) or a timeout that was never proposed.
+ */
+export const provisioningGraceMs = 60_000;
+
+// ---- labels (docs/decisions/0028-machine-lifecycle.md) ----
+
+/** Labels on one machine. */
+export const labelsPerHardwareMax = 64;

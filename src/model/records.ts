@@ -3,6 +3,7 @@
 // workflow rules, services and CLI read; this folder imports nothing else in src but platform,
 // so state and workflow can both depend on it without depending on each other.
 // Times are milliseconds since the epoch, always taken from a leader-stamped command.
+import type { Labels, MachineLifecycle } from './machine-lifecycle.js';
 
 export type Arch = 'x86_64' | 'arm64';
 
@@ -70,10 +71,20 @@ export interface Hardware {
   readonly updatedMs: number;
   /** Bumped by every change; compare-and-set target for updates. */
   readonly version: number;
+  /**
+   * Where the machine is in its life (docs/decisions/0028-machine-lifecycle.md): kept from state
+   * version 3 on, for every machine; absent below it.
+   */
+  readonly lifecycle?: MachineLifecycle;
+  /** Set by `slipway hardware label` (state version 3); absent when there are none. */
+  readonly labels?: Labels;
 }
 
-/** Hardware as the operator describes it; the state adds token, times and version. */
-export type HardwareInput = Omit<Hardware, 'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version'>;
+/** Hardware as the operator describes it; the state adds token, times, version, lifecycle and labels. */
+export type HardwareInput = Omit<
+  Hardware,
+  'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version' | 'lifecycle' | 'labels'
+>;
 
 export interface Template {
   readonly name: string;

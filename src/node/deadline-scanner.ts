@@ -1,8 +1,10 @@
 // Invariant 4: deadlines live in the replicated state and the leader enforces them. While this
 // node leads, it looks for workflows whose earliest deadline (the running attempt's or the
-// workflow's) has passed and proposes deadline.expire; apply re-checks the deadline against
-// the leader's stamp. A new leader starts scanning at once, so a deadline fires within its
-// time plus one election.
+// workflow's) has passed and proposes deadline.expire, and for machines stuck in a transitional
+// state (inspecting, provisioning, releasing) past their deadline and proposes hardware.expire
+// with that deadline (docs/decisions/0028); apply re-checks each against the leader's stamp, so
+// a proposal repeated by a new leader changes nothing. A new leader starts scanning at once, so
+// a deadline fires within its time plus one election.
 import type { Logger } from 'pino';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlState } from '../state/control/control-state.js';
@@ -29,9 +31,12 @@ export class DeadlineScanner {
   readonly #proposer: Proposer;
   readonly #logger: Logger;
   readonly #inFlight = new Set<string>();
+  readonly #machinesInFlight = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
   /** Deadline expiries proposed by this node (for metrics). */
   expired = 0;
+  /** Machines this node failed by their transitional deadline. */
+  machinesExpired = 0;
 
   constructor(node: RaftNode, control: ControlState, proposer: Proposer, logger: Logger) {
     this.#node = node;
@@ -51,9 +56,10 @@ export class DeadlineScanner {
     this.#timer = undefined;
   }
 
-  /** Proposes the expiry of every workflow whose deadline is at or before `nowMs`. */
+  /** Proposes the expiry of every workflow and machine whose deadline is at or before `nowMs`. */
   scan(nowMs: number): void {
     if (this.#node.softState().role !== 'leader') return;
+    this.#scanMachines(nowMs);
     // Collected first: proposing may change the set (a local apply) while it is walked.
     const due: { id: string; deadlineMs: number }[] = [];
     for (const id of this.#control.activeWorkflowIds()) {
@@ -79,6 +85,35 @@ export class DeadlineScanner {
           },
         )
         .finally(() => this.#inFlight.delete(id));
+    }
+  }
+
+  /** Machines past their transitional deadline: few at a time, so walked on every scan. */
+  #scanMachines(nowMs: number): void {
+    const due: { id: string; deadlineMs: number; state: string }[] = [];
+    for (const id of this.#control.machinesInTransition()) {
+      if (this.#machinesInFlight.has(id)) continue;
+      const lifecycle = this.#control.hardware(id)?.lifecycle;
+      const deadlineMs = lifecycle?.deadlineMs;
+      if (lifecycle !== undefined && deadlineMs !== undefined && deadlineMs <= nowMs) {
+        due.push({ id, deadlineMs, state: lifecycle.state });
+      }
+    }
+    for (const { id, deadlineMs, state } of due) {
+      this.#machinesInFlight.add(id);
+      this.#proposer
+        .proposeControl({ type: 'hardware.expire', id, deadlineMs })
+        .then(
+          (res) => {
+            if (res.type === 'error') return;
+            this.machinesExpired++;
+            this.#logger.info({ hardwareId: id, state, deadlineMs }, 'machine deadline passed; it failed');
+          },
+          (err: unknown) => {
+            this.#logger.debug({ err, hardwareId: id }, 'proposing a machine deadline expiry failed');
+          },
+        )
+        .finally(() => this.#machinesInFlight.delete(id));
     }
   }
 }

@@ -9,6 +9,7 @@ import type { ForwardingStats } from '../api/proposer.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { WorkflowEvent, WorkflowState } from '../model/records.js';
 import { workflowStates } from '../model/records.js';
+import { machineStates, type MachineState } from '../model/machine-lifecycle.js';
 
 const durationBuckets = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 
@@ -41,6 +42,7 @@ export class NodeMetrics {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     registerWorkflowGauges(src.control, registers);
+    registerMachineGauge(src.control, registers);
     this.#finished = new Counter({
       name: 'slipway_workflows_finished_total',
       help: 'Workflows that reached a final state since this node started, by result',
@@ -171,6 +173,24 @@ function registerWorkflowGauges(control: ControlState, registers: Registry[]): v
         if (wf.state === 'SUCCESS') ok++;
       }
       this.set(done === 0 ? 0 : ok / done);
+    },
+  });
+}
+
+/** The machines in each lifecycle state (docs/decisions/0028; none before state version 3). */
+function registerMachineGauge(control: ControlState, registers: Registry[]): void {
+  new Gauge({
+    name: 'slipway_machines',
+    help: 'Machines in the replicated state, by lifecycle state (from cluster state version 3)',
+    labelNames: ['state'] as const,
+    registers,
+    collect() {
+      const counts = new Map<MachineState, number>(machineStates.map((s) => [s, 0]));
+      for (const hw of control.hardwareList()) {
+        const state = hw.lifecycle?.state;
+        if (state !== undefined) counts.set(state, (counts.get(state) ?? 0) + 1);
+      }
+      for (const [state, n] of counts) this.set({ state }, n);
     },
   });
 }

@@ -38,7 +38,7 @@ import { archiveTarget, WorkflowArchive } from './workflow-archive.js';
 import { PowerExecutor } from '../power/executor.js';
 import { IpmitoolDriver } from '../power/ipmitool.js';
 import { PowerJobWaiters } from '../power/waiters.js';
-import { EventHub } from '../api/event-hub.js';
+import { EventHub, MachineEventHub } from '../api/event-hub.js';
 import { HealthService } from '../api/health-service.js';
 import { KvService } from '../api/kv-service.js';
 import { MaintenanceService } from '../api/maintenance-service.js';
@@ -236,6 +236,8 @@ interface Services {
   readonly auth: Authenticator;
   readonly auditor: CallAuditor;
   readonly events: EventHub;
+  /** Machine transitions, for `hardware history --follow` (docs/decisions/0028). */
+  readonly machineEvents: MachineEventHub;
   readonly powerWaiters: PowerJobWaiters;
   readonly control: ControlService;
   readonly workers: WorkerService;
@@ -276,6 +278,7 @@ async function buildServices(
   );
   const auth = newAuthenticator(cfg, node, control, checked);
   const events = new EventHub();
+  const machineEvents = new MachineEventHub();
   const powerWaiters = new PowerJobWaiters();
   const auditor = new CallAuditor(auth, (command) => proposer.proposeControl(command), logger);
   const controlService = new ControlService({
@@ -284,6 +287,7 @@ async function buildServices(
     proposer,
     auth,
     events,
+    machines: machineEvents,
     logger,
     powerWaiters,
     auditor,
@@ -334,6 +338,7 @@ async function buildServices(
     auth,
     auditor,
     events,
+    machineEvents,
     powerWaiters,
     control: controlService,
     workers,
@@ -433,7 +438,7 @@ function buildLeaderDuties(
 /** What the replicated state tells the services as it applies (and restores) entries. */
 function routeStateEvents(control: ControlState, s: Services): void {
   control.onEvent = (e) => {
-    s.events.publish(e);
+    s.events.publishEvent(e);
     s.metrics.observe(e);
   };
   control.onWorkflowChange = (wf) => {
@@ -444,6 +449,10 @@ function routeStateEvents(control: ControlState, s: Services): void {
   };
   control.onHardwareChange = (id) => {
     s.workers.hardwareChanged(id);
+    if (control.hardware(id) === undefined) s.machineEvents.publish(id, 'deleted');
+  };
+  control.onMachineEvent = (id, event) => {
+    s.machineEvents.publish(id, event);
   };
   control.onArtifactChange = () => {
     s.catalogue.sync();

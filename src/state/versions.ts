@@ -15,13 +15,16 @@
 // tails kept in events; snapshots whose
 // control state is records (docs/decisions/0023-streamed-snapshots.md); and member.drain
 // (docs/decisions/0022-node-drain.md) with the drained members in the snapshot.
+// Version 3 adds the machine lifecycle (docs/decisions/0028-machine-lifecycle.md): every machine's
+// state, owner, deadline and history and its labels in the hardware records, hardware.lifecycle,
+// hardware.label and hardware.expire, and the lifecycle's effect on hardware and workflow commands.
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
 export const stateVersionBaseline = 1;
 
 /** The highest state version this build applies and may propose. */
-export const stateVersionOfThisBuild = 2;
+export const stateVersionOfThisBuild = 3;
 
 /**
  * From this version on, apply bounds the output tails each workflow's events keep
@@ -37,6 +40,13 @@ export const stateVersionBoundedState = 2;
 export const stateVersionSnapshotRecords = 2;
 /** From this version on, members may be drained (member.drain, docs/decisions/0022-node-drain.md). */
 export const stateVersionNodeDrain = 2;
+/**
+ * From this version on, every machine has a lifecycle (docs/decisions/0028-machine-lifecycle.md):
+ * raising the cluster to it derives each machine's state from its workflows, and from then on
+ * hardware and workflow commands move it. Builds of version 2 track none, so a cluster below 3
+ * keeps none.
+ */
+export const stateVersionFleet = 3;
 
 /** The state version a member applies, from its Status: builds before 0.2.0 answer 0, meaning 1. */
 export function advertisedStateVersion(advertised: number): number {
@@ -57,6 +67,10 @@ export function controlCommandVersion(command: ControlCommand): number {
       return stateVersionBoundedState;
     case 'member.drain':
       return stateVersionNodeDrain;
+    case 'hardware.lifecycle':
+    case 'hardware.label':
+    case 'hardware.expire':
+      return stateVersionFleet;
     default:
       return stateVersionBaseline;
   }

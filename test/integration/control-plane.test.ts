@@ -2,8 +2,10 @@
 // nodes die under them; deadlines fire from the replicated state even when the leader dies;
 // bad input and bad credentials change nothing.
 // Method: 3 real `slipway server` processes with tokens required, 10 real `slipway worker`
-// processes (each a machine), 50 workflows of 5 actions. Each action appends a line naming its
-// workflow and action to the machine's file, so the test counts executions. One node is
+// processes (each a machine), 50 workflows of 5 actions, one at a time per machine (a machine has
+// one owner, docs/decisions/0028: the next is created once the last succeeded). Each action
+// appends a line naming its workflow and action to the machine's file, so the test counts
+// executions. One node is
 // SIGKILLed while actions run; a real `slipway workflow events --follow` streams through it.
 // Writes sent to a follower together reach the leader in one call, each answered on its own.
 import assert from 'node:assert/strict';
@@ -120,6 +122,47 @@ tasks:
     actions:
 ${actions}`;
 
+/**
+ * Runs workflowsPerWorker five-step workflows on every machine, one at a time: a machine's next
+ * is created once its last succeeded. A create whose answer was lost (its node died) is not sent
+ * again blindly: the next listing shows whether it was made. Fails on a workflow that failed;
+ * returns every workflow once all succeeded.
+ */
+async function feedInTurn(client: ClusterClient, deadlineMs: number): Promise<WorkflowRecord[]> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const list = await client
+      .control('workflowList', { local: false, hardwareId: '' })
+      .catch(() => undefined);
+    if (list !== undefined) {
+      const states = list.workflows.map((w) => w.state);
+      assert.ok(
+        !states.some((st) => st === 'FAILED' || st === 'TIMEOUT' || st === 'CANCELLED'),
+        states.join(','),
+      );
+      let done = 0;
+      for (let i = 0; i < workerCount; i++) {
+        const mine = list.workflows.filter((w) => w.hardwareId === `hw-${String(i)}`);
+        if (!mine.every((w) => w.state === 'SUCCESS')) continue;
+        if (mine.length === workflowsPerWorker) done++;
+        else {
+          const req = {
+            template: 'five-steps',
+            hardwareId: `hw-${String(i)}`,
+            hardwareMap: {},
+            netboot: false,
+          };
+          await client.control('workflowCreate', req).catch(() => undefined);
+        }
+      }
+      if (done === workerCount) return list.workflows;
+    }
+    if (Date.now() > deadline) throw new Error('timed out waiting for every workflow to succeed');
+    // Pacing, not synchronization: the next round reads the state again.
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 describe('workflows across node loss', () => {
   test('50 workflows of 5 actions complete, each attempt runs once, events --follow is exact', async () => {
     const outDir = cluster.dir;
@@ -139,24 +182,29 @@ describe('workflows across node loss', () => {
       await admin.control('hardwareCreate', { documentJson: hardwareDoc(i), replace: false });
       tokens.push((await admin.control('hardwareToken', { id: `hw-${String(i)}` })).token);
     }
-    const created: WorkflowRecord[] = [];
-    for (let k = 0; k < workflowsPerWorker; k++) {
-      for (let i = 0; i < workerCount; i++) {
-        const res = await admin.control('workflowCreate', {
-          template: 'five-steps',
-          hardwareId: `hw-${String(i)}`,
-          hardwareMap: {},
-          netboot: false,
-        });
-        assert.ok(res.workflow);
-        created.push(res.workflow);
-      }
+    // One workflow at a time per machine (invariant 9): each machine's first now, the next ones
+    // as the last succeeds (feedInTurn), through the node's death.
+    const firsts: WorkflowRecord[] = [];
+    for (let i = 0; i < workerCount; i++) {
+      const res = await admin.control('workflowCreate', {
+        template: 'five-steps',
+        hardwareId: `hw-${String(i)}`,
+        hardwareMap: {},
+        netboot: false,
+      });
+      assert.ok(res.workflow);
+      firsts.push(res.workflow);
     }
     // Worker i starts on node i % 3; the victim serves workers 0, 3, 6 and 9.
     for (let i = 0; i < workerCount; i++) startWorker(`hw-${String(i)}`, i % 3, tokens[i] ?? '');
     const victim = cluster.nodes[0];
     assert.ok(victim);
-    const followed = created[0];
+    const survivors = new ClusterClient(
+      cluster.nodes.filter((n) => n !== victim).map((n) => n.apiAddr),
+      { timeoutMs: 20_000, token: adminToken },
+    );
+    const feeding = feedInTurn(survivors, 240_000);
+    const followed = firsts[0];
     assert.ok(followed);
     assert.equal(followed.hardwareId, 'hw-0');
     // A real CLI follows hw-0's first workflow, starting at the node that will die.
@@ -184,20 +232,9 @@ describe('workflows across node loss', () => {
     );
     await cluster.kill(victim);
 
-    const survivors = new ClusterClient(
-      cluster.nodes.filter((n) => n !== victim).map((n) => n.apiAddr),
-      { timeoutMs: 20_000, token: adminToken },
-    );
     try {
-      await waitFor('every workflow to succeed', 180_000, async () => {
-        const list = await survivors.control('workflowList', { local: false, hardwareId: '' });
-        const states = list.workflows.map((w) => w.state);
-        assert.ok(
-          !states.some((s) => s === 'FAILED' || s === 'TIMEOUT' || s === 'CANCELLED'),
-          states.join(','),
-        );
-        return states.length === created.length && states.every((s) => s === 'SUCCESS') ? true : undefined;
-      });
+      const created = await feeding;
+      assert.equal(created.length, workerCount * workflowsPerWorker);
       // Exactly once: every (workflow, action) line appears once in its machine's file.
       for (let i = 0; i < workerCount; i++) {
         const lines = readFileSync(join(outDir, `hw-${String(i)}.out`), 'utf8')

@@ -270,18 +270,23 @@ const changes: Readonly<Record<string, readonly Category[]>> = {
   'Control/HardwareCreate': ['hardware'],
   'Control/HardwareDelete': ['hardware', 'workflows', 'powerJobs'],
   'Control/HardwareToken': ['hardware'],
+  // The machine lifecycle (docs/decisions/0028): a drain --now also cancels the owner workflow.
+  'Control/HardwareTransition': ['hardware', 'workflows'],
+  'Control/HardwareLabel': ['hardware'],
   'Control/TemplateCreate': ['templates'],
   'Control/TemplateDelete': ['templates'],
-  'Control/WorkflowCreate': ['workflows', 'powerJobs'],
-  'Control/WorkflowCancel': ['workflows', 'powerJobs'],
-  'Control/WorkflowRetry': ['workflows', 'powerJobs'],
+  // A workflow takes, or on its end leaves, its machine: its lifecycle moves (0028).
+  'Control/WorkflowCreate': ['workflows', 'powerJobs', 'hardware'],
+  'Control/WorkflowCancel': ['workflows', 'powerJobs', 'hardware'],
+  'Control/WorkflowRetry': ['workflows', 'powerJobs', 'hardware'],
   'Control/WorkflowDelete': ['workflows'],
   'Control/PowerChange': ['powerJobs'],
   'Control/PowerStatus': ['powerJobs'],
   'Control/ArtifactAdd': ['artifacts'],
   'Control/ArtifactDelete': ['artifacts'],
   'Audit/AuditRetention': ['retention'],
-  'Worker/Connect': ['workflows'],
+  // A first start moves the machine's provisioning deadline to the workflow's own (0028).
+  'Worker/Connect': ['workflows', 'hardware'],
 };
 
 async function domainState(): Promise<DomainState> {

@@ -48,6 +48,7 @@ import type { DiscoveryRequest, DiscoveryResponse } from '../../src/gen/xds.js';
 import type { ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { nextPort, ProcessCluster, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { stateVersionOfThisBuild } from '../../src/state/versions.js';
 
 const C = ControlService;
 const K = KvService;
@@ -450,6 +451,25 @@ const matrix: readonly Row[] = [
   { need: 'viewer', ...unary(C.hardwareGet, () => ({ id: 'h1', local: false })) },
   { need: 'viewer', ...unary(C.hardwareList, () => HardwareListRequest.fromPartial({})) },
   { need: 'operator', ...unary(C.hardwareDelete, (o) => ({ id: `del-${o}` })) },
+  // The machine lifecycle (docs/decisions/0028): a drain moves each caller's own machine once.
+  {
+    need: 'operator',
+    ...unary(C.hardwareTransition, (o) => ({
+      id: `lc-${o}`,
+      verb: 'drain',
+      reason: 'matrix',
+      now: false,
+      timeoutS: 0,
+    })),
+  },
+  {
+    need: 'operator',
+    ...unary(C.hardwareLabel, (o) => ({ id: `lc-${o}`, set: { matrix: 'yes' }, remove: [] })),
+  },
+  {
+    need: 'viewer',
+    ...serverStream(C.hardwareHistory, () => ({ id: 'h1', fromSeq: 0, follow: false })),
+  },
   // A read of a secret: who gets a machine's worker token can act as the machine.
   { need: 'admin', ...unary(C.hardwareToken, (o) => ({ id: `tok-${o}` })) },
   {
@@ -461,7 +481,13 @@ const matrix: readonly Row[] = [
   { need: 'operator', ...unary(C.templateDelete, (o) => ({ name: `del-${o}` })) },
   {
     need: 'operator',
-    ...unary(C.workflowCreate, () => ({ template: 't1', hardwareId: 'h2', hardwareMap: {}, netboot: false })),
+    // One workflow per machine (invariant 9): each caller's create has a free machine of its own.
+    ...unary(C.workflowCreate, (o) => ({
+      template: 't1',
+      hardwareId: `new-wf-${o}`,
+      hardwareMap: {},
+      netboot: false,
+    })),
   },
   { need: 'viewer', ...unary(C.workflowGet, () => ({ id: workflowId('w1'), local: false })) },
   { need: 'viewer', ...unary(C.workflowList, () => WorkflowListRequest.fromPartial({})) },
@@ -654,8 +680,8 @@ before(async () => {
   cluster.startAll();
   node = await cluster.waitForLeader();
   rpc = new Client(node.apiAddr, credentials.createInsecure());
-  // WorkflowRetention needs state version 2, which the leader raises to within seconds.
-  await cluster.waitForClusterVersion(node, 2);
+  // WorkflowRetention needs state version 2 and the lifecycle 3; the leader raises it within seconds.
+  await cluster.waitForClusterVersion(node, stateVersionOfThisBuild);
   for (const role of roles) {
     fx.tokens.set(role, (await call(C.tokenCreate, { name: `matrix-${role}`, role })).token);
   }
@@ -663,18 +689,21 @@ before(async () => {
   for (const name of ['t1', 'del-operator', 'del-admin']) {
     await call(C.templateCreate, { source: templateYaml(name), replace: false });
   }
-  // h1 is the worker's machine; h2 carries the workflows (no worker ever serves it, so they stay
-  // as made); pw has a BMC no packet reaches, so its power jobs fail within seconds.
-  for (const id of ['h1', 'h2', 'del-operator', 'del-admin', 'tok-admin']) {
+  // h1 is the worker's machine; each workflow has a machine of its own (wf-NAME; no worker ever
+  // serves them, so they stay as made); pw has a BMC no packet reaches, so its power jobs fail
+  // within seconds.
+  const pending = ['w1', 'cancel-operator', 'cancel-admin'];
+  const cancelled = ['retry-operator', 'retry-admin', 'delete-operator', 'delete-admin'];
+  const workflowMachines = [...pending, ...cancelled].map((name) => `wf-${name}`);
+  const fresh = ['new-wf-operator', 'new-wf-admin', 'lc-operator', 'lc-admin'];
+  for (const id of ['h1', 'del-operator', 'del-admin', 'tok-admin', ...workflowMachines, ...fresh]) {
     await call(C.hardwareCreate, { documentJson: hardwareDoc(id), replace: false });
   }
   const bmc = { address: 'ipmi://255.255.255.255:623', username: 'matrix', password: 'matrix-bmc' };
   await call(C.hardwareCreate, { documentJson: hardwareDoc('pw', { bmc }), replace: false });
   fx.workerToken = (await call(C.hardwareToken, { id: 'h1' })).token;
-  const pending = ['w1', 'cancel-operator', 'cancel-admin'];
-  const cancelled = ['retry-operator', 'retry-admin', 'delete-operator', 'delete-admin'];
   for (const name of [...pending, ...cancelled]) {
-    const req = { template: 't1', hardwareId: 'h2', hardwareMap: {}, netboot: false };
+    const req = { template: 't1', hardwareId: `wf-${name}`, hardwareMap: {}, netboot: false };
     const wf = (await call(C.workflowCreate, req)).workflow;
     assert.ok(wf !== undefined);
     fx.workflows.set(name, wf.id);

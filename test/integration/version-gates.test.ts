@@ -5,12 +5,17 @@
 // build stops applying at that entry (its state stays as it was before it), reports why in
 // Status, answers NOT_SERVING to health checks, and stops there again after a restart, instead
 // of answering the entry with an error the other members did not give. Members at the same
-// applied index give the same state digest (Status with digest), and a write changes it.
+// applied index give the same state digest (Status with digest), and a write changes it. The
+// machine lifecycle (docs/decisions/0028) is refused while a voter cannot say it runs this build,
+// and once the cluster reaches state version 3 every machine's state is derived from its
+// workflows (workflows queued on one machine before it are owned in turn).
 // Method: real `slipway server` processes. For the newer entry, a raw raft stream plays the
 // leader n2 of a two-member cluster whose other member, n1, is real: it appends a key-value put
-// and then a control command written at state version 3, and commits both.
+// and then a control command written at a state version above this build's, and commits both.
+// For the lifecycle's gate, a three-voter cluster runs two nodes first (a quorum, but not every
+// voter answers), then the third.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client, credentials, Metadata } from '@grpc/grpc-js';
@@ -21,6 +26,7 @@ import { RaftService, type StreamAck } from '../../src/gen/raft.js';
 import { message, type Entry } from '../../src/raft/core/types.js';
 import { encodeMessageFrame } from '../../src/raft/transport/codec.js';
 import { encodeCommand } from '../../src/state/store-command.js';
+import { stateVersionFleet, stateVersionOfThisBuild } from '../../src/state/versions.js';
 import { ProcessCluster, runSlipway, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
 
@@ -40,11 +46,12 @@ describe('a cluster of this build', () => {
   });
 
   test('raises its cluster version once every voter supports it, and says so', async () => {
+    const v = stateVersionOfThisBuild;
     await waitFor(
-      'every node to apply cluster version 2',
+      `every node to apply cluster version ${v}`,
       async () =>
         (await Promise.all(cluster.nodes.map((n) => cluster.status(n)))).every(
-          (s) => s?.clusterVersion === 2,
+          (s) => s?.clusterVersion === v,
         ),
       20_000,
       100,
@@ -56,15 +63,15 @@ describe('a cluster of this build', () => {
       votersSupport: number;
       members: { member: string; build: string; stateVersion: number; applied: number }[];
     };
-    assert.equal(doc.clusterVersion, 2);
-    assert.equal(doc.votersSupport, 2);
+    assert.equal(doc.clusterVersion, v);
+    assert.equal(doc.votersSupport, v);
     assert.deepEqual(doc.members.map((m) => [m.member, m.build, m.stateVersion, m.applied]).sort(), [
-      ['n1', '0.2.0', 2, 2],
-      ['n2', '0.2.0', 2, 2],
-      ['n3', '0.2.0', 2, 2],
+      ['n1', '0.2.0', v, v],
+      ['n2', '0.2.0', v, v],
+      ['n3', '0.2.0', v, v],
     ]);
     const table = await cli(['cluster', 'version']);
-    assert.match(table.stdout, /cluster version: 2; every voter supports: 2/);
+    assert.match(table.stdout, new RegExp(`cluster version: ${v}; every voter supports: ${v}`));
   });
 
   test('state digests: equal on every member at the same applied index, changed by a write', async () => {
@@ -121,6 +128,77 @@ describe('a cluster of this build', () => {
   });
 });
 
+describe('the machine lifecycle behind its gate (state version 3)', () => {
+  let cluster: ProcessCluster;
+  const cli = (args: string[]) =>
+    runSlipway(['--server', cluster.apiAddrs().join(','), '--timeout', '10000', ...args]);
+
+  before(async () => {
+    // Two of three voters: a quorum, but the third cannot say it supports version 3 (nor 2), so
+    // the cluster stays at version 1 until it starts.
+    cluster = new ProcessCluster(3);
+    cluster.start(cluster.nodes[0]!);
+    cluster.start(cluster.nodes[1]!);
+    await cluster.waitForLeader();
+  });
+
+  after(async () => {
+    await cluster.destroy();
+  });
+
+  test('refused until every voter runs this build; then each machine is adopted from its workflows', async () => {
+    const template = join(cluster.dir, 'gate.yaml');
+    writeFileSync(
+      template,
+      'version: "0.1"\nname: gate\nglobal_timeout: 600\ntasks:\n  - name: os\n    worker: "{{ hardware.id }}"\n' +
+        '    actions:\n      - name: install\n        command: ["true"]\n        timeout: 60\n',
+    );
+    const ok = async (args: string[]): Promise<string> => {
+      const r = await cli(args);
+      assert.equal(r.code, 0, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      return r.stdout.trim();
+    };
+    await ok(['template', 'create', '-f', template]);
+    await ok(['hardware', 'create', '--id', 'm1', '--mac', '02:00:00:00:0a:01', '--ip', '10.70.0.1/24']);
+    await ok(['hardware', 'create', '--id', 'm2', '--mac', '02:00:00:00:0a:02', '--ip', '10.70.0.2/24']);
+    // Below version 3 a machine may still queue workflows, as builds of version 2 let it.
+    const first = await ok(['workflow', 'create', '--template', 'gate', '--hardware', 'm1']);
+    await ok(['workflow', 'create', '--template', 'gate', '--hardware', 'm1']);
+    for (const args of [
+      ['hardware', 'accept', 'm2', '--reason', 'racked'],
+      ['hardware', 'label', 'm2', 'rack=a'],
+      ['hardware', 'list', '--state', 'ready'],
+    ]) {
+      const r = await cli(args);
+      assert.equal(r.code, 1, `${args.join(' ')} below version 3: ${r.stdout}${r.stderr}`);
+      assert.match(
+        r.stderr,
+        new RegExp(`needs cluster version ${stateVersionFleet}, and the cluster runs at version 1`),
+      );
+    }
+    assert.equal((await cluster.status(cluster.nodes[0]!))?.clusterVersion, 1);
+
+    cluster.start(cluster.nodes[2]!);
+    for (const n of cluster.nodes) await cluster.waitForClusterVersion(n, stateVersionFleet, 30_000);
+    const m1 = JSON.parse(await ok(['-o', 'json', 'hardware', 'get', 'm1'])) as {
+      lifecycle: { state: string; owner: string };
+    };
+    assert.deepEqual([m1.lifecycle.state, m1.lifecycle.owner], ['provisioning', first]);
+    const history = JSON.parse(await ok(['-o', 'json', 'hardware', 'history', 'm1'])) as {
+      events: { trigger: string; by: string; to: string }[];
+    };
+    assert.deepEqual(
+      history.events.map((e) => [e.trigger, e.by, e.to]),
+      [['adopt', `upgrade to state version ${stateVersionFleet}`, 'provisioning']],
+    );
+    await ok(['hardware', 'accept', 'm2', '--reason', 'racked']);
+    assert.match(await ok(['hardware', 'list', '--state', 'ready']), /^m2 .* ready/m);
+    const taken = await cli(['workflow', 'create', '--template', 'gate', '--hardware', 'm1']);
+    assert.equal(taken.code, 1, taken.stderr);
+    assert.match(taken.stderr, new RegExp(`owned by workflow "${first}": one workflow at a time`));
+  });
+});
+
 describe('a committed entry from a newer build', () => {
   let cluster: ProcessCluster;
   let n1: ProcNode;
@@ -136,7 +214,7 @@ describe('a committed entry from a newer build', () => {
   const tooNew = encodeCommand({
     type: 'control',
     stampMs: 1_001,
-    command: { type: 'cluster.version', version: 3 },
+    command: { type: 'cluster.version', version: stateVersionOfThisBuild + 1 },
   });
 
   /** Plays n2, leader of term 5: appends `entries` after n1's bootstrap entry and commits them. */
@@ -207,9 +285,11 @@ describe('a committed entry from a newer build', () => {
       { term: 5, index: 3, type: 'normal', data: tooNew },
     ]);
     const stopped = await stoppedStatus('n1 to report that it stopped');
-    assert.match(
+    assert.ok(
+      stopped.stopped.includes(
+        `needs state version ${stateVersionOfThisBuild + 1}, but this build (0.2.0) applies up to ${stateVersionOfThisBuild}: run a newer build`,
+      ),
       stopped.stopped,
-      /needs state version 3, but this build \(0\.2\.0\) applies up to 2: run a newer build/,
     );
     assert.equal(stopped.applied, 2, 'the put before it was applied, the newer entry was not');
     assert.match(
@@ -225,7 +305,7 @@ describe('a committed entry from a newer build', () => {
     cluster.start(n1);
     const again = await stoppedStatus('n1 to stop at the same entry after a restart');
     assert.equal(again.applied, 2);
-    assert.match(again.stopped, /needs state version 3/);
+    assert.ok(again.stopped.includes(`needs state version ${stateVersionOfThisBuild + 1}`), again.stopped);
   });
 });
 

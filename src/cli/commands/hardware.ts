@@ -1,10 +1,12 @@
-// `slipway hardware create|get|list|delete|token`: the machines Slipway provisions.
+// `slipway hardware create|get|list|delete|token`: the machines Slipway provisions; their
+// lifecycle verbs, labels and history are hardware-lifecycle.ts's.
 import { readFileSync } from 'node:fs';
 import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { hardwareLifecycleCommands, lifecycleLines, type LifecycleDoc } from './hardware-lifecycle.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -27,7 +29,9 @@ export function hardwareCommand(program: Command, connect: Connect): void {
     .option('--replace', 'replace an existing machine with the same id')
     .action((o) => createHardware(o, connect));
   hw.command('get')
-    .description('show a machine')
+    .description(
+      'show a machine; the table adds its lifecycle: state, reason, since, deadline, the workflow that owns it, labels',
+    )
     .argument('<id>')
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (id, o) => {
@@ -35,18 +39,25 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       const res = await client.control('hardwareGet', { id, local: o.local === true });
       const doc = JSON.parse(res.hardwareJson) as HardwareDoc;
       process.stdout.write(`${render(output, doc, [row(doc)])}\n`);
+      if (output === 'table') process.stdout.write(`${lifecycleLines(doc, Date.now())}\n`);
     });
   hw.command('list')
-    .description('list machines')
+    .description('list machines, with their lifecycle state and the workflow that owns each')
     .option('--local', "read this node's applied state without confirming leadership")
+    .option(
+      '--state <states>',
+      'only machines in these states, comma-separated (enrolled, inspecting, ready, provisioning, deployed, releasing, failed, quarantined, maintenance, retired)',
+    )
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
+    .addHelpText('after', '\nExample:\n  slipway hardware list --state failed,quarantined')
     .action(async (o) => {
       const page = paging(o);
+      const states = o.state === undefined ? {} : { states: o.state };
       const { client, output } = connect();
       const { pages, next } = await listPages(
         page,
-        (req) => client.control('hardwareList', { local: o.local === true, ...req }),
+        (req) => client.control('hardwareList', { local: o.local === true, ...states, ...req }),
         (p) => p.hardwareJson.length,
       );
       const docs = pages.flatMap((p) => p.hardwareJson).map((j) => JSON.parse(j) as HardwareDoc);
@@ -54,7 +65,9 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       printMore(output, next, 'machines');
     });
   hw.command('delete')
-    .description('forget a machine (refused while a workflow on it is active)')
+    .description(
+      'forget a machine (refused while a workflow on it is active, naming the workflow that owns it)',
+    )
     .argument('<id>')
     .action(async (id) => {
       const { client, output } = connect();
@@ -71,6 +84,7 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       const res = await client.control('hardwareToken', { id });
       process.stdout.write(`${res.token}\n`);
     });
+  hardwareLifecycleCommands(hw, connect);
 }
 
 interface CreateFlags {
@@ -136,7 +150,7 @@ async function createHardware(o: CreateFlags, connect: Connect): Promise<void> {
   process.stdout.write(`${render(output, doc, [row(doc)])}\n`);
 }
 
-interface HardwareDoc {
+interface HardwareDoc extends LifecycleDoc {
   id: string;
   arch: string;
   uefi: boolean;
@@ -154,6 +168,8 @@ function row(h: HardwareDoc): Row {
     uefi: h.uefi,
     allowPXE: h.netboot.allowPXE,
     allowWorkflow: h.netboot.allowWorkflow,
+    state: h.lifecycle?.state ?? '',
+    owner: h.lifecycle?.owner ?? '',
   };
 }
 

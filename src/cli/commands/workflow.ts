@@ -26,7 +26,11 @@ export function workflowCommand(program: Command, connect: Connect): void {
 /** `workflow create`: renders a template for a machine and starts the workflow. */
 function workflowCreateCommand(wf: Command, connect: Connect): void {
   wf.command('create')
-    .description('render a template for a machine and start a workflow; prints its id')
+    .description(
+      'render a template for a machine and start a workflow; prints its id. The workflow owns the ' +
+        'machine until it ends (provisioning): refused, exit 1, while another workflow owns it or ' +
+        'while the machine is inspecting, releasing, quarantined, drained or retired',
+    )
     .requiredOption('--template <name>', 'template name')
     .requiredOption('--hardware <id>', 'the machine the workflow is for')
     .option('--map <k=v...>', 'extra template variables, e.g. device_1=aa:bb:cc:dd:ee:ff (repeatable)')

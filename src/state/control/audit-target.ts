@@ -14,6 +14,12 @@ export function auditTarget(command: ControlCommand): string {
     case 'workflow.retry':
     case 'workflow.delete':
       return command.id;
+    case 'hardware.lifecycle':
+      return `${command.id} (${command.verb})`;
+    case 'hardware.label':
+      return `${command.id} (${[...Object.entries(command.set).map(([k, v]) => `${k}=${v}`), ...command.remove.map((k) => `${k}-`)].join(' ')})`;
+    case 'hardware.expire':
+      return command.id;
     case 'template.put':
     case 'template.delete':
     case 'artifact.put':

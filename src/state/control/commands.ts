@@ -19,6 +19,7 @@ import type {
   Workflow,
   WorkflowState,
 } from '../../model/records.js';
+import type { Labels, OperatorVerb } from '../../model/machine-lifecycle.js';
 import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
@@ -52,6 +53,32 @@ type ControlChange =
   | { readonly type: 'hardware.setAllowPXE'; readonly id: string; readonly allowPXE: boolean }
   /** A new static worker token (its SHA-256; the proposer shows the token once): the old one stops working. */
   | { readonly type: 'hardware.token'; readonly id: string; readonly workerTokenSha256: string }
+  /**
+   * An operator's lifecycle verb (`slipway hardware VERB ID --reason TEXT`, state version 3;
+   * docs/decisions/0028-machine-lifecycle.md). Refused unless the transition table allows it.
+   */
+  | {
+      readonly type: 'hardware.lifecycle';
+      readonly id: string;
+      readonly verb: OperatorVerb;
+      readonly reason: string;
+      /** drain: cancel the workflow that owns the machine, in the same entry, instead of letting it finish. */
+      readonly now?: boolean;
+      /** inspect and release: the transitional state's deadline, in seconds after the stamp. */
+      readonly timeoutS?: number;
+    }
+  /** Sets and removes labels (`slipway hardware label ID k=v k2-`, state version 3). */
+  | {
+      readonly type: 'hardware.label';
+      readonly id: string;
+      readonly set: Labels;
+      readonly remove: readonly string[];
+    }
+  /**
+   * Proposed by the leader once a machine's transitional deadline has passed; apply re-checks
+   * that the machine still has this deadline and that it passed by the stamp (state version 3).
+   */
+  | { readonly type: 'hardware.expire'; readonly id: string; readonly deadlineMs: number }
   | {
       readonly type: 'template.put';
       readonly name: string;

@@ -59,7 +59,12 @@ import { drainedAfter } from './drained-members.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
-import { clusterVersionRefusal, stateVersionBaseline, stateVersionBoundedState } from '../versions.js';
+import {
+  clusterVersionRefusal,
+  stateVersionBaseline,
+  stateVersionBoundedState,
+  stateVersionFleet,
+} from '../versions.js';
 import {
   cancelWorkflow,
   createWorkflow,
@@ -70,6 +75,8 @@ import {
   startAttempt,
   type Transition,
 } from './transitions.js';
+import type { MachineEvent } from '../../model/machine-lifecycle.js';
+import { checkMachines, Machines } from './machines.js';
 import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
@@ -105,6 +112,8 @@ interface Prepared {
   readonly powerJobsByHardware: Map<string, Set<string>>;
   readonly activePowerJobs: Set<string>;
   readonly artifacts: Map<string, Artifact>;
+  /** Machines in a transitional state (machines.ts). */
+  readonly transitional: Set<string>;
 }
 
 /** The active workflows and who runs their current action (see indexWorkflow). */
@@ -166,6 +175,8 @@ export class ControlState {
   onWorkflowsCollected?: (ids: readonly string[]) => void;
   /** member.drain changed the drained members (drainedMembers). */
   onDrainChange?: () => void;
+  /** A machine's lifecycle moved (docs/decisions/0028): its new history event, in seq order. */
+  onMachineEvent?: (hardwareId: string, event: MachineEvent) => void;
 
   #appliedIndex = 0;
   #lastEventSeq = 0;
@@ -203,6 +214,17 @@ export class ControlState {
   /** Members drained by `slipway node drain`, sorted (drained-members.ts). */
   #drainedMembers: readonly string[] = [];
   #drainChanged = false;
+  /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md), from state version 3. */
+  readonly #machines = new Machines({
+    clusterVersion: () => this.#clusterVersion,
+    hardware: (id) => this.#hardware.get(id),
+    hardwareList: () => this.hardwareList(),
+    workflow: (id) => this.#workflows.get(id),
+    allWorkflows: () => this.#workflows.values(),
+    activeWorkflowIds: () => this.#active,
+    storeHardware: (hw) => this.#storeHardware(hw, this.#hardware.get(hw.id)),
+    commitWorkflow: (transition, nowMs) => void this.#commit(transition, nowMs),
+  });
 
   // What the command being applied changed, for the hooks.
   #changedHardware = new Set<string>();
@@ -238,8 +260,12 @@ export class ControlState {
     // Proposers check this first (clusterVersionRefusal); a command that slipped past them is refused
     // here alike on every node that can read it, never applied ahead of the cluster's version.
     const refusal = clusterVersionRefusal(command, this.#clusterVersion);
+    this.#machines.applying(command);
     const result = refusal === undefined ? this.#execute(nowMs, command) : failure('E_INVALID', refusal);
+    this.#machines.applying(undefined);
     this.#recordAudit(command, result, nowMs);
+    // Then each machine's transition it made, with who caused it (machines.ts).
+    for (const draft of this.#machines.auditDrafts(command)) this.#audit.append(draft, nowMs);
     this.#notify();
     return result;
   }
@@ -304,6 +330,20 @@ export class ControlState {
 
   hardware(id: string): Hardware | undefined {
     return this.#hardware.get(id);
+  }
+
+  /** Machines in a transitional state (for the leader's deadline scanner), in no order. */
+  machinesInTransition(): ReadonlySet<string> {
+    return this.#machines.inTransition;
+  }
+
+  /**
+   * Up to `limit` of the machine's kept history events with seq >= fromSeq, oldest first; the
+   * newest machineHistoryMax are kept (docs/decisions/0028).
+   */
+  machineHistory(hardwareId: string, fromSeq: number, limit: number): MachineEvent[] {
+    const history = this.#hardware.get(hardwareId)?.lifecycle?.history ?? [];
+    return history.filter((e) => e.seq >= fromSeq).slice(0, Math.max(0, limit));
   }
 
   /** Every machine, by id. */
@@ -565,6 +605,7 @@ export class ControlState {
       indexWorkflow(workflowIndex, workflow);
       if (budget.spend()) yield;
     }
+    const transitional = checkMachines(image, workflows);
     const powerJobs = new Map<string, PowerJob>();
     const activePowerJobs = new Set<string>();
     const powerJobsByHardware = new Map<string, Set<string>>();
@@ -599,6 +640,7 @@ export class ControlState {
       powerJobsByHardware,
       activePowerJobs,
       artifacts: new Map((image.artifacts ?? []).map((a) => [a.name, a])),
+      transitional,
     };
   }
 
@@ -630,6 +672,7 @@ export class ControlState {
     this.#workflowRetention = image.workflowRetention ?? workflowRetentionDefault;
     this.#workflowRetentionDefaultSinceMs = image.workflowRetentionDefaultSinceMs;
     this.#drainedMembers = image.drainedMembers ?? [];
+    this.#machines.restored(prepared.transitional);
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
@@ -644,6 +687,10 @@ export class ControlState {
         return { type: 'hardware', hardware: this.#setAllowPXE(command.id, command.allowPXE, nowMs) };
       case 'hardware.token':
         return this.#setWorkerToken(command, nowMs);
+      case 'hardware.lifecycle':
+      case 'hardware.label':
+      case 'hardware.expire':
+        return this.#machines.execute(command, nowMs);
       case 'template.put':
         return this.#putTemplate(command, nowMs);
       case 'template.delete':
@@ -714,8 +761,11 @@ export class ControlState {
     if (this.#clusterVersion < stateVersionBoundedState && version >= stateVersionBoundedState) {
       this.#workflowRetentionDefaultSinceMs = nowMs;
     }
+    // The lifecycle starts: every machine's state is derived from its workflows, in this entry.
+    const adopting = this.#clusterVersion < stateVersionFleet && version >= stateVersionFleet;
     // Never lowered: members that applied a newer format cannot go back to an older one.
     this.#clusterVersion = Math.max(this.#clusterVersion, version);
+    if (adopting) this.#machines.adopt(nowMs);
     return { type: 'clusterVersion', version: this.#clusterVersion };
   }
 
@@ -940,14 +990,19 @@ export class ControlState {
         );
       }
     }
+    // A replaced document keeps the machine's lifecycle and labels (docs/decisions/0028).
+    const lifecycle = this.#machines.lifecycleOnPut(existing, nowMs);
     const stored = deepFreeze<Hardware>({
       ...input,
       workerTokenSha256: existing?.workerTokenSha256 ?? tokenSha256 ?? '',
       createdMs: existing?.createdMs ?? nowMs,
       updatedMs: nowMs,
       version: (existing?.version ?? 0) + 1,
+      ...(lifecycle === undefined ? {} : { lifecycle }),
+      ...(existing?.labels === undefined ? {} : { labels: existing.labels }),
     });
     this.#storeHardware(stored, existing);
+    if (existing === undefined) this.#machines.registered(stored);
     return { type: 'hardware', hardware: stored };
   }
 
@@ -959,11 +1014,14 @@ export class ControlState {
     }
     this.#hardware.set(stored.id, stored);
     this.#changedHardware.add(stored.id);
+    this.#machines.indexed(stored.id, stored);
   }
 
   #deleteHardware(id: string): ControlResult {
     const existing = this.#hardware.get(id);
     if (existing === undefined) return failure('E_NOT_FOUND', `hardware "${id}" does not exist`);
+    const owned = this.#machines.deleteRefusal(existing);
+    if (owned !== undefined) return failure('E_CONFLICT', owned);
     for (const wfId of this.#active) {
       const wf = this.#workflows.get(wfId);
       if (wf !== undefined && (wf.hardwareId === id || wf.spec.tasks.some((t) => t.worker === id))) {
@@ -983,6 +1041,7 @@ export class ControlState {
     for (const job of this.powerJobs(id)) this.#dropPowerJob(job);
     this.#unindexInterfaces(existing);
     this.#hardware.delete(id);
+    this.#machines.indexed(id, undefined);
     this.#changedHardware.add(id);
     return deleted;
   }
@@ -1052,6 +1111,9 @@ export class ControlState {
     }
     const unknownWorker = this.#unknownWorker(command.spec.tasks);
     if (unknownWorker !== undefined) return failure('E_INVALID', unknownWorker);
+    // One machine, one owner (invariant 9), and only from a state the lifecycle allows.
+    const taken = this.#machines.provisionRefusal(command.hardwareId);
+    if (taken !== undefined) return failure('E_CONFLICT', taken);
     if (this.#workflows.size >= workflowsMax) {
       return failure(
         'E_CONFLICT',
@@ -1106,6 +1168,9 @@ export class ControlState {
       : `hardware "${wf.hardwareId}" no longer exists`;
     if (missing !== undefined)
       return { kind: 'refused', code: 'E_CONFLICT', message: `cannot retry: ${missing}` };
+    const taken = isTerminal(wf.state) ? this.#machines.provisionRefusal(wf.hardwareId) : undefined;
+    if (taken !== undefined)
+      return { kind: 'refused', code: 'E_CONFLICT', message: `cannot retry: ${taken}` };
     return retryWorkflow(wf, fromStart);
   }
 
@@ -1154,6 +1219,7 @@ export class ControlState {
     this.#workflows.set(wf.id, wf);
     this.#index(wf);
     this.#changedWorkflows.set(wf.id, wf);
+    this.#machines.follow(before, wf, nowMs);
     let log = this.#events.get(wf.id);
     if (log === undefined) {
       log = new EventLog(workflowEventsMax);
@@ -1293,6 +1359,7 @@ export class ControlState {
     const powerJobs = this.#changedPowerJobs;
     const artifacts = this.#changedArtifacts;
     const collected = this.#collected;
+    const machineEvents = this.#machines.takeEvents();
     this.#changedArtifacts = [];
     this.#collected = [];
     this.#changedHardware.clear();
@@ -1305,6 +1372,7 @@ export class ControlState {
       else this.onWorkflowChange?.(wf);
     }
     for (const event of events) this.onEvent?.(event);
+    for (const { hardwareId, event } of machineEvents) this.onMachineEvent?.(hardwareId, event);
     for (const job of powerJobs) this.onPowerJobChange?.(job);
     for (const name of artifacts) this.onArtifactChange?.(name);
     if (collected.length > 0) this.onWorkflowsCollected?.(collected);

@@ -28,6 +28,8 @@ import type {
 } from '../../model/records.js';
 import { controlErrorCodes } from './commands.js';
 import { powerJobStates, powerOps, powerSteps, workflowStates, builtinActions } from '../../model/records.js';
+import type { MachineEvent, MachineLifecycle } from '../../model/machine-lifecycle.js';
+import { lifecycleTriggers, machineStates, operatorVerbs } from '../../model/machine-lifecycle.js';
 import type { GrantOutcome } from './leases.js';
 import {
   array,
@@ -90,6 +92,31 @@ const hardwareInputFields = {
 
 export const readHardwareInput: Reader<HardwareInput> = object(hardwareInputFields);
 
+const machineState = literal(machineStates);
+
+export const readMachineEvent: Reader<MachineEvent> = object({
+  seq: count,
+  stampMs: count,
+  from: optional(machineState),
+  to: machineState,
+  trigger: literal(lifecycleTriggers),
+  by: text,
+  reason: optional(text),
+  step: optional(text),
+  workflowId: optional(text),
+});
+
+const readMachineLifecycle: Reader<MachineLifecycle> = object({
+  state: machineState,
+  sinceMs: count,
+  reason: optional(text),
+  step: optional(text),
+  deadlineMs: optional(count),
+  owner: optional(text),
+  drainedFrom: optional(machineState),
+  history: array(readMachineEvent, controlCommandBytesMax),
+});
+
 const readStoredHardware = object({
   ...hardwareInputFields,
   workerTokenSha256: optional(text),
@@ -98,19 +125,28 @@ const readStoredHardware = object({
   createdMs: count,
   updatedMs: count,
   version: count,
+  // Last, and only from state version 3: records without them keep their encoding.
+  lifecycle: optional(readMachineLifecycle),
+  labels: optional(textMap),
 });
 
 /** A stored record: the operator's input plus what the state adds. */
 export const readHardware: Reader<Hardware> = (value, path) => {
-  const { workerToken, workerTokenSha256, createdMs, updatedMs, version, ...input } = readStoredHardware(
-    value,
-    path,
-  );
+  const { workerToken, workerTokenSha256, createdMs, updatedMs, version, lifecycle, labels, ...input } =
+    readStoredHardware(value, path);
   const sha256 = workerTokenSha256 ?? (workerToken === undefined ? undefined : sha256HexOf(workerToken));
   if (sha256 === undefined) {
     throw new ShapeError(path === '' ? 'workerTokenSha256' : `${path}.workerTokenSha256`, 'is missing');
   }
-  return { ...input, workerTokenSha256: sha256, createdMs, updatedMs, version };
+  return {
+    ...input,
+    workerTokenSha256: sha256,
+    createdMs,
+    updatedMs,
+    version,
+    ...(lifecycle === undefined ? {} : { lifecycle }),
+    ...(labels === undefined ? {} : { labels }),
+  };
 };
 
 export const readTemplate: Reader<Template> = object({
@@ -334,6 +370,23 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     workerTokenSha256: text,
     ...audited,
   }),
+  'hardware.lifecycle': object({
+    type: literal(['hardware.lifecycle']),
+    id: text,
+    verb: literal(operatorVerbs),
+    reason: text,
+    now: optional(boolean),
+    timeoutS: optional(safeInteger),
+    ...audited,
+  }),
+  'hardware.label': object({
+    type: literal(['hardware.label']),
+    id: text,
+    set: textMap,
+    remove: texts,
+    ...audited,
+  }),
+  'hardware.expire': object({ type: literal(['hardware.expire']), id: text, deadlineMs: count, ...audited }),
   'template.put': object({
     type: literal(['template.put']),
     name: text,

@@ -327,6 +327,31 @@ export function cancelWorkflow(wf: Workflow, message: string | undefined, nowMs:
 }
 
 /**
+ * Ends an active workflow with TIMEOUT for a reason outside it: its machine's provisioning
+ * deadline passed (docs/decisions/0028-machine-lifecycle.md), which happens when the workflow
+ * never started or its own timeout was never proposed.
+ */
+export function timeOutWorkflow(wf: Workflow, message: string, nowMs: number): Transition {
+  if (isTerminal(wf.state)) {
+    return refused('E_CONFLICT', `workflow "${wf.id}" is already ${wf.state}`);
+  }
+  const why = headUtf8(message, attemptMessageBytesMax);
+  const i = wf.actions.findIndex((s) => s.state === 'RUNNING');
+  const running = i < 0 ? undefined : wf.actions[i];
+  const events: EventDraft[] = [];
+  let status: ActionStatus | undefined;
+  if (running !== undefined) {
+    const position = actionPositions(wf.spec)[i];
+    status = record<ActionStatus>({ ...stopped(running, nowMs), state: 'TIMEOUT', message: why });
+    if (position !== undefined)
+      events.push({ type: 'action.timeout', ...about(position, i, running.attempt), message: why });
+  }
+  events.push({ type: 'workflow.timeout', message: why });
+  const workflow = revise(wf, { state: 'TIMEOUT', finishedMs: nowMs, message: why }, i, status);
+  return { kind: 'changed', workflow, events };
+}
+
+/**
  * Runs a finished, unsuccessful workflow again from its first unsuccessful action (or from the
  * start). Attempt numbers carry on, so reports of old attempts stay refused or duplicates; the
  * retry budget starts afresh (attemptsBefore).

@@ -1,0 +1,462 @@
+// How a machine's lifecycle changes (docs/decisions/0028-machine-lifecycle.md): pure functions
+// from a hardware record, a command or a workflow's change, and the leader's stamp to a new
+// record and the transitions it made, or a refusal. Every transition is checked against the
+// table (src/fleet/lifecycle.ts) and appended to the machine's bounded history; the control
+// state stores the record, publishes the events and writes them into the audit trail.
+import type { ControlCommand, ControlErrorCode } from './commands.js';
+import type { Hardware, Workflow } from '../../model/records.js';
+import { isTerminal } from '../../model/records.js';
+import type {
+  LifecycleTrigger,
+  MachineEvent,
+  MachineLifecycle,
+  MachineState,
+} from '../../model/machine-lifecycle.js';
+import {
+  inspectingTimeoutSDefault,
+  lifecycleReasonBytesMax,
+  lifecycleTimeoutSMax,
+  machineHistoryMax,
+  provisioningGraceMs,
+  releasingTimeoutSDefault,
+} from '../../model/limits.js';
+import {
+  expiryReason,
+  isAllowed,
+  isTransitional,
+  releaseTemplateOf,
+  targetOf,
+  verbRefusal,
+} from '../../fleet/lifecycle.js';
+import { applyLabelChange } from '../../fleet/labels.js';
+import { actionPositions } from '../../workflow/rules.js';
+import { headUtf8, utf8Length } from '../../platform/utf8-text.js';
+import { deepFreeze, record } from './immutable.js';
+
+type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
+
+/** Who or what caused a transition, as its event and its audit entry name it. */
+export interface Cause {
+  readonly by: string;
+  readonly workflowId?: string;
+}
+
+/** A machine after a change, and the transitions the change made (none for a deadline update). */
+export interface Moved {
+  readonly hardware: Hardware;
+  readonly events: readonly MachineEvent[];
+}
+
+export type LifecycleOutcome =
+  | { readonly kind: 'refused'; readonly code: ControlErrorCode; readonly message: string }
+  | {
+      readonly kind: 'moved';
+      readonly moved: Moved;
+      /** drain --now, or an expired provisioning: the owner workflow ends in the same entry. */
+      readonly endOwner?: {
+        readonly workflowId: string;
+        readonly how: 'cancel' | 'timeout';
+        readonly message: string;
+      };
+    };
+
+/** The lifecycle fields a transition sets; the others are cleared. */
+interface Fields {
+  readonly reason?: string | undefined;
+  readonly step?: string | undefined;
+  readonly deadlineMs?: number | undefined;
+  readonly owner?: string | undefined;
+  readonly drainedFrom?: MachineState | undefined;
+}
+
+function refused(code: ControlErrorCode, message: string): LifecycleOutcome {
+  return { kind: 'refused', code, message };
+}
+
+/** The record with its lifecycle replaced: a change, so it gets a new version. */
+function revised(hw: Hardware, lifecycle: MachineLifecycle, nowMs: number): Hardware {
+  return deepFreeze<Hardware>({ ...hw, lifecycle, updatedMs: nowMs, version: hw.version + 1 });
+}
+
+/** The lifecycle after one transition, with its event; throws on a move the table lacks (a bug). */
+function transitioned(
+  current: MachineLifecycle | undefined,
+  to: MachineState,
+  trigger: LifecycleTrigger,
+  cause: Cause,
+  fields: Fields,
+  nowMs: number,
+): { readonly lifecycle: MachineLifecycle; readonly event: MachineEvent } {
+  const from = current?.state ?? null;
+  if (!isAllowed(from, to, trigger)) {
+    throw new Error(`lifecycle: ${from ?? '(none)'} → ${to} by ${trigger} is not in the table`);
+  }
+  const history = current?.history ?? [];
+  const reason = fields.reason === undefined ? undefined : headUtf8(fields.reason, lifecycleReasonBytesMax);
+  const event = record<MachineEvent>({
+    seq: (history[history.length - 1]?.seq ?? 0) + 1,
+    stampMs: nowMs,
+    from: from ?? undefined,
+    to,
+    trigger,
+    by: cause.by,
+    reason,
+    step: fields.step,
+    workflowId: cause.workflowId,
+  });
+  const kept = [...history, event];
+  const lifecycle = record<MachineLifecycle>({
+    state: to,
+    sinceMs: nowMs,
+    reason,
+    step: fields.step,
+    deadlineMs: fields.deadlineMs,
+    owner: fields.owner,
+    drainedFrom: fields.drainedFrom,
+    history: Object.freeze(kept.slice(Math.max(0, kept.length - machineHistoryMax))),
+  });
+  return { lifecycle, event };
+}
+
+/** One transition of a machine that has a lifecycle. */
+function move(
+  hw: Hardware,
+  to: MachineState,
+  trigger: LifecycleTrigger,
+  cause: Cause,
+  fields: Fields,
+  nowMs: number,
+): Moved {
+  const { lifecycle, event } = transitioned(hw.lifecycle, to, trigger, cause, fields, nowMs);
+  return { hardware: revised(hw, lifecycle, nowMs), events: [event] };
+}
+
+/** A further transition in the same entry (a release that completes at once). */
+function andThen(first: Moved, next: Moved): Moved {
+  return { hardware: next.hardware, events: [...first.events, ...next.events] };
+}
+
+/** The lifecycle of a machine created at state version 3: enrolled (registered, not inspected). */
+export function registeredLifecycle(cause: Cause, nowMs: number): MachineLifecycle {
+  return transitioned(undefined, 'enrolled', 'register', cause, { reason: 'registered' }, nowMs).lifecycle;
+}
+
+/**
+ * When a workflow's provisioning ends at the latest: its own deadline (once it started; else its
+ * global timeout from now) plus a grace for the workflow's own timeout to come first.
+ */
+export function provisioningDeadline(wf: Workflow, nowMs: number): number {
+  return (wf.deadlineMs ?? nowMs + wf.spec.globalTimeoutS * 1000) + provisioningGraceMs;
+}
+
+/** The action a finished workflow stopped at, as task/action. */
+export function failedStep(wf: Workflow): string | undefined {
+  const i = wf.actions.findIndex((s) => s.state !== 'SUCCESS');
+  const position = i < 0 ? undefined : actionPositions(wf.spec)[i];
+  return position === undefined ? undefined : `${position.task.name}/${position.action.name}`;
+}
+
+/** The state a workflow's end leaves its machine in, with the trigger and why. */
+function outcomeOf(wf: Workflow): { trigger: LifecycleTrigger; to: MachineState; fields: Fields } {
+  switch (wf.state) {
+    case 'SUCCESS':
+      return { trigger: 'succeed', to: 'deployed', fields: { reason: `workflow ${wf.id} succeeded` } };
+    case 'CANCELLED':
+      return {
+        trigger: 'cancel',
+        to: 'failed',
+        fields: { reason: `workflow ${wf.id} cancelled: ${wf.message ?? ''}`, step: failedStep(wf) },
+      };
+    default:
+      return {
+        trigger: 'fail',
+        to: 'failed',
+        fields: {
+          reason: `workflow ${wf.id} ${wf.state === 'TIMEOUT' ? 'timed out' : 'failed'}: ${wf.message ?? ''}`,
+          step: failedStep(wf),
+        },
+      };
+  }
+}
+
+/** What is wrong with an operator's lifecycle command's fields, or undefined. */
+function verbInputProblem(command: Command<'hardware.lifecycle'>): string | undefined {
+  if (command.reason.trim() === '') return 'reason: say why (--reason TEXT)';
+  if (utf8Length(command.reason) > lifecycleReasonBytesMax) {
+    return `reason: at most ${lifecycleReasonBytesMax} bytes, got ${utf8Length(command.reason)}`;
+  }
+  if (command.now === true && command.verb !== 'drain')
+    return `now: only drain takes it, not ${command.verb}`;
+  const t = command.timeoutS;
+  if (t !== undefined) {
+    if (command.verb !== 'inspect' && command.verb !== 'release') {
+      return `timeoutS: only inspect and release take a deadline, not ${command.verb}`;
+    }
+    if (!Number.isSafeInteger(t) || t < 1 || t > lifecycleTimeoutSMax) {
+      return `timeoutS: must be 1-${lifecycleTimeoutSMax} seconds, got ${t}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * An operator's verb (hardware.lifecycle). `owner` is the machine's owner workflow, if any: drain
+ * --now ends it, and undrain back to provisioning takes its deadline.
+ */
+export function applyVerb(
+  hw: Hardware,
+  command: Command<'hardware.lifecycle'>,
+  owner: Workflow | undefined,
+  cause: Cause,
+  nowMs: number,
+): LifecycleOutcome {
+  const lc = hw.lifecycle;
+  if (lc === undefined) return refused('E_CONFLICT', `hardware "${hw.id}" has no lifecycle yet`);
+  const problem = verbInputProblem(command);
+  if (problem !== undefined) return refused('E_INVALID', problem);
+  const refusal = verbRefusal(hw.id, lc, command.verb);
+  if (refusal !== undefined) return refused('E_CONFLICT', refusal);
+  const reason = command.reason;
+  switch (command.verb) {
+    case 'inspect': {
+      const deadlineMs = nowMs + (command.timeoutS ?? inspectingTimeoutSDefault) * 1000;
+      return {
+        kind: 'moved',
+        moved: move(hw, 'inspecting', 'inspect', cause, { reason, deadlineMs }, nowMs),
+      };
+    }
+    case 'release':
+      return { kind: 'moved', moved: release(hw, command, cause, nowMs) };
+    case 'drain':
+      return drain(hw, lc, command, cause, nowMs);
+    case 'undrain':
+      return { kind: 'moved', moved: undrain(hw, lc, owner, reason, cause, nowMs) };
+    case 'accept':
+    case 'quarantine':
+    case 'retire': {
+      const to = targetOf(lc.state, command.verb);
+      if (to === undefined) throw new Error(`verbRefusal let ${command.verb} from ${lc.state} through`);
+      return { kind: 'moved', moved: move(hw, to, command.verb, cause, { reason }, nowMs) };
+    }
+  }
+}
+
+/** releasing, then, while no release template is known (the seam), ready at once. */
+function release(hw: Hardware, command: Command<'hardware.lifecycle'>, cause: Cause, nowMs: number): Moved {
+  const deadlineMs = nowMs + (command.timeoutS ?? releasingTimeoutSDefault) * 1000;
+  const releasing = move(hw, 'releasing', 'release', cause, { reason: command.reason, deadlineMs }, nowMs);
+  // A release template would be a workflow that owns the machine from here, ending in released.
+  if (releaseTemplateOf(hw.id) !== undefined) return releasing;
+  const reason = 'no release template: released at once';
+  return andThen(releasing, move(releasing.hardware, 'ready', 'released', cause, { reason }, nowMs));
+}
+
+/** maintenance: no new work; a running owner finishes (or, with --now, is cancelled). */
+function drain(
+  hw: Hardware,
+  lc: MachineLifecycle,
+  command: Command<'hardware.lifecycle'>,
+  cause: Cause,
+  nowMs: number,
+): LifecycleOutcome {
+  const fields = { reason: command.reason, owner: lc.owner, drainedFrom: lc.state };
+  const moved = move(hw, 'maintenance', 'drain', cause, fields, nowMs);
+  if (command.now !== true || lc.owner === undefined) return { kind: 'moved', moved };
+  const message = headUtf8(`hardware ${hw.id} drained --now: ${command.reason}`, lifecycleReasonBytesMax);
+  return { kind: 'moved', moved, endOwner: { workflowId: lc.owner, how: 'cancel', message } };
+}
+
+/** Back to where the drain found the machine, or to where its workflow's end left it. */
+function undrain(
+  hw: Hardware,
+  lc: MachineLifecycle,
+  owner: Workflow | undefined,
+  reason: string,
+  cause: Cause,
+  nowMs: number,
+): Moved {
+  const back = lc.drainedFrom ?? 'ready';
+  if (back === 'provisioning' && owner !== undefined && !isTerminal(owner.state)) {
+    const deadlineMs = provisioningDeadline(owner, nowMs);
+    return move(hw, 'provisioning', 'undrain', cause, { reason, owner: owner.id, deadlineMs }, nowMs);
+  }
+  // A drained-from provisioning always has its owner (its end updates drainedFrom); failed if not.
+  const to = back === 'provisioning' ? 'failed' : back;
+  return move(hw, to, 'undrain', cause, { reason }, nowMs);
+}
+
+/**
+ * Claims the machine for a workflow that became active (created, or retried): provisioning,
+ * owned by it. The caller has checked provisionRefusal first.
+ */
+export function claimFor(hw: Hardware, wf: Workflow, cause: Cause, nowMs: number): Moved {
+  const reason = `workflow ${wf.id} (template ${wf.template})`;
+  const fields = { reason, owner: wf.id, deadlineMs: provisioningDeadline(wf, nowMs) };
+  return move(hw, 'provisioning', 'provision', cause, fields, nowMs);
+}
+
+/**
+ * The machine after its owner workflow changed: a deadline that follows the workflow's own once it
+ * started, or, when it ended, the state its outcome gives (drained: only where undrain returns).
+ * `next` is another active workflow for the machine, from before state version 3 (when several
+ * could queue on one machine): it inherits the ownership. Undefined when nothing changes.
+ */
+export function followOwner(
+  hw: Hardware,
+  wf: Workflow,
+  next: Workflow | undefined,
+  cause: Cause,
+  nowMs: number,
+): Moved | undefined {
+  const lc = hw.lifecycle;
+  if (lc === undefined || lc.owner !== wf.id) return undefined;
+  if (!isTerminal(wf.state)) {
+    if (lc.state !== 'provisioning' || wf.deadlineMs === undefined) return undefined;
+    const deadlineMs = wf.deadlineMs + provisioningGraceMs;
+    if (lc.deadlineMs === deadlineMs) return undefined;
+    return { hardware: revised(hw, record<MachineLifecycle>({ ...lc, deadlineMs }), nowMs), events: [] };
+  }
+  if (next !== undefined) {
+    const deadlineMs = lc.state === 'provisioning' ? provisioningDeadline(next, nowMs) : undefined;
+    const handed = record<MachineLifecycle>({ ...lc, owner: next.id, deadlineMs });
+    return { hardware: revised(hw, handed, nowMs), events: [] };
+  }
+  const outcome = outcomeOf(wf);
+  if (lc.state === 'maintenance') {
+    const drained = record<MachineLifecycle>({ ...lc, owner: undefined, drainedFrom: outcome.to });
+    return { hardware: revised(hw, drained, nowMs), events: [] };
+  }
+  return move(hw, outcome.to, outcome.trigger, { ...cause, workflowId: wf.id }, outcome.fields, nowMs);
+}
+
+/**
+ * The leader's expiry of a transitional deadline (hardware.expire): refused unless the machine
+ * still has exactly that deadline and it passed by the stamp, so a late or repeated proposal
+ * changes nothing. An owner workflow times out with it.
+ */
+export function expireMachine(
+  hw: Hardware,
+  command: Command<'hardware.expire'>,
+  nowMs: number,
+): LifecycleOutcome {
+  const lc = hw.lifecycle;
+  if (lc === undefined || !isTransitional(lc.state) || lc.deadlineMs !== command.deadlineMs) {
+    const has = lc?.deadlineMs === undefined ? 'none' : String(lc.deadlineMs);
+    return refused(
+      'E_NOT_DUE',
+      `hardware "${hw.id}" is ${lc?.state ?? 'untracked'} with deadline ${has}, not ${command.deadlineMs}`,
+    );
+  }
+  if (command.deadlineMs > nowMs) {
+    return refused(
+      'E_NOT_DUE',
+      `hardware "${hw.id}": its deadline ${command.deadlineMs} has not passed at ${nowMs}`,
+    );
+  }
+  const reason = expiryReason(lc.state);
+  const cause: Cause = {
+    by: 'leader (deadline)',
+    ...(lc.owner === undefined ? {} : { workflowId: lc.owner }),
+  };
+  const moved = move(hw, 'failed', 'expire', cause, { reason }, nowMs);
+  if (lc.owner === undefined) return { kind: 'moved', moved };
+  const message = `the machine's ${lc.state} deadline passed (hardware ${hw.id})`;
+  return { kind: 'moved', moved, endOwner: { workflowId: lc.owner, how: 'timeout', message } };
+}
+
+/** hardware.label: the record with its labels changed (not a transition: no event). */
+export function labelMachine(
+  hw: Hardware,
+  command: Command<'hardware.label'>,
+  nowMs: number,
+): { readonly hardware: Hardware } | { readonly problem: string } {
+  const changed = applyLabelChange(hw.labels ?? {}, command);
+  if ('problem' in changed) return changed;
+  const labels = changed.labels;
+  const { labels: _old, ...rest } = hw;
+  const next = Object.keys(labels).length === 0 ? rest : { ...rest, labels };
+  return { hardware: deepFreeze<Hardware>({ ...next, updatedMs: nowMs, version: hw.version + 1 }) };
+}
+
+/**
+ * The machine's lifecycle when the cluster first tracks it (raised to state version 3), from its
+ * workflows: the oldest active one owns it (provisioning); else the last to finish says deployed
+ * or failed; else enrolled.
+ */
+export function adoptMachine(
+  hw: Hardware,
+  active: Workflow | undefined,
+  last: Workflow | undefined,
+  version: number,
+  nowMs: number,
+): Moved {
+  const cause: Cause = { by: `upgrade to state version ${version}` };
+  let to: MachineState = 'enrolled';
+  let fields: Fields = { reason: 'no workflow yet' };
+  if (active !== undefined) {
+    to = 'provisioning';
+    const deadlineMs = provisioningDeadline(active, nowMs);
+    fields = { reason: `workflow ${active.id} (template ${active.template})`, owner: active.id, deadlineMs };
+  } else if (last !== undefined) {
+    const outcome = outcomeOf(last);
+    to = outcome.to;
+    fields = outcome.fields;
+  }
+  const workflowId = active?.id ?? last?.id;
+  const withWorkflow = workflowId === undefined ? cause : { ...cause, workflowId };
+  const { lifecycle, event } = transitioned(undefined, to, 'adopt', withWorkflow, fields, nowMs);
+  return { hardware: revised(hw, lifecycle, nowMs), events: [event] };
+}
+
+/**
+ * What is wrong with a stored machine's lifecycle and labels, for a cluster at `tracked` (state
+ * version 3 or above) or not, or undefined. `ownerOf` finds an active workflow by id.
+ */
+export function lifecycleRecordProblem(
+  hw: Hardware,
+  tracked: boolean,
+  activeWorkflow: (id: string) => Workflow | undefined,
+): string | undefined {
+  const lc = hw.lifecycle;
+  const what = `hardware "${hw.id}"`;
+  if (!tracked) {
+    return lc === undefined && hw.labels === undefined
+      ? undefined
+      : `${what}: a lifecycle or labels before state version 3`;
+  }
+  if (lc === undefined) return `${what}: no lifecycle at state version 3`;
+  if (hw.labels !== undefined) {
+    const checked = applyLabelChange({}, { set: hw.labels, remove: [] });
+    if ('problem' in checked) return `${what}: ${checked.problem}`;
+    if (Object.keys(hw.labels).length === 0) return `${what}: empty labels are left out`;
+  }
+  const last = lc.history[lc.history.length - 1];
+  if (last === undefined || lc.history.length > machineHistoryMax)
+    return `${what}: history of ${lc.history.length}`;
+  if (last.to !== lc.state) return `${what}: is ${lc.state}, but its last event went to ${last.to}`;
+  for (let i = 1; i < lc.history.length; i++) {
+    if (lc.history[i]?.seq !== (lc.history[i - 1]?.seq ?? 0) + 1)
+      return `${what}: history seqs are not dense`;
+  }
+  if (isTransitional(lc.state) !== (lc.deadlineMs !== undefined)) {
+    return `${what}: ${lc.state} ${lc.deadlineMs === undefined ? 'without' : 'with'} a deadline`;
+  }
+  if ((lc.state === 'maintenance') !== (lc.drainedFrom !== undefined)) {
+    return `${what}: drainedFrom is kept exactly in maintenance`;
+  }
+  if (lc.state === 'provisioning' && lc.owner === undefined) return `${what}: provisioning without an owner`;
+  if (lc.state === 'maintenance' && (lc.drainedFrom === 'provisioning') !== (lc.owner !== undefined)) {
+    return `${what}: drained from provisioning exactly while its owner runs`;
+  }
+  if (lc.owner !== undefined) {
+    const wf = activeWorkflow(lc.owner);
+    if (
+      wf === undefined ||
+      wf.hardwareId !== hw.id ||
+      (lc.state !== 'provisioning' && lc.state !== 'maintenance')
+    ) {
+      return `${what}: owner "${lc.owner}" is not an active workflow for it`;
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,288 @@
+// The control state's side of the machine lifecycle (docs/decisions/0028-machine-lifecycle.md):
+// which commands move machines and how the moves are stored, indexed, published and audited.
+// ControlState owns the records and calls in here from apply; the rules themselves are
+// hardware-lifecycle.ts (records) and src/fleet/lifecycle.ts (the table).
+import { DecodeError } from '../binary.js';
+import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
+import type { AuditEntry } from './audit-log.js';
+import type { SnapshotImage } from './snapshot.js';
+import type { Transition } from './transitions.js';
+import { cancelWorkflow, timeOutWorkflow } from './transitions.js';
+import type { Hardware, Workflow } from '../../model/records.js';
+import { isTerminal } from '../../model/records.js';
+import type { MachineEvent, MachineLifecycle } from '../../model/machine-lifecycle.js';
+import { auditTextBytesMax, errorMessageBytesMax } from '../../model/limits.js';
+import { isTransitional, provisionRefusal } from '../../fleet/lifecycle.js';
+import { headUtf8 } from '../../platform/utf8-text.js';
+import { stateVersionBaseline, stateVersionFleet } from '../versions.js';
+import {
+  adoptMachine,
+  applyVerb,
+  claimFor,
+  expireMachine,
+  followOwner,
+  labelMachine,
+  lifecycleRecordProblem,
+  registeredLifecycle,
+  type Cause,
+  type LifecycleOutcome,
+  type Moved,
+} from './hardware-lifecycle.js';
+
+type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
+
+/** What the lifecycle needs of the control state: its records and two of its changes. */
+export interface MachinesHost {
+  clusterVersion(): number;
+  hardware(id: string): Hardware | undefined;
+  hardwareList(): Hardware[];
+  workflow(id: string): Workflow | undefined;
+  /** Every workflow, in no order. */
+  allWorkflows(): Iterable<Workflow>;
+  activeWorkflowIds(): ReadonlySet<string>;
+  /** Stores a changed machine (indexes, hooks). */
+  storeHardware(hw: Hardware): void;
+  /** Stores a workflow's change with its events (and so moves its machine again, through follow). */
+  commitWorkflow(transition: Transition, nowMs: number): void;
+}
+
+/** A new audit entry, before the trail numbers and stamps it. */
+export type AuditDraft = Omit<AuditEntry, 'seq' | 'stampMs'>;
+
+function failure(code: ControlErrorCode, message: string): ControlResult {
+  return { type: 'error', code, message: headUtf8(message, errorMessageBytesMax) };
+}
+
+function byCreation(a: Workflow, b: Workflow): number {
+  return a.createdMs - b.createdMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** Finished workflows by when they finished, then by creation. */
+function byFinish(a: Workflow, b: Workflow): number {
+  return (a.finishedMs ?? 0) - (b.finishedMs ?? 0) || byCreation(a, b);
+}
+
+export class Machines {
+  readonly #host: MachinesHost;
+  /** Machines in a transitional state, whose deadline the leader watches. */
+  #transitional = new Set<string>();
+  /** The command being applied: who caused the transitions it makes. */
+  #applying: ControlCommand | undefined;
+  /** The transitions the command being applied made, for the trail and the hooks. */
+  #events: { readonly hardwareId: string; readonly event: MachineEvent }[] = [];
+
+  constructor(host: MachinesHost) {
+    this.#host = host;
+  }
+
+  /** State version 3 or above: every machine has a lifecycle. */
+  get tracked(): boolean {
+    return this.#host.clusterVersion() >= stateVersionFleet;
+  }
+
+  /** Machines in a transitional state (for the leader's deadline scanner), in no order. */
+  get inTransition(): ReadonlySet<string> {
+    return this.#transitional;
+  }
+
+  /** Marks the command being applied (undefined once it is done). */
+  applying(command: ControlCommand | undefined): void {
+    this.#applying = command;
+  }
+
+  /** Keeps the transitional index in step with a stored (or, undefined, deleted) machine. */
+  indexed(id: string, hw: Hardware | undefined): void {
+    const state = hw?.lifecycle?.state;
+    if (state !== undefined && isTransitional(state)) this.#transitional.add(id);
+    else this.#transitional.delete(id);
+  }
+
+  /** After a restore: the index built by check(). */
+  restored(transitional: Set<string>): void {
+    this.#transitional = transitional;
+  }
+
+  /** The commands of the lifecycle itself. */
+  execute(
+    command: Command<'hardware.lifecycle'> | Command<'hardware.label'> | Command<'hardware.expire'>,
+    nowMs: number,
+  ): ControlResult {
+    switch (command.type) {
+      case 'hardware.lifecycle':
+        return this.#onMachine(
+          command.id,
+          (hw) => applyVerb(hw, command, this.#ownerOf(hw), this.#cause(), nowMs),
+          nowMs,
+        );
+      case 'hardware.expire':
+        return this.#onMachine(command.id, (hw) => expireMachine(hw, command, nowMs), nowMs);
+      case 'hardware.label': {
+        const hw = this.#host.hardware(command.id);
+        if (hw === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
+        const labelled = labelMachine(hw, command, nowMs);
+        if ('problem' in labelled) return failure('E_INVALID', labelled.problem);
+        this.#host.storeHardware(labelled.hardware);
+        return { type: 'hardware', hardware: labelled.hardware };
+      }
+    }
+  }
+
+  /**
+   * The lifecycle a hardware.put stores: a replaced document keeps the machine's; a new machine
+   * starts enrolled (from state version 3).
+   */
+  lifecycleOnPut(existing: Hardware | undefined, nowMs: number): MachineLifecycle | undefined {
+    if (existing !== undefined) return existing.lifecycle;
+    return this.tracked ? registeredLifecycle(this.#cause(), nowMs) : undefined;
+  }
+
+  /** A machine was created: its first event goes to the trail and the hooks. */
+  registered(hw: Hardware): void {
+    for (const event of hw.lifecycle?.history ?? []) this.#events.push({ hardwareId: hw.id, event });
+  }
+
+  /** Why the machine may not be deleted: a workflow owns it. */
+  deleteRefusal(hw: Hardware): string | undefined {
+    const owner = hw.lifecycle?.owner;
+    if (owner === undefined) return undefined;
+    return `hardware "${hw.id}" is owned by workflow "${owner}" (${hw.lifecycle?.state ?? ''}); cancel it first (slipway workflow cancel ${owner})`;
+  }
+
+  /** Why a workflow may not take the machine now (invariant 9, state version 3), or undefined. */
+  provisionRefusal(hardwareId: string): string | undefined {
+    const lifecycle = this.tracked ? this.#host.hardware(hardwareId)?.lifecycle : undefined;
+    return lifecycle === undefined ? undefined : provisionRefusal(hardwareId, lifecycle);
+  }
+
+  /** A workflow changed: its machine is claimed when it became active, moved when it ended. */
+  follow(before: Workflow | undefined, wf: Workflow, nowMs: number): void {
+    const hw = this.tracked ? this.#host.hardware(wf.hardwareId) : undefined;
+    const lifecycle = hw?.lifecycle;
+    if (hw === undefined || lifecycle === undefined) return;
+    const tag = this.#applying?.audit;
+    const cause: Cause = {
+      by: tag === undefined ? `workflow ${wf.id}` : `${tag.user} (${tag.role})`,
+      workflowId: wf.id,
+    };
+    if (!isTerminal(wf.state) && (before === undefined || isTerminal(before.state))) {
+      // Created or retried: provisionRefusal was checked before it was committed.
+      if (provisionRefusal(hw.id, lifecycle) === undefined) this.#store(claimFor(hw, wf, cause, nowMs));
+      return;
+    }
+    const ended = isTerminal(wf.state) && lifecycle.owner === wf.id;
+    const moved = followOwner(hw, wf, ended ? this.#nextOwner(hw.id, wf.id) : undefined, cause, nowMs);
+    if (moved !== undefined) this.#store(moved);
+  }
+
+  /** The cluster reached state version 3: each machine's lifecycle, derived from its workflows. */
+  adopt(nowMs: number): void {
+    const active = new Map<string, Workflow>();
+    const last = new Map<string, Workflow>();
+    for (const wf of this.#host.allWorkflows()) {
+      const done = isTerminal(wf.state);
+      const seen = (done ? last : active).get(wf.hardwareId);
+      const first = seen === undefined || (done ? byFinish(wf, seen) > 0 : byCreation(wf, seen) < 0);
+      if (first) (done ? last : active).set(wf.hardwareId, wf);
+    }
+    for (const hw of this.#host.hardwareList()) {
+      this.#store(adoptMachine(hw, active.get(hw.id), last.get(hw.id), stateVersionFleet, nowMs));
+    }
+  }
+
+  /**
+   * The trail's entries for the transitions the command made, after the command's own: who
+   * caused them is the caller's tag, or the machinery (a workflow, the leader's deadline) under
+   * the admin role, since it acts for the cluster.
+   */
+  auditDrafts(command: ControlCommand): AuditDraft[] {
+    const tag = command.audit;
+    // The events when the cluster begins to track machines say where they stand: not moves.
+    return this.#events
+      .filter(({ event }) => event.trigger !== 'adopt')
+      .map(({ hardwareId, event }) => ({
+        user: headUtf8(tag?.user ?? event.by, auditTextBytesMax),
+        role: tag?.role ?? 'admin',
+        address: tag?.address ?? '',
+        method: tag?.method ?? command.type,
+        kind: 'hardware.transition',
+        target: headUtf8(
+          `${hardwareId} ${event.from ?? '(new)'} → ${event.to} (${event.trigger})`,
+          auditTextBytesMax,
+        ),
+      }));
+  }
+
+  /** The transitions the command made, for the hooks; clears them. */
+  takeEvents(): { readonly hardwareId: string; readonly event: MachineEvent }[] {
+    const events = this.#events;
+    this.#events = [];
+    return events;
+  }
+
+  /** Who caused what the command being applied changes: its caller, or the machinery. */
+  #cause(): Cause {
+    const command = this.#applying;
+    const tag = command?.audit;
+    if (tag !== undefined) return { by: `${tag.user} (${tag.role})` };
+    if (command?.type === 'hardware.expire') return { by: 'leader (deadline)' };
+    return { by: `command ${command?.type ?? 'unknown'}` };
+  }
+
+  #ownerOf(hw: Hardware): Workflow | undefined {
+    const id = hw.lifecycle?.owner;
+    return id === undefined ? undefined : this.#host.workflow(id);
+  }
+
+  #store(moved: Moved): void {
+    this.#host.storeHardware(moved.hardware);
+    for (const event of moved.events) this.#events.push({ hardwareId: moved.hardware.id, event });
+  }
+
+  /** A lifecycle command on one machine: refused, or stored with the end of its owner workflow. */
+  #onMachine(id: string, change: (hw: Hardware) => LifecycleOutcome, nowMs: number): ControlResult {
+    const hw = this.#host.hardware(id);
+    if (hw === undefined) return failure('E_NOT_FOUND', `hardware "${id}" does not exist`);
+    const outcome = change(hw);
+    if (outcome.kind === 'refused') return failure(outcome.code, outcome.message);
+    this.#store(outcome.moved);
+    const end = outcome.endOwner;
+    const owner = end === undefined ? undefined : this.#host.workflow(end.workflowId);
+    if (end !== undefined && owner !== undefined && !isTerminal(owner.state)) {
+      const ending =
+        end.how === 'cancel'
+          ? cancelWorkflow(owner, end.message, nowMs)
+          : timeOutWorkflow(owner, end.message, nowMs);
+      this.#host.commitWorkflow(ending, nowMs);
+    }
+    return { type: 'hardware', hardware: this.#host.hardware(id) ?? outcome.moved.hardware };
+  }
+
+  /** The oldest other active workflow for the machine: one queued there before state version 3. */
+  #nextOwner(hardwareId: string, ended: string): Workflow | undefined {
+    let next: Workflow | undefined;
+    for (const id of this.#host.activeWorkflowIds()) {
+      const wf = id === ended ? undefined : this.#host.workflow(id);
+      if (wf?.hardwareId === hardwareId && (next === undefined || byCreation(wf, next) < 0)) next = wf;
+    }
+    return next;
+  }
+}
+
+/**
+ * Checks each machine's lifecycle in a snapshot against its version and workflows; returns the
+ * machines in a transitional state. Throws DecodeError naming the problem.
+ */
+export function checkMachines(image: SnapshotImage, workflows: ReadonlyMap<string, Workflow>): Set<string> {
+  const tracked = (image.clusterVersion ?? stateVersionBaseline) >= stateVersionFleet;
+  const active = (id: string): Workflow | undefined => {
+    const wf = workflows.get(id);
+    return wf === undefined || isTerminal(wf.state) ? undefined : wf;
+  };
+  const transitional = new Set<string>();
+  for (const hw of image.hardware) {
+    const problem = lifecycleRecordProblem(hw, tracked, active);
+    if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
+    if (hw.lifecycle !== undefined && isTransitional(hw.lifecycle.state)) transitional.add(hw.id);
+  }
+  return transitional;
+}
