@@ -52,7 +52,9 @@ export function dhcpReadiness(where: {
 
 /** A service bound on `host`: ready when it is the wildcard or an address of this host. */
 export function addressReadiness(host: string): (links: LinkTable) => Readiness<undefined> {
-  if (wildcards.has(host)) return () => ({ ready: true, key: 'any', arg: undefined });
+  // The whole of 127.0.0.0/8 is local on Linux, not only the address lo lists.
+  if (wildcards.has(host) || host.startsWith('127.'))
+    return () => ({ ready: true, key: 'any', arg: undefined });
   return (links) => {
     for (const link of links.values()) {
       if (!link.ipv4.some((a) => a.address === host)) continue;

@@ -52,9 +52,11 @@ import { ClusterVersionKeeper, versionCheckTimeoutMs } from './cluster-version-k
 import type { ServerConfig } from './config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './config.js';
 import { startNodeBootServices, type BootHost, type NodeBootServices } from '../boot/node-boot.js';
-import type { BootServiceStates } from '../boot/service-state.js';
+import { allServing, type BootServiceStates } from '../boot/service-state.js';
+import { BootLeadership, peerBootTimeoutMs } from './boot-leadership.js';
+import { BootServiceState as BootServiceStateProto } from '../gen/kv.js';
 import { addressFeedOf, LinkWatcher } from '../platform/link-watch.js';
-import { bootHealthChecks, bootServiceReport, noBootHost } from './boot-health.js';
+import { bootHealthChecks, bootServiceReport, configuredBootServices, noBootHost } from './boot-health.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { insecureNetworkFlag, insecureNetworkKernelArg } from '../platform/plaintext-policy.js';
@@ -411,16 +413,8 @@ async function buildServices(
   });
   // Drained by `slipway node drain` or while stopping (docs/decisions/0022-node-drain.md).
   const drain = new NodeDrain({ node, control, workers, logger: logger.child({ component: 'drain' }) });
-  const { collector, leaderDuties } = buildLeaderDuties(
-    cfg,
-    logger,
-    node,
-    control,
-    proposer,
-    kv,
-    checked,
-    leading,
-  );
+  const parts = { node, control, proposer, kv };
+  const { collector, leaderDuties } = buildLeaderDuties(cfg, logger, parts, checked, leading, boot);
   const metrics = new NodeMetrics({
     node,
     control,
@@ -500,16 +494,42 @@ function newAuthenticator(
   );
 }
 
+/** Hands leadership to, and holds elections for, a node whose boot services serve. */
+function bootLeadershipOf(
+  cfg: ServerConfig,
+  logger: Logger,
+  node: RaftNode,
+  kv: KvService,
+  boot: BootStatus,
+): BootLeadership {
+  return new BootLeadership({
+    node,
+    configured: configuredBootServices(cfg).length > 0,
+    serving: () => boot.states.size > 0 && allServing(boot.states),
+    peerServing: async (member) => {
+      const services = (await kv.peerStatus(member, peerBootTimeoutMs)).bootServices;
+      return (
+        services.length > 0 &&
+        services.every((b) => b.state === BootServiceStateProto.BOOT_SERVICE_STATE_SERVING)
+      );
+    },
+    logger: logger.child({ component: 'boot-leadership' }),
+  });
+}
+
 /** What the leader does on its own schedule: deadlines, collection, the cluster version, power. */
 function buildLeaderDuties(
   cfg: ServerConfig,
   logger: Logger,
-  node: RaftNode,
-  control: ControlState,
-  proposer: Proposer,
-  kv: KvService,
+  {
+    node,
+    control,
+    proposer,
+    kv,
+  }: { node: RaftNode; control: ControlState; proposer: Proposer; kv: KvService },
   checked: CheckedStart,
   leading: () => boolean,
+  boot: BootStatus,
 ): { collector: WorkflowCollector; leaderDuties: LeaderDuty[] } {
   const propose = (command: ControlCommand): Promise<ControlResult> => proposer.proposeControl(command);
   // Only the leader removes finished workflows past the retention (archiving them first).
@@ -539,6 +559,8 @@ function buildLeaderDuties(
       driver: new IpmitoolDriver(),
       logger: logger.child({ component: 'power' }),
     }),
+    // Not the leader's alone: every node holds its elections or hands leadership over (0028).
+    bootLeadershipOf(cfg, logger, node, kv, boot),
   ];
   return { collector, leaderDuties };
 }

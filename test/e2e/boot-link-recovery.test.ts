@@ -3,8 +3,9 @@
 // DHCP as waiting with the reason in `cluster status` and metrics, and serves as soon as the
 // carrier comes; a link that goes down and up again has DHCP answering a real client within 2 s
 // of the carrier coming back; the address replacing the node's own while it runs is followed;
-// and a client renewing with the server identifier (the VIP) gets its answer from the VIP, as
-// firmware that accepts replies only from the address it asked requires.
+// a client renewing with the server identifier (the VIP) gets its answer from the VIP, as
+// firmware that accepts replies only from the address it asked requires; and the interface
+// renamed and back, or deleted and made again, brings DHCP and the VIP back by themselves.
 // Method: one lab. Namespace lan holds bridge br0; n1 runs a one-node `slipway server` on eth0
 // (10.79.0.11/24, --dhcp-interface eth0, the VIP 10.79.0.100 on eth0 while leading, metrics);
 // c1 holds a machine's veth. The link is cut and restored by setting br0's port to n1 (p-n1)
@@ -178,6 +179,48 @@ describe('boot services across link faults', { concurrency: 1 }, () => {
       await client.stop();
       await lab.check(ns.c1, ['iptables', '-F', 'INPUT']);
     }
+  });
+
+  it('follows its interface renamed and back, and deleted and made again: DHCP and the VIP return', async () => {
+    const waitingFor = (reason: RegExp, after: number): Promise<void> =>
+      waitFor(
+        `DHCP waiting: ${String(reason)}`,
+        () =>
+          n1
+            .logRecords()
+            .slice(after)
+            .some((r) => r.msg === 'DHCP waiting' && reason.test(String(r['reason']))),
+        5000,
+        50,
+      );
+    const vipOnEth0 = async (): Promise<boolean> =>
+      (await lab.run(ns.n1, ['ip', '-4', 'addr', 'show', 'dev', 'eth0'])).stdout.includes(`${node.vip}/32`);
+    const backAndServing = async (what: string): Promise<void> => {
+      await waitFor(`${what}: the VIP on eth0 again`, vipOnEth0, 10_000, 100);
+      await waitFor(`${what}: ok`, async () => (await statusRow())?.health === 'ok', 10_000, 100);
+      const got = await lease(5);
+      assert.equal(got.code, 0, `${what}: no lease:\n${got.stdout}`);
+      assert.match(got.stdout, new RegExp(`serverid=${node.vip}`));
+    };
+
+    let mark = n1.logRecords().length;
+    await lab.check(ns.n1, ['ip', 'link', 'set', 'eth0', 'down']);
+    await lab.check(ns.n1, ['ip', 'link', 'set', 'eth0', 'name', 'prov9']);
+    await lab.check(ns.n1, ['ip', 'link', 'set', 'prov9', 'up']);
+    await waitingFor(/interface eth0 does not exist/, mark);
+    await lab.check(ns.n1, ['ip', 'link', 'set', 'prov9', 'down']);
+    await lab.check(ns.n1, ['ip', 'link', 'set', 'prov9', 'name', 'eth0']);
+    await lab.check(ns.n1, ['ip', 'link', 'set', 'eth0', 'up']);
+    await backAndServing('renamed back');
+
+    mark = n1.logRecords().length;
+    await lab.check(ns.n1, ['ip', 'link', 'del', 'eth0']);
+    await waitingFor(/interface eth0 does not exist/, mark);
+    await lab.connect(
+      { ns: ns.lan, ifname: 'p-n1', bridge: 'br0' },
+      { ns: ns.n1, ifname: 'eth0', addresses: [`${node.address}/24`] },
+    );
+    await backAndServing('made again');
   });
 
   it("follows the node's own address replaced on the provisioning interface while it runs", async () => {

@@ -97,6 +97,7 @@ describe('readiness from the link table', () => {
 
   it('waits for an address to be on this host; the wildcard is always ready', () => {
     assert.deepEqual(addressReadiness('0.0.0.0')(new Map()), { ready: true, key: 'any', arg: undefined });
+    assert.equal(addressReadiness('127.0.0.2')(new Map()).ready, true, 'all of 127/8 is local');
     const on = addressReadiness('10.0.0.2');
     assert.deepEqual(on(table(link('lo', 1))), {
       ready: false,
