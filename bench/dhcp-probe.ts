@@ -1,8 +1,10 @@
 // A machine's view of DHCP, for benchmarks that cut links: run inside a lab namespace
-// (`ip netns exec NS node --import tsx bench/dhcp-probe.ts MAC EVERY_MS DURATION_MS`), it
-// broadcasts a DISCOVER for MAC every EVERY_MS (a new xid each) and prints one JSON line per OFFER
-// heard: {"atMs": epoch ms, "serverId": option 54, "from": source address}. Its interface needs an
-// IPv4 address (the kernel routes 255.255.255.255 through it) and nothing else may use port 68.
+// (`ip netns exec NS node --import tsx bench/dhcp-probe.ts ADDRESS MAC EVERY_MS DURATION_MS`),
+// it broadcasts a DISCOVER for MAC every EVERY_MS (a new xid each) and prints one JSON line per
+// OFFER heard: {"atMs": epoch ms, "serverId": option 54, "from": source address}. ADDRESS is its
+// interface's IPv4 address: a socket bound there sends the broadcast out of that interface with no
+// default route (as the DHCP server's do, src/boot/dhcp/socket-driver.ts), and one on 0.0.0.0
+// hears the broadcast answers. Nothing else in the namespace may use port 68.
 import dgram from 'node:dgram';
 import { pathToFileURL } from 'node:url';
 import {
@@ -43,12 +45,18 @@ function discover(mac: string, xid: number): Uint8Array {
   return encodeDhcpPacket(packet);
 }
 
-async function probe(mac: string, everyMs: number, durationMs: number): Promise<void> {
+async function bound(address: string): Promise<dgram.Socket> {
   const socket = dgram.createSocket({ type: 'udp4', reuseAddr: true });
-  await new Promise<void>((resolve) => socket.bind(68, '0.0.0.0', resolve));
+  await new Promise<void>((resolve) => socket.bind(68, address, resolve));
   socket.setBroadcast(true);
+  return socket;
+}
+
+async function probe(address: string, mac: string, everyMs: number, durationMs: number): Promise<void> {
+  const listener = await bound('0.0.0.0');
+  const sender = await bound(address);
   const wanted = mac.toLowerCase();
-  socket.on('message', (message, from) => {
+  const hear = (message: Buffer, from: dgram.RemoteInfo): void => {
     try {
       const reply = decodeDhcpPacket(message);
       if (reply.op !== 'reply' || reply.options.messageType !== 'OFFER') return;
@@ -62,23 +70,28 @@ async function probe(mac: string, everyMs: number, durationMs: number): Promise<
     } catch {
       // Not a DHCP reply for us.
     }
-  });
+  };
+  listener.on('message', hear);
+  sender.on('message', hear);
   let xid = Math.floor(Math.random() * 0x7fff_0000) + 1;
   const timer = setInterval(() => {
     xid += 1;
-    socket.send(discover(mac, xid), 67, '255.255.255.255');
+    sender.send(discover(mac, xid), 67, '255.255.255.255', (err) => {
+      if (err !== null) process.stderr.write(`send: ${err.message}\n`);
+    });
   }, everyMs);
   await new Promise((resolve) => setTimeout(resolve, durationMs));
   clearInterval(timer);
-  socket.close();
+  listener.close();
+  sender.close();
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const [mac, everyMs, durationMs] = process.argv.slice(2);
-  if (mac === undefined || everyMs === undefined || durationMs === undefined) {
-    process.stderr.write('usage: dhcp-probe.ts MAC EVERY_MS DURATION_MS\n');
+  const [address, mac, everyMs, durationMs] = process.argv.slice(2);
+  if (address === undefined || mac === undefined || everyMs === undefined || durationMs === undefined) {
+    process.stderr.write('usage: dhcp-probe.ts ADDRESS MAC EVERY_MS DURATION_MS\n');
     process.exitCode = 2;
   } else {
-    await probe(mac, Number(everyMs), Number(durationMs));
+    await probe(address, mac, Number(everyMs), Number(durationMs));
   }
 }

@@ -51,11 +51,12 @@ function parseOptions(argv: readonly string[]): Options {
   return { rounds: Number(values.rounds), probeMs: Number(values['probe-ms']) };
 }
 
-/** Namespaces: lan (management), plan (provisioning), n1-n3, k1-k3, m1 (the machine). */
+/** Namespaces: lan (management), ops (the CLI), plan (provisioning), n1-n3, k1-k3, m1 (the machine). */
 async function buildLab(lab: NetnsLab): Promise<Record<string, string>> {
-  const ns: Record<string, string> = await lab.addLan(
-    Object.fromEntries(ids.map((id, i) => [id, { addresses: [`${mgmtAddress(i)}/24`] }])),
-  );
+  const ns: Record<string, string> = await lab.addLan({
+    ...Object.fromEntries(ids.map((id, i) => [id, { addresses: [`${mgmtAddress(i)}/24`] }])),
+    ops: { addresses: ['10.82.0.5/24'] },
+  });
   ns['plan'] = await lab.addNamespace('plan');
   await lab.addBridge(ns['plan'], 'br0');
   const onPlan = async (name: string, ifname: string, addresses: string[], mac?: string): Promise<void> => {
@@ -134,7 +135,7 @@ function startSlipway(lab: NetnsLab, ns: Record<string, string>, dir: string): L
 async function slipway(lab: NetnsLab, ns: Record<string, string>, args: readonly string[]): Promise<string> {
   const servers = ids.map((_, i) => `${mgmtAddress(i)}:7001`).join(',');
   const argv = ['env', `SLIPWAY_SERVER=${servers}`, process.execPath, slipwayBuild().main, ...args];
-  return lab.check(ns['lan']!, argv, 30_000);
+  return lab.check(ns['ops']!, argv, 30_000);
 }
 
 async function allHealthy(lab: NetnsLab, ns: Record<string, string>, timeoutMs: number): Promise<void> {
@@ -183,7 +184,7 @@ async function slipwayRounds(lab: NetnsLab, ns: Record<string, string>, o: Optio
     '--ip',
     `${machine.ip}/24`,
   ]);
-  const probeArgs = [machine.mac, String(o.probeMs), String(10 * 60_000)];
+  const probeArgs = [machine.probe, machine.mac, String(o.probeMs), String(10 * 60_000)];
   const probe = lab.spawn(
     ns['m1']!,
     [process.execPath, '--import', 'tsx', 'bench/dhcp-probe.ts', ...probeArgs],
@@ -191,7 +192,8 @@ async function slipwayRounds(lab: NetnsLab, ns: Record<string, string>, o: Optio
       cwd: repoRoot,
     },
   );
-  await firstOfferAfter(probe, 0, 30_000);
+  if ((await firstOfferAfter(probe, 0, 30_000)) === null)
+    throw new Error(`the machine heard no DHCP offer before any cut:\n${probe.output.slice(-2000)}`);
   const results: CutResult[] = [];
   for (let round = 1; round <= o.rounds + 1; round++) {
     const holder = (await holderAmong(lab, ns, ids, vip, moveTimeoutMs)) ?? 'n1';

@@ -505,7 +505,8 @@ function bootLeadershipOf(
   return new BootLeadership({
     node,
     configured: configuredBootServices(cfg).length > 0,
-    serving: () => boot.states.size > 0 && allServing(boot.states),
+    // Before the boot services start there is nothing to judge by: no hold, no handover.
+    serving: () => allServing(boot.states),
     peerServing: async (member) => {
       const services = (await kv.peerStatus(member, peerBootTimeoutMs)).bootServices;
       return (

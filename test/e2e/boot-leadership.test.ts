@@ -4,7 +4,7 @@
 // leader; the link coming back moves nothing; a follower whose link is cut does not take
 // leadership; and with no healthy peer the unhealthy leader keeps leading.
 // Method: one lab with two segments: management (bridge br0 in namespace lan: raft and the API
-// on 10.80.0.11-13) and provisioning (bridge br0 in namespace plan: prov0 on 10.81.0.11-13, the
+// on 10.80.0.11-13, the CLI in ops at 10.80.0.5) and provisioning (bridge br0 in namespace plan: prov0 on 10.81.0.11-13, the
 // VIP 10.81.0.100, DHCP on prov0); c1 holds a machine's veth on the provisioning segment and runs
 // busybox udhcpc. A link is cut by setting its port on the provisioning bridge down (a pulled
 // cable: the node's prov0 loses carrier, raft carries on over management). Every wait has a
@@ -33,7 +33,10 @@ before(async () => {
   lab = await NetnsLab.create();
   Object.assign(
     ns,
-    await lab.addLan(Object.fromEntries(ids.map((id) => [id, { addresses: [`${mgmt[id]}/24`] }]))),
+    await lab.addLan({
+      ...Object.fromEntries(ids.map((id) => [id, { addresses: [`${mgmt[id]}/24`] }])),
+      ops: { addresses: ['10.80.0.5/24'] },
+    }),
   );
   ns['plan'] = await lab.addNamespace('plan');
   await lab.addBridge(ns['plan'], 'br0');
@@ -79,7 +82,7 @@ async function setLink(id: Id, up: boolean): Promise<void> {
 const nodeOf = (id: string): NetnsNode => cluster.nodes.find((n) => n.id === id)!;
 
 async function leaderId(): Promise<string> {
-  return (await cluster.waitForLeader(ns['lan']!, 30_000)).id;
+  return (await cluster.waitForLeader(ns['ops']!, 30_000)).id;
 }
 
 /** One lease for c1 (DISCOVERs a second apart); returns which node answered and how long it took. */
@@ -112,7 +115,7 @@ describe('leadership follows boot health', { concurrency: 1 }, () => {
 
   it('a leader whose provisioning link is cut hands leadership to a follower that serves', async () => {
     first = await leaderId();
-    await cluster.slipwayOk(ns['lan']!, [
+    await cluster.slipwayOk(ns['ops']!, [
       'hardware',
       'create',
       '--id',
@@ -131,7 +134,7 @@ describe('leadership follows boot health', { concurrency: 1 }, () => {
       'another leader',
       async () => {
         next =
-          (await cluster.status(ns['lan']!)).find((r) => r.leader !== '' && r.leader !== first)?.leader ?? '';
+          (await cluster.status(ns['ops']!)).find((r) => r.leader !== '' && r.leader !== first)?.leader ?? '';
         return next !== '';
       },
       handoverMs,
@@ -157,7 +160,7 @@ describe('leadership follows boot health', { concurrency: 1 }, () => {
     await setLink(first as Id, true);
     await waitFor(
       'all serving',
-      async () => (await cluster.status(ns['lan']!)).every((r) => r.health === 'ok'),
+      async () => (await cluster.status(ns['ops']!)).every((r) => r.health === 'ok'),
       10_000,
       100,
     );
@@ -184,7 +187,7 @@ describe('leadership follows boot health', { concurrency: 1 }, () => {
     for (const id of ids) await setLink(id, false);
     await waitFor(
       'every node waiting',
-      async () => (await cluster.status(ns['lan']!)).every((r) => /dhcp waiting/.test(r.health)),
+      async () => (await cluster.status(ns['ops']!)).every((r) => /dhcp waiting/.test(r.health)),
       10_000,
       100,
     );

@@ -5,14 +5,16 @@
 // of the carrier coming back; the address replacing the node's own while it runs is followed;
 // a client renewing with the server identifier (the VIP) gets its answer from the VIP, as
 // firmware that accepts replies only from the address it asked requires; and the interface
-// renamed and back, or deleted and made again, brings DHCP and the VIP back by themselves.
+// renamed and back, or deleted and made again, brings DHCP and the VIP back by themselves; and
+// requests relayed over another link are answered while the provisioning link is down.
 // Method: one lab. Namespace lan holds bridge br0; n1 runs a one-node `slipway server` on eth0
 // (10.79.0.11/24, --dhcp-interface eth0, the VIP 10.79.0.100 on eth0 while leading, metrics);
 // c1 holds a machine's veth. The link is cut and restored by setting br0's port to n1 (p-n1)
 // down and up, as a pulled cable would. The CLI and curl run inside n1 (the node's address is
 // local there with or without carrier). c1 runs busybox udhcpc; for the renewal, iptables in c1
 // drops any DHCP reply not sent from the VIP (udhcpc renews over a kernel socket, which the
-// filter sees). Every wait has a deadline.
+// filter sees). ISC dhcrelay in namespace relay, on a routed link to n1 (rly0), relays for far's
+// client on a segment of its own. Every wait has a deadline.
 import assert from 'node:assert/strict';
 import { chmod, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -23,22 +25,44 @@ import { waitFor } from '../support/wait.js';
 
 const node = { id: 'n1', address: '10.79.0.11', moved: '10.79.0.12', vip: '10.79.0.100' };
 const machine = { id: 'm1', mac: '52:54:00:79:00:10', ip: '10.79.0.50' };
+/** Behind a relay on a routed link to the node (rly0), on a segment of its own. */
+const far = { id: 'm2', mac: '52:54:00:79:02:10', ip: '10.79.2.50', giaddr: '10.79.2.1' };
 /** The issue's target: DHCP answers within 2 s of the carrier coming back. */
 const answerAfterCarrierMs = 2000;
 
 let lab: NetnsLab;
 let cluster: NetnsCluster;
 let n1: NetnsNode;
-const ns = { lan: '', n1: '', c1: '' };
+const ns = { lan: '', n1: '', c1: '', relay: '', far: '' };
 let hook = '';
 
 before(async () => {
-  await requireCommands({ ip: 'iproute2', busybox: 'busybox-static', curl: 'curl', iptables: 'iptables' });
+  await requireCommands({
+    ip: 'iproute2',
+    busybox: 'busybox-static',
+    curl: 'curl',
+    iptables: 'iptables',
+    dhcrelay: 'isc-dhcp-relay',
+  });
   lab = await NetnsLab.create();
   Object.assign(
     ns,
     await lab.addLan({ n1: { addresses: [`${node.address}/24`] }, c1: { mac: machine.mac } }),
   );
+  // A relay reaching the node over a link of its own, and a machine behind it.
+  ns.relay = await lab.addNamespace('relay');
+  ns.far = await lab.addNamespace('far');
+  await lab.connect(
+    { ns: ns.n1, ifname: 'rly0', addresses: ['10.79.9.1/30'] },
+    { ns: ns.relay, ifname: 'up0', addresses: ['10.79.9.2/30'] },
+  );
+  await lab.addBridge(ns.relay, 'br1', [`${far.giaddr}/24`]);
+  await lab.connect(
+    { ns: ns.relay, ifname: 'p-far', bridge: 'br1' },
+    { ns: ns.far, ifname: 'eth0', mac: far.mac },
+  );
+  await lab.addRoute(ns.relay, '10.79.0.0/24', '10.79.9.1');
+  await lab.addRoute(ns.n1, '10.79.2.0/24', '10.79.9.2');
   hook = path.join(lab.dir, 'udhcpc.sh');
   await writeFile(
     hook,
@@ -178,6 +202,45 @@ describe('boot services across link faults', { concurrency: 1 }, () => {
     } finally {
       await client.stop();
       await lab.check(ns.c1, ['iptables', '-F', 'INPUT']);
+    }
+  });
+
+  it('answers relayed requests while its own provisioning link is down', async () => {
+    await cluster.slipwayOk(ns.n1, [
+      ...['hardware', 'create', '--id', far.id, '--mac', far.mac, '--ip', `${far.ip}/24`],
+    ]);
+    const relay = lab.spawn(ns.relay, [
+      'dhcrelay',
+      '-d',
+      '-4',
+      '-a',
+      '-iu',
+      'up0',
+      '-id',
+      'br1',
+      node.address,
+    ]);
+    try {
+      await relay.waitForOutput((o) => o.includes('Sending on   Socket/fallback'), 10_000, 'dhcrelay ready');
+      await setCarrier(false);
+      await waitFor(
+        'DHCP waiting without carrier',
+        async () => /dhcp waiting: interface eth0 has no carrier/.test((await statusRow())?.health ?? ''),
+        5000,
+        100,
+      );
+      const argv = ['busybox', 'udhcpc', '-i', 'eth0', '-n', '-q', '-s', hook, '-t', '5', '-T', '1'];
+      const got = await lab.run(ns.far, argv, 30_000);
+      assert.equal(got.code, 0, `no lease through the relay:\n${got.stdout}${got.stderr}`);
+      assert.match(got.stdout, new RegExp(`event=bound ip=${far.ip.replaceAll('.', '\\.')}`));
+      const relayed = n1.logsFor('DHCP reply sent', far.mac);
+      assert.ok(
+        relayed.some((r) => r['via'] === 'relay'),
+        'answered to the relay',
+      );
+    } finally {
+      await relay.stop();
+      await setCarrier(true);
     }
   });
 
