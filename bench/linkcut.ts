@@ -104,14 +104,23 @@ function offersOf(probe: LabProcess): HeardOffer[] {
     .map((l) => JSON.parse(l) as HeardOffer);
 }
 
-/** The first offer heard after `t0`, waiting for it up to the deadline; its time, or null. */
-async function firstOfferAfter(probe: LabProcess, t0: number, timeoutMs: number): Promise<number | null> {
+/**
+ * The first offer heard after `t0` that `accept` takes (not one the cut node sent before its link
+ * went down), waiting for it up to the deadline; its time, or null.
+ */
+async function firstOfferAfter(
+  probe: LabProcess,
+  t0: number,
+  timeoutMs: number,
+  accept: (offer: HeardOffer) => boolean = () => true,
+): Promise<number | null> {
+  const first = (): HeardOffer | undefined => offersOf(probe).find((o) => o.atMs > t0 && accept(o));
   try {
-    await probe.waitForOutput(() => offersOf(probe).some((o) => o.atMs > t0), timeoutMs, 'an offer');
+    await probe.waitForOutput(() => first() !== undefined, timeoutMs, 'an offer');
   } catch {
     return null;
   }
-  return offersOf(probe).find((o) => o.atMs > t0)?.atMs ?? null;
+  return first()?.atMs ?? null;
 }
 
 function startSlipway(lab: NetnsLab, ns: Record<string, string>, dir: string): LabProcess[] {
@@ -162,7 +171,8 @@ async function slipwayCut(
   const others = ids.filter((id) => id !== who);
   const moved = who === holder ? await holderAmong(lab, ns, others, vip, moveTimeoutMs) : undefined;
   const vipMovedMs = moved === undefined ? null : Date.now() - t0;
-  const offered = await firstOfferAfter(probe, t0, moveTimeoutMs);
+  const cutAddress = provAddress(ids.indexOf(who as (typeof ids)[number]));
+  const offered = await firstOfferAfter(probe, t0, moveTimeoutMs, (o) => o.from !== cutAddress);
   await setLink(lab, ns, who, true);
   return { vipMovedMs, dhcpOutageMs: offered === null ? null : offered - t0 };
 }
