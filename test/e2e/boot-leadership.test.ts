@@ -184,7 +184,18 @@ describe('leadership follows boot health', { concurrency: 1 }, () => {
 
   it('with no peer that serves, the unhealthy leader keeps leading', async () => {
     const now = await leaderId();
-    for (const id of ids) await setLink(id, false);
+    // The followers first: cut while a follower still served, the leader would rightly hand over.
+    const followers = ids.filter((id) => id !== now);
+    for (const id of followers) await setLink(id, false);
+    await waitFor(
+      'the followers waiting',
+      async () =>
+        (await cluster.status(ns['ops']!)).filter((r) => /dhcp waiting/.test(r.health)).length ===
+        followers.length,
+      10_000,
+      100,
+    );
+    await setLink(now as Id, false);
     await waitFor(
       'every node waiting',
       async () => (await cluster.status(ns['ops']!)).every((r) => /dhcp waiting/.test(r.health)),
