@@ -15,6 +15,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   cli: async (argv) => (await import('./cli.js')).runCliBench(argv),
   state: async (argv) => (await import('./state.js')).runStateBench(argv),
   'uefi-pxe': async (argv) => (await import('./uefi-pxe.js')).runUefiPxeBench(argv),
+  linkcut: async (argv) => (await import('./linkcut.js')).runLinkcutBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -140,7 +140,7 @@ async function startBootServices(
     ...(server === 'slipway'
       ? {
           dhcp: { serverAddress: vip, mode: 'reservation' as const, interfaceName: 'br0' },
-          tftp: { root, host: '0.0.0.0', port: 69, followAddressesMs: 1000 },
+          tftp: { root, host: '0.0.0.0', port: 69, followAddresses: true },
         }
       : {}),
   };

@@ -22,8 +22,8 @@ import {
   defaultBootArtifacts,
   startTftpServer,
   type TftpServer,
-  polledAddressFeed,
 } from '../../src/boot/index.js';
+import { addressFeedOf, LinkWatcher } from '../../src/platform/link-watch.js';
 import { createLogger, type Logger } from '../../src/platform/logger.js';
 
 export interface BootServicesConfig {
@@ -43,8 +43,8 @@ export interface BootServicesConfig {
     readonly root: string;
     readonly host?: string;
     readonly port?: number;
-    /** With host 0.0.0.0: a listener per local address, read every this many ms (as a node does). */
-    readonly followAddressesMs?: number;
+    /** With host 0.0.0.0: a listener per local address, following the link watcher (as a node does). */
+    readonly followAddresses?: boolean;
   };
   readonly http?: {
     readonly apiAddress: string;
@@ -140,6 +140,8 @@ export async function startBootServices(config: BootServicesConfig): Promise<Run
             onRequest: (e) => emit({ event: 'http', method: e.method, url: e.url, status: e.status }),
           });
     if (http !== undefined) started.push(http);
+    const links = config.tftp?.followAddresses === true ? await LinkWatcher.start({ logger }) : undefined;
+    if (links !== undefined) started.push({ close: () => Promise.resolve(links.close()) });
     const tftp =
       config.tftp === undefined
         ? undefined
@@ -147,9 +149,7 @@ export async function startBootServices(config: BootServicesConfig): Promise<Run
             root: config.tftp.root,
             ...(config.tftp.host === undefined ? {} : { host: config.tftp.host }),
             ...(config.tftp.port === undefined ? {} : { port: config.tftp.port }),
-            ...(config.tftp.followAddressesMs === undefined
-              ? {}
-              : { addresses: polledAddressFeed(config.tftp.followAddressesMs) }),
+            ...(links === undefined ? {} : { addresses: addressFeedOf(links) }),
             hooks: {
               onTransferStart: (e) =>
                 emit({ event: 'tftp-start', filename: e.filename, client: e.client.address }),

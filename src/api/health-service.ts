@@ -1,6 +1,7 @@
 // grpc.health.v1: a node is SERVING while it knows a leader (it can answer reads and forward
 // writes); NOT_SERVING otherwise, and during shutdown. Balancers drain on NOT_SERVING. It answers
-// for the node as a whole ("") and for each service the API port serves, all alike.
+// for the node as a whole ("") and for each service the API port serves, all alike; services
+// with a check of their own (the boot services, slipway.boot.*) answer by that check.
 import { status } from '@grpc/grpc-js';
 import type { Server, ServerWritableStream } from '@grpc/grpc-js';
 import type { HealthCheckRequest, HealthCheckResponse, HealthServer } from '../gen/health.js';
@@ -16,13 +17,24 @@ export class HealthService {
   readonly #serving: () => boolean;
   /** The services a client may ask about by name; "" is the node as a whole. */
   readonly #knownServices: ReadonlySet<string>;
+  /** Services whose health is their own check rather than the node's. */
+  readonly #ownChecks: ReadonlyMap<string, () => boolean>;
   #shuttingDown = false;
   readonly #watchers = new Set<ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
 
-  /** `services`: the full names of the services served beside this one (itself is known). */
-  constructor(serving: () => boolean, services: readonly string[] = []) {
+  /**
+   * `services`: the full names of the services served beside this one (itself is known);
+   * `ownChecks`: further names, each SERVING only while its check holds (and the node is not
+   * shutting down).
+   */
+  constructor(
+    serving: () => boolean,
+    services: readonly string[] = [],
+    ownChecks: ReadonlyMap<string, () => boolean> = new Map(),
+  ) {
     this.#serving = serving;
-    this.#knownServices = new Set(['', serviceNameOf(HealthDefinition), ...services]);
+    this.#ownChecks = ownChecks;
+    this.#knownServices = new Set(['', serviceNameOf(HealthDefinition), ...services, ...ownChecks.keys()]);
   }
 
   /** Serves Health on `server` as generated (a node serves handlers() through its call guard). */
@@ -37,7 +49,7 @@ export class HealthService {
           callback({ code: status.NOT_FOUND, details: `unknown service "${call.request.service}"` }, null);
           return;
         }
-        callback(null, { status: this.#current() });
+        callback(null, { status: this.#current(call.request.service) });
       },
       watch: (call) => {
         this.#watch(call);
@@ -54,8 +66,9 @@ export class HealthService {
     this.#watchers.clear();
   }
 
-  #current(): ServingStatus {
-    return !this.#shuttingDown && this.#serving() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+  #current(service: string): ServingStatus {
+    const check = this.#ownChecks.get(service) ?? this.#serving;
+    return !this.#shuttingDown && check() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
   }
 
   #watch(call: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>): void {
@@ -69,10 +82,11 @@ export class HealthService {
       call.on('cancelled', stopWatching);
       return;
     }
-    let last = this.#current();
+    const service = call.request.service;
+    let last = this.#current(service);
     call.write({ status: last });
     const timer = setInterval(() => {
-      const now = this.#current();
+      const now = this.#current(service);
       if (now !== last) {
         last = now;
         call.write({ status: now });

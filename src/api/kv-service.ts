@@ -18,6 +18,7 @@ import type {
   Session as SessionProto,
   StatusRequest,
   StatusResponse,
+  BootServiceStatus,
 } from '../gen/kv.js';
 import { KvClient, Role, Suffrage } from '../gen/kv.js';
 import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
@@ -56,6 +57,8 @@ export interface KvServiceContext {
   readonly peerTls?: PeerTls | undefined;
   /** Whether this node is drained, and its open worker streams, for Status (node-drain.ts). */
   readonly drain?: () => { readonly drained: boolean; readonly workerStreams: number };
+  /** This node's configured boot services and what each is doing, for Status. */
+  readonly bootServices?: () => BootServiceStatus[];
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -329,6 +332,7 @@ export class KvService {
       stateDigest: '',
       drained: this.#ctx.drain?.().drained ?? false,
       workerStreams: this.#ctx.drain?.().workerStreams ?? 0,
+      bootServices: this.#ctx.bootServices?.() ?? [],
     };
   }
 

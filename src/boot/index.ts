@@ -3,7 +3,6 @@
 // composes the same servers through node-boot.ts.
 export { startDhcpServer, type DhcpCounters, type DhcpMode, type DhcpServer } from './dhcp/server.js';
 export { startTftpServer, type TftpServer } from './tftp/server.js';
-export { polledAddressFeed } from './tftp/polled-address-feed.js';
 export { startHttpBootServer, type HttpBootServer } from './http/server.js';
 export { defaultBootArtifacts } from './http/ipxe-script.js';
 export { staticInventory, type BootInventory } from './inventory.js';

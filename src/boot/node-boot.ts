@@ -7,14 +7,22 @@ import type { Logger } from 'pino';
 import type { ControlState } from '../state/control/control-state.js';
 import { dynamicLeases, type LeaseLedger } from './dhcp/dynamic-leases.js';
 import { parsePoolSpec } from './dhcp/pool.js';
-import { reservedLeases, startDhcpServer } from './dhcp/server.js';
-import type { DhcpMode, DhcpServer } from './dhcp/server.js';
+import { newDhcpCounters, reservedLeases, startDhcpServer } from './dhcp/server.js';
+import type { DhcpCounters, DhcpMode, DhcpServer, Subnet } from './dhcp/server.js';
+import type { AddressFeed, LinkSource, LinkTable } from '../platform/link-watch.js';
+import { LinkBoundService, type Readiness } from './link-bound-service.js';
+import { addressReadiness, dhcpReadiness, dhcpUnicastAddresses } from './readiness.js';
+import {
+  bootServiceNames,
+  BootServiceState,
+  type BootServiceName,
+  type BootServiceStates,
+} from './service-state.js';
 import type { BootInventory } from './inventory.js';
 import { defaultBootArtifacts } from './http/ipxe-script.js';
 import { startHttpBootServer } from './http/server.js';
 import type { CredentialClaims, HttpBootServer, RegisteredArtifacts } from './http/server.js';
 import { startTftpServer } from './tftp/server.js';
-import { polledAddressFeed } from './tftp/polled-address-feed.js';
 import type { TftpServer } from './tftp/server.js';
 
 /** Where Debian's `ipxe` package puts the binaries machines chainload. */
@@ -46,11 +54,29 @@ export interface NodeBootConfig {
   readonly credentials?: CredentialClaims | undefined;
 }
 
+/** One boot service, opened when what it needs is on this host (link-bound-service.ts). */
+export interface BootServiceHandle<T> {
+  readonly state: BootServiceState;
+  /** The open server, while there is one. */
+  readonly current: T | undefined;
+}
+
 export interface NodeBootServices {
-  readonly dhcp: DhcpServer | undefined;
-  readonly tftp: TftpServer | undefined;
-  readonly http: HttpBootServer | undefined;
+  readonly dhcp: BootServiceHandle<DhcpServer> | undefined;
+  readonly tftp: BootServiceHandle<TftpServer> | undefined;
+  readonly http: BootServiceHandle<HttpBootServer> | undefined;
+  /** The configured services' states, in the order of bootServiceNames. */
+  readonly states: BootServiceStates;
+  /** DHCP's counters over every server it opened. */
+  readonly dhcpCounters: Readonly<DhcpCounters>;
   close(): Promise<void>;
+}
+
+/** What the boot services learn about this host: its interfaces and addresses, as they change. */
+export interface BootHost {
+  readonly links: LinkSource;
+  /** This host's IPv4 addresses (for the TFTP server's per-address sockets). */
+  readonly addresses: AddressFeed;
 }
 
 function missingLedger(): never {
@@ -92,43 +118,92 @@ export function prepareDefaultTftpRoot(dataDir: string, source = debianIpxeDir):
   return root;
 }
 
+/**
+ * Starts the configured boot services, each waiting for its interface or address when it is not
+ * there yet (the promise resolves without waiting for them): nothing here fails for a host that
+ * is not ready; the states say what each service waits for.
+ */
 export async function startNodeBootServices(
   cfg: NodeBootConfig,
   control: ControlState,
   isLeader: () => boolean,
   logger: Logger,
+  host: BootHost,
   /** Dynamic mode's committed leases. */
   ledger?: LeaseLedger,
 ): Promise<NodeBootServices> {
   const inventory = inventoryOf(control);
-  const started: { close(): Promise<void> }[] = [];
-  const closeAll = async (): Promise<void> => {
-    await Promise.all(started.map((s) => s.close()));
+  // Machines reach the HTTP server at the advertised address (the VIP) on the configured port.
+  const httpPort = cfg.httpAddr === undefined ? 80 : splitHostPort(cfg.httpAddr).port;
+  const httpBaseUrl = `http://${cfg.advertise}${httpPort === 80 ? '' : `:${String(httpPort)}`}`;
+  const dhcpCounters = newDhcpCounters();
+  const states = new Map<BootServiceName, BootServiceState>();
+  const bound: LinkBoundService<{ close(): Promise<void> }, unknown>[] = [];
+  const follow = <T extends { close(): Promise<void> }, A>(
+    name: BootServiceName,
+    readiness: (links: LinkTable) => Readiness<A>,
+    open: (arg: A) => Promise<T>,
+    sync?: (service: T, links: LinkTable) => Promise<void>,
+  ): BootServiceHandle<T> => {
+    const state = new BootServiceState(name, logger, { state: 'waiting', reason: 'starting' });
+    states.set(name, state);
+    const service = new LinkBoundService<T, A>({
+      links: host.links,
+      state,
+      readiness,
+      open,
+      logger,
+      ...(sync === undefined ? {} : { sync }),
+    });
+    bound.push(service as unknown as LinkBoundService<{ close(): Promise<void> }, unknown>);
+    return {
+      state,
+      get current() {
+        return service.current;
+      },
+    };
   };
-  try {
-    // Machines reach the HTTP server at the advertised address (the VIP) on the configured port.
-    const httpPort = cfg.httpAddr === undefined ? 80 : splitHostPort(cfg.httpAddr).port;
-    const httpBaseUrl = `http://${cfg.advertise}${httpPort === 80 ? '' : `:${String(httpPort)}`}`;
-    let http: HttpBootServer | undefined;
-    if (cfg.httpAddr !== undefined) {
-      http = await startHttp(cfg, cfg.httpAddr, httpBaseUrl, inventory, logger);
-      started.push(http);
-    }
-    let tftp: TftpServer | undefined;
-    if (cfg.tftpAddr !== undefined) {
-      tftp = await startTftp(cfg, cfg.tftpAddr, logger.child({ service: 'tftp' }));
-      started.push(tftp);
-    }
-    let dhcp: DhcpServer | undefined;
-    if (cfg.dhcpInterface !== undefined || cfg.dhcpAddr !== undefined) {
-      dhcp = await startDhcp(cfg, httpBaseUrl, inventory, isLeader, logger, ledger);
-      started.push(dhcp);
-    }
-    return { dhcp, tftp, http, close: closeAll };
-  } catch (err) {
-    await closeAll();
-    throw err;
-  }
+  const dhcp = !dhcpConfigured(cfg)
+    ? undefined
+    : follow(
+        'dhcp',
+        dhcpReadiness(cfg),
+        (segment: readonly Subnet[]) =>
+          startDhcp(cfg, httpBaseUrl, inventory, isLeader, logger, ledger, segment, dhcpCounters),
+        (server, links) => server.setUnicastAddresses(dhcpUnicastAddresses(cfg, links)),
+      );
+  const tftpAddr = cfg.tftpAddr;
+  const tftp =
+    tftpAddr === undefined
+      ? undefined
+      : follow('tftp', addressReadiness(splitHostPort(tftpAddr).host), () =>
+          startTftp(cfg, tftpAddr, host.addresses, logger.child({ service: 'tftp' })),
+        );
+  const httpAddr = cfg.httpAddr;
+  const http =
+    httpAddr === undefined
+      ? undefined
+      : follow('http', addressReadiness(splitHostPort(httpAddr).host), () =>
+          startHttp(cfg, httpAddr, httpBaseUrl, inventory, logger),
+        );
+  await Promise.all(bound.map((b) => b.start()));
+  const ordered = new Map(
+    bootServiceNames.flatMap((n) => (states.has(n) ? [[n, states.get(n)!] as const] : [])),
+  );
+  return {
+    dhcp,
+    tftp,
+    http,
+    states: ordered,
+    dhcpCounters,
+    close: async () => {
+      await Promise.all(bound.map((b) => b.close()));
+    },
+  };
+}
+
+function dhcpConfigured(cfg: NodeBootConfig): boolean {
+  return cfg.dhcpInterface !== undefined || cfg.dhcpAddr !== undefined;
 }
 
 /** iPXE scripts, the boot OS, artifacts and credential claims over HTTP on `addr`. */
@@ -163,16 +238,21 @@ function startHttp(
 }
 
 /** The iPXE binaries over TFTP on `addr`, each transfer logged at debug level. */
-async function startTftp(cfg: NodeBootConfig, addr: string, log: Logger): Promise<TftpServer> {
+async function startTftp(
+  cfg: NodeBootConfig,
+  addr: string,
+  addresses: AddressFeed,
+  log: Logger,
+): Promise<TftpServer> {
   const { host, port } = splitHostPort(addr);
   const root = cfg.tftpRoot ?? prepareDefaultTftpRoot(cfg.dataDir);
   const tftp = await startTftpServer({
     host,
     port,
     root,
-    // On 0.0.0.0, every local address (the VIP included) gets its own listener, so replies leave
-    // from the address the client asked. TEMPORARY feed: the link watcher replaces the poll.
-    ...(host === '0.0.0.0' ? { addresses: polledAddressFeed() } : {}),
+    // On 0.0.0.0, every local address (the VIP included) gets its own listener, following the
+    // link watcher, so replies leave from the address the client asked.
+    ...(host === '0.0.0.0' ? { addresses } : {}),
     // Transfers run on one worker thread per core (the server's default).
     ...(cfg.tftpTransfersMax === undefined ? {} : { limits: { transfersMax: cfg.tftpTransfersMax } }),
     hooks: {
@@ -213,10 +293,12 @@ function startDhcp(
   isLeader: () => boolean,
   logger: Logger,
   ledger: LeaseLedger | undefined,
+  segment: readonly Subnet[],
+  counters: DhcpCounters,
 ): Promise<DhcpServer> {
   const where =
     cfg.dhcpInterface !== undefined
-      ? { interfaceName: cfg.dhcpInterface }
+      ? { interfaceName: cfg.dhcpInterface, segment }
       : (() => {
           const { host, port } = splitHostPort(cfg.dhcpAddr ?? '');
           return { address: host, port };
@@ -238,6 +320,7 @@ function startDhcp(
     ...(leases === undefined ? {} : { leases }),
     shouldAnswer: isLeader,
     ...where,
+    counters,
     logger: logger.child({ service: 'dhcp' }),
   });
 }

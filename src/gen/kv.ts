@@ -133,6 +133,64 @@ export function suffrageToJSON(object: Suffrage): string {
   }
 }
 
+export const BootServiceState = {
+  BOOT_SERVICE_STATE_UNSPECIFIED: 0,
+  /** BOOT_SERVICE_STATE_SERVING - Bound and able to answer (DHCP: its interface has carrier). */
+  BOOT_SERVICE_STATE_SERVING: 1,
+  /** BOOT_SERVICE_STATE_WAITING - Waiting for what it needs: its interface, carrier, an address (reason says which). */
+  BOOT_SERVICE_STATE_WAITING: 2,
+  /** BOOT_SERVICE_STATE_FAILED - Its bind was refused (reason says why); it is tried again with a back-off. */
+  BOOT_SERVICE_STATE_FAILED: 3,
+  UNRECOGNIZED: -1,
+} as const;
+
+export type BootServiceState = typeof BootServiceState[keyof typeof BootServiceState];
+
+export namespace BootServiceState {
+  export type BOOT_SERVICE_STATE_UNSPECIFIED = typeof BootServiceState.BOOT_SERVICE_STATE_UNSPECIFIED;
+  export type BOOT_SERVICE_STATE_SERVING = typeof BootServiceState.BOOT_SERVICE_STATE_SERVING;
+  export type BOOT_SERVICE_STATE_WAITING = typeof BootServiceState.BOOT_SERVICE_STATE_WAITING;
+  export type BOOT_SERVICE_STATE_FAILED = typeof BootServiceState.BOOT_SERVICE_STATE_FAILED;
+  export type UNRECOGNIZED = typeof BootServiceState.UNRECOGNIZED;
+}
+
+export function bootServiceStateFromJSON(object: any): BootServiceState {
+  switch (object) {
+    case 0:
+    case "BOOT_SERVICE_STATE_UNSPECIFIED":
+      return BootServiceState.BOOT_SERVICE_STATE_UNSPECIFIED;
+    case 1:
+    case "BOOT_SERVICE_STATE_SERVING":
+      return BootServiceState.BOOT_SERVICE_STATE_SERVING;
+    case 2:
+    case "BOOT_SERVICE_STATE_WAITING":
+      return BootServiceState.BOOT_SERVICE_STATE_WAITING;
+    case 3:
+    case "BOOT_SERVICE_STATE_FAILED":
+      return BootServiceState.BOOT_SERVICE_STATE_FAILED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return BootServiceState.UNRECOGNIZED;
+  }
+}
+
+export function bootServiceStateToJSON(object: BootServiceState): string {
+  switch (object) {
+    case BootServiceState.BOOT_SERVICE_STATE_UNSPECIFIED:
+      return "BOOT_SERVICE_STATE_UNSPECIFIED";
+    case BootServiceState.BOOT_SERVICE_STATE_SERVING:
+      return "BOOT_SERVICE_STATE_SERVING";
+    case BootServiceState.BOOT_SERVICE_STATE_WAITING:
+      return "BOOT_SERVICE_STATE_WAITING";
+    case BootServiceState.BOOT_SERVICE_STATE_FAILED:
+      return "BOOT_SERVICE_STATE_FAILED";
+    case BootServiceState.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /**
  * A client session for exactly-once writes: the cluster remembers the last seq applied per
  * client_id and answers a retried (client_id, seq) with the original result.
@@ -287,6 +345,19 @@ export interface StatusResponse {
   drained: boolean;
   /** Worker streams open on this node now. */
   workerStreams: number;
+  /**
+   * The boot services this node is configured with (dhcp, tftp, http, in that order) and what
+   * each is doing; empty when none is, and from builds before 0.3.0.
+   */
+  bootServices: BootServiceStatus[];
+}
+
+export interface BootServiceStatus {
+  /** dhcp, tftp or http. */
+  name: string;
+  state: BootServiceState;
+  /** Why it is waiting or failed; "" while serving. */
+  reason: string;
 }
 
 export interface MemberAddRequest {
@@ -1871,6 +1942,7 @@ function createBaseStatusResponse(): StatusResponse {
     stateDigest: "",
     drained: false,
     workerStreams: 0,
+    bootServices: [],
   };
 }
 
@@ -1920,6 +1992,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.workerStreams !== 0) {
       writer.uint32(120).uint32(message.workerStreams);
+    }
+    for (const v of message.bootServices) {
+      BootServiceStatus.encode(v!, writer.uint32(130).fork()).join();
     }
     return writer;
   },
@@ -2057,6 +2132,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.workerStreams = reader.uint32();
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.bootServices.push(BootServiceStatus.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2106,6 +2189,11 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         : isSet(object.worker_streams)
         ? globalThis.Number(object.worker_streams)
         : 0,
+      bootServices: globalThis.Array.isArray(object?.bootServices)
+        ? object.bootServices.map((e: any) => BootServiceStatus.fromJSON(e))
+        : globalThis.Array.isArray(object?.boot_services)
+        ? object.boot_services.map((e: any) => BootServiceStatus.fromJSON(e))
+        : [],
     };
   },
 
@@ -2156,6 +2244,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.workerStreams !== 0) {
       obj.workerStreams = Math.round(message.workerStreams);
     }
+    if (message.bootServices?.length) {
+      obj.bootServices = message.bootServices.map((e) => BootServiceStatus.toJSON(e));
+    }
     return obj;
   },
 
@@ -2179,6 +2270,108 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.stateDigest = object.stateDigest ?? "";
     message.drained = object.drained ?? false;
     message.workerStreams = object.workerStreams ?? 0;
+    message.bootServices = object.bootServices?.map((e) => BootServiceStatus.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseBootServiceStatus(): BootServiceStatus {
+  return { name: "", state: 0, reason: "" };
+}
+
+export const BootServiceStatus: MessageFns<BootServiceStatus> = {
+  encode(message: BootServiceStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.state !== 0) {
+      writer.uint32(16).int32(message.state);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BootServiceStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBootServiceStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.state = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BootServiceStatus {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      state: isSet(object.state) ? bootServiceStateFromJSON(object.state) : 0,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: BootServiceStatus): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.state !== 0) {
+      obj.state = bootServiceStateToJSON(message.state);
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<BootServiceStatus>, I>>(base?: I): BootServiceStatus {
+    return BootServiceStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BootServiceStatus>, I>>(object: I): BootServiceStatus {
+    const message = createBaseBootServiceStatus();
+    message.name = object.name ?? "";
+    message.state = object.state ?? 0;
+    message.reason = object.reason ?? "";
     return message;
   },
 };

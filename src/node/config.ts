@@ -1,6 +1,7 @@
 // The process configuration of `slipway server`, from flags or a YAML/JSON file, validated
 // once at the edge. Errors name the field and how to fix it.
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { overlappingPools, parsePoolSpec, type DhcpPool } from '../boot/dhcp/pool.js';
@@ -228,6 +229,7 @@ function checkBootServices(c: ConfigFields, ctx: z.RefinementCtx): void {
       message: 'give --dhcp-interface or --dhcp-addr, not both',
     });
   }
+  checkBootAddresses(c, ctx);
   const bootOn =
     c.dhcpInterface !== undefined ||
     c.dhcpAddr !== undefined ||
@@ -241,6 +243,41 @@ function checkBootServices(c: ConfigFields, ctx: z.RefinementCtx): void {
         'boot services need the address machines should use: pass --vip, or an --api-addr with a concrete host',
     });
   }
+}
+
+/**
+ * The boot services' listen hosts: addresses a service can wait for (one not on this host yet is
+ * waited for), never something no interface can ever hold; a node refuses those at start.
+ */
+function checkBootAddresses(c: ConfigFields, ctx: z.RefinementCtx): void {
+  const fields = [
+    ['dhcpAddr', '--dhcp-addr', c.dhcpAddr, false],
+    ['tftpAddr', '--tftp-addr', c.tftpAddr, false],
+    ['httpAddr', '--http-addr', c.httpAddr, true],
+  ] as const;
+  for (const [field, flag, addr, ipv6] of fields) {
+    if (addr === undefined) continue;
+    const host = addr.slice(0, addr.lastIndexOf(':'));
+    const problem = listenHostProblem(host, ipv6);
+    if (problem === undefined) continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: [field],
+      message: `${flag} ${addr}: ${problem}; give 0.0.0.0 (every address) or an address of this host`,
+    });
+  }
+}
+
+/** Why `host` can never be a local address to listen on, or undefined when it can be. */
+function listenHostProblem(host: string, ipv6Allowed: boolean): string | undefined {
+  if (ipv6Allowed && /^\[[0-9a-fA-F:.]+\]$/.test(host) && isIP(host.slice(1, -1)) === 6) return undefined;
+  if (isIP(host) !== 4)
+    return `${host} is not an IPv4 address${ipv6Allowed ? ' or a bracketed IPv6 address' : ''}`;
+  const first = Number(host.split('.')[0]);
+  if (host === '255.255.255.255') return `${host} is the broadcast address, which no interface holds`;
+  if (first >= 224 && first <= 239) return `${host} is a multicast address, which no interface holds`;
+  if (first >= 240) return `${host} is a reserved (class E) address, which no interface holds`;
+  return undefined;
 }
 
 /** Dynamic DHCP pools: only in dynamic mode, each well formed, none overlapping another. */

@@ -10,6 +10,7 @@ import type { ControlState } from '../state/control/control-state.js';
 import type { WorkflowEvent, WorkflowState } from '../model/records.js';
 import { workflowStates } from '../model/records.js';
 import { machineStates, type MachineState } from '../model/machine-lifecycle.js';
+import type { BootServiceStates } from '../boot/service-state.js';
 
 const durationBuckets = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 
@@ -25,6 +26,8 @@ export interface MetricsSources {
   readonly archivedWorkflows?: () => number;
   /** Whether this node is drained (node-drain.ts). */
   readonly drained?: () => boolean;
+  /** The configured boot services' states (empty until they start). */
+  readonly bootStates?: () => BootServiceStates;
 }
 
 export class NodeMetrics {
@@ -83,6 +86,8 @@ export class NodeMetrics {
     const forwarding = src.forwarding;
     if (forwarding !== undefined) registerForwardingCounters(forwarding, registers);
     registerRaftGauges(src.node, registers);
+    const bootStates = src.bootStates;
+    if (bootStates !== undefined) registerBootGauge(bootStates, registers);
   }
 
   /** Called when an applied workflow.gc removed `count` workflows (from apply: quick). */
@@ -145,6 +150,26 @@ export class NodeMetrics {
     });
     return server;
   }
+}
+
+/**
+ * Each configured boot service's state, one series per state with 1 for the current one (as
+ * kube-state-metrics does), so `slipway_boot_service_state{state="serving"} == 0` alerts.
+ */
+function registerBootGauge(states: () => BootServiceStates, registers: Registry[]): void {
+  new Gauge({
+    name: 'slipway_boot_service_state',
+    help: 'Boot services (dhcp, tftp, http) by state: 1 for the state each is in (serving, waiting, failed)',
+    labelNames: ['service', 'state'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const s of states().values()) {
+        for (const state of ['serving', 'waiting', 'failed'] as const)
+          this.set({ service: s.name, state }, s.status.state === state ? 1 : 0);
+      }
+    },
+  });
 }
 
 /** The workflows in the replicated state: how many in each state, and the share that succeeded. */

@@ -2,6 +2,7 @@
 // replicated state, raft node), the services, the API port (Kv, Control, Audit, Maintenance,
 // Worker, health, reflection, xDS), boot services, the VIP; and the stop in reverse order.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Server as HttpServer } from 'node:http';
 import { join } from 'node:path';
 import { credentials, Server, ServerCredentials } from '@grpc/grpc-js';
 import type { ChannelOptions } from '@grpc/grpc-js';
@@ -50,7 +51,12 @@ import { clusterVersionRefusal } from '../state/versions.js';
 import { ClusterVersionKeeper, versionCheckTimeoutMs } from './cluster-version-keeper.js';
 import type { ServerConfig } from './config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './config.js';
-import { startNodeBootServices, type NodeBootServices } from '../boot/node-boot.js';
+import { startNodeBootServices, type BootHost, type NodeBootServices } from '../boot/node-boot.js';
+import { allServing, type BootServiceStates } from '../boot/service-state.js';
+import { BootLeadership, peerBootTimeoutMs } from './boot-leadership.js';
+import { BootServiceState as BootServiceStateProto } from '../gen/kv.js';
+import { addressFeedOf, LinkWatcher } from '../platform/link-watch.js';
+import { bootHealthChecks, bootServiceReport, configuredBootServices, noBootHost } from './boot-health.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { insecureNetworkFlag, insecureNetworkKernelArg } from '../platform/plaintext-policy.js';
@@ -94,9 +100,50 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // Everything that can be refused is refused before the data dir is touched.
   const checked = checkBeforeStart(cfg, logger);
   const vip = vipManagerFor(cfg, leading, logger);
-  const consensus = await openConsensus(cfg, logger, tls);
-  started.node = consensus.node;
-  const services = await buildServices(cfg, logger, tls, consensus, checked, leading, vip);
+  // What has been started so far: a step that fails releases all of it before the error goes on,
+  // so a node never runs half-started (no raft member without its API, no API without its boot).
+  const held: Held = { vip, boot: bootStatus() };
+  try {
+    held.links = await linkWatcherFor(cfg, logger);
+    const consensus = await openConsensus(cfg, logger, tls);
+    held.consensus = consensus;
+    started.node = consensus.node;
+    const services = await buildServices(cfg, logger, tls, consensus, checked, leading, vip, held.boot);
+    held.services = services;
+    await startConsensus(cfg, consensus, services, checked);
+    const { api, apiPort, xds } = await serveApi(cfg, logger, tls, consensus, services, checked.reflection);
+    held.api = api;
+    held.xds = xds;
+    if (cfg.metricsAddr !== undefined) held.metricsServer = await services.metrics.listen(cfg.metricsAddr);
+    held.bootServices = await startBoot(cfg, logger, apiPort, consensus, services, held.links);
+    held.boot.states = held.bootServices.states;
+    logger.info(
+      { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
+      'node serving',
+    );
+    // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
+    vip?.start();
+    xds.start();
+    const closers = closersOf(held, api, xds, held.bootServices);
+    const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
+      stopping ??= stopNode(cfg, logger, consensus, services, closers, opts);
+      return stopping;
+    };
+    return { node: consensus.node, apiPort, stop };
+  } catch (err) {
+    stopping = Promise.resolve();
+    await releaseHeld(held, logger);
+    throw err;
+  }
+}
+
+/** The raft node's start and what follows it at once: the services on the raft port, duties. */
+async function startConsensus(
+  cfg: ServerConfig,
+  consensus: Consensus,
+  services: Services,
+  checked: CheckedStart,
+): Promise<void> {
   routeStateEvents(consensus.stateMachine.control, services);
   // Followers forward writes to the leader's raft address, so those services are served there too.
   // (The transport answers undecodable requests and cuts status messages as the API does.)
@@ -107,37 +154,101 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
     ...services.proposer.handlers(),
     ...artifactReadHandlers(services.contentStore),
   });
-  await consensus.node.start();
+  try {
+    await consensus.node.start();
+  } catch (err) {
+    throw new Error(`cannot start the raft member on ${cfg.raftAddr}: ${(err as Error).message}`);
+  }
   if (cfg.forceNewCluster) writeFileSync(checked.forcedMarker, `forced at ${new Date().toISOString()}\n`);
   // Everything registered before this start (the log replayed above, or a snapshot) is wanted.
   services.catalogue.sync();
   for (const duty of services.leaderDuties) duty.start();
   services.drain.start();
+}
 
-  const { api, apiPort, xds } = await serveApi(cfg, logger, tls, consensus, services, checked.reflection);
-  const metricsServer =
-    cfg.metricsAddr === undefined ? undefined : await services.metrics.listen(cfg.metricsAddr);
-  const boot = await startBoot(cfg, logger, apiPort, consensus, services);
-  logger.info(
-    { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
-    'node serving',
-  );
-  // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
-  vip?.start();
-  xds.start();
+/** The boot services' states as the node reports them; empty until they start. */
+export interface BootStatus {
+  states: BootServiceStates;
+}
 
-  const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
-    const closers = {
-      vip,
-      xds,
-      boot,
-      api,
-      closeMetrics: () => metricsServer?.close(),
-    };
-    stopping ??= stopNode(cfg, logger, consensus, services, closers, opts);
-    return stopping;
+function bootStatus(): BootStatus {
+  return { states: new Map() };
+}
+
+/** What startNode has taken so far, released in reverse order when a later step fails. */
+interface Held {
+  readonly vip: VipManager | undefined;
+  readonly boot: BootStatus;
+  links?: LinkWatcher | undefined;
+  consensus?: Consensus;
+  services?: Services;
+  api?: Server;
+  xds?: XdsService;
+  metricsServer?: HttpServer;
+  bootServices?: NodeBootServices;
+}
+
+function closersOf(held: Held, api: Server, xds: XdsService, boot: NodeBootServices): Closers {
+  return {
+    vip: held.vip,
+    xds,
+    boot,
+    api,
+    links: held.links,
+    closeMetrics: () => held.metricsServer?.close(),
   };
-  return { node: consensus.node, apiPort, stop };
+}
+
+/** Releases what a failed start took: no handover, no drain; each step on its own. */
+async function releaseHeld(held: Held, logger: Logger): Promise<void> {
+  const steps: [string, () => unknown][] = [
+    ['vip', () => held.vip?.stop()],
+    ['boot services', () => held.bootServices?.close()],
+    ['metrics', () => held.metricsServer?.close()],
+    ['xds', () => held.xds?.close()],
+    ['api', () => held.api?.forceShutdown()],
+    ['services', () => (held.services === undefined ? undefined : closeServices(held.services))],
+    ['raft', () => held.consensus?.node.stop()],
+    ['link watcher', () => held.links?.close()],
+  ];
+  for (const [what, release] of steps) {
+    try {
+      await release();
+    } catch (err) {
+      logger.warn({ err, what }, 'releasing after a failed start failed');
+    }
+  }
+}
+
+/** Stops the services' own timers, streams and channels. */
+function closeServices(s: Services): void {
+  s.drain.stop();
+  s.health.shutdown();
+  for (const duty of s.leaderDuties) duty.stop();
+  s.fetcher.stop();
+  s.peerReader.close();
+  s.workers.close();
+  s.kv.close();
+  s.maintenance.close();
+  s.proposer.close();
+}
+
+/**
+ * The link watcher, when a boot service or the VIP needs to know the interfaces: it sees them
+ * with or without carrier, as os.networkInterfaces() does not (src/platform/link-watch.ts).
+ */
+async function linkWatcherFor(cfg: ServerConfig, logger: Logger): Promise<LinkWatcher | undefined> {
+  const boot =
+    cfg.dhcpInterface !== undefined ||
+    cfg.dhcpAddr !== undefined ||
+    cfg.tftpAddr !== undefined ||
+    cfg.httpAddr !== undefined;
+  if (!boot) return undefined;
+  try {
+    return await LinkWatcher.start({ logger });
+  } catch (err) {
+    throw new ConfigError(`the boot services cannot watch the network interfaces: ${(err as Error).message}`);
+  }
 }
 
 /** What checkBeforeStart found: the settings that could be refused, settled. */
@@ -256,6 +367,7 @@ async function buildServices(
   checked: CheckedStart,
   leading: () => boolean,
   vip: VipManager | undefined,
+  boot: BootStatus,
 ): Promise<Services> {
   const control = stateMachine.control;
   const { contentStore, peerReader, fetcher, catalogue } = await openArtifacts(
@@ -271,6 +383,7 @@ async function buildServices(
     logger,
     peerTls: tls,
     drain: () => ({ drained: drain.drained, workerStreams: workers.connected }),
+    bootServices: () => bootServiceReport(boot.states),
   });
   const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
   const proposer = new Proposer(node, logger, tls, (command) =>
@@ -304,16 +417,8 @@ async function buildServices(
   });
   // Drained by `slipway node drain` or while stopping (docs/decisions/0022-node-drain.md).
   const drain = new NodeDrain({ node, control, workers, logger: logger.child({ component: 'drain' }) });
-  const { collector, leaderDuties } = buildLeaderDuties(
-    cfg,
-    logger,
-    node,
-    control,
-    proposer,
-    kv,
-    checked,
-    leading,
-  );
+  const parts = { node, control, proposer, kv };
+  const { collector, leaderDuties } = buildLeaderDuties(cfg, logger, parts, checked, leading, boot);
   const metrics = new NodeMetrics({
     node,
     control,
@@ -322,10 +427,12 @@ async function buildServices(
     forwarding: () => proposer.forwarding,
     archivedWorkflows: () => collector.archived,
     ...(vip === undefined ? {} : { vipHeld: () => vip.held }),
+    bootStates: () => boot.states,
   });
   const health = new HealthService(
     () => node.stoppedBy === null && node.softState().leader !== '' && !drain.drained,
     apiServiceNames,
+    bootHealthChecks(cfg, boot),
   );
   return {
     contentStore,
@@ -392,16 +499,43 @@ function newAuthenticator(
   );
 }
 
+/** Hands leadership to, and holds elections for, a node whose boot services serve. */
+function bootLeadershipOf(
+  cfg: ServerConfig,
+  logger: Logger,
+  node: RaftNode,
+  kv: KvService,
+  boot: BootStatus,
+): BootLeadership {
+  return new BootLeadership({
+    node,
+    configured: configuredBootServices(cfg).length > 0,
+    // Before the boot services start there is nothing to judge by: no hold, no handover.
+    serving: () => allServing(boot.states),
+    peerServing: async (member) => {
+      const services = (await kv.peerStatus(member, peerBootTimeoutMs)).bootServices;
+      return (
+        services.length > 0 &&
+        services.every((b) => b.state === BootServiceStateProto.BOOT_SERVICE_STATE_SERVING)
+      );
+    },
+    logger: logger.child({ component: 'boot-leadership' }),
+  });
+}
+
 /** What the leader does on its own schedule: deadlines, collection, the cluster version, power. */
 function buildLeaderDuties(
   cfg: ServerConfig,
   logger: Logger,
-  node: RaftNode,
-  control: ControlState,
-  proposer: Proposer,
-  kv: KvService,
+  {
+    node,
+    control,
+    proposer,
+    kv,
+  }: { node: RaftNode; control: ControlState; proposer: Proposer; kv: KvService },
   checked: CheckedStart,
   leading: () => boolean,
+  boot: BootStatus,
 ): { collector: WorkflowCollector; leaderDuties: LeaderDuty[] } {
   const propose = (command: ControlCommand): Promise<ControlResult> => proposer.proposeControl(command);
   // Only the leader removes finished workflows past the retention (archiving them first).
@@ -431,6 +565,8 @@ function buildLeaderDuties(
       driver: new IpmitoolDriver(),
       logger: logger.child({ component: 'power' }),
     }),
+    // Not the leader's alone: every node holds its elections or hands leadership over (0033).
+    bootLeadershipOf(cfg, logger, node, kv, boot),
   ];
   return { collector, leaderDuties };
 }
@@ -515,8 +651,13 @@ async function serveApi(
         ? ServerCredentials.createInsecure()
         : ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], false);
     api.bindAsync(cfg.apiAddr, creds, (err, port) => {
-      if (err === null) resolve(port);
-      else reject(new Error(`cannot listen for the API on ${cfg.apiAddr}: ${err.message}`));
+      if (err === null) {
+        resolve(port);
+        return;
+      }
+      api.forceShutdown();
+      xds.close();
+      reject(new Error(`cannot listen for the API on ${cfg.apiAddr}: ${err.message}`));
     });
   });
   return { api, apiPort, xds };
@@ -529,8 +670,10 @@ function startBoot(
   apiPort: number,
   { node, stateMachine }: Consensus,
   s: Services,
+  links: LinkWatcher | undefined,
 ): Promise<NodeBootServices> {
   const control = stateMachine.control;
+  const host: BootHost = links === undefined ? noBootHost : { links, addresses: addressFeedOf(links) };
   const advertise = advertisedAddress(cfg);
   return startNodeBootServices(
     {
@@ -562,6 +705,7 @@ function startBoot(
     // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).
     () => node.softState().role === 'leader',
     logger,
+    host,
     new ReplicatedLeaseLedger(control, (command) => s.proposer.proposeControl(command)),
   );
 }
@@ -569,6 +713,7 @@ function startBoot(
 /** What stopNode closes beside the services. */
 interface Closers {
   readonly vip: VipManager | undefined;
+  readonly links: LinkWatcher | undefined;
   readonly xds: XdsService;
   readonly boot: NodeBootServices;
   readonly api: Server;
@@ -616,6 +761,7 @@ async function stopNode(
   s.workers.close();
   c.closeMetrics();
   await c.boot.close();
+  c.links?.close();
   await new Promise<void>((resolve) => c.api.tryShutdown(() => resolve()));
   s.kv.close();
   s.maintenance.close();

@@ -307,6 +307,18 @@ export class RaftNode {
     }
   }
 
+  /**
+   * Holds this node's elections while `held` (it still votes and takes a handed-over leadership):
+   * for a node that should not lead while a better one can (RaftCore.holdCampaigns).
+   */
+  holdCampaigns(held: boolean): void {
+    this.#core.holdCampaigns(held);
+  }
+
+  get campaignsHeld(): boolean {
+    return this.#core.campaignsHeld;
+  }
+
   /** The voter most caught up, for a graceful handover; `skip` passes over some (drained ones). */
   bestTransferTarget(skip: (id: NodeId) => boolean = () => false): NodeId | null {
     const st = this.#core.status();

@@ -8,7 +8,7 @@
 // bites.
 // Method: namespaces srv (10.95.0.1/24 on eth0, then 10.95.0.100/24 added) and cli
 // (10.95.0.5/24), joined by a veth. The boot services run in srv (TFTP on 0.0.0.0:69 following
-// the host's addresses as a node does, polled every 200 ms; the control on 0.0.0.0:1069
+// the host's addresses through the link watcher, as a node does; the control on 0.0.0.0:1069
 // without). The client is test/support/tftp-read-client.ts in cli, which records the source of
 // every packet and, like EDK2, accepts replies only from the address it asked.
 import assert from 'node:assert/strict';
@@ -73,7 +73,7 @@ describe('TFTP replies leave from the address the client asked', { concurrency: 
         const services = await BootServicesProcess.start(lab, srv, {
           hardware: [],
           httpBaseUrl: `http://${vip}`,
-          tftp: { root, host: '0.0.0.0', port: 69, followAddressesMs: 200 },
+          tftp: { root, host: '0.0.0.0', port: 69, followAddresses: true },
         });
         const listening = (address: string, present: boolean): Promise<unknown> =>
           services.waitFor(

@@ -125,6 +125,15 @@ const handlers: Record<string, Handler> = {
     env.observe(n);
   },
 
+  // hold-campaigns ID on|off: the driver holds the node's elections (its boot services down).
+  'hold-campaigns': (env, a) => {
+    const n = env.node(a.at(0, 'id'));
+    const on = a.at(1, 'on|off');
+    if (on !== 'on' && on !== 'off') throw new Error(`hold-campaigns: ${on} is not on or off`);
+    n.live().holdCampaigns(on === 'on');
+    env.print(`${n.id} campaigns ${on === 'on' ? 'held' : 'released'}`);
+  },
+
   tick: (env, a) => {
     const n = env.node(a.at(0, 'id'));
     tickN(env, n, a.pos[1] === undefined ? 1 : toInt(a.pos[1], 'count'), 'never');

@@ -124,6 +124,8 @@ export interface ClusterStatusRow {
   readonly leader: string;
   readonly term: number;
   readonly health: string;
+  /** Each configured boot service and its state ("dhcp serving, tftp waiting"), or "-". */
+  readonly boot?: string;
 }
 
 /**

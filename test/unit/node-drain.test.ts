@@ -190,6 +190,7 @@ function status(fields: Partial<StatusResponse>): StatusResponse {
     stateDigest: '',
     drained: false,
     workerStreams: 0,
+    bootServices: [],
     ...fields,
   };
 }

@@ -116,6 +116,8 @@ export interface DhcpServerOptions {
   readonly shouldAnswer?: () => boolean;
   /** Listen on this interface (broadcasts included); see socket-driver.ts. */
   readonly interfaceName?: string;
+  /** The interface's subnets, primary first; default: read with os.networkInterfaces(). */
+  readonly segment?: readonly Subnet[];
   /** Listen address when there is no interface (relayed/unicast only); default 0.0.0.0. */
   readonly address?: string;
   /** Listen port; default 67, 0 picks a free one (tests). */
@@ -129,6 +131,8 @@ export interface DhcpServerOptions {
   readonly ipxeBinaries?: IpxeBinaries;
   readonly logger: Logger;
   readonly hooks?: DhcpServerHooks;
+  /** Counters to add to (shared by the servers a node opens one after another); default: new ones. */
+  readonly counters?: DhcpCounters;
 }
 
 export interface DhcpCounters {
@@ -152,6 +156,11 @@ export interface DhcpServer {
   readonly port: number;
   /** Live counters (read them; the server owns them). */
   readonly counters: Readonly<DhcpCounters>;
+  /**
+   * Also listens on these local addresses (the VIP while this host holds it), so that a reply
+   * to a datagram sent to one leaves from it; see socket-driver.ts.
+   */
+  setUnicastAddresses(addresses: readonly string[]): Promise<void>;
   /** Stops listening; resolves once in-flight answers are done and the sockets are closed. */
   close(): Promise<void>;
 }
@@ -319,6 +328,7 @@ export async function startDhcpServer(options: DhcpServerOptions): Promise<DhcpS
   const sockets = await openDhcpSockets({
     ...(options.interfaceName === undefined ? {} : { interfaceName: options.interfaceName }),
     ...(options.address === undefined ? {} : { address: options.address }),
+    ...(options.segment === undefined ? {} : { segment: options.segment }),
     port: options.port ?? serverPort,
   });
   const context: AnswerContext = {
@@ -345,16 +355,13 @@ export async function startDhcpServer(options: DhcpServerOptions): Promise<DhcpS
   return server;
 }
 
+/** Counters all at zero. */
+export function newDhcpCounters(): DhcpCounters {
+  return { received: 0, replied: 0, ignored: 0, malformed: 0, standby: 0, overloaded: 0, failed: 0 };
+}
+
 class ServerLoop implements DhcpServer {
-  readonly counters: DhcpCounters = {
-    received: 0,
-    replied: 0,
-    ignored: 0,
-    malformed: 0,
-    standby: 0,
-    overloaded: 0,
-    failed: 0,
-  };
+  readonly counters: DhcpCounters;
   readonly #sockets: DhcpSockets;
   readonly #context: AnswerContext;
   readonly #shouldAnswer: () => boolean;
@@ -370,6 +377,7 @@ class ServerLoop implements DhcpServer {
   #closed = false;
 
   constructor(sockets: DhcpSockets, context: AnswerContext, options: DhcpServerOptions) {
+    this.counters = options.counters ?? newDhcpCounters();
     this.#sockets = sockets;
     this.#context = context;
     this.#shouldAnswer = options.shouldAnswer ?? addressHolderCheck(options.serverAddress);
@@ -377,7 +385,7 @@ class ServerLoop implements DhcpServer {
     this.#clientPort = options.clientPort ?? clientPort;
     this.#logger = options.logger;
     this.#hooks = options.hooks ?? {};
-    sockets.onMessage((message, from) => this.#onDatagram(message, from));
+    sockets.onMessage((message, from, local) => this.#onDatagram(message, from, local));
     sockets.onError((error) => this.#fail(error, 'DHCP socket error'));
   }
 
@@ -389,6 +397,10 @@ class ServerLoop implements DhcpServer {
     return this.#sockets.port;
   }
 
+  setUnicastAddresses(addresses: readonly string[]): Promise<void> {
+    return this.#sockets.setUnicastAddresses(addresses);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -397,7 +409,8 @@ class ServerLoop implements DhcpServer {
     await this.#sockets.close();
   }
 
-  #onDatagram(message: Buffer, from: DhcpPeer): void {
+  /** `local`: the address the datagram was sent to, when a socket bound there received it. */
+  #onDatagram(message: Buffer, from: DhcpPeer, local: string | undefined): void {
     if (this.#closed) return;
     this.counters.received += 1;
     if (!this.#answering()) {
@@ -429,11 +442,11 @@ class ServerLoop implements DhcpServer {
       return;
     }
     if (!(outcome instanceof Promise)) {
-      this.#replySafely(request, from, outcome);
+      this.#replySafely(request, from, outcome, local);
       return;
     }
     const answering = outcome.then(
-      (settled) => this.#replySafely(request, from, settled),
+      (settled) => this.#replySafely(request, from, settled, local),
       (error: unknown) => this.#answerFailed(error, request, from),
     );
     this.#inFlight.add(answering);
@@ -457,15 +470,16 @@ class ServerLoop implements DhcpServer {
   }
 
   /** #reply, with a throwing hook counted as a failure rather than reaching the socket's emitter. */
-  #replySafely(request: DhcpPacket, from: DhcpPeer, outcome: ReplyOutcome): void {
+  #replySafely(request: DhcpPacket, from: DhcpPeer, outcome: ReplyOutcome, local: string | undefined): void {
     try {
-      this.#reply(request, from, outcome);
+      this.#reply(request, from, outcome, local);
     } catch (error) {
       this.#answerFailed(error, request, from);
     }
   }
 
-  #reply(request: DhcpPacket, from: DhcpPeer, outcome: ReplyOutcome): void {
+  /** Sends the answer from `local` (where the request was sent) when a socket is bound there. */
+  #reply(request: DhcpPacket, from: DhcpPeer, outcome: ReplyOutcome, local: string | undefined): void {
     if (outcome.kind === 'ignore') {
       this.counters.ignored += 1;
       if (this.#logger.isLevelEnabled('debug')) {
@@ -508,33 +522,38 @@ class ServerLoop implements DhcpServer {
     }
     if (this.#closed) return;
     this.#sending += 1;
-    this.#sockets.send(bytes, to, (error) => {
-      this.#sending -= 1;
-      if (this.#sending === 0) this.#sent?.();
-      if (error !== null) {
-        this.#answerFailed(error, request, from);
-        return;
-      }
-      this.counters.replied += 1;
-      if (this.#logger.isLevelEnabled('debug')) {
-        this.#logger.debug(
-          {
-            ...this.#facts(request, from),
-            to,
-            via: destination.via,
-            reply: packet.options.messageType,
-            reason: outcome.reason,
-          },
-          'DHCP reply sent',
-        );
-      }
-      try {
-        const { via } = destination;
-        this.#hooks.onReply?.({ from, request, reply: packet, to, via, reason: outcome.reason });
-      } catch (hookError) {
-        this.#fail(hookError, 'DHCP onReply hook failed');
-      }
-    });
+    this.#sockets.send(
+      bytes,
+      to,
+      (error) => {
+        this.#sending -= 1;
+        if (this.#sending === 0) this.#sent?.();
+        if (error !== null) {
+          this.#answerFailed(error, request, from);
+          return;
+        }
+        this.counters.replied += 1;
+        if (this.#logger.isLevelEnabled('debug')) {
+          this.#logger.debug(
+            {
+              ...this.#facts(request, from),
+              to,
+              via: destination.via,
+              reply: packet.options.messageType,
+              reason: outcome.reason,
+            },
+            'DHCP reply sent',
+          );
+        }
+        try {
+          const { via } = destination;
+          this.#hooks.onReply?.({ from, request, reply: packet, to, via, reason: outcome.reason });
+        } catch (hookError) {
+          this.#fail(hookError, 'DHCP onReply hook failed');
+        }
+      },
+      local,
+    );
   }
 
   #answerFailed(error: unknown, request: DhcpPacket, from: DhcpPeer): void {

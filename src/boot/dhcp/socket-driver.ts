@@ -11,6 +11,14 @@
 // The wildcard socket hears broadcasts from every interface; the caller tells segments apart
 // with `segment` (the interface's subnets). Without an interface, one socket on ADDRESS:PORT
 // does everything: the relayed/unicast-only setup (`--dhcp-addr`).
+//
+// A reply to a datagram sent to one of this host's addresses must leave from that address: a
+// client renewing with the server identifier (the VIP) or a relay checks where the answer comes
+// from. Without IP_PKTINFO the only way to know where a datagram was sent is the socket that
+// received it, so further sockets are bound on the addresses the caller names
+// (setUnicastAddresses: the VIP while this host holds it); the kernel hands a datagram to the
+// socket bound to its destination rather than to the wildcard one, and the reply goes back out
+// of the socket it came in on.
 import dgram from 'node:dgram';
 import { networkInterfaces } from 'node:os';
 import { isIPv4 } from 'node:net';
@@ -22,6 +30,12 @@ export interface DhcpSocketOptions {
   readonly address?: string;
   /** Default 67. */
   readonly port: number;
+  /**
+   * The interface's IPv4 subnets, primary first, as the caller knows them (the link watcher
+   * sees interfaces without carrier, which os.networkInterfaces() leaves out). Default: read
+   * with os.networkInterfaces().
+   */
+  readonly segment?: readonly Subnet[];
 }
 
 /** An IPv4 subnet one interface is on. */
@@ -41,11 +55,22 @@ export interface DhcpSockets {
   readonly port: number;
   /** The interface's subnets; empty without an interface. */
   readonly segment: readonly Subnet[];
-  /** Registers the one handler for every received datagram. */
-  onMessage(handler: (message: Buffer, from: DhcpPeer) => void): void;
+  /**
+   * Registers the one handler for every received datagram; `local` is the address it was sent
+   * to when a socket bound to that address received it (undefined: the wildcard socket).
+   */
+  onMessage(handler: (message: Buffer, from: DhcpPeer, local: string | undefined) => void): void;
   onError(handler: (error: Error) => void): void;
-  /** Sends one datagram; `done` gets the error, if any, once the kernel has it. */
-  send(message: Uint8Array, to: DhcpPeer, done: (error: Error | null) => void): void;
+  /**
+   * Sends one datagram, from `local` when a socket is bound there (the address the request was
+   * sent to), else from `address`; `done` gets the error, if any, once the kernel has it.
+   */
+  send(message: Uint8Array, to: DhcpPeer, done: (error: Error | null) => void, local?: string): void;
+  /**
+   * Binds a socket on each of `addresses` (besides `address`) and closes those bound on others.
+   * An address that cannot be bound (no longer local) is left out and reported to onError.
+   */
+  setUnicastAddresses(addresses: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -89,9 +114,9 @@ export async function openDhcpSockets(options: DhcpSocketOptions): Promise<DhcpS
     const address = options.address ?? '0.0.0.0';
     if (!isIPv4(address)) throw new Error(`DHCP listen address "${address}" is not an IPv4 address`);
     const only = await bind(address, options.port);
-    return new Sockets([only], only, []);
+    return new Sockets([only], only, [], address === '0.0.0.0');
   }
-  const segment = interfaceSubnets(options.interfaceName);
+  const segment = options.segment ?? interfaceSubnets(options.interfaceName);
   const primary = segment[0];
   if (primary === undefined) {
     const known = Object.keys(networkInterfaces()).join(', ');
@@ -103,7 +128,7 @@ export async function openDhcpSockets(options: DhcpSocketOptions): Promise<DhcpS
   const wildcard = await bind('0.0.0.0', options.port);
   try {
     const sender = await bind(primary.address, wildcard.address().port);
-    return new Sockets([wildcard, sender], sender, segment);
+    return new Sockets([wildcard, sender], sender, segment, true);
   } catch (error) {
     await closeSocket(wildcard);
     throw error;
@@ -114,34 +139,84 @@ class Sockets implements DhcpSockets {
   readonly address: string;
   readonly port: number;
   readonly segment: readonly Subnet[];
-  readonly #all: readonly dgram.Socket[];
+  readonly #fixed: readonly dgram.Socket[];
   readonly #sender: dgram.Socket;
+  /** Whether a wildcard socket hears what is sent to other local addresses (then more may bind). */
+  readonly #wildcard: boolean;
+  /** Sockets bound on further local addresses, by address. */
+  readonly #unicast = new Map<string, dgram.Socket>();
+  #onMessage: ((message: Buffer, from: DhcpPeer, local: string | undefined) => void) | undefined;
+  #onError: ((error: Error) => void) | undefined;
+  #closed = false;
 
-  constructor(all: readonly dgram.Socket[], sender: dgram.Socket, segment: readonly Subnet[]) {
-    this.#all = all;
+  constructor(
+    fixed: readonly dgram.Socket[],
+    sender: dgram.Socket,
+    segment: readonly Subnet[],
+    wildcard: boolean,
+  ) {
+    this.#fixed = fixed;
     this.#sender = sender;
     this.segment = segment;
+    this.#wildcard = wildcard;
     const bound = sender.address();
     this.address = bound.address;
     this.port = bound.port;
   }
 
-  onMessage(handler: (message: Buffer, from: DhcpPeer) => void): void {
-    for (const socket of this.#all) {
-      socket.on('message', (message, from) => handler(message, { address: from.address, port: from.port }));
-    }
+  onMessage(handler: (message: Buffer, from: DhcpPeer, local: string | undefined) => void): void {
+    this.#onMessage = handler;
+    for (const socket of this.#fixed) this.#listen(socket);
   }
 
   onError(handler: (error: Error) => void): void {
-    for (const socket of this.#all) socket.on('error', handler);
+    this.#onError = handler;
+    for (const socket of this.#fixed) socket.on('error', handler);
   }
 
-  send(message: Uint8Array, to: DhcpPeer, done: (error: Error | null) => void): void {
-    this.#sender.send(message, to.port, to.address, done);
+  send(message: Uint8Array, to: DhcpPeer, done: (error: Error | null) => void, local?: string): void {
+    const from = local === undefined ? undefined : this.#unicast.get(local);
+    (from ?? this.#sender).send(message, to.port, to.address, done);
+  }
+
+  async setUnicastAddresses(addresses: readonly string[]): Promise<void> {
+    if (!this.#wildcard || this.#closed) return;
+    const wanted = new Set(addresses.filter((a) => a !== this.address && a !== '0.0.0.0'));
+    for (const [address, socket] of this.#unicast) {
+      if (wanted.has(address)) continue;
+      this.#unicast.delete(address);
+      await closeSocket(socket);
+    }
+    for (const address of wanted) {
+      if (this.#unicast.has(address)) continue;
+      try {
+        const socket = await bind(address, this.port);
+        if (this.#closed) {
+          await closeSocket(socket);
+          return;
+        }
+        this.#unicast.set(address, socket);
+        this.#listen(socket);
+        if (this.#onError !== undefined) socket.on('error', this.#onError);
+      } catch (error) {
+        this.#onError?.(error as Error);
+      }
+    }
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.#all.map(closeSocket));
+    this.#closed = true;
+    const all = [...this.#fixed, ...this.#unicast.values()];
+    this.#unicast.clear();
+    await Promise.all(all.map(closeSocket));
+  }
+
+  #listen(socket: dgram.Socket): void {
+    const bound = socket.address().address;
+    const local = bound === '0.0.0.0' ? undefined : bound;
+    socket.on('message', (message, from) =>
+      this.#onMessage?.(message, { address: from.address, port: from.port }, local),
+    );
   }
 }
 

@@ -8,14 +8,7 @@
 // from an AddressFeed, which the node's link watcher provides.
 import { isIPv4 } from 'node:net';
 
-/** The IPv4 addresses of this host (network namespace), as they come and go. */
-export interface AddressFeed {
-  /**
-   * Calls `listener` at once with the current IPv4 addresses, then after every change; returns
-   * the function that stops the calls.
-   */
-  subscribe(listener: (ipv4: readonly string[]) => void): () => void;
-}
+export type { AddressFeed } from '../../platform/link-watch.js';
 
 export interface ListenerChanges {
   /** Addresses to bind a listener on, in the order given. */

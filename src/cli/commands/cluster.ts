@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { status } from '@grpc/grpc-js';
-import { Role } from '../../gen/kv.js';
+import { BootServiceState, Role, type BootServiceStatus } from '../../gen/kv.js';
 import { isServiceError } from '../../api/wire.js';
 import { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
@@ -69,7 +69,7 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
   cluster
     .command('status')
     .description(
-      'members, leader, term, commit and applied index, health, whether drained and the open worker streams of each node in --server',
+      'members, leader, term, commit and applied index, health (a leader known and every configured boot service serving), the boot services, whether drained and the open worker streams of each node in --server',
     )
     .option(
       '--digest',
@@ -170,7 +170,8 @@ async function nodeStatus(access: StatusAccess, addr: string, digest: boolean) {
       term: s.term,
       commit: s.commit,
       applied: s.applied,
-      health: s.leader !== '' ? 'ok' : 'no leader',
+      health: healthOf(s.leader, s.bootServices),
+      boot: bootSummary(s.bootServices),
       drained: s.drained,
       workers: s.workerStreams,
       // Builds before 0.2.0 ignore the question and answer without a digest.
@@ -188,12 +189,43 @@ async function nodeStatus(access: StatusAccess, addr: string, digest: boolean) {
       commit: 0,
       applied: 0,
       health: `down: ${(err as Error).message}`,
+      boot: '-',
       drained: false,
       workers: 0,
       ...(digest ? { digest: '-' } : {}),
     };
   } finally {
     c.close();
+  }
+}
+
+/**
+ * "ok" only while the node knows a leader and every boot service it is configured with serves;
+ * otherwise what is wrong, the leader first.
+ */
+function healthOf(leader: string, boot: readonly BootServiceStatus[]): string {
+  if (leader === '') return 'no leader';
+  const notServing = boot.filter((b) => b.state !== BootServiceState.BOOT_SERVICE_STATE_SERVING);
+  if (notServing.length === 0) return 'ok';
+  return notServing.map((b) => `${b.name} ${bootStateName(b.state)}: ${b.reason}`).join('; ');
+}
+
+/** Each configured boot service and its state ("dhcp serving, tftp waiting"); "-" for none. */
+function bootSummary(boot: readonly BootServiceStatus[]): string {
+  if (boot.length === 0) return '-';
+  return boot.map((b) => `${b.name} ${bootStateName(b.state)}`).join(', ');
+}
+
+function bootStateName(state: BootServiceState): string {
+  switch (state) {
+    case BootServiceState.BOOT_SERVICE_STATE_SERVING:
+      return 'serving';
+    case BootServiceState.BOOT_SERVICE_STATE_WAITING:
+      return 'waiting';
+    case BootServiceState.BOOT_SERVICE_STATE_FAILED:
+      return 'failed';
+    default:
+      return 'unknown';
   }
 }
 

@@ -155,7 +155,7 @@ async function runServer(given: ServerFlags, specs: readonly FlagSpec[]): Promis
   // The node loads here, not with the module: other commands and --help start without it.
   const [
     { startNode },
-    { readConfigFile, validateServerConfig },
+    { readConfigFile, validateServerConfig, ConfigError },
     { createLogger },
     { applyServerHeapProfile },
   ] = await Promise.all([
@@ -177,7 +177,13 @@ async function runServer(given: ServerFlags, specs: readonly FlagSpec[]): Promis
   }
   applyServerHeapProfile();
   const logger = createLogger({ node: cfg.id }, cfg.logLevel);
-  const running = await startNode(cfg, logger);
+  let running: Awaited<ReturnType<typeof startNode>>;
+  try {
+    running = await startNode(cfg, logger);
+  } catch (err) {
+    // startNode released what it had taken; nothing may keep a half-started node alive.
+    exitAfterFailedStart(err, logger, ConfigError);
+  }
   await new Promise<void>((resolve) => {
     const onSignal = (sig: string): void => {
       logger.info({ signal: sig }, 'stopping');
@@ -187,6 +193,22 @@ async function runServer(given: ServerFlags, specs: readonly FlagSpec[]): Promis
     process.once('SIGINT', () => onSignal('SIGINT'));
   });
   logger.flush();
+}
+
+/**
+ * Ends the process at once after a start that failed: the reason on stderr and in the log, exit 2
+ * for a configuration this host refuses, 1 for anything else (an address taken).
+ */
+function exitAfterFailedStart(
+  err: unknown,
+  logger: import('pino').Logger,
+  configError: new (...args: never[]) => Error,
+): never {
+  const message = err instanceof Error ? err.message : String(err);
+  logger.fatal({ err }, 'the node could not start; everything it had started is stopped');
+  logger.flush();
+  process.stderr.write(`slipway: the node could not start: ${message}\n`);
+  process.exit(err instanceof configError ? 2 : 1);
 }
 
 /** The configuration file's settings (`raw`, changed in place) with the flags given over them. */

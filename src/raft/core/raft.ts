@@ -101,6 +101,8 @@ export class RaftCore {
   #randomizedElectionTimeout = 0;
   #leadTransferee: NodeId = '';
   #transferElapsed = 0;
+  /** Elections are held back by the driver (see holdCampaigns). */
+  #campaignsHeld = false;
   #pendingConfIndex = 0;
   #uncommittedBytes = 0;
   #needBroadcast = false;
@@ -276,6 +278,20 @@ export class RaftCore {
     if (this.#role !== 'leader') return;
     if (pr?.state === 'replicate') pr.becomeProbe();
     if (this.#leadTransferee === to) this.#leadTransferee = '';
+  }
+
+  /**
+   * While held, this node starts no election when its election timeout passes (it still votes,
+   * and still campaigns when a leader hands it leadership with TimeoutNow). The driver holds
+   * elections of a node that should not lead while a better one can: the node's boot services
+   * are not serving and a peer's are (docs/decisions/0033).
+   */
+  holdCampaigns(held: boolean): void {
+    this.#campaignsHeld = held;
+  }
+
+  get campaignsHeld(): boolean {
+    return this.#campaignsHeld;
   }
 
   /** Starts an election now (used by tests and by a single-node bootstrap). */
@@ -525,6 +541,8 @@ export class RaftCore {
 
   #tickElection(): void {
     this.#electionElapsed++;
+    // Held: the timeout stays passed, so the election starts on the first tick after release.
+    if (this.#campaignsHeld) return;
     if (this.#promotable() && this.#electionElapsed >= this.#randomizedElectionTimeout) {
       this.#electionElapsed = 0;
       this.#campaign(this.#cfg.preVote ? 'preElection' : 'election');
