@@ -13,6 +13,7 @@ import {
   labelValueProblem,
 } from '../model/labels.js';
 import { selectorBytesMax, selectorTermsMax, selectorValuesMax } from '../model/limits.js';
+import { closestName } from '../platform/edit-distance.js';
 import { utf8Length } from '../platform/utf8-text.js';
 
 /** A selector refused: the term as typed, where, what is wrong and (often) how to write it. */
@@ -160,29 +161,7 @@ function readValueList(r: Reader, op: string): readonly Token[] {
 }
 
 function nearestFact(key: string): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const name of factNames) {
-    const d = editDistance(key, name);
-    if (d < bestDistance) [best, bestDistance] = [name, d];
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min(
-        previous[j]! + 1,
-        row[j - 1]! + 1,
-        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = row;
-  }
-  return previous[b.length]!;
+  return closestName(key, factNames);
 }
 
 function checked(result: number | QuantityProblem, at: number): number {

@@ -159,6 +159,57 @@ export function checkPlaceholderSyntax(text: string, use: PlaceholderUse): Locat
   return undefined;
 }
 
+/** A variable a placeholder names from the root, as written: `hardware.interfaces.[0].mac`. */
+export interface NamedVariable {
+  readonly parts: readonly string[];
+  readonly line: number | undefined;
+}
+
+/** Helpers whose block reads its paths relative to a new context (each item, the with value). */
+const contextHelpers = new Set(['each', 'with']);
+
+/**
+ * Every variable one string names from the root, for checking names before anything renders.
+ * Helper names, `this`, `@data` and paths inside an `{{#each}}` or `{{#with}}` block (relative to
+ * the block's context) are left out; `../x` is too, since its meaning depends on the block.
+ */
+export function namedVariables(text: string): NamedVariable[] {
+  const found: NamedVariable[] = [];
+  const visit = (node: unknown, relative: boolean): void => {
+    if (typeof node !== 'object' || node === null) return;
+    if (Array.isArray(node)) {
+      for (const item of node as unknown[]) visit(item, relative);
+      return;
+    }
+    const fields = node as Record<string, unknown>;
+    const type = fields['type'];
+    if (type === 'PathExpression') {
+      const parts = fields['parts'] as string[];
+      if (!relative && fields['data'] !== true && fields['depth'] === 0 && parts.length > 0)
+        found.push({ parts, line: lineOfNode(fields) });
+      return;
+    }
+    const callsHelper =
+      type === 'BlockStatement' ||
+      ((type === 'MustacheStatement' || type === 'SubExpression') &&
+        Array.isArray(fields['params']) &&
+        (fields['params'] as unknown[]).length > 0);
+    const helper = callsHelper ? helperName(fields['path']) : undefined;
+    for (const [key, value] of Object.entries(fields)) {
+      if (key === 'loc' || (callsHelper && key === 'path')) continue;
+      const inContext = type === 'BlockStatement' && key === 'program' && contextHelpers.has(helper ?? '');
+      visit(value, relative || inContext);
+    }
+  };
+  visit(handlebars.parse(rewriteGoStylePaths(text)), false);
+  return found;
+}
+
+function helperName(path: unknown): string | undefined {
+  const original = (path as { original?: unknown } | undefined)?.original;
+  return typeof original === 'string' ? original : undefined;
+}
+
 /**
  * A block opened in one string and closed in another: the template wrapped YAML structure (list
  * items, several values) in `{{#each}}` or `{{#if}}`. Each value renders on its own, so the
@@ -341,15 +392,53 @@ function syntaxProblem(error: unknown): LocatedProblem {
   const parse = /^Parse error on line (\d+):\n(.*)\n.*\n(.*)$/s.exec(message);
   if (parse !== null) {
     const [, line, excerpt, expectation] = parse;
-    return {
-      path: [],
-      line: Number(line),
-      message: `placeholder syntax error near ${JSON.stringify(excerpt)}: ${expectation}`,
-    };
+    return { path: [], line: Number(line), message: parseErrorMessage(excerpt ?? '', expectation ?? '') };
   }
   const line = lineNumberOf(error);
   const problem = { path: [], message: `placeholder: ${stripLocation(message)}` };
   return line === undefined ? problem : { ...problem, line };
+}
+
+/** Handlebars' parser tokens, as an operator would name them. */
+const tokenWords: Readonly<Record<string, string>> = {
+  ID: 'a name',
+  CLOSE: '"}}"',
+  CLOSE_UNESCAPED: '"}}}"',
+  OPEN: '"{{"',
+  EOF: 'the end of the value',
+  INVALID: 'a character a placeholder cannot hold',
+  STRING: 'a quoted string',
+  NUMBER: 'a number',
+  BOOLEAN: 'true or false',
+  SEP: '"." or "/"',
+  OPEN_SEXPR: '"("',
+  CLOSE_SEXPR: '")"',
+  OPEN_ENDBLOCK: '"{{/"',
+  CLOSE_RAW_BLOCK: '"}}}}"',
+  EQUALS: '"="',
+  DATA: 'an @name',
+  UNDEFINED: 'undefined',
+  NULL: 'null',
+};
+
+/**
+ * The parser's "Expecting 'ID', got 'INVALID'" in words: what was found, and for the common
+ * slips (a placeholder left open, a stray character) what to write instead.
+ */
+function parseErrorMessage(excerpt: string, expectation: string): string {
+  const near = excerpt.trim();
+  const opened = near.lastIndexOf('{{');
+  if (opened >= 0 && near.indexOf('}}', opened) < 0 && /got 'EOF'|got 'INVALID'/.test(expectation)) {
+    return `the placeholder ${JSON.stringify(near.slice(opened))} is not closed: end it with }}`;
+  }
+  const got = /got '(\w+)'/.exec(expectation)?.[1];
+  const expecting = [...expectation.matchAll(/'(\w+)'/g)]
+    .map((m) => m[1] ?? '')
+    .filter((token) => token !== got)
+    .map((token) => tokenWords[token] ?? token);
+  const found = got === undefined ? 'something else' : (tokenWords[got] ?? got);
+  const wanted = [...new Set(expecting)].slice(0, 4).join(', ');
+  return `placeholder syntax error near ${JSON.stringify(near)}: found ${found}${wanted === '' ? '' : `, expected ${wanted}`}`;
 }
 
 function findUnsupported(root: unknown): LocatedProblem | undefined {

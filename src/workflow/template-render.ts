@@ -12,6 +12,7 @@
 import { renderedTemplateBytesMax } from './template-limits.js';
 import {
   checkPlaceholderSyntax,
+  namedVariables,
   outlineShellPieces,
   PlaceholderError,
   renderPlaceholders,
@@ -19,6 +20,7 @@ import {
   type PlaceholderUse,
 } from './template-placeholders.js';
 import { shellScript, ShellScriptError, type ShellScript } from './template-shell.js';
+import { unknownVariableProblem } from './template-variables.js';
 import { LocatedError, type FieldPath, type LocatedProblem, type YamlSource } from './template-yaml.js';
 
 export interface RenderedValues {
@@ -52,12 +54,24 @@ export function checkPlaceholders(yaml: YamlSource): LocatedProblem[] {
       if (!text.includes('{{') || problems.length >= problemsMax) return text;
       const use = placeholderUse(path);
       const problem =
-        checkPlaceholderSyntax(text, use) ?? (use === 'shell' ? checkShell(text, path) : undefined);
+        checkPlaceholderSyntax(text, use) ??
+        checkVariableNames(text) ??
+        (use === 'shell' ? checkShell(text, path) : undefined);
       if (problem !== undefined) problems.push(atSourceLine(yaml, path, problem));
       return text;
     },
   });
   return problems.sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
+}
+
+/** The first variable one string names that no machine or workflow can ever have. */
+function checkVariableNames(text: string): LocatedProblem | undefined {
+  for (const variable of namedVariables(text)) {
+    const message = unknownVariableProblem(variable.parts);
+    if (message !== undefined)
+      return { path: [], message, ...(variable.line === undefined ? {} : { line: variable.line }) };
+  }
+  return undefined;
 }
 
 /**

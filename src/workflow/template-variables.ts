@@ -13,6 +13,7 @@
 // rather than an empty string. A structure printed as a value is refused (it would otherwise
 // render as "[object Object]").
 import type { Hardware, JsonValue, NetworkInterface } from '../model/records.js';
+import { closestName } from '../platform/edit-distance.js';
 import { PlaceholderError, structureMarker } from './template-placeholders.js';
 
 export interface TemplateVariableSources {
@@ -91,4 +92,61 @@ function refusePrinting(value: unknown, path: string): object {
 
 function printable(value: unknown, path: string): unknown {
   return typeof value === 'object' && value !== null ? refusePrinting(value, path) : value;
+}
+
+/** What `hardware.NAME` may name, and `hardware.interfaces.[N].NAME`. */
+const hardwareFields = ['id', 'arch', 'uefi', 'mac', 'address', 'hostname', 'interfaces', 'metadata'];
+const interfaceFields = ['mac', 'ip', 'gateway', 'dns', 'hostname', 'leaseTimeS', 'vlan'];
+/** Fields whose contents are the operator's own (metadata): any name below them may exist. */
+const openFields = new Set(['metadata']);
+
+/**
+ * Why a variable named from the root (`hardware.hostnme`) can never exist, or undefined when it
+ * may: checked when a template is created, before any machine is known. A top-level name other
+ * than hardware and workflow is a hardwareMap entry (Tinkerbell's device_1), which holds a text,
+ * so it has nothing below it.
+ */
+export function unknownVariableProblem(parts: readonly string[]): string | undefined {
+  const [root, field, ...rest] = parts;
+  const written = parts.join('.');
+  if (root === undefined) return undefined;
+  if (!reservedVariableNames.includes(root)) {
+    if (field === undefined) return undefined;
+    const guess = closestName(root, reservedVariableNames);
+    if (guess === undefined)
+      return `unknown variable ${written}: a hardwareMap entry such as ${root} is a text with nothing below it`;
+    const corrected = [guess, field, ...rest];
+    // The nearer root is meant; say so only when the whole corrected name exists.
+    return unknownVariableProblem(corrected) === undefined
+      ? `unknown variable ${written}; did you mean ${corrected.join('.')}?`
+      : `unknown variable ${written}: the variables are hardware (${hardwareFields.join(', ')}) and workflow (id)`;
+  }
+  if (field === undefined) return undefined;
+  const fields = root === 'workflow' ? ['id'] : hardwareFields;
+  if (!fields.includes(field)) {
+    const guess = closestName(field, fields);
+    return `unknown variable ${written}: ${root} has ${fields.join(', ')}${guess === undefined ? '' : `; did you mean ${root}.${guess}?`}`;
+  }
+  if (root === 'hardware' && field === 'interfaces') return interfaceProblem(written, rest);
+  if (rest.length > 0 && !openFields.has(field))
+    return `unknown variable ${written}: ${root}.${field} is a value`;
+  return undefined;
+}
+
+function interfaceProblem(written: string, rest: readonly string[]): string | undefined {
+  const [index, field, ...below] = rest;
+  if (index === undefined) return undefined;
+  if (!/^\d+$/.test(index))
+    return `unknown variable ${written}: interfaces are numbered, e.g. hardware.interfaces.[0].mac`;
+  if (field === undefined) return undefined;
+  if (!interfaceFields.includes(field)) {
+    const guess = closestName(field, interfaceFields);
+    return `unknown variable ${written}: an interface has ${interfaceFields.join(', ')}${guess === undefined ? '' : `; did you mean ${guess}?`}`;
+  }
+  if (field === 'ip' && below.length > 0 && !['address', 'prefix'].includes(below[0] ?? '')) {
+    return `unknown variable ${written}: an interface's ip has address and prefix`;
+  }
+  if (field !== 'ip' && field !== 'dns' && below.length > 0)
+    return `unknown variable ${written}: ${field} is a value`;
+  return undefined;
 }

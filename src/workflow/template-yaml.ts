@@ -59,33 +59,7 @@ export function describeValue(value: unknown): string {
 }
 
 /** The allowed name within two edits of a typo (`comand` → `command`), if one is that close. */
-export function closestName(name: string, allowed: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of allowed) {
-    const distance = editDistance(name.toLowerCase(), candidate);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  // Field names are short; the quadratic table is a few hundred cells at most.
-  if (a.length > 64 || b.length > 64) return Number.POSITIVE_INFINITY;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i += 1) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j += 1) {
-      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? Number.POSITIVE_INFINITY;
-}
+export { closestName } from '../platform/edit-distance.js';
 
 export class YamlSource {
   /** The document as plain JSON-shaped values (maps as objects, sequences as arrays). */

@@ -187,7 +187,40 @@ describe('renderTemplate', () => {
   it('keeps the worker token out of the variables', () => {
     const source = withAction(['command: ["echo", "{{ hardware.workerTokenSha256 }}"]']);
     const error = templateError(() => renderTemplate(source, context()));
-    assert.match(error.message, /"hardware\.workerTokenSha256" is not defined/);
+    assert.match(error.message, /unknown variable hardware\.workerTokenSha256: hardware has id, arch, /);
+    assert.doesNotMatch(error.message, /: hardware has [^;]*token/i);
+  });
+
+  it('refuses, when a template is created, a variable no machine can have, naming a near one and the line', () => {
+    const cases: [string, RegExp][] = [
+      ['{{ hardwre.id }}', /^line 8: unknown variable hardwre\.id; did you mean hardware\.id\?$/],
+      [
+        '{{ hardware.hostnme }}',
+        /^line 8: unknown variable hardware\.hostnme: .*did you mean hardware\.hostname\?$/,
+      ],
+      [
+        '{{ hardware.interfaces.[0].macc }}',
+        /^line 8: unknown variable hardware\.interfaces\.0\.macc: .*did you mean mac\?$/,
+      ],
+      ['{{ workflow.name }}', /^line 8: unknown variable workflow\.name: workflow has id$/],
+      ['{{ device_1.disk }}', /^line 8: unknown variable device_1\.disk: a hardwareMap entry/],
+      ['{{ hardware.id', /^line 8: the placeholder "\{\{ hardware\.id" is not closed: end it with \}\}$/],
+    ];
+    for (const [placeholder, message] of cases) {
+      const source = withAction([`command: ["echo", "${placeholder}"]`]);
+      assert.match(templateError(() => validateTemplateSource(source)).message, message, placeholder);
+    }
+    // Names inside {{#each}} are the item's, metadata is the operator's own, and helpers are no variables.
+    for (const ok of [
+      '{{#each hardware.interfaces}}{{mac}}{{/each}}',
+      '{{ hardware.metadata.rack.row }}',
+      '{{#if hardware.hostname}}{{hardware.hostname}}{{/if}}',
+      '{{ hardware.interfaces.[1].ip.address }}',
+      '{{ lookup hardware.metadata "x" }}',
+      '{{.device_1}}',
+    ]) {
+      validateTemplateSource(withAction([`command: ["echo", ${JSON.stringify(ok)}]`]));
+    }
   });
 
   it('refuses a missing variable, naming it and its line', () => {

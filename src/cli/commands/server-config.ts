@@ -4,6 +4,7 @@
 // `--print-config` writes the effective configuration back in that form.
 import type { ServerConfig } from '../../node/config.js';
 import { ConfigError } from '../../node/config-error.js';
+import { editDistance } from '../../platform/edit-distance.js';
 
 /** One long flag of `slipway server`, as the file names it. */
 export interface FlagSpec {
@@ -112,20 +113,6 @@ export function nearestKey(key: string, known: readonly string[]): string | unde
   }
   if (best === undefined) return undefined;
   return best.distance <= Math.max(2, Math.floor(best.key.length / 4)) ? best.key : undefined;
-}
-
-/** Levenshtein distance between two short strings. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
 }
 
 /**
