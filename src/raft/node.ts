@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { StateMachine } from './state-machine.js';
 import type { RaftClock } from './clock.js';
 import { realClock, realRandom, sleep } from './clock.js';
-import { encodeConfChange, isVoter } from './core/membership.js';
+import { decodeConfChange, encodeConfChange, isVoter } from './core/membership.js';
 import type { ProposalResult, RaftStatus } from './core/raft.js';
 import { RaftCore } from './core/raft.js';
 import type {
@@ -255,14 +255,17 @@ export class RaftNode {
     });
   }
 
-  /** Adds a member as a learner, waits until it has caught up, then promotes it to voter. */
-  async addMember(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
+  /**
+   * Adds a member as a learner, waits until it has caught up, then promotes it to voter.
+   * `context` goes with the promotion, the change that completes the addition.
+   */
+  async addMember(member: Member, catchUpTimeoutMs = 30_000, context?: Uint8Array): Promise<void> {
     await this.proposeConfChange({ type: 'addLearner', member });
-    await this.promoteWhenCaughtUp(member, catchUpTimeoutMs);
+    await this.promoteWhenCaughtUp(member, catchUpTimeoutMs, context);
   }
 
   /** Waits until a learner's log reaches the commit index (§4.2.1), then makes it a voter. */
-  async promoteWhenCaughtUp(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
+  async promoteWhenCaughtUp(member: Member, catchUpTimeoutMs = 30_000, context?: Uint8Array): Promise<void> {
     const deadline = this.#clock.now() + catchUpTimeoutMs;
     for (;;) {
       const st = this.#core.status();
@@ -277,14 +280,18 @@ export class RaftNode {
       }
       await sleep(this.#clock, this.#opts.tickMs ?? defaultTickMs);
     }
-    await this.proposeConfChange({ type: 'promote', member });
+    await this.proposeConfChange(
+      context === undefined ? { type: 'promote', member } : { type: 'promote', member, context },
+    );
   }
 
-  async removeMember(id: NodeId): Promise<void> {
+  async removeMember(id: NodeId, context?: Uint8Array): Promise<void> {
     const m = this.#core.getMembership();
     const member = [...m.voters, ...m.learners].find((x) => x.id === id);
     if (member === undefined) throw new RaftError('E_UNKNOWN_MEMBER', `no member ${id}`);
-    await this.proposeConfChange({ type: 'remove', member });
+    await this.proposeConfChange(
+      context === undefined ? { type: 'remove', member } : { type: 'remove', member, context },
+    );
   }
 
   /** Hands leadership to `to` and resolves once it is leader (or rejects after a timeout). */
@@ -571,9 +578,11 @@ export class RaftNode {
     for (const e of entries) {
       let result: Uint8Array = new Uint8Array();
       if (e.index <= this.#applied) continue;
-      if (e.type === 'normal') {
+      // A configuration entry's context is applied by the machine at its index, with the change.
+      const data = e.type === 'normal' ? e.data : e.type === 'conf' ? confContext(e.data) : undefined;
+      if (data !== undefined) {
         try {
-          result = this.#opts.stateMachine.apply(e.index, e.data);
+          result = this.#opts.stateMachine.apply(e.index, data);
         } catch (err) {
           // An entry this build cannot apply (one written by a newer build, or a bug): applying
           // past it, or answering it with an error the other members did not give, would make
@@ -745,4 +754,10 @@ function wakeOrTimeout(clock: RaftClock, waiters: (() => void)[], timeoutMs: num
     }
     waiters.push(done);
   });
+}
+
+/** The context a configuration entry carries for the state machine, if any. */
+function confContext(data: Uint8Array): Uint8Array | undefined {
+  const cc = decodeConfChange(data);
+  return cc.type === 'bootstrap' ? undefined : cc.context;
 }

@@ -15,13 +15,15 @@
 // tails kept in events; snapshots whose
 // control state is records (docs/decisions/0023-streamed-snapshots.md); and member.drain
 // (docs/decisions/0022-node-drain.md) with the drained members in the snapshot.
+// Version 3 adds the audit record inside a Kv write's own entry and a membership change's
+// (docs/decisions/0018-audit-trail.md): one raft entry per audited write.
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
 export const stateVersionBaseline = 1;
 
 /** The highest state version this build applies and may propose. */
-export const stateVersionOfThisBuild = 2;
+export const stateVersionOfThisBuild = 3;
 
 /**
  * From this version on, apply bounds the output tails each workflow's events keep
@@ -37,6 +39,12 @@ export const stateVersionBoundedState = 2;
 export const stateVersionSnapshotRecords = 2;
 /** From this version on, members may be drained (member.drain, docs/decisions/0022-node-drain.md). */
 export const stateVersionNodeDrain = 2;
+/**
+ * From this version on, a Kv write carries its audit record in its own entry (the store
+ * command's audit flag) and a membership change in its configuration entry's context: builds of
+ * version 2 read neither, so a cluster below 3 records them by a separate audit.record.
+ */
+export const stateVersionAuditInEntry = 3;
 
 /** The state version a member applies, from its Status: builds before 0.2.0 answer 0, meaning 1. */
 export function advertisedStateVersion(advertised: number): number {

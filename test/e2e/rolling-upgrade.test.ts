@@ -113,6 +113,25 @@ async function assertGatedFeatureRefused(upgraded: readonly ProcNode[]): Promise
   assert.match(r.stderr, /needs cluster version 2/);
 }
 
+/**
+ * A Kv write through `via` is recorded in the trail once, as the node that served it saw it:
+ * by a separate audit.record while any voter runs the previous release (whose builds read
+ * records only that way), in the write's own entry once the cluster runs at this build's
+ * version (stateVersionAuditInEntry); every node applies both alike (the digests at the end).
+ */
+async function assertKvWriteAudited(key: string, via: readonly ProcNode[]): Promise<void> {
+  const put = await newCli(['kv', 'put', key, 'v'], via);
+  assert.equal(put.code, 0, `kv put ${key}: ${put.stdout}${put.stderr}`);
+  const trail = await newCli(['-o', 'json', 'audit', 'list', '--kind', 'kv.put', '--limit', '1000']);
+  assert.equal(trail.code, 0, trail.stdout + trail.stderr);
+  const records = (JSON.parse(trail.stdout) as { entries: { target: string; outcome: string }[] }).entries;
+  assert.deepEqual(
+    records.filter((e) => e.target === key).map((e) => e.outcome),
+    ['ok'],
+    `the trail records kv put ${key} once`,
+  );
+}
+
 /** The same feature, accepted once every node runs this build and the cluster is at 2. */
 async function assertGatedFeatureAccepted(): Promise<void> {
   const r = await newCli(['-o', 'json', 'workflow', 'retention', '--finished-max', '5000']);
@@ -517,12 +536,13 @@ test(
         if (upgraded.length < c.nodes.length) {
           await assertMidUpgradeVersion(upgraded);
           await assertGatedFeatureRefused(upgraded);
+          await assertKvWriteAudited(`mid-upgrade-${node.id}`, upgraded);
         }
       }
 
       // Every voter runs this build: the leader raises the cluster version within seconds.
       await waitFor(
-        'every node to apply cluster version 2',
+        `every node to apply cluster version ${String(stateVersionOfThisBuild)}`,
         async () =>
           (await Promise.all(c.nodes.map((n) => c.status(n)))).every(
             (s) => s?.clusterVersion === stateVersionOfThisBuild,
@@ -534,10 +554,15 @@ test(
       assert.equal(doc.clusterVersion, stateVersionOfThisBuild, JSON.stringify(doc));
       assert.equal(doc.votersSupport, stateVersionOfThisBuild, JSON.stringify(doc));
       for (const m of doc.members) {
-        assert.deepEqual([m.build, m.stateVersion, m.applied], [buildVersion, 2, 2], m.member);
+        assert.deepEqual(
+          [m.build, m.stateVersion, m.applied],
+          [buildVersion, stateVersionOfThisBuild, stateVersionOfThisBuild],
+          m.member,
+        );
       }
-      phase('the cluster runs at version 2');
+      phase(`the cluster runs at version ${String(stateVersionOfThisBuild)}`);
       await assertGatedFeatureAccepted();
+      await assertKvWriteAudited('after-upgrade', c.nodes);
 
       // The end: no new workflows, every one finished, then the nodes compared.
       await feeder.stop();
