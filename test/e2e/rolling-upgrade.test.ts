@@ -39,13 +39,14 @@ import {
 } from '../support/previous-release.js';
 import { ProcessCluster, type CliResult, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { allItems } from '../../src/platform/pages.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const machines = ['hw-0', 'hw-1', 'hw-2'];
 const actionsPerWorkflow = 3;
 /** Unfinished workflows each machine is kept at while the upgrade goes on. */
 const queuedPerMachine = 2;
-/** A bound on what the feeder creates, whatever happens (below one page of workflowList). */
+/** A bound on what the feeder creates, whatever happens. */
 const workflowsMax = 400;
 
 let previous: CompiledBuild | undefined;
@@ -247,9 +248,9 @@ class WorkflowFeeder {
   async #run(): Promise<void> {
     while (!this.#stopping && this.created < workflowsMax) {
       try {
-        const list = await this.#client.control('workflowList', { local: false, hardwareId: '' });
+        const list = await allWorkflows(this.#client);
         for (const hardwareId of machines) {
-          const open = list.workflows.filter(
+          const open = list.filter(
             (w) => w.hardwareId === hardwareId && (w.state === 'PENDING' || w.state === 'RUNNING'),
           ).length;
           for (let k = open; k < queuedPerMachine && this.created < workflowsMax; k++) {
@@ -272,7 +273,10 @@ class WorkflowFeeder {
 }
 
 async function allWorkflows(client: ClusterClient): Promise<WorkflowRecord[]> {
-  return (await client.control('workflowList', { local: false, hardwareId: '' })).workflows;
+  return allItems(
+    (token) => client.control('workflowList', { local: false, hardwareId: '', continue: token }),
+    (page) => page.workflows,
+  );
 }
 
 /** Fails at once on a workflow that failed, timed out or was cancelled. */

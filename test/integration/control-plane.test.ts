@@ -19,6 +19,7 @@ import type { WorkflowRecord } from '../../src/gen/control.js';
 import type { AttemptRef, ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
 import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import { allItems } from '../../src/platform/pages.js';
 
 const adminToken = 'admin-token-for-the-control-plane-test';
 const workerCount = 10;
@@ -190,8 +191,11 @@ describe('workflows across node loss', () => {
     );
     try {
       await waitFor('every workflow to succeed', 180_000, async () => {
-        const list = await survivors.control('workflowList', { local: false, hardwareId: '' });
-        const states = list.workflows.map((w) => w.state);
+        const workflows = await allItems(
+          (token) => survivors.control('workflowList', { local: false, hardwareId: '', continue: token }),
+          (page) => page.workflows,
+        );
+        const states = workflows.map((w) => w.state);
         assert.ok(
           !states.some((s) => s === 'FAILED' || s === 'TIMEOUT' || s === 'CANCELLED'),
           states.join(','),
@@ -420,8 +424,11 @@ describe('forwarding through a follower', () => {
       const calls = after.calls - before.calls;
       assert.ok(commands >= results.length, `forwarded ${String(commands)} commands`);
       assert.ok(calls < commands / 2, `${String(commands)} commands went in ${String(calls)} calls`);
-      const listed = await admin.control('hardwareList', { local: false });
-      const ids = new Set(listed.hardwareJson.map((doc) => (JSON.parse(doc) as { id: string }).id));
+      const listed = await allItems(
+        (token) => admin.control('hardwareList', { local: false, continue: token }),
+        (page) => page.hardwareJson,
+      );
+      const ids = new Set(listed.map((doc) => (JSON.parse(doc) as { id: string }).id));
       for (const i of fresh) assert.ok(ids.has(`hw-${String(i)}`), `hw-${String(i)} is in the state`);
     } finally {
       via.close();
@@ -516,10 +523,19 @@ describe('bad input and bad credentials change nothing', () => {
   ];
 
   async function snapshot(): Promise<string> {
-    const hw = await admin.control('hardwareList', { local: false });
-    const t = await admin.control('templateList', { local: false });
-    const w = await admin.control('workflowList', { local: false, hardwareId: '' });
-    return JSON.stringify([hw, t, w.workflows.map((x) => [x.id, x.state])]);
+    const hw = await allItems(
+      (token) => admin.control('hardwareList', { local: false, continue: token }),
+      (page) => page.hardwareJson,
+    );
+    const t = await allItems(
+      (token) => admin.control('templateList', { local: false, continue: token }),
+      (page) => page.templates,
+    );
+    const w = await allItems(
+      (token) => admin.control('workflowList', { local: false, hardwareId: '', continue: token }),
+      (page) => page.workflows,
+    );
+    return JSON.stringify([hw, t, w.map((x) => [x.id, x.state])]);
   }
 
   test('invalid templates, unknown hardware and malformed documents are refused with exit 2', async () => {
