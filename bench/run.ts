@@ -14,6 +14,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   flood: async (argv) => (await import('./flood.js')).runFloodBench(argv),
   cli: async (argv) => (await import('./cli.js')).runCliBench(argv),
   state: async (argv) => (await import('./state.js')).runStateBench(argv),
+  quick: async (argv) => (await import('./quick.js')).runQuickBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -12,4 +12,11 @@ echo "== tests (${#files[@]} files, $(date +%T))"
 npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 'src/gen/**' \
   --check-coverage --lines 93 \
   node --import tsx --test --test-concurrency=2 "${files[@]}"
+# Every benchmark in its quick form (bench/README.md). After the tests, on the compiled build,
+# which the tests must not see in dist/ (bin/slipway.js would run it instead of the sources c8
+# measures).
+had_dist=$([ -e dist ] && echo yes || echo no)
+echo "== build ($(date +%T))"; npm run -s build
+echo "== benchmarks, quick forms ($(date +%T))"; npm run -s bench -- quick
+[ "$had_dist" = yes ] || rm -rf dist
 echo "== done ($(date +%T))"
