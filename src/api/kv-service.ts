@@ -24,7 +24,7 @@ import { KvClient, Role, Suffrage } from '../gen/kv.js';
 import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
-import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
+import { peerCallOptions, peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
 import type {
   Command,
   CommandResult,
@@ -494,7 +494,7 @@ export class KvService {
   #clientFor(addr: string): KvClient {
     let c = this.#clients.get(addr);
     if (c === undefined) {
-      c = new KvClient(addr, peerChannelCredentials(this.#ctx.peerTls));
+      c = new KvClient(addr, peerChannelCredentials(this.#ctx.peerTls), peerCallOptions());
       this.#clients.set(addr, c);
     }
     return c;

@@ -314,15 +314,9 @@ export class RaftNode {
     }
   }
 
-  /** The voter most caught up, for a graceful handover; `skip` passes over some (drained ones). */
+  /** The voter most caught up, for a graceful handover (transferTargetOf); `skip` passes over some. */
   bestTransferTarget(skip: (id: NodeId) => boolean = () => false): NodeId | null {
-    const st = this.#core.status();
-    let best: { id: NodeId; match: number } | null = null;
-    for (const p of st.progress) {
-      if (p.id === this.id || p.learner || !p.recentActive || skip(p.id)) continue;
-      if (best === null || p.match > best.match) best = { id: p.id, match: p.match };
-    }
-    return best?.id ?? null;
+    return transferTargetOf(this.#core.status().progress, this.id, skip);
   }
 
   status(): RaftStatus & { appliedToStateMachine: number } {
@@ -760,4 +754,37 @@ function wakeOrTimeout(clock: RaftClock, waiters: (() => void)[], timeoutMs: num
 function confContext(data: Uint8Array): Uint8Array | undefined {
   const cc = decodeConfChange(data);
   return cc.type === 'bootstrap' ? undefined : cc.context;
+}
+
+/** What transferTargetOf reads of each member's progress (the core's status). */
+export interface TransferCandidate {
+  readonly id: NodeId;
+  readonly learner: boolean;
+  readonly recentActive: boolean;
+  readonly match: number;
+}
+
+/**
+ * The voter to hand leadership to: the most caught up among those heard from since the last
+ * quorum check, else among all. The core clears that mark at every check (each election
+ * timeout) and a voter regains it at its next answer, so for a few ms of each timeout no voter
+ * has it: a leader stopping then handed over to nobody, and its followers waited out an
+ * election timeout while writes failed. A transfer to a voter that is really gone is abandoned
+ * once the transport says so, or at its timeout.
+ */
+export function transferTargetOf(
+  progress: readonly TransferCandidate[],
+  self: NodeId,
+  skip: (id: NodeId) => boolean = () => false,
+): NodeId | null {
+  let best: TransferCandidate | null = null;
+  for (const p of progress) {
+    if (p.id === self || p.learner || skip(p.id)) continue;
+    const better =
+      best === null ||
+      (p.recentActive && !best.recentActive) ||
+      (p.recentActive === best.recentActive && p.match > best.match);
+    if (better) best = p;
+  }
+  return best?.id ?? null;
 }
