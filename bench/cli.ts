@@ -190,7 +190,10 @@ export async function runCliBench(argv: readonly string[]): Promise<void> {
   try {
     // SlipwayCluster runs `npm run build` first: bin/slipway.js then runs that build (dist/).
     progress('starting 3 slipway nodes (compiled build)' + (etcdCluster ? ' and 3 etcd members' : ''));
-    await Promise.all([slipway.start(), etcdCluster?.start()]);
+    // One system after the other: six servers starting at once on 2 busy cores could take
+    // longer than the wait for a leader.
+    await slipway.start();
+    await etcdCluster?.start();
     const env = childEnv();
     const server = ['--server', slipway.endpoints.join(',')];
     const etcdctlTarget =

@@ -31,7 +31,14 @@ export interface AgentSamples {
 }
 
 type ToChild =
-  | { type: 'init'; endpoints: string[]; actions: number; ids: number[]; seed: number }
+  | {
+      type: 'init';
+      endpoints: string[];
+      actions: number;
+      ids: number[];
+      seed: number;
+      streamsPerConnection: number;
+    }
   | { type: 'connect'; ids: number[] }
   | { type: 'cancel'; ids: number[] }
   | { type: 'hold'; ms: number }
@@ -78,7 +85,17 @@ export class AgentProcesses {
     return this.#lastDoneMs;
   }
 
-  async start(endpoints: readonly string[], actions: number, workers: number): Promise<void> {
+  /**
+   * Starts the agent processes and connects every worker stream, at most `streamsPerConnection`
+   * on one connection: a node serves at most --api-streams-per-connection-max (100) streams of
+   * a connection, and queues the rest until one ends (a worker's stream never does).
+   */
+  async start(
+    endpoints: readonly string[],
+    actions: number,
+    workers: number,
+    streamsPerConnection: number,
+  ): Promise<void> {
     const script = fileURLToPath(import.meta.url);
     const ready: Promise<void>[] = [];
     for (let k = 0; k < this.#processes; k++) {
@@ -101,7 +118,14 @@ export class AgentProcesses {
       );
       const ids: number[] = [];
       for (let i = k; i < workers; i += this.#processes) ids.push(i);
-      this.#send(k, { type: 'init', endpoints: [...endpoints], actions, ids, seed: 0x5eed + k });
+      this.#send(k, {
+        type: 'init',
+        endpoints: [...endpoints],
+        actions,
+        ids,
+        seed: 0x5eed + k,
+        streamsPerConnection,
+      });
     }
     await Promise.all(ready);
   }
@@ -214,7 +238,9 @@ class ChildAgents {
   // Seeded, so a run's hold times are the same every time.
   #rng = new Prng(0);
   readonly #sims = new Map<number, Sim>();
-  readonly #clients = new Map<number, WorkerClient>();
+  /** By connection: endpoint and group (see #connectionOf). */
+  readonly #clients = new Map<string, WorkerClient>();
+  #streamsPerConnection = 1;
 
   constructor() {
     this.#loop.enable();
@@ -224,6 +250,7 @@ class ChildAgents {
   handle(msg: ToChild): void {
     switch (msg.type) {
       case 'init':
+        this.#streamsPerConnection = msg.streamsPerConnection;
         this.#init(msg.endpoints, msg.actions, msg.ids, msg.seed);
         break;
       case 'connect':
@@ -279,16 +306,28 @@ class ChildAgents {
     this.#loop.reset();
   }
 
+  /**
+   * The connection machine i's stream goes on: its node is i modulo the nodes, and each
+   * connection to a node carries the streams of at most streamsPerConnection machines.
+   */
+  #connectionOf(i: number): string {
+    const nodes = this.#endpoints.length;
+    return `${String(i % nodes)}/${String(Math.floor(i / (nodes * this.#streamsPerConnection)))}`;
+  }
+
   /** Opens the machine's worker stream (a new one on each call, as an agent reconnects). */
   #connect(sim: Sim): void {
     const i = sim.index;
-    let client = this.#clients.get(i);
+    const connection = this.#connectionOf(i);
+    let client = this.#clients.get(connection);
     if (client === undefined) {
+      // A channel of its own (grpc-js would otherwise share one connection per address).
       client = new WorkerClient(
         this.#endpoints[i % this.#endpoints.length] ?? '',
         credentials.createInsecure(),
+        { 'grpc.use_local_subchannel_pool': 1 },
       );
-      this.#clients.set(i, client);
+      this.#clients.set(connection, client);
     }
     const md = new Metadata();
     md.set('x-worker-id', sim.key);

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import type { SlipwayCluster } from './clusters.js';
 import type { AgentProcesses } from './control-agents.js';
-import { machineCpu, percentile, round, sleep } from './stats.js';
+import { cpuSeconds, machineCpu, percentile, round, sleep } from './stats.js';
 
 /** Prints one result line (JSON) on stdout. */
 export function printResult(o: Record<string, unknown>): void {
@@ -64,15 +64,24 @@ export class ControlPhases {
     await this.#reportDispatchLatency('steady', active, this.#opts.waves);
   }
 
-  /** Burst: each of the given machines gets a workflow at once while all agents are connected. */
-  async burst(machines: readonly number[]): Promise<void> {
+  /**
+   * Burst: each of the given machines gets a workflow at once while all agents are connected.
+   * Resolves with the nodes' CPU milliseconds per action result, all nodes together.
+   */
+  async burst(machines: readonly number[]): Promise<number> {
     process.stderr.write(`control: burst phase, ${String(machines.length)} workflows created at once\n`);
     await this.#startPhase();
     const t0 = Date.now();
+    const pids = this.#cluster.livePids();
+    const cpu0 = pids.map((pid) => cpuSeconds(pid) ?? 0);
     const before = this.#agents.completed;
     await this.#createWorkflows(machines);
     const created = Date.now();
     await this.#waitCompleted(before + machines.length, 'burst phase');
+    // Each node's CPU (its own accounting, which other load disturbs far less than wall time)
+    // per action result: a result and the start of the next action are one entry.
+    const cpuMs = pids.map((pid, i) => ((cpuSeconds(pid) ?? 0) - (cpu0[i] ?? 0)) * 1000);
+    const results = machines.length * this.#opts.actions;
     await this.#reportDispatchLatency('burst', machines.length);
     const wall = (this.#agents.lastDoneMs - t0) / 1000;
     printResult({
@@ -84,7 +93,10 @@ export class ControlPhases {
       seconds: round(wall),
       create_seconds: round((created - t0) / 1000),
       value: round(machines.length / wall),
+      server_cpu_ms_per_action_result: round(cpuMs.reduce((a, b) => a + b, 0) / results, 3),
+      node_cpu_ms_per_action_result: cpuMs.map((ms) => round(ms / results, 3)),
     });
+    return cpuMs.reduce((a, b) => a + b, 0) / results;
   }
 
   /** Paced: each of the given machines gets a workflow while its agent holds each action a while. */

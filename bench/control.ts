@@ -1,5 +1,6 @@
-// `npm run bench -- control [--workers N] [--active K] [--actions A] [--waves W] [--hold-ms H]
-//  [--agent-processes P] [--phases steady,burst,paced] [--keep]`
+// `npm run bench -- control [--quick] [--workers N] [--active K] [--actions A] [--waves W]
+//  [--hold-ms H] [--agent-processes P] [--phases steady,burst,paced] [--streams-per-connection S]
+//  [--keep]`
 // The control plane under many connected workers: a 3-node slipway cluster (real processes),
 // N simulated agents on real gRPC worker streams (one stream each, as the agent opens), in P
 // processes of their own (bench/control-agents.ts; default 1), one workflow of A actions per
@@ -19,12 +20,17 @@
 //    answers, as real actions take time: every machine provisioning, below saturation; it
 //    prints the dispatches per second that this offered). An action that arrives before its
 //    result's acknowledgment is counted apart (actions_before_ack), not as a from-ack sample;
-//  - workflows completed per second in the burst;
+//  - workflows completed per second in the burst, and the nodes' CPU per action result;
+//  - the check: every workflow succeeded, each action on its first attempt (else exit 1).
+// The agents' streams go S to a connection (50 by default): a node serves at most
+// --api-streams-per-connection-max (100) streams of one connection and queues the others.
 //  - server memory per 1,000 connected workers (RSS with the streams open minus before).
 // There is no reference system for this one: Tinkerbell's workers poll every 3 to 5 s.
 import { parseArgs } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import { ControlClient } from '../src/gen/control.js';
+import { ClusterClient } from '../src/cli/index.js';
+import { allItems } from '../src/platform/pages.js';
 import { SlipwayCluster } from './clusters.js';
 import { AgentProcesses } from './control-agents.js';
 import { ControlPhases, printResult, type CreateWorkflows } from './control-phases.js';
@@ -43,37 +49,48 @@ interface Options {
   readonly agentProcesses: number;
   /** Which phases run: steady, burst, paced. */
   readonly phases: ReadonlySet<string>;
+  /** Worker streams on one connection (below the node's --api-streams-per-connection-max). */
+  readonly streamsPerConnection: number;
   readonly keep: boolean;
 }
+
+/** `--quick`: the smallest run that still goes through every phase and the check. */
+const quickDefaults = { workers: '60', active: '10', actions: '3', waves: '2', 'hold-ms': '200' };
 
 function parseOptions(argv: readonly string[]): Options {
   const { values } = parseArgs({
     args: [...argv],
     options: {
-      workers: { type: 'string', default: '1000' },
-      active: { type: 'string', default: '50' },
-      actions: { type: 'string', default: '5' },
-      waves: { type: 'string', default: '5' },
-      'hold-ms': { type: 'string', default: '2000' },
+      quick: { type: 'boolean', default: false },
+      workers: { type: 'string' },
+      active: { type: 'string' },
+      actions: { type: 'string' },
+      waves: { type: 'string' },
+      'hold-ms': { type: 'string' },
       'agent-processes': { type: 'string', default: '1' },
       phases: { type: 'string', default: 'steady,burst,paced' },
+      'streams-per-connection': { type: 'string', default: '50' },
       keep: { type: 'boolean', default: false },
     },
     strict: true,
   });
+  const fullDefaults = { workers: '1000', active: '50', actions: '5', waves: '5', 'hold-ms': '2000' };
+  const defaults = values.quick ? quickDefaults : fullDefaults;
+  const pick = (name: keyof typeof fullDefaults): string => values[name] ?? defaults[name];
   const int = (v: string, name: string, min: number, max: number): number => {
     if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
       throw new Error(`--${name} must be ${min}..${max}`);
     return Number(v);
   };
   return {
-    workers: int(values.workers, 'workers', 1, 5000),
-    actions: int(values.actions, 'actions', 1, 50),
-    active: int(values.active, 'active', 1, 5000),
-    waves: int(values.waves, 'waves', 1, 100),
-    holdMs: int(values['hold-ms'], 'hold-ms', 0, 60_000),
+    workers: int(pick('workers'), 'workers', 1, 5000),
+    actions: int(pick('actions'), 'actions', 1, 50),
+    active: int(pick('active'), 'active', 1, 5000),
+    waves: int(pick('waves'), 'waves', 1, 100),
+    holdMs: int(pick('hold-ms'), 'hold-ms', 0, 60_000),
     agentProcesses: int(values['agent-processes'], 'agent-processes', 1, 64),
     phases: phasesOf(values.phases),
+    streamsPerConnection: int(values['streams-per-connection'], 'streams-per-connection', 1, 100),
     keep: values.keep,
   };
 }
@@ -89,7 +106,7 @@ function phasesOf(list: string): ReadonlySet<string> {
   return phases;
 }
 
-function call<Req, Res>(
+export function call<Req, Res>(
   fn: (req: Req, md: Metadata, opts: { deadline: number }, cb: (e: Error | null, r: Res) => void) => unknown,
   req: Req,
 ): Promise<Res> {
@@ -114,7 +131,7 @@ export async function pool<T>(items: readonly T[], width: number, f: (x: T) => P
 }
 
 /** The bench template: one task of `actions` actions that each run `true`. */
-function benchTemplate(actions: number): string {
+export function benchTemplate(actions: number): string {
   const list = Array.from(
     { length: actions },
     (_, i) => `      - name: a${String(i + 1)}\n        command: ["true"]\n        timeout: 60`,
@@ -123,7 +140,7 @@ function benchTemplate(actions: number): string {
 }
 
 /** Registers machine i as hardware bench-i, with a MAC and an address derived from i. */
-async function registerMachines(control: ControlClient, machines: readonly number[]): Promise<void> {
+export async function registerMachines(control: ControlClient, machines: readonly number[]): Promise<void> {
   process.stderr.write(`control: registering ${String(machines.length)} machines\n`);
   await pool(machines, 32, async (i) => {
     const mac = `02:${[(i >> 16) & 255, (i >> 8) & 255, i & 255, 0, 1].map((b) => b.toString(16).padStart(2, '0')).join(':')}`;
@@ -137,7 +154,7 @@ async function registerMachines(control: ControlClient, machines: readonly numbe
   });
 }
 
-function workflowCreator(control: ControlClient): CreateWorkflows {
+export function workflowCreator(control: ControlClient): CreateWorkflows {
   return (machines) =>
     pool(machines, 32, async (i) => {
       await call(control.workflowCreate.bind(control), {
@@ -160,7 +177,7 @@ async function connectWorkers(
   rssBefore: readonly number[],
 ): Promise<void> {
   process.stderr.write(`control: connecting ${String(opts.workers)} worker streams\n`);
-  await agents.start(cluster.endpoints, opts.actions, opts.workers);
+  await agents.start(cluster.endpoints, opts.actions, opts.workers, opts.streamsPerConnection);
   await sleep(3000);
   const rssConnected = cluster.livePids().map((p) => rssMb(p) ?? 0);
   const delta = rssConnected.map((r, i) => r - (rssBefore[i] ?? 0));
@@ -173,6 +190,35 @@ async function connectWorkers(
     rss_before_mb: rssBefore.map((x) => round(x)),
     rss_connected_mb: rssConnected.map((x) => round(x)),
   });
+}
+
+/**
+ * The benchmark's own check: every workflow it created succeeded, each action on its first
+ * attempt (read from the cluster, every page of the list). Prints the line; throws when not.
+ */
+export async function checkWorkflows(endpoints: readonly string[]): Promise<void> {
+  const client = new ClusterClient([...endpoints], { timeoutMs: 30_000 });
+  try {
+    const workflows = await allItems(
+      (token) => client.control('workflowList', { local: false, hardwareId: '', continue: token }),
+      (page) => page.workflows,
+    );
+    const failed = workflows.filter((w) => w.state !== 'SUCCESS');
+    const retried = workflows.reduce((n, w) => n + w.actions.filter((a) => a.attempt !== 1).length, 0);
+    const pass = workflows.length > 0 && failed.length === 0 && retried === 0;
+    printResult({
+      bench: 'control',
+      metric: 'check',
+      workflows: workflows.length,
+      not_succeeded: failed.slice(0, 10).map((w) => `${w.hardwareId} ${w.state} ${w.message}`),
+      actions_retried: retried,
+      pass,
+    });
+    if (!pass)
+      throw new Error('control: not every workflow succeeded on its first attempts (see the check line)');
+  } finally {
+    client.close();
+  }
 }
 
 export async function runControlBench(argv: readonly string[]): Promise<void> {
@@ -202,6 +248,7 @@ export async function runControlBench(argv: readonly string[]): Promise<void> {
     if (opts.phases.has('burst') && burstIds.length > 0) await phases.burst(burstIds);
     if (opts.phases.has('paced') && opts.holdMs > 0) await phases.paced(ids);
     control.close();
+    await checkWorkflows(cluster.endpoints);
   } finally {
     await stopAgents();
     await cluster.stop(opts.keep);

@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { ClusterClient } from '../src/cli/index.js';
+import { allItems } from '../src/platform/pages.js';
 
 /** One node's view, as `status` prints it. */
 export interface NodeStatusLine {
@@ -69,10 +70,10 @@ async function register(addrs: readonly string[], file: string): Promise<void> {
     const one = new ClusterClient([addr], callTimeoutMs);
     try {
       for (;;) {
-        const listed = await one.control('hardwareList', { local: true });
-        if (listed.hardwareJson.length >= documents.length) break;
+        const listed = (await hardwareOf(one)).length;
+        if (listed >= documents.length) break;
         if (Date.now() >= deadlineMs)
-          throw new Error(`${addr} applied ${listed.hardwareJson.length} of ${documents.length} machines`);
+          throw new Error(`${addr} applied ${listed} of ${documents.length} machines`);
         await new Promise((resolve) => setTimeout(resolve, appliedPollMs));
       }
     } finally {
@@ -81,6 +82,14 @@ async function register(addrs: readonly string[], file: string): Promise<void> {
   }
   process.stdout.write(
     `${JSON.stringify({ created: documents.length, elapsed_ms: Date.now() - startMs })}\n`,
+  );
+}
+
+/** Every machine a node holds as applied there (a local read), each page of the list. */
+export function hardwareOf(client: ClusterClient): Promise<string[]> {
+  return allItems(
+    (token) => client.control('hardwareList', { local: true, continue: token }),
+    (page) => page.hardwareJson,
   );
 }
 

@@ -36,9 +36,10 @@ function parseOptions(argv: readonly string[]): Options {
   const { values } = parseArgs({
     args: [...argv],
     options: {
-      calls: { type: 'string', default: '2000' },
-      warmup: { type: 'string', default: '400' },
-      'flood-s': { type: 'string', default: '20' },
+      quick: { type: 'boolean', default: false },
+      calls: { type: 'string' },
+      warmup: { type: 'string' },
+      'flood-s': { type: 'string' },
       kinds: { type: 'string', default: floodKinds.join(',') },
       'addresses-per-kind': { type: 'string', default: '2' },
       concurrency: { type: 'string', default: '32' },
@@ -62,10 +63,14 @@ function parseOptions(argv: readonly string[]): Options {
   const addressesPerKind = int(values['addresses-per-kind'], 'addresses-per-kind', 1, 60);
   if (kinds.length * addressesPerKind > 250)
     throw new Error('--addresses-per-kind: the kinds need more than 127.0.0.2-127.0.0.251');
+  // --quick: a few hundred calls and a short flood, enough to see every kind refused.
+  const dflt = values.quick
+    ? { calls: '200', warmup: '50', floodS: '4' }
+    : { calls: '2000', warmup: '400', floodS: '20' };
   return {
-    calls: int(values.calls, 'calls', 10, 100_000),
-    warmup: int(values.warmup, 'warmup', 0, 100_000),
-    floodS: int(values['flood-s'], 'flood-s', 2, 60),
+    calls: int(values.calls ?? dflt.calls, 'calls', 10, 100_000),
+    warmup: int(values.warmup ?? dflt.warmup, 'warmup', 0, 100_000),
+    floodS: int(values['flood-s'] ?? dflt.floodS, 'flood-s', 2, 60),
     kinds: kinds as FloodKind[],
     addressesPerKind,
     concurrency: int(values.concurrency, 'concurrency', 1, 100),

@@ -16,6 +16,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   state: async (argv) => (await import('./state.js')).runStateBench(argv),
   'uefi-pxe': async (argv) => (await import('./uefi-pxe.js')).runUefiPxeBench(argv),
   linkcut: async (argv) => (await import('./linkcut.js')).runLinkcutBench(argv),
+  quick: async (argv) => (await import('./quick.js')).runQuickBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -30,6 +30,8 @@ import type {
   ResultRefused,
 } from '../src/gen/worker.js';
 import { WorkerClient } from '../src/gen/worker.js';
+import type { WorkflowRecord } from '../src/gen/control.js';
+import { allItems } from '../src/platform/pages.js';
 import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
 import { Prng } from '../src/platform/prng.js';
 import { pool } from './control.js';
@@ -203,7 +205,7 @@ async function setup(c: FleetConfig): Promise<void> {
     const hardware = hardwareId(i);
     await retried(async () => {
       // A create is not idempotent: after an unknown outcome, look before creating again.
-      const { workflows } = await client.control('workflowList', { local: false, hardwareId: hardware });
+      const workflows = await workflowsOf(client, hardware);
       if (workflows.length > 0) return;
       await client.control('workflowCreate', {
         template,
@@ -573,11 +575,18 @@ async function storm(c: FleetConfig): Promise<void> {
   say({ event: 'result', file: c.resultFile });
 }
 
+/** Every workflow the cluster holds (of one machine, given `hardwareId`), each page of the list. */
+export function workflowsOf(client: ClusterClient, hardwareId = ''): Promise<WorkflowRecord[]> {
+  return allItems(
+    (token) => client.control('workflowList', { local: false, hardwareId, continue: token }),
+    (page) => page.workflows,
+  );
+}
+
 /** What the cluster recorded: every storm workflow succeeded, each action on its first attempt. */
 async function checkCluster(c: FleetConfig): Promise<FleetResult['check']> {
   const client = new ClusterClient(c.apiServers, { timeoutMs: 30_000 });
-  const { workflows } = await client.control('workflowList', { local: false, hardwareId: '' });
-  client.close();
+  const workflows = await workflowsOf(client).finally(() => client.close());
   const storm = workflows.filter((w) => w.hardwareId.startsWith('storm-'));
   return {
     workflows: storm.length,

@@ -52,12 +52,13 @@ function parseOptions(argv: readonly string[]): Options {
   const { values } = parseArgs({
     args: [...argv],
     options: {
-      machines: { type: 'string', default: '1000' },
+      quick: { type: 'boolean', default: false },
+      machines: { type: 'string' },
       actions: { type: 'string', default: '5' },
-      'hold-ms': { type: 'string', default: '200' },
-      'ramp-ms': { type: 'string', default: '2000' },
+      'hold-ms': { type: 'string' },
+      'ramp-ms': { type: 'string' },
       'no-kill': { type: 'boolean', default: false },
-      'artifact-kib': { type: 'string', default: '256' },
+      'artifact-kib': { type: 'string' },
       firmware: { type: 'string', default: 'mixed' },
       qemu: { type: 'boolean', default: false },
       'bootos-dir': { type: 'string' },
@@ -70,13 +71,17 @@ function parseOptions(argv: readonly string[]): Options {
       throw new Error(`--${name} must be ${min}..${max}`);
     return Number(v);
   };
+  // --quick: the smallest storm that still boots both ways and kills the leader midway.
+  const dflt = values.quick
+    ? { machines: '30', hold: '50', ramp: '500', kib: '64' }
+    : { machines: '1000', hold: '200', ramp: '2000', kib: '256' };
   return {
-    machines: int(values.machines, 'machines', 1, 2000),
+    machines: int(values.machines ?? dflt.machines, 'machines', 1, 2000),
     actions: int(values.actions, 'actions', 1, 20),
-    holdMs: int(values['hold-ms'], 'hold-ms', 0, 10_000),
-    rampMs: int(values['ramp-ms'], 'ramp-ms', 0, 60_000),
+    holdMs: int(values['hold-ms'] ?? dflt.hold, 'hold-ms', 0, 10_000),
+    rampMs: int(values['ramp-ms'] ?? dflt.ramp, 'ramp-ms', 0, 60_000),
     kill: !values['no-kill'],
-    artifactKib: int(values['artifact-kib'], 'artifact-kib', 1, 65_536),
+    artifactKib: int(values['artifact-kib'] ?? dflt.kib, 'artifact-kib', 1, 65_536),
     firmware: firmwareOption(values.firmware),
     qemu: values.qemu,
     bootOsDir: values['bootos-dir'],

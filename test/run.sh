@@ -20,4 +20,8 @@ npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 's
   --include 'dist/src/**' --include 'dist/lb/**' --exclude 'dist/src/gen/**' \
   --check-coverage --lines 93 \
   node --import tsx --test --test-concurrency=2 "${files[@]}"
+# Every benchmark in its quick form (bench/README.md), after the tests, on the production build
+# (tsc), as operators and the benchmarks run it.
+echo "== build ($(date +%T))"; npm run -s build
+echo "== benchmarks, quick forms ($(date +%T))"; npm run -s bench -- quick
 echo "== done ($(date +%T))"

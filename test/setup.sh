@@ -28,11 +28,13 @@ node -e '
 # The package test installs the .deb (`npm run package`) into a Debian 13 root made by
 # debootstrap; git fetches the history the rolling upgrade test builds the previous release from.
 # iptables keeps UEFI HTTP boot from being offered to the OVMF test's VM (its string match).
+# The benchmarks' quick forms (bench/quick.ts) run the systems they compare with: etcd 3.4
+# (etcd-server, etcd-client), Kea (kea-dhcp4-server), tftpd-hpa and atftp.
 packages=(
   curl tftp-hpa ipxe iproute2 procps busybox-static isc-dhcp-client kea-admin isc-dhcp-relay radvd
   qemu-system-x86 ipxe-qemu ovmf haproxy iputils-arping linux-image-amd64 zstd binutils kexec-tools
   cpio util-linux e2fsprogs dosfstools openipmi ipmitool fdisk mtools syslinux syslinux-common
-  syslinux-efi debootstrap git iptables
+  syslinux-efi debootstrap git iptables etcd-server etcd-client kea-dhcp4-server tftpd-hpa atftp
 )
 
 if ! command -v dpkg-query >/dev/null; then

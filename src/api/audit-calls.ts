@@ -121,30 +121,39 @@ export class CallAuditor {
     target: string,
     error?: { readonly code: string; readonly message: string },
   ): Promise<void> {
-    const command: ControlCommand = {
-      type: 'audit.record',
-      kind: headUtf8(kind, auditTextBytesMax),
-      target: headUtf8(target, auditTextBytesMax),
-      ...(error === undefined
-        ? {}
-        : {
-            error: {
-              code: headUtf8(error.code, auditTextBytesMax),
-              message: headUtf8(error.message, auditTextBytesMax),
-            },
-          }),
-      audit,
-    };
     try {
-      await this.#propose(command);
+      await this.#propose(auditRecord(audit, kind, target, error));
     } catch (err) {
       this.#logger.warn({ err, method: audit.method, user: audit.user, kind }, 'audit record not committed');
     }
   }
 }
 
+/** The audit.record of a call that proposed no control command, its texts bounded. */
+export function auditRecord(
+  audit: AuditTag,
+  kind: string,
+  target: string,
+  error?: { readonly code: string; readonly message: string },
+): ControlCommand {
+  return {
+    type: 'audit.record',
+    kind: headUtf8(kind, auditTextBytesMax),
+    target: headUtf8(target, auditTextBytesMax),
+    ...(error === undefined
+      ? {}
+      : {
+          error: {
+            code: headUtf8(error.code, auditTextBytesMax),
+            message: headUtf8(error.message, auditTextBytesMax),
+          },
+        }),
+    audit,
+  };
+}
+
 /** A target read from a request that may be malformed: never let it fail the call. */
-function safeTarget(target: () => string): string {
+export function safeTarget(target: () => string): string {
   try {
     return target();
   } catch {

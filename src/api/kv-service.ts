@@ -2,12 +2,13 @@
 // answers: writes on a follower are forwarded to the leader, reads are linearizable
 // (ReadIndex, through the leader) unless the caller asks for a local read.
 import { Metadata, status } from '@grpc/grpc-js';
-import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { ClientUnaryCall, sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type {
   CompareAndSetRequest,
   CompareAndSetResponse,
   DeleteRequest,
+  DeleteResponse,
   KeyValue as KeyValueProto,
   LeaderTransferRequest,
   MemberAddRequest,
@@ -24,17 +25,32 @@ import { KvClient, Role, Suffrage } from '../gen/kv.js';
 import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
-import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
-import type { Command, CommandResult, SessionTag } from '../state/store-command.js';
+import { peerCallOptions, peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
+import type {
+  Command,
+  CommandResult,
+  DeleteCommand,
+  PutCommand,
+  SessionTag,
+} from '../state/store-command.js';
 import { decodeResult, encodeCommand } from '../state/store-command.js';
 import type { KeyValue, ReplicatedState } from '../state/replicated-state.js';
 import type { Role as OperatorRole } from '../model/records.js';
 import type { Authenticator } from './auth.js';
-import { statusCodeName, type CallAuditor } from './audit-calls.js';
+import { auditRecord, safeTarget, statusCodeName, type CallAuditor } from './audit-calls.js';
+import {
+  attachCallAudit,
+  auditedMetadata,
+  callAuditOf,
+  forwardAudit,
+  forwardedAudit,
+  isAuditedAnswer,
+  type CallAudit,
+} from './kv-audit.js';
 import { ApiError, toServiceError } from './errors.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
-import { buildVersion, stateVersionOfThisBuild } from '../state/versions.js';
+import { buildVersion, stateVersionAuditInEntry, stateVersionOfThisBuild } from '../state/versions.js';
 import { StateDigests } from './state-digest.js';
 
 /** Lets timers and I/O run between slices of the digest's encoding. */
@@ -92,7 +108,7 @@ export class KvService {
    */
   handlers(auth?: Authenticator, auditor?: CallAuditor): KvServer {
     const h = this.#handlers();
-    if (auth === undefined) return h;
+    if (auth === undefined) return takingForwardedAudits(h);
     const guarded: Record<string, Handler<unknown, unknown>> = {};
     for (const [name, handler] of Object.entries(h) as [keyof typeof kvRoles, Handler<unknown, unknown>][]) {
       const audit = kvAudits[name as keyof typeof kvAudits] as KvAudit<unknown, unknown> | undefined;
@@ -134,7 +150,7 @@ export class KvService {
   #storeHandlers() {
     return {
       registerClient: unary(async (req, call) => {
-        return this.#routed(call, 'registerClient', req, async () => {
+        return this.#routed(call, 'registerClient', req, undefined, async () => {
           const res = await this.#write({ type: 'registerClient', stampMs: 0 });
           if (res.type !== 'registerClient')
             throw new ApiError(status.INTERNAL, 'unexpected result for registerClient');
@@ -143,8 +159,9 @@ export class KvService {
       }),
       put: unary(async (req, call) => {
         checkKey(req.key);
-        return this.#routed(call, 'put', req, async () => {
-          const res = await this.#write({
+        const audit = callAuditOf(call);
+        return this.#routed(call, 'put', req, audit, async () => {
+          const put: PutCommand = {
             type: 'put',
             ns: operatorNamespace,
             key: req.key,
@@ -152,7 +169,8 @@ export class KvService {
             ...(req.prevRevision === undefined ? {} : { prevRevision: req.prevRevision }),
             stampMs: 0,
             ...sessionOf(req.session),
-          });
+          };
+          const res = await this.#write(put, audit);
           // Only a put with prevRevision can fail its comparison.
           if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
             throw new ApiError(status.FAILED_PRECONDITION, res.message);
@@ -162,14 +180,16 @@ export class KvService {
       }),
       delete: unary(async (req, call) => {
         checkKey(req.key);
-        return this.#routed(call, 'delete', req, async () => {
-          const res = await this.#write({
+        const audit = callAuditOf(call);
+        return this.#routed(call, 'delete', req, audit, async () => {
+          const del: DeleteCommand = {
             type: 'delete',
             ns: operatorNamespace,
             key: req.key,
             stampMs: 0,
             ...sessionOf(req.session),
-          });
+          };
+          const res = await this.#write(del, audit);
           if (res.type === 'error' && res.code === 'E_NOT_FOUND')
             return { deleted: false, revision: this.#ctx.store.revision };
           return { deleted: true, revision: revisionOf(res) };
@@ -177,8 +197,9 @@ export class KvService {
       }),
       compareAndSet: unary(async (req, call) => {
         checkKey(req.key);
-        return this.#routed(call, 'compareAndSet', req, async () => {
-          const res = await this.#write({
+        const audit = callAuditOf(call);
+        return this.#routed(call, 'compareAndSet', req, audit, async () => {
+          const cas: PutCommand = {
             type: 'put',
             ns: operatorNamespace,
             key: req.key,
@@ -186,7 +207,8 @@ export class KvService {
             prevRevision: req.expectedRevision,
             stampMs: 0,
             ...sessionOf(req.session),
-          });
+          };
+          const res = await this.#write(cas, audit);
           if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
             return {
               succeeded: false,
@@ -239,7 +261,8 @@ export class KvService {
         }
         checkAddr(req.raftAddr, 'raft address');
         if (req.apiAddr !== '') checkAddr(req.apiAddr, 'API address');
-        if (!(await this.#leaderHere())) return this.#forward(call, 'memberAdd', req);
+        const audit = callAuditOf(call);
+        if (!(await this.#leaderHere())) return this.#forward(call, 'memberAdd', req, audit);
         const member: Member = { id: req.id, addr: req.raftAddr, apiAddr: req.apiAddr };
         const current = this.#ctx.node.membership();
         const existing = [...current.voters, ...current.learners].find((m) => m.id === req.id);
@@ -253,15 +276,25 @@ export class KvService {
           // Re-running an add that already completed (say after a client timeout) succeeds.
           return { members: membersOf(current) };
         }
+        // The record goes with the change that completes the call: the promotion of a voter.
+        const context = this.#confContext(audit);
         if (existing !== undefined) {
-          if (!req.learner) await this.#ctx.node.promoteWhenCaughtUp(existing);
-        } else if (req.learner) await this.#ctx.node.proposeConfChange({ type: 'addLearner', member });
-        else await this.#ctx.node.addMember(member);
+          if (!req.learner) await this.#ctx.node.promoteWhenCaughtUp(existing, undefined, context);
+        } else if (req.learner) {
+          await this.#ctx.node.proposeConfChange(
+            context === undefined ? { type: 'addLearner', member } : { type: 'addLearner', member, context },
+          );
+        } else await this.#ctx.node.addMember(member, undefined, context);
+        if (context !== undefined && audit !== undefined && !(existing !== undefined && req.learner))
+          audit.inEntry = true;
         return { members: membersOf(this.#ctx.node.membership()) };
       }),
       memberRemove: unary(async (req, call) => {
-        if (!(await this.#leaderHere())) return this.#forward(call, 'memberRemove', req);
-        await this.#ctx.node.removeMember(req.id);
+        const audit = callAuditOf(call);
+        if (!(await this.#leaderHere())) return this.#forward(call, 'memberRemove', req, audit);
+        const context = this.#confContext(audit);
+        await this.#ctx.node.removeMember(req.id, context);
+        if (context !== undefined && audit !== undefined) audit.inEntry = true;
         return { members: membersOf(this.#ctx.node.membership()) };
       }),
       leaderTransfer: unary(async (req, call) => {
@@ -362,6 +395,7 @@ export class KvService {
     call: ServerUnaryCall<Req, Res>,
     method: ForwardMethod,
     req: Req,
+    audit: CallAudit | undefined,
     here: () => Promise<Res>,
   ): Promise<Res> {
     if (call.metadata.get(forwardedKey).length > 0) {
@@ -371,14 +405,22 @@ export class KvService {
       return here();
     }
     const once = async (): Promise<Res> =>
-      (await this.#leaderHere()) ? here() : this.#forward(call, method, req);
+      (await this.#leaderHere()) ? here() : this.#forward(call, method, req, audit);
     return retryRefusals(this.#ctx.node, once);
   }
 
-  /** Stamps the leader's time into a command, proposes it and waits until it is applied. */
-  async #write(command: Command): Promise<CommandResult> {
-    const stamped = { ...command, stampMs: Date.now() };
+  /**
+   * Stamps the leader's time into a command, proposes it and waits until it is applied. A write
+   * with `audit` carries its record in the same entry once the cluster runs at version 3.
+   */
+  async #write(command: Command, audit?: CallAudit): Promise<CommandResult> {
+    const inEntry = audit !== undefined && this.#auditsInEntry();
+    const stamped =
+      inEntry && (command.type === 'put' || command.type === 'delete')
+        ? { ...command, stampMs: Date.now(), audit: { ...audit.tag, kind: audit.kind } }
+        : { ...command, stampMs: Date.now() };
     const result = decodeResult(await this.#ctx.node.propose(encodeCommand(stamped)));
+    if (inEntry) audit.inEntry = true;
     if (result.type === 'error' && result.code !== 'E_CAS_FAILED' && result.code !== 'E_NOT_FOUND') {
       throw new ApiError(
         result.code === 'E_BAD_COMMAND' ? status.INVALID_ARGUMENT : status.FAILED_PRECONDITION,
@@ -388,13 +430,35 @@ export class KvService {
     return result;
   }
 
-  async #forward<Req, Res>(call: ServerUnaryCall<Req, Res>, method: ForwardMethod, req: Req): Promise<Res> {
+  /** Whether audit records go into their change's own entry: the cluster runs at version 3. */
+  #auditsInEntry(): boolean {
+    return this.#ctx.store.control.clusterVersion >= stateVersionAuditInEntry;
+  }
+
+  /** A membership change's audit record, as its configuration entry's context. */
+  #confContext(audit: CallAudit | undefined): Uint8Array | undefined {
+    if (audit === undefined || !this.#auditsInEntry()) return undefined;
+    const command = auditRecord(audit.tag, audit.kind, audit.target);
+    return encodeCommand({ type: 'control', stampMs: Date.now(), command });
+  }
+
+  /**
+   * Forwards a call to the leader, with its audit record: the leader answers whether it put the
+   * record into the change's entry (else the guard here records the call by itself).
+   */
+  async #forward<Req, Res>(
+    call: ServerUnaryCall<Req, Res>,
+    method: ForwardMethod,
+    req: Req,
+    audit?: CallAudit,
+  ): Promise<Res> {
     // Never forward twice: two nodes that each think the other leads would loop.
     if (call.metadata.get(forwardedKey).length > 0) throw this.#notLeader();
     const leader = await awaitLeader(this.#ctx.node);
     const client = this.#clientFor(leader.addr);
     const md = new Metadata();
     md.set(forwardedKey, this.#ctx.node.id);
+    if (audit !== undefined) forwardAudit(md, audit);
     const deadline = Date.now() + forwardDeadlineMs;
     return new Promise<Res>((resolve, reject) => {
       const fn = client[method].bind(client) as unknown as (
@@ -402,11 +466,17 @@ export class KvService {
         m: Metadata,
         o: { deadline: number },
         cb: (e: ServiceError | null, res: Res) => void,
-      ) => void;
-      fn(req, md, { deadline }, (err, res) => {
+      ) => ClientUnaryCall;
+      const sent = fn(req, md, { deadline }, (err, res) => {
         if (err !== null) reject(err);
         else resolve(res);
       });
+      // The answer's headers come before its message or status.
+      if (audit !== undefined) {
+        sent.on('metadata', (answer: Metadata) => {
+          if (isAuditedAnswer(answer)) audit.inEntry = true;
+        });
+      }
     });
   }
 
@@ -428,7 +498,7 @@ export class KvService {
   #clientFor(addr: string): KvClient {
     let c = this.#clients.get(addr);
     if (c === undefined) {
-      c = new KvClient(addr, peerChannelCredentials(this.#ctx.peerTls));
+      c = new KvClient(addr, peerChannelCredentials(this.#ctx.peerTls), peerCallOptions());
       this.#clients.set(addr, c);
     }
     return c;
@@ -436,30 +506,71 @@ export class KvService {
 }
 
 /**
- * How a Kv call that changes the cluster goes into the audit trail. These change the store or
- * the membership, not the control state, so the record is an audit.record proposed once the
- * call's outcome is known: right after the change, not in its raft entry (0018).
+ * How a Kv call that changes the cluster goes into the audit trail (0018). A store write or a
+ * membership change (`inEntry`) carries its record in its own raft entry once the cluster runs
+ * at state version 3; before that, and for a leadership transfer (which appends no entry), the
+ * record is an audit.record proposed once the call's outcome is known.
  */
 interface KvAudit<Req, Res> {
   readonly kind: string;
   readonly target: (req: Req) => string;
   /** A refusal the answer carries rather than an error (a compare that did not match). */
   readonly refusal?: (res: Res) => { code: string; message: string } | undefined;
+  /** The change's entry can carry the record (a store write, a configuration change). */
+  readonly inEntry?: boolean;
 }
 
 const kvAudits = {
-  put: { kind: 'kv.put', target: (req: PutRequest) => req.key },
-  delete: { kind: 'kv.delete', target: (req: DeleteRequest) => req.key },
+  put: { kind: 'kv.put', target: (req: PutRequest) => req.key, inEntry: true },
+  delete: {
+    kind: 'kv.delete',
+    target: (req: DeleteRequest) => req.key,
+    inEntry: true,
+    refusal: (res: DeleteResponse) =>
+      res.deleted ? undefined : { code: 'E_NOT_FOUND', message: 'the key does not exist' },
+  },
   compareAndSet: {
     kind: 'kv.compareAndSet',
     target: (req: CompareAndSetRequest) => req.key,
+    inEntry: true,
     refusal: (res: CompareAndSetResponse) =>
-      res.succeeded ? undefined : { code: 'E_VERSION', message: 'the revision did not match' },
+      res.succeeded ? undefined : { code: 'E_CAS_FAILED', message: 'the revision did not match' },
   },
-  memberAdd: { kind: 'member.add', target: (req: MemberAddRequest) => `${req.id} (${req.raftAddr})` },
-  memberRemove: { kind: 'member.remove', target: (req: MemberRemoveRequest) => req.id },
+  memberAdd: {
+    kind: 'member.add',
+    target: (req: MemberAddRequest) => `${req.id} (${req.raftAddr})`,
+    inEntry: true,
+  },
+  memberRemove: { kind: 'member.remove', target: (req: MemberRemoveRequest) => req.id, inEntry: true },
   leaderTransfer: { kind: 'leader.transfer', target: (req: LeaderTransferRequest) => req.to },
 } as const;
+
+/**
+ * The handlers served on the raft address, where followers forward calls: a call forwarded with
+ * its audit record gets it attached, and the answer says when the record went into the entry.
+ */
+function takingForwardedAudits(h: KvServer): KvServer {
+  const taking: Record<string, Handler<unknown, unknown>> = {
+    ...(h as unknown as Record<string, Handler<unknown, unknown>>),
+  };
+  for (const [name, audit] of Object.entries(kvAudits)) {
+    const handler = taking[name];
+    if (handler === undefined || !('inEntry' in audit)) continue;
+    taking[name] = (call, callback) => {
+      const record = forwardedAudit(call.metadata);
+      if (record === undefined) {
+        handler(call, callback);
+        return;
+      }
+      attachCallAudit(call, record);
+      handler(call, (err, res) => {
+        if (record.inEntry) call.sendMetadata(auditedMetadata());
+        callback(err, res);
+      });
+    };
+  }
+  return taking as unknown as KvServer;
+}
 
 /** Runs a Kv handler for an authorized caller and records the call with its outcome. */
 function auditedHandler(
@@ -472,6 +583,7 @@ function auditedHandler(
   return (call, callback) => {
     const audited = { metadata: call.metadata, peer: call.getPeer(), method, kind: audit.kind };
     const target = (): string => audit.target(call.request);
+    const inEntry = audit.inEntry === true;
     // The handler's own error goes back to the caller as it is (its status and metadata).
     let failed: ServiceError | undefined;
     const need = needOf(call.request);
@@ -482,6 +594,8 @@ function auditedHandler(
         target,
         async (tag, proposing) => {
           proposing();
+          const record: CallAudit = { tag, kind: audit.kind, target: safeTarget(target), inEntry: false };
+          if (inEntry) attachCallAudit(call, record);
           const outcome = await new Promise<{ err: ServiceError | null; res: unknown }>((resolve) => {
             handler(call, (err, res) => {
               resolve({ err: err === null || err === undefined ? null : (err as ServiceError), res });
@@ -489,13 +603,16 @@ function auditedHandler(
           });
           if (outcome.err !== null) {
             failed = outcome.err;
-            await auditor.record(tag, audit.kind, target(), {
-              code: statusCodeName(outcome.err.code),
-              message: outcome.err.details,
-            });
+            if (!record.inEntry) {
+              await auditor.record(tag, audit.kind, record.target, {
+                code: statusCodeName(outcome.err.code),
+                message: outcome.err.details,
+              });
+            }
             throw new ApiError(outcome.err.code, outcome.err.details);
           }
-          await auditor.record(tag, audit.kind, target(), audit.refusal?.(outcome.res));
+          if (!record.inEntry)
+            await auditor.record(tag, audit.kind, record.target, audit.refusal?.(outcome.res));
           return outcome.res;
         },
         need.why,

@@ -18,7 +18,7 @@ import { InternalClient } from '../gen/internal.js';
 import type { Member } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
-import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
+import { peerCallOptions, peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
 import type { Command, CommandResult } from '../state/store-command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import { DecodeError } from '../state/binary.js';
@@ -104,14 +104,20 @@ export async function retryRefusals<T>(node: RaftNode, attempt: () => Promise<T>
   }
 }
 
-/** Waits (briefly) for a known leader; UNAVAILABLE when the cluster has none. */
+/**
+ * Waits (briefly) for a known leader; UNAVAILABLE when the cluster has none. It wakes at the
+ * node's next change of role, term or leader, not on a timer: during a handover the new leader
+ * is known within milliseconds, and polling every 20 ms had added up to that to every write
+ * that waited.
+ */
 export async function awaitLeader(node: RaftNode, waitMs = leaderWaitMs): Promise<Member> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     const leader = node.leaderMember();
     if (leader !== null) return leader;
-    if (Date.now() > deadline) throw new ApiError(status.UNAVAILABLE, 'no leader is elected; retry shortly');
-    await new Promise((r) => setTimeout(r, 20));
+    const left = deadline - Date.now();
+    if (left <= 0) throw new ApiError(status.UNAVAILABLE, 'no leader is elected; retry shortly');
+    await node.softStateChange(Math.min(left, 100));
   }
 }
 
@@ -385,7 +391,7 @@ export class Proposer {
   #client(leader: Member): InternalClient {
     let client = this.#clients.get(leader.addr);
     if (client === undefined) {
-      client = new InternalClient(leader.addr, peerChannelCredentials(this.#tls));
+      client = new InternalClient(leader.addr, peerChannelCredentials(this.#tls), peerCallOptions());
       this.#clients.set(leader.addr, client);
     }
     return client;

@@ -1,6 +1,5 @@
 // Lists print everything: a paged list call (src/api/pages.ts) is repeated with each page's
-// `continue` token until the last page. A token that does not move, or more pages than any
-// list can have, ends with an error instead of a loop.
+// `continue` token until the last page (src/platform/pages.ts, the one reader of whole lists).
 //
 // With --limit N a list prints at most N items and, when more remain, the token to carry on
 // with (--continue TOKEN): in the document's `continue` field (-o json, -o yaml), and for a
@@ -10,25 +9,9 @@ import { isServiceError, pageItemsMax } from '../api/wire.js';
 import { wholeNumber } from './flags.js';
 import type { OutputFormat } from './output.js';
 import { UsageError } from './output.js';
+import { allPages } from '../platform/pages.js';
 
 const pagesMax = 10_000;
-
-/** Every page of a list call, in order; `fetchPage` asks for the page after `token` ('' first). */
-export async function allPages<R extends { readonly continue: string }>(
-  fetchPage: (token: string) => Promise<R>,
-  first = '',
-): Promise<R[]> {
-  const pages: R[] = [];
-  let token = first;
-  for (let i = 0; i < pagesMax; i++) {
-    const page = await fetchPage(token);
-    pages.push(page);
-    if (page.continue === '') return pages;
-    if (page.continue === token) throw new Error('the server answered the same continue token twice');
-    token = page.continue;
-  }
-  throw new Error(`the list did not end within ${pagesMax} pages`);
-}
 
 /** Help for the flags every paged list command takes. */
 export const limitHelp = 'at most this many items, then the --continue token for the rest (default: all)';

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { StateMachine } from './state-machine.js';
 import type { RaftClock } from './clock.js';
 import { realClock, realRandom, sleep } from './clock.js';
-import { encodeConfChange, isVoter } from './core/membership.js';
+import { decodeConfChange, encodeConfChange, isVoter } from './core/membership.js';
 import type { ProposalResult, RaftStatus } from './core/raft.js';
 import { RaftCore } from './core/raft.js';
 import type {
@@ -255,14 +255,17 @@ export class RaftNode {
     });
   }
 
-  /** Adds a member as a learner, waits until it has caught up, then promotes it to voter. */
-  async addMember(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
+  /**
+   * Adds a member as a learner, waits until it has caught up, then promotes it to voter.
+   * `context` goes with the promotion, the change that completes the addition.
+   */
+  async addMember(member: Member, catchUpTimeoutMs = 30_000, context?: Uint8Array): Promise<void> {
     await this.proposeConfChange({ type: 'addLearner', member });
-    await this.promoteWhenCaughtUp(member, catchUpTimeoutMs);
+    await this.promoteWhenCaughtUp(member, catchUpTimeoutMs, context);
   }
 
   /** Waits until a learner's log reaches the commit index (§4.2.1), then makes it a voter. */
-  async promoteWhenCaughtUp(member: Member, catchUpTimeoutMs = 30_000): Promise<void> {
+  async promoteWhenCaughtUp(member: Member, catchUpTimeoutMs = 30_000, context?: Uint8Array): Promise<void> {
     const deadline = this.#clock.now() + catchUpTimeoutMs;
     for (;;) {
       const st = this.#core.status();
@@ -277,14 +280,18 @@ export class RaftNode {
       }
       await sleep(this.#clock, this.#opts.tickMs ?? defaultTickMs);
     }
-    await this.proposeConfChange({ type: 'promote', member });
+    await this.proposeConfChange(
+      context === undefined ? { type: 'promote', member } : { type: 'promote', member, context },
+    );
   }
 
-  async removeMember(id: NodeId): Promise<void> {
+  async removeMember(id: NodeId, context?: Uint8Array): Promise<void> {
     const m = this.#core.getMembership();
     const member = [...m.voters, ...m.learners].find((x) => x.id === id);
     if (member === undefined) throw new RaftError('E_UNKNOWN_MEMBER', `no member ${id}`);
-    await this.proposeConfChange({ type: 'remove', member });
+    await this.proposeConfChange(
+      context === undefined ? { type: 'remove', member } : { type: 'remove', member, context },
+    );
   }
 
   /** Hands leadership to `to` and resolves once it is leader (or rejects after a timeout). */
@@ -319,15 +326,9 @@ export class RaftNode {
     return this.#core.campaignsHeld;
   }
 
-  /** The voter most caught up, for a graceful handover; `skip` passes over some (drained ones). */
+  /** The voter most caught up, for a graceful handover (transferTargetOf); `skip` passes over some. */
   bestTransferTarget(skip: (id: NodeId) => boolean = () => false): NodeId | null {
-    const st = this.#core.status();
-    let best: { id: NodeId; match: number } | null = null;
-    for (const p of st.progress) {
-      if (p.id === this.id || p.learner || !p.recentActive || skip(p.id)) continue;
-      if (best === null || p.match > best.match) best = { id: p.id, match: p.match };
-    }
-    return best?.id ?? null;
+    return transferTargetOf(this.#core.status().progress, this.id, skip);
   }
 
   status(): RaftStatus & { appliedToStateMachine: number } {
@@ -583,9 +584,11 @@ export class RaftNode {
     for (const e of entries) {
       let result: Uint8Array = new Uint8Array();
       if (e.index <= this.#applied) continue;
-      if (e.type === 'normal') {
+      // A configuration entry's context is applied by the machine at its index, with the change.
+      const data = e.type === 'normal' ? e.data : e.type === 'conf' ? confContext(e.data) : undefined;
+      if (data !== undefined) {
         try {
-          result = this.#opts.stateMachine.apply(e.index, e.data);
+          result = this.#opts.stateMachine.apply(e.index, data);
         } catch (err) {
           // An entry this build cannot apply (one written by a newer build, or a bug): applying
           // past it, or answering it with an error the other members did not give, would make
@@ -757,4 +760,43 @@ function wakeOrTimeout(clock: RaftClock, waiters: (() => void)[], timeoutMs: num
     }
     waiters.push(done);
   });
+}
+
+/** The context a configuration entry carries for the state machine, if any. */
+function confContext(data: Uint8Array): Uint8Array | undefined {
+  const cc = decodeConfChange(data);
+  return cc.type === 'bootstrap' ? undefined : cc.context;
+}
+
+/** What transferTargetOf reads of each member's progress (the core's status). */
+export interface TransferCandidate {
+  readonly id: NodeId;
+  readonly learner: boolean;
+  readonly recentActive: boolean;
+  readonly match: number;
+}
+
+/**
+ * The voter to hand leadership to: the most caught up among those heard from since the last
+ * quorum check, else among all. The core clears that mark at every check (each election
+ * timeout) and a voter regains it at its next answer, so for a few ms of each timeout no voter
+ * has it: a leader stopping then handed over to nobody, and its followers waited out an
+ * election timeout while writes failed. A transfer to a voter that is really gone is abandoned
+ * once the transport says so, or at its timeout.
+ */
+export function transferTargetOf(
+  progress: readonly TransferCandidate[],
+  self: NodeId,
+  skip: (id: NodeId) => boolean = () => false,
+): NodeId | null {
+  let best: TransferCandidate | null = null;
+  for (const p of progress) {
+    if (p.id === self || p.learner || skip(p.id)) continue;
+    const better =
+      best === null ||
+      (p.recentActive && !best.recentActive) ||
+      (p.recentActive === best.recentActive && p.match > best.match);
+    if (better) best = p;
+  }
+  return best?.id ?? null;
 }

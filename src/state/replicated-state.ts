@@ -18,6 +18,7 @@
 import { BinaryReader, BinaryWriter, DecodeError, stringBytes, uvarintBytes } from './binary.js';
 import {
   decodeCommand,
+  decodeResult,
   encodeResult,
   errorResult,
   quote,
@@ -26,7 +27,9 @@ import {
   type DeleteCommand,
   type PutCommand,
   type VersionedValue,
+  type WriteAudit,
 } from './store-command.js';
+import { stateVersionAuditInEntry } from './versions.js';
 import {
   keyBytesMax,
   namespaceBytesMax,
@@ -173,6 +176,17 @@ export class ReplicatedState implements StateMachine {
       return encodeResult(errorResult('E_BAD_COMMAND', `entry ${index}: ${e.message}`));
     }
     this.#appliedIndex = index;
+    const audited = decoded.type === 'put' || decoded.type === 'delete' ? decoded.audit : undefined;
+    if (audited !== undefined && this.control.clusterVersion < stateVersionAuditInEntry) {
+      // Proposers never write it below that version; one that slipped past them changes nothing
+      // here, alike on every node that can read it (docs/decisions/0019).
+      return encodeResult(
+        errorResult(
+          'E_BAD_COMMAND',
+          `entry ${index}: a write carrying its audit record needs cluster version ${stateVersionAuditInEntry}, and the cluster runs at ${this.control.clusterVersion}`,
+        ),
+      );
+    }
     this.#nowMs = Math.max(this.#nowMs, decoded.stampMs);
     this.#sessions.expire(this.#nowMs);
 
@@ -180,31 +194,66 @@ export class ReplicatedState implements StateMachine {
       this.#sessions.register(index, this.#nowMs);
       return encodeResult({ type: 'registerClient', clientId: index });
     }
-    const tag = decoded.session;
-    if (tag === undefined) return this.#finish(this.#execute(index, decoded));
+    if (audited === undefined) return this.#applyInSession(index, decoded).bytes;
+    const { bytes, result } = this.#applyInSession(index, decoded);
+    this.#recordWrite(decoded as PutCommand | DeleteCommand, audited, result ?? decodeResult(bytes));
+    return bytes;
+  }
+
+  /**
+   * Runs a command through its client's session, if it has one: a duplicate gets the cached
+   * result (its bytes only), a fresh command is executed once.
+   */
+  #applyInSession(
+    index: number,
+    command: Exclude<Command, { type: 'registerClient' }>,
+  ): { bytes: Uint8Array; result?: CommandResult } {
+    const tag = command.session;
+    if (tag === undefined) {
+      const effect = this.#execute(index, command);
+      return { bytes: this.#finish(effect), result: effect.result };
+    }
     const admission = this.#sessions.admit(tag, this.#nowMs);
     switch (admission.type) {
-      case 'expired':
-        return encodeResult(
-          errorResult(
-            'E_SESSION_EXPIRED',
-            `session ${tag.clientId} is unknown or expired; register a new client`,
-          ),
+      case 'expired': {
+        const result = errorResult(
+          'E_SESSION_EXPIRED',
+          `session ${tag.clientId} is unknown or expired; register a new client`,
         );
+        return { bytes: encodeResult(result), result };
+      }
       case 'duplicate':
-        return admission.result;
-      case 'refused':
-        return encodeResult(errorResult('E_BAD_COMMAND', admission.message));
+        return { bytes: admission.result };
+      case 'refused': {
+        const result = errorResult('E_BAD_COMMAND', admission.message);
+        return { bytes: encodeResult(result), result };
+      }
       case 'fresh': {
-        const effect = this.#execute(index, decoded);
-        const result = encodeResult(effect.result);
-        this.#sessions.record(tag, result);
+        const effect = this.#execute(index, command);
+        const bytes = encodeResult(effect.result);
+        this.#sessions.record(tag, bytes);
         this.#notify(effect);
-        return result;
+        return { bytes, result: effect.result };
       }
       default:
         return unreachable(admission);
     }
+  }
+
+  /** An audited write goes into the trail with its outcome, from its own entry (state version 3). */
+  #recordWrite(command: PutCommand | DeleteCommand, audit: WriteAudit, result: CommandResult): void {
+    this.control.recordCall(
+      {
+        user: audit.user,
+        role: audit.role,
+        address: audit.address,
+        method: audit.method,
+        kind: audit.kind,
+        target: command.key,
+        ...(result.type === 'error' ? { error: { code: result.code, message: result.message } } : {}),
+      },
+      this.#nowMs,
+    );
   }
 
   /** The value of one key, or undefined. The returned value is a copy. */

@@ -3,10 +3,13 @@
 // in client sessions, so both encodings are part of the replicated state and must be stable.
 //
 // Command, version 1:
-//   u8 version (1) | u8 type | uvarint stampMs | u8 flags (bit 0 session, bit 1 prevRevision)
+//   u8 version (1) | u8 type | uvarint stampMs | u8 flags (bit 0 session, bit 1 prevRevision,
+//   bit 2 audit)
 //   [session: uvarint clientId | uvarint seq | uvarint ackedSeq]
-//   put:    string ns | string key | bytes value | [uvarint prevRevision]
-//   delete: string ns | string key | [uvarint prevRevision]
+//   put:    string ns | string key | bytes value | [uvarint prevRevision] | [audit]
+//   delete: string ns | string key | [uvarint prevRevision] | [audit]
+//   audit:  string user | u8 role (0 admin, 1 operator, 2 viewer) | string address | string method
+//           | string kind: who asked, recorded with the outcome by apply (state version 3)
 //   control: u8 payload version | string JSON of a ControlCommand (control/codec.ts); the payload
 //            version is the state version the command needs (versions.ts), 1 for most
 // Result, version 1:
@@ -19,7 +22,10 @@
 // Strings are a uvarint byte length then UTF-8; bytes are a uvarint length then the bytes.
 // The control type came later: its tag (4, and 5 for its result) is new, so every earlier
 // command and result keeps its bytes. The control plane's JSON has its own version byte so its
-// schema can change without touching the framing.
+// schema can change without touching the framing. The audit flag came with state version 3
+// (versions.ts stateVersionAuditInEntry): apply refuses it in a cluster below that version, and
+// builds of version 2 and before never see it, since they stop at the entry raising the
+// cluster to 3 (docs/decisions/0019).
 import { BinaryReader, BinaryWriter, DecodeError, stringBytes, uvarintBytes } from './binary.js';
 import { isWellFormed, utf8Length, headUtf8 } from '../platform/utf8-text.js';
 import {
@@ -31,7 +37,10 @@ import {
 import type { ControlCommand, ControlResult } from './control/commands.js';
 import { controlCommandVersion, EntryTooNewError, stateVersionOfThisBuild } from './versions.js';
 import { ShapeError } from './control/shape.js';
+import type { AuditTag } from './control/audit-log.js';
+import type { Role } from '../model/records.js';
 import {
+  auditTextBytesMax,
   controlCommandBytesMax,
   controlResultBytesMax,
   errorMessageBytesMax,
@@ -63,6 +72,15 @@ interface CommandBase {
   readonly session?: SessionTag;
 }
 
+/**
+ * Who asked for a write and as what call: apply records it in the audit trail with the write's
+ * outcome, in the same entry (state version 3). The key is the record's target.
+ */
+export interface WriteAudit extends AuditTag {
+  /** The call's kind in the trail: kv.put, kv.delete, kv.compareAndSet. */
+  readonly kind: string;
+}
+
 export interface PutCommand extends CommandBase {
   readonly type: 'put';
   readonly ns: string;
@@ -70,6 +88,7 @@ export interface PutCommand extends CommandBase {
   readonly value: Uint8Array;
   /** Compare-and-set on the key's modRevision; 0 means the key must not exist. */
   readonly prevRevision?: number;
+  readonly audit?: WriteAudit;
 }
 
 export interface DeleteCommand extends CommandBase {
@@ -78,6 +97,7 @@ export interface DeleteCommand extends CommandBase {
   readonly key: string;
   /** Compare-and-delete on the key's modRevision (at least 1: an absent key cannot be deleted). */
   readonly prevRevision?: number;
+  readonly audit?: WriteAudit;
 }
 
 /** Opens a session; its clientId is the raft index of this entry. Carries no session itself. */
@@ -168,8 +188,11 @@ const resultTypes: readonly CommandResult['type'][] = [
   'delete',
   'control',
 ];
-const flagSession = 0b01;
-const flagPrevRevision = 0b10;
+const flagSession = 0b001;
+const flagPrevRevision = 0b010;
+const flagAudit = 0b100;
+/** Tags are positions in this list: append only. */
+const auditRoles: readonly Role[] = ['admin', 'operator', 'viewer'];
 
 /** Thrown by the encoders for a command or result that breaks the rules; nothing is encoded. */
 export class InvalidCommandError extends RangeError {
@@ -216,6 +239,24 @@ function envelopeProblem(command: Command): string | undefined {
   return undefined;
 }
 
+/** What is wrong with a write's audit record: each text well-formed and bounded, a known role. */
+function auditProblem(audit: WriteAudit): string | undefined {
+  if (!auditRoles.includes(audit.role))
+    return `audit role must be admin, operator or viewer, got ${audit.role}`;
+  for (const [what, text] of [
+    ['user', audit.user],
+    ['address', audit.address],
+    ['method', audit.method],
+    ['kind', audit.kind],
+  ] as const) {
+    if (!isWellFormed(text)) return `audit ${what} contains an unpaired UTF-16 surrogate`;
+    const bytes = utf8Length(text);
+    if (bytes > auditTextBytesMax)
+      return `audit ${what} is ${bytes} bytes, over the limit of ${auditTextBytesMax}`;
+  }
+  return undefined;
+}
+
 /** A control command's canonical JSON, or what is wrong with it. */
 function controlPayload(command: ControlCommand): { json: string } | { problem: string } {
   let json: string;
@@ -258,7 +299,7 @@ export function commandProblem(command: Command): string | undefined {
       if (command.type === 'delete' && prev === 0) {
         return 'delete with prevRevision 0 ("must not exist") can never succeed; use at least 1';
       }
-      return undefined;
+      return command.audit === undefined ? undefined : auditProblem(command.audit);
     }
     case 'control': {
       const payload = controlPayload(command.command);
@@ -280,6 +321,7 @@ export function encodeCommand(command: Command): Uint8Array {
   const json = payload !== undefined && 'json' in payload ? payload.json : undefined;
   const session = command.type === 'registerClient' ? undefined : command.session;
   const prevRevision = command.type === 'put' || command.type === 'delete' ? command.prevRevision : undefined;
+  const audit = command.type === 'put' || command.type === 'delete' ? command.audit : undefined;
   // Sized exactly, so that finish() hands over the writer's array without copying it.
   let size = 3 + uvarintBytes(command.stampMs);
   if (session !== undefined) {
@@ -289,16 +331,22 @@ export function encodeCommand(command: Command): Uint8Array {
     size += stringBytes(command.ns) + stringBytes(command.key);
     if (command.type === 'put') size += uvarintBytes(command.value.length) + command.value.length;
     if (prevRevision !== undefined) size += uvarintBytes(prevRevision);
+    if (audit !== undefined) size += auditBytes(audit);
   }
   if (json !== undefined) size += 1 + stringBytes(json);
   const w = new BinaryWriter(size);
   w.u8(commandCodecVersion).u8(commandTypes.indexOf(command.type)).uvarint(command.stampMs);
-  w.u8((session === undefined ? 0 : flagSession) | (prevRevision === undefined ? 0 : flagPrevRevision));
+  w.u8(
+    (session === undefined ? 0 : flagSession) |
+      (prevRevision === undefined ? 0 : flagPrevRevision) |
+      (audit === undefined ? 0 : flagAudit),
+  );
   if (session !== undefined) w.uvarint(session.clientId).uvarint(session.seq).uvarint(session.ackedSeq);
   if (command.type === 'put' || command.type === 'delete') {
     w.string(command.ns).string(command.key);
     if (command.type === 'put') w.bytes(command.value);
     if (prevRevision !== undefined) w.uvarint(prevRevision);
+    if (audit !== undefined) writeAudit(w, audit);
   }
   if (json !== undefined && command.type === 'control') {
     w.u8(controlCommandVersion(command.command)).string(json);
@@ -320,13 +368,14 @@ export function decodeCommand(bytes: Uint8Array): Command {
   if (type === undefined) throw new DecodeError(`unknown command type ${typeTag}`);
   const stampMs = r.uvarint('stampMs');
   const flags = r.u8('command flags');
-  if ((flags & ~(flagSession | flagPrevRevision)) !== 0)
+  if ((flags & ~(flagSession | flagPrevRevision | flagAudit)) !== 0)
     throw new DecodeError(`unknown command flags ${flags}`);
   const hasSession = (flags & flagSession) !== 0;
   const hasPrev = (flags & flagPrevRevision) !== 0;
+  const hasAudit = (flags & flagAudit) !== 0;
   if (type === 'registerClient' && hasSession) throw new DecodeError('registerClient cannot carry a session');
-  if ((type === 'noop' || type === 'registerClient' || type === 'control') && hasPrev) {
-    throw new DecodeError(`${type} cannot carry a prevRevision`);
+  if ((type === 'noop' || type === 'registerClient' || type === 'control') && (hasPrev || hasAudit)) {
+    throw new DecodeError(`${type} cannot carry a ${hasPrev ? 'prevRevision' : 'audit record'}`);
   }
   const session: SessionTag | undefined = hasSession
     ? {
@@ -354,6 +403,7 @@ export function decodeCommand(bytes: Uint8Array): Command {
           ? { type, stampMs, ns, key, value }
           : { type, stampMs, session, ns, key, value };
       if (hasPrev) put.prevRevision = r.uvarint('prevRevision');
+      if (hasAudit) put.audit = readAudit(r);
       command = put;
       break;
     }
@@ -363,6 +413,7 @@ export function decodeCommand(bytes: Uint8Array): Command {
       const del: Mutable<DeleteCommand> =
         session === undefined ? { type, stampMs, ns, key } : { type, stampMs, session, ns, key };
       if (hasPrev) del.prevRevision = r.uvarint('prevRevision');
+      if (hasAudit) del.audit = readAudit(r);
       command = del;
       break;
     }
@@ -409,6 +460,25 @@ function readControlPayload(r: BinaryReader): ControlCommand {
     throw new DecodeError(`control command ${command.type} is written at version ${version}, not ${needs}`);
   }
   return command;
+}
+
+function auditBytes(a: WriteAudit): number {
+  return stringBytes(a.user) + 1 + stringBytes(a.address) + stringBytes(a.method) + stringBytes(a.kind);
+}
+
+function writeAudit(w: BinaryWriter, a: WriteAudit): void {
+  w.string(a.user).u8(auditRoles.indexOf(a.role)).string(a.address).string(a.method).string(a.kind);
+}
+
+function readAudit(r: BinaryReader): WriteAudit {
+  const user = r.string('audit user', auditTextBytesMax);
+  const roleTag = r.u8('audit role');
+  const role = auditRoles[roleTag];
+  if (role === undefined) throw new DecodeError(`unknown audit role ${roleTag}`);
+  const address = r.string('audit address', auditTextBytesMax);
+  const method = r.string('audit method', auditTextBytesMax);
+  const kind = r.string('audit kind', auditTextBytesMax);
+  return { user, role, address, method, kind };
 }
 
 function writePrev(w: BinaryWriter, prev: VersionedValue): void {

@@ -18,6 +18,8 @@
 // Version 3 adds the machine lifecycle (docs/decisions/0028-machine-lifecycle.md): every machine's
 // state, owner, deadline and history and its labels in the hardware records, hardware.lifecycle,
 // hardware.label and hardware.expire, and the lifecycle's effect on hardware and workflow commands.
+// Version 3 also adds the audit record inside a Kv write's own entry and a membership change's
+// (docs/decisions/0018-audit-trail.md): one raft entry per audited write.
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
@@ -47,6 +49,12 @@ export const stateVersionNodeDrain = 2;
  * keeps none.
  */
 export const stateVersionFleet = 3;
+/**
+ * From this version on, a Kv write carries its audit record in its own entry (the store
+ * command's audit flag) and a membership change in its configuration entry's context: builds of
+ * version 2 read neither, so a cluster below 3 records them by a separate audit.record.
+ */
+export const stateVersionAuditInEntry = 3;
 
 /** The state version a member applies, from its Status: builds before 0.2.0 answer 0, meaning 1. */
 export function advertisedStateVersion(advertised: number): number {

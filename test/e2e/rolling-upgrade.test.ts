@@ -41,13 +41,14 @@ import {
 } from '../support/previous-release.js';
 import { ProcessCluster, type CliResult, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { allItems } from '../../src/platform/pages.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const machines = ['hw-0', 'hw-1', 'hw-2'];
 const actionsPerWorkflow = 3;
 /** Unfinished workflows each machine is kept at while the upgrade goes on. */
 const queuedPerMachine = 2;
-/** A bound on what the feeder creates, whatever happens (below one page of workflowList). */
+/** A bound on what the feeder creates, whatever happens. */
 const workflowsMax = 400;
 
 let previous: CompiledBuild | undefined;
@@ -122,6 +123,25 @@ async function assertGatedFeatureRefused(upgraded: readonly ProcNode[]): Promise
     assert.equal(fleet.code, 1, `${args.join(' ')} mid-upgrade: ${fleet.stdout}${fleet.stderr}`);
     assert.match(fleet.stderr, /needs cluster version 3/);
   }
+}
+
+/**
+ * A Kv write through `via` is recorded in the trail once, as the node that served it saw it:
+ * by a separate audit.record while any voter runs the previous release (whose builds read
+ * records only that way), in the write's own entry once the cluster runs at this build's
+ * version (stateVersionAuditInEntry); every node applies both alike (the digests at the end).
+ */
+async function assertKvWriteAudited(key: string, via: readonly ProcNode[]): Promise<void> {
+  const put = await newCli(['kv', 'put', key, 'v'], via);
+  assert.equal(put.code, 0, `kv put ${key}: ${put.stdout}${put.stderr}`);
+  const trail = await newCli(['-o', 'json', 'audit', 'list', '--kind', 'kv.put', '--limit', '1000']);
+  assert.equal(trail.code, 0, trail.stdout + trail.stderr);
+  const records = (JSON.parse(trail.stdout) as { entries: { target: string; outcome: string }[] }).entries;
+  assert.deepEqual(
+    records.filter((e) => e.target === key).map((e) => e.outcome),
+    ['ok'],
+    `the trail records kv put ${key} once`,
+  );
 }
 
 /**
@@ -252,9 +272,9 @@ class WorkflowFeeder {
   async #run(): Promise<void> {
     while (!this.#stopping && this.created < workflowsMax) {
       try {
-        const list = await this.#client.control('workflowList', { local: false, hardwareId: '' });
+        const list = await allWorkflows(this.#client);
         for (const hardwareId of machines) {
-          const open = list.workflows.filter(
+          const open = list.filter(
             (w) => w.hardwareId === hardwareId && (w.state === 'PENDING' || w.state === 'RUNNING'),
           ).length;
           for (let k = open; k < queuedPerMachine && this.created < workflowsMax; k++) {
@@ -277,7 +297,10 @@ class WorkflowFeeder {
 }
 
 async function allWorkflows(client: ClusterClient): Promise<WorkflowRecord[]> {
-  return (await client.control('workflowList', { local: false, hardwareId: '' })).workflows;
+  return allItems(
+    (token) => client.control('workflowList', { local: false, hardwareId: '', continue: token }),
+    (page) => page.workflows,
+  );
 }
 
 /** Fails at once on a workflow that failed, timed out or was cancelled. */
@@ -541,6 +564,7 @@ test(
         if (upgraded.length < c.nodes.length) {
           await assertMidUpgradeVersion(upgraded);
           await assertGatedFeatureRefused(upgraded);
+          await assertKvWriteAudited(`mid-upgrade-${node.id}`, upgraded);
         }
       }
 
@@ -566,6 +590,7 @@ test(
       }
       phase(`the cluster runs at version ${String(stateVersionOfThisBuild)}`);
       await assertGatedFeatureAccepted();
+      await assertKvWriteAudited('after-upgrade', c.nodes);
 
       // The end: no new workflows, every one finished, then the nodes compared.
       await feeder.stop();

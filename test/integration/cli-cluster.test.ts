@@ -26,6 +26,7 @@ import { runtimeCommand } from '../../lb/haproxy-runtime.js';
 import { parse as parseYaml } from 'yaml';
 import type { ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { stateVersionAuditInEntry } from '../../src/state/versions.js';
 import {
   clusterUpBasePort,
   nextPort,
@@ -50,6 +51,21 @@ before(async () => {
 after(async () => {
   await cluster.destroy();
 });
+
+/** The leader's commit index. */
+async function committed(leader: ProcNode): Promise<number> {
+  const s = await cluster.status(leader, 5000);
+  assert.ok(s !== null, `${leader.id} answers its status`);
+  return s.commit;
+}
+
+/** The trail's records of `kind`, oldest first, as "TARGET OUTCOME". */
+async function auditOutcomes(kind: string): Promise<string[]> {
+  const res = await cli(['--server', server, '-o', 'json', 'audit', 'list', '--kind', kind]);
+  assert.equal(res.code, 0, res.stderr);
+  const doc = JSON.parse(res.stdout) as { entries: { target: string; outcome: string }[] };
+  return doc.entries.map((e) => `${e.target} ${e.outcome}`).reverse();
+}
 
 describe('kv verbs', () => {
   test('put, get, range and del round-trip with the documented exit codes', async () => {
@@ -81,6 +97,30 @@ describe('kv verbs', () => {
     assert.equal(put.code, 0, put.stderr);
     const get = await cli(['--server', follower.apiAddr, 'kv', 'get', 'via-follower']);
     assert.equal(get.stdout.trim(), 'yes');
+  });
+
+  test('an audited write and its audit record are one raft entry, on the leader and through a follower', async () => {
+    // Version 3 puts the record into the write's entry; the leader raises it by itself.
+    const leader = await cluster.waitForLeader();
+    await cluster.waitForClusterVersion(leader, stateVersionAuditInEntry);
+    const follower = cluster.nodes.find((n) => n.id !== leader.id)!;
+    for (const [via, key] of [
+      [leader, 'one-entry-leader'],
+      [follower, 'one-entry-follower'],
+    ] as const) {
+      const before = await committed(leader);
+      const put = await cli(['--server', via.apiAddr, 'kv', 'put', key, 'v']);
+      assert.equal(put.code, 0, put.stderr);
+      assert.equal((await committed(leader)) - before, 1, `one entry for a put through ${via.id}`);
+    }
+    const puts = await auditOutcomes('kv.put');
+    for (const key of ['one-entry-leader', 'one-entry-follower']) {
+      assert.deepEqual(
+        puts.filter((e) => e.startsWith(`${key} `)),
+        [`${key} ok`],
+        `the record of ${key}, once`,
+      );
+    }
   });
 
   test('compare-and-set refuses a stale revision and changes nothing', async () => {
@@ -211,14 +251,25 @@ describe('membership and leadership', () => {
 
     const again = await cli(['--server', server, 'member', 'add', 'n4', joiner.raftAddr]);
     assert.equal(again.code, 0, 'adding a member again with the same address is idempotent');
-    const clash = await cli(['--server', server, 'member', 'add', 'n4', `127.0.0.1:${nextPort()}`]);
+    const clashAddr = `127.0.0.1:${nextPort()}`;
+    const clash = await cli(['--server', server, 'member', 'add', 'n4', clashAddr]);
     assert.equal(clash.code, 2, 'the same id with another address is bad input');
     assert.match(clash.stderr, /already exists/);
 
+    const leader = await cluster.waitForLeader();
+    const before = await committed(leader);
     const rm = await cli(['--server', server, '-o', 'json', 'member', 'remove', 'n4']);
     assert.equal(rm.code, 0, rm.stderr);
     const after = (JSON.parse(rm.stdout) as { members: { id: string }[] }).members.map((m) => m.id);
     assert.deepEqual(after.sort(), ['n1', 'n2', 'n3']);
+    // The removal's record is its configuration entry's context: one entry.
+    assert.equal((await committed(leader)) - before, 1, 'one entry for member remove');
+    assert.deepEqual(await auditOutcomes('member.add'), [
+      `n4 (${joiner.raftAddr}) ok`,
+      `n4 (${joiner.raftAddr}) ok`,
+      `n4 (${clashAddr}) ALREADY_EXISTS`,
+    ]);
+    assert.deepEqual(await auditOutcomes('member.remove'), ['n4 ok']);
     await cluster.kill(joiner);
     cluster.nodes.pop();
 

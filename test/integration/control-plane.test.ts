@@ -21,6 +21,7 @@ import type { WorkflowRecord } from '../../src/gen/control.js';
 import type { AttemptRef, ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
 import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import { allItems } from '../../src/platform/pages.js';
 
 const adminToken = 'admin-token-for-the-control-plane-test';
 const workerCount = 10;
@@ -131,10 +132,12 @@ ${actions}`;
 async function feedInTurn(client: ClusterClient, deadlineMs: number): Promise<WorkflowRecord[]> {
   const deadline = Date.now() + deadlineMs;
   for (;;) {
-    const list = await client
-      .control('workflowList', { local: false, hardwareId: '' })
-      .catch(() => undefined);
-    if (list !== undefined) {
+    const workflows = await allItems(
+      (token) => client.control('workflowList', { local: false, hardwareId: '', continue: token }),
+      (page) => page.workflows,
+    ).catch(() => undefined);
+    if (workflows !== undefined) {
+      const list = { workflows };
       const states = list.workflows.map((w) => w.state);
       assert.ok(
         !states.some((st) => st === 'FAILED' || st === 'TIMEOUT' || st === 'CANCELLED'),
@@ -457,8 +460,11 @@ describe('forwarding through a follower', () => {
       const calls = after.calls - before.calls;
       assert.ok(commands >= results.length, `forwarded ${String(commands)} commands`);
       assert.ok(calls < commands / 2, `${String(commands)} commands went in ${String(calls)} calls`);
-      const listed = await admin.control('hardwareList', { local: false });
-      const ids = new Set(listed.hardwareJson.map((doc) => (JSON.parse(doc) as { id: string }).id));
+      const listed = await allItems(
+        (token) => admin.control('hardwareList', { local: false, continue: token }),
+        (page) => page.hardwareJson,
+      );
+      const ids = new Set(listed.map((doc) => (JSON.parse(doc) as { id: string }).id));
       for (const i of fresh) assert.ok(ids.has(`hw-${String(i)}`), `hw-${String(i)} is in the state`);
     } finally {
       via.close();
@@ -553,10 +559,19 @@ describe('bad input and bad credentials change nothing', () => {
   ];
 
   async function snapshot(): Promise<string> {
-    const hw = await admin.control('hardwareList', { local: false });
-    const t = await admin.control('templateList', { local: false });
-    const w = await admin.control('workflowList', { local: false, hardwareId: '' });
-    return JSON.stringify([hw, t, w.workflows.map((x) => [x.id, x.state])]);
+    const hw = await allItems(
+      (token) => admin.control('hardwareList', { local: false, continue: token }),
+      (page) => page.hardwareJson,
+    );
+    const t = await allItems(
+      (token) => admin.control('templateList', { local: false, continue: token }),
+      (page) => page.templates,
+    );
+    const w = await allItems(
+      (token) => admin.control('workflowList', { local: false, hardwareId: '', continue: token }),
+      (page) => page.workflows,
+    );
+    return JSON.stringify([hw, t, w.map((x) => [x.id, x.state])]);
   }
 
   test('invalid templates, unknown hardware and malformed documents are refused with exit 2', async () => {

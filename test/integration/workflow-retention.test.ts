@@ -15,6 +15,7 @@ import { ClusterClient } from '../../src/cli/client.js';
 import type { Workflow, WorkflowEvent } from '../../src/model/records.js';
 import { ProcessCluster, runSlipway, type CliResult, type ProcNode } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { allItems } from '../../src/platform/pages.js';
 
 let cluster: ProcessCluster;
 let node: ProcNode;
@@ -37,8 +38,11 @@ const cli = (args: string[]): Promise<CliResult> =>
   runSlipway(['--server', cluster.apiAddrs().join(','), ...args], { timeoutMs: 30_000 });
 
 async function workflowIds(): Promise<string[]> {
-  const res = await client.control('workflowList', { local: false, hardwareId: '' });
-  return res.workflows.map((w) => w.id).sort();
+  const workflows = await allItems(
+    (token) => client.control('workflowList', { local: false, hardwareId: '', continue: token }),
+    (page) => page.workflows,
+  );
+  return workflows.map((w) => w.id).sort();
 }
 
 interface ArchiveLine {

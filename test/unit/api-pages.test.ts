@@ -8,7 +8,7 @@ import { status } from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { ApiError } from '../../src/api/errors.js';
 import { pageBytesMax, pageItemsDefault, pageOf, type PageKey } from '../../src/api/pages.js';
-import { allPages } from '../../src/cli/pages.js';
+import { allItems, allPages } from '../../src/platform/pages.js';
 
 interface Item {
   readonly createdMs: number;
@@ -106,5 +106,14 @@ describe('allPages', () => {
       allPages(() => Promise.resolve({ continue: 'same' })),
       /same continue token twice/,
     );
+  });
+
+  it('allItems gathers the items of every page in order, more than a page of them', async () => {
+    const all = items(1_001);
+    const got = await allItems(
+      (token) => Promise.resolve(pageOf(all, { continue: token }, keyOf, () => 1)),
+      (page) => page.items,
+    );
+    assert.deepEqual(got, all);
   });
 });

@@ -8,7 +8,22 @@ const decoder = new TextDecoder();
 export const emptyMembership: Membership = { voters: [], learners: [] };
 
 export function encodeConfChange(cc: ConfChange): Uint8Array {
-  return encoder.encode(JSON.stringify(cc));
+  if (cc.type === 'bootstrap' || cc.context === undefined) return encoder.encode(JSON.stringify(cc));
+  // The context as base64 last: a change without one keeps the bytes it always had.
+  return encoder.encode(JSON.stringify({ type: cc.type, member: cc.member, context: toBase64(cc.context) }));
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+
+function fromBase64(text: string): Uint8Array {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
 }
 
 function isMember(v: unknown): v is Member {
@@ -25,7 +40,9 @@ export function decodeConfChange(data: Uint8Array): ConfChange {
     return { type, voters: v['voters'] };
   }
   if ((type === 'addLearner' || type === 'promote' || type === 'remove') && isMember(v['member'])) {
-    return { type, member: v['member'] };
+    const context = v['context'];
+    if (context === undefined) return { type, member: v['member'] };
+    if (typeof context === 'string') return { type, member: v['member'], context: fromBase64(context) };
   }
   throw new Error(`malformed conf change entry: ${JSON.stringify(v)}`);
 }

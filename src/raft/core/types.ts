@@ -42,7 +42,15 @@ export interface Membership {
  * configuration from the log itself.
  */
 export type ConfChange =
-  | { readonly type: 'addLearner' | 'promote' | 'remove'; readonly member: Member }
+  | {
+      readonly type: 'addLearner' | 'promote' | 'remove';
+      readonly member: Member;
+      /**
+       * Opaque bytes the state machine applies at the entry's index, with the change: the
+       * change's audit record (docs/decisions/0018). Raft itself ignores them.
+       */
+      readonly context?: Uint8Array;
+    }
   | { readonly type: 'bootstrap'; readonly voters: readonly Member[] };
 
 export interface SnapshotMeta {

@@ -56,6 +56,20 @@ export function peerChannelOptions(maxMessageBytes: number): ChannelOptions {
   };
 }
 
+/**
+ * For the unary calls one node makes to another (a forwarded write, a Status): grpc's default
+ * reconnect backoff starts at a second and grows to minutes, so after a peer restarted (a
+ * leader stopped, then started again) the first forwards to it waited out that backoff, and
+ * a graceful handover back to it took a second or more. A restarted peer is dialled again
+ * within our reconnect cap instead.
+ */
+export function peerCallOptions(): ChannelOptions {
+  return {
+    'grpc.initial_reconnect_backoff_ms': reconnectBackoffMsMin * 2,
+    'grpc.max_reconnect_backoff_ms': reconnectBackoffMsMax,
+  };
+}
+
 export function peerServerOptions(maxMessageBytes: number): ChannelOptions {
   return { ...keepalive(), ...messageSize(maxMessageBytes) };
 }

@@ -27,7 +27,13 @@ import { actionPositions, currentActionIndex, nextAction } from '../../workflow/
 import { isTerminal } from '../../model/records.js';
 import type { CollectedWorkflow, ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import { putArtifact } from './artifacts.js';
-import { AuditLog, type AuditPage, type AuditQuery, type AuditRetention } from './audit-log.js';
+import {
+  AuditLog,
+  type AuditEntry,
+  type AuditPage,
+  type AuditQuery,
+  type AuditRetention,
+} from './audit-log.js';
 import { auditTarget } from './audit-target.js';
 import { decideCredential } from './credentials.js';
 import { sha256HexOf } from '../digest.js';
@@ -305,6 +311,34 @@ export class ControlState {
 
   isDrained(memberId: string): boolean {
     return this.#drainedMembers.includes(memberId);
+  }
+
+  /**
+   * A call that changed something other than the control state (a Kv write, a membership
+   * change) goes into the trail with its outcome, from the entry that made the change; `nowMs`
+   * is that entry's stamp, as for a control command's record.
+   */
+  recordCall(entry: Omit<AuditEntry, 'seq' | 'stampMs'>, nowMs: number): void {
+    // Field by field, in the order #recordAudit gives them: snapshots write entries as they are.
+    this.#audit.append(
+      {
+        user: entry.user,
+        role: entry.role,
+        address: entry.address,
+        method: entry.method,
+        kind: headUtf8(entry.kind, auditTextBytesMax),
+        target: headUtf8(entry.target, auditTextBytesMax),
+        ...(entry.error === undefined
+          ? {}
+          : {
+              error: {
+                code: headUtf8(entry.error.code, auditTextBytesMax),
+                message: headUtf8(entry.error.message, auditTextBytesMax),
+              },
+            }),
+      },
+      nowMs,
+    );
   }
 
   /** An operator's command goes into the trail with its outcome, in the entry that applied it. */
