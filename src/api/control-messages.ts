@@ -88,6 +88,7 @@ export function workflowRecord(wf: Workflow): WorkflowRecord {
     actions,
     globalTimeoutS: wf.spec.globalTimeoutS,
     netboot: wf.netboot === true,
+    selector: wf.selector ?? '',
   };
 }
 

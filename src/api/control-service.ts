@@ -19,6 +19,8 @@ import type {
   ArtifactAddRequest,
   ArtifactAddResponse,
   ControlServer,
+  WorkflowCreateRequest,
+  WorkflowCreateResponse,
   WorkflowEventsRequest,
   WorkflowEventsResponse,
   WorkflowRetentionRequest,
@@ -33,6 +35,7 @@ import type {
   Hardware,
   PowerJob,
   PowerOp,
+  RenderedTemplate,
   Role,
   Template,
   Workflow,
@@ -65,6 +68,16 @@ import { pageOf } from './pages.js';
 import { ipValue } from '../state/control/leases.js';
 import { MachineEventHub, type EventHub } from './event-hub.js';
 import { hardwareHistoryHandler } from './hardware-history.js';
+import { explainMachines, selectedBy, selectorArgument } from './hardware-selection.js';
+import { noMachineMessage, tallyOf, verdictOf } from '../fleet/allocation.js';
+import { formatSelector } from '../fleet/selector-terms.js';
+import { allocationCandidatesMax } from '../model/limits.js';
+import type { AllocationCandidate } from '../state/control/commands.js';
+
+/** An allocation's offer, rendered specs in JSON bytes: well inside a command's 1 MiB. */
+const allocationOfferBytesMax = 512 * 1024;
+/** Offers made for one `workflow create --selector` before its call fails with the state's word. */
+const allocationRoundsMax = 3;
 import { machineStates, operatorVerbs, type MachineState } from '../model/machine-lifecycle.js';
 import { stateVersionFleet } from '../state/versions.js';
 import type { Proposer } from './proposer.js';
@@ -166,16 +179,24 @@ export class ControlService {
       }),
       hardwareList: this.#unary('viewer', async (req) => {
         const states = this.#statesFilter(req.states ?? '');
+        selectorArgument(req.selector ?? '');
         await this.#read(req.local);
-        const page = pageOf(
+        const inStates =
           states === undefined
             ? c.hardwareList()
-            : c.hardwareList().filter((hw) => states.has(hw.lifecycle?.state ?? 'enrolled')),
+            : c.hardwareList().filter((hw) => states.has(hw.lifecycle?.state ?? 'enrolled'));
+        const page = pageOf(
+          selectedBy(req.selector ?? '', inStates),
           req,
           (hw) => [hw.id],
           (hw) => jsonBytes(hardwareJson(hw)),
         );
         return { hardwareJson: page.items.map(hardwareJson), continue: page.continue };
+      }),
+      hardwareExplain: this.#unary('viewer', async (req) => {
+        selectorArgument(req.selector);
+        await this.#read(req.local);
+        return explainMachines(req, c.hardwareList());
       }),
       leaseList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
@@ -357,37 +378,9 @@ export class ControlService {
         'operator',
         'WorkflowCreate',
         'workflow.create',
-        (req) => `template ${req.template}, hardware ${req.hardwareId}`,
-        async (req, p) => {
-          await this.#read(false);
-          const hardware = this.#hardware(req.hardwareId);
-          const template = this.#template(req.template);
-          const id = randomUUID();
-          const spec = await this.#renders.run(() =>
-            wrapInput(() =>
-              renderTemplate(template.source, {
-                workflowId: id,
-                hardware,
-                hardwareMap: req.hardwareMap,
-                resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
-              }),
-            ),
-          );
-          const wf = expectType(
-            await this.#apply(p, {
-              type: 'workflow.create',
-              id,
-              template: template.name,
-              templateVersion: template.version,
-              hardwareId: hardware.id,
-              hardwareMap: req.hardwareMap,
-              spec,
-              ...(req.netboot ? { netboot: true } : {}),
-            }),
-            'workflow',
-          ).workflow;
-          return { workflow: workflowRecord(wf) };
-        },
+        (req) =>
+          `template ${req.template}, ${req.selector ? `selector ${req.selector}` : `hardware ${req.hardwareId}`}`,
+        (req, p) => this.#createWorkflow(req, p),
       ),
       workflowGet: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
@@ -862,6 +855,108 @@ export class ControlService {
       status.NOT_FOUND,
       `no member ${JSON.stringify(id)} in the cluster (members: ${ids}); \`slipway member list\` shows them`,
     );
+  }
+
+  /** The template rendered for a machine, one render at a time (a bad template is the caller's). */
+  async #render(
+    template: Template,
+    hardware: Hardware,
+    workflowId: string,
+    hardwareMap: { readonly [k: string]: string },
+  ): Promise<RenderedTemplate> {
+    const c = this.#ctx.control;
+    return this.#renders.run(() =>
+      wrapInput(() =>
+        renderTemplate(template.source, {
+          workflowId,
+          hardware,
+          hardwareMap,
+          resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
+        }),
+      ),
+    );
+  }
+
+  /** workflow create: for the machine named, or (--selector) for one the state allocates. */
+  async #createWorkflow(req: WorkflowCreateRequest, p: Proposal): Promise<WorkflowCreateResponse> {
+    const selector = req.selector ?? '';
+    if (selector !== '') {
+      if (req.hardwareId !== '')
+        throw new ApiError(status.INVALID_ARGUMENT, 'name the machine or give a selector, not both');
+      return { workflow: workflowRecord(await this.#allocateWorkflow(req, selector, p)) };
+    }
+    await this.#read(false);
+    const hardware = this.#hardware(req.hardwareId);
+    const template = this.#template(req.template);
+    const id = randomUUID();
+    const spec = await this.#render(template, hardware, id, req.hardwareMap);
+    const wf = expectType(
+      await this.#apply(p, {
+        type: 'workflow.create',
+        id,
+        template: template.name,
+        templateVersion: template.version,
+        hardwareId: hardware.id,
+        hardwareMap: req.hardwareMap,
+        spec,
+        ...(req.netboot ? { netboot: true } : {}),
+      }),
+      'workflow',
+    ).workflow;
+    return { workflow: workflowRecord(wf) };
+  }
+
+  /**
+   * workflow create --selector (docs/decisions/0030-allocation-at-apply.md): offers the state the
+   * first machines (by id) that are ready and match, each with the template rendered for it; the
+   * state allocates the first still ready when the command applies. An offer overtaken by other
+   * allocations is made again, a few times, from the state as it then is.
+   */
+  async #allocateWorkflow(req: WorkflowCreateRequest, text: string, p: Proposal): Promise<Workflow> {
+    const c = this.#ctx.control;
+    const selector = selectorArgument(text);
+    for (let round = 1; ; round++) {
+      await this.#read(false);
+      if (c.clusterVersion < stateVersionFleet) {
+        throw new ApiError(
+          status.FAILED_PRECONDITION,
+          `--selector needs cluster version ${stateVersionFleet}, and the cluster runs at version ${c.clusterVersion} until every voter runs a build that supports it: finish the rolling upgrade (\`slipway cluster version\` shows each member)`,
+        );
+      }
+      const template = this.#template(req.template);
+      const fleet = c.hardwareList();
+      const ready = fleet.filter((hw) => verdictOf(selector, hw).kind === 'selected');
+      if (ready.length === 0) {
+        throw new ApiError(
+          status.FAILED_PRECONDITION,
+          noMachineMessage(formatSelector(selector), tallyOf(selector, fleet)),
+        );
+      }
+      const id = randomUUID();
+      const candidates: AllocationCandidate[] = [];
+      let bytes = 0;
+      for (const hardware of ready.slice(0, allocationCandidatesMax)) {
+        const spec = await this.#render(template, hardware, id, req.hardwareMap);
+        bytes += JSON.stringify(spec).length;
+        if (candidates.length > 0 && bytes > allocationOfferBytesMax) break;
+        candidates.push({ hardwareId: hardware.id, spec });
+      }
+      p.proposing();
+      const r = await this.#ctx.proposer.proposeControl({
+        type: 'workflow.allocate',
+        id,
+        template: template.name,
+        templateVersion: template.version,
+        selector: formatSelector(selector),
+        hardwareMap: req.hardwareMap,
+        candidates,
+        ...(req.netboot ? { netboot: true } : {}),
+        audit: p.audit,
+      });
+      if (r.type === 'error' && r.code === 'E_VERSION' && round < allocationRoundsMax) continue;
+      if (r.type === 'error') throw new ApiError(controlErrorStatus(r.code), r.message);
+      return expectType(r, 'workflow').workflow;
+    }
   }
 
   async #read(local: boolean): Promise<void> {

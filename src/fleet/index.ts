@@ -9,6 +9,7 @@ export {
   matches,
   operators,
   parseSelector,
+  pointAt,
   SelectorError,
   type FactSource,
   type MachineFacts,
@@ -29,3 +30,13 @@ export {
   type Identifier,
 } from './fingerprint.js';
 export { inventoryDrift, type Drift, type DriftPart } from './drift.js';
+export {
+  chooseMachine,
+  noMachineMessage,
+  notReadyReason,
+  tallyOf,
+  verdictOf,
+  type Candidate,
+  type Tally,
+  type Verdict,
+} from './allocation.js';

@@ -322,3 +322,22 @@ export function parseSelector(text: string): Selector | SelectorError {
     return new SelectorError(termTextAt(text, start), error.at + 1, error.problem, error.hint);
   }
 }
+
+/** Characters of the selector shown on each side of the column a refusal points at. */
+const shownAround = 36;
+
+/**
+ * The refusal with the selector under it and a caret at the column, for an operator's terminal:
+ *   rack=a,memory>=64Gx: unknown unit "Gx" at column 16; ...
+ *     rack=a,memory>=64Gx
+ *                    ^
+ * A long selector is shown around the column only.
+ */
+export function pointAt(text: string, error: SelectorError): string {
+  const at = Math.min(Math.max(error.column - 1, 0), text.length);
+  const from = Math.max(0, at - shownAround);
+  const to = Math.min(text.length, at + shownAround);
+  const head = from > 0 ? '…' : '';
+  const shown = `${head}${text.slice(from, to)}${to < text.length ? '…' : ''}`.replace(/\s/g, ' ');
+  return `${error.message}\n  ${shown}\n  ${' '.repeat(head.length + at - from)}^`;
+}

@@ -18,7 +18,7 @@ import {
 } from './selector-terms.js';
 import { isFactName, labelKeyProblem } from '../model/labels.js';
 
-export { parseSelector, SelectorError } from './selector-parse.js';
+export { parseSelector, pointAt, SelectorError } from './selector-parse.js';
 export {
   formatSelector,
   formatTerm,

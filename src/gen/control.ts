@@ -92,7 +92,16 @@ export interface HardwareListRequest {
    * "ready,failed"; all when absent or empty. An unknown state is refused with INVALID_ARGUMENT,
    * any state with FAILED_PRECONDITION until the cluster runs at state version 3.
    */
-  states?: string | undefined;
+  states?:
+    | string
+    | undefined;
+  /**
+   * Only machines the selector selects by its terms (labels and inventory facts, e.g.
+   * "rack in (a,b),memory>=64Gi"; docs/decisions/0027-selectors-and-inventory.md), whatever
+   * their state. A selector that does not parse is refused with INVALID_ARGUMENT, the message
+   * naming the term and its column, with the selector and a caret under it.
+   */
+  selector?: string | undefined;
 }
 
 export interface HardwareListResponse {
@@ -165,7 +174,42 @@ export interface HardwareLabelResponse {
  * A machine's lifecycle history (`slipway hardware history ID [--follow]`): its transitions,
  * oldest first, from `from_seq`; with `follow`, new ones as they are applied, until the call is
  * cancelled or the machine is deleted. Each machine keeps its newest 32.
+ * Why each machine is or is not selected by a selector: the first term it fails and why, or,
+ * for a machine that matches every term, whether it is ready for an allocation.
  */
+export interface HardwareExplainRequest {
+  selector: string;
+  local: boolean;
+  /** Paging, as HardwareListRequest's; the counts cover every machine. */
+  limit?: number | undefined;
+  continue?: string | undefined;
+}
+
+export interface MachineExplanation {
+  id: string;
+  /** The machine's lifecycle state; empty below state version 3. */
+  state: string;
+  /** selected (an allocation may take it), fails (term, reason), not-ready (reason). */
+  verdict: string;
+  /** The first term it fails, canonical, and its index among the selector's terms. */
+  term: string;
+  termIndex: number;
+  /** Why: "has 32Gi", "has no label rack", "not ready: state provisioning". */
+  reason: string;
+}
+
+export interface HardwareExplainResponse {
+  /** The selector as the state keeps it (canonical text). */
+  selector: string;
+  machines: MachineExplanation[];
+  total: number;
+  selected: number;
+  /** Machines that match every term but are not ready (state, or owned by a workflow). */
+  notReady: number;
+  failing: number;
+  continue: string;
+}
+
 export interface HardwareHistoryRequest {
   id: string;
   /** Deliver events with seq >= from_seq (0: the oldest kept). Seqs are per machine, dense. */
@@ -278,6 +322,8 @@ export interface WorkflowRecord {
   globalTimeoutS: number;
   /** The workflow netboots its machine at the start and sets disk boot at a successful end. */
   netboot: boolean;
+  /** Set when the machine was allocated by a selector (workflow create --selector): its text. */
+  selector: string;
 }
 
 export interface WorkflowCreateRequest {
@@ -290,6 +336,12 @@ export interface WorkflowCreateRequest {
    * cycle) and, once the workflow succeeds, set its next boot to the disk.
    */
   netboot: boolean;
+  /**
+   * Instead of hardware_id: allocate one ready machine the selector matches, decided when the
+   * command is applied (never a machine another workflow owns). Needs state version 3. When none
+   * is ready the call fails with FAILED_PRECONDITION saying how many matched but were not ready.
+   */
+  selector?: string | undefined;
 }
 
 export interface WorkflowCreateRequest_HardwareMapEntry {
@@ -1132,7 +1184,7 @@ export const LeaseListResponse: MessageFns<LeaseListResponse> = {
 };
 
 function createBaseHardwareListRequest(): HardwareListRequest {
-  return { local: false, limit: undefined, continue: undefined, states: undefined };
+  return { local: false, limit: undefined, continue: undefined, states: undefined, selector: undefined };
 }
 
 export const HardwareListRequest: MessageFns<HardwareListRequest> = {
@@ -1148,6 +1200,9 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
     }
     if (message.states !== undefined) {
       writer.uint32(34).string(message.states);
+    }
+    if (message.selector !== undefined) {
+      writer.uint32(42).string(message.selector);
     }
     return writer;
   },
@@ -1197,6 +1252,14 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
             message.states = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1215,6 +1278,7 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
       continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
       states: isSet(object.states) ? globalThis.String(object.states) : undefined,
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : undefined,
     };
   },
 
@@ -1232,6 +1296,9 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
     if (message.states !== undefined) {
       obj.states = message.states;
     }
+    if (message.selector !== undefined) {
+      obj.selector = message.selector;
+    }
     return obj;
   },
 
@@ -1244,6 +1311,7 @@ export const HardwareListRequest: MessageFns<HardwareListRequest> = {
     message.limit = object.limit ?? undefined;
     message.continue = object.continue ?? undefined;
     message.states = object.states ?? undefined;
+    message.selector = object.selector ?? undefined;
     return message;
   },
 };
@@ -2087,6 +2155,447 @@ export const HardwareLabelResponse: MessageFns<HardwareLabelResponse> = {
   fromPartial<I extends Exact<DeepPartial<HardwareLabelResponse>, I>>(object: I): HardwareLabelResponse {
     const message = createBaseHardwareLabelResponse();
     message.hardwareJson = object.hardwareJson ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareExplainRequest(): HardwareExplainRequest {
+  return { selector: "", local: false, limit: undefined, continue: undefined };
+}
+
+export const HardwareExplainRequest: MessageFns<HardwareExplainRequest> = {
+  encode(message: HardwareExplainRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.selector !== "") {
+      writer.uint32(10).string(message.selector);
+    }
+    if (message.local !== false) {
+      writer.uint32(16).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(24).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(34).string(message.continue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareExplainRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareExplainRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareExplainRequest {
+    return {
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : "",
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+    };
+  },
+
+  toJSON(message: HardwareExplainRequest): unknown {
+    const obj: any = {};
+    if (message.selector !== "") {
+      obj.selector = message.selector;
+    }
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareExplainRequest>, I>>(base?: I): HardwareExplainRequest {
+    return HardwareExplainRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareExplainRequest>, I>>(object: I): HardwareExplainRequest {
+    const message = createBaseHardwareExplainRequest();
+    message.selector = object.selector ?? "";
+    message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
+    return message;
+  },
+};
+
+function createBaseMachineExplanation(): MachineExplanation {
+  return { id: "", state: "", verdict: "", term: "", termIndex: 0, reason: "" };
+}
+
+export const MachineExplanation: MessageFns<MachineExplanation> = {
+  encode(message: MachineExplanation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.state !== "") {
+      writer.uint32(18).string(message.state);
+    }
+    if (message.verdict !== "") {
+      writer.uint32(26).string(message.verdict);
+    }
+    if (message.term !== "") {
+      writer.uint32(34).string(message.term);
+    }
+    if (message.termIndex !== 0) {
+      writer.uint32(40).uint32(message.termIndex);
+    }
+    if (message.reason !== "") {
+      writer.uint32(50).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MachineExplanation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMachineExplanation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.verdict = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.term = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.termIndex = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MachineExplanation {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      verdict: isSet(object.verdict) ? globalThis.String(object.verdict) : "",
+      term: isSet(object.term) ? globalThis.String(object.term) : "",
+      termIndex: isSet(object.termIndex)
+        ? globalThis.Number(object.termIndex)
+        : isSet(object.term_index)
+        ? globalThis.Number(object.term_index)
+        : 0,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: MachineExplanation): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.verdict !== "") {
+      obj.verdict = message.verdict;
+    }
+    if (message.term !== "") {
+      obj.term = message.term;
+    }
+    if (message.termIndex !== 0) {
+      obj.termIndex = Math.round(message.termIndex);
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<MachineExplanation>, I>>(base?: I): MachineExplanation {
+    return MachineExplanation.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MachineExplanation>, I>>(object: I): MachineExplanation {
+    const message = createBaseMachineExplanation();
+    message.id = object.id ?? "";
+    message.state = object.state ?? "";
+    message.verdict = object.verdict ?? "";
+    message.term = object.term ?? "";
+    message.termIndex = object.termIndex ?? 0;
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareExplainResponse(): HardwareExplainResponse {
+  return { selector: "", machines: [], total: 0, selected: 0, notReady: 0, failing: 0, continue: "" };
+}
+
+export const HardwareExplainResponse: MessageFns<HardwareExplainResponse> = {
+  encode(message: HardwareExplainResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.selector !== "") {
+      writer.uint32(10).string(message.selector);
+    }
+    for (const v of message.machines) {
+      MachineExplanation.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.total !== 0) {
+      writer.uint32(24).uint32(message.total);
+    }
+    if (message.selected !== 0) {
+      writer.uint32(32).uint32(message.selected);
+    }
+    if (message.notReady !== 0) {
+      writer.uint32(40).uint32(message.notReady);
+    }
+    if (message.failing !== 0) {
+      writer.uint32(48).uint32(message.failing);
+    }
+    if (message.continue !== "") {
+      writer.uint32(58).string(message.continue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareExplainResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareExplainResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.machines.push(MachineExplanation.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.total = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.selected = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.notReady = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.failing = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareExplainResponse {
+    return {
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : "",
+      machines: globalThis.Array.isArray(object?.machines)
+        ? object.machines.map((e: any) => MachineExplanation.fromJSON(e))
+        : [],
+      total: isSet(object.total) ? globalThis.Number(object.total) : 0,
+      selected: isSet(object.selected) ? globalThis.Number(object.selected) : 0,
+      notReady: isSet(object.notReady)
+        ? globalThis.Number(object.notReady)
+        : isSet(object.not_ready)
+        ? globalThis.Number(object.not_ready)
+        : 0,
+      failing: isSet(object.failing) ? globalThis.Number(object.failing) : 0,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
+    };
+  },
+
+  toJSON(message: HardwareExplainResponse): unknown {
+    const obj: any = {};
+    if (message.selector !== "") {
+      obj.selector = message.selector;
+    }
+    if (message.machines?.length) {
+      obj.machines = message.machines.map((e) => MachineExplanation.toJSON(e));
+    }
+    if (message.total !== 0) {
+      obj.total = Math.round(message.total);
+    }
+    if (message.selected !== 0) {
+      obj.selected = Math.round(message.selected);
+    }
+    if (message.notReady !== 0) {
+      obj.notReady = Math.round(message.notReady);
+    }
+    if (message.failing !== 0) {
+      obj.failing = Math.round(message.failing);
+    }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareExplainResponse>, I>>(base?: I): HardwareExplainResponse {
+    return HardwareExplainResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareExplainResponse>, I>>(object: I): HardwareExplainResponse {
+    const message = createBaseHardwareExplainResponse();
+    message.selector = object.selector ?? "";
+    message.machines = object.machines?.map((e) => MachineExplanation.fromPartial(e)) || [];
+    message.total = object.total ?? 0;
+    message.selected = object.selected ?? 0;
+    message.notReady = object.notReady ?? 0;
+    message.failing = object.failing ?? 0;
+    message.continue = object.continue ?? "";
     return message;
   },
 };
@@ -3631,6 +4140,7 @@ function createBaseWorkflowRecord(): WorkflowRecord {
     actions: [],
     globalTimeoutS: 0,
     netboot: false,
+    selector: "",
   };
 }
 
@@ -3671,6 +4181,9 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     }
     if (message.netboot !== false) {
       writer.uint32(96).bool(message.netboot);
+    }
+    if (message.selector !== "") {
+      writer.uint32(106).string(message.selector);
     }
     return writer;
   },
@@ -3784,6 +4297,14 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
             message.netboot = reader.bool();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3836,6 +4357,7 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
         ? globalThis.Number(object.global_timeout_s)
         : 0,
       netboot: isSet(object.netboot) ? globalThis.Boolean(object.netboot) : false,
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : "",
     };
   },
 
@@ -3877,6 +4399,9 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     if (message.netboot !== false) {
       obj.netboot = message.netboot;
     }
+    if (message.selector !== "") {
+      obj.selector = message.selector;
+    }
     return obj;
   },
 
@@ -3897,12 +4422,13 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     message.actions = object.actions?.map((e) => ActionRecord.fromPartial(e)) || [];
     message.globalTimeoutS = object.globalTimeoutS ?? 0;
     message.netboot = object.netboot ?? false;
+    message.selector = object.selector ?? "";
     return message;
   },
 };
 
 function createBaseWorkflowCreateRequest(): WorkflowCreateRequest {
-  return { template: "", hardwareId: "", hardwareMap: {}, netboot: false };
+  return { template: "", hardwareId: "", hardwareMap: {}, netboot: false, selector: undefined };
 }
 
 export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
@@ -3918,6 +4444,9 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
     });
     if (message.netboot !== false) {
       writer.uint32(32).bool(message.netboot);
+    }
+    if (message.selector !== undefined) {
+      writer.uint32(42).string(message.selector);
     }
     return writer;
   },
@@ -3970,6 +4499,14 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
             message.netboot = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4018,6 +4555,7 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
         )
         : {},
       netboot: isSet(object.netboot) ? globalThis.Boolean(object.netboot) : false,
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : undefined,
     };
   },
 
@@ -4041,6 +4579,9 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
     if (message.netboot !== false) {
       obj.netboot = message.netboot;
     }
+    if (message.selector !== undefined) {
+      obj.selector = message.selector;
+    }
     return obj;
   },
 
@@ -4061,6 +4602,7 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
       {},
     );
     message.netboot = object.netboot ?? false;
+    message.selector = object.selector ?? undefined;
     return message;
   },
 };
@@ -7992,6 +8534,17 @@ export const ControlService = {
       Buffer.from(HardwareHistoryResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HardwareHistoryResponse => HardwareHistoryResponse.decode(value),
   },
+  hardwareExplain: {
+    path: "/slipway.control.v1.Control/HardwareExplain" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HardwareExplainRequest): Buffer =>
+      Buffer.from(HardwareExplainRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HardwareExplainRequest => HardwareExplainRequest.decode(value),
+    responseSerialize: (value: HardwareExplainResponse): Buffer =>
+      Buffer.from(HardwareExplainResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HardwareExplainResponse => HardwareExplainResponse.decode(value),
+  },
   templateCreate: {
     path: "/slipway.control.v1.Control/TemplateCreate" as const,
     requestStream: false as const,
@@ -8238,6 +8791,7 @@ export interface ControlServer extends UntypedServiceImplementation {
   hardwareTransition: handleUnaryCall<HardwareTransitionRequest, HardwareTransitionResponse>;
   hardwareLabel: handleUnaryCall<HardwareLabelRequest, HardwareLabelResponse>;
   hardwareHistory: handleServerStreamingCall<HardwareHistoryRequest, HardwareHistoryResponse>;
+  hardwareExplain: handleUnaryCall<HardwareExplainRequest, HardwareExplainResponse>;
   templateCreate: handleUnaryCall<TemplateCreateRequest, TemplateCreateResponse>;
   templateGet: handleUnaryCall<TemplateGetRequest, TemplateGetResponse>;
   templateList: handleUnaryCall<TemplateListRequest, TemplateListResponse>;
@@ -8385,6 +8939,21 @@ export interface ControlClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<HardwareHistoryResponse>;
+  hardwareExplain(
+    request: HardwareExplainRequest,
+    callback: (error: ServiceError | null, response: HardwareExplainResponse) => void,
+  ): ClientUnaryCall;
+  hardwareExplain(
+    request: HardwareExplainRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HardwareExplainResponse) => void,
+  ): ClientUnaryCall;
+  hardwareExplain(
+    request: HardwareExplainRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HardwareExplainResponse) => void,
+  ): ClientUnaryCall;
   templateCreate(
     request: TemplateCreateRequest,
     callback: (error: ServiceError | null, response: TemplateCreateResponse) => void,

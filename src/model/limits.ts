@@ -155,6 +155,11 @@ export const inventoryNicSpeedMbpsMax = 10_000_000;
 
 /** A selector's text, in UTF-8 bytes. */
 export const selectorBytesMax = 4096;
+/**
+ * Machines one `workflow create --selector` offers the state, each with the template rendered for
+ * it: the first of them still ready when the command applies is allocated.
+ */
+export const allocationCandidatesMax = 8;
 /** Terms joined by commas in one selector. */
 export const selectorTermsMax = 64;
 /** Values in one `in (...)` or `notin (...)` list. */

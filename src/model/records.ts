@@ -197,6 +197,11 @@ export interface Workflow {
    */
   readonly netboot?: boolean;
   /**
+   * The selector that allocated the machine (`workflow create --selector`), as canonical text;
+   * absent when the operator named the machine (docs/decisions/0030-allocation-at-apply.md).
+   */
+  readonly selector?: string;
+  /**
    * Worker id → the per-boot credential that worker claimed for this workflow (see
    * src/state/control/credentials.ts). Only its SHA-256 is kept; it is valid while the workflow
    * is active and until expiresMs.

@@ -78,6 +78,7 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'hardware.lifecycle':
     case 'hardware.label':
     case 'hardware.expire':
+    case 'workflow.allocate':
       return stateVersionFleet;
     default:
       return stateVersionBaseline;

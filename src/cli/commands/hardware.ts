@@ -7,6 +7,7 @@ import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 import { hardwareLifecycleCommands, lifecycleLines, type LifecycleDoc } from './hardware-lifecycle.js';
+import { explainCommand, selectorFlag, selectorHelp } from './hardware-select.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -48,12 +49,22 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       '--state <states>',
       'only machines in these states, comma-separated (enrolled, inspecting, ready, provisioning, deployed, releasing, failed, quarantined, maintenance, retired)',
     )
+    .option(
+      '--selector <selector>',
+      `only machines the selector's terms select, whatever their state (filtered by the cluster); ${selectorHelp}`,
+    )
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
-    .addHelpText('after', '\nExample:\n  slipway hardware list --state failed,quarantined')
+    .addHelpText(
+      'after',
+      "\nExamples:\n  slipway hardware list --state failed,quarantined\n  slipway hardware list --state ready --selector 'rack in (a,b),memory>=64Gi'",
+    )
     .action(async (o) => {
       const page = paging(o);
-      const states = o.state === undefined ? {} : { states: o.state };
+      const states = {
+        ...(o.state === undefined ? {} : { states: o.state }),
+        ...(o.selector === undefined ? {} : { selector: selectorFlag(o.selector) }),
+      };
       const { client, output } = connect();
       const { pages, next } = await listPages(
         page,
@@ -85,6 +96,7 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       process.stdout.write(`${res.token}\n`);
     });
   hardwareLifecycleCommands(hw, connect);
+  explainCommand(hw, connect);
 }
 
 interface CreateFlags {

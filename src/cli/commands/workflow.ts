@@ -6,6 +6,7 @@ import type { OutputFormat, Row } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { selectorFlag, selectorHelp } from './hardware-select.js';
 import {
   workflowFinishedDaysDefault,
   workflowFinishedMaxDefault,
@@ -32,13 +33,25 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
         'while the machine is inspecting, releasing, quarantined, drained or retired',
     )
     .requiredOption('--template <name>', 'template name')
-    .requiredOption('--hardware <id>', 'the machine the workflow is for')
+    .option('--hardware <id>', 'the machine the workflow is for')
+    .option(
+      '--selector <selector>',
+      'instead of --hardware: one ready machine the selector matches, allocated by the cluster ' +
+        '(never one another workflow owns); refused, exit 1, when none is ready, saying how many ' +
+        `matched but were not ready (see hardware explain). ${selectorHelp}`,
+    )
     .option('--map <k=v...>', 'extra template variables, e.g. device_1=aa:bb:cc:dd:ee:ff (repeatable)')
     .option(
       '--netboot',
       'start by netbooting the machine through its BMC (next boot from the network, power cycle); on success its next boot is set to the disk',
     )
+    .addHelpText(
+      'after',
+      "\nExamples:\n  slipway workflow create --template ubuntu --hardware m1\n  slipway workflow create --template ubuntu --selector 'rack=a,memory>=64Gi'",
+    )
     .action(async (o) => {
+      if ((o.hardware === undefined) === (o.selector === undefined))
+        throw new UsageError('name the machine (--hardware ID) or give a --selector, one of them');
       const hardwareMap: Record<string, string> = {};
       for (const kv of o.map ?? []) {
         const eq = kv.indexOf('=');
@@ -48,13 +61,17 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
       const { client, output } = connect();
       const res = await client.control('workflowCreate', {
         template: o.template,
-        hardwareId: o.hardware,
+        hardwareId: o.hardware ?? '',
+        ...(o.selector === undefined ? {} : { selector: selectorFlag(o.selector) }),
         hardwareMap,
         netboot: o.netboot === true,
       });
       const rec = must(res.workflow);
       if (output === 'table') process.stdout.write(`${rec.id}\n`);
-      else process.stdout.write(`${render(output, { id: rec.id, state: rec.state }, [])}\n`);
+      else {
+        const doc = { id: rec.id, state: rec.state, hardwareId: rec.hardwareId };
+        process.stdout.write(`${render(output, doc, [])}\n`);
+      }
     });
 }
 
@@ -69,7 +86,7 @@ function workflowReadCommands(wf: Command, connect: Connect): void {
       const rec = must((await client.control('workflowGet', { id, local: o.local === true })).workflow);
       if (output === 'table') {
         process.stdout.write(
-          `workflow ${rec.id}  ${rec.state}  template=${rec.template} hardware=${rec.hardwareId}\n`,
+          `workflow ${rec.id}  ${rec.state}  template=${rec.template} hardware=${rec.hardwareId}${rec.selector === '' ? '' : ` selector=${rec.selector}`}\n`,
         );
         process.stdout.write(`${render(output, rec, rec.actions.map(actionRow))}\n`);
       } else process.stdout.write(`${render(output, rec, [])}\n`);

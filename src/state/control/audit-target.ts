@@ -30,6 +30,8 @@ export function auditTarget(command: ControlCommand): string {
       return `${command.name} (${command.role})`;
     case 'workflow.create':
       return `${command.id} (template ${command.template}, hardware ${command.hardwareId})`;
+    case 'workflow.allocate':
+      return `${command.id} (template ${command.template}, selector ${command.selector})`;
     case 'attempt.start':
     case 'attempt.result':
     case 'attempt.lost':

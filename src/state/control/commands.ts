@@ -98,6 +98,24 @@ type ControlChange =
       /** Netboot the machine first (a power job made in the same entry); see Workflow.netboot. */
       readonly netboot?: boolean;
     }
+  /**
+   * A workflow on one ready machine the selector matches, allocated when this is applied
+   * (docs/decisions/0030-allocation-at-apply.md): the first candidate, in the order given, that is
+   * ready, unowned and matches then. Each candidate carries the template rendered for it.
+   * Refused (E_CONFLICT) when none is, naming how many machines match but are not ready; E_VERSION
+   * when the offered ones were taken meanwhile but others are ready (the API offers again).
+   */
+  | {
+      readonly type: 'workflow.allocate';
+      readonly id: string;
+      readonly template: string;
+      readonly templateVersion: number;
+      /** Canonical text (formatSelector). */
+      readonly selector: string;
+      readonly hardwareMap: { readonly [k: string]: string };
+      readonly candidates: readonly AllocationCandidate[];
+      readonly netboot?: boolean;
+    }
   /** Hand the attempt to a worker. Refused unless it is the workflow's next action and due. */
   | {
       readonly type: 'attempt.start';
@@ -246,6 +264,12 @@ type ControlChange =
    * proposer checks that the id names a member; apply only keeps the set of drained ids.
    */
   | { readonly type: 'member.drain'; readonly id: string; readonly drained: boolean };
+
+/** A machine offered to workflow.allocate, with the template rendered for it. */
+export interface AllocationCandidate {
+  readonly hardwareId: string;
+  readonly spec: RenderedTemplate;
+}
 
 /** A workflow the collector chose, as it was when chosen. */
 export interface CollectedWorkflow {

@@ -83,6 +83,7 @@ import {
 } from './transitions.js';
 import type { MachineEvent } from '../../model/machine-lifecycle.js';
 import { checkMachines, Machines } from './machines.js';
+import { allocate } from './allocation.js';
 import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
@@ -731,6 +732,15 @@ export class ControlState {
         return this.#deleteTemplate(command.name);
       case 'workflow.create':
         return this.#createWorkflow(command, nowMs);
+      case 'workflow.allocate': {
+        const allocation = allocate(
+          command,
+          (id) => this.#hardware.get(id),
+          () => this.#hardware.values(),
+        );
+        if (allocation.kind === 'refused') return failure(allocation.code, allocation.message);
+        return this.#createWorkflow(allocation.create, nowMs, allocation.selector);
+      }
       case 'attempt.start':
         return this.#onWorkflow(command.workflowId, (wf) => startAttempt(wf, command, nowMs), nowMs);
       case 'attempt.result':
@@ -1126,7 +1136,7 @@ export class ControlState {
     return { type: 'template', template };
   }
 
-  #createWorkflow(command: Command<'workflow.create'>, nowMs: number): ControlResult {
+  #createWorkflow(command: Command<'workflow.create'>, nowMs: number, selector?: string): ControlResult {
     const problem = idProblem('id', command.id) ?? specProblem(command.spec);
     if (problem !== undefined) return failure('E_INVALID', problem);
     if (this.#workflows.has(command.id))
@@ -1166,7 +1176,7 @@ export class ControlState {
     }
     deepFreeze(command.spec);
     deepFreeze(command.hardwareMap);
-    const created = this.#commit(createWorkflow(command, nowMs), nowMs);
+    const created = this.#commit(createWorkflow(command, nowMs, selector), nowMs);
     if (netboot !== undefined) this.#requestPower(netboot, nowMs);
     return created;
   }

@@ -290,7 +290,8 @@ function undrain(
  * owned by it. The caller has checked provisionRefusal first.
  */
 export function claimFor(hw: Hardware, wf: Workflow, cause: Cause, nowMs: number): Moved {
-  const reason = `workflow ${wf.id} (template ${wf.template})`;
+  const how = wf.selector === undefined ? '' : `, allocated by selector ${wf.selector}`;
+  const reason = `workflow ${wf.id} (template ${wf.template}${how})`;
   const fields = { reason, owner: wf.id, deadlineMs: provisioningDeadline(wf, nowMs) };
   return move(hw, 'provisioning', 'provision', cause, fields, nowMs);
 }

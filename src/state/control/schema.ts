@@ -3,6 +3,7 @@
 // change, as is any change to what a reader accepts.
 import { sha256HexOf } from '../digest.js';
 import {
+  allocationCandidatesMax,
   auditTextBytesMax,
   controlCommandBytesMax,
   drainedMembersMax,
@@ -226,6 +227,7 @@ export const readWorkflow: Reader<Workflow> = object({
     ),
   ),
   netboot: optional(boolean),
+  selector: optional(text),
 });
 
 export const readWorkflowEvent: Reader<WorkflowEvent> = object({
@@ -403,6 +405,17 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     hardwareId: text,
     hardwareMap: textMap,
     spec: readRenderedTemplate,
+    netboot: optional(boolean),
+    ...audited,
+  }),
+  'workflow.allocate': object({
+    type: literal(['workflow.allocate']),
+    id: text,
+    template: text,
+    templateVersion: count,
+    selector: text,
+    hardwareMap: textMap,
+    candidates: array(object({ hardwareId: text, spec: readRenderedTemplate }), allocationCandidatesMax),
     netboot: optional(boolean),
     ...audited,
   }),

@@ -70,7 +70,12 @@ function outcome(wf: Workflow, index: number, attempt: number): AttemptOutcome {
   });
 }
 
-export function createWorkflow(command: Command<'workflow.create'>, nowMs: number): Transition {
+/** A new workflow; `selector` when the machine was allocated by one (workflow.allocate). */
+export function createWorkflow(
+  command: Command<'workflow.create'>,
+  nowMs: number,
+  selector?: string,
+): Transition {
   const positions = actionPositions(command.spec);
   const pending: ActionStatus = Object.freeze({ state: 'PENDING', attempt: 0 });
   const workflow = record<Workflow>({
@@ -87,6 +92,7 @@ export function createWorkflow(command: Command<'workflow.create'>, nowMs: numbe
     actions: Object.freeze(positions.map(() => pending)),
     message: undefined,
     netboot: command.netboot === true ? true : undefined,
+    selector,
   });
   return { kind: 'changed', workflow, events: [{ type: 'workflow.created' }] };
 }

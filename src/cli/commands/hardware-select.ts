@@ -1,0 +1,82 @@
+// `slipway hardware explain SELECTOR` and the selector flags (`hardware list --selector`,
+// `workflow create --selector`): one selector language (docs/decisions/0027), and why a machine
+// is or is not selected, by the rules allocation applies (docs/decisions/0030).
+import type { Command } from '@commander-js/extra-typings';
+import type { HardwareExplainResponse, MachineExplanation } from '../../gen/control.js';
+import type { ClusterClient } from '../client.js';
+import type { OutputFormat, Row } from '../output.js';
+import { render, UsageError } from '../output.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { parseSelector, pointAt, SelectorError } from '../../fleet/selector.js';
+
+type Connect = () => { client: ClusterClient; output: OutputFormat };
+
+/** A selector's terms, for the flags' help. */
+export const selectorHelp =
+  'terms joined by commas: labels (rack=a, rack in (a,b), rack!=a, gpu, !gpu) and inventory facts ' +
+  '(memory>=64Gi, cpu.cores>=16, disks.count>=2, disks.size>=1T, firmware=uefi, arch=x86_64)';
+
+/** The selector as typed, checked here first: a bad one is exit 2 with a caret at the term. */
+export function selectorFlag(text: string): string {
+  const parsed = parseSelector(text);
+  if (parsed instanceof SelectorError) throw new UsageError(pointAt(text, parsed));
+  return text;
+}
+
+export function explainCommand(hw: Command, connect: Connect): void {
+  hw.command('explain')
+    .summary('why each machine is or is not selected by a selector')
+    .description(
+      'for each machine: selected (a workflow create --selector may take it), the first term of the ' +
+        'selector it fails and why (the value it has against what the term needs), or, when it ' +
+        'matches every term, why it is not ready (its state, or the workflow that owns it). Exit 0; ' +
+        '2 when the selector does not parse (the error points at the term)',
+    )
+    .argument('<selector>', selectorHelp)
+    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
+    .addHelpText(
+      'after',
+      "\nExamples:\n  slipway hardware explain 'rack in (a,b),memory>=64Gi'\n  slipway -o json hardware explain '!gpu'",
+    )
+    .action(async (selector: string, o) => {
+      const page = paging(o);
+      const text = selectorFlag(selector);
+      const { client, output } = connect();
+      const { pages, next } = await listPages(
+        page,
+        (req) => client.control('hardwareExplain', { selector: text, local: o.local === true, ...req }),
+        (p) => p.machines.length,
+      );
+      const machines = pages.flatMap((p) => p.machines);
+      const last = pages[pages.length - 1];
+      const doc = withContinue({ ...summaryOf(last), machines }, next);
+      process.stdout.write(`${render(output, doc, machines.map(explainRow))}\n`);
+      if (output === 'table' && last !== undefined) process.stdout.write(`${summaryLine(last)}\n`);
+      printMore(output, next, 'machines');
+    });
+}
+
+function summaryOf(res: HardwareExplainResponse | undefined): object {
+  if (res === undefined) return {};
+  const { selector, total, selected, notReady, failing } = res;
+  return { selector, total, selected, notReady, failing };
+}
+
+function explainRow(m: MachineExplanation): Row {
+  return {
+    id: m.id,
+    state: m.state,
+    verdict: m.verdict,
+    term: m.term,
+    reason: m.verdict === 'selected' ? '' : m.reason,
+  };
+}
+
+function summaryLine(res: HardwareExplainResponse): string {
+  return (
+    `selector ${res.selector || '(empty: every machine)'}: ${res.selected} selected, ` +
+    `${res.notReady} match but are not ready, ${res.failing} fail a term, of ${res.total}`
+  );
+}
