@@ -470,6 +470,8 @@ const matrix: readonly Row[] = [
     need: 'viewer',
     ...serverStream(C.hardwareHistory, () => ({ id: 'h1', fromSeq: 0, follow: false })),
   },
+  // Selection (docs/decisions/0030): explain reads the fleet.
+  { need: 'viewer', ...unary(C.hardwareExplain, () => ({ selector: 'rack=a', local: false })) },
   // A read of a secret: who gets a machine's worker token can act as the machine.
   { need: 'admin', ...unary(C.hardwareToken, (o) => ({ id: `tok-${o}` })) },
   {
