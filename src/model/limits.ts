@@ -160,6 +160,10 @@ export const selectorBytesMax = 4096;
  * it: the first of them still ready when the command applies is allocated.
  */
 export const allocationCandidatesMax = 8;
+/** Machines one workflow's alternate policy may try (`--attempts`), the first included. */
+export const alternateAttemptsMax = 16;
+/** `--attempts` when the alternate policy is asked for without it. */
+export const alternateAttemptsDefault = 3;
 /** Terms joined by commas in one selector. */
 export const selectorTermsMax = 64;
 /** Values in one `in (...)` or `notin (...)` list. */

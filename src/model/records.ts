@@ -202,11 +202,27 @@ export interface Workflow {
    */
   readonly selector?: string;
   /**
+   * The alternate failure policy (`--on-failure alternate --attempts N`, with a selector): when the
+   * workflow fails or times out on its machine, the leader re-allocates it on another ready
+   * machine the selector matches, never one tried before, up to `attempts` machines.
+   */
+  readonly alternate?: AlternatePolicy;
+  /**
    * Worker id → the per-boot credential that worker claimed for this workflow (see
    * src/state/control/credentials.ts). Only its SHA-256 is kept; it is valid while the workflow
    * is active and until expiresMs.
    */
   readonly credentials?: { readonly [workerId: string]: WorkerCredential };
+}
+
+/** Where a workflow's alternate policy stands. */
+export interface AlternatePolicy {
+  /** At most this many machines, the first included. */
+  readonly attempts: number;
+  /** The machines the workflow ran on, in order; the last is its current one. */
+  readonly tried: readonly string[];
+  /** Set when the policy stopped (no machine left, or attempts used up): why. */
+  readonly gaveUp?: string;
 }
 
 /** A worker's credential for one workflow, claimed once per boot by the machine itself. */
@@ -229,6 +245,7 @@ export type EventType =
   | 'workflow.timeout'
   | 'workflow.cancelled'
   | 'workflow.retried'
+  | 'workflow.alternate'
   | 'action.started'
   | 'action.succeeded'
   | 'action.failed'

@@ -79,6 +79,7 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'hardware.label':
     case 'hardware.expire':
     case 'workflow.allocate':
+    case 'workflow.alternate':
       return stateVersionFleet;
     default:
       return stateVersionBaseline;

@@ -124,6 +124,11 @@ const stepArb = fc.oneof(
     verb: fc.constantFrom('accept', 'drain', 'undrain', 'quarantine', 'release'),
   }),
   fc.record({ kind: fc.constant('end' as const), pick: fc.nat(), success: fc.boolean() }),
+  fc.record({
+    kind: fc.constant('alternate' as const),
+    pick: fc.nat(),
+    offer: fc.array(fc.integer({ min: 1, max: 6 }), { maxLength: 6 }),
+  }),
 );
 
 describe('property: one machine, one owner, and only a ready matching one', () => {
@@ -137,7 +142,8 @@ describe('property: one machine, one owner, and only a ready matching one', () =
           if (step.kind === 'allocate') {
             const offer = step.offer.map((n) => `m${n}`);
             const before = new Map(offer.map((id) => [id, h.state.hardware(id)]));
-            const result = h.run(allocateCommand(h, `w${(next += 1)}`, step.selector, offer));
+            const command = allocateCommand(h, `w${(next += 1)}`, step.selector, offer);
+            const result = h.run(next % 2 === 0 ? { ...command, alternateAttempts: 3 } : command);
             if (result.type !== 'workflow') continue;
             const hw = before.get(result.workflow.hardwareId);
             const selector = parseSelector(step.selector);
@@ -154,6 +160,23 @@ describe('property: one machine, one owner, and only a ready matching one', () =
               );
             });
             assert.equal(result.workflow.hardwareId, first, 'not the first qualifying machine offered');
+          } else if (step.kind === 'alternate') {
+            const waiting = h.state.workflowsAwaitingAlternate();
+            const wf = waiting[step.pick % Math.max(1, waiting.length)];
+            if (wf === undefined) continue;
+            const offer = step.offer.map((n) => `m${n}`);
+            const before = new Map(offer.map((id) => [id, h.state.hardware(id)]));
+            const result = h.run(alternateCommand(h, wf.id, offer));
+            if (result.type !== 'workflow' || result.workflow.state !== 'PENDING') continue;
+            const moved = result.workflow;
+            assert.ok(!(wf.alternate?.tried ?? []).includes(moved.hardwareId), 'a machine tried twice');
+            assert.equal(new Set(moved.alternate?.tried).size, moved.alternate?.tried.length);
+            assert.ok((moved.alternate?.tried.length ?? 0) <= (moved.alternate?.attempts ?? 0));
+            const hw = before.get(moved.hardwareId);
+            const selector = parseSelector(moved.selector ?? '');
+            assert.ok(hw !== undefined && !(selector instanceof SelectorError));
+            assert.equal(hw.lifecycle?.state, 'ready', 're-allocated a machine that was not ready');
+            assert.ok(matches(selector, machineFacts(hw)), 're-allocated a machine that did not match');
           } else if (step.kind === 'label') {
             const set = { rack: step.rack, ...(step.gpu ? { gpu: 'true' } : {}) };
             h.run({
@@ -184,5 +207,83 @@ describe('property: one machine, one owner, and only a ready matching one', () =
       }),
       { numRuns: 150 },
     );
+  });
+});
+
+type Alternate = Extract<ControlCommand, { readonly type: 'workflow.alternate' }>;
+
+function alternateCommand(h: LifecycleHarness, id: string, offer: readonly string[]): Alternate {
+  return {
+    type: 'workflow.alternate',
+    id,
+    finishedMs: h.state.workflow(id)?.finishedMs ?? 0,
+    candidates: offer.map((hardwareId) => ({ hardwareId, spec: specFor(hardwareId) })),
+  };
+}
+
+/** Starts and fails the workflow's one action on its current machine. */
+function failOn(h: LifecycleHarness, id: string): void {
+  h.is(h.start(id), 'attempt');
+  h.finish(id, false);
+  assert.equal(h.state.workflow(id)?.state, 'FAILED');
+}
+
+describe('the alternate policy', () => {
+  it('re-allocates a failed workflow on another machine, never one tried, up to N, each decision an event', () => {
+    const h = fleet();
+    const first = { ...allocateCommand(h, 'w1', 'rack=a', ['m1', 'm2']), alternateAttempts: 3 };
+    assert.equal(h.ok(first, 'workflow').workflow.hardwareId, 'm1');
+    assert.deepEqual(h.state.workflow('w1')?.alternate, { attempts: 3, tried: ['m1'] });
+    failOn(h, 'w1');
+    assert.deepEqual([h.lifecycle('m1').state, h.lifecycle('m1').step], ['failed', 'os/install']);
+    // A stale proposal (another finish time) changes nothing; the tried machine is skipped.
+    h.refused({ ...alternateCommand(h, 'w1', ['m2']), finishedMs: 1 }, 'E_NOT_DUE');
+    const moved = h.ok(alternateCommand(h, 'w1', ['m1', 'm2', 'm3']), 'workflow').workflow;
+    assert.deepEqual(
+      [moved.state, moved.hardwareId, moved.alternate?.tried],
+      ['PENDING', 'm2', ['m1', 'm2']],
+    );
+    assert.equal(moved.spec.tasks[0]?.worker, 'm2');
+    assert.equal(h.lifecycle('m2').owner, 'w1');
+    assert.match(h.lifecycle('m2').reason ?? '', /machine 2 of 3/);
+    const events = h.state.events('w1', 0, 1000).filter((e) => e.type === 'workflow.alternate');
+    assert.match(
+      events[0]?.message ?? '',
+      /^failed on m1 at os\/install: .*; machine 2 of 3: m2, ready and matching rack=a \(tried m1\)$/,
+    );
+    // The same proposal again, applied after: stale.
+    h.refused(alternateCommand(h, 'w1', ['m3']), 'E_NOT_DUE');
+    failOn(h, 'w1');
+    h.ok(alternateCommand(h, 'w1', ['m3']), 'workflow');
+    failOn(h, 'w1');
+    const gaveUp = h.ok(alternateCommand(h, 'w1', ['m4']), 'workflow').workflow;
+    assert.equal(gaveUp.state, 'FAILED');
+    assert.equal(gaveUp.hardwareId, 'm3', 'no fourth machine');
+    assert.match(gaveUp.alternate?.gaveUp ?? '', /gave up: tried 3 of 3 machines \(m1, m2, m3\)/);
+    assert.deepEqual(
+      ['m1', 'm2', 'm3', 'm4'].map((id) => h.lifecycle(id).state),
+      ['failed', 'failed', 'failed', 'ready'],
+    );
+    assert.equal(h.state.workflowsAwaitingAlternate().length, 0);
+    h.refused(alternateCommand(h, 'w1', ['m4']), 'E_NOT_DUE', /gave up/);
+  });
+
+  it('gives up, saying why, when no other machine is ready; waits for a new offer when one is', () => {
+    const h = fleet();
+    h.ok({ ...allocateCommand(h, 'w1', 'rack=b', ['m5']), alternateAttempts: 4 }, 'workflow');
+    failOn(h, 'w1');
+    assert.deepEqual(
+      h.state.workflowsAwaitingAlternate().map((w) => w.id),
+      ['w1'],
+    );
+    const stopped = h.ok(alternateCommand(h, 'w1', ['m5']), 'workflow').workflow;
+    assert.match(
+      stopped.alternate?.gaveUp ?? '',
+      /gave up after m5: no other ready machine matches the selector "rack=b"/,
+    );
+    const g = fleet();
+    g.ok({ ...allocateCommand(g, 'w1', 'rack=a', ['m1']), alternateAttempts: 2 }, 'workflow');
+    failOn(g, 'w1');
+    g.refused(alternateCommand(g, 'w1', ['m1']), 'E_VERSION', /others are: offer again/);
   });
 });

@@ -30,6 +30,8 @@ export function auditTarget(command: ControlCommand): string {
       return `${command.name} (${command.role})`;
     case 'workflow.create':
       return `${command.id} (template ${command.template}, hardware ${command.hardwareId})`;
+    case 'workflow.alternate':
+      return `${command.id} (${command.candidates.map((c) => c.hardwareId).join(' ')})`;
     case 'workflow.allocate':
       return `${command.id} (template ${command.template}, selector ${command.selector})`;
     case 'attempt.start':

@@ -115,6 +115,20 @@ type ControlChange =
       readonly hardwareMap: { readonly [k: string]: string };
       readonly candidates: readonly AllocationCandidate[];
       readonly netboot?: boolean;
+      /** The alternate failure policy: at most this many machines (Workflow.alternate). */
+      readonly alternateAttempts?: number;
+    }
+  /**
+   * The leader's re-allocation of a workflow whose alternate policy holds, after it failed or
+   * timed out at `finishedMs` (a later end, or a retry, makes this stale: E_NOT_DUE): the first
+   * candidate not tried before that is ready, unowned and matching; none: the policy gives up,
+   * with why, unless others are ready (E_VERSION: offered again).
+   */
+  | {
+      readonly type: 'workflow.alternate';
+      readonly id: string;
+      readonly finishedMs: number;
+      readonly candidates: readonly AllocationCandidate[];
     }
   /** Hand the attempt to a worker. Refused unless it is the workflow's next action and due. */
   | {

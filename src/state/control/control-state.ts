@@ -72,6 +72,7 @@ import {
   stateVersionFleet,
 } from '../versions.js';
 import {
+  alternateWorkflow,
   cancelWorkflow,
   createWorkflow,
   expireDeadline,
@@ -79,11 +80,12 @@ import {
   recordResult,
   retryWorkflow,
   startAttempt,
+  type Allocated,
   type Transition,
 } from './transitions.js';
 import type { MachineEvent } from '../../model/machine-lifecycle.js';
 import { checkMachines, Machines } from './machines.js';
-import { allocate } from './allocation.js';
+import { allocate, alternateOf, awaitsAlternate } from './allocation.js';
 import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
@@ -194,6 +196,8 @@ export class ControlState {
   #events = new Map<string, EventLog>();
   /** Workflows that are not finished. */
   #active = new Set<string>();
+  /** Failed workflows whose alternate policy holds: the leader re-allocates them (0030). */
+  #awaitingAlternate = new Set<string>();
   /** Worker id → active workflows whose current action (running or next) is on that worker. */
   #byWorker = new Map<string, Set<string>>();
   #workerOf = new Map<string, string>();
@@ -435,6 +439,16 @@ export class ControlState {
   }
 
   /** The ids of the workflows not yet finished (for the leader's deadline scanner), in no order. */
+  /** Failed workflows whose alternate policy holds, for the leader to re-allocate, in no order. */
+  workflowsAwaitingAlternate(): Workflow[] {
+    const out: Workflow[] = [];
+    for (const id of this.#awaitingAlternate) {
+      const wf = this.#workflows.get(id);
+      if (wf !== undefined) out.push(wf);
+    }
+    return out;
+  }
+
   activeWorkflowIds(): ReadonlySet<string> {
     return this.#active;
   }
@@ -692,6 +706,9 @@ export class ControlState {
     this.#reservedIps = prepared.reservedIps;
     this.#leases = prepared.leases();
     this.#active = prepared.workflowIndex.active;
+    this.#awaitingAlternate = new Set(
+      [...prepared.workflows.values()].filter((wf) => awaitsAlternate(wf)).map((wf) => wf.id),
+    );
     this.#byWorker = prepared.workflowIndex.byWorker;
     this.#workerOf = prepared.workflowIndex.workerOf;
     this.#powerJobs = prepared.powerJobs;
@@ -739,8 +756,13 @@ export class ControlState {
           () => this.#hardware.values(),
         );
         if (allocation.kind === 'refused') return failure(allocation.code, allocation.message);
-        return this.#createWorkflow(allocation.create, nowMs, allocation.selector);
+        const attempts = command.alternateAttempts;
+        const alternate =
+          attempts === undefined ? undefined : { attempts, tried: [allocation.create.hardwareId] };
+        return this.#createWorkflow(allocation.create, nowMs, { selector: allocation.selector, alternate });
       }
+      case 'workflow.alternate':
+        return this.#alternate(command, nowMs);
       case 'attempt.start':
         return this.#onWorkflow(command.workflowId, (wf) => startAttempt(wf, command, nowMs), nowMs);
       case 'attempt.result':
@@ -1136,7 +1158,7 @@ export class ControlState {
     return { type: 'template', template };
   }
 
-  #createWorkflow(command: Command<'workflow.create'>, nowMs: number, selector?: string): ControlResult {
+  #createWorkflow(command: Command<'workflow.create'>, nowMs: number, allocated?: Allocated): ControlResult {
     const problem = idProblem('id', command.id) ?? specProblem(command.spec);
     if (problem !== undefined) return failure('E_INVALID', problem);
     if (this.#workflows.has(command.id))
@@ -1176,9 +1198,29 @@ export class ControlState {
     }
     deepFreeze(command.spec);
     deepFreeze(command.hardwareMap);
-    const created = this.#commit(createWorkflow(command, nowMs, selector), nowMs);
+    const created = this.#commit(createWorkflow(command, nowMs, allocated), nowMs);
     if (netboot !== undefined) this.#requestPower(netboot, nowMs);
     return created;
+  }
+
+  /** workflow.alternate: the leader's re-allocation of a failed workflow, or its policy given up. */
+  #alternate(command: Command<'workflow.alternate'>, nowMs: number): ControlResult {
+    const wf = this.#workflows.get(command.id);
+    if (wf === undefined) return failure('E_NOT_FOUND', `workflow "${command.id}" does not exist`);
+    const decided = alternateOf(
+      command,
+      wf,
+      (id) => this.#hardware.get(id),
+      () => this.#hardware.values(),
+    );
+    if (decided.kind === 'refused') return failure(decided.code, decided.message);
+    if (decided.kind === 'moved') deepFreeze(decided.spec);
+    const next = decided.kind === 'moved' ? decided : undefined;
+    if (next !== undefined) {
+      const unknownWorker = this.#unknownWorker(next.spec.tasks);
+      if (unknownWorker !== undefined) return failure('E_INVALID', unknownWorker);
+    }
+    return this.#commit(alternateWorkflow(wf, next, decided.why), nowMs);
   }
 
   /** The power job a netbooting workflow makes at its start ('netboot') or success ('diskboot'). */
@@ -1262,6 +1304,8 @@ export class ControlState {
     const before = this.#workflows.get(wf.id);
     this.#workflows.set(wf.id, wf);
     this.#index(wf);
+    if (awaitsAlternate(wf)) this.#awaitingAlternate.add(wf.id);
+    else this.#awaitingAlternate.delete(wf.id);
     this.#changedWorkflows.set(wf.id, wf);
     this.#machines.follow(before, wf, nowMs);
     let log = this.#events.get(wf.id);
@@ -1329,6 +1373,7 @@ export class ControlState {
 
   #dropFinishedWorkflow(id: string): void {
     this.#workflows.delete(id);
+    this.#awaitingAlternate.delete(id);
     // A finished workflow is in neither the active set nor the per-worker index.
     this.#events.delete(id);
     this.#changedWorkflows.set(id, undefined);

@@ -290,7 +290,9 @@ function undrain(
  * owned by it. The caller has checked provisionRefusal first.
  */
 export function claimFor(hw: Hardware, wf: Workflow, cause: Cause, nowMs: number): Moved {
-  const how = wf.selector === undefined ? '' : `, allocated by selector ${wf.selector}`;
+  const tried = wf.alternate?.tried.length ?? 1;
+  const alternate = tried > 1 ? `, machine ${tried} of ${wf.alternate?.attempts ?? tried}` : '';
+  const how = wf.selector === undefined ? '' : `, allocated by selector ${wf.selector}${alternate}`;
   const reason = `workflow ${wf.id} (template ${wf.template}${how})`;
   const fields = { reason, owner: wf.id, deadlineMs: provisioningDeadline(wf, nowMs) };
   return move(hw, 'provisioning', 'provision', cause, fields, nowMs);

@@ -4,6 +4,7 @@
 import { sha256HexOf } from '../digest.js';
 import {
   allocationCandidatesMax,
+  alternateAttemptsMax,
   auditTextBytesMax,
   controlCommandBytesMax,
   drainedMembersMax,
@@ -36,6 +37,7 @@ import {
   array,
   boolean,
   count,
+  integer,
   json,
   literal,
   map,
@@ -228,6 +230,13 @@ export const readWorkflow: Reader<Workflow> = object({
   ),
   netboot: optional(boolean),
   selector: optional(text),
+  alternate: optional(
+    object({
+      attempts: integer(1, alternateAttemptsMax),
+      tried: array(text, alternateAttemptsMax),
+      gaveUp: optional(text),
+    }),
+  ),
 });
 
 export const readWorkflowEvent: Reader<WorkflowEvent> = object({
@@ -241,6 +250,7 @@ export const readWorkflowEvent: Reader<WorkflowEvent> = object({
     'workflow.timeout',
     'workflow.cancelled',
     'workflow.retried',
+    'workflow.alternate',
     'action.started',
     'action.succeeded',
     'action.failed',
@@ -417,6 +427,14 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     hardwareMap: textMap,
     candidates: array(object({ hardwareId: text, spec: readRenderedTemplate }), allocationCandidatesMax),
     netboot: optional(boolean),
+    alternateAttempts: optional(integer(1, alternateAttemptsMax)),
+    ...audited,
+  }),
+  'workflow.alternate': object({
+    type: literal(['workflow.alternate']),
+    id: text,
+    finishedMs: count,
+    candidates: array(object({ hardwareId: text, spec: readRenderedTemplate }), allocationCandidatesMax),
     ...audited,
   }),
   'attempt.start': object({ type: literal(['attempt.start']), ...attempt, ...audited }),

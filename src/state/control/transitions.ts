@@ -10,7 +10,14 @@
 //     A late result after a timeout is such a duplicate: the timeout was the attempt's outcome.
 //   - n was never started, is older than the current attempt, or w did not run it: stale, refused.
 import type { AttemptOutcome, ControlCommand, ControlErrorCode } from './commands.js';
-import type { ActionStatus, Workflow, WorkflowEvent, WorkflowState } from '../../model/records.js';
+import type {
+  ActionStatus,
+  AlternatePolicy,
+  RenderedTemplate,
+  Workflow,
+  WorkflowEvent,
+  WorkflowState,
+} from '../../model/records.js';
 import { isTerminal } from '../../model/records.js';
 import { actionPositions, nextAction, retryBackoffMs, type ActionPosition } from '../../workflow/rules.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../../model/limits.js';
@@ -70,11 +77,17 @@ function outcome(wf: Workflow, index: number, attempt: number): AttemptOutcome {
   });
 }
 
-/** A new workflow; `selector` when the machine was allocated by one (workflow.allocate). */
+/** How a workflow.allocate's machine was chosen, kept with the workflow. */
+export interface Allocated {
+  readonly selector: string;
+  readonly alternate?: AlternatePolicy | undefined;
+}
+
+/** A new workflow; `allocated` when its machine was allocated by a selector (workflow.allocate). */
 export function createWorkflow(
   command: Command<'workflow.create'>,
   nowMs: number,
-  selector?: string,
+  allocated?: Allocated,
 ): Transition {
   const positions = actionPositions(command.spec);
   const pending: ActionStatus = Object.freeze({ state: 'PENDING', attempt: 0 });
@@ -92,7 +105,8 @@ export function createWorkflow(
     actions: Object.freeze(positions.map(() => pending)),
     message: undefined,
     netboot: command.netboot === true ? true : undefined,
-    selector,
+    selector: allocated?.selector,
+    alternate: allocated?.alternate,
   });
   return { kind: 'changed', workflow, events: [{ type: 'workflow.created' }] };
 }
@@ -398,6 +412,42 @@ export function retryWorkflow(wf: Workflow, fromStart: boolean): Transition {
     workflow,
     events: [{ type: 'workflow.retried', actionIndex: from, message: `retried ${where}` }],
   };
+}
+
+/**
+ * A failed workflow under its alternate policy, run again from the start on another machine with
+ * the template rendered for it (workflow.alternate), or its policy given up; `why` is the event's.
+ */
+export function alternateWorkflow(
+  wf: Workflow,
+  next: { readonly hardwareId: string; readonly spec: RenderedTemplate } | undefined,
+  why: string,
+): Transition {
+  const policy = wf.alternate;
+  if (policy === undefined) throw new Error(`workflow ${wf.id} has no alternate policy`);
+  const event: EventDraft = { type: 'workflow.alternate', message: why };
+  if (next === undefined) {
+    const gaveUp = record<AlternatePolicy>({ ...policy, gaveUp: why });
+    return { kind: 'changed', workflow: record<Workflow>({ ...wf, alternate: gaveUp }), events: [event] };
+  }
+  const pending: ActionStatus = Object.freeze({ state: 'PENDING', attempt: 0 });
+  const workflow = record<Workflow>({
+    ...wf,
+    hardwareId: next.hardwareId,
+    spec: next.spec,
+    state: 'PENDING',
+    startedMs: undefined,
+    finishedMs: undefined,
+    deadlineMs: undefined,
+    message: undefined,
+    actions: Object.freeze(actionPositions(next.spec).map(() => pending)),
+    credentials: undefined,
+    alternate: record<AlternatePolicy>({
+      ...policy,
+      tried: Object.freeze([...policy.tried, next.hardwareId]),
+    }),
+  });
+  return { kind: 'changed', workflow, events: [event] };
 }
 
 /** The running status's fields that survive its end: the attempt, who ran it and when. */
