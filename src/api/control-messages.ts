@@ -89,6 +89,10 @@ export function workflowRecord(wf: Workflow): WorkflowRecord {
     globalTimeoutS: wf.spec.globalTimeoutS,
     netboot: wf.netboot === true,
     selector: wf.selector ?? '',
+    onFailure: wf.alternate === undefined ? 'retry' : 'alternate',
+    attempts: wf.alternate?.attempts ?? 0,
+    machinesTried: [...(wf.alternate?.tried ?? [])],
+    gaveUp: wf.alternate?.gaveUp ?? '',
   };
 }
 

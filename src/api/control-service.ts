@@ -50,7 +50,7 @@ import { PowerJobWaiters } from '../power/waiters.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';
 import { retentionStartsMs } from '../state/control/workflow-retention.js';
 import { parseHardwareDocument } from '../workflow/hardware-doc.js';
-import { renderTemplate, TemplateError, validateTemplateSource } from '../workflow/template.js';
+import { TemplateError, validateTemplateSource } from '../workflow/template.js';
 import { TurnQueue } from '../platform/turn-queue.js';
 import type { Authenticator } from './auth.js';
 import { sha256Hex } from './auth.js';
@@ -69,15 +69,14 @@ import { ipValue } from '../state/control/leases.js';
 import { MachineEventHub, type EventHub } from './event-hub.js';
 import { hardwareHistoryHandler } from './hardware-history.js';
 import { explainMachines, selectedBy, selectorArgument } from './hardware-selection.js';
-import { noMachineMessage, tallyOf, verdictOf } from '../fleet/allocation.js';
+import { noMachineMessage, tallyOf } from '../fleet/allocation.js';
 import { formatSelector } from '../fleet/selector-terms.js';
-import { allocationCandidatesMax } from '../model/limits.js';
-import type { AllocationCandidate } from '../state/control/commands.js';
-
-/** An allocation's offer, rendered specs in JSON bytes: well inside a command's 1 MiB. */
-const allocationOfferBytesMax = 512 * 1024;
-/** Offers made for one `workflow create --selector` before its call fails with the state's word. */
-const allocationRoundsMax = 3;
+import {
+  allocationRoundsMax,
+  alternateAttempts,
+  offerMachines,
+  renderForMachine,
+} from './allocation-offer.js';
 import { machineStates, operatorVerbs, type MachineState } from '../model/machine-lifecycle.js';
 import { stateVersionFleet } from '../state/versions.js';
 import type { Proposer } from './proposer.js';
@@ -866,24 +865,24 @@ export class ControlService {
   ): Promise<RenderedTemplate> {
     const c = this.#ctx.control;
     return this.#renders.run(() =>
-      wrapInput(() =>
-        renderTemplate(template.source, {
-          workflowId,
-          hardware,
-          hardwareMap,
-          resolveWorker: (v) => c.hardware(v)?.id ?? c.hardwareByMac(v.toLowerCase())?.hardware.id,
-        }),
-      ),
+      wrapInput(() => renderForMachine(c, template, hardware, workflowId, hardwareMap)),
     );
   }
 
   /** workflow create: for the machine named, or (--selector) for one the state allocates. */
   async #createWorkflow(req: WorkflowCreateRequest, p: Proposal): Promise<WorkflowCreateResponse> {
     const selector = req.selector ?? '';
+    const attempts = alternateAttempts(req);
     if (selector !== '') {
       if (req.hardwareId !== '')
         throw new ApiError(status.INVALID_ARGUMENT, 'name the machine or give a selector, not both');
-      return { workflow: workflowRecord(await this.#allocateWorkflow(req, selector, p)) };
+      return { workflow: workflowRecord(await this.#allocateWorkflow(req, selector, attempts, p)) };
+    }
+    if (attempts !== undefined) {
+      throw new ApiError(
+        status.INVALID_ARGUMENT,
+        'on_failure alternate needs a selector: the machines to try are those it matches',
+      );
     }
     await this.#read(false);
     const hardware = this.#hardware(req.hardwareId);
@@ -912,7 +911,12 @@ export class ControlService {
    * state allocates the first still ready when the command applies. An offer overtaken by other
    * allocations is made again, a few times, from the state as it then is.
    */
-  async #allocateWorkflow(req: WorkflowCreateRequest, text: string, p: Proposal): Promise<Workflow> {
+  async #allocateWorkflow(
+    req: WorkflowCreateRequest,
+    text: string,
+    attempts: number | undefined,
+    p: Proposal,
+  ): Promise<Workflow> {
     const c = this.#ctx.control;
     const selector = selectorArgument(text);
     for (let round = 1; ; round++) {
@@ -925,21 +929,20 @@ export class ControlService {
       }
       const template = this.#template(req.template);
       const fleet = c.hardwareList();
-      const ready = fleet.filter((hw) => verdictOf(selector, hw).kind === 'selected');
-      if (ready.length === 0) {
+      const id = randomUUID();
+      const candidates = await offerMachines({
+        fleet,
+        selector,
+        template,
+        workflowId: id,
+        hardwareMap: req.hardwareMap,
+        render: (t, hw, wfId, map) => this.#render(t, hw, wfId, map),
+      });
+      if (candidates.length === 0) {
         throw new ApiError(
           status.FAILED_PRECONDITION,
           noMachineMessage(formatSelector(selector), tallyOf(selector, fleet)),
         );
-      }
-      const id = randomUUID();
-      const candidates: AllocationCandidate[] = [];
-      let bytes = 0;
-      for (const hardware of ready.slice(0, allocationCandidatesMax)) {
-        const spec = await this.#render(template, hardware, id, req.hardwareMap);
-        bytes += JSON.stringify(spec).length;
-        if (candidates.length > 0 && bytes > allocationOfferBytesMax) break;
-        candidates.push({ hardwareId: hardware.id, spec });
       }
       p.proposing();
       const r = await this.#ctx.proposer.proposeControl({
@@ -951,6 +954,7 @@ export class ControlService {
         hardwareMap: req.hardwareMap,
         candidates,
         ...(req.netboot ? { netboot: true } : {}),
+        ...(attempts === undefined ? {} : { alternateAttempts: attempts }),
         audit: p.audit,
       });
       if (r.type === 'error' && r.code === 'E_VERSION' && round < allocationRoundsMax) continue;

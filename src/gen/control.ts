@@ -324,6 +324,14 @@ export interface WorkflowRecord {
   netboot: boolean;
   /** Set when the machine was allocated by a selector (workflow create --selector): its text. */
   selector: string;
+  /**
+   * The failure policy: "alternate" with its machines tried in order (the last is the current
+   * one), at most `attempts`, and why it gave up when it did; "retry" otherwise.
+   */
+  onFailure: string;
+  attempts: number;
+  machinesTried: string[];
+  gaveUp: string;
 }
 
 export interface WorkflowCreateRequest {
@@ -341,7 +349,19 @@ export interface WorkflowCreateRequest {
    * command is applied (never a machine another workflow owns). Needs state version 3. When none
    * is ready the call fails with FAILED_PRECONDITION saying how many matched but were not ready.
    */
-  selector?: string | undefined;
+  selector?:
+    | string
+    | undefined;
+  /**
+   * What happens when the workflow fails: "retry" (the default: each action's own retries, on the
+   * same machine) or "alternate" (with a selector: run it again on another ready machine the
+   * selector matches, never one tried before, up to `attempts` machines, the first included).
+   */
+  onFailure?:
+    | string
+    | undefined;
+  /** With "alternate": at most this many machines (1-16; 3 when absent). */
+  attempts?: number | undefined;
 }
 
 export interface WorkflowCreateRequest_HardwareMapEntry {
@@ -4141,6 +4161,10 @@ function createBaseWorkflowRecord(): WorkflowRecord {
     globalTimeoutS: 0,
     netboot: false,
     selector: "",
+    onFailure: "",
+    attempts: 0,
+    machinesTried: [],
+    gaveUp: "",
   };
 }
 
@@ -4184,6 +4208,18 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     }
     if (message.selector !== "") {
       writer.uint32(106).string(message.selector);
+    }
+    if (message.onFailure !== "") {
+      writer.uint32(114).string(message.onFailure);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(120).uint32(message.attempts);
+    }
+    for (const v of message.machinesTried) {
+      writer.uint32(130).string(v!);
+    }
+    if (message.gaveUp !== "") {
+      writer.uint32(138).string(message.gaveUp);
     }
     return writer;
   },
@@ -4305,6 +4341,38 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
             message.selector = reader.string();
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.onFailure = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.machinesTried.push(reader.string());
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.gaveUp = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4358,6 +4426,22 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
         : 0,
       netboot: isSet(object.netboot) ? globalThis.Boolean(object.netboot) : false,
       selector: isSet(object.selector) ? globalThis.String(object.selector) : "",
+      onFailure: isSet(object.onFailure)
+        ? globalThis.String(object.onFailure)
+        : isSet(object.on_failure)
+        ? globalThis.String(object.on_failure)
+        : "",
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : 0,
+      machinesTried: globalThis.Array.isArray(object?.machinesTried)
+        ? object.machinesTried.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.machines_tried)
+        ? object.machines_tried.map((e: any) => globalThis.String(e))
+        : [],
+      gaveUp: isSet(object.gaveUp)
+        ? globalThis.String(object.gaveUp)
+        : isSet(object.gave_up)
+        ? globalThis.String(object.gave_up)
+        : "",
     };
   },
 
@@ -4402,6 +4486,18 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     if (message.selector !== "") {
       obj.selector = message.selector;
     }
+    if (message.onFailure !== "") {
+      obj.onFailure = message.onFailure;
+    }
+    if (message.attempts !== 0) {
+      obj.attempts = Math.round(message.attempts);
+    }
+    if (message.machinesTried?.length) {
+      obj.machinesTried = message.machinesTried;
+    }
+    if (message.gaveUp !== "") {
+      obj.gaveUp = message.gaveUp;
+    }
     return obj;
   },
 
@@ -4423,12 +4519,24 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     message.globalTimeoutS = object.globalTimeoutS ?? 0;
     message.netboot = object.netboot ?? false;
     message.selector = object.selector ?? "";
+    message.onFailure = object.onFailure ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.machinesTried = object.machinesTried?.map((e) => e) || [];
+    message.gaveUp = object.gaveUp ?? "";
     return message;
   },
 };
 
 function createBaseWorkflowCreateRequest(): WorkflowCreateRequest {
-  return { template: "", hardwareId: "", hardwareMap: {}, netboot: false, selector: undefined };
+  return {
+    template: "",
+    hardwareId: "",
+    hardwareMap: {},
+    netboot: false,
+    selector: undefined,
+    onFailure: undefined,
+    attempts: undefined,
+  };
 }
 
 export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
@@ -4447,6 +4555,12 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
     }
     if (message.selector !== undefined) {
       writer.uint32(42).string(message.selector);
+    }
+    if (message.onFailure !== undefined) {
+      writer.uint32(50).string(message.onFailure);
+    }
+    if (message.attempts !== undefined) {
+      writer.uint32(56).uint32(message.attempts);
     }
     return writer;
   },
@@ -4507,6 +4621,22 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
             message.selector = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.onFailure = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4556,6 +4686,12 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
         : {},
       netboot: isSet(object.netboot) ? globalThis.Boolean(object.netboot) : false,
       selector: isSet(object.selector) ? globalThis.String(object.selector) : undefined,
+      onFailure: isSet(object.onFailure)
+        ? globalThis.String(object.onFailure)
+        : isSet(object.on_failure)
+        ? globalThis.String(object.on_failure)
+        : undefined,
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : undefined,
     };
   },
 
@@ -4582,6 +4718,12 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
     if (message.selector !== undefined) {
       obj.selector = message.selector;
     }
+    if (message.onFailure !== undefined) {
+      obj.onFailure = message.onFailure;
+    }
+    if (message.attempts !== undefined) {
+      obj.attempts = Math.round(message.attempts);
+    }
     return obj;
   },
 
@@ -4603,6 +4745,8 @@ export const WorkflowCreateRequest: MessageFns<WorkflowCreateRequest> = {
     );
     message.netboot = object.netboot ?? false;
     message.selector = object.selector ?? undefined;
+    message.onFailure = object.onFailure ?? undefined;
+    message.attempts = object.attempts ?? undefined;
     return message;
   },
 };

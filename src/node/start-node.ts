@@ -34,6 +34,7 @@ import { CallAuditor } from '../api/audit-calls.js';
 import { AuthFailureLimiter } from '../api/auth-failure-limiter.js';
 import { ControlService } from '../api/control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
+import { AlternateScanner } from './alternate-scanner.js';
 import { WorkflowCollector } from './workflow-collector.js';
 import { archiveTarget, WorkflowArchive } from './workflow-archive.js';
 import { PowerExecutor } from '../power/executor.js';
@@ -548,6 +549,13 @@ function buildLeaderDuties(
   });
   const leaderDuties: LeaderDuty[] = [
     new DeadlineScanner(node, control, proposer, logger),
+    // The alternate failure policy's re-allocations (0030).
+    new AlternateScanner({
+      control,
+      isLeader: leading,
+      propose,
+      logger: logger.child({ component: 'alternate' }),
+    }),
     collector,
     new ClusterVersionKeeper({
       node,

@@ -8,13 +8,16 @@
 // third is refused with exit 1 naming how many matched but were not ready and pointing at explain.
 // Method: 3 real `slipway server` processes on loopback (plaintext, no tokens), the real CLI.
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
-import { ProcessCluster, runSlipway, type CliResult } from '../support/process-cluster.js';
+import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import { waitFor } from '../support/wait.js';
 
 let cluster: ProcessCluster;
+const workers: ChildProcess[] = [];
 
 function cli(args: readonly string[], servers: readonly string[] = cluster.apiAddrs()): Promise<CliResult> {
   return runSlipway(['--server', servers.join(','), '--timeout', '10000', ...args]);
@@ -85,8 +88,34 @@ before(async () => {
 });
 
 after(async () => {
+  for (const w of workers) {
+    if (w.exitCode !== null || w.signalCode !== null) continue;
+    const exited = new Promise<void>((r) => w.once('exit', () => r()));
+    w.kill('SIGKILL');
+    await exited;
+  }
   await cluster.destroy();
 });
+
+/** A worker agent for the machine, on every node, with the machine's token. */
+async function startWorker(id: string): Promise<void> {
+  const tokenFile = join(cluster.dir, `${id}.token`);
+  writeFileSync(tokenFile, (await ok(['hardware', 'token', id])).trim());
+  mkdirSync(join(cluster.dir, 'journal', id), { recursive: true });
+  const log = openSync(join(cluster.dir, `${id}.worker.log`), 'a');
+  const args = ['worker', '--id', id, '--server', cluster.apiAddrs().join(','), '--token-file', tokenFile];
+  const dirs = ['--journal-dir', join(cluster.dir, 'journal', id), '--work-dir', cluster.dir];
+  workers.push(spawn(process.execPath, [slipwayBin, ...args, ...dirs], { stdio: ['ignore', log, log] }));
+}
+
+interface WorkflowDoc {
+  state: string;
+  hardwareId: string;
+  onFailure: string;
+  attempts: number;
+  machinesTried: string[];
+  gaveUp: string;
+}
 
 describe('selection with the CLI', () => {
   test('hardware list --selector filters on the cluster, with --state too; a bad one is pointed at', async () => {
@@ -171,5 +200,95 @@ describe('selection with the CLI', () => {
     assert.equal(both.code, 2, both.stderr);
     // --hardware keeps working beside it.
     await ok(['workflow', 'create', '--template', 'os', '--hardware', 'm3']);
+  });
+
+  test('--on-failure alternate: a failed machine stays failed, the workflow moves on, never twice', async () => {
+    // The action fails on b1 and b2 and succeeds on b3: three machines tried in order.
+    const template = join(cluster.dir, 'alt.yaml');
+    writeFileSync(
+      template,
+      'version: "0.1"\nname: alt\nglobal_timeout: 120\ntasks:\n  - name: os\n    worker: "{{ hardware.id }}"\n' +
+        '    actions:\n      - name: install\n        command: ["sh", "-c", "test {{ hardware.id }} = b3"]\n        timeout: 30\n',
+    );
+    await ok(['template', 'create', '-f', template]);
+    for (const [n, id] of ['b1', 'b2', 'b3'].entries()) {
+      await ok([
+        'hardware',
+        'create',
+        '--id',
+        id,
+        '--mac',
+        `02:00:00:00:0d:0${n + 1}`,
+        '--ip',
+        `10.73.0.${n + 1}/24`,
+      ]);
+      await ok(['hardware', 'label', id, 'pool=alt']);
+      await ok(['hardware', 'accept', id, '--reason', 'racked']);
+      await startWorker(id);
+    }
+    const bad = await cli([
+      'workflow',
+      'create',
+      '--template',
+      'alt',
+      '--hardware',
+      'b1',
+      '--on-failure',
+      'alternate',
+    ]);
+    assert.equal(bad.code, 2, bad.stderr);
+    const id = (
+      await ok([
+        'workflow',
+        'create',
+        '--template',
+        'alt',
+        '--selector',
+        'pool=alt',
+        '--on-failure',
+        'alternate',
+        '--attempts',
+        '3',
+      ])
+    ).trim();
+    let doc: WorkflowDoc | undefined;
+    await waitFor(
+      'the workflow to succeed on its third machine',
+      async () => {
+        doc = JSON.parse(await ok(['-o', 'json', 'workflow', 'get', id])) as WorkflowDoc;
+        return doc.state === 'SUCCESS';
+      },
+      60_000,
+      200,
+    );
+    assert.deepEqual(
+      [doc?.onFailure, doc?.attempts, doc?.machinesTried, doc?.hardwareId],
+      ['alternate', 3, ['b1', 'b2', 'b3'], 'b3'],
+    );
+    const states = async (hw: string): Promise<{ state: string; reason: string; step: string }> =>
+      (
+        JSON.parse(await ok(['-o', 'json', 'hardware', 'get', hw])) as {
+          lifecycle: { state: string; reason: string; step: string };
+        }
+      ).lifecycle;
+    for (const hw of ['b1', 'b2']) {
+      const lc = await states(hw);
+      assert.deepEqual([lc.state, lc.step], ['failed', 'os/install']);
+      assert.match(lc.reason, new RegExp(`workflow ${id} failed`));
+    }
+    assert.equal((await states('b3')).state, 'deployed');
+    const table = await ok(['workflow', 'get', id]);
+    assert.match(table, /on failure: alternate, machines tried 3 of 3: b1 → b2 → b3/);
+    const events = (await ok(['-o', 'json', 'workflow', 'events', id]))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { type: string; message: string })
+      .filter((e) => e.type === 'workflow.alternate');
+    assert.equal(events.length, 2, JSON.stringify(events));
+    assert.match(
+      events[0]?.message ?? '',
+      /^failed on b1 at os\/install: .*; machine 2 of 3: b2, ready and matching pool=alt/,
+    );
+    assert.match(events[1]?.message ?? '', /^failed on b2 at os\/install: .*; machine 3 of 3: b3/);
   });
 });

@@ -8,6 +8,8 @@ import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 import { selectorFlag, selectorHelp } from './hardware-select.js';
 import {
+  alternateAttemptsDefault,
+  alternateAttemptsMax,
   workflowFinishedDaysDefault,
   workflowFinishedMaxDefault,
   workflowRetentionDaysMax,
@@ -45,9 +47,19 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
       '--netboot',
       'start by netbooting the machine through its BMC (next boot from the network, power cycle); on success its next boot is set to the disk',
     )
+    .option(
+      '--on-failure <policy>',
+      'retry (default: each action its own retries, on the same machine) or alternate (with --selector: ' +
+        'the failed machine stays failed with its reason and the workflow runs again on another ready ' +
+        'machine the selector matches, never one tried before)',
+    )
+    .option(
+      '--attempts <n>',
+      `with --on-failure alternate: at most this many machines, the first included (1-${alternateAttemptsMax}, default ${alternateAttemptsDefault})`,
+    )
     .addHelpText(
       'after',
-      "\nExamples:\n  slipway workflow create --template ubuntu --hardware m1\n  slipway workflow create --template ubuntu --selector 'rack=a,memory>=64Gi'",
+      "\nExamples:\n  slipway workflow create --template ubuntu --hardware m1\n  slipway workflow create --template ubuntu --selector 'rack=a,memory>=64Gi'\n  slipway workflow create --template ubuntu --selector 'rack=a' --on-failure alternate --attempts 3",
     )
     .action(async (o) => {
       if ((o.hardware === undefined) === (o.selector === undefined))
@@ -63,6 +75,7 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
         template: o.template,
         hardwareId: o.hardware ?? '',
         ...(o.selector === undefined ? {} : { selector: selectorFlag(o.selector) }),
+        ...failurePolicy(o),
         hardwareMap,
         netboot: o.netboot === true,
       });
@@ -73,6 +86,28 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
         process.stdout.write(`${render(output, doc, [])}\n`);
       }
     });
+}
+
+/** --on-failure and --attempts, checked here: exit 2 on a bad value or combination. */
+function failurePolicy(o: { onFailure?: string; attempts?: string; selector?: string }): {
+  onFailure?: string;
+  attempts?: number;
+} {
+  const policy = o.onFailure ?? 'retry';
+  if (policy !== 'retry' && policy !== 'alternate')
+    throw new UsageError(`--on-failure must be retry or alternate, got "${policy}"`);
+  if (policy === 'retry') {
+    if (o.attempts !== undefined)
+      throw new UsageError('--attempts counts machines: it goes with --on-failure alternate');
+    return o.onFailure === undefined ? {} : { onFailure: policy };
+  }
+  if (o.selector === undefined)
+    throw new UsageError('--on-failure alternate needs --selector: the machines to try are those it matches');
+  const attempts =
+    o.attempts === undefined ? alternateAttemptsDefault : wholeNumber(o.attempts, '--attempts');
+  if (attempts < 1 || attempts > alternateAttemptsMax)
+    throw new UsageError(`--attempts must be 1-${alternateAttemptsMax}, got ${attempts}`);
+  return { onFailure: policy, attempts };
 }
 
 /** `workflow get|list|state|events`: what the workflows are doing. */
@@ -88,6 +123,7 @@ function workflowReadCommands(wf: Command, connect: Connect): void {
         process.stdout.write(
           `workflow ${rec.id}  ${rec.state}  template=${rec.template} hardware=${rec.hardwareId}${rec.selector === '' ? '' : ` selector=${rec.selector}`}\n`,
         );
+        if (rec.onFailure === 'alternate') process.stdout.write(`${alternateLines(rec)}\n`);
         process.stdout.write(`${render(output, rec, rec.actions.map(actionRow))}\n`);
       } else process.stdout.write(`${render(output, rec, [])}\n`);
     });
@@ -237,6 +273,16 @@ function stateRow(w: WorkflowRecord): Row {
     progress: `${String(done)}/${String(w.actions.length)}`,
     current: current === undefined ? '' : `${current.task}/${current.name} (${current.state})`,
   };
+}
+
+/** The alternate policy's lines: the machines tried, in order, and why it gave up. */
+function alternateLines(rec: WorkflowRecord): string {
+  const tried = rec.machinesTried.join(' → ');
+  const lines = [
+    `on failure: alternate, machines tried ${rec.machinesTried.length} of ${rec.attempts}: ${tried}`,
+  ];
+  if (rec.gaveUp !== '') lines.push(`gave up: ${rec.gaveUp}`);
+  return lines.join('\n');
 }
 
 function actionRow(a: WorkflowRecord['actions'][number]): Row {
