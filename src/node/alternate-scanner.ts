@@ -78,15 +78,22 @@ export class AlternateScanner {
         );
         return;
       }
-      const candidates = await offerMachines({
-        fleet: control.hardwareList(),
-        selector,
-        template,
-        workflowId: wf.id,
-        hardwareMap: wf.hardwareMap,
-        exclude: wf.alternate?.tried ?? [],
-        render: (t, hw, id, map) => Promise.resolve(renderForMachine(control, t, hw, id, map)),
-      });
+      let candidates;
+      try {
+        candidates = await offerMachines({
+          fleet: control.hardwareList(),
+          selector,
+          template,
+          workflowId: wf.id,
+          hardwareMap: wf.hardwareMap,
+          exclude: wf.alternate?.tried ?? [],
+          render: (t, hw, id, map) => Promise.resolve(renderForMachine(control, t, hw, id, map)),
+        });
+      } catch (err) {
+        // The template no longer renders: said once for this end, not at every scan.
+        logger.warn({ err, workflowId: wf.id }, 'alternate: the template does not render for the machines');
+        return;
+      }
       const res = await this.#o.propose({ type: 'workflow.alternate', id: wf.id, finishedMs, candidates });
       if (res.type === 'workflow') {
         this.decided++;
@@ -100,7 +107,7 @@ export class AlternateScanner {
         return;
       }
     } catch (err) {
-      logger.warn({ err, workflowId: wf.id }, 'alternate: could not offer machines');
+      logger.debug({ err, workflowId: wf.id }, 'alternate: proposing failed; offered again');
       this.#inFlight.delete(wf.id);
       return;
     }
