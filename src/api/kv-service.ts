@@ -52,6 +52,8 @@ import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
 import { buildVersion, stateVersionAuditInEntry, stateVersionOfThisBuild } from '../state/versions.js';
 import { StateDigests } from './state-digest.js';
+import { MemberAddresses } from './member-addresses.js';
+import { connectionFailure, isServiceError } from './wire.js';
 
 /** Lets timers and I/O run between slices of the digest's encoding. */
 function nextTurnOfEventLoop(): Promise<void> {
@@ -64,6 +66,8 @@ const forwardedKey = 'x-slipway-forwarded';
 const forwardDeadlineMs = 10_000;
 /** How long a Status asked for another member waits for that member's answer. */
 const memberStatusTimeoutMs = 5000;
+/** How long a member is given to name its API address (member list waits for it). */
+const memberAddressTimeoutMs = 1000;
 
 export interface KvServiceContext {
   readonly node: RaftNode;
@@ -75,6 +79,8 @@ export interface KvServiceContext {
   readonly drain?: () => { readonly drained: boolean; readonly workerStreams: number };
   /** This node's configured boot services and what each is doing, for Status. */
   readonly bootServices?: () => BootServiceStatus[];
+  /** The address this node serves its API on, for members that ask (member-addresses.ts). */
+  readonly apiAddr?: string;
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -95,10 +101,21 @@ export class KvService {
   readonly #ctx: KvServiceContext;
   readonly #clients = new Map<string, KvClient>();
   readonly #digests: StateDigests;
+  readonly #addresses: MemberAddresses;
 
   constructor(ctx: KvServiceContext) {
     this.#ctx = ctx;
     this.#digests = new StateDigests(ctx.store, nextTurnOfEventLoop);
+    this.#addresses = new MemberAddresses({
+      self: { id: ctx.node.id, apiAddr: ctx.apiAddr ?? '' },
+      ask: async (m) =>
+        (await this.peerStatus(m, memberAddressTimeoutMs)).members.find((x) => x.id === m.id)?.apiAddr,
+    });
+  }
+
+  /** The API address of `member`, learned from it when the membership does not record it. */
+  apiAddrOf(member: Member): Promise<string> {
+    return this.#addresses.apiAddrOf(member);
   }
 
   /**
@@ -250,7 +267,7 @@ export class KvService {
       status: unary((req) => this.#statusOf(req.member ?? '', req.digest === true)),
       memberList: unary(async (req) => {
         if (!req.local) await this.#ctx.node.linearizableRead();
-        return { members: membersOf(this.#ctx.node.membership()) };
+        return { members: membersOf(await this.#filled(this.#ctx.node.membership())) };
       }),
       memberAdd: unary(async (req, call) => {
         if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(req.id)) {
@@ -330,7 +347,7 @@ export class KvService {
     } catch (err) {
       throw new ApiError(
         status.UNAVAILABLE,
-        `member ${member} at ${target.addr} did not answer its status: ${(err as Error).message}`,
+        `member ${member} at ${target.addr} did not answer its status: ${peerFailure(err)}`,
       );
     }
   }
@@ -356,7 +373,7 @@ export class KvService {
       commit: st.commit,
       applied: st.appliedToStateMachine,
       role: roleToProto(st.role),
-      members: membersOf(st.membership),
+      members: membersOf(withOwnApiAddr(st.membership, st.id, this.#ctx.apiAddr ?? '')),
       build: buildVersion,
       stateVersion: stateVersionOfThisBuild,
       clusterVersion: this.#ctx.store.control.clusterVersion,
@@ -367,6 +384,15 @@ export class KvService {
       workerStreams: this.#ctx.drain?.().workerStreams ?? 0,
       bootServices: this.#ctx.bootServices?.() ?? [],
     };
+  }
+
+  /** The membership with every API address that can be learned (member-addresses.ts). */
+  async #filled(m: Membership): Promise<Membership> {
+    const [voters, learners] = await Promise.all([
+      this.#addresses.filled(m.voters),
+      this.#addresses.filled(m.learners),
+    ]);
+    return { voters, learners };
   }
 
   #notLeader(): RaftError {
@@ -690,6 +716,16 @@ function checkKey(key: string): void {
   if (key === '') throw new ApiError(status.INVALID_ARGUMENT, 'the key must not be empty');
 }
 
+/**
+ * Why a member did not answer, in words of its own: grpc-js's connection text would read, to a
+ * client, as if the node it called could not be reached.
+ */
+function peerFailure(err: unknown): string {
+  if (!isServiceError(err)) return (err as Error).message;
+  if (err.code === status.DEADLINE_EXCEEDED) return 'no answer in time';
+  return connectionFailure(err.details) ?? err.details;
+}
+
 function checkAddr(addr: string, what: string): void {
   if (!isHostPort(addr)) {
     throw new ApiError(status.INVALID_ARGUMENT, `${what} "${addr}" must be HOST:PORT`);
@@ -703,6 +739,14 @@ function toProto(kv: KeyValue): KeyValueProto {
     revision: kv.modRevision,
     createRevision: kv.createRevision,
   };
+}
+
+/** `m` with this node's own API address where its entry has none (added without --api-addr). */
+function withOwnApiAddr(m: Membership, id: string, apiAddr: string): Membership {
+  if (apiAddr === '') return m;
+  const own = (list: readonly Member[]) =>
+    list.map((x) => (x.id === id && x.apiAddr === '' ? { ...x, apiAddr } : x));
+  return { voters: own(m.voters), learners: own(m.learners) };
 }
 
 function membersOf(m: Membership): MemberInfo[] {

@@ -384,6 +384,7 @@ async function buildServices(
     peerTls: tls,
     drain: () => ({ drained: drain.drained, workerStreams: workers.connected }),
     bootServices: () => bootServiceReport(boot.states),
+    apiAddr: cfg.apiAddr,
   });
   const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
   const proposer = new Proposer(node, logger, tls, (command) =>
@@ -639,7 +640,7 @@ async function serveApi(
       credentials: tls === undefined ? credentials.createInsecure() : credentials.createSsl(tls.ca),
       timing: defaultHealthCheck,
       logger: logger.child({ component: 'xds-probes' }),
-      apiAddrOf: async (m) => (await s.kv.peerStatus(m, 1000)).members.find((x) => x.id === m.id)?.apiAddr,
+      apiAddrOf: (m) => s.kv.apiAddrOf(m),
     },
     logger,
     { tls: tls !== undefined },

@@ -102,7 +102,7 @@ async function setCarrier(up: boolean): Promise<void> {
   await lab.check(ns.lan, ['ip', 'link', 'set', 'p-n1', up ? 'up' : 'down']);
 }
 
-async function statusRow(): Promise<{ health: string; boot?: string } | undefined> {
+async function statusRow(): Promise<{ health: string; reason: string; boot?: string } | undefined> {
   return (await cluster.status(ns.n1))[0];
 }
 
@@ -121,9 +121,10 @@ function lease(tries: number): Promise<{ code: number | null; stdout: string; ms
 
 describe('boot services across link faults', { concurrency: 1 }, () => {
   it('starts with the link down, says DHCP waits and why, and stays out of "ok"', async () => {
-    await waitFor('leader known', async () => (await statusRow())?.health !== 'no leader', 30_000, 200);
+    await waitFor('leader known', async () => (await statusRow())?.health !== 'no-leader', 30_000, 200);
     const row = await statusRow();
-    assert.match(row?.health ?? '', /dhcp waiting: interface eth0 has no carrier/);
+    assert.equal(row?.health, 'degraded');
+    assert.match(row?.reason ?? '', /dhcp waiting: interface eth0 has no carrier/);
     assert.equal(row?.boot, 'dhcp waiting, tftp serving, http serving');
     const text = await metrics();
     assert.match(text, /slipway_boot_service_state\{service="dhcp",state="waiting"\} 1/);

@@ -287,6 +287,57 @@ describe('membership and leadership', () => {
     assert.equal((await cluster.waitForLeader()).id, target.id);
   });
 
+  test('through one address: member list names every API address, cluster status every member, a dead one unreachable', async () => {
+    const expected = cluster.nodes.map((n) => `${n.id} ${n.apiAddr}`).sort();
+    // Each initial member's bootstrap entry holds only its own API address; every node answers all.
+    for (const n of cluster.nodes) {
+      const r = await cli(['--server', n.apiAddr, '-o', 'json', 'member', 'list']);
+      assert.equal(r.code, 0, r.stderr);
+      const members = (JSON.parse(r.stdout) as { members: { id: string; apiAddr: string }[] }).members;
+      assert.deepEqual(members.map((m) => `${m.id} ${m.apiAddr}`).sort(), expected, `through ${n.id}`);
+    }
+    interface Row {
+      node: string;
+      api: string;
+      health: string;
+      reason: string;
+    }
+    const statusVia = async (node: ProcNode, format = 'json'): Promise<CliResult> =>
+      cli(['--server', node.apiAddr, '-o', format, 'cluster', 'status']);
+    const rowsOf = (r: CliResult): Row[] => (JSON.parse(r.stdout) as { nodes: Row[] }).nodes;
+    const leader = await cluster.waitForLeader();
+    const all = rowsOf(await statusVia(leader));
+    assert.deepEqual(all.map((r) => `${r.node} ${r.api}`).sort(), expected);
+    assert.deepEqual(
+      all.map((r) => [r.health, r.reason]),
+      all.map(() => ['ok', '']),
+    );
+
+    const victim = cluster.nodes.find((n) => n.id !== leader.id)!;
+    await cluster.kill(victim);
+    const down = await statusVia(leader);
+    assert.equal(down.code, 0, 'the members that answer are healthy');
+    const row = rowsOf(down).find((r) => r.node === victim.id);
+    assert.ok(row !== undefined, `${victim.id} is listed while down`);
+    assert.equal(row.health, 'unreachable');
+    assert.equal(row.api, victim.apiAddr, 'the address it had is still named');
+    assert.match(row.reason, new RegExp(`member ${victim.id} at ${victim.raftAddr} did not answer`));
+    const wide = await statusVia(leader, 'wide');
+    assert.match(wide.stdout, /^NODE .* HEALTH +REASON/m);
+    assert.match(wide.stdout, new RegExp(`^${victim.id} .*unreachable +member ${victim.id} at`, 'm'));
+    const narrow = await statusVia(leader, 'table');
+    assert.doesNotMatch(narrow.stdout, /REASON/);
+    assert.match(narrow.stdout, new RegExp(`^${victim.id} .*unreachable`, 'm'));
+
+    cluster.start(victim);
+    await waitFor(
+      `${victim.id} answering again`,
+      async () => rowsOf(await statusVia(leader)).every((r) => r.health === 'ok'),
+      20_000,
+      200,
+    );
+  });
+
   test('SIGTERM on the leader hands leadership over before exiting', async () => {
     const leader = await cluster.waitForLeader();
     const before = await cluster.status(leader);
