@@ -83,8 +83,10 @@ describe('kv verbs', () => {
       listed.kvs.map((k) => k.key),
       ['color'],
     );
-    const del = await cli(['--server', server, 'kv', 'del', 'color']);
+    const del = await cli(['--server', server, 'kv', 'delete', 'color']);
     assert.equal(del.code, 0, del.stderr);
+    const again = await cli(['--server', server, 'kv', 'del', 'color']);
+    assert.equal(again.code, 1, 'del, the alias: nothing left to delete');
     const missing = await cli(['--server', server, 'kv', 'get', 'color']);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /not found/);
@@ -603,6 +605,8 @@ describe('balancer config', () => {
       [[...args, '--tls-dir', '/nonexistent'], /--tls-dir needs --id/],
       [[...args, '--tls-dir', '/nonexistent', '--id', 'n1'], /--tls-dir: no \/nonexistent\/n1\.crt/],
       [[...args, '--id', 'n1'], /--id goes with --tls-dir/],
+      [[...args, '--haproxy-socket', 'admin.sock'], /runtimeSocket "admin\.sock" must be an absolute path/],
+      // The socket's former name in `balancer config`, still taken.
       [[...args, '--runtime-socket', 'admin.sock'], /runtimeSocket "admin\.sock" must be an absolute path/],
     ];
     for (const [argv, message] of cases) {
