@@ -161,7 +161,18 @@ describe('boot services across link faults', { concurrency: 1 }, () => {
         100,
       );
     }
+    // The VIP was taken long ago (its re-announcements are past): an announcement now is the
+    // carrier's return, which a holder announces again since what went out without it was lost.
+    const announced = (): number =>
+      n1
+        .logRecords()
+        .filter(
+          (r) =>
+            r.msg === 'announced the VIP (gratuitous ARP)' || r.msg === 'gratuitous ARP for the VIP failed',
+        ).length;
+    const before = announced();
     await setCarrier(true);
+    await waitFor('the VIP announced again on the carrier back', () => announced() > before, 2000, 20);
     await waitFor('ok', async () => (await statusRow())?.health === 'ok', 5000, 100);
     const logged = n1.logRecords().filter((r) => r.msg === 'DHCP serving' || r.msg === 'DHCP waiting');
     assert.deepEqual(
