@@ -115,11 +115,12 @@ export class VipManager {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#timer);
-    this.#unsubscribe?.();
     await this.#round;
     await Promise.all(this.#announcing);
     // As the interface is now, not as last read: a VIP left here would answer for a node gone.
+    // Still subscribed, so the read reaches #see (a round it would start does nothing now).
     await this.#links?.refresh();
+    this.#unsubscribe?.();
     if (this.#view.cidr !== undefined) await this.#run('delete');
   }
 
