@@ -201,15 +201,18 @@ describe('boot services across link faults', { concurrency: 1 }, () => {
         10_000,
         'the renewal answered from the VIP',
       );
-      const renewals = n1
-        .logRecords()
-        .filter(
-          (r) =>
-            r.msg === 'DHCP reply sent' &&
-            r['mac'] === machine.mac &&
-            (r['to'] as { address?: string })?.address === machine.ip,
-        );
-      assert.ok(renewals.length >= 1, 'the node logged the ACK to the client address');
+      // The node's log comes through a pipe: the client may hear the ACK before the test reads
+      // the line that logs it.
+      const renewals = (): number =>
+        n1
+          .logRecords()
+          .filter(
+            (r) =>
+              r.msg === 'DHCP reply sent' &&
+              r['mac'] === machine.mac &&
+              (r['to'] as { address?: string })?.address === machine.ip,
+          ).length;
+      await waitFor('the node logged the ACK to the client address', () => renewals() >= 1, 5000, 20);
     } finally {
       await client.stop();
       await lab.check(ns.c1, ['iptables', '-F', 'INPUT']);
