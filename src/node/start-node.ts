@@ -104,7 +104,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // so a node never runs half-started (no raft member without its API, no API without its boot).
   const held: Held = { vip, boot: bootStatus() };
   try {
-    held.links = await linkWatcherFor(cfg, logger);
+    held.links = await linkWatcherFor(cfg, logger, vip !== undefined);
     const consensus = await openConsensus(cfg, logger, tls);
     held.consensus = consensus;
     started.node = consensus.node;
@@ -121,8 +121,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
       'node serving',
     );
-    // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
-    vip?.start();
+    // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down);
+    // the VIP follows the same view of the interfaces as the boot services (linkWatcherFor).
+    if (vip !== undefined && held.links !== undefined) vip.start(held.links);
     xds.start();
     const closers = closersOf(held, api, xds, held.bootServices);
     const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
@@ -237,17 +238,24 @@ function closeServices(s: Services): void {
  * The link watcher, when a boot service or the VIP needs to know the interfaces: it sees them
  * with or without carrier, as os.networkInterfaces() does not (src/platform/link-watch.ts).
  */
-async function linkWatcherFor(cfg: ServerConfig, logger: Logger): Promise<LinkWatcher | undefined> {
-  const boot =
+async function linkWatcherFor(
+  cfg: ServerConfig,
+  logger: Logger,
+  vip: boolean,
+): Promise<LinkWatcher | undefined> {
+  const needed =
+    vip ||
     cfg.dhcpInterface !== undefined ||
     cfg.dhcpAddr !== undefined ||
     cfg.tftpAddr !== undefined ||
     cfg.httpAddr !== undefined;
-  if (!boot) return undefined;
+  if (!needed) return undefined;
   try {
     return await LinkWatcher.start({ logger });
   } catch (err) {
-    throw new ConfigError(`the boot services cannot watch the network interfaces: ${(err as Error).message}`);
+    throw new ConfigError(
+      `the boot services and the VIP cannot watch the network interfaces: ${(err as Error).message}`,
+    );
   }
 }
 
