@@ -24,4 +24,7 @@ npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 's
 # (tsc), as operators and the benchmarks run it.
 echo "== build ($(date +%T))"; npm run -s build
 echo "== benchmarks, quick forms ($(date +%T))"; npm run -s bench -- quick
+# The performance guard: CPU per committed write and per action result against the budgets in
+# bench/budgets.json; fails when one is more than 30 % over (bench/README.md, "The guard").
+echo "== performance guard ($(date +%T))"; npm run -s bench -- guard
 echo "== done ($(date +%T))"
