@@ -377,6 +377,9 @@ async function buildServices(
     node,
     control,
   );
+  const proposer = new Proposer(node, logger, tls, (command) =>
+    command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
+  );
   const kv = new KvService({
     node,
     store: stateMachine,
@@ -384,11 +387,9 @@ async function buildServices(
     peerTls: tls,
     drain: () => ({ drained: drain.drained, workerStreams: workers.connected }),
     bootServices: () => bootServiceReport(boot.states),
+    proposer,
   });
   const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
-  const proposer = new Proposer(node, logger, tls, (command) =>
-    command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
-  );
   const auth = newAuthenticator(cfg, node, control, checked);
   const events = new EventHub();
   const machineEvents = new MachineEventHub();
