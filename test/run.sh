@@ -26,4 +26,7 @@ echo "== Node 24 ($(date +%T))"; bash test/node24.sh
 # (tsc), as operators and the benchmarks run it.
 echo "== build ($(date +%T))"; npm run -s build
 echo "== benchmarks, quick forms ($(date +%T))"; npm run -s bench -- quick
+# The performance guard: CPU per committed write and per action result against the budgets in
+# bench/budgets.json; fails when one is more than 30 % over (bench/README.md, "The guard").
+echo "== performance guard ($(date +%T))"; npm run -s bench -- guard
 echo "== done ($(date +%T))"

@@ -48,6 +48,7 @@ import {
   type CallAudit,
 } from './kv-audit.js';
 import { ApiError, toServiceError } from './errors.js';
+import type { Proposer } from './proposer.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
 import { buildVersion, stateVersionAuditInEntry, stateVersionOfThisBuild } from '../state/versions.js';
@@ -81,6 +82,11 @@ export interface KvServiceContext {
   readonly bootServices?: () => BootServiceStatus[];
   /** The address this node serves its API on, for members that ask (member-addresses.ts). */
   readonly apiAddr?: string;
+  /**
+   * Where a client's put goes to the leader: the proposer sends what this node forwards in one
+   * event-loop turn as one ProposeBatch call. Without it, each put is forwarded as its own Kv call.
+   */
+  readonly proposer?: Proposer;
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -177,23 +183,30 @@ export class KvService {
       put: unary(async (req, call) => {
         checkKey(req.key);
         const audit = callAuditOf(call);
-        return this.#routed(call, 'put', req, audit, async () => {
-          const put: PutCommand = {
-            type: 'put',
-            ns: operatorNamespace,
-            key: req.key,
-            value: req.value,
-            ...(req.prevRevision === undefined ? {} : { prevRevision: req.prevRevision }),
-            stampMs: 0,
-            ...sessionOf(req.session),
-          };
-          const res = await this.#write(put, audit);
+        const put: PutCommand = {
+          type: 'put',
+          ns: operatorNamespace,
+          key: req.key,
+          value: req.value,
+          ...(req.prevRevision === undefined ? {} : { prevRevision: req.prevRevision }),
+          stampMs: 0,
+          ...sessionOf(req.session),
+        };
+        const answer = (res: CommandResult): { revision: number } => {
           // Only a put with prevRevision can fail its comparison.
           if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
             throw new ApiError(status.FAILED_PRECONDITION, res.message);
           }
           return { revision: revisionOf(res) };
-        });
+        };
+        // A client's put goes through the proposer, which proposes it here when this node leads
+        // and otherwise forwards it with the others of its event-loop turn in one call, retrying
+        // refusals as leadership settles. A put another node forwarded is proposed here or
+        // refused (#routed): never forwarded again.
+        const proposer = this.#ctx.proposer;
+        if (proposer !== undefined && call.metadata.get(forwardedKey).length === 0)
+          return answer(await this.#write(put, audit, proposer));
+        return this.#routed(call, 'put', req, audit, async () => answer(await this.#write(put, audit)));
       }),
       delete: unary(async (req, call) => {
         checkKey(req.key);
@@ -436,16 +449,21 @@ export class KvService {
   }
 
   /**
-   * Stamps the leader's time into a command, proposes it and waits until it is applied. A write
-   * with `audit` carries its record in the same entry once the cluster runs at version 3.
+   * Stamps the leader's time into a command, proposes it and waits until it is applied: here, or
+   * `via` the proposer (which the leader stamps). A write with `audit` carries its record in the
+   * same entry once the cluster runs at version 3 (as this node has applied it: the version only
+   * rises, and every voter applies it once it is committed).
    */
-  async #write(command: Command, audit?: CallAudit): Promise<CommandResult> {
+  async #write(command: Command, audit?: CallAudit, via?: Proposer): Promise<CommandResult> {
     const inEntry = audit !== undefined && this.#auditsInEntry();
-    const stamped =
+    const audited =
       inEntry && (command.type === 'put' || command.type === 'delete')
-        ? { ...command, stampMs: Date.now(), audit: { ...audit.tag, kind: audit.kind } }
-        : { ...command, stampMs: Date.now() };
-    const result = decodeResult(await this.#ctx.node.propose(encodeCommand(stamped)));
+        ? { ...command, audit: { ...audit.tag, kind: audit.kind } }
+        : command;
+    const result =
+      via !== undefined
+        ? await via.propose(audited)
+        : decodeResult(await this.#ctx.node.propose(encodeCommand({ ...audited, stampMs: Date.now() })));
     if (inEntry) audit.inEntry = true;
     if (result.type === 'error' && result.code !== 'E_CAS_FAILED' && result.code !== 'E_NOT_FOUND') {
       throw new ApiError(

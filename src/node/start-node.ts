@@ -385,6 +385,9 @@ async function buildServices(
     node,
     control,
   );
+  const proposer = new Proposer(node, logger, tls, (command) =>
+    command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
+  );
   const kv = new KvService({
     node,
     store: stateMachine,
@@ -393,11 +396,9 @@ async function buildServices(
     drain: () => ({ drained: drain.drained, workerStreams: workers.connected }),
     bootServices: () => bootServiceReport(boot.states),
     apiAddr: cfg.apiAddr,
+    proposer,
   });
   const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
-  const proposer = new Proposer(node, logger, tls, (command) =>
-    command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
-  );
   const auth = newAuthenticator(cfg, node, control, checked);
   const events = new EventHub();
   const machineEvents = new MachineEventHub();
