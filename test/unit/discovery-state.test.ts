@@ -4,7 +4,7 @@
 // report that is a known machine by fingerprint (a replaced NIC) folds into it instead of making a
 // new machine; an inspecting machine goes ready when its facts held and to maintenance, the drift
 // named, when they did not; accept makes an enrolled machine ready, and accepting twice is a clear
-// error; nothing of it below state version 3.
+// error; selectors read the stored inventory; nothing of it below state version 3.
 // Method: ControlState driven through apply() with leader stamps (test/support/lifecycle-harness.ts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -12,6 +12,7 @@ import type { ControlCommand } from '../../src/state/control/commands.js';
 import type { Inventory } from '../../src/model/inventory.js';
 import type { JsonValue } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
+import { machineFacts, matches, parseSelector, SelectorError } from '../../src/fleet/selector.js';
 import { LifecycleHarness, operator } from '../support/lifecycle-harness.js';
 import { exampleInventory } from '../support/inventory-arbitrary.js';
 
@@ -79,6 +80,12 @@ describe('discovery', () => {
     assert.deepEqual(reported.inventory, exampleInventory);
     assert.equal(reported.inspection, undefined, 'the credential is used up');
     assert.equal(reported.uefi, true, 'firmware from the inventory');
+
+    // Selectors read the stored inventory: the record is a FactSource.
+    const selector = parseSelector('memory>=64Gi,disks.count>=2,firmware=uefi,system.vendor=Supermicro');
+    assert.ok(!(selector instanceof SelectorError));
+    assert.equal(matches(selector, machineFacts(reported)), true);
+    assert.equal(matches(selector, machineFacts({ ...reported, inventory: undefined })), false);
 
     const ready = h.ok(accept('discovered-1'), 'hardware').hardware;
     assert.equal(ready.lifecycle?.state, 'ready');
