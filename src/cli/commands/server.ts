@@ -86,6 +86,10 @@ function bootServiceFlags<A extends unknown[], O extends OptionValues, G extends
       'dynamic mode: START-END/PREFIX[,router=IP][,dns=IP+IP], e.g. 10.0.0.100-10.0.0.199/24,router=10.0.0.1 (repeatable)',
     )
     .option('--dhcp-lease-time <seconds>', 'dynamic mode: lease time of pool addresses (default 3600)')
+    .option(
+      '--discovery',
+      'dynamic or proxy mode: a machine whose MAC no machine has boots the boot OS in inventory mode, reports its inventory and is enrolled (`hardware list --state enrolled`, then `hardware accept ID`)',
+    )
     .option('--tftp-addr <host:port>', 'serve TFTP here, e.g. 0.0.0.0:69')
     .option('--tftp-root <dir>', "TFTP root (default: Debian's iPXE binaries, copied into the data dir)")
     .option('--tftp-transfers-max <n>', 'TFTP transfers at once; more requests wait for a slot (default 256)')
@@ -241,6 +245,7 @@ function withFlags(raw: Record<string, unknown>, o: ServerFlags): Record<string,
   set('dhcpMode', o.dhcpMode);
   set('dhcpPools', o.dhcpPool);
   set('dhcpLeaseTimeS', toInt(o.dhcpLeaseTime, '--dhcp-lease-time'));
+  if (o.discovery === true) raw['discovery'] = true;
   set('tftpAddr', o.tftpAddr);
   set('tftpRoot', o.tftpRoot);
   set('tftpTransfersMax', toInt(o.tftpTransfersMax, '--tftp-transfers-max'));

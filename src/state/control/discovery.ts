@@ -27,6 +27,11 @@ import type { ControlErrorCode } from './commands.js';
 /** The lease time of an interface discovery adds; the DHCP server's own setting decides leases. */
 const discoveredLeaseTimeS = 3600;
 
+/** The id a machine discovered from `mac` is enrolled under: discovered-525400aa0001. */
+export function discoveredHardwareId(mac: string): string {
+  return `discovered-${mac.replaceAll(':', '').toLowerCase()}`;
+}
+
 export interface DiscoveryView {
   hardware(id: string): Hardware | undefined;
   /** The id of the machine with this (canonical) MAC. */
@@ -129,7 +134,7 @@ export function discoveredHardware(
   id: string,
   mac: string,
   workerTokenSha256: string,
-  credential: WorkerCredential,
+  credential: WorkerCredential | undefined,
   nowMs: number,
 ): Hardware {
   return deepFreeze<Hardware>({
@@ -143,7 +148,7 @@ export function discoveredHardware(
     createdMs: nowMs,
     updatedMs: nowMs,
     version: 1,
-    inspection: credential,
+    ...(credential === undefined ? {} : { inspection: credential }),
   });
 }
 
