@@ -5,14 +5,15 @@
 // reading a fixture tree because this host has no spare machine) claims its inventory-boot
 // credential from the machine's own address and reports; `hardware list --state enrolled` shows
 // the machine with that inventory; `hardware accept` makes it ready, and a second accept is a
-// clear error.
+// clear error. `hardware inspect` boots the known machine into inventory mode again: facts that
+// held make it ready, and memory that went missing puts it in maintenance with the drift named.
 // Method: a network-namespace lab like test/e2e/dhcp-dynamic.test.ts, with one node: namespace
 // lan holds bridge br0; n1 runs the node on a veth (10.81.0.11/24: raft, API, dynamic DHCP with
 // the pool 10.81.0.100-109, HTTP :8080); ops (10.81.0.5) runs the CLI and curl; c1 holds the
 // machine's veth with its MAC, where busybox udhcpc (a PXE vendor class) takes the address and
 // the agent then runs. Every wait has a deadline.
 import assert from 'node:assert/strict';
-import { chmod, writeFile } from 'node:fs/promises';
+import { chmod, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { NetnsLab, requireCommands, type RunResult } from '../support/netns.js';
@@ -155,5 +156,32 @@ describe('discovery on a real node', { concurrency: 1 }, () => {
     const again = await cluster.slipway(ns.ops, ['hardware', 'accept', discoveredId, '--reason', 'twice']);
     assert.notEqual(again.code, 0);
     assert.match(again.stderr, /is ready; accept is not one of its moves/);
+  });
+  it('inspect boots it into inventory mode again: facts that held make it ready', async () => {
+    await cluster.slipwayOk(ns.ops, ['hardware', 'inspect', discoveredId, '--reason', 'recheck']);
+    const url = `http://${node.address}:8080/ipxe/${mac}`;
+    const script = await theLab().run(ns.ops, ['curl', '-sS', '--max-time', '10', url]);
+    assert.match(script.stdout, /slipway\.mode=inventory/);
+    const result = await inventoryAgent(discoveredId);
+    assert.equal(result.code, 0, `worker --inventory: ${result.stdout}${result.stderr}`);
+    assert.deepEqual(
+      (await listed('ready')).map((m) => m.id),
+      [discoveredId],
+    );
+    // Ready again: its next boot is an ordinary one.
+    const after = await theLab().run(ns.ops, ['curl', '-sS', '--max-time', '10', url]);
+    assert.doesNotMatch(after.stdout, /slipway\.mode=inventory/);
+  });
+
+  it('an inspection whose memory shrank puts the machine in maintenance, the drift named', async () => {
+    await cluster.slipwayOk(ns.ops, ['hardware', 'inspect', discoveredId, '--reason', 'after a repair']);
+    // Half the memory blocks gone: what the kernel keeps (MemTotal) is then the most it can tell.
+    for (let n = 8; n < 16; n++) {
+      await rm(path.join(fixtureRoot, `sys/devices/system/memory/memory${n}`), { recursive: true });
+    }
+    const result = await inventoryAgent(discoveredId);
+    assert.equal(result.code, 0, `worker --inventory: ${result.stdout}${result.stderr}`);
+    const held = (await listed('maintenance')).find((m) => m.id === discoveredId);
+    assert.match(held?.lifecycle?.reason ?? '', /^inventory drifted: memory 2Gi → 1.92Gi/);
   });
 });
