@@ -20,7 +20,7 @@ import {
 } from '../../fleet/fingerprint.js';
 import type { Identifier } from '../../fleet/fingerprint.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
-import { credentialTtlSMax, credentialTtlSMin } from './credentials.js';
+import { newCredential } from './credentials.js';
 import { deepFreeze } from './immutable.js';
 import type { ControlErrorCode } from './commands.js';
 
@@ -80,15 +80,7 @@ export function decideInventoryClaim(
   claim: InventoryClaim,
   nowMs: number,
 ): ClaimDecision {
-  const ttlS = Math.min(credentialTtlSMax, Math.max(credentialTtlSMin, claim.ttlS));
-  const credential = deepFreeze<WorkerCredential>({
-    sha256: claim.sha256.toLowerCase(),
-    mac: claim.mac,
-    ip: claim.ip,
-    issuedMs: nowMs,
-    expiresMs: nowMs + ttlS * 1000,
-    ...(claim.claimKey === undefined ? {} : { claimKey: claim.claimKey.toLowerCase() }),
-  });
+  const credential = newCredential(claim, nowMs);
   const lease = view.leaseOfMac(claim.mac);
   const leased =
     lease !== undefined && lease.state === 'bound' && lease.ip === claim.ip && lease.expiresMs > nowMs;
@@ -105,13 +97,12 @@ export function decideInventoryClaim(
   }
   const hw = view.hardware(ownerId);
   const iface = hw?.interfaces.find((i) => i.mac === claim.mac);
-  if (hw === undefined || iface === undefined || ownerId !== claim.workerId) {
-    return refused(
-      'E_INVALID',
-      `no machine "${claim.workerId}" has an interface ${claim.mac} with address ${claim.ip} from Slipway's DHCP`,
-    );
-  }
-  if (iface.ip?.address !== claim.ip && !leased) {
+  if (
+    hw === undefined ||
+    iface === undefined ||
+    ownerId !== claim.workerId ||
+    (iface.ip?.address !== claim.ip && !leased)
+  ) {
     return refused(
       'E_INVALID',
       `no machine "${claim.workerId}" has an interface ${claim.mac} with address ${claim.ip} from Slipway's DHCP`,
