@@ -709,7 +709,9 @@ function startBoot(
         control,
         proposer: s.proposer,
         logger: logger.child({ service: 'credentials' }),
+        discovery: cfg.discovery,
       }),
+      discovery: cfg.discovery,
     },
     control,
     // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).

@@ -89,6 +89,10 @@ function bootServiceFlags<A extends unknown[], O extends OptionValues, G extends
       '--dhcp-lease-time <duration>',
       'dynamic mode: lease time of pool addresses: 1h, 30m, or a bare number of seconds (default 1h)',
     )
+    .option(
+      '--discovery',
+      'dynamic or proxy mode: a machine whose MAC no machine has boots the boot OS in inventory mode, reports its inventory and is enrolled (`hardware list --state enrolled`, then `hardware accept ID`)',
+    )
     .option('--tftp-addr <host:port>', 'serve TFTP here, e.g. 0.0.0.0:69')
     .option('--tftp-root <dir>', "TFTP root (default: Debian's iPXE binaries, copied into the data dir)")
     .option('--tftp-transfers-max <n>', 'TFTP transfers at once; more requests wait for a slot (default 256)')
@@ -247,6 +251,7 @@ function withFlags(raw: Record<string, unknown>, o: ServerFlags): Record<string,
     'dhcpLeaseTimeS',
     o.dhcpLeaseTime === undefined ? undefined : durationSeconds(o.dhcpLeaseTime, '--dhcp-lease-time'),
   );
+  if (o.discovery === true) raw['discovery'] = true;
   set('tftpAddr', o.tftpAddr);
   set('tftpRoot', o.tftpRoot);
   set('tftpTransfersMax', toInt(o.tftpTransfersMax, '--tftp-transfers-max'));
