@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 import { repoRoot } from './clusters.js';
 import { round } from './stats.js';
 
-type Line = Record<string, unknown>;
+export type Line = Record<string, unknown>;
 
 interface QuickBench {
   readonly name: string;
@@ -195,13 +195,25 @@ function onPath(command: string): boolean {
 }
 
 /** Runs one benchmark to its end (bounded): its exit code, output lines and wall seconds. */
-function runOne(
+const runOne = (
   b: QuickBench,
+): Promise<{ code: number | null; lines: Line[]; seconds: number; tail: string }> =>
+  runBenchChild(b.name, b.args, b.timeoutS);
+
+/**
+ * Runs `npm run bench -- NAME ARGS` as a child process, bounded by `timeoutS` (SIGINT, on which
+ * every benchmark stops what it started; SIGKILL 30 s later): its exit code, its JSON result
+ * lines, its wall seconds and the end of its stderr.
+ */
+export function runBenchChild(
+  name: string,
+  args: readonly string[],
+  timeoutS: number,
 ): Promise<{ code: number | null; lines: Line[]; seconds: number; tail: string }> {
   const run = fileURLToPath(new URL('./run.ts', import.meta.url));
   const started = performance.now();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', run, b.name, ...b.args], {
+    const child = spawn(process.execPath, ['--import', 'tsx', run, name, ...args], {
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -211,9 +223,8 @@ function runOne(
     child.stderr.on('data', (d: Buffer) => {
       err = (err + d.toString('utf8')).slice(-4000);
     });
-    // SIGINT first: every benchmark stops what it started on it.
-    const timer = setTimeout(() => child.kill('SIGINT'), b.timeoutS * 1000);
-    const hard = setTimeout(() => child.kill('SIGKILL'), (b.timeoutS + 30) * 1000);
+    const timer = setTimeout(() => child.kill('SIGINT'), timeoutS * 1000);
+    const hard = setTimeout(() => child.kill('SIGKILL'), (timeoutS + 30) * 1000);
     child.once('exit', (code) => {
       clearTimeout(timer);
       clearTimeout(hard);

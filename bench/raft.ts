@@ -86,9 +86,14 @@ const liveClusters = new Set<LocalCluster>();
 let keepDirs = false;
 const liveChildren = new Set<ChildProcess>();
 
-async function cleanupAll(): Promise<void> {
+/** Kills every load generator still running (by its process). */
+export function stopLoadGenerators(): void {
   for (const c of liveChildren) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   liveChildren.clear();
+}
+
+async function cleanupAll(): Promise<void> {
+  stopLoadGenerators();
   await Promise.all([...liveClusters].map((c) => c.stop(keepDirs)));
   liveClusters.clear();
 }
@@ -121,7 +126,7 @@ function eldSnapshot(c: SlipwayCluster): Promise<Map<number, EldSample>> {
 
 // ------------------------------------------------------------ load runs
 
-type LoadParams = Pick<
+export type LoadParams = Pick<
   LoadSpec,
   'op' | 'concurrency' | 'total' | 'keyPrefix' | 'keySpace' | 'timeLimitMs'
 > & {
@@ -130,7 +135,7 @@ type LoadParams = Pick<
   readonly onTick?: () => void;
 };
 
-interface LoadRun {
+export interface LoadRun {
   readonly result: LoadResult;
   readonly leader: string;
   /** CPU cores used during the measured window, per member (n1.. / m1..). */
@@ -140,7 +145,11 @@ interface LoadRun {
   readonly leader_event_loop_delay_ms: Record<string, unknown> | null;
 }
 
-async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
+/**
+ * Runs the load generator against `c` (warm-up first, unmeasured) and measures the members' CPU
+ * over the measured window: per member, cores used and CPU milliseconds per successful request.
+ */
+export async function runLoad(c: LocalCluster, p: LoadParams): Promise<LoadRun> {
   const leaderIdx = await c.leaderIndex();
   const { result, start } = await driveLoadGenerator(c, loadSpecFor(c, p), p.onTick);
   const wall = (performance.now() - start.t) / 1000;

@@ -17,6 +17,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   'uefi-pxe': async (argv) => (await import('./uefi-pxe.js')).runUefiPxeBench(argv),
   linkcut: async (argv) => (await import('./linkcut.js')).runLinkcutBench(argv),
   quick: async (argv) => (await import('./quick.js')).runQuickBench(argv),
+  guard: async (argv) => (await import('./guard.js')).runGuardBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

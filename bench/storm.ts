@@ -233,7 +233,7 @@ async function runStorm(o: Options): Promise<void> {
 type StormNamespaces = Record<(typeof nodeIds)[number] | 'fleet' | 'lan', string>;
 
 /** The boot files the machines fetch: stand-ins of the real ones' sizes, written under `dir`. */
-interface StandIns {
+export interface StandIns {
   readonly tftpRoot: string;
   /** The iPXE binaries by name. */
   readonly binaries: Record<string, Buffer>;
@@ -241,7 +241,7 @@ interface StandIns {
   readonly initrdFile: string;
 }
 
-function writeStandIns(dir: string, artifactKib: number): StandIns {
+export function writeStandIns(dir: string, artifactKib: number): StandIns {
   const tftpRoot = join(dir, 'tftp-root');
   mkdirSync(tftpRoot, { recursive: true });
   // undionly.kpxe is about 70 KiB; the stand-in has its size, not its code.
@@ -325,7 +325,7 @@ function fleetConfig(o: Options, dir: string, files: StandIns): FleetConfig {
 }
 
 /** The simulated fleet's command line (bench/storm-fleet.ts): `setup` or `run`. */
-function fleetArgv(mode: string, configFile: string): string[] {
+export function fleetArgv(mode: string, configFile: string): string[] {
   return [process.execPath, '--import', 'tsx', join(repoRoot, 'bench', 'storm-fleet.ts'), mode, configFile];
 }
 

@@ -54,7 +54,7 @@ export function runtimeCommand(
 function socketProblem(path: string, err: NodeJS.ErrnoException): string {
   const fix =
     'HAProxy needs "stats socket PATH level admin" in its global section ' +
-    '(`slipway balancer config --runtime-socket PATH` renders it)';
+    '(`slipway balancer config --haproxy-socket PATH` renders it)';
   switch (err.code) {
     case 'ENOENT':
       return `no HAProxy runtime socket at ${path}: is HAProxy running? ${fix}`;

@@ -48,6 +48,14 @@ export class VipHolder {
     return ['announce'];
   }
 
+  /**
+   * The interface's carrier came back while it has the VIP: the announcements sent while it had
+   * none went nowhere, so announce now and at the usual delays after.
+   */
+  linkBack(now: number): void {
+    this.#reannounceAt = [now, ...this.#opts.reannounceAfterMs.map((ms) => now + ms)];
+  }
+
   /** Taking the VIP failed: no new attempt until the retry delay has passed. */
   addFailed(now: number): void {
     this.#quietUntil = now + this.#opts.retryAfterMs;

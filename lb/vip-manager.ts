@@ -1,27 +1,35 @@
 // Holds the VIP on one interface while `shouldHold()` is true (the node is the leader with a live
 // quorum): `ip addr add VIP/32 dev IFACE`, then gratuitous ARP with iputils' `arping -U`;
-// `ip addr del` as soon as it is false, and when the node stops. Every round re-reads the
-// interface, so an address removed or added behind the node's back is put right, and a VIP left
-// behind by a node that was SIGKILLed is removed when it starts again as a follower.
+// `ip addr del` as soon as it is false, and when the node stops. What the interface has comes from
+// the link watcher (src/platform/link-watch.ts), the one view of the interfaces the boot services
+// follow too: every change there (an address removed behind the node's back, the interface renamed,
+// deleted and made again, its carrier lost or back) runs a round at once, and a round also runs
+// every 100 ms for leadership's changes, which costs no fork. A VIP left behind by a node that was
+// SIGKILLed is removed when it starts again as a follower. While the interface is absent nothing is
+// tried; it is taken again the moment the interface returns.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { networkInterfaces } from 'node:os';
 import type { Logger } from 'pino';
 import { findExecutable } from '../src/platform/executable.js';
+import type { LinkSource, LinkTable } from '../src/platform/link-watch.js';
 import type { VipAction } from './vip-holder.js';
 import { VipHolder } from './vip-holder.js';
 
 const roundMsDefault = 100;
 const commandTimeoutMs = 5000;
-/** While the interface has no carrier, `ip` is asked at most this often. */
-const ipQueryEveryMs = 1000;
+
+/** The interfaces as the link watcher has them, and a way to read them again now. */
+export interface VipLinks extends LinkSource {
+  /** Reads the interfaces again; resolves once the read is in (and listeners told). */
+  refresh(): Promise<void>;
+}
 
 export interface VipManagerOptions {
   readonly vip: string;
   readonly iface: string;
   readonly shouldHold: () => boolean;
   readonly logger: Logger;
-  /** How often the interface is looked at; default 100 ms. */
+  /** How often shouldHold is asked when no interface changes; default 100 ms. */
   readonly roundMs?: number;
   readonly holder?: VipHolder;
 }
@@ -34,6 +42,15 @@ export class VipError extends Error {
   }
 }
 
+/** What the link table says of the VIP's interface. */
+interface IfaceView {
+  /** The interface exists (by name). */
+  readonly present: boolean;
+  readonly carrier: boolean;
+  /** The VIP as configured there (ADDRESS/PREFIX), or undefined. */
+  readonly cidr: string | undefined;
+}
+
 export class VipManager {
   readonly vip: string;
   readonly iface: string;
@@ -43,16 +60,17 @@ export class VipManager {
   readonly #logger: Logger;
   readonly #roundMs: number;
   readonly #holder: VipHolder;
+  #links: VipLinks | undefined;
+  #unsubscribe: (() => void) | undefined;
   #timer: NodeJS.Timeout | undefined;
   #round: Promise<void> = Promise.resolve();
+  #busy = false;
+  #again = false;
   readonly #announcing = new Set<Promise<void>>();
   /** Failures in a row, logged once as a warning and then at debug until one succeeds. */
   #failures = 0;
   #stopped = false;
-  /** The VIP as last seen on the interface (ADDRESS/PREFIX). */
-  #cidr: string | undefined;
-  /** When `ip` was last asked (the interface had no carrier), ms since the epoch. */
-  #askedIpAt = 0;
+  #view: IfaceView = { present: false, carrier: false, cidr: undefined };
 
   /** Checks the host (the interface, `ip`); throws VipError naming what is missing. Starts nothing. */
   constructor(o: VipManagerOptions) {
@@ -71,31 +89,25 @@ export class VipManager {
     this.#holder = o.holder ?? new VipHolder();
   }
 
-  /** Whether the interface had the VIP when last looked at (every round). */
+  /** Whether the interface had the VIP when last read. */
   get held(): boolean {
-    return this.#cidr !== undefined;
+    return this.#view.cidr !== undefined;
   }
 
-  start(): void {
+  /** Follows `links` (the node's link watcher) from now on. */
+  start(links: VipLinks): void {
     if (this.#arping === undefined) {
       this.#logger.warn(
         'arping is not installed (apt-get install iputils-arping): when the VIP moves here, neighbours ' +
           'learn it only as their ARP entries for it expire',
       );
     }
-    let busy = false;
-    const round = (): void => {
-      // A slow `ip` (up to its 5 s timeout) must not queue up rounds behind it.
-      if (busy) return;
-      busy = true;
-      this.#round = this.#reconcile()
-        .catch((err: unknown) => this.#logger.error({ err }, 'VIP round failed'))
-        .finally(() => {
-          busy = false;
-        });
-    };
-    round();
-    this.#timer = setInterval(round, this.#roundMs);
+    this.#links = links;
+    this.#unsubscribe = links.subscribe((table) => {
+      this.#see(table);
+      this.#kick();
+    });
+    this.#timer = setInterval(() => this.#kick(), this.#roundMs);
   }
 
   /** Stops looking and lets the VIP go, whatever shouldHold says. */
@@ -105,20 +117,65 @@ export class VipManager {
     clearInterval(this.#timer);
     await this.#round;
     await Promise.all(this.#announcing);
-    if ((await this.#observe(true)) !== undefined) await this.#run('delete');
+    // As the interface is now, not as last read: a VIP left here would answer for a node gone.
+    // Still subscribed, so the read reaches #see (a round it would start does nothing now).
+    await this.#links?.refresh();
+    this.#unsubscribe?.();
+    if (this.#view.cidr !== undefined) await this.#run('delete');
+  }
+
+  /** Takes in a new read of the interfaces; a carrier that returns while holding is announced again. */
+  #see(table: LinkTable): void {
+    const link = table.get(this.iface);
+    const found = link?.ipv4.find((a) => a.address === this.vip);
+    const view: IfaceView = {
+      present: link !== undefined,
+      carrier: link?.carrier ?? false,
+      cidr: found === undefined ? undefined : `${this.vip}/${String(found.prefix)}`,
+    };
+    const was = this.#view;
+    if (was.present !== view.present)
+      this.#logger.info(
+        view.present ? 'the VIP interface is here' : 'the VIP interface is gone; waiting for it',
+      );
+    if (view.present && was.present && was.carrier !== view.carrier)
+      this.#logger.info({ carrier: view.carrier }, 'the VIP interface carrier changed');
+    if (view.cidr !== undefined && view.carrier && !was.carrier) this.#holder.linkBack(Date.now());
+    this.#view = view;
+  }
+
+  /** A round now, or right after the one under way: a slow `ip` never queues rounds behind it. */
+  #kick(): void {
+    if (this.#stopped) return;
+    if (this.#busy) {
+      this.#again = true;
+      return;
+    }
+    this.#busy = true;
+    this.#round = (async () => {
+      do {
+        this.#again = false;
+        await this.#reconcile().catch((err: unknown) => this.#logger.error({ err }, 'VIP round failed'));
+      } while (this.#again && !this.#stopped);
+    })().finally(() => {
+      this.#busy = false;
+    });
   }
 
   async #reconcile(): Promise<void> {
-    if (this.#stopped) return;
-    const present = (await this.#observe()) !== undefined;
-    const actions = this.#holder.step(Date.now(), this.#shouldHold(), present);
+    if (this.#stopped || !this.#view.present) return;
+    const actions = this.#holder.step(Date.now(), this.#shouldHold(), this.#view.cidr !== undefined);
+    let changed = false;
     for (const action of actions) {
       const ok = await this.#run(action);
       if (!ok) {
         if (action === 'add') this.#holder.addFailed(Date.now());
         break;
       }
+      changed ||= action !== 'announce';
     }
+    // The next round must see what this one did, not the read from before it.
+    if (changed) await this.#links?.refresh();
   }
 
   /** Runs one action; resolves to whether it worked. An announcement runs in the background. */
@@ -131,7 +188,7 @@ export class VipManager {
           /File exists|Address already assigned/,
         );
       case 'delete': {
-        const cidr = this.#cidr ?? `${this.vip}/32`;
+        const cidr = this.#view.cidr ?? `${this.vip}/32`;
         const ok = await this.#ipAddr(
           ['del', cidr, 'dev', this.iface],
           'let the VIP go',
@@ -182,41 +239,4 @@ export class VipManager {
       });
     });
   }
-
-  /**
-   * Looks at the interface: the VIP as configured there (ADDRESS/PREFIX), or undefined. While
-   * the interface is up and running os.networkInterfaces() lists all its addresses at no cost;
-   * it leaves out an interface without carrier altogether (libuv skips it), and a leader cut off
-   * by a dead link is exactly the one that must find and drop its VIP, so then `ip` is asked.
-   */
-  async #observe(force = false): Promise<string | undefined> {
-    const listed = networkInterfaces()[this.iface];
-    if (listed !== undefined) {
-      this.#cidr = listed.find((a) => a.family === 'IPv4' && a.address === this.vip)?.cidr ?? undefined;
-      return this.#cidr;
-    }
-    // Forking `ip` every round while a link stays down would cost a few percent of a core.
-    const now = Date.now();
-    if (!force && now - this.#askedIpAt < ipQueryEveryMs) return this.#cidr;
-    this.#askedIpAt = now;
-    try {
-      const out = await this.#command(this.#ip, ['-j', '-4', 'addr', 'show', 'dev', this.iface]);
-      this.#cidr = vipCidrIn(out, this.vip);
-    } catch (err) {
-      // The interface is gone: so is every address it had.
-      this.#logger.debug({ err }, 'cannot list the interface addresses');
-      this.#cidr = undefined;
-    }
-    return this.#cidr;
-  }
-}
-
-/** The VIP's ADDRESS/PREFIX in `ip -j addr show` output, or undefined. */
-export function vipCidrIn(ipJson: string, vip: string): string | undefined {
-  const links = JSON.parse(ipJson) as { addr_info?: { local?: string; prefixlen?: number }[] }[];
-  for (const link of links) {
-    const found = link.addr_info?.find((a) => a.local === vip && typeof a.prefixlen === 'number');
-    if (found !== undefined) return `${vip}/${String(found.prefixlen)}`;
-  }
-  return undefined;
 }

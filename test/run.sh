@@ -20,8 +20,13 @@ npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 's
   --include 'dist/src/**' --include 'dist/lb/**' --exclude 'dist/src/gen/**' \
   --check-coverage --lines 93 \
   node --import tsx --test --test-concurrency=2 "${files[@]}"
+# Node 24 LTS: the tests that start real nodes, workers and the balancer, again on Node 24.
+echo "== Node 24 ($(date +%T))"; bash test/node24.sh
 # Every benchmark in its quick form (bench/README.md), after the tests, on the production build
 # (tsc), as operators and the benchmarks run it.
 echo "== build ($(date +%T))"; npm run -s build
 echo "== benchmarks, quick forms ($(date +%T))"; npm run -s bench -- quick
+# The performance guard: CPU per committed write and per action result against the budgets in
+# bench/budgets.json; fails when one is more than 30 % over (bench/README.md, "The guard").
+echo "== performance guard ($(date +%T))"; npm run -s bench -- guard
 echo "== done ($(date +%T))"

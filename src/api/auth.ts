@@ -36,6 +36,13 @@ export interface WorkerCaller {
    * workflow, and ends when it does (the credential is revoked then).
    */
   readonly credentialOf?: string;
+  /**
+   * The machine's inventory-boot credential (docs/decisions/0029-discovery.md): the stream
+   * serves no workflow; it reports the machine's inventory.
+   */
+  readonly inventoryBoot?: boolean;
+  /** SHA-256 of the bearer the worker presented, when it presented one: what its reports carry. */
+  readonly credentialSha256?: string;
 }
 
 const noOperatorsMessage =
@@ -141,7 +148,9 @@ export class Authenticator {
         (this.#opts.enabled ? await this.#catchUp().then(() => this.#credentialOf(id, token)) : undefined);
       if (found !== undefined) return found;
     }
-    if (!this.#opts.enabled) return { workerId: id };
+    if (!this.#opts.enabled) {
+      return token === undefined ? { workerId: id } : { workerId: id, credentialSha256: sha256Hex(token) };
+    }
     if (token === undefined)
       throw new ApiError(status.UNAUTHENTICATED, `worker ${id}: a worker credential is required`);
     throw new ApiError(
@@ -178,9 +187,13 @@ export class Authenticator {
     const hw = this.#control.hardware(id);
     if (hw === undefined) return undefined;
     const digest = sha256Hex(token);
-    if (constantTimeEqual(hw.workerTokenSha256, digest)) return { workerId: id };
+    if (constantTimeEqual(hw.workerTokenSha256, digest)) return { workerId: id, credentialSha256: digest };
+    const held = hw.inspection;
+    if (held !== undefined && held.expiresMs > Date.now() && constantTimeEqual(held.sha256, digest)) {
+      return { workerId: id, inventoryBoot: true, credentialSha256: digest };
+    }
     const wf = workflowOfCredential(this.#control.activeWorkflowsOf(id), id, digest, Date.now());
-    return wf === undefined ? undefined : { workerId: id, credentialOf: wf.id };
+    return wf === undefined ? undefined : { workerId: id, credentialOf: wf.id, credentialSha256: digest };
   }
 
   /** No token could ever pass here: no bootstrap token, and none in the (applied) state. */

@@ -13,10 +13,17 @@ import type { MachineEvent } from '../model/machine-lifecycle.js';
 import { actionPositions } from '../workflow/rules.js';
 
 export function hardwareJson(hw: Hardware): string {
-  const { workerTokenSha256: _token, bmc, lifecycle, ...rest } = hw;
+  const { workerTokenSha256: _token, bmc, lifecycle, inspection, ...rest } = hw;
   // The history has its own call (HardwareHistory): a listing shows where each machine stands.
+  // An inventory boot's credential shows where and until when it was claimed, not its digest.
+  const shown = {
+    ...rest,
+    ...(inspection === undefined
+      ? {}
+      : { inspection: { mac: inspection.mac, ip: inspection.ip, expiresMs: inspection.expiresMs } }),
+  };
   const visible =
-    lifecycle === undefined ? rest : { ...rest, lifecycle: { ...lifecycle, history: undefined } };
+    lifecycle === undefined ? shown : { ...shown, lifecycle: { ...lifecycle, history: undefined } };
   if (bmc === undefined) return JSON.stringify(visible);
   // The password stays in the state; readers learn only whether one is set.
   const { password, ...bmcVisible } = bmc;

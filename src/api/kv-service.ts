@@ -48,10 +48,13 @@ import {
   type CallAudit,
 } from './kv-audit.js';
 import { ApiError, toServiceError } from './errors.js';
+import type { Proposer } from './proposer.js';
 import { awaitLeader, retryRefusals } from './proposer.js';
 import { isHostPort } from '../platform/host-port.js';
 import { buildVersion, stateVersionAuditInEntry, stateVersionOfThisBuild } from '../state/versions.js';
 import { StateDigests } from './state-digest.js';
+import { MemberAddresses } from './member-addresses.js';
+import { connectionFailure, isServiceError } from './wire.js';
 
 /** Lets timers and I/O run between slices of the digest's encoding. */
 function nextTurnOfEventLoop(): Promise<void> {
@@ -64,6 +67,8 @@ const forwardedKey = 'x-slipway-forwarded';
 const forwardDeadlineMs = 10_000;
 /** How long a Status asked for another member waits for that member's answer. */
 const memberStatusTimeoutMs = 5000;
+/** How long a member is given to name its API address (member list waits for it). */
+const memberAddressTimeoutMs = 1000;
 
 export interface KvServiceContext {
   readonly node: RaftNode;
@@ -75,6 +80,13 @@ export interface KvServiceContext {
   readonly drain?: () => { readonly drained: boolean; readonly workerStreams: number };
   /** This node's configured boot services and what each is doing, for Status. */
   readonly bootServices?: () => BootServiceStatus[];
+  /** The address this node serves its API on, for members that ask (member-addresses.ts). */
+  readonly apiAddr?: string;
+  /**
+   * Where a client's put goes to the leader: the proposer sends what this node forwards in one
+   * event-loop turn as one ProposeBatch call. Without it, each put is forwarded as its own Kv call.
+   */
+  readonly proposer?: Proposer;
 }
 
 type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -95,10 +107,21 @@ export class KvService {
   readonly #ctx: KvServiceContext;
   readonly #clients = new Map<string, KvClient>();
   readonly #digests: StateDigests;
+  readonly #addresses: MemberAddresses;
 
   constructor(ctx: KvServiceContext) {
     this.#ctx = ctx;
     this.#digests = new StateDigests(ctx.store, nextTurnOfEventLoop);
+    this.#addresses = new MemberAddresses({
+      self: { id: ctx.node.id, apiAddr: ctx.apiAddr ?? '' },
+      ask: async (m) =>
+        (await this.peerStatus(m, memberAddressTimeoutMs)).members.find((x) => x.id === m.id)?.apiAddr,
+    });
+  }
+
+  /** The API address of `member`, learned from it when the membership does not record it. */
+  apiAddrOf(member: Member): Promise<string> {
+    return this.#addresses.apiAddrOf(member);
   }
 
   /**
@@ -160,23 +183,30 @@ export class KvService {
       put: unary(async (req, call) => {
         checkKey(req.key);
         const audit = callAuditOf(call);
-        return this.#routed(call, 'put', req, audit, async () => {
-          const put: PutCommand = {
-            type: 'put',
-            ns: operatorNamespace,
-            key: req.key,
-            value: req.value,
-            ...(req.prevRevision === undefined ? {} : { prevRevision: req.prevRevision }),
-            stampMs: 0,
-            ...sessionOf(req.session),
-          };
-          const res = await this.#write(put, audit);
+        const put: PutCommand = {
+          type: 'put',
+          ns: operatorNamespace,
+          key: req.key,
+          value: req.value,
+          ...(req.prevRevision === undefined ? {} : { prevRevision: req.prevRevision }),
+          stampMs: 0,
+          ...sessionOf(req.session),
+        };
+        const answer = (res: CommandResult): { revision: number } => {
           // Only a put with prevRevision can fail its comparison.
           if (res.type === 'error' && res.code === 'E_CAS_FAILED') {
             throw new ApiError(status.FAILED_PRECONDITION, res.message);
           }
           return { revision: revisionOf(res) };
-        });
+        };
+        // A client's put goes through the proposer, which proposes it here when this node leads
+        // and otherwise forwards it with the others of its event-loop turn in one call, retrying
+        // refusals as leadership settles. A put another node forwarded is proposed here or
+        // refused (#routed): never forwarded again.
+        const proposer = this.#ctx.proposer;
+        if (proposer !== undefined && call.metadata.get(forwardedKey).length === 0)
+          return answer(await this.#write(put, audit, proposer));
+        return this.#routed(call, 'put', req, audit, async () => answer(await this.#write(put, audit)));
       }),
       delete: unary(async (req, call) => {
         checkKey(req.key);
@@ -250,7 +280,7 @@ export class KvService {
       status: unary((req) => this.#statusOf(req.member ?? '', req.digest === true)),
       memberList: unary(async (req) => {
         if (!req.local) await this.#ctx.node.linearizableRead();
-        return { members: membersOf(this.#ctx.node.membership()) };
+        return { members: membersOf(await this.#filled(this.#ctx.node.membership())) };
       }),
       memberAdd: unary(async (req, call) => {
         if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(req.id)) {
@@ -330,7 +360,7 @@ export class KvService {
     } catch (err) {
       throw new ApiError(
         status.UNAVAILABLE,
-        `member ${member} at ${target.addr} did not answer its status: ${(err as Error).message}`,
+        `member ${member} at ${target.addr} did not answer its status: ${peerFailure(err)}`,
       );
     }
   }
@@ -356,7 +386,7 @@ export class KvService {
       commit: st.commit,
       applied: st.appliedToStateMachine,
       role: roleToProto(st.role),
-      members: membersOf(st.membership),
+      members: membersOf(withOwnApiAddr(st.membership, st.id, this.#ctx.apiAddr ?? '')),
       build: buildVersion,
       stateVersion: stateVersionOfThisBuild,
       clusterVersion: this.#ctx.store.control.clusterVersion,
@@ -367,6 +397,15 @@ export class KvService {
       workerStreams: this.#ctx.drain?.().workerStreams ?? 0,
       bootServices: this.#ctx.bootServices?.() ?? [],
     };
+  }
+
+  /** The membership with every API address that can be learned (member-addresses.ts). */
+  async #filled(m: Membership): Promise<Membership> {
+    const [voters, learners] = await Promise.all([
+      this.#addresses.filled(m.voters),
+      this.#addresses.filled(m.learners),
+    ]);
+    return { voters, learners };
   }
 
   #notLeader(): RaftError {
@@ -410,16 +449,21 @@ export class KvService {
   }
 
   /**
-   * Stamps the leader's time into a command, proposes it and waits until it is applied. A write
-   * with `audit` carries its record in the same entry once the cluster runs at version 3.
+   * Stamps the leader's time into a command, proposes it and waits until it is applied: here, or
+   * `via` the proposer (which the leader stamps). A write with `audit` carries its record in the
+   * same entry once the cluster runs at version 3 (as this node has applied it: the version only
+   * rises, and every voter applies it once it is committed).
    */
-  async #write(command: Command, audit?: CallAudit): Promise<CommandResult> {
+  async #write(command: Command, audit?: CallAudit, via?: Proposer): Promise<CommandResult> {
     const inEntry = audit !== undefined && this.#auditsInEntry();
-    const stamped =
+    const audited =
       inEntry && (command.type === 'put' || command.type === 'delete')
-        ? { ...command, stampMs: Date.now(), audit: { ...audit.tag, kind: audit.kind } }
-        : { ...command, stampMs: Date.now() };
-    const result = decodeResult(await this.#ctx.node.propose(encodeCommand(stamped)));
+        ? { ...command, audit: { ...audit.tag, kind: audit.kind } }
+        : command;
+    const result =
+      via !== undefined
+        ? await via.propose(audited)
+        : decodeResult(await this.#ctx.node.propose(encodeCommand({ ...audited, stampMs: Date.now() })));
     if (inEntry) audit.inEntry = true;
     if (result.type === 'error' && result.code !== 'E_CAS_FAILED' && result.code !== 'E_NOT_FOUND') {
       throw new ApiError(
@@ -690,6 +734,16 @@ function checkKey(key: string): void {
   if (key === '') throw new ApiError(status.INVALID_ARGUMENT, 'the key must not be empty');
 }
 
+/**
+ * Why a member did not answer, in words of its own: grpc-js's connection text would read, to a
+ * client, as if the node it called could not be reached.
+ */
+function peerFailure(err: unknown): string {
+  if (!isServiceError(err)) return (err as Error).message;
+  if (err.code === status.DEADLINE_EXCEEDED) return 'no answer in time';
+  return connectionFailure(err.details) ?? err.details;
+}
+
 function checkAddr(addr: string, what: string): void {
   if (!isHostPort(addr)) {
     throw new ApiError(status.INVALID_ARGUMENT, `${what} "${addr}" must be HOST:PORT`);
@@ -703,6 +757,14 @@ function toProto(kv: KeyValue): KeyValueProto {
     revision: kv.modRevision,
     createRevision: kv.createRevision,
   };
+}
+
+/** `m` with this node's own API address where its entry has none (added without --api-addr). */
+function withOwnApiAddr(m: Membership, id: string, apiAddr: string): Membership {
+  if (apiAddr === '') return m;
+  const own = (list: readonly Member[]) =>
+    list.map((x) => (x.id === id && x.apiAddr === '' ? { ...x, apiAddr } : x));
+  return { voters: own(m.voters), learners: own(m.learners) };
 }
 
 function membersOf(m: Membership): MemberInfo[] {

@@ -34,6 +34,17 @@ export function isServiceError(err: unknown): err is ServiceError {
   return err instanceof Error && typeof (err as Partial<ServiceError>).code === 'number' && 'metadata' in err;
 }
 
+/** Why grpc-js could not connect, in a few words, from its error text; undefined for other errors. */
+export function connectionFailure(details: string): string | undefined {
+  if (/ECONNREFUSED/.test(details)) return 'connection refused';
+  if (/ENOTFOUND|DNS resolution failed/.test(details)) return 'name not found';
+  if (/EHOSTUNREACH/.test(details)) return 'host unreachable';
+  if (/ENETUNREACH/.test(details)) return 'network unreachable';
+  if (/ETIMEDOUT/.test(details)) return 'connection timed out';
+  if (/No connection established/.test(details)) return 'no connection';
+  return undefined;
+}
+
 /** The largest apiMessageBytesMax a node accepts (64 MiB). */
 export const apiMessageBytesMaxLimit = 64 * 1024 * 1024;
 

@@ -25,10 +25,10 @@ import type {
 } from '../gen/worker.js';
 import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import { utf8Length } from '../platform/utf8-text.js';
+import { headUtf8, utf8Length } from '../platform/utf8-text.js';
 import { InvalidCommandError } from '../state/store-command.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
-import type { Workflow } from '../model/records.js';
+import { attemptMessageBytesMax, attemptOutputTailBytesMax, auditTextBytesMax } from '../model/limits.js';
+import type { JsonValue, Workflow } from '../model/records.js';
 import { actionPositions, nextAction, type ActionPosition } from '../workflow/rules.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, toServiceError } from './errors.js';
@@ -45,6 +45,10 @@ interface Session {
   readonly workerId: string;
   /** Set when the worker authenticated with a per-boot credential: the one workflow it serves. */
   readonly credentialOf: string | undefined;
+  /** An inventory boot's stream: it reports the machine's inventory and is given no action. */
+  readonly inventoryBoot: boolean;
+  /** SHA-256 of the bearer the worker presented: its inventory report carries it. */
+  readonly credentialSha256: string;
   readonly call: Stream;
   hello: boolean;
   closed: boolean;
@@ -188,11 +192,13 @@ export class WorkerService {
     // A drained node takes no stream: the agent moves on to its next server (or the balancer's).
     const refusal = this.#ctx.refusal?.();
     if (refusal !== undefined) throw new ApiError(status.UNAVAILABLE, refusal);
-    const { workerId, credentialOf } = await this.#ctx.auth.worker(call);
+    const { workerId, credentialOf, inventoryBoot, credentialSha256 } = await this.#ctx.auth.worker(call);
     const session: Session = {
       serial: ++this.#serial,
       workerId,
       credentialOf,
+      inventoryBoot: inventoryBoot === true,
+      credentialSha256: credentialSha256 ?? '',
       call,
       hello: false,
       closed: false,
@@ -247,6 +253,11 @@ export class WorkerService {
           return;
         case 'progress':
           log.debug({ attempt: kind.value.attempt, message: kind.value.message }, 'action progress');
+          return;
+        case 'inventory':
+          session.results = session.results.then(() =>
+            this.#inventory(session, kind.value.inventoryJson, log),
+          );
           return;
       }
     });
@@ -492,6 +503,8 @@ export class WorkerService {
    * backoff or a refused start), or undefined when only a state change can bring new work.
    */
   async #pumpOnce(session: Session): Promise<number | undefined> {
+    // An inventory boot runs no workflow: its credential is for the report alone.
+    if (session.inventoryBoot) return undefined;
     const control = this.#ctx.control;
     const workerId = session.workerId;
     // The attempt the agent runs was cancelled, timed out or deleted: tell it to stop.
@@ -578,6 +591,52 @@ export class WorkerService {
     });
     // Debug: the result's info line and the action.started event already tell this story.
     this.#ctx.logger.debug({ workerId: session.workerId, ...ref, action: pos.action.name }, 'action pushed');
+  }
+
+  /**
+   * An inventory report (docs/decisions/0029-discovery.md): proposed with the digest of the
+   * stream's credential, which apply checks against the machine's inventory-boot credential; a
+   * refusal is recorded in the audit trail under the worker's name, and answered.
+   */
+  async #inventory(session: Session, text: string, log: Logger): Promise<void> {
+    let inventory: JsonValue;
+    try {
+      inventory = JSON.parse(text) as JsonValue;
+    } catch (err) {
+      this.#answerInventory(session, false, '', `the inventory is not JSON: ${(err as Error).message}`);
+      return;
+    }
+    let res: ControlResult;
+    try {
+      res = await this.#apply({
+        type: 'hardware.inventory',
+        id: session.workerId,
+        credentialSha256: session.credentialSha256,
+        inventory,
+        audit: {
+          user: headUtf8(`worker ${session.workerId}`, auditTextBytesMax),
+          role: 'viewer',
+          address: headUtf8(session.call.getPeer(), auditTextBytesMax),
+          method: 'Worker/Connect',
+        },
+      });
+    } catch (err) {
+      log.warn({ err }, 'inventory report not recorded');
+      this.#answerInventory(session, false, '', `not recorded: ${(err as Error).message}; send it again`);
+      return;
+    }
+    if (res.type === 'hardware') {
+      log.info({ hardwareId: res.hardware.id, state: res.hardware.lifecycle?.state }, 'inventory recorded');
+      this.#answerInventory(session, true, res.hardware.id, `recorded as hardware ${res.hardware.id}`);
+      return;
+    }
+    const message = res.type === 'error' ? res.message : `unexpected result ${res.type}`;
+    log.warn({ message }, 'inventory report refused');
+    this.#answerInventory(session, false, '', message);
+  }
+
+  #answerInventory(session: Session, accepted: boolean, hardwareId: string, message: string): void {
+    this.#send(session, { kind: { $case: 'inventoryAck', value: { accepted, hardwareId, message } } });
   }
 
   #apply(command: ControlCommand): Promise<ControlResult> {

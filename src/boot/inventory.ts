@@ -7,6 +7,12 @@ import type { Hardware, NetworkInterface } from '../model/records.js';
 export interface BootRecord {
   readonly hardware: Hardware;
   readonly iface: NetworkInterface;
+  /**
+   * inventory: boot the boot OS in inventory mode (docs/decisions/0029-discovery.md): the
+   * machine is inspecting, or unknown to a node with --discovery (then `hardware` is the record
+   * it will be enrolled as).
+   */
+  readonly mode?: 'inventory';
 }
 
 export interface BootInventory {

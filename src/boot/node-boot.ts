@@ -5,6 +5,8 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from 'node
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ControlState } from '../state/control/control-state.js';
+import { discoveredHardware, discoveredHardwareId, wantsInventory } from '../state/control/discovery.js';
+import { stateVersionFleet } from '../state/versions.js';
 import { dynamicLeases, type LeaseLedger } from './dhcp/dynamic-leases.js';
 import { parsePoolSpec } from './dhcp/pool.js';
 import { newDhcpCounters, reservedLeases, startDhcpServer } from './dhcp/server.js';
@@ -52,6 +54,11 @@ export interface NodeBootConfig {
   readonly kernelArgs: readonly string[];
   /** Answers booted machines' credential claims (POST /credential). */
   readonly credentials?: CredentialClaims | undefined;
+  /**
+   * `slipway server --discovery`: a MAC no machine has gets an inventory boot, and so does an
+   * enrolled machine with no inventory (docs/decisions/0029-discovery.md).
+   */
+  readonly discovery?: boolean | undefined;
 }
 
 /** One boot service, opened when what it needs is on this host (link-bound-service.ts). */
@@ -83,8 +90,27 @@ function missingLedger(): never {
   throw new Error('dynamic DHCP mode needs the replicated lease ledger');
 }
 
-export function inventoryOf(control: ControlState): BootInventory {
-  return { byMac: (mac) => control.hardwareByMac(mac) };
+/**
+ * The machines the boot services answer, from the applied state. An inspecting machine boots in
+ * inventory mode; with `discovery` (slipway server --discovery), so does an enrolled machine with
+ * no inventory yet, and a MAC no machine has gets an inventory boot as the machine it would be
+ * enrolled as (docs/decisions/0029-discovery.md).
+ */
+export function inventoryOf(control: ControlState, discovery = false): BootInventory {
+  return {
+    byMac: (mac) => {
+      const found = control.hardwareByMac(mac);
+      if (found === undefined) {
+        if (!discovery || control.clusterVersion < stateVersionFleet) return undefined;
+        const hardware = discoveredHardware(discoveredHardwareId(mac), mac, '', undefined, 0);
+        const iface = hardware.interfaces[0];
+        return iface === undefined ? undefined : { hardware, iface, mode: 'inventory' };
+      }
+      const state = found.hardware.lifecycle?.state;
+      const inventory = state === 'inspecting' || (discovery && wantsInventory(found.hardware));
+      return inventory ? { ...found, mode: 'inventory' } : found;
+    },
+  };
 }
 
 function splitHostPort(addr: string): { host: string; port: number } {
@@ -132,7 +158,7 @@ export async function startNodeBootServices(
   /** Dynamic mode's committed leases. */
   ledger?: LeaseLedger,
 ): Promise<NodeBootServices> {
-  const inventory = inventoryOf(control);
+  const inventory = inventoryOf(control, cfg.discovery === true);
   // Machines reach the HTTP server at the advertised address (the VIP) on the configured port.
   const httpPort = cfg.httpAddr === undefined ? 80 : splitHostPort(cfg.httpAddr).port;
   const httpBaseUrl = `http://${cfg.advertise}${httpPort === 80 ? '' : `:${String(httpPort)}`}`;

@@ -8,8 +8,8 @@
 // sorted entries, the bundle by esbuild from the same sources, and zstd compresses
 // single-threaded at a fixed level; so the same inputs give the same bytes.
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { constants, existsSync } from 'node:fs';
+import { access, mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -82,6 +82,8 @@ export async function buildBootOs(o: BootOsBuildOptions): Promise<BootOsManifest
     throw new BootOsBuildError(`the compression level must be 1-19, got ${level}`);
   }
   const arch = o.arch ?? 'x86_64';
+  const nodeBinary = o.nodeBinary ?? process.execPath;
+  await checkNodeRuntime(nodeBinary);
   const kernelVersion = o.kernelVersion ?? (await newestKernel());
   const kernelFile = `/boot/vmlinuz-${kernelVersion}`;
   const modulesDir = `/lib/modules/${kernelVersion}`;
@@ -98,7 +100,6 @@ export async function buildBootOs(o: BootOsBuildOptions): Promise<BootOsManifest
   say(`${modules} kernel modules`);
   await addBusybox(image);
 
-  const nodeBinary = o.nodeBinary ?? process.execPath;
   const scratch = await mkdtemp(path.join(tmpdir(), 'slipway-bootos-'));
   try {
     await addNodeRuntime(image, nodeBinary, scratch, say);
@@ -277,6 +278,37 @@ async function strippedCopy(binary: string, dir: string): Promise<string> {
   const out = path.join(dir, 'node');
   await runTool(strip, ['--strip-all', '-o', out, binary]);
   return out;
+}
+
+/** The oldest Node.js the worker agent runs on (package.json's engines). */
+export const nodeRuntimeMin = { major: 20, minor: 19 } as const;
+
+/**
+ * Refuses a Node.js runtime the worker cannot run on, before anything is built: a path that is not
+ * an executable, a program that is not Node.js, or one older than nodeRuntimeMin. Returns its version.
+ */
+export async function checkNodeRuntime(binary: string): Promise<string> {
+  let version: string;
+  try {
+    await access(binary, constants.X_OK);
+    version = await nodeVersion(binary);
+  } catch (err) {
+    throw new BootOsBuildError(
+      `--node ${binary} is not a Node.js runtime that runs here: ${(err as Error).message}`,
+    );
+  }
+  const m = /^v(\d+)\.(\d+)\.(\d+)$/.exec(version);
+  if (m === null)
+    throw new BootOsBuildError(
+      `--node ${binary} is not Node.js: --version printed "${version.slice(0, 80)}"`,
+    );
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  if (major < nodeRuntimeMin.major || (major === nodeRuntimeMin.major && minor < nodeRuntimeMin.minor)) {
+    throw new BootOsBuildError(
+      `--node ${binary} is Node.js ${version}; the worker needs ${nodeRuntimeMin.major}.${nodeRuntimeMin.minor} or later (24 LTS recommended)`,
+    );
+  }
+  return version;
 }
 
 async function nodeVersion(binary: string): Promise<string> {

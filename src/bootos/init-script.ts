@@ -12,6 +12,10 @@
 //   slipway.server=HOST:PORT      the API (the balancer on the VIP)
 //   slipway.http=http://HOST:PORT the boot HTTP server, where the worker claims its credential
 //   slipway.mac=MAC               the interface the machine booted from (optional)
+//   slipway.mode=inventory        inventory mode (docs/decisions/0029-discovery.md): the worker
+//                                 first reports the machine's inventory with an inventory-boot
+//                                 credential, then serves workflows under the id the cluster
+//                                 answered (a known machine's, when it recognised it)
 //   slipway.insecure_allow_network=1
 //                                 only from a node run with --insecure-allow-network: the
 //                                 worker may then present its credential over plaintext (without
@@ -64,6 +68,7 @@ for arg in $(cat /proc/cmdline); do
     slipway.server=*) SERVER="\${arg#*=}" ;;
     slipway.http=*) BOOT_HTTP="\${arg#*=}" ;;
     slipway.mac=*) BOOT_MAC="\${arg#*=}" ;;
+    slipway.mode=*) BOOT_MODE="\${arg#*=}" ;;
     ${insecureNetworkKernelArg}) INSECURE_NETWORK="${insecureNetworkFlag}" ;;
   esac
 done
@@ -97,6 +102,16 @@ fi
 [ -z "$BOOT_MAC" ] && BOOT_MAC="$(cat /sys/class/net/$addressed/address)"
 
 mkdir -p /run/slipway/journal /run/slipway/work
+if [ "$BOOT_MODE" = inventory ]; then
+  log "inventory mode: reporting this machine's inventory as $WORKER_ID"
+  until REPORTED="$(node ${s.workerPath} worker --inventory --id "$WORKER_ID" --server "$SERVER"${caFlag} $INSECURE_NETWORK \\
+    --claim-url "$BOOT_HTTP/credential" --mac "$BOOT_MAC" --credential-file /run/slipway/inventory-credential)"; do
+    log "the inventory report failed; trying again in 5 s"
+    sleep 5
+  done
+  WORKER_ID="$REPORTED"
+  log "inventory recorded as hardware $WORKER_ID"
+fi
 while true; do
   log "starting the worker $WORKER_ID against $SERVER"
   node ${s.workerPath} worker --id "$WORKER_ID" --server "$SERVER"${caFlag} $INSECURE_NETWORK \\

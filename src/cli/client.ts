@@ -16,7 +16,7 @@ import type {
 import type { AuditClient, AuditServer } from '../gen/audit.js';
 import type { KvClient, KvServer } from '../gen/kv.js';
 import type { MaintenanceClient, SnapshotSaveResponse } from '../gen/maintenance.js';
-import { isServiceError, refusedBeforeAppend } from '../api/wire.js';
+import { connectionFailure, isServiceError, refusedBeforeAppend } from '../api/wire.js';
 import { answerBytesMax } from './errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';
@@ -99,11 +99,7 @@ function noNodeAnswered(
   /** Every failure's details: grpc-js names the cause only on the first tries of a channel. */
   failures: string,
 ): ServiceError {
-  const why = /ECONNREFUSED/.test(failures)
-    ? 'connection refused'
-    : /ENOTFOUND|DNS resolution failed/.test(failures)
-      ? 'name not found'
-      : 'no connection';
+  const why = connectionFailure(failures) ?? 'no connection';
   const hint =
     servers.join(',') === defaultServer
       ? 'start a local cluster with `npm start`, or name the nodes with --server HOST:PORT,... (env SLIPWAY_SERVER)'

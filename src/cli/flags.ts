@@ -38,13 +38,32 @@ export function pointInTime(text: string, flag: string, nowMs: number): number {
   return ms;
 }
 
-const spanUnitsMs: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const spanUnitsMs: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
 
-/** A length of time as ms: 0, or a whole number with a unit (500ms, 5s, 2m, 1h). */
-export function duration(text: string, flag: string): number {
-  const m = /^(\d+)(ms|s|m|h)$/.exec(text);
-  if (text === '0') return 0;
-  if (m === null)
-    throw new UsageError(`${flag} must be a duration such as 500ms, 5s, 2m or 0, got "${text}"`);
-  return Number(m[1]) * (spanUnitsMs[m[2] ?? ''] ?? 0);
+/**
+ * A length of time as ms, as every duration flag takes it: a whole number with a unit (500ms, 30s,
+ * 2m, 1h, 7d), or a bare number in the unit the flag's help names (`bare`), as it always took.
+ */
+export function duration(text: string, flag: string, bare: 'ms' | 's'): number {
+  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim());
+  const ms = m === null ? NaN : Number(m[1]) * (spanUnitsMs[m[2] ?? bare] ?? NaN);
+  if (!Number.isSafeInteger(ms)) {
+    throw new UsageError(
+      `${flag} must be a duration such as 500ms, 30s, 2m or 1h (a bare number is ${bare === 'ms' ? 'milliseconds' : 'seconds'}), got "${text}"`,
+    );
+  }
+  return ms;
+}
+
+/** A duration flag that counts whole seconds: 90s, 20m, 1d, or a bare number of seconds. */
+export function durationSeconds(text: string, flag: string): number {
+  const ms = duration(text, flag, 's');
+  if (ms % 1000 !== 0) throw new UsageError(`${flag} must be whole seconds, got "${text}"`);
+  return ms / 1000;
 }

@@ -9,8 +9,9 @@ function toYaml(doc: unknown): string {
   return yaml.stringify(doc);
 }
 
-export type OutputFormat = 'json' | 'yaml' | 'table';
-export const outputFormats: readonly OutputFormat[] = ['json', 'yaml', 'table'];
+export type OutputFormat = 'json' | 'yaml' | 'table' | 'wide';
+/** `wide` is the table with the columns a command leaves out of it for width (the reasons). */
+export const outputFormats: readonly OutputFormat[] = ['json', 'yaml', 'table', 'wide'];
 
 export type Row = Record<string, string | number | boolean>;
 
@@ -19,7 +20,12 @@ export function parseOutputFormat(v: string): OutputFormat {
   throw new UsageError(`-o must be one of ${outputFormats.join(', ')}, got "${v}"`);
 }
 
-export function render(format: OutputFormat, doc: unknown, rows: readonly Row[]): string {
+export function render(
+  format: OutputFormat,
+  doc: unknown,
+  rows: readonly Row[],
+  wideRows: readonly Row[] = rows,
+): string {
   switch (format) {
     case 'json':
       return JSON.stringify(doc, null, 2);
@@ -27,6 +33,8 @@ export function render(format: OutputFormat, doc: unknown, rows: readonly Row[])
       return toYaml(doc).trimEnd();
     case 'table':
       return table(rows);
+    case 'wide':
+      return table(wideRows);
   }
 }
 

@@ -63,12 +63,22 @@ export interface Progress {
   message: string;
 }
 
+/**
+ * Inventory mode (docs/decisions/0029-discovery.md): the machine's inventory as JSON, in the
+ * shape of src/model/inventory.ts, sent once on a stream authenticated with the machine's
+ * inventory-boot credential.
+ */
+export interface InventoryReport {
+  inventoryJson: string;
+}
+
 export interface ConnectRequest {
   kind?:
     | { $case: "hello"; value: Hello }
     | { $case: "heartbeat"; value: Heartbeat }
     | { $case: "progress"; value: Progress }
     | { $case: "result"; value: ActionResult }
+    | { $case: "inventory"; value: InventoryReport }
     | undefined;
 }
 
@@ -125,12 +135,24 @@ export interface Cancel {
   reason: string;
 }
 
+/**
+ * The answer to an InventoryReport: recorded (as the machine `hardware_id`, which differs from the
+ * stream's worker id when the report was recognised as a known machine by its fingerprint), or
+ * refused with why.
+ */
+export interface InventoryAck {
+  accepted: boolean;
+  hardwareId: string;
+  message: string;
+}
+
 export interface ConnectResponse {
   kind?:
     | { $case: "action"; value: Action }
     | { $case: "ack"; value: ResultAck }
     | { $case: "refused"; value: ResultRefused }
     | { $case: "cancel"; value: Cancel }
+    | { $case: "inventoryAck"; value: InventoryAck }
     | undefined;
 }
 
@@ -636,6 +658,79 @@ export const Progress: MessageFns<Progress> = {
   },
 };
 
+function createBaseInventoryReport(): InventoryReport {
+  return { inventoryJson: "" };
+}
+
+export const InventoryReport: MessageFns<InventoryReport> = {
+  encode(message: InventoryReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.inventoryJson !== "") {
+      writer.uint32(10).string(message.inventoryJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InventoryReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInventoryReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.inventoryJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): InventoryReport {
+    return {
+      inventoryJson: isSet(object.inventoryJson)
+        ? globalThis.String(object.inventoryJson)
+        : isSet(object.inventory_json)
+        ? globalThis.String(object.inventory_json)
+        : "",
+    };
+  },
+
+  toJSON(message: InventoryReport): unknown {
+    const obj: any = {};
+    if (message.inventoryJson !== "") {
+      obj.inventoryJson = message.inventoryJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<InventoryReport>, I>>(base?: I): InventoryReport {
+    return InventoryReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InventoryReport>, I>>(object: I): InventoryReport {
+    const message = createBaseInventoryReport();
+    message.inventoryJson = object.inventoryJson ?? "";
+    return message;
+  },
+};
+
 function createBaseConnectRequest(): ConnectRequest {
   return { kind: undefined };
 }
@@ -654,6 +749,9 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
         break;
       case "result":
         ActionResult.encode(message.kind.value, writer.uint32(34).fork()).join();
+        break;
+      case "inventory":
+        InventoryReport.encode(message.kind.value, writer.uint32(42).fork()).join();
         break;
     }
     return writer;
@@ -704,6 +802,14 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
             message.kind = { $case: "result", value: ActionResult.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "inventory", value: InventoryReport.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -726,6 +832,8 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
         ? { $case: "progress", value: Progress.fromJSON(object.progress) }
         : isSet(object.result)
         ? { $case: "result", value: ActionResult.fromJSON(object.result) }
+        : isSet(object.inventory)
+        ? { $case: "inventory", value: InventoryReport.fromJSON(object.inventory) }
         : undefined,
     };
   },
@@ -740,6 +848,8 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
       obj.progress = Progress.toJSON(message.kind.value);
     } else if (message.kind?.$case === "result") {
       obj.result = ActionResult.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "inventory") {
+      obj.inventory = InventoryReport.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -771,6 +881,12 @@ export const ConnectRequest: MessageFns<ConnectRequest> = {
       case "result": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "result", value: ActionResult.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "inventory": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "inventory", value: InventoryReport.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -1426,6 +1542,111 @@ export const Cancel: MessageFns<Cancel> = {
   },
 };
 
+function createBaseInventoryAck(): InventoryAck {
+  return { accepted: false, hardwareId: "", message: "" };
+}
+
+export const InventoryAck: MessageFns<InventoryAck> = {
+  encode(message: InventoryAck, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.accepted !== false) {
+      writer.uint32(8).bool(message.accepted);
+    }
+    if (message.hardwareId !== "") {
+      writer.uint32(18).string(message.hardwareId);
+    }
+    if (message.message !== "") {
+      writer.uint32(26).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InventoryAck {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInventoryAck();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.accepted = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.hardwareId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): InventoryAck {
+    return {
+      accepted: isSet(object.accepted) ? globalThis.Boolean(object.accepted) : false,
+      hardwareId: isSet(object.hardwareId)
+        ? globalThis.String(object.hardwareId)
+        : isSet(object.hardware_id)
+        ? globalThis.String(object.hardware_id)
+        : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: InventoryAck): unknown {
+    const obj: any = {};
+    if (message.accepted !== false) {
+      obj.accepted = message.accepted;
+    }
+    if (message.hardwareId !== "") {
+      obj.hardwareId = message.hardwareId;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<InventoryAck>, I>>(base?: I): InventoryAck {
+    return InventoryAck.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InventoryAck>, I>>(object: I): InventoryAck {
+    const message = createBaseInventoryAck();
+    message.accepted = object.accepted ?? false;
+    message.hardwareId = object.hardwareId ?? "";
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
 function createBaseConnectResponse(): ConnectResponse {
   return { kind: undefined };
 }
@@ -1444,6 +1665,9 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         break;
       case "cancel":
         Cancel.encode(message.kind.value, writer.uint32(34).fork()).join();
+        break;
+      case "inventoryAck":
+        InventoryAck.encode(message.kind.value, writer.uint32(42).fork()).join();
         break;
     }
     return writer;
@@ -1494,6 +1718,14 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
             message.kind = { $case: "cancel", value: Cancel.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "inventoryAck", value: InventoryAck.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1516,6 +1748,10 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         ? { $case: "refused", value: ResultRefused.fromJSON(object.refused) }
         : isSet(object.cancel)
         ? { $case: "cancel", value: Cancel.fromJSON(object.cancel) }
+        : isSet(object.inventoryAck)
+        ? { $case: "inventoryAck", value: InventoryAck.fromJSON(object.inventoryAck) }
+        : isSet(object.inventory_ack)
+        ? { $case: "inventoryAck", value: InventoryAck.fromJSON(object.inventory_ack) }
         : undefined,
     };
   },
@@ -1530,6 +1766,8 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       obj.refused = ResultRefused.toJSON(message.kind.value);
     } else if (message.kind?.$case === "cancel") {
       obj.cancel = Cancel.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "inventoryAck") {
+      obj.inventoryAck = InventoryAck.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -1561,6 +1799,12 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       case "cancel": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "cancel", value: Cancel.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "inventoryAck": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "inventoryAck", value: InventoryAck.fromPartial(object.kind.value) };
         }
         break;
       }

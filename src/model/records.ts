@@ -3,6 +3,7 @@
 // workflow rules, services and CLI read; this folder imports nothing else in src but platform,
 // so state and workflow can both depend on it without depending on each other.
 // Times are milliseconds since the epoch, always taken from a leader-stamped command.
+import type { Inventory } from './inventory.js';
 import type { Labels, MachineLifecycle } from './machine-lifecycle.js';
 
 export type Arch = 'x86_64' | 'arm64';
@@ -78,12 +79,29 @@ export interface Hardware {
   readonly lifecycle?: MachineLifecycle;
   /** Set by `slipway hardware label` (state version 3); absent when there are none. */
   readonly labels?: Labels;
+  /**
+   * The inventory the machine last reported in inventory mode (docs/decisions/0029-discovery.md):
+   * what templates and selectors read. Absent until it has reported one (state version 3).
+   */
+  readonly inventory?: Inventory;
+  /**
+   * The per-boot credential of the machine's inventory boot, while it has one to report with:
+   * claimed by the boot OS in inventory mode, used up by the report (state version 3).
+   */
+  readonly inspection?: WorkerCredential;
 }
 
 /** Hardware as the operator describes it; the state adds token, times, version, lifecycle and labels. */
 export type HardwareInput = Omit<
   Hardware,
-  'workerTokenSha256' | 'createdMs' | 'updatedMs' | 'version' | 'lifecycle' | 'labels'
+  | 'workerTokenSha256'
+  | 'createdMs'
+  | 'updatedMs'
+  | 'version'
+  | 'lifecycle'
+  | 'labels'
+  | 'inventory'
+  | 'inspection'
 >;
 
 export interface Template {

@@ -65,6 +65,11 @@ const serverConfigFields = z
     /** Dynamic mode's pools, START-END/PREFIX[,router=IP][,dns=IP+IP] (src/boot/dhcp/pool.ts). */
     dhcpPools: z.array(z.string()).default([]),
     dhcpLeaseTimeS: z.number().int().min(60).max(leaseTimeSMax).default(3600),
+    /**
+     * Discovery (docs/decisions/0029-discovery.md): a machine whose MAC no machine has boots the
+     * boot OS in inventory mode and is enrolled with its inventory. Dynamic or proxy mode only.
+     */
+    discovery: z.boolean().default(false),
     tftpAddr: hostPort.optional(),
     /** Default: a copy of Debian's iPXE binaries (/usr/lib/ipxe) in the data dir. */
     tftpRoot: z.string().min(1).optional(),
@@ -282,6 +287,14 @@ function listenHostProblem(host: string, ipv6Allowed: boolean): string | undefin
 
 /** Dynamic DHCP pools: only in dynamic mode, each well formed, none overlapping another. */
 function checkDhcpPools(c: ConfigFields, ctx: z.RefinementCtx): void {
+  if (c.discovery && c.dhcpMode === 'reservation') {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['discovery'],
+      message:
+        'discovery needs --dhcp-mode dynamic (pool addresses for unknown machines) or proxy (beside another DHCP server): in reservation mode an unknown machine gets no address',
+    });
+  }
   if (c.dhcpMode === 'dynamic' && c.dhcpPools.length === 0) {
     ctx.addIssue({
       code: 'custom',

@@ -105,7 +105,7 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
   // so a node never runs half-started (no raft member without its API, no API without its boot).
   const held: Held = { vip, boot: bootStatus() };
   try {
-    held.links = await linkWatcherFor(cfg, logger);
+    held.links = await linkWatcherFor(cfg, logger, vip !== undefined);
     const consensus = await openConsensus(cfg, logger, tls);
     held.consensus = consensus;
     started.node = consensus.node;
@@ -122,8 +122,9 @@ export async function startNode(cfg: ServerConfig, logger: Logger): Promise<Runn
       { id: cfg.id, raftAddr: cfg.raftAddr, apiAddr: cfg.apiAddr, apiPort, metricsAddr: cfg.metricsAddr },
       'node serving',
     );
-    // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down).
-    vip?.start();
+    // Only the leader with a live quorum holds the VIP (check-quorum makes a cut-off leader step down);
+    // the VIP follows the same view of the interfaces as the boot services (linkWatcherFor).
+    if (vip !== undefined && held.links !== undefined) vip.start(held.links);
     xds.start();
     const closers = closersOf(held, api, xds, held.bootServices);
     const stop = (opts?: { transfer?: boolean; drainGraceMs?: number }): Promise<void> => {
@@ -238,17 +239,24 @@ function closeServices(s: Services): void {
  * The link watcher, when a boot service or the VIP needs to know the interfaces: it sees them
  * with or without carrier, as os.networkInterfaces() does not (src/platform/link-watch.ts).
  */
-async function linkWatcherFor(cfg: ServerConfig, logger: Logger): Promise<LinkWatcher | undefined> {
-  const boot =
+async function linkWatcherFor(
+  cfg: ServerConfig,
+  logger: Logger,
+  vip: boolean,
+): Promise<LinkWatcher | undefined> {
+  const needed =
+    vip ||
     cfg.dhcpInterface !== undefined ||
     cfg.dhcpAddr !== undefined ||
     cfg.tftpAddr !== undefined ||
     cfg.httpAddr !== undefined;
-  if (!boot) return undefined;
+  if (!needed) return undefined;
   try {
     return await LinkWatcher.start({ logger });
   } catch (err) {
-    throw new ConfigError(`the boot services cannot watch the network interfaces: ${(err as Error).message}`);
+    throw new ConfigError(
+      `the boot services and the VIP cannot watch the network interfaces: ${(err as Error).message}`,
+    );
   }
 }
 
@@ -378,6 +386,9 @@ async function buildServices(
     node,
     control,
   );
+  const proposer = new Proposer(node, logger, tls, (command) =>
+    command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
+  );
   const kv = new KvService({
     node,
     store: stateMachine,
@@ -385,11 +396,10 @@ async function buildServices(
     peerTls: tls,
     drain: () => ({ drained: drain.drained, workerStreams: workers.connected }),
     bootServices: () => bootServiceReport(boot.states),
+    apiAddr: cfg.apiAddr,
+    proposer,
   });
   const maintenance = new MaintenanceService({ node, store: stateMachine, logger, peerTls: tls });
-  const proposer = new Proposer(node, logger, tls, (command) =>
-    command.type === 'control' ? clusterVersionRefusal(command.command, control.clusterVersion) : undefined,
-  );
   const auth = newAuthenticator(cfg, node, control, checked);
   const events = new EventHub();
   const machineEvents = new MachineEventHub();
@@ -647,7 +657,7 @@ async function serveApi(
       credentials: tls === undefined ? credentials.createInsecure() : credentials.createSsl(tls.ca),
       timing: defaultHealthCheck,
       logger: logger.child({ component: 'xds-probes' }),
-      apiAddrOf: async (m) => (await s.kv.peerStatus(m, 1000)).members.find((x) => x.id === m.id)?.apiAddr,
+      apiAddrOf: (m) => s.kv.apiAddrOf(m),
     },
     logger,
     { tls: tls !== undefined },
@@ -707,7 +717,9 @@ function startBoot(
         control,
         proposer: s.proposer,
         logger: logger.child({ service: 'credentials' }),
+        discovery: cfg.discovery,
       }),
+      discovery: cfg.discovery,
     },
     control,
     // Only a leader with a live quorum answers DHCP (check-quorum makes a cut-off leader step down).

@@ -17,7 +17,11 @@
 // (docs/decisions/0022-node-drain.md) with the drained members in the snapshot.
 // Version 3 adds the machine lifecycle (docs/decisions/0028-machine-lifecycle.md): every machine's
 // state, owner, deadline and history and its labels in the hardware records, hardware.lifecycle,
-// hardware.label and hardware.expire, and the lifecycle's effect on hardware and workflow commands.
+// hardware.label and hardware.expire, and the lifecycle's effect on hardware and workflow commands;
+// and discovery (docs/decisions/0029-discovery.md): credential.inventory, hardware.inventory, and
+// each machine's inventory and inventory-boot credential in its record;
+// and selection (docs/decisions/0030-allocation-at-apply.md): workflow.allocate and
+// workflow.alternate, and the selector and alternate policy in workflow records.
 // Version 3 also adds the audit record inside a Kv write's own entry and a membership change's
 // (docs/decisions/0018-audit-trail.md): one raft entry per audited write.
 import type { ControlCommand } from './control/commands.js';
@@ -78,6 +82,8 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'hardware.lifecycle':
     case 'hardware.label':
     case 'hardware.expire':
+    case 'credential.inventory':
+    case 'hardware.inventory':
     case 'workflow.allocate':
     case 'workflow.alternate':
       return stateVersionFleet;

@@ -28,6 +28,8 @@ export interface ClaimOptions {
   /** Where the credential is kept across agent restarts (a tmpfs on the boot OS). */
   readonly file?: string;
   readonly logger: Logger;
+  /** inventory: the credential of an inventory boot (docs/decisions/0029-discovery.md). */
+  readonly mode?: 'inventory';
   readonly retryMinMs?: number;
   readonly retryMaxMs?: number;
 }
@@ -103,7 +105,12 @@ export class ClaimedCredential implements CredentialSource {
     const response = await fetch(this.#o.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ workerId: this.#o.workerId, mac: this.#o.mac, publicKey: key.publicKey }),
+      body: JSON.stringify({
+        workerId: this.#o.workerId,
+        mac: this.#o.mac,
+        publicKey: key.publicKey,
+        ...(this.#o.mode === undefined ? {} : { mode: this.#o.mode }),
+      }),
       signal: signal ?? AbortSignal.timeout(10_000),
     });
     const answer = (await response.json().catch(() => ({}))) as ClaimAnswer;

@@ -313,6 +313,17 @@ function run(
         line,
       );
     }
+    // Strict mode names a missing last name; a missing name above it (hardware.inventory before
+    // the machine reported one) fails as reading a property of nothing.
+    const above = /^Cannot read properties of (?:undefined|null) \(reading '(.*)'\)/.exec(
+      errorMessage(error),
+    );
+    if (above !== null) {
+      throw new PlaceholderError(
+        `a template variable names "${above[1] ?? ''}" below a name that is not defined (hardware.inventory is defined once the machine has reported its inventory)`,
+        line,
+      );
+    }
     throw new PlaceholderError(`placeholder: ${stripLocation(errorMessage(error))}`, line);
   }
 }

@@ -6,6 +6,9 @@
 //   {{ hardware.interfaces.[0].ip.address }}  every interface: mac, ip.address, ip.prefix,
 //                                gateway, dns, hostname, leaseTimeS, vlan
 //   {{ hardware.metadata.x }}    the hardware's free-form metadata
+//   {{ hardware.inventory.disks.[0].path }}  the inventory the machine last reported
+//                                (src/model/inventory.ts: cpu, memory, disks, nics, firmware,
+//                                system, bmc); absent until it has reported one
 //   {{ workflow.id }}
 //
 // The worker token, BMC and netboot settings are left out: a template has no business with them.
@@ -42,6 +45,7 @@ export function templateVariables(sources: TemplateVariableSources): object {
     ...(first === undefined ? {} : firstInterfaceSummary(first)),
     interfaces: hardware.interfaces.map(interfaceVariables),
     metadata: hardware.metadata,
+    ...(hardware.inventory === undefined ? {} : { inventory: hardware.inventory }),
   };
   const variables = {
     ...sources.hardwareMap,
@@ -95,10 +99,23 @@ function printable(value: unknown, path: string): unknown {
 }
 
 /** What `hardware.NAME` may name, and `hardware.interfaces.[N].NAME`. */
-const hardwareFields = ['id', 'arch', 'uefi', 'mac', 'address', 'hostname', 'interfaces', 'metadata'];
+const hardwareFields = [
+  'id',
+  'arch',
+  'uefi',
+  'mac',
+  'address',
+  'hostname',
+  'interfaces',
+  'metadata',
+  'inventory',
+];
 const interfaceFields = ['mac', 'ip', 'gateway', 'dns', 'hostname', 'leaseTimeS', 'vlan'];
-/** Fields whose contents are the operator's own (metadata): any name below them may exist. */
-const openFields = new Set(['metadata']);
+/**
+ * Fields whose contents are not known when a template is created: the operator's own (metadata),
+ * and what the machine reports (inventory). Any name below them may exist.
+ */
+const openFields = new Set(['metadata', 'inventory']);
 
 /**
  * Why a variable named from the root (`hardware.hostnme`) can never exist, or undefined when it

@@ -190,7 +190,7 @@ describe('leadership follows boot health', { concurrency: 1 }, () => {
     await waitFor(
       'the followers waiting',
       async () =>
-        (await cluster.status(ns['ops']!)).filter((r) => /dhcp waiting/.test(r.health)).length ===
+        (await cluster.status(ns['ops']!)).filter((r) => /dhcp waiting/.test(r.reason)).length ===
         followers.length,
       10_000,
       100,
@@ -198,7 +198,7 @@ describe('leadership follows boot health', { concurrency: 1 }, () => {
     await setLink(now as Id, false);
     await waitFor(
       'every node waiting',
-      async () => (await cluster.status(ns['ops']!)).every((r) => /dhcp waiting/.test(r.health)),
+      async () => (await cluster.status(ns['ops']!)).every((r) => /dhcp waiting/.test(r.reason)),
       10_000,
       100,
     );

@@ -83,8 +83,10 @@ describe('kv verbs', () => {
       listed.kvs.map((k) => k.key),
       ['color'],
     );
-    const del = await cli(['--server', server, 'kv', 'del', 'color']);
+    const del = await cli(['--server', server, 'kv', 'delete', 'color']);
     assert.equal(del.code, 0, del.stderr);
+    const again = await cli(['--server', server, 'kv', 'del', 'color']);
+    assert.equal(again.code, 1, 'del, the alias: nothing left to delete');
     const missing = await cli(['--server', server, 'kv', 'get', 'color']);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /not found/);
@@ -97,6 +99,38 @@ describe('kv verbs', () => {
     assert.equal(put.code, 0, put.stderr);
     const get = await cli(['--server', follower.apiAddr, 'kv', 'get', 'via-follower']);
     assert.equal(get.stdout.trim(), 'yes');
+  });
+
+  test('puts a follower receives together go to the leader in fewer calls, each with its own answer', async () => {
+    const leader = await cluster.waitForLeader();
+    const follower = cluster.nodes.find((n) => n.id !== leader.id)!;
+    const forwarded = async (): Promise<{ commands: number; calls: number }> => {
+      const text = await (await fetch(`http://${follower.metricsAddr}/metrics`)).text();
+      const pick = (name: string): number =>
+        Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+      return {
+        commands: pick('slipway_forwarded_commands_total'),
+        calls: pick('slipway_forward_calls_total'),
+      };
+    };
+    const via = new ClusterClient([follower.apiAddr], { timeoutMs: 20_000 });
+    try {
+      const before = await forwarded();
+      const keys = Array.from({ length: 40 }, (_, i) => `batched-${String(i)}`);
+      const answers = await Promise.all(keys.map((key) => via.call('put', { key, value: Buffer.from(key) })));
+      const revisions = new Set(answers.map((a) => a.revision));
+      assert.equal(revisions.size, keys.length, 'each put has its own revision');
+      const after = await forwarded();
+      assert.equal(after.commands - before.commands, keys.length, 'every put was forwarded');
+      assert.ok(
+        after.calls - before.calls < keys.length,
+        `${String(keys.length)} puts in ${String(after.calls - before.calls)} calls`,
+      );
+      const get = await cli(['--server', leader.apiAddr, 'kv', 'get', 'batched-39']);
+      assert.equal(get.stdout.trim(), 'batched-39');
+    } finally {
+      via.close();
+    }
   });
 
   test('an audited write and its audit record are one raft entry, on the leader and through a follower', async () => {
@@ -285,6 +319,57 @@ describe('membership and leadership', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.equal((JSON.parse(r.stdout) as { leader: string }).leader, target.id);
     assert.equal((await cluster.waitForLeader()).id, target.id);
+  });
+
+  test('through one address: member list names every API address, cluster status every member, a dead one unreachable', async () => {
+    const expected = cluster.nodes.map((n) => `${n.id} ${n.apiAddr}`).sort();
+    // Each initial member's bootstrap entry holds only its own API address; every node answers all.
+    for (const n of cluster.nodes) {
+      const r = await cli(['--server', n.apiAddr, '-o', 'json', 'member', 'list']);
+      assert.equal(r.code, 0, r.stderr);
+      const members = (JSON.parse(r.stdout) as { members: { id: string; apiAddr: string }[] }).members;
+      assert.deepEqual(members.map((m) => `${m.id} ${m.apiAddr}`).sort(), expected, `through ${n.id}`);
+    }
+    interface Row {
+      node: string;
+      api: string;
+      health: string;
+      reason: string;
+    }
+    const statusVia = async (node: ProcNode, format = 'json'): Promise<CliResult> =>
+      cli(['--server', node.apiAddr, '-o', format, 'cluster', 'status']);
+    const rowsOf = (r: CliResult): Row[] => (JSON.parse(r.stdout) as { nodes: Row[] }).nodes;
+    const leader = await cluster.waitForLeader();
+    const all = rowsOf(await statusVia(leader));
+    assert.deepEqual(all.map((r) => `${r.node} ${r.api}`).sort(), expected);
+    assert.deepEqual(
+      all.map((r) => [r.health, r.reason]),
+      all.map(() => ['ok', '']),
+    );
+
+    const victim = cluster.nodes.find((n) => n.id !== leader.id)!;
+    await cluster.kill(victim);
+    const down = await statusVia(leader);
+    assert.equal(down.code, 0, 'the members that answer are healthy');
+    const row = rowsOf(down).find((r) => r.node === victim.id);
+    assert.ok(row !== undefined, `${victim.id} is listed while down`);
+    assert.equal(row.health, 'unreachable');
+    assert.equal(row.api, victim.apiAddr, 'the address it had is still named');
+    assert.match(row.reason, new RegExp(`member ${victim.id} at ${victim.raftAddr} did not answer`));
+    const wide = await statusVia(leader, 'wide');
+    assert.match(wide.stdout, /^NODE .* HEALTH +REASON/m);
+    assert.match(wide.stdout, new RegExp(`^${victim.id} .*unreachable +member ${victim.id} at`, 'm'));
+    const narrow = await statusVia(leader, 'table');
+    assert.doesNotMatch(narrow.stdout, /REASON/);
+    assert.match(narrow.stdout, new RegExp(`^${victim.id} .*unreachable`, 'm'));
+
+    cluster.start(victim);
+    await waitFor(
+      `${victim.id} answering again`,
+      async () => rowsOf(await statusVia(leader)).every((r) => r.health === 'ok'),
+      20_000,
+      200,
+    );
   });
 
   test('SIGTERM on the leader hands leadership over before exiting', async () => {
@@ -552,6 +637,8 @@ describe('balancer config', () => {
       [[...args, '--tls-dir', '/nonexistent'], /--tls-dir needs --id/],
       [[...args, '--tls-dir', '/nonexistent', '--id', 'n1'], /--tls-dir: no \/nonexistent\/n1\.crt/],
       [[...args, '--id', 'n1'], /--id goes with --tls-dir/],
+      [[...args, '--haproxy-socket', 'admin.sock'], /runtimeSocket "admin\.sock" must be an absolute path/],
+      // The socket's former name in `balancer config`, still taken.
       [[...args, '--runtime-socket', 'admin.sock'], /runtimeSocket "admin\.sock" must be an absolute path/],
     ];
     for (const [argv, message] of cases) {

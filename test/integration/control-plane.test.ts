@@ -258,6 +258,15 @@ describe('workflows across node loss', () => {
       // The follower saw every event of the workflow once, in order, across the node's death.
       const r = await follow;
       assert.equal(r.code, 0, r.stderr);
+      const waited = await cli(
+        ['--server', serverList(1), '--token-file', join(cluster.dir, 'admin.token')].concat([
+          'workflow',
+          'wait',
+          followed.id,
+        ]),
+        60_000,
+      );
+      assert.deepEqual([waited.code, waited.stdout.trim()], [0, 'SUCCESS'], waited.stderr);
       const seen = r.stdout
         .trim()
         .split('\n')

@@ -118,6 +118,11 @@ describe('a machine walked through its lifecycle with the CLI', () => {
     assert.match(listed, new RegExp(`^m1 .* provisioning +${workflow}$`, 'm'));
     await ok(['workflow', 'cancel', workflow]);
     assert.equal((await lifecycleOf('m1')).state, 'failed');
+    // A finished workflow that did not succeed: `workflow wait` and `events --follow` exit 1.
+    const waited = await cli(['workflow', 'wait', workflow]);
+    assert.equal(waited.code, 1, waited.stderr);
+    assert.match(waited.stdout, /^CANCELLED/);
+    assert.equal((await cli(['workflow', 'events', workflow, '--follow'])).code, 1);
     await ok(['hardware', 'release', 'm1', '--reason', 'wipe it']);
     await ok(['hardware', 'quarantine', 'm1', '--reason', 'flaky NIC']);
     await refused(

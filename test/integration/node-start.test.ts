@@ -169,8 +169,10 @@ describe('a node whose boot service waits for its address', () => {
     const cli = await runSlipway(['-o', 'json', 'cluster', 'status'], {
       env: { SLIPWAY_SERVER: node.apiAddr },
     });
-    const row = (JSON.parse(cli.stdout) as { nodes: { health: string; boot: string }[] }).nodes[0];
-    assert.equal(row?.health, 'http waiting: address 192.0.2.77 is not on this host (yet)');
+    const row = (JSON.parse(cli.stdout) as { nodes: { health: string; reason: string; boot: string }[] })
+      .nodes[0];
+    assert.equal(row?.health, 'degraded');
+    assert.equal(row?.reason, 'http waiting: address 192.0.2.77 is not on this host (yet)');
     assert.equal(row?.boot, 'tftp serving, http waiting');
     assert.equal(cli.code, 1, 'no node is healthy');
 

@@ -257,7 +257,7 @@ test('HAProxy with TLS on both sides (balancer config --tls-dir): nodes pass the
       join(pki, 'n1'),
       '--id',
       'n1',
-      '--runtime-socket',
+      '--haproxy-socket',
       runtimeSocket,
     ],
   ]);

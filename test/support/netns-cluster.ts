@@ -123,7 +123,10 @@ export interface ClusterStatusRow {
   readonly role: string;
   readonly leader: string;
   readonly term: number;
+  /** One word: ok, degraded, no-leader, stopped, down or unreachable. */
   readonly health: string;
+  /** What the word stands for ("" when ok). */
+  readonly reason: string;
   /** Each configured boot service and its state ("dhcp serving, tftp waiting"), or "-". */
   readonly boot?: string;
 }

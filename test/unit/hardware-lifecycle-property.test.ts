@@ -8,7 +8,9 @@
 // (the snapshot's consistency checks hold) and replays to the same bytes.
 // Method: fast-check generates operator verbs (with --now and deadlines), workflow create, start,
 // result, cancel, retry and deadline expiry, labels, hardware delete and re-create, the leader's
-// expiry of machine deadlines (when due, and stale), and stamped times that move forward.
+// expiry of machine deadlines (when due, and stale), inventory boots (a claim, then a report with
+// the right credential or another, with facts as before or drifted), and stamped times that move
+// forward.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
@@ -20,6 +22,8 @@ import { operatorVerbs, type MachineState } from '../../src/model/machine-lifecy
 import { machineHistoryMax } from '../../src/model/limits.js';
 import { nextAction, nextDeadline } from '../../src/workflow/rules.js';
 import { LifecycleHarness, machineInput, operator, specFor } from '../support/lifecycle-harness.js';
+import { exampleInventory } from '../support/inventory-arbitrary.js';
+import type { JsonValue } from '../../src/model/records.js';
 
 const machines = ['m1', 'm2', 'm3'] as const;
 const workflowIds = ['w0', 'w1', 'w2', 'w3', 'w4', 'w5'] as const;
@@ -51,7 +55,8 @@ type Step =
   | { kind: 'label'; machine: string; key: string; remove: boolean }
   | { kind: 'delete' | 'recreate'; machine: string }
   | { kind: 'raise' }
-  | { kind: 'advance'; ms: number };
+  | { kind: 'advance'; ms: number }
+  | { kind: 'report'; machine: string; drift: boolean; rightCredential: boolean };
 
 function stepArbitrary(): fc.Arbitrary<Step> {
   const machine = fc.constantFrom(...machines, 'ghost');
@@ -136,6 +141,16 @@ function stepArbitrary(): fc.Arbitrary<Step> {
     },
     { weight: 1, arbitrary: fc.constant({ kind: 'raise' as const }) },
     {
+      // An inventory boot: its claim, then its report (docs/decisions/0029).
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant('report' as const),
+        machine: fc.constantFrom(...machines),
+        drift: fc.boolean(),
+        rightCredential: fc.boolean(),
+      }),
+    },
+    {
       weight: 4,
       arbitrary: fc.record({
         kind: fc.constant('advance' as const),
@@ -153,6 +168,34 @@ function stepCommands(h: LifecycleHarness, step: Step): (() => ControlCommand[])
       (choice) => () => commandsOf(h, { kind: 'move', machine, choice, now: false, churn: true }),
     );
   }
+  if (step.kind === 'report') {
+    const n = machines.indexOf(step.machine as (typeof machines)[number]) + 1;
+    const mac = `02:00:00:00:00:0${n}`;
+    const inventory = step.drift
+      ? { ...exampleInventory, memory: { totalBytes: 2 ** 30, usableBytes: 2 ** 30 } }
+      : exampleInventory;
+    return [
+      () => [
+        {
+          type: 'credential.inventory',
+          workerId: step.machine,
+          mac,
+          ip: `10.0.0.${n}`,
+          sha256: 'c'.repeat(64),
+          ttlS: 600,
+          workerTokenSha256: 'f'.repeat(64),
+        },
+      ],
+      () => [
+        {
+          type: 'hardware.inventory',
+          id: step.machine,
+          credentialSha256: (step.rightCredential ? 'c' : 'd').repeat(64),
+          inventory: JSON.parse(JSON.stringify(inventory)) as JsonValue,
+        },
+      ],
+    ];
+  }
   if (step.kind !== 'runOk') return [() => commandsOf(h, step)];
   return [
     () => [h.createCommand(step.workflow, step.machine, specFor(step.machine, 30, 20))],
@@ -162,7 +205,10 @@ function stepCommands(h: LifecycleHarness, step: Step): (() => ControlCommand[])
 }
 
 /** The commands a step proposes (a leader's scan proposes one per due deadline). */
-function commandsOf(h: LifecycleHarness, step: Exclude<Step, { kind: 'runOk' | 'moves' }>): ControlCommand[] {
+function commandsOf(
+  h: LifecycleHarness,
+  step: Exclude<Step, { kind: 'runOk' | 'moves' | 'report' }>,
+): ControlCommand[] {
   const s = h.state;
   switch (step.kind) {
     case 'move': {

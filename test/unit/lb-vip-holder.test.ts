@@ -1,9 +1,8 @@
-// lb/vip-holder.ts: the VIP decisions, from what is observed, with time as a number; and how
-// lb/vip-manager.ts reads the VIP from `ip -j addr` when the interface has no carrier.
+// lb/vip-holder.ts: the VIP decisions, from what is observed, with time as a number; a carrier
+// that comes back while holding is announced again.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { VipHolder } from '../../lb/vip-holder.js';
-import { vipCidrIn } from '../../lb/vip-manager.js';
 
 const opts = { reannounceAfterMs: [2000, 5000], retryAfterMs: 1000 };
 
@@ -67,27 +66,22 @@ describe('VipHolder', () => {
   });
 });
 
-describe('vipCidrIn', () => {
-  // The shape of `ip -j -4 addr show dev eth0` (iproute2 6.1), trimmed.
-  const out = JSON.stringify([
-    {
-      ifindex: 2,
-      ifname: 'eth0',
-      flags: ['NO-CARRIER', 'BROADCAST', 'MULTICAST', 'UP'],
-      addr_info: [
-        { family: 'inet', local: '10.80.0.11', prefixlen: 24, scope: 'global' },
-        { family: 'inet', local: '10.80.0.100', prefixlen: 32, scope: 'global' },
-      ],
-    },
-  ]);
-
-  test('finds the VIP with its prefix', () => {
-    assert.equal(vipCidrIn(out, '10.80.0.100'), '10.80.0.100/32');
+describe('VipHolder.linkBack', () => {
+  test('a carrier back while holding announces at once, and again later: what was sent without it was lost', () => {
+    const h = new VipHolder(opts);
+    h.step(0, true, false);
+    h.step(opts.reannounceAfterMs[1]! + 1, true, true);
+    assert.deepEqual(h.step(100_000, true, true), []);
+    h.linkBack(100_000);
+    assert.deepEqual(h.step(100_000, true, true), ['announce']);
+    assert.deepEqual(h.step(100_001, true, true), []);
+    assert.deepEqual(h.step(100_000 + opts.reannounceAfterMs[0]!, true, true), ['announce']);
   });
 
-  test('is undefined when the interface lacks it, or has no addresses', () => {
-    assert.equal(vipCidrIn(out, '10.80.0.101'), undefined);
-    assert.equal(vipCidrIn('[{"ifname":"eth0","addr_info":[]}]', '10.80.0.100'), undefined);
-    assert.equal(vipCidrIn('[]', '10.80.0.100'), undefined);
+  test('a carrier back on a node that lets the VIP go announces nothing', () => {
+    const h = new VipHolder(opts);
+    h.linkBack(0);
+    assert.deepEqual(h.step(0, false, true), ['delete']);
+    assert.deepEqual(h.step(1, false, false), []);
   });
 });

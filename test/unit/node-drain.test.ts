@@ -12,7 +12,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeDrain, drainComplete, drainReport } from '../../src/cli/commands/node.js';
-import { duration } from '../../src/cli/flags.js';
+import { duration, durationSeconds } from '../../src/cli/flags.js';
 import { UsageError } from '../../src/cli/output.js';
 import type { StatusResponse } from '../../src/gen/kv.js';
 import { Role } from '../../src/gen/kv.js';
@@ -259,15 +259,24 @@ describe("the CLI's drain report", () => {
     assert.match(describeDrain(stuck), /leadership: still on n2/);
   });
 
-  it('durations: 0, ms, s, m, h; anything else is a usage error naming the flag', () => {
-    assert.equal(duration('0', '--drain-grace'), 0);
-    assert.equal(duration('500ms', '--drain-grace'), 500);
-    assert.equal(duration('5s', '--drain-grace'), 5000);
-    assert.equal(duration('2m', '--drain-grace'), 120_000);
-    assert.equal(duration('1h', '--drain-grace'), 3_600_000);
-    for (const bad of ['', '5', '-1s', '1.5s', '5 s', 's']) {
+  it('durations: 0, ms, s, m, h, d, bare numbers in the unit the help names; anything else is a usage error naming the flag', () => {
+    assert.equal(duration('0', '--drain-grace', 'ms'), 0);
+    assert.equal(duration('500ms', '--drain-grace', 'ms'), 500);
+    assert.equal(duration('5s', '--drain-grace', 'ms'), 5000);
+    assert.equal(duration('2m', '--drain-grace', 'ms'), 120_000);
+    assert.equal(duration('1h', '--drain-grace', 'ms'), 3_600_000);
+    assert.equal(duration('1d', '--drain-grace', 'ms'), 86_400_000);
+    assert.equal(duration('5', '--drain-grace', 'ms'), 5, 'bare: milliseconds');
+    assert.equal(duration('5', '--dhcp-lease-time', 's'), 5000, 'bare: seconds');
+    assert.equal(durationSeconds('2m', '--dhcp-lease-time'), 120);
+    assert.throws(
+      () => durationSeconds('1500ms', '--dhcp-lease-time'),
+      /--dhcp-lease-time must be whole seconds/,
+    );
+    assert.throws(() => duration('5x', '--wait', 'ms'), /a bare number is milliseconds\), got "5x"/);
+    for (const bad of ['', '-1s', '1.5s', '5 s', 's', '1e3']) {
       assert.throws(
-        () => duration(bad, '--drain-grace'),
+        () => duration(bad, '--drain-grace', 'ms'),
         (e: unknown) => e instanceof UsageError && /--drain-grace/.test(e.message),
       );
     }

@@ -14,6 +14,7 @@ import {
   validateTemplateSource,
   type RenderContext,
 } from '../../src/workflow/template.js';
+import { exampleInventory } from '../support/inventory-arbitrary.js';
 import { rewriteGoStylePaths } from '../../src/workflow/template-placeholders.js';
 import { actionsMax, templateSourceBytesMax, tasksMax } from '../../src/workflow/template-limits.js';
 
@@ -182,6 +183,31 @@ describe('renderTemplate', () => {
       '3 wf-1',
       'aa:bb:cc:dd:ee:01;aa:bb:cc:dd:ee:02;',
     ]);
+  });
+
+  it('exposes the inventory the machine reported, and says when it has none', () => {
+    const source = withAction([
+      'command:',
+      '  - "{{ hardware.inventory.disks.[0].path }} {{ hardware.inventory.memory.totalBytes }}"',
+      '  - "{{ hardware.inventory.system.serial }} {{ hardware.inventory.firmware }}"',
+    ]);
+    assert.doesNotThrow(() => validateTemplateSource(source));
+    const spec = renderTemplate(source, {
+      ...context({}),
+      hardware: { ...hardware, inventory: exampleInventory },
+    });
+    assert.deepEqual(spec.tasks[0]?.actions[0]?.command, [`/dev/sda ${128 * 2 ** 30}`, 'S392884X1 uefi']);
+    // Before its first report, the machine has no inventory: an error, not an empty string.
+    assert.match(
+      templateError(() => renderTemplate(source, context({}))).message,
+      /names "disks" below a name that is not defined \(hardware.inventory is defined once/,
+    );
+    const printed = withAction(['command: ["echo", "{{ hardware.inventory.disks }}"]']);
+    const inventoried = { ...context({}), hardware: { ...hardware, inventory: exampleInventory } };
+    assert.match(
+      templateError(() => renderTemplate(printed, inventoried)).message,
+      /hardware\.inventory\.disks/,
+    );
   });
 
   it('keeps the worker token out of the variables', () => {

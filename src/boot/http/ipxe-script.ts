@@ -8,7 +8,8 @@
 //    where to find the cluster on the kernel command line:
 //      slipway.worker_id=HARDWARE_ID slipway.server=VIP:API_PORT slipway.http=http://VIP:PORT
 //      slipway.mac=MAC
-//    Nothing secret: the booted worker claims its credential from slipway.http (invariant 7).
+//    and slipway.mode=inventory for an inventory boot (docs/decisions/0029-discovery.md), which
+//    is always this kind. Nothing secret: the booted worker claims its credential from slipway.http (invariant 7).
 //
 // iPXE expands ${...} anywhere in a command line and splits arguments on spaces, so every
 // value that lands on one is checked; a record that would change the script's meaning is
@@ -66,6 +67,8 @@ const quoting = /["'\\]/;
 
 export function renderIpxeScript(record: BootRecord, settings: IpxeScriptSettings): IpxeScript {
   const { netboot } = record.hardware;
+  // An inventory boot is the boot OS's, whatever script the machine's own boots use.
+  if (record.mode === 'inventory') return { kind: 'generated', text: generatedScript(record, settings) };
   if (netboot.ipxeScript !== undefined) return { kind: 'custom', text: customScript(netboot.ipxeScript) };
   if (netboot.ipxeUrl !== undefined) {
     // The operator's own URL may use iPXE settings such as ${net0/mac}; only spaces and quoting are refused.
@@ -88,11 +91,12 @@ function generatedScript(record: BootRecord, settings: IpxeScriptSettings): stri
     `slipway.server=${checkArgument('apiAddress', settings.apiAddress)}`,
     `slipway.http=${httpBase}`,
     `slipway.mac=${checkArgument('iface.mac', iface.mac)}`,
+    ...(record.mode === 'inventory' ? ['slipway.mode=inventory'] : []),
     ...settings.extraKernelArgs.map((arg, i) => checkArgument(`extraKernelArgs[${i}]`, arg)),
   ];
   return [
     header,
-    `echo Slipway: booting ${hardware.id} (${iface.mac})`,
+    `echo Slipway: booting ${hardware.id} (${iface.mac})${record.mode === 'inventory' ? ' in inventory mode' : ''}`,
     `kernel ${kernelUrl} ${args.join(' ')}`,
     `initrd ${initrdUrl}`,
     'boot',

@@ -5,13 +5,13 @@
 // (./balancer-follow.ts, loaded only for it).
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Command } from '@commander-js/extra-typings';
+import { Option, type Command } from '@commander-js/extra-typings';
 import { BalancerSpecError, defaultHealthCheck } from '../../../lb/balancer-spec.js';
 import type { BalancerSpec, BalancerTls } from '../../../lb/balancer-spec.js';
 import { renderEnvoyBootstrap } from '../../../lb/envoy.js';
 import { renderEnvoyXdsBootstrap } from '../../../lb/envoy-xds.js';
 import { renderHaproxyConfig } from '../../../lb/haproxy.js';
-import { idAddressList, wholeNumber } from '../flags.js';
+import { duration, idAddressList, wholeNumber } from '../flags.js';
 import { UsageError } from '../output.js';
 import type { StatusAccess } from './cluster.js';
 
@@ -23,6 +23,12 @@ export type FollowAccess = () => Promise<StatusAccess>;
 
 export function balancerCommand(program: Command, followAccess: FollowAccess): void {
   const balancer = program.command('balancer').description('the gRPC balancer in front of the nodes');
+  configCommand(balancer);
+  followCommand(balancer, followAccess);
+}
+
+/** `balancer config`: the HAProxy configuration or Envoy bootstrap for the nodes. */
+function configCommand(balancer: Command): void {
   balancer
     .command('config')
     .description(
@@ -42,20 +48,26 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
       "TLS on both sides with the files of `slipway bootstrap`: clients get node --id's certificate, nodes are verified against ca.crt",
     )
     .option('--id <id>', 'with --tls-dir: the node this balancer runs on (its ID.crt and ID.key)')
-    .option('--check-interval <ms>', 'health check interval', String(defaultHealthCheck.intervalMs))
+    .option(
+      '--check-interval <duration>',
+      'health check interval: 2s, or a bare number of milliseconds',
+      String(defaultHealthCheck.intervalMs),
+    )
     .option('--fall <n>', 'failed checks in a row that take a node out', String(defaultHealthCheck.fall))
     .option('--rise <n>', 'passed checks in a row that bring it back', String(defaultHealthCheck.rise))
     .option(
-      '--runtime-socket <path>',
+      '--haproxy-socket <path>',
       'haproxy: the admin runtime socket `slipway balancer follow` changes the servers through',
       debianRuntimeSocket,
     )
+    // The name before there was one name for the socket in both commands.
+    .addOption(new Option('--runtime-socket <path>').hideHelp())
     .action((o) => {
       const spec: BalancerSpec = {
         listenAddr: o.listen,
         nodes: idAddressList(o.nodes, '--nodes').map(({ id, addr }) => ({ id, apiAddr: addr })),
         healthCheck: {
-          intervalMs: wholeNumber(o.checkInterval, '--check-interval'),
+          intervalMs: duration(o.checkInterval, '--check-interval', 'ms'),
           fall: wholeNumber(o.fall, '--fall'),
           rise: wholeNumber(o.rise, '--rise'),
         },
@@ -65,7 +77,8 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
       if (o.tlsDir === undefined && o.id !== undefined) throw new UsageError('--id goes with --tls-dir');
       let text: string;
       try {
-        if (o.proxy === 'haproxy') text = renderHaproxyConfig({ ...spec, runtimeSocket: o.runtimeSocket });
+        if (o.proxy === 'haproxy')
+          text = renderHaproxyConfig({ ...spec, runtimeSocket: o.runtimeSocket ?? o.haproxySocket });
         else if (o.proxy === 'envoy') {
           const bootstrap = o.static === true ? renderEnvoyBootstrap(spec) : renderEnvoyXdsBootstrap(spec);
           text = `${JSON.stringify(bootstrap, null, 2)}\n`;
@@ -76,6 +89,10 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
       }
       process.stdout.write(text);
     });
+}
+
+/** `balancer follow`: a running HAProxy's servers kept in step with the membership. */
+function followCommand(balancer: Command, followAccess: FollowAccess): void {
   balancer
     .command('follow')
     .description(
@@ -84,15 +101,19 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
     )
     .option('--haproxy-socket <path>', "HAProxy's admin runtime socket", debianRuntimeSocket)
     .option('--backend <name>', 'the backend that holds the nodes', 'slipway_nodes')
-    .option('--interval <ms>', 'how often to compare the membership with HAProxy', '1000')
     .option(
-      '--drain-grace <ms>',
-      "how long a leaving member's streams may run before they are cut (their clients reconnect elsewhere)",
+      '--interval <duration>',
+      'how often to compare the membership with HAProxy: 1s, or a bare number of milliseconds',
+      '1000',
+    )
+    .option(
+      '--drain-grace <duration>',
+      "how long a leaving member's streams may run before they are cut (their clients reconnect elsewhere): 30s, or a bare number of milliseconds",
       '30000',
     )
     .option(
-      '--check-interval <ms>',
-      'added servers: health check interval',
+      '--check-interval <duration>',
+      'added servers: health check interval: 2s, or a bare number of milliseconds',
       String(defaultHealthCheck.intervalMs),
     )
     .option(
@@ -108,10 +129,10 @@ export function balancerCommand(program: Command, followAccess: FollowAccess): v
         {
           socketPath: o.haproxySocket,
           backend: o.backend,
-          intervalMs: wholeNumber(o.interval, '--interval'),
-          drainGraceMs: wholeNumber(o.drainGrace, '--drain-grace'),
+          intervalMs: duration(o.interval, '--interval', 'ms'),
+          drainGraceMs: duration(o.drainGrace, '--drain-grace', 'ms'),
           healthCheck: {
-            intervalMs: wholeNumber(o.checkInterval, '--check-interval'),
+            intervalMs: duration(o.checkInterval, '--check-interval', 'ms'),
             fall: wholeNumber(o.fall, '--fall'),
             rise: wholeNumber(o.rise, '--rise'),
           },

@@ -10,7 +10,10 @@ export function bootosCommand(program: Command): void {
     .description(
       "build the boot OS from this machine's Debian packages (linux-image-amd64, busybox-static, zstd; " +
         'kexec-tools for the kexec action) and its Node.js runtime: DIR/vmlinuz-x86_64, ' +
-        'DIR/initramfs-x86_64 and DIR/manifest.json. The same inputs give the same bytes.',
+        'DIR/initramfs-x86_64 and DIR/manifest.json. The same inputs give the same bytes.\n\n' +
+        'Examples:\n' +
+        '  slipway bootos build --out /var/lib/slipway/bootos --ca /etc/slipway/pki/ca.crt\n' +
+        '  slipway bootos build --out out/ --node /opt/node-v24/bin/node   # the worker runs on Node 24',
     )
     .requiredOption('--out <dir>', 'where to write the kernel, the initramfs and the manifest')
     .option('--arch <arch>', 'x86_64 (arm64: see docs/decisions/0016-boot-os.md)', 'x86_64')
@@ -20,6 +23,10 @@ export function bootosCommand(program: Command): void {
       'the cluster CA (ca.crt from `slipway bootstrap`): the worker then speaks TLS to the nodes',
     )
     .option('--level <n>', 'zstd compression level, 1-19', '12')
+    .option(
+      '--node <path>',
+      'the Node.js runtime the worker runs on in the boot OS (20.19 or later; default: the one running this command)',
+    )
     .action(async (o) => {
       if (o.arch !== 'x86_64') {
         throw new UsageError(
@@ -33,6 +40,7 @@ export function bootosCommand(program: Command): void {
         compressionLevel: wholeNumber(o.level, '--level'),
         ...(o.kernelVersion === undefined ? {} : { kernelVersion: o.kernelVersion }),
         ...(o.ca === undefined ? {} : { caFile: o.ca }),
+        ...(o.node === undefined ? {} : { nodeBinary: o.node }),
         progress: (line) => process.stderr.write(`bootos: ${line}\n`),
       });
       process.stdout.write(`${JSON.stringify(manifest)}\n`);

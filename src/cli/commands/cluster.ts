@@ -69,7 +69,11 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
   cluster
     .command('status')
     .description(
-      'members, leader, term, commit and applied index, health (a leader known and every configured boot service serving), the boot services, whether drained and the open worker streams of each node in --server',
+      'every member: role, leader, term, commit and applied index, health (ok while a leader is known ' +
+        'and every configured boot service serves; the reason in -o wide, json or yaml), the boot ' +
+        'services, whether drained and its open worker streams. Each --server is asked directly; the ' +
+        'members it does not reach (all but one through a balancer) are asked through a node that ' +
+        'answered, which reaches them over their raft addresses, so an unreachable member is shown as such',
     )
     .option(
       '--digest',
@@ -79,8 +83,10 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
     )
     .action(async (o) => {
       const digest = o.digest === true;
-      const rows = await Promise.all(access.servers().map((addr) => nodeStatus(access, addr, digest)));
-      process.stdout.write(`${render(output(), { nodes: rows }, rows)}\n`);
+      const asked = await Promise.all(access.servers().map((addr) => nodeStatus(access, addr, digest)));
+      const rows = [...uniqueNodes(asked), ...(await otherMembers(access, asked, digest))];
+      const table = rows.map(({ reason: _reason, ...row }) => row);
+      process.stdout.write(`${render(output(), { nodes: rows }, table, rows)}\n`);
       if (rows.every((r) => r.health !== 'ok')) process.exitCode = 1;
     });
   clusterVersionCommand(cluster, output, access);
@@ -157,20 +163,47 @@ function printClusterUp(
   }
 }
 
-/** One row of `cluster status`: the node's answer, or why it gave none. */
-async function nodeStatus(access: StatusAccess, addr: string, digest: boolean) {
+/** One row of `cluster status`: a member's answer, or why none came. */
+type StatusRow = {
+  readonly node: string;
+  readonly api: string;
+  readonly role: string;
+  readonly leader: string;
+  readonly term: number;
+  readonly commit: number;
+  readonly applied: number;
+  /** One word: ok, degraded, no-leader, stopped, down (asked directly) or unreachable. */
+  readonly health: string;
+  /** What the word stands for ("" when ok). */
+  readonly reason: string;
+  readonly boot: string;
+  readonly drained: boolean;
+  readonly workers: number;
+  readonly digest?: string;
+};
+
+/** The row of the node that answers at `addr` (directly, or as `member` through it). */
+async function nodeStatus(
+  access: StatusAccess,
+  addr: string,
+  digest: boolean,
+  member = '',
+): Promise<StatusRow> {
   const c = access.clientFor(addr);
   try {
-    const s = await c.call('status', { digest });
+    const s = await c.call('status', { digest, member });
+    const { health, reason } = healthOf(s);
     return {
       node: s.id,
-      api: addr,
+      // The member's own API address: `addr` may be a balancer, or the node that relayed.
+      api: s.members.find((m) => m.id === s.id)?.apiAddr || (member === '' ? addr : '-'),
       role: roleName(s.role),
       leader: s.leader,
       term: s.term,
       commit: s.commit,
       applied: s.applied,
-      health: healthOf(s.leader, s.bootServices),
+      health,
+      reason,
       boot: bootSummary(s.bootServices),
       drained: s.drained,
       workers: s.workerStreams,
@@ -180,34 +213,73 @@ async function nodeStatus(access: StatusAccess, addr: string, digest: boolean) {
   } catch (err) {
     // A refusal of the caller (a viewer asking for --digest) is not a node down.
     if (isServiceError(err) && callerRefusals.has(err.code)) throw err;
-    return {
-      node: '?',
-      api: addr,
-      role: '-',
-      leader: '-',
-      term: 0,
-      commit: 0,
-      applied: 0,
-      health: `down: ${(err as Error).message}`,
-      boot: '-',
-      drained: false,
-      workers: 0,
-      ...(digest ? { digest: '-' } : {}),
-    };
+    return member === ''
+      ? unanswered('?', addr, 'down', err, digest)
+      : unanswered(member, '-', 'unreachable', err, digest);
   } finally {
     c.close();
   }
 }
 
+function unanswered(node: string, api: string, health: string, err: unknown, digest: boolean): StatusRow {
+  const reason = isServiceError(err) ? err.details : (err as Error).message;
+  return {
+    ...{ node, api, role: '-', leader: '-', term: 0, commit: 0, applied: 0, health, reason },
+    ...{ boot: '-', drained: false, workers: 0 },
+    ...(digest ? { digest: '-' } : {}),
+  };
+}
+
+/** The answers, each node once (two addresses may reach one node, as a balancer's do). */
+function uniqueNodes(rows: readonly StatusRow[]): StatusRow[] {
+  const seen = new Set<string>();
+  return rows.filter((r) => r.node === '?' || (!seen.has(r.node) && seen.add(r.node) !== undefined));
+}
+
 /**
- * "ok" only while the node knows a leader and every boot service it is configured with serves;
- * otherwise what is wrong, the leader first.
+ * The members no --server reached, asked through the first node that answered (as etcdctl's
+ * `endpoint status --cluster` does): that node reads their Status over their raft addresses.
+ * Its membership is read without a quorum, so a cluster that lost its quorum still shows it.
  */
-function healthOf(leader: string, boot: readonly BootServiceStatus[]): string {
-  if (leader === '') return 'no leader';
-  const notServing = boot.filter((b) => b.state !== BootServiceState.BOOT_SERVICE_STATE_SERVING);
-  if (notServing.length === 0) return 'ok';
-  return notServing.map((b) => `${b.name} ${bootStateName(b.state)}: ${b.reason}`).join('; ');
+async function otherMembers(
+  access: StatusAccess,
+  asked: readonly StatusRow[],
+  digest: boolean,
+): Promise<StatusRow[]> {
+  const relay = asked.find((r) => r.node !== '?');
+  if (relay === undefined) return [];
+  const via = access.servers()[asked.indexOf(relay)] ?? relay.api;
+  const c = access.clientFor(via);
+  let members: { id: string; apiAddr: string }[];
+  try {
+    members = (await c.call('memberList', { local: true })).members;
+  } catch {
+    return []; // the node answered its Status a moment ago; its own row says what it knows
+  } finally {
+    c.close();
+  }
+  const known = new Set(asked.map((r) => r.node));
+  const downAddrs = new Set(asked.filter((r) => r.node === '?').map((r) => r.api));
+  const others = members.filter((m) => !known.has(m.id) && !downAddrs.has(m.apiAddr));
+  const rows = await Promise.all(others.map((m) => nodeStatus(access, via, digest, m.id)));
+  return rows.map((r, i) => (r.api === '-' ? { ...r, api: others[i]?.apiAddr || '-' } : r));
+}
+
+/**
+ * "ok" only while the node applies, knows a leader and every boot service it is configured with
+ * serves; otherwise one word for what is wrong, the worst first, with the reason.
+ */
+function healthOf(s: {
+  readonly leader: string;
+  readonly stopped: string;
+  readonly bootServices: readonly BootServiceStatus[];
+}): { health: string; reason: string } {
+  if (s.stopped !== '') return { health: 'stopped', reason: s.stopped };
+  if (s.leader === '') return { health: 'no-leader', reason: 'this node knows no leader' };
+  const notServing = s.bootServices.filter((b) => b.state !== BootServiceState.BOOT_SERVICE_STATE_SERVING);
+  if (notServing.length === 0) return { health: 'ok', reason: '' };
+  const reason = notServing.map((b) => `${b.name} ${bootStateName(b.state)}: ${b.reason}`).join('; ');
+  return { health: 'degraded', reason };
 }
 
 /** Each configured boot service and its state ("dhcp serving, tftp waiting"); "-" for none. */

@@ -6,7 +6,7 @@ import type { MachineEvent } from '../../gen/control.js';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
-import { wholeNumber } from '../flags.js';
+import { durationSeconds, wholeNumber } from '../flags.js';
 import { labelKeyProblem, labelValueProblem } from '../../model/labels.js';
 import type { OperatorVerb } from '../../model/machine-lifecycle.js';
 import { lifecycleTimeoutSMax } from '../../model/limits.js';
@@ -106,16 +106,11 @@ export function hardwareLifecycleCommands(hw: Command, connect: Connect): void {
   historyCommand(hw, connect);
 }
 
-const secondsPer: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 };
-
-/** --deadline: a whole number of seconds, minutes, hours or days, up to 7 days. */
+/** --deadline: a duration (90s, 20m, 2h, 1d, or bare seconds) from 1 second to 7 days. */
 export function deadlineSeconds(text: string): number {
-  const m = /^(\d+)([smhd])$/.exec(text);
-  const s = m === null ? NaN : Number(m[1]) * (secondsPer[m[2] ?? ''] ?? NaN);
-  if (!Number.isSafeInteger(s) || s < 1 || s > lifecycleTimeoutSMax) {
-    throw new UsageError(
-      `--deadline must be a duration from 1s to 7d, such as 90s, 20m, 2h or 1d; got "${text}"`,
-    );
+  const s = durationSeconds(text, '--deadline');
+  if (s < 1 || s > lifecycleTimeoutSMax) {
+    throw new UsageError(`--deadline must be from 1s to 7d, such as 90s, 20m, 2h or 1d; got "${text}"`);
   }
   return s;
 }

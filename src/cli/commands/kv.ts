@@ -46,8 +46,9 @@ export function kvCommand(program: Command, connect: Connect): void {
       if (output === 'table') process.stdout.write(`${doc.value}\n`);
       else print(output, doc);
     });
-  kv.command('del')
-    .description('delete a key')
+  kv.command('delete')
+    .alias('del')
+    .description('delete a key (exit 1 when there is none)')
     .argument('<key>')
     .action(async (key) => {
       const { client, output } = connect();

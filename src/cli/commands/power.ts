@@ -5,7 +5,7 @@
 import type { Command } from '@commander-js/extra-typings';
 import type { PowerJobRecord } from '../../gen/control.js';
 import type { ClusterClient } from '../client.js';
-import { wholeNumber } from '../flags.js';
+import { duration } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
@@ -28,9 +28,13 @@ export function powerCommand(program: Command, connect: Connect): void {
       .command(op)
       .description(description)
       .argument('<id>', 'hardware id')
-      .option('--wait <ms>', 'how long to wait for the job to finish', String(waitMsDefault))
+      .option(
+        '--wait <duration>',
+        'how long to wait for the job to finish: 30s, 2m, or a bare number of milliseconds',
+        String(waitMsDefault),
+      )
       .action(async (id, o) => {
-        const waitMs = wholeNumber(o.wait, '--wait');
+        const waitMs = duration(o.wait, '--wait', 'ms');
         const { client, output } = connect({ waitMs });
         const res = await client.control('powerChange', { hardwareId: id, op, waitMs });
         finish(output, res.job, res.finished, waitMs);
@@ -40,9 +44,13 @@ export function powerCommand(program: Command, connect: Connect): void {
     .command('status')
     .description('ask the BMC whether the machine is on or off')
     .argument('<id>', 'hardware id')
-    .option('--wait <ms>', 'how long to wait for the answer', String(waitMsDefault))
+    .option(
+      '--wait <duration>',
+      'how long to wait for the answer: 30s, 2m, or a bare number of milliseconds',
+      String(waitMsDefault),
+    )
     .action(async (id, o) => {
-      const waitMs = wholeNumber(o.wait, '--wait');
+      const waitMs = duration(o.wait, '--wait', 'ms');
       const { client, output } = connect({ waitMs });
       const res = await client.control('powerStatus', { hardwareId: id, waitMs });
       finish(output, res.job, res.finished, waitMs);

@@ -2,7 +2,7 @@
 // leadership to the most caught-up follower before exiting, so writes barely pause.
 import type { Command, OptionValues } from '@commander-js/extra-typings';
 import type { ServerConfig } from '../../node/config.js';
-import { duration, idAddressList, wholeNumber } from '../flags.js';
+import { duration, durationSeconds, idAddressList, wholeNumber } from '../flags.js';
 import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
 import { configDocument, flagSpecsOf, flagValuesOfFile, type FlagSpec } from './server-config.js';
 
@@ -50,7 +50,7 @@ function nodeFlags<A extends unknown[], O extends OptionValues, G extends Option
       '--force-new-cluster',
       'DISASTER RECOVERY: restart this existing member as a one-node cluster, its stored membership rewritten to itself alone (when a majority is lost for good); grow it again with `slipway member add`',
     )
-    .option('--tick-ms <n>', 'raft tick in milliseconds (default 50)')
+    .option('--tick-ms <duration>', 'raft tick: 50ms, or a bare number of milliseconds (default 50ms)')
     .option('--election-ticks <n>', 'ticks of leader silence before an election (default 6)')
     .option(
       '--heartbeat-ticks <n>',
@@ -85,7 +85,14 @@ function bootServiceFlags<A extends unknown[], O extends OptionValues, G extends
       '--dhcp-pool <spec...>',
       'dynamic mode: START-END/PREFIX[,router=IP][,dns=IP+IP], e.g. 10.0.0.100-10.0.0.199/24,router=10.0.0.1 (repeatable)',
     )
-    .option('--dhcp-lease-time <seconds>', 'dynamic mode: lease time of pool addresses (default 3600)')
+    .option(
+      '--dhcp-lease-time <duration>',
+      'dynamic mode: lease time of pool addresses: 1h, 30m, or a bare number of seconds (default 1h)',
+    )
+    .option(
+      '--discovery',
+      'dynamic or proxy mode: a machine whose MAC no machine has boots the boot OS in inventory mode, reports its inventory and is enrolled (`hardware list --state enrolled`, then `hardware accept ID`)',
+    )
     .option('--tftp-addr <host:port>', 'serve TFTP here, e.g. 0.0.0.0:69')
     .option('--tftp-root <dir>', "TFTP root (default: Debian's iPXE binaries, copied into the data dir)")
     .option('--tftp-transfers-max <n>', 'TFTP transfers at once; more requests wait for a slot (default 256)')
@@ -138,15 +145,15 @@ function limitFlags<A extends unknown[], O extends OptionValues, G extends Optio
     )
     .option(
       '--drain-grace <duration>',
-      'on SIGTERM, drain first for at most this long: answer health checks NOT_SERVING, end worker streams so they move to other nodes, wait for them (e.g. 5s, 500ms; 0 stops at once; default 5s)',
+      'on SIGTERM, drain first for at most this long: answer health checks NOT_SERVING, end worker streams so they move to other nodes, wait for them (e.g. 5s, 500ms, or a bare number of milliseconds; 0 stops at once; default 5s)',
     )
     .option(
       '--auth-failures-max <n>',
       'failed authentications one address may make before its calls are refused (default 10)',
     )
     .option(
-      '--auth-failure-window <seconds>',
-      'the time in which an address earns back --auth-failures-max failures (default 60)',
+      '--auth-failure-window <duration>',
+      'the time in which an address earns back --auth-failures-max failures: 60s, 5m, or a bare number of seconds (default 60s)',
     );
 }
 
@@ -223,7 +230,7 @@ function withFlags(raw: Record<string, unknown>, o: ServerFlags): Record<string,
   if (o.peers !== undefined) raw['peers'] = idAddressList(o.peers, '--peers');
   if (o.join === true) raw['join'] = true;
   if (o.forceNewCluster === true) raw['forceNewCluster'] = true;
-  set('tickMs', toInt(o.tickMs, '--tick-ms'));
+  set('tickMs', o.tickMs === undefined ? undefined : duration(o.tickMs, '--tick-ms', 'ms'));
   set('electionTicks', toInt(o.electionTicks, '--election-ticks'));
   set('heartbeatTicks', toInt(o.heartbeatTicks, '--heartbeat-ticks'));
   set('snapshotEntries', toInt(o.snapshotEntries, '--snapshot-entries'));
@@ -240,7 +247,11 @@ function withFlags(raw: Record<string, unknown>, o: ServerFlags): Record<string,
   set('dhcpAddr', o.dhcpAddr);
   set('dhcpMode', o.dhcpMode);
   set('dhcpPools', o.dhcpPool);
-  set('dhcpLeaseTimeS', toInt(o.dhcpLeaseTime, '--dhcp-lease-time'));
+  set(
+    'dhcpLeaseTimeS',
+    o.dhcpLeaseTime === undefined ? undefined : durationSeconds(o.dhcpLeaseTime, '--dhcp-lease-time'),
+  );
+  if (o.discovery === true) raw['discovery'] = true;
   set('tftpAddr', o.tftpAddr);
   set('tftpRoot', o.tftpRoot);
   set('tftpTransfersMax', toInt(o.tftpTransfersMax, '--tftp-transfers-max'));
@@ -253,8 +264,13 @@ function withFlags(raw: Record<string, unknown>, o: ServerFlags): Record<string,
   set('apiStreamsPerConnectionMax', toInt(o.apiStreamsPerConnectionMax, '--api-streams-per-connection-max'));
   set('workerSessionsMax', toInt(o.workerSessionsMax, '--worker-sessions-max'));
   set('authFailuresMax', toInt(o.authFailuresMax, '--auth-failures-max'));
-  set('authFailureWindowS', toInt(o.authFailureWindow, '--auth-failure-window'));
-  set('drainGraceMs', o.drainGrace === undefined ? undefined : duration(o.drainGrace, '--drain-grace'));
+  set(
+    'authFailureWindowS',
+    o.authFailureWindow === undefined
+      ? undefined
+      : durationSeconds(o.authFailureWindow, '--auth-failure-window'),
+  );
+  set('drainGraceMs', o.drainGrace === undefined ? undefined : duration(o.drainGrace, '--drain-grace', 'ms'));
   return raw;
 }
 

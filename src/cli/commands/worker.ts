@@ -1,6 +1,8 @@
 // `slipway worker`: the agent that runs on a machine being provisioned.
 import { readFileSync } from 'node:fs';
 import type { Command } from '@commander-js/extra-typings';
+import type { Logger } from 'pino';
+import type { CredentialSource } from '../../worker/credential-claim.js';
 import type { MachineControl } from '../../worker/machine-control.js';
 import { insecureNetworkFlag, plaintextSecretRefusal } from '../../platform/plaintext-policy.js';
 import { UsageError } from '../output.js';
@@ -37,6 +39,11 @@ export function workerCommand(program: Command, globals: () => GlobalFlags): voi
     )
     .option('--work-dir <dir>', 'working directory of the actions')
     .option(
+      '--inventory',
+      "inventory mode (the boot OS's slipway.mode=inventory): collect this machine's inventory, report it with an inventory-boot credential (needs --claim-url and --mac), exit",
+    )
+    .option('--inventory-root <dir>', "with --inventory: where the system's /proc, /sys and /dev are", '/')
+    .option(
       insecureNetworkFlag,
       'DANGER: without --ca, present the token or credential in plaintext to servers beyond loopback (labs only)',
     )
@@ -52,6 +59,8 @@ interface WorkerFlags {
   readonly credentialFile?: string | undefined;
   readonly journalDir: string;
   readonly workDir?: string | undefined;
+  readonly inventory?: true | undefined;
+  readonly inventoryRoot: string;
   readonly insecureAllowNetwork?: true | undefined;
   readonly logLevel: string;
 }
@@ -102,8 +111,12 @@ async function runWorker(o: WorkerFlags, g: GlobalFlags): Promise<void> {
           workerId: o.id,
           mac: o.mac,
           ...(o.credentialFile === undefined ? {} : { file: o.credentialFile }),
+          ...(o.inventory === true ? { mode: 'inventory' as const } : {}),
           logger,
         });
+  if (o.inventory === true && credential === undefined) {
+    throw new UsageError('--inventory needs --claim-url and --mac: an inventory boot claims its credential');
+  }
   // The worker's stream then goes to the member its id hashes to (x-worker-id, ring hash). With
   // the CA, xDS goes over TLS: a server that refuses TLS stops the worker at once (a wrong CA
   // or address); one that does not answer yet is tried again, as the nodes are.
@@ -115,6 +128,15 @@ async function runWorker(o: WorkerFlags, g: GlobalFlags): Promise<void> {
           onError: (err: Error) => logger.warn({ err: err.message }, 'no xDS server over TLS; trying again'),
         };
   if (xds) await usage(() => enableXds(xdsServers, `slipway-worker/${o.id}`, xdsTls));
+  if (o.inventory === true && credential !== undefined) {
+    process.exitCode = await runInventoryMode(o, servers, credential, ca, logger);
+    logger.flush();
+    if (xds) {
+      await releaseXds();
+      process.exit();
+    }
+    return;
+  }
   const agent = new Agent({
     workerId: o.id,
     servers,
@@ -139,6 +161,34 @@ async function runWorker(o: WorkerFlags, g: GlobalFlags): Promise<void> {
     await releaseXds();
     process.exit();
   }
+}
+
+/**
+ * Inventory mode: collect, report, and say what became of the report. 0 when recorded, 1 when
+ * refused (the message says why).
+ */
+async function runInventoryMode(
+  o: WorkerFlags,
+  servers: readonly string[],
+  credential: CredentialSource,
+  ca: Buffer | undefined,
+  logger: Logger,
+): Promise<number> {
+  const [{ collectInventory }, { reportInventory }] = await Promise.all([
+    import('../../worker/inventory.js'),
+    import('../../worker/inventory-report.js'),
+  ]);
+  const { inventory, notes } = await collectInventory({ root: o.inventoryRoot });
+  for (const note of notes) logger.info({ note }, 'inventory');
+  const answer = await reportInventory({ workerId: o.id, servers, credential, ca, inventory, logger });
+  if (answer.accepted) {
+    logger.info({ hardwareId: answer.hardwareId }, 'inventory recorded');
+    process.stdout.write(`${answer.hardwareId}\n`);
+    return 0;
+  }
+  logger.error({ reason: answer.message }, 'inventory report refused');
+  process.stderr.write(`inventory report refused: ${answer.message}\n`);
+  return 1;
 }
 
 /** The machine's worker token: from the token file when one is named, else SLIPWAY_WORKER_TOKEN. */

@@ -1,4 +1,4 @@
-// `slipway workflow create|get|list|events|state|cancel|retry|delete|retention`.
+// `slipway workflow create|get|list|events|wait|state|cancel|retry|delete|retention`.
 import type { Command } from '@commander-js/extra-typings';
 import type { WorkflowEvent, WorkflowRecord } from '../../gen/control.js';
 import type { ClusterClient } from '../client.js';
@@ -163,11 +163,53 @@ function workflowReadCommands(wf: Command, connect: Connect): void {
     .action(async (id, o) => {
       const from = wholeNumber(o.from, '--from');
       const { client, output } = connect();
+      let final: string | undefined;
       await client.events(id, from, o.follow === true, (e) => {
+        final = finalStateOf(e.type) ?? final;
         if (output === 'table') process.stdout.write(`${eventLine(e)}\n`);
         else if (output === 'json') process.stdout.write(`${JSON.stringify(e)}\n`);
         else process.stdout.write(`---\n${render(output, e, [])}\n`);
       });
+      // Followed to its end, the exit code is `workflow wait`'s.
+      if (o.follow === true && final !== 'SUCCESS') process.exitCode = 1;
+    });
+  workflowWaitCommand(wf, connect);
+}
+
+/** The state a workflow event finishes the workflow in, or undefined for any other event. */
+function finalStateOf(type: string): string | undefined {
+  const finals: Readonly<Record<string, string>> = {
+    'workflow.succeeded': 'SUCCESS',
+    'workflow.failed': 'FAILED',
+    'workflow.timeout': 'TIMEOUT',
+    'workflow.cancelled': 'CANCELLED',
+  };
+  return finals[type];
+}
+
+/** `workflow wait`: blocks until the workflow finishes; the exit code says how. */
+function workflowWaitCommand(wf: Command, connect: Connect): void {
+  wf.command('wait')
+    .description(
+      'wait until a workflow finishes and print its final state: exit 0 on SUCCESS, 1 on FAILED, ' +
+        'TIMEOUT or CANCELLED (as `workflow events --follow`). Survives the loss of the node serving it.\n\n' +
+        'Examples:\n' +
+        '  id=$(slipway workflow create --template ubuntu --hardware m1) && slipway workflow wait "$id"',
+    )
+    .argument('<id>')
+    .action(async (id) => {
+      const { client, output } = connect();
+      let final: string | undefined;
+      let last: WorkflowEvent | undefined;
+      await client.events(id, 0, true, (e) => {
+        final = finalStateOf(e.type) ?? final;
+        last = e;
+      });
+      const doc = { id, state: final ?? 'UNKNOWN', message: last?.message ?? '' };
+      process.stdout.write(
+        `${output === 'table' ? `${doc.state}${doc.message === '' ? '' : `: ${doc.message}`}` : render(output, doc, [doc])}\n`,
+      );
+      if (final !== 'SUCCESS') process.exitCode = 1;
     });
 }
 

@@ -40,7 +40,10 @@ export function auditTarget(command: ControlCommand): string {
     case 'deadline.expire':
       return command.workflowId;
     case 'credential.issue':
+    case 'credential.inventory':
       return command.workerId;
+    case 'hardware.inventory':
+      return command.id;
     case 'lease.grant':
       return command.grants.map((g) => g.ip).join(' ');
     case 'lease.release':

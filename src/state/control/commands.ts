@@ -7,6 +7,7 @@ import type {
   Artifact,
   Hardware,
   HardwareInput,
+  JsonValue,
   Lease,
   OperatorToken,
   PowerJob,
@@ -187,6 +188,35 @@ type ControlChange =
        * again is the same boot whose answer was lost (only it can open what is sealed to the key).
        */
       readonly claimKey?: string;
+    }
+  /**
+   * A machine booted in inventory mode claims its per-boot credential (state version 3,
+   * docs/decisions/0029-discovery.md): for the machine `workerId` when it is inspecting (or
+   * enrolled with no inventory yet); for a MAC no machine has, a new machine `workerId` is
+   * enrolled (discovery), with `workerTokenSha256` (the proposer's, forgotten) as its token.
+   * Checked like credential.issue: the MAC, and the address Slipway's DHCP gave it.
+   */
+  | {
+      readonly type: 'credential.inventory';
+      readonly workerId: string;
+      readonly mac: string;
+      readonly ip: string;
+      readonly sha256: string;
+      readonly ttlS: number;
+      readonly claimKey?: string;
+      readonly workerTokenSha256: string;
+    }
+  /**
+   * The inventory a machine in inventory mode reports over the worker protocol, with the SHA-256
+   * of the credential its stream presented: refused (and recorded) unless that is the machine's
+   * inventory credential. Checked against the fleet's fingerprints (state version 3).
+   */
+  | {
+      readonly type: 'hardware.inventory';
+      readonly id: string;
+      readonly credentialSha256: string;
+      /** As reported; apply reads it through parseInventory (src/model/inventory.ts). */
+      readonly inventory: JsonValue;
     }
   | { readonly type: 'token.put'; readonly name: string; readonly role: Role; readonly sha256: string }
   | { readonly type: 'token.delete'; readonly name: string }

@@ -234,6 +234,10 @@ export class ControlState {
     allWorkflows: () => this.#workflows.values(),
     activeWorkflowIds: () => this.#active,
     storeHardware: (hw) => this.#storeHardware(hw, this.#hardware.get(hw.id)),
+    removeHardware: (id) => void this.#deleteHardware(id),
+    hardwareIdOfMac: (mac) => this.#hardwareByMac.get(mac),
+    hardwareCount: () => this.#hardware.size,
+    leaseOfMac: (mac) => this.#leases.ofMac(mac),
     commitWorkflow: (transition, nowMs) => void this.#commit(transition, nowMs),
   });
 
@@ -783,6 +787,10 @@ export class ControlState {
         return this.#deleteToken(command.name);
       case 'credential.issue':
         return this.#issueCredential(command, nowMs);
+      case 'credential.inventory':
+        return this.#machines.claimInventory(command, nowMs);
+      case 'hardware.inventory':
+        return this.#machines.reportInventory(command, nowMs);
       case 'lease.grant':
         return this.#grantLeases(command, nowMs);
       case 'lease.release':
@@ -1066,6 +1074,8 @@ export class ControlState {
       version: (existing?.version ?? 0) + 1,
       ...(lifecycle === undefined ? {} : { lifecycle }),
       ...(existing?.labels === undefined ? {} : { labels: existing.labels }),
+      ...(existing?.inventory === undefined ? {} : { inventory: existing.inventory }),
+      ...(existing?.inspection === undefined ? {} : { inspection: existing.inspection }),
     });
     this.#storeHardware(stored, existing);
     if (existing === undefined) this.#machines.registered(stored);

@@ -107,15 +107,7 @@ export function decideCredential(
       'If the machine rebooted, `slipway workflow retry` lets it claim again.';
     return { kind: 'second-claim', workflow, events: [{ type: 'credential.refused', message }], message };
   }
-  const ttlS = Math.min(credentialTtlSMax, Math.max(credentialTtlSMin, claim.ttlS));
-  const credential = deepFreeze<WorkerCredential>({
-    sha256: claim.sha256.toLowerCase(),
-    mac: claim.mac,
-    ip: claim.ip,
-    issuedMs: nowMs,
-    expiresMs: nowMs + ttlS * 1000,
-    ...(claim.claimKey === undefined ? {} : { claimKey: claim.claimKey.toLowerCase() }),
-  });
+  const credential = newCredential(claim, nowMs);
   const credentials = Object.freeze({ ...workflow.credentials, [claim.workerId]: credential });
   return {
     kind: 'issued',
@@ -131,6 +123,22 @@ export function decideCredential(
     ],
     expiresMs: credential.expiresMs,
   };
+}
+
+/** A credential for a claim, issued at the stamp, its lifetime kept within the bounds. */
+export function newCredential(
+  claim: CredentialClaim & { readonly sha256: string; readonly ttlS: number; readonly claimKey?: string },
+  nowMs: number,
+): WorkerCredential {
+  const ttlS = Math.min(credentialTtlSMax, Math.max(credentialTtlSMin, claim.ttlS));
+  return deepFreeze<WorkerCredential>({
+    sha256: claim.sha256.toLowerCase(),
+    mac: claim.mac,
+    ip: claim.ip,
+    issuedMs: nowMs,
+    expiresMs: nowMs + ttlS * 1000,
+    ...(claim.claimKey === undefined ? {} : { claimKey: claim.claimKey.toLowerCase() }),
+  });
 }
 
 /** The active workflow whose credential for `workerId` has this SHA-256 and has not expired. */

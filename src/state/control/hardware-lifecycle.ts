@@ -119,7 +119,7 @@ function transitioned(
 }
 
 /** One transition of a machine that has a lifecycle. */
-function move(
+export function move(
   hw: Hardware,
   to: MachineState,
   trigger: LifecycleTrigger,
@@ -137,8 +137,8 @@ function andThen(first: Moved, next: Moved): Moved {
 }
 
 /** The lifecycle of a machine created at state version 3: enrolled (registered, not inspected). */
-export function registeredLifecycle(cause: Cause, nowMs: number): MachineLifecycle {
-  return transitioned(undefined, 'enrolled', 'register', cause, { reason: 'registered' }, nowMs).lifecycle;
+export function registeredLifecycle(cause: Cause, nowMs: number, reason = 'registered'): MachineLifecycle {
+  return transitioned(undefined, 'enrolled', 'register', cause, { reason }, nowMs).lifecycle;
 }
 
 /**
@@ -423,6 +423,8 @@ export function lifecycleRecordProblem(
   const lc = hw.lifecycle;
   const what = `hardware "${hw.id}"`;
   if (!tracked) {
+    if (hw.inventory !== undefined || hw.inspection !== undefined)
+      return `${what}: an inventory before state version 3`;
     return lc === undefined && hw.labels === undefined
       ? undefined
       : `${what}: a lifecycle or labels before state version 3`;

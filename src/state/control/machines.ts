@@ -8,13 +8,26 @@ import type { AuditEntry } from './audit-log.js';
 import type { SnapshotImage } from './snapshot.js';
 import type { Transition } from './transitions.js';
 import { cancelWorkflow, timeOutWorkflow } from './transitions.js';
-import type { Hardware, Workflow } from '../../model/records.js';
+import type { Hardware, Lease, Workflow } from '../../model/records.js';
+import { InventoryError, parseInventory } from '../../model/inventory.js';
 import { isTerminal } from '../../model/records.js';
 import type { MachineEvent, MachineLifecycle } from '../../model/machine-lifecycle.js';
-import { auditTextBytesMax, errorMessageBytesMax } from '../../model/limits.js';
+import { auditTextBytesMax, errorMessageBytesMax, hardwareMax } from '../../model/limits.js';
 import { isTransitional, provisionRefusal } from '../../fleet/lifecycle.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
+import { deepFreeze } from './immutable.js';
 import { stateVersionBaseline, stateVersionFleet } from '../versions.js';
+import { idProblem, sha256Problem } from './validate.js';
+import { normalizeMac } from '../../platform/addresses.js';
+import {
+  decideInventoryClaim,
+  decideReportTarget,
+  discoveredHardware,
+  foldedInterfaces,
+  reportCredentialRefusal,
+  reportMove,
+  withInventory,
+} from './discovery.js';
 import {
   adoptMachine,
   applyVerb,
@@ -23,6 +36,7 @@ import {
   followOwner,
   labelMachine,
   lifecycleRecordProblem,
+  move,
   registeredLifecycle,
   type Cause,
   type LifecycleOutcome,
@@ -42,12 +56,21 @@ export interface MachinesHost {
   activeWorkflowIds(): ReadonlySet<string>;
   /** Stores a changed machine (indexes, hooks). */
   storeHardware(hw: Hardware): void;
+  /** Removes a machine that nothing owns (a discovered record folded into a known machine). */
+  removeHardware(id: string): void;
+  hardwareIdOfMac(mac: string): string | undefined;
+  hardwareCount(): number;
+  leaseOfMac(mac: string): Lease | undefined;
   /** Stores a workflow's change with its events (and so moves its machine again, through follow). */
   commitWorkflow(transition: Transition, nowMs: number): void;
 }
 
 /** A new audit entry, before the trail numbers and stamps it. */
 export type AuditDraft = Omit<AuditEntry, 'seq' | 'stampMs'>;
+
+function deepFreezeHardware(hw: Hardware): Hardware {
+  return deepFreeze<Hardware>(hw);
+}
 
 function failure(code: ControlErrorCode, message: string): ControlResult {
   return { type: 'error', code, message: headUtf8(message, errorMessageBytesMax) };
@@ -125,6 +148,101 @@ export class Machines {
         return { type: 'hardware', hardware: labelled.hardware };
       }
     }
+  }
+
+  /**
+   * A machine booted in inventory mode claims its credential (credential.inventory,
+   * docs/decisions/0029-discovery.md): bound to the known machine, or to a machine enrolled now
+   * for a MAC no machine has.
+   */
+  claimInventory(command: Command<'credential.inventory'>, nowMs: number): ControlResult {
+    const problem =
+      idProblem('workerId', command.workerId) ??
+      sha256Problem(command.sha256) ??
+      sha256Problem(command.workerTokenSha256)?.replace(/^sha256/, 'workerTokenSha256') ??
+      (command.claimKey === undefined
+        ? undefined
+        : sha256Problem(command.claimKey)?.replace(/^sha256/, 'claimKey'));
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    const mac = normalizeMac(command.mac);
+    if (mac === undefined) return failure('E_INVALID', `mac: "${command.mac}" is not a MAC address`);
+    const decision = decideInventoryClaim(this.#host, { ...command, mac }, nowMs);
+    switch (decision.kind) {
+      case 'refused':
+        return failure(decision.code, decision.message);
+      case 'known': {
+        const hw = decision.hardware;
+        const bound = deepFreezeHardware({
+          ...hw,
+          inspection: decision.credential,
+          updatedMs: nowMs,
+          version: hw.version + 1,
+        });
+        this.#host.storeHardware(bound);
+        return { type: 'hardware', hardware: bound };
+      }
+      case 'new': {
+        if (this.#host.hardwareCount() >= hardwareMax) {
+          return failure(
+            'E_CONFLICT',
+            `the state holds the maximum of ${hardwareMax} machines; delete some first`,
+          );
+        }
+        const made = discoveredHardware(
+          command.workerId,
+          mac,
+          command.workerTokenSha256,
+          decision.credential,
+          nowMs,
+        );
+        const cause: Cause = { by: `discovery (${mac} at ${command.ip})` };
+        const lifecycle = registeredLifecycle(cause, nowMs, `discovered: booted from ${mac}, not known`);
+        const hw = deepFreezeHardware({ ...made, lifecycle });
+        this.#host.storeHardware(hw);
+        this.registered(hw);
+        return { type: 'hardware', hardware: hw };
+      }
+    }
+  }
+
+  /**
+   * A machine's inventory report (hardware.inventory): refused unless it comes with the machine's
+   * inventory-boot credential; then matched by fingerprint, stored, and judged for drift.
+   */
+  reportInventory(command: Command<'hardware.inventory'>, nowMs: number): ControlResult {
+    const reporter = this.#host.hardware(command.id);
+    if (reporter === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
+    const refusal = reportCredentialRefusal(reporter, command.credentialSha256, nowMs);
+    if (refusal !== undefined) return failure('E_INVALID', refusal);
+    let inventory;
+    try {
+      inventory = parseInventory(command.inventory);
+    } catch (err) {
+      if (err instanceof InventoryError) return failure('E_INVALID', `inventory: ${err.message}`);
+      throw err;
+    }
+    const decision = decideReportTarget(this.#host, reporter, inventory);
+    if (decision.kind === 'refused') return failure(decision.code, decision.message);
+    let target = decision.target;
+    const fold = decision.fold;
+    if (fold !== undefined) {
+      // The discovered record was this known machine all along: it goes, its MAC joins the machine.
+      this.#host.removeHardware(fold.from.id);
+      target = foldedInterfaces(target, fold.from);
+    }
+    const step = reportMove(target, inventory);
+    const stored = withInventory(target, inventory, nowMs);
+    if (step.kind === 'stay') {
+      this.#host.storeHardware(stored);
+      return { type: 'hardware', hardware: stored };
+    }
+    const cause: Cause = { by: `inventory report of ${command.id}` };
+    const fields =
+      step.to === 'maintenance'
+        ? { reason: step.reason, drainedFrom: 'enrolled' as const }
+        : { reason: step.reason };
+    this.#store(move(stored, step.to, step.trigger, cause, fields, nowMs));
+    return { type: 'hardware', hardware: this.#host.hardware(stored.id) ?? stored };
   }
 
   /**

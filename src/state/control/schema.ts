@@ -31,6 +31,8 @@ import type {
 import { controlErrorCodes } from './commands.js';
 import { powerJobStates, powerOps, powerSteps, workflowStates, builtinActions } from '../../model/records.js';
 import type { MachineEvent, MachineLifecycle } from '../../model/machine-lifecycle.js';
+import type { Inventory } from '../../model/inventory.js';
+import { InventoryError, parseInventory } from '../../model/inventory.js';
 import { lifecycleTriggers, machineStates, operatorVerbs } from '../../model/machine-lifecycle.js';
 import type { GrantOutcome } from './leases.js';
 import {
@@ -120,6 +122,26 @@ const readMachineLifecycle: Reader<MachineLifecycle> = object({
   history: array(readMachineEvent, controlCommandBytesMax),
 });
 
+/** A worker's per-boot credential as the state keeps it (workflows' and inventory boots'). */
+const readWorkerCredential = object({
+  sha256: text,
+  mac: text,
+  ip: text,
+  issuedMs: count,
+  expiresMs: count,
+  claimKey: optional(text),
+});
+
+/** An inventory, through the one gate reports pass (src/model/inventory.ts). */
+export const readInventory: Reader<Inventory> = (value, path) => {
+  try {
+    return parseInventory(value);
+  } catch (err) {
+    if (err instanceof InventoryError) throw new ShapeError(path === '' ? 'inventory' : path, err.message);
+    throw err;
+  }
+};
+
 const readStoredHardware = object({
   ...hardwareInputFields,
   workerTokenSha256: optional(text),
@@ -131,12 +153,25 @@ const readStoredHardware = object({
   // Last, and only from state version 3: records without them keep their encoding.
   lifecycle: optional(readMachineLifecycle),
   labels: optional(textMap),
+  // From discovery (docs/decisions/0029-discovery.md), also state version 3 and after the above.
+  inventory: optional(readInventory),
+  inspection: optional(readWorkerCredential),
 });
 
 /** A stored record: the operator's input plus what the state adds. */
 export const readHardware: Reader<Hardware> = (value, path) => {
-  const { workerToken, workerTokenSha256, createdMs, updatedMs, version, lifecycle, labels, ...input } =
-    readStoredHardware(value, path);
+  const {
+    workerToken,
+    workerTokenSha256,
+    createdMs,
+    updatedMs,
+    version,
+    lifecycle,
+    labels,
+    inventory,
+    inspection,
+    ...input
+  } = readStoredHardware(value, path);
   const sha256 = workerTokenSha256 ?? (workerToken === undefined ? undefined : sha256HexOf(workerToken));
   if (sha256 === undefined) {
     throw new ShapeError(path === '' ? 'workerTokenSha256' : `${path}.workerTokenSha256`, 'is missing');
@@ -149,6 +184,8 @@ export const readHardware: Reader<Hardware> = (value, path) => {
     version,
     ...(lifecycle === undefined ? {} : { lifecycle }),
     ...(labels === undefined ? {} : { labels }),
+    ...(inventory === undefined ? {} : { inventory }),
+    ...(inspection === undefined ? {} : { inspection }),
   };
 };
 
@@ -215,19 +252,7 @@ export const readWorkflow: Reader<Workflow> = object({
   deadlineMs: optional(count),
   actions: array(readActionStatus, controlCommandBytesMax),
   message: optional(text),
-  credentials: optional(
-    map(
-      object({
-        sha256: text,
-        mac: text,
-        ip: text,
-        issuedMs: count,
-        expiresMs: count,
-        claimKey: optional(text),
-      }),
-      controlCommandBytesMax,
-    ),
-  ),
+  credentials: optional(map(readWorkerCredential, controlCommandBytesMax)),
   netboot: optional(boolean),
   selector: optional(text),
   alternate: optional(
@@ -473,6 +498,24 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     sha256: text,
     ttlS: safeInteger,
     claimKey: optional(text),
+    ...audited,
+  }),
+  'credential.inventory': object({
+    type: literal(['credential.inventory']),
+    workerId: text,
+    mac: text,
+    ip: text,
+    sha256: text,
+    ttlS: safeInteger,
+    claimKey: optional(text),
+    workerTokenSha256: text,
+    ...audited,
+  }),
+  'hardware.inventory': object({
+    type: literal(['hardware.inventory']),
+    id: text,
+    credentialSha256: text,
+    inventory: json(jsonDepthMax, controlCommandBytesMax),
     ...audited,
   }),
   'token.delete': object({ type: literal(['token.delete']), name: text, ...audited }),
