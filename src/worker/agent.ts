@@ -271,6 +271,10 @@ export class Agent {
         }
         return;
       }
+      case 'inventoryAck':
+        // The answer to an inventory report, which src/worker/inventory-report.ts reads on its own
+        // stream; a workflow stream never gets one.
+        return;
     }
   }
 

@@ -1,27 +1,15 @@
-// `slipway hardware explain SELECTOR` and the selector flags (`hardware list --selector`,
-// `workflow create --selector`): one selector language (docs/decisions/0027), and why a machine
-// is or is not selected, by the rules allocation applies (docs/decisions/0030).
+// `slipway hardware explain SELECTOR`: why a machine is or is not selected, by the rules
+// allocation applies (docs/decisions/0030), in the one selector language (docs/decisions/0027;
+// the --selector flags are in selector-flag.ts).
 import type { Command } from '@commander-js/extra-typings';
 import type { HardwareExplainResponse, MachineExplanation } from '../../gen/control.js';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
-import { render, UsageError } from '../output.js';
+import { render } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
-import { parseSelector, pointAt, SelectorError } from '../../fleet/selector.js';
+import { selectorFlag, selectorHelp } from './selector-flag.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
-
-/** A selector's terms, for the flags' help. */
-export const selectorHelp =
-  'terms joined by commas: labels (rack=a, rack in (a,b), rack!=a, gpu, !gpu) and inventory facts ' +
-  '(memory>=64Gi, cpu.cores>=16, disks.count>=2, disks.size>=1T, firmware=uefi, arch=x86_64)';
-
-/** The selector as typed, checked here first: a bad one is exit 2 with a caret at the term. */
-export function selectorFlag(text: string): string {
-  const parsed = parseSelector(text);
-  if (parsed instanceof SelectorError) throw new UsageError(pointAt(text, parsed));
-  return text;
-}
 
 export function explainCommand(hw: Command, connect: Connect): void {
   hw.command('explain')
@@ -42,7 +30,7 @@ export function explainCommand(hw: Command, connect: Connect): void {
     )
     .action(async (selector: string, o) => {
       const page = paging(o);
-      const text = selectorFlag(selector);
+      const text = await selectorFlag(selector);
       const { client, output } = connect();
       const { pages, next } = await listPages(
         page,

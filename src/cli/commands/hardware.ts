@@ -7,7 +7,8 @@ import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 import { hardwareLifecycleCommands, lifecycleLines, type LifecycleDoc } from './hardware-lifecycle.js';
-import { explainCommand, selectorFlag, selectorHelp } from './hardware-select.js';
+import { explainCommand } from './hardware-select.js';
+import { selectorFlag, selectorHelp } from './selector-flag.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -63,7 +64,7 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       const page = paging(o);
       const states = {
         ...(o.state === undefined ? {} : { states: o.state }),
-        ...(o.selector === undefined ? {} : { selector: selectorFlag(o.selector) }),
+        ...(o.selector === undefined ? {} : { selector: await selectorFlag(o.selector) }),
       };
       const { client, output } = connect();
       const { pages, next } = await listPages(

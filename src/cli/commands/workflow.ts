@@ -6,7 +6,7 @@ import type { OutputFormat, Row } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
-import { selectorFlag, selectorHelp } from './hardware-select.js';
+import { selectorFlag, selectorHelp } from './selector-flag.js';
 import {
   alternateAttemptsDefault,
   alternateAttemptsMax,
@@ -74,7 +74,7 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
       const res = await client.control('workflowCreate', {
         template: o.template,
         hardwareId: o.hardware ?? '',
-        ...(o.selector === undefined ? {} : { selector: selectorFlag(o.selector) }),
+        ...(o.selector === undefined ? {} : { selector: await selectorFlag(o.selector) }),
         ...failurePolicy(o),
         hardwareMap,
         netboot: o.netboot === true,
