@@ -42,6 +42,9 @@ doc=$stage/usr/share/doc/slipway
 install -D -m 0644 README.md "$doc/README.md"
 install -D -m 0644 docs/operations.md "$doc/operations.md"
 install -D -m 0644 examples/server.yaml "$doc/examples/server.yaml"
+# The man page, made from every command's help by the build being packaged (`man slipway`).
+install -d "$stage/usr/share/man/man1"
+node "$lib/bin/slipway.js" __manual --format man | gzip -9n >"$stage/usr/share/man/man1/slipway.1.gz"
 
 install -d "$stage/DEBIAN"
 install -m 0755 packaging/postinst packaging/postrm "$stage/DEBIAN/"

@@ -35,6 +35,7 @@ packages=(
   qemu-system-x86 ipxe-qemu ovmf haproxy iputils-arping linux-image-amd64 zstd binutils kexec-tools
   cpio util-linux e2fsprogs dosfstools openipmi ipmitool fdisk mtools syslinux syslinux-common
   syslinux-efi debootstrap git iptables etcd-server etcd-client kea-dhcp4-server tftpd-hpa atftp
+  groff-base
 )
 
 if ! command -v dpkg-query >/dev/null; then

@@ -8,6 +8,7 @@ import { ConfigError } from '../node/config-error.js';
 import type { ClusterClient } from './client.js';
 import { readFileSync } from 'node:fs';
 import type { StatusAccess } from './commands/cluster.js';
+import type { TreeCommand } from './help.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
 import { packageFile } from '../platform/package-file.js';
 import { insecureNetworkFlag } from '../platform/plaintext-policy.js';
@@ -36,8 +37,8 @@ function newProgram() {
       new Option('-o, --output <format>', 'output format').choices(outputFormats).default('table' as const),
     )
     .option(
-      '--timeout <ms>',
-      'give up on a command after this long: ms, or a duration (30s, 2m); `node drain` waits this long (default 60s)',
+      '--timeout <duration>',
+      'give up on a command after this long: 30s, 2m, or a bare number of milliseconds; `node drain` waits this long (default 60s)',
       '10000',
     )
     .option('--token-file <file>', 'file holding your operator token (env SLIPWAY_TOKEN)')
@@ -49,9 +50,17 @@ function newProgram() {
       insecureNetworkFlag,
       'DANGER: without --ca, send your token in plaintext to servers beyond loopback all the same (labs only)',
     )
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText('after', `\n${exitCodesHelp}`)
     .exitOverride()
     .showHelpAfterError();
 }
+
+/** The exit codes of every command (src/cli/help.ts repeats them where the tests read them). */
+const exitCodesHelp = `Exit codes:
+  0  done
+  1  the operation failed (a node refused it, a workflow did not succeed, nothing answered)
+  2  bad usage or input (a flag, an argument, a file), or what it names does not exist`;
 type Program = ReturnType<typeof newProgram>;
 
 const program = newProgram();
@@ -233,7 +242,24 @@ const groups: readonly Group[] = [
     client: true,
     register: async (p) => (await import('./commands/upgrade.js')).upgradeCommand(p, output, statusAccess),
   },
+  {
+    commands: ['completion', '__complete'],
+    client: false,
+    register: async (p) => (await import('./commands/completion.js')).completionCommand(p, fullProgram),
+  },
+  {
+    commands: ['__manual'],
+    client: false,
+    register: async (p) => (await import('./commands/manual.js')).manualCommand(p, fullProgram),
+  },
 ];
+
+/** A program with every group, for what needs the whole tree (completion, the manual). */
+async function fullProgram(): Promise<Command> {
+  const full = newProgram();
+  for (const group of groups) await register(group, full);
+  return full;
+}
 
 async function register(group: Group, p: Program = program): Promise<void> {
   const before = p.commands.length;
@@ -243,6 +269,8 @@ async function register(group: Group, p: Program = program): Promise<void> {
   if (names.join(',') !== group.commands.join(','))
     throw new Error(`a command module added ${names.join(', ')}, not ${group.commands.join(', ')}`);
   if (group.client) for (const command of added) command.hook('preAction', loadClient);
+  const { addExamples } = await import('./help.js');
+  for (const command of added) addExamples(command as unknown as TreeCommand, command.name());
 }
 
 /**
@@ -309,8 +337,7 @@ async function exitCodeFor(err: unknown): Promise<number> {
     // Help and version are not failures; commander already printed its message.
     if (err.exitCode === 0) return 0;
     if (programRefused) {
-      const full = newProgram();
-      for (const group of groups) await register(group, full);
+      const full = await fullProgram();
       process.stderr.write('\n');
       full.outputHelp({ error: true });
     }

@@ -100,6 +100,7 @@ describe('the Debian package on a clean Debian 13', { timeout: 1_800_000 }, () =
       'usr/lib/systemd/system/slipway-balancer-follow.service',
       'etc/slipway/server.yaml',
       'etc/default/slipway-balancer-follow',
+      'usr/share/man/man1/slipway.1.gz',
     ])
       assert.ok(existsSync(join(root, file)), file);
     // The shipped configuration is valid as it stands.

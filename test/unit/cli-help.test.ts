@@ -1,0 +1,166 @@
+// Goal: every command's help follows the same rules, so a new command cannot leave them out: the
+// global options in every command's help, examples in every command group's (and each example a
+// command line the CLI takes: its commands exist and its flags are flags of theirs), durations
+// named <duration> and taking units, the exit codes in the program's help; the man page made from
+// the same help holds every command; and shell completion offers the commands and flags there are.
+// Method: the real `slipway` (its hidden __manual prints every command's help with its options
+// and subcommands; __complete is what the completion scripts call), and bash/zsh syntax checks of
+// the completion scripts.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { before, describe, test } from 'node:test';
+import { runSlipway } from '../support/process-cluster.js';
+
+const run = promisify(execFile);
+
+interface Page {
+  readonly path: string;
+  readonly help: string;
+  readonly options: readonly string[];
+  readonly valueOptions: readonly string[];
+  readonly commands: readonly string[];
+}
+
+let pages: Page[];
+const byPath = (path: string): Page | undefined => pages.find((p) => p.path === path);
+
+before(async () => {
+  const r = await runSlipway(['__manual']);
+  assert.equal(r.code, 0, r.stderr);
+  pages = JSON.parse(r.stdout) as Page[];
+});
+
+/** The words of a shell command line (quotes kept together, not expanded). */
+function shellWords(line: string): string[] {
+  return [...line.matchAll(/'[^']*'|"[^"]*"|\S+/g)].map((m) => m[0].replace(/^['"]|['"]$/g, ''));
+}
+
+/** What is wrong with an example's `slipway ...` command line, or undefined. */
+function exampleProblem(line: string): string | undefined {
+  const root = byPath('')!;
+  const words = shellWords(line).slice(1);
+  let page = root;
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    if (w === '\\' || w === '...' || w.startsWith('#') || w === '&&' || w === '|' || w === '>') break;
+    if (w.startsWith('-')) {
+      const flag = w.split('=')[0]!;
+      const owner = [page, root].find((p) => p.options.includes(flag));
+      if (owner === undefined) return `${flag} is not a flag of "slipway ${page.path}"`;
+      if (!w.includes('=') && owner.valueOptions.includes(flag)) i++;
+      continue;
+    }
+    if (page.commands.includes(w)) {
+      const next = byPath(page.path === '' ? w : `${page.path} ${w}`);
+      if (next === undefined) return `"${w}" is an alias the manual does not list`;
+      page = next;
+    } else if (page.commands.length > 0 && page === root) return `"${w}" is not a command`;
+    else if (page.commands.length > 0) return `"${w}" is not a command of "slipway ${page.path}"`;
+  }
+  return undefined;
+}
+
+describe('every command help', () => {
+  test('shows the global options, and the program names the exit codes', () => {
+    const without = pages.filter((p) => p.path !== '' && !/^Global Options:/m.test(p.help));
+    assert.deepEqual(
+      without.map((p) => p.path),
+      [],
+    );
+    assert.match(byPath('')!.help, /^Exit codes:\n {2}0 .*\n {2}1 .*\n {2}2 /m);
+  });
+
+  test('every command group has examples, and every example is a command line the CLI takes', () => {
+    const groups = pages.filter((p) => p.path !== '' && !p.path.includes(' '));
+    assert.ok(groups.length >= 20, `${groups.length} groups`);
+    assert.deepEqual(
+      groups.filter((p) => !/^Examples:/m.test(p.help)).map((p) => p.path),
+      [],
+    );
+    const problems: string[] = [];
+    let checked = 0;
+    for (const p of pages) {
+      const section = (p.help.split(/^Examples:\n/m)[1] ?? '').split('\n\n')[0] ?? '';
+      for (const raw of section.split('\n')) {
+        const at = raw.indexOf('slipway ');
+        if (!/^ {2}\S/.test(raw) || at < 0) continue;
+        const line = raw.slice(at).replace(/\).*$/, '');
+        checked++;
+        const problem = exampleProblem(line);
+        if (problem !== undefined) problems.push(`${p.path}: ${line.trim()}: ${problem}`);
+      }
+    }
+    assert.ok(checked > 60, `${checked} examples checked`);
+    assert.deepEqual(problems, []);
+  });
+
+  test('a duration is a <duration> that takes units, and bare numbers in the unit the help names', () => {
+    const durationFlag =
+      /^ {2}(?:-\w, )?(--[a-z-]*(?:timeout|interval|grace|wait|deadline|lease-time|window|tick-ms)[a-z-]*) <(\w+)>/gm;
+    const bad: string[] = [];
+    let seen = 0;
+    for (const p of pages) {
+      for (const m of p.help.matchAll(durationFlag)) {
+        seen++;
+        if (m[2] !== 'duration') bad.push(`${p.path} ${m[1]} <${m[2]}>`);
+      }
+    }
+    assert.ok(seen >= 10, `${seen} duration flags`);
+    assert.deepEqual(bad, []);
+  });
+
+  test('the man page holds every command', async () => {
+    const r = await runSlipway(['__manual', '--format', 'man']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^\.TH SLIPWAY 1 /);
+    const missing = pages.filter((p) => p.path !== '' && !r.stdout.includes(`\n.SS\nslipway ${p.path}\n`));
+    assert.deepEqual(
+      missing.map((p) => p.path),
+      [],
+    );
+    const dir = mkdtempSync(join(tmpdir(), 'slipway-man-'));
+    try {
+      writeFileSync(join(dir, 'slipway.1'), r.stdout);
+      // groff renders it without a warning (man's own checker).
+      const { stderr } = await run('groff', ['-man', '-Tutf8', '-ww', '-z', join(dir, 'slipway.1')]);
+      assert.equal(stderr, '');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('shell completion', () => {
+  const complete = async (...words: string[]): Promise<string[]> => {
+    const r = await runSlipway(['__complete', '--', ...words]);
+    assert.equal(r.code, 0, r.stderr);
+    return r.stdout.split('\n').filter((w) => w !== '');
+  };
+
+  test('offers the commands and the flags there are where the cursor is', async () => {
+    assert.deepEqual(await complete('hardware', 'l'), ['label', 'list']);
+    assert.ok((await complete('')).includes('workflow'));
+    assert.ok(!(await complete('')).some((w) => w.startsWith('__')), 'hidden commands stay hidden');
+    assert.deepEqual(await complete('--server', '127.0.0.1:7001', 'kv', 'de'), ['delete']);
+    const flags = await complete('workflow', 'create', '--');
+    assert.ok(flags.includes('--template') && flags.includes('--selector'), flags.join(' '));
+    assert.ok(flags.includes('--server'), 'global flags too');
+    assert.deepEqual(await complete('nosuch', 'x'), []);
+  });
+
+  test('the scripts parse in their shells, and an unknown shell is bad usage', async () => {
+    for (const shell of ['bash', 'zsh', 'fish']) {
+      const r = await runSlipway(['completion', shell]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /slipway __complete/);
+      if (shell === 'bash') await run('bash', ['-n', '-c', r.stdout]);
+    }
+    const bad = await runSlipway(['completion', 'tcsh']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /bash, zsh or fish, got "tcsh"/);
+  });
+});
