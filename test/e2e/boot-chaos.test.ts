@@ -185,7 +185,7 @@ async function cut(who: Id, role: Cut['role'], probeProcess: LabProcess): Promis
     await waitFor(
       `${who} reporting DHCP waiting`,
       async () =>
-        /dhcp waiting/.test((await cluster.status(ns['ops']!)).find((r) => r.node === who)?.health ?? ''),
+        /dhcp waiting/.test((await cluster.status(ns['ops']!)).find((r) => r.node === who)?.reason ?? ''),
       handoverMs,
       100,
     );

@@ -157,7 +157,7 @@ describe('boot services across link faults', { concurrency: 1 }, () => {
       await setCarrier(false);
       await waitFor(
         'waiting again',
-        async () => /dhcp waiting: interface eth0 has no carrier/.test((await statusRow())?.health ?? ''),
+        async () => /dhcp waiting: interface eth0 has no carrier/.test((await statusRow())?.reason ?? ''),
         5000,
         100,
       );
@@ -240,7 +240,7 @@ describe('boot services across link faults', { concurrency: 1 }, () => {
       await setCarrier(false);
       await waitFor(
         'DHCP waiting without carrier',
-        async () => /dhcp waiting: interface eth0 has no carrier/.test((await statusRow())?.health ?? ''),
+        async () => /dhcp waiting: interface eth0 has no carrier/.test((await statusRow())?.reason ?? ''),
         5000,
         100,
       );
