@@ -492,6 +492,17 @@ export class ControlService {
           return { token };
         },
       ),
+      tokenList: this.#unary('admin', async (req) => {
+        await this.#read(req.local);
+        const page = pageOf(
+          this.#ctx.control.tokens(),
+          req,
+          (t) => [t.name],
+          (t) => t.name.length + t.role.length + 16,
+        );
+        const tokens = page.items.map((t) => ({ name: t.name, role: t.role, createdMs: t.createdMs }));
+        return { tokens, continue: page.continue };
+      }),
       tokenDelete: this.#change(
         'admin',
         'TokenDelete',

@@ -508,6 +508,26 @@ export interface TokenDeleteRequest {
 export interface TokenDeleteResponse {
 }
 
+export interface TokenListRequest {
+  local: boolean;
+  /** Paging, as TemplateListRequest's. */
+  limit?: number | undefined;
+  continue?: string | undefined;
+}
+
+/** An operator token as listed: never the token, nor its hash. */
+export interface TokenInfo {
+  name: string;
+  role: string;
+  createdMs: number;
+}
+
+export interface TokenListResponse {
+  tokens: TokenInfo[];
+  /** Set when more items remain: pass it as the next request's `continue`. Empty on the last page. */
+  continue: string;
+}
+
 /** A power job: steps carried out in order on the machine's BMC (see src/state/control/model.ts). */
 export interface PowerJobRecord {
   id: string;
@@ -6616,6 +6636,297 @@ export const TokenDeleteResponse: MessageFns<TokenDeleteResponse> = {
   },
 };
 
+function createBaseTokenListRequest(): TokenListRequest {
+  return { local: false, limit: undefined, continue: undefined };
+}
+
+export const TokenListRequest: MessageFns<TokenListRequest> = {
+  encode(message: TokenListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.local !== false) {
+      writer.uint32(8).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(26).string(message.continue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenListRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenListRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TokenListRequest {
+    return {
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+    };
+  },
+
+  toJSON(message: TokenListRequest): unknown {
+    const obj: any = {};
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TokenListRequest>, I>>(base?: I): TokenListRequest {
+    return TokenListRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TokenListRequest>, I>>(object: I): TokenListRequest {
+    const message = createBaseTokenListRequest();
+    message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
+    return message;
+  },
+};
+
+function createBaseTokenInfo(): TokenInfo {
+  return { name: "", role: "", createdMs: 0 };
+}
+
+export const TokenInfo: MessageFns<TokenInfo> = {
+  encode(message: TokenInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.role !== "") {
+      writer.uint32(18).string(message.role);
+    }
+    if (message.createdMs !== 0) {
+      writer.uint32(24).uint64(message.createdMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.createdMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TokenInfo {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+      createdMs: isSet(object.createdMs)
+        ? globalThis.Number(object.createdMs)
+        : isSet(object.created_ms)
+        ? globalThis.Number(object.created_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: TokenInfo): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    if (message.createdMs !== 0) {
+      obj.createdMs = Math.round(message.createdMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TokenInfo>, I>>(base?: I): TokenInfo {
+    return TokenInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TokenInfo>, I>>(object: I): TokenInfo {
+    const message = createBaseTokenInfo();
+    message.name = object.name ?? "";
+    message.role = object.role ?? "";
+    message.createdMs = object.createdMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseTokenListResponse(): TokenListResponse {
+  return { tokens: [], continue: "" };
+}
+
+export const TokenListResponse: MessageFns<TokenListResponse> = {
+  encode(message: TokenListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tokens) {
+      TokenInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.continue !== "") {
+      writer.uint32(18).string(message.continue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tokens.push(TokenInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TokenListResponse {
+    return {
+      tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => TokenInfo.fromJSON(e)) : [],
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
+    };
+  },
+
+  toJSON(message: TokenListResponse): unknown {
+    const obj: any = {};
+    if (message.tokens?.length) {
+      obj.tokens = message.tokens.map((e) => TokenInfo.toJSON(e));
+    }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TokenListResponse>, I>>(base?: I): TokenListResponse {
+    return TokenListResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TokenListResponse>, I>>(object: I): TokenListResponse {
+    const message = createBaseTokenListResponse();
+    message.tokens = object.tokens?.map((e) => TokenInfo.fromPartial(e)) || [];
+    message.continue = object.continue ?? "";
+    return message;
+  },
+};
+
 function createBasePowerJobRecord(): PowerJobRecord {
   return {
     id: "",
@@ -8832,6 +9143,16 @@ export const ControlService = {
     responseSerialize: (value: TokenDeleteResponse): Buffer => Buffer.from(TokenDeleteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): TokenDeleteResponse => TokenDeleteResponse.decode(value),
   },
+  /** The operator tokens' names, roles and creation times (admin). */
+  tokenList: {
+    path: "/slipway.control.v1.Control/TokenList" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: TokenListRequest): Buffer => Buffer.from(TokenListRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): TokenListRequest => TokenListRequest.decode(value),
+    responseSerialize: (value: TokenListResponse): Buffer => Buffer.from(TokenListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): TokenListResponse => TokenListResponse.decode(value),
+  },
   leaseList: {
     path: "/slipway.control.v1.Control/LeaseList" as const,
     requestStream: false as const,
@@ -8950,6 +9271,8 @@ export interface ControlServer extends UntypedServiceImplementation {
   workflowRetention: handleUnaryCall<WorkflowRetentionRequest, WorkflowRetentionResponse>;
   tokenCreate: handleUnaryCall<TokenCreateRequest, TokenCreateResponse>;
   tokenDelete: handleUnaryCall<TokenDeleteRequest, TokenDeleteResponse>;
+  /** The operator tokens' names, roles and creation times (admin). */
+  tokenList: handleUnaryCall<TokenListRequest, TokenListResponse>;
   leaseList: handleUnaryCall<LeaseListRequest, LeaseListResponse>;
   /** Power control through the machine's BMC: a job in the replicated state, run by the leader. */
   powerChange: handleUnaryCall<PowerChangeRequest, PowerChangeResponse>;
@@ -9301,6 +9624,22 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TokenDeleteResponse) => void,
+  ): ClientUnaryCall;
+  /** The operator tokens' names, roles and creation times (admin). */
+  tokenList(
+    request: TokenListRequest,
+    callback: (error: ServiceError | null, response: TokenListResponse) => void,
+  ): ClientUnaryCall;
+  tokenList(
+    request: TokenListRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: TokenListResponse) => void,
+  ): ClientUnaryCall;
+  tokenList(
+    request: TokenListRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: TokenListResponse) => void,
   ): ClientUnaryCall;
   leaseList(
     request: LeaseListRequest,

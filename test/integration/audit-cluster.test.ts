@@ -76,6 +76,19 @@ describe('audit trail', () => {
     }
     const alice = tokenFile('alice', made['alice'] ?? '');
     const victor = tokenFile('victor', made['victor'] ?? '');
+    // token list: names, roles and times, never a token or its hash; admins only.
+    const listed = await slipway(adminFile, ['-o', 'json', 'token', 'list']);
+    assert.equal(listed.code, 0, listed.stderr);
+    const tokens = (
+      JSON.parse(listed.stdout) as { tokens: { name: string; role: string; created: string }[] }
+    ).tokens;
+    assert.deepEqual(
+      tokens.map((t) => `${t.name} ${t.role}`),
+      ['alice operator', 'victor viewer'],
+    );
+    assert.ok(tokens.every((t) => !Number.isNaN(Date.parse(t.created))));
+    for (const secret of Object.values(made)) assert.ok(!listed.stdout.includes(secret));
+    assert.equal((await slipway(victor, ['token', 'list'])).code, 1, 'a viewer may not list tokens');
     const credentials = join(cluster.dir, 'bmc.credentials');
     writeFileSync(credentials, `root:${bmcPassword}\n`);
 
@@ -114,6 +127,8 @@ describe('audit trail', () => {
       'bootstrap-admin admin token.put alice (operator) ok',
       'bootstrap-admin admin token.put victor (viewer) ok',
       'alice operator hardware.put m1 ok',
+      // Every lifecycle transition is in the trail, with who caused it (docs/decisions/0028).
+      'alice operator hardware.transition m1 (new) → enrolled (register) ok',
       'alice operator hardware.put m1 E_EXISTS',
       'victor viewer hardware.delete m1 PERMISSION_DENIED',
       'alice operator kv.put site ok',
@@ -128,7 +143,7 @@ describe('audit trail', () => {
     // Filters: by user, by kind, by time.
     assert.deepEqual(
       (await auditList(adminFile, '--user', 'alice')).map((e) => e.kind),
-      ['kv.put', 'hardware.put', 'hardware.put'],
+      ['kv.put', 'hardware.put', 'hardware.transition', 'hardware.put'],
     );
     assert.equal((await auditList(adminFile, '--kind', 'token.put')).length, 2);
     assert.equal((await auditList(adminFile, '--since', '1h')).length, entries.length);

@@ -31,6 +31,7 @@ import {
   LeaseListRequest,
   PowerJobListRequest,
   TemplateListRequest,
+  TokenListRequest,
   WorkflowListRequest,
 } from '../../src/gen/control.js';
 import type { ArtifactAddRequest } from '../../src/gen/control.js';
@@ -513,6 +514,7 @@ const matrix: readonly Row[] = [
   },
   { need: 'admin', ...unary(C.tokenCreate, (o) => ({ name: `new-${o}`, role: 'viewer' })) },
   { need: 'admin', ...unary(C.tokenDelete, (o) => ({ name: `del-${o}` })) },
+  { need: 'admin', ...unary(C.tokenList, () => TokenListRequest.fromPartial({})) },
   { need: 'viewer', ...unary(C.leaseList, () => LeaseListRequest.fromPartial({})) },
   { need: 'operator', ...unary(C.powerChange, () => ({ hardwareId: 'pw', op: 'on', waitMs: 1 })) },
   // Makes a power job (0015: a viewer may ask for a machine's power state); audited.

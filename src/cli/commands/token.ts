@@ -1,8 +1,9 @@
-// `slipway token create|delete`: operator tokens with roles admin, operator and viewer.
+// `slipway token create|list|delete`: operator tokens with roles admin, operator and viewer.
 import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
 import { render } from '../output.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -17,6 +18,25 @@ export function tokenCommand(program: Command, connect: Connect): void {
       const res = await client.control('tokenCreate', { name: o.name, role: o.role });
       if (output === 'table') process.stdout.write(`${res.token}\n`);
       else process.stdout.write(`${render(output, { name: o.name, role: o.role, token: res.token }, [])}\n`);
+    });
+  t.command('list')
+    .description('list the operator tokens: name, role and when each was made (never the token)')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
+    .action(async (o) => {
+      const page = paging(o);
+      const { client, output } = connect();
+      const { pages, next } = await listPages(
+        page,
+        (req) => client.control('tokenList', { local: o.local === true, ...req }),
+        (p) => p.tokens.length,
+      );
+      const rows = pages
+        .flatMap((p) => p.tokens)
+        .map((x) => ({ name: x.name, role: x.role, created: new Date(x.createdMs).toISOString() }));
+      process.stdout.write(`${render(output, withContinue({ tokens: rows }, next), rows)}\n`);
+      printMore(output, next, 'tokens');
     });
   t.command('delete')
     .description('revoke a token')
