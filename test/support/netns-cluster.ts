@@ -240,7 +240,11 @@ export class NetnsCluster {
     const result = await this.lab.run(ns, [...argv, '-o', 'json', 'cluster', 'status'], cliTimeoutMs);
     const stdout = result.stdout;
     try {
-      return (JSON.parse(stdout) as { nodes: ClusterStatusRow[] }).nodes;
+      // The members none of the live nodes' addresses reached (the stopped ones), which a node
+      // relays as unreachable, are not rows of live nodes.
+      return (JSON.parse(stdout) as { nodes: ClusterStatusRow[] }).nodes.filter(
+        (r) => r.health !== 'unreachable',
+      );
     } catch {
       return [];
     }
