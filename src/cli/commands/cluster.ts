@@ -83,11 +83,17 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
     )
     .action(async (o) => {
       const digest = o.digest === true;
-      const asked = await Promise.all(access.servers().map((addr) => nodeStatus(access, addr, digest)));
-      const rows = [...uniqueNodes(asked), ...(await otherMembers(access, asked, digest))];
-      const table = rows.map(({ reason: _reason, ...row }) => row);
-      process.stdout.write(`${render(output(), { nodes: rows }, table, rows)}\n`);
-      if (rows.every((r) => r.health !== 'ok')) process.exitCode = 1;
+      // One client per address, the relayed asks included (an xds:/// client is set up once).
+      const servers = access.servers().map((addr) => ({ addr, client: access.clientFor(addr) }));
+      try {
+        const asked = await Promise.all(servers.map((s) => nodeStatus(s.client, s.addr, digest)));
+        const rows = [...uniqueNodes(asked), ...(await otherMembers(servers, asked, digest))];
+        const table = rows.map(({ reason: _reason, ...row }) => row);
+        process.stdout.write(`${render(output(), { nodes: rows }, table, rows)}\n`);
+        if (rows.every((r) => r.health !== 'ok')) process.exitCode = 1;
+      } finally {
+        for (const s of servers) s.client.close();
+      }
     });
   clusterVersionCommand(cluster, output, access);
 }
@@ -182,14 +188,8 @@ type StatusRow = {
   readonly digest?: string;
 };
 
-/** The row of the node that answers at `addr` (directly, or as `member` through it). */
-async function nodeStatus(
-  access: StatusAccess,
-  addr: string,
-  digest: boolean,
-  member = '',
-): Promise<StatusRow> {
-  const c = access.clientFor(addr);
+/** The row of the node `c` reaches at `addr` (its own, or `member`'s relayed by it). */
+async function nodeStatus(c: ClusterClient, addr: string, digest: boolean, member = ''): Promise<StatusRow> {
   try {
     const s = await c.call('status', { digest, member });
     const { health, reason } = healthOf(s);
@@ -216,8 +216,6 @@ async function nodeStatus(
     return member === ''
       ? unanswered('?', addr, 'down', err, digest)
       : unanswered(member, '-', 'unreachable', err, digest);
-  } finally {
-    c.close();
   }
 }
 
@@ -242,26 +240,22 @@ function uniqueNodes(rows: readonly StatusRow[]): StatusRow[] {
  * Its membership is read without a quorum, so a cluster that lost its quorum still shows it.
  */
 async function otherMembers(
-  access: StatusAccess,
+  servers: readonly { readonly addr: string; readonly client: ClusterClient }[],
   asked: readonly StatusRow[],
   digest: boolean,
 ): Promise<StatusRow[]> {
-  const relay = asked.find((r) => r.node !== '?');
+  const relay = servers[asked.findIndex((r) => r.node !== '?')];
   if (relay === undefined) return [];
-  const via = access.servers()[asked.indexOf(relay)] ?? relay.api;
-  const c = access.clientFor(via);
   let members: { id: string; apiAddr: string }[];
   try {
-    members = (await c.call('memberList', { local: true })).members;
+    members = (await relay.client.call('memberList', { local: true })).members;
   } catch {
     return []; // the node answered its Status a moment ago; its own row says what it knows
-  } finally {
-    c.close();
   }
   const known = new Set(asked.map((r) => r.node));
   const downAddrs = new Set(asked.filter((r) => r.node === '?').map((r) => r.api));
   const others = members.filter((m) => !known.has(m.id) && !downAddrs.has(m.apiAddr));
-  const rows = await Promise.all(others.map((m) => nodeStatus(access, via, digest, m.id)));
+  const rows = await Promise.all(others.map((m) => nodeStatus(relay.client, relay.addr, digest, m.id)));
   return rows.map((r, i) => (r.api === '-' ? { ...r, api: others[i]?.apiAddr || '-' } : r));
 }
 
