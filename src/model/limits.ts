@@ -192,3 +192,8 @@ export const provisioningGraceMs = 60_000;
 
 /** Labels on one machine. */
 export const labelsPerHardwareMax = 64;
+
+/** Pools in the state (docs/decisions/0035-pools.md): a fleet has a handful; they live in the snapshot's head. */
+export const poolsMax = 256;
+/** Machines one pool keeps: bounds its members list. */
+export const poolSizeMax = 4_096;

@@ -35,6 +35,7 @@ import { AuthFailureLimiter } from '../api/auth-failure-limiter.js';
 import { ControlService } from '../api/control-service.js';
 import { DeadlineScanner } from './deadline-scanner.js';
 import { AlternateScanner } from './alternate-scanner.js';
+import { PoolKeeper } from './pool-keeper.js';
 import { WorkflowCollector } from './workflow-collector.js';
 import { archiveTarget, WorkflowArchive } from './workflow-archive.js';
 import { PowerExecutor } from '../power/executor.js';
@@ -566,6 +567,8 @@ function buildLeaderDuties(
       propose,
       logger: logger.child({ component: 'alternate' }),
     }),
+    // Pools kept at their size (0035).
+    new PoolKeeper({ control, isLeader: leading, propose, logger: logger.child({ component: 'pools' }) }),
     collector,
     new ClusterVersionKeeper({
       node,

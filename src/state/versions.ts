@@ -86,6 +86,10 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'hardware.inventory':
     case 'workflow.allocate':
     case 'workflow.alternate':
+    case 'pool.create':
+    case 'pool.scale':
+    case 'pool.delete':
+    case 'pool.allocate':
       return stateVersionFleet;
     default:
       return stateVersionBaseline;

@@ -64,6 +64,14 @@ export function auditTarget(command: ControlCommand): string {
       return `finishedMax=${command.finishedMax} finishedDays=${command.finishedDays}`;
     case 'workflow.gc':
       return command.workflows.map((w) => w.id).join(' ');
+    case 'pool.create':
+      return `${command.name} (template ${command.template}, selector ${command.selector}, size ${command.size})`;
+    case 'pool.scale':
+      return `${command.name} (size ${command.size})`;
+    case 'pool.delete':
+      return command.name;
+    case 'pool.allocate':
+      return `${command.pool} (workflow ${command.id}: ${command.candidates.map((c) => c.hardwareId).join(' ')})`;
     case 'member.drain':
       return `${command.id} (${command.drained ? 'drain' : 'undrain'})`;
     default:

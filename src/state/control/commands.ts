@@ -24,6 +24,7 @@ import type { Labels, OperatorVerb } from '../../model/machine-lifecycle.js';
 import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
+import type { Pool } from '../../fleet/pool.js';
 
 /**
  * Any command may carry who asked for it: the node serving an operator's call attaches it, and
@@ -129,6 +130,35 @@ type ControlChange =
       readonly type: 'workflow.alternate';
       readonly id: string;
       readonly finishedMs: number;
+      readonly candidates: readonly AllocationCandidate[];
+    }
+  /**
+   * Pools (state version 3, docs/decisions/0035-pools.md): a pool keeps `size` machines matching
+   * its selector provisioning or deployed with its template. Refused: a name that is no DNS label,
+   * a selector that does not parse, a template that does not exist, a size out of range.
+   */
+  | {
+      readonly type: 'pool.create';
+      readonly name: string;
+      /** Canonical text (formatSelector). */
+      readonly selector: string;
+      readonly template: string;
+      readonly size: number;
+      readonly spares: number;
+    }
+  | { readonly type: 'pool.scale'; readonly name: string; readonly size: number }
+  /** Refused while a member is provisioning; deployed members stay deployed. */
+  | { readonly type: 'pool.delete'; readonly name: string }
+  /**
+   * The leader's pool keeper fills one slot: a workflow.allocate for the pool's template and
+   * selector, refused (E_CONFLICT) when the pool's slots are all filled as this entry finds them.
+   */
+  | {
+      readonly type: 'pool.allocate';
+      readonly pool: string;
+      readonly id: string;
+      readonly templateVersion: number;
+      readonly hardwareMap: { readonly [k: string]: string };
       readonly candidates: readonly AllocationCandidate[];
     }
   /** Hand the attempt to a worker. Refused unless it is the workflow's next action and due. */
@@ -407,4 +437,6 @@ export type ControlResult =
   | { readonly type: 'drainedMembers'; readonly ids: readonly string[] }
   /** workflow.gc: the workflows it deleted, in the command's order. */
   | { readonly type: 'collected'; readonly ids: readonly string[] }
+  /** pool.create, pool.scale and pool.allocate: the pool after the command. */
+  | { readonly type: 'pool'; readonly pool: Pool }
   | { readonly type: 'deleted' };

@@ -62,6 +62,8 @@ import {
   powerStepsOf,
 } from './power-jobs.js';
 import { drainedAfter } from './drained-members.js';
+import { isRefusal, Pools } from './pools.js';
+import type { Pool } from '../../fleet/pool.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
@@ -224,6 +226,8 @@ export class ControlState {
   #workflowRetentionDefaultSinceMs: number | undefined;
   /** Members drained by `slipway node drain`, sorted (drained-members.ts). */
   #drainedMembers: readonly string[] = [];
+  /** Pools (docs/decisions/0035-pools.md), by name. */
+  #pools = new Pools();
   #drainChanged = false;
   /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md), from state version 3. */
   readonly #machines = new Machines({
@@ -316,6 +320,15 @@ export class ControlState {
   /** The members drained by `slipway node drain`, sorted by id. */
   get drainedMembers(): readonly string[] {
     return this.#drainedMembers;
+  }
+
+  /** The pools, sorted by name. */
+  pools(): Pool[] {
+    return this.#pools.all();
+  }
+
+  pool(name: string): Pool | undefined {
+    return this.#pools.get(name);
   }
 
   isDrained(memberId: string): boolean {
@@ -584,6 +597,7 @@ export class ControlState {
         ? {}
         : { workflowRetentionDefaultSinceMs: this.#workflowRetentionDefaultSinceMs }),
       drainedMembers: this.#drainedMembers,
+      pools: this.#pools.all(),
     };
   }
 
@@ -728,10 +742,13 @@ export class ControlState {
     this.#workflowRetention = image.workflowRetention ?? workflowRetentionDefault;
     this.#workflowRetentionDefaultSinceMs = image.workflowRetentionDefaultSinceMs;
     this.#drainedMembers = image.drainedMembers ?? [];
+    this.#pools = new Pools();
+    this.#pools.restore(image.pools ?? []);
     this.#machines.restored(prepared.transitional);
   }
 
   #execute(nowMs: number, command: ControlCommand): ControlResult {
+    if (isPoolCommand(command)) return this.#executePool(command, nowMs);
     switch (command.type) {
       case 'hardware.put':
         return this.#putHardware(command, nowMs);
@@ -899,6 +916,38 @@ export class ControlState {
     // Chosen by an operator, even if it is the default: it applies at once.
     this.#workflowRetentionDefaultSinceMs = undefined;
     return { type: 'workflowRetention', retention: this.#workflowRetention };
+  }
+
+  #executePool(command: PoolCommand, nowMs: number): ControlResult {
+    switch (command.type) {
+      case 'pool.create':
+        return poolResult(this.#pools.create(command, (name) => this.#templates.get(name)));
+      case 'pool.scale':
+        return poolResult(this.#pools.scale(command));
+      case 'pool.delete': {
+        const refused = this.#pools.delete(command.name, (id) => this.#hardware.get(id));
+        return refused === undefined ? deleted : failure(refused.code, refused.message);
+      }
+      default:
+        return this.#allocateForPool(command, nowMs);
+    }
+  }
+
+  /** pool.allocate: a workflow.allocate for the pool, when a slot is free as this entry finds it. */
+  #allocateForPool(command: Command<'pool.allocate'>, nowMs: number): ControlResult {
+    const hardware = (id: string): Hardware | undefined => this.#hardware.get(id);
+    const pool = this.#pools.allocation(command, hardware);
+    if (isRefusal(pool)) return failure(pool.code, pool.message);
+    const { pool: _pool, type: _type, audit: _audit, ...rest } = command;
+    const allocation = allocate(
+      { ...rest, type: 'workflow.allocate', template: pool.template, selector: pool.selector },
+      hardware,
+      () => this.#hardware.values(),
+    );
+    if (allocation.kind === 'refused') return failure(allocation.code, allocation.message);
+    const created = this.#createWorkflow(allocation.create, nowMs, { selector: allocation.selector });
+    if (created.type === 'error') return created;
+    return { type: 'pool', pool: this.#pools.joined(pool, allocation.create.hardwareId, hardware) };
   }
 
   #setDrained(command: Command<'member.drain'>): ControlResult {
@@ -1096,6 +1145,13 @@ export class ControlState {
   #deleteHardware(id: string): ControlResult {
     const existing = this.#hardware.get(id);
     if (existing === undefined) return failure('E_NOT_FOUND', `hardware "${id}" does not exist`);
+    const pool = this.#pools.ownerOf(id);
+    if (pool !== undefined) {
+      return failure(
+        'E_CONFLICT',
+        `hardware "${id}" belongs to pool "${pool.name}": delete the pool first (\`slipway pool delete ${pool.name}\`)`,
+      );
+    }
     const owned = this.#machines.deleteRefusal(existing);
     if (owned !== undefined) return failure('E_CONFLICT', owned);
     for (const wfId of this.#active) {
@@ -1537,4 +1593,16 @@ function indexWorkflow(ix: WorkflowIndex, wf: Workflow): void {
   }
   if (isTerminal(wf.state)) ix.active.delete(wf.id);
   else ix.active.add(wf.id);
+}
+
+type PoolCommand = Command<'pool.create' | 'pool.scale' | 'pool.delete' | 'pool.allocate'>;
+
+function isPoolCommand(command: ControlCommand): command is PoolCommand {
+  return command.type.startsWith('pool.');
+}
+
+function poolResult(
+  outcome: Pool | { readonly code: ControlErrorCode; readonly message: string },
+): ControlResult {
+  return isRefusal(outcome) ? failure(outcome.code, outcome.message) : { type: 'pool', pool: outcome };
 }

@@ -9,6 +9,7 @@ import {
   controlCommandBytesMax,
   drainedMembersMax,
   leaseGrantsPerCommandMax,
+  poolSizeMax,
   workflowGcBatchMax,
 } from '../../model/limits.js';
 import type { AuditEntry, AuditTag } from './audit-log.js';
@@ -35,6 +36,7 @@ import type { Inventory } from '../../model/inventory.js';
 import { InventoryError, parseInventory } from '../../model/inventory.js';
 import { lifecycleTriggers, machineStates, operatorVerbs } from '../../model/machine-lifecycle.js';
 import type { GrantOutcome } from './leases.js';
+import type { Pool } from '../../fleet/pool.js';
 import {
   array,
   boolean,
@@ -216,6 +218,17 @@ const readTaskSpec: Reader<TaskSpec> = object({
   env: textMap,
   volumes: texts,
   actions: array(readActionSpec, controlCommandBytesMax),
+});
+
+/** A pool (docs/decisions/0035-pools.md); members sorted by id. */
+export const readPool: Reader<Pool> = object({
+  name: text,
+  selector: text,
+  template: text,
+  size: integer(0, poolSizeMax),
+  spares: integer(0, poolSizeMax),
+  members: array(text, poolSizeMax),
+  version: integer(1, Number.MAX_SAFE_INTEGER),
 });
 
 export const readRenderedTemplate: Reader<RenderedTemplate> = object({
@@ -596,6 +609,26 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     ...audited,
   }),
   'member.drain': object({ type: literal(['member.drain']), id: text, drained: boolean, ...audited }),
+  'pool.create': object({
+    type: literal(['pool.create']),
+    name: text,
+    selector: text,
+    template: text,
+    size: safeInteger,
+    spares: safeInteger,
+    ...audited,
+  }),
+  'pool.scale': object({ type: literal(['pool.scale']), name: text, size: safeInteger, ...audited }),
+  'pool.delete': object({ type: literal(['pool.delete']), name: text, ...audited }),
+  'pool.allocate': object({
+    type: literal(['pool.allocate']),
+    pool: text,
+    id: text,
+    templateVersion: count,
+    hardwareMap: textMap,
+    candidates: array(object({ hardwareId: text, spec: readRenderedTemplate }), allocationCandidatesMax),
+    ...audited,
+  }),
 });
 
 const outcome = {
@@ -639,4 +672,5 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   }),
   collected: object({ type: literal(['collected']), ids: array(text, workflowGcBatchMax) }),
   drainedMembers: object({ type: literal(['drainedMembers']), ids: array(text, drainedMembersMax) }),
+  pool: object({ type: literal(['pool']), pool: readPool }),
 });

@@ -17,6 +17,7 @@
 //     ..., "workflowRetentionDefaultSinceMs": N }   (format 6 only, and only while no operator
 //          has set the retention since the cluster reached version 2, at stamp N)
 //     ..., "drainedMembers": [member id, sorted] }   (format 6 only, and only when not empty)
+//     ..., "pools": [Pool by name] }   (format 6 only, at state version 3, only when not empty)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
@@ -49,6 +50,7 @@ import {
   workflowEventsMax,
   workflowRetentionDaysMax,
   workflowsMax,
+  poolsMax,
 } from '../../model/limits.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
@@ -73,13 +75,16 @@ import {
   readHardware,
   readLease,
   readOperatorToken,
+  readPool,
   readPowerJob,
   readTemplate,
   readWorkflow,
   readWorkflowEvent,
 } from './schema.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
-import { stateVersionBaseline, stateVersionOfThisBuild } from '../versions.js';
+import { stateVersionBaseline, stateVersionFleet, stateVersionOfThisBuild } from '../versions.js';
+import type { Pool } from '../../fleet/pool.js';
+import { poolNameProblem } from './pools.js';
 import { array, at, count, integer, object, optional, ShapeError, string, type Reader } from './shape.js';
 
 export interface SnapshotImage {
@@ -101,6 +106,8 @@ export interface SnapshotImage {
   readonly workflowRetentionDefaultSinceMs?: number;
   /** Members drained by `slipway node drain`, sorted; absent means none. */
   readonly drainedMembers?: readonly string[];
+  /** Pools (docs/decisions/0035-pools.md), by name; absent means none. */
+  readonly pools?: readonly Pool[];
 }
 
 export interface AuditImage {
@@ -143,6 +150,7 @@ const readImage = object({
   ),
   workflowRetentionDefaultSinceMs: optional(count),
   drainedMembers: optional(array(string(memberIdBytesMax), drainedMembersMax)),
+  pools: optional(array(readPool, poolsMax)),
 });
 
 function readAuditImage(): Reader<AuditImage> {
@@ -256,6 +264,12 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     if (problem !== undefined) throw new ShapeError('drainedMembers', problem);
     text += `,"drainedMembers":${JSON.stringify(drainedMembers)}`;
   }
+  const pools = image.pools ?? [];
+  if (pools.length > 0) {
+    const problem = poolsProblem(clusterVersion, pools);
+    if (problem !== undefined) throw new ShapeError('pools', problem);
+    text += `,"pools":[${pools.map((p, i) => JSON.stringify(readPool(p, at('pools', i)))).join(',')}]`;
+  }
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -296,7 +310,12 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     clusterVersionProblem(image.format, image.clusterVersion) ??
     workflowRetentionSnapshotProblem(image.format, image.workflowRetention) ??
     defaultSinceSnapshotProblem(image) ??
-    drainedMembersSnapshotProblem(image.format, image.drainedMembers);
+    drainedMembersSnapshotProblem(image.format, image.drainedMembers) ??
+    (image.pools === undefined
+      ? undefined
+      : image.pools.length === 0
+        ? 'pools: an empty list is left out'
+        : poolsProblem(image.clusterVersion ?? stateVersionBaseline, image.pools));
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -483,6 +502,24 @@ function workflowsProblem(workflows: SnapshotImage['workflows']): string | undef
     for (let i = 1; i < events.length; i++) {
       if ((events[i - 1]?.seq ?? 0) >= (events[i]?.seq ?? 0))
         return `events of workflow "${workflow.id}" are out of order`;
+    }
+  }
+  return undefined;
+}
+
+/** What is wrong with a snapshot's pools, or undefined: at state version 3, by name, members sorted. */
+function poolsProblem(clusterVersion: number, pools: readonly Pool[]): string | undefined {
+  if (clusterVersion < stateVersionFleet)
+    return `pools: are made by commands of state version ${stateVersionFleet}; the cluster runs at ${clusterVersion}`;
+  for (let i = 0; i < pools.length; i++) {
+    const pool = pools[i] as Pool;
+    const name = poolNameProblem(pool.name);
+    if (name !== undefined) return `pools: ${name}`;
+    if (i > 0 && !((pools[i - 1] as Pool).name < pool.name))
+      return `pools: ${JSON.stringify(pool.name)} is out of order or repeated`;
+    for (let j = 1; j < pool.members.length; j++) {
+      if (!((pool.members[j - 1] as string) < (pool.members[j] as string)))
+        return `pools: ${pool.name}'s members are out of order or repeated`;
     }
   }
   return undefined;

@@ -1,0 +1,90 @@
+// Goal: the pools' leader duty (src/node/pool-keeper.ts): only a leader proposes; a pool short of
+// machines gets one pool.allocate per scan offering ready matching machines, each with the pool's
+// template rendered for it; the pool fills to its size and no further, a failed member is
+// replaced, and a keeper on another node (a new leader) reading the same state carries on and
+// never allocates past the size.
+// Method: a real ControlState (test/support/lifecycle-harness.ts) whose proposals the test applies.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import { PoolKeeper } from '../../src/node/pool-keeper.js';
+import { LifecycleHarness, operator } from '../support/lifecycle-harness.js';
+
+const template =
+  'version: "0.1"\nname: os\nglobal_timeout: 600\ntasks:\n  - name: os\n    worker: "{{ hardware.id }}"\n    actions:\n      - name: install\n        command: ["true"]\n        timeout: 60\n';
+
+function keeper(h: LifecycleHarness, leading: () => boolean, proposed: ControlCommand[]): PoolKeeper {
+  return new PoolKeeper({
+    control: h.state,
+    isLeader: leading,
+    propose: (command): Promise<ControlResult> => {
+      proposed.push(command);
+      return Promise.resolve(h.run(command));
+    },
+    logger: pino({ level: 'silent' }),
+  });
+}
+
+describe('the pool keeper', () => {
+  it('fills a pool to its size, one machine per scan, replaces a failed member, as leader only', async () => {
+    const h = new LifecycleHarness();
+    h.ok({ type: 'template.put', name: 'os', source: template, audit: operator }, 'template');
+    for (let n = 1; n <= 4; n++) {
+      h.machine(`m${n}`, n);
+      h.ok(
+        { type: 'hardware.label', id: `m${n}`, set: { rack: 'a' }, remove: [], audit: operator },
+        'hardware',
+      );
+      h.ok(h.verbCommand(`m${n}`, 'accept'), 'hardware');
+    }
+    h.ok(
+      {
+        type: 'pool.create',
+        name: 'web',
+        selector: 'rack=a',
+        template: 'os',
+        size: 2,
+        spares: 0,
+        audit: operator,
+      },
+      'pool',
+    );
+    let leader = false;
+    const proposed: ControlCommand[] = [];
+    const first = keeper(h, () => leader, proposed);
+    await first.scan();
+    assert.equal(proposed.length, 0, 'a follower proposes nothing');
+    leader = true;
+    await first.scan();
+    const offer = proposed[0];
+    assert.ok(offer?.type === 'pool.allocate');
+    assert.deepEqual(
+      offer.candidates.map((c) => c.hardwareId),
+      ['m1', 'm2', 'm3', 'm4'],
+    );
+    assert.equal(offer.candidates[1]?.spec.tasks[0]?.worker, 'm2', "each candidate's own rendering");
+    assert.match(offer.id, /^web-/);
+    // A new leader reading the replicated state carries on: one more, then the pool is full.
+    const second = keeper(h, () => true, proposed);
+    await second.scan();
+    assert.deepEqual(h.state.pool('web')?.members, ['m1', 'm2']);
+    await second.scan();
+    await first.scan();
+    assert.equal(proposed.length, 2, 'a full pool is offered nothing');
+    const wfM1 = proposedId(proposed, h, 'm1');
+    h.is(h.start(wfM1), 'attempt');
+    h.finish(wfM1, false);
+    await second.scan();
+    assert.deepEqual(h.state.pool('web')?.members, ['m2', 'm3'], 'the failed member replaced, and gone');
+    assert.equal(first.allocated + second.allocated, 3);
+  });
+});
+
+/** The workflow a pool.allocate gave `hardwareId`. */
+function proposedId(proposed: readonly ControlCommand[], h: LifecycleHarness, hardwareId: string): string {
+  for (const c of proposed) {
+    if (c.type === 'pool.allocate' && h.state.workflow(c.id)?.hardwareId === hardwareId) return c.id;
+  }
+  throw new Error(`no workflow on ${hardwareId}`);
+}
