@@ -1,7 +1,9 @@
 // Goal: image2disk's download survives the loss of the node serving it (the VIP moves to
 // another node serving the same file): a body cut mid-way is resumed with a Range request from
 // the byte it stopped at, the image is written once and whole, and a server that cannot resume
-// ends the action with a clear message once the resume window has passed.
+// ends the action with a clear message once the resume window has passed. The first request is
+// tried again when the VIP answers nothing yet (refused) or the server is between owners (503),
+// within the same window.
 // Method: a real HTTP server on 127.0.0.1 that destroys the socket after part of the body on
 // its first answer and honours Range afterwards (or refuses it), and runBuiltin('image2disk')
 // into a regular file.
@@ -90,5 +92,48 @@ describe('image2disk resumes a broken download', () => {
       for await (const chunk of source.body as AsyncIterable<Buffer>) read += chunk.length;
     }, /broke at byte 1048576 of 3145745 and could not be resumed/);
     assert.equal(read, 1024 * 1024);
+  });
+
+  it('tries the first request again while it is refused or answered 503, then reads the image', async () => {
+    let busy = 2;
+    const flaky = http.createServer((_req, res) => {
+      if (busy-- > 0) {
+        res.writeHead(503);
+        res.end();
+        return;
+      }
+      res.writeHead(200, { 'content-length': image.length });
+      res.end(image);
+    });
+    await new Promise<void>((resolve) => flaky.listen(0, '127.0.0.1', resolve));
+    try {
+      const retries: string[] = [];
+      const source = await openImage(
+        `http://127.0.0.1:${(flaky.address() as AddressInfo).port}/disk.raw`,
+        new AbortController().signal,
+        { resumeWindowMs: 10_000, onResume: (m) => retries.push(m) },
+      );
+      let read = 0;
+      for await (const chunk of source.body as AsyncIterable<Buffer>) read += chunk.length;
+      assert.equal(read, image.length);
+      assert.equal(retries.length, 2);
+      assert.match(retries[0] ?? '', /fetching the image failed \(503 Service Unavailable\); trying again/);
+    } finally {
+      await new Promise<void>((resolve) => flaky.close(() => resolve()));
+    }
+    // Nothing listens: refused until the window passes, then a clear message.
+    const closed = http.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const retries: string[] = [];
+    await assert.rejects(
+      openImage(`http://127.0.0.1:${port}/disk.raw`, new AbortController().signal, {
+        resumeWindowMs: 800,
+        onResume: (m) => retries.push(m),
+      }),
+      /cannot fetch IMG_URL http:\/\/127\.0\.0\.1:\d+\/disk\.raw: connect ECONNREFUSED/,
+    );
+    assert.ok(retries.length >= 2, `${retries.length} tries`);
   });
 });

@@ -5,7 +5,8 @@
 // the connection breaks; the VIP moves to the new leader, which serves the same file. So a
 // broken body is resumed with a Range request from the byte it stopped at (when the server
 // said it accepts ranges), for a bounded time, instead of failing the attempt and writing the
-// image a second time. The SHA-256 covers the whole stream, resumed parts included.
+// image a second time. The SHA-256 covers the whole stream, resumed parts included. The first
+// request is tried again the same way when it cannot connect at all.
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReadableStream } from 'node:stream/web';
@@ -19,7 +20,7 @@ export interface ImageSource {
 }
 
 export interface OpenOptions {
-  /** Told each time a broken download is resumed. */
+  /** Told each time a broken download is resumed, or its first request tried again. */
   readonly onResume?: (message: string) => void;
   /** How long a broken download may take to resume, in all. Default 120 s. */
   readonly resumeWindowMs?: number;
@@ -40,15 +41,7 @@ export async function openImage(
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new ActionError(`IMG_URL ${url} is not an http:// or https:// URL`);
   }
-  let response: Response;
-  try {
-    response = await fetch(parsed, { signal, redirect: 'follow' });
-  } catch (error) {
-    if (signal.aborted) throw error;
-    const cause =
-      error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
-    throw new ActionError(`cannot fetch IMG_URL ${url}: ${cause}`);
-  }
+  const response = await firstResponse(parsed, signal, options);
   if (response.status !== 200 || response.body === null) {
     await response.body?.cancel().catch(() => undefined);
     throw new ActionError(
@@ -67,6 +60,37 @@ export async function openImage(
 
 const resumeDelayMinMs = 250;
 const resumeDelayMaxMs = 4000;
+
+/** Answers that say the server is between owners (a balancer or a node still starting). */
+const retriedStatuses = new Set([502, 503, 504]);
+
+/**
+ * The first answer for the image. A connection that fails or a 502/503/504 is tried again, with
+ * the backoff and within the window a broken download has: the VIP may be moving between nodes
+ * just as the download starts (the node that held it killed, its address not yet answered by the
+ * new leader). Anything else is the answer.
+ */
+async function firstResponse(url: URL, signal: AbortSignal, options: OpenOptions): Promise<Response> {
+  const deadline = Date.now() + (options.resumeWindowMs ?? 120_000);
+  for (let tries = 0; ; tries++) {
+    let why: string;
+    try {
+      const response = await fetch(url, { signal, redirect: 'follow' });
+      if (!retriedStatuses.has(response.status)) return response;
+      await response.body?.cancel().catch(() => undefined);
+      why = `${response.status} ${response.statusText}`;
+      if (Date.now() > deadline) return response;
+    } catch (error) {
+      if (signal.aborted) throw error;
+      why = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
+      if (Date.now() > deadline) throw new ActionError(`cannot fetch IMG_URL ${url.href}: ${why}`);
+    }
+    options.onResume?.(`fetching the image failed (${why}); trying again`);
+    await sleep(Math.min(resumeDelayMaxMs, resumeDelayMinMs * 2 ** Math.min(tries, 8)), undefined, {
+      signal,
+    });
+  }
+}
 
 async function* resumingBody(
   url: URL,
