@@ -86,6 +86,7 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'hardware.inventory':
     case 'workflow.allocate':
     case 'workflow.alternate':
+    case 'hardware.quarantinePolicy':
       return stateVersionFleet;
     default:
       return stateVersionBaseline;

@@ -101,6 +101,11 @@ import {
   workflowRetentionProblem,
   type WorkflowRetention,
 } from './workflow-retention.js';
+import {
+  quarantinePolicyDefault,
+  quarantinePolicyProblem,
+  type QuarantinePolicy,
+} from './quarantine-policy.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -224,10 +229,13 @@ export class ControlState {
   #workflowRetentionDefaultSinceMs: number | undefined;
   /** Members drained by `slipway node drain`, sorted (drained-members.ts). */
   #drainedMembers: readonly string[] = [];
+  /** When repeated failures quarantine a machine (quarantine-policy.ts). */
+  #quarantinePolicy: QuarantinePolicy = quarantinePolicyDefault;
   #drainChanged = false;
   /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md), from state version 3. */
   readonly #machines = new Machines({
     clusterVersion: () => this.#clusterVersion,
+    quarantinePolicy: () => this.#quarantinePolicy,
     hardware: (id) => this.#hardware.get(id),
     hardwareList: () => this.hardwareList(),
     workflow: (id) => this.#workflows.get(id),
@@ -311,6 +319,11 @@ export class ControlState {
    */
   get workflowRetentionDefaultSinceMs(): number | undefined {
     return this.#workflowRetentionDefaultSinceMs;
+  }
+
+  /** When repeated failures quarantine a machine (quarantine-policy.ts). */
+  get quarantinePolicy(): QuarantinePolicy {
+    return this.#quarantinePolicy;
   }
 
   /** The members drained by `slipway node drain`, sorted by id. */
@@ -584,6 +597,7 @@ export class ControlState {
         ? {}
         : { workflowRetentionDefaultSinceMs: this.#workflowRetentionDefaultSinceMs }),
       drainedMembers: this.#drainedMembers,
+      quarantinePolicy: this.#quarantinePolicy,
     };
   }
 
@@ -728,6 +742,7 @@ export class ControlState {
     this.#workflowRetention = image.workflowRetention ?? workflowRetentionDefault;
     this.#workflowRetentionDefaultSinceMs = image.workflowRetentionDefaultSinceMs;
     this.#drainedMembers = image.drainedMembers ?? [];
+    this.#quarantinePolicy = image.quarantinePolicy ?? quarantinePolicyDefault;
     this.#machines.restored(prepared.transitional);
   }
 
@@ -820,6 +835,8 @@ export class ControlState {
         return this.#raiseClusterVersion(command.version, nowMs);
       case 'workflow.retention':
         return this.#setWorkflowRetention(command);
+      case 'hardware.quarantinePolicy':
+        return this.#setQuarantinePolicy(command);
       case 'workflow.gc':
         return this.#collect(command.workflows);
       case 'member.drain':
@@ -899,6 +916,14 @@ export class ControlState {
     // Chosen by an operator, even if it is the default: it applies at once.
     this.#workflowRetentionDefaultSinceMs = undefined;
     return { type: 'workflowRetention', retention: this.#workflowRetention };
+  }
+
+  #setQuarantinePolicy(command: Command<'hardware.quarantinePolicy'>): ControlResult {
+    const policy = { failures: command.failures, windowS: command.windowS };
+    const problem = quarantinePolicyProblem(policy);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    this.#quarantinePolicy = Object.freeze(policy);
+    return { type: 'quarantinePolicy', policy: this.#quarantinePolicy };
   }
 
   #setDrained(command: Command<'member.drain'>): ControlResult {
