@@ -25,6 +25,8 @@ import type {
   WorkflowEventsResponse,
   WorkflowRetentionRequest,
   WorkflowRetentionResponse,
+  HardwareQuarantinePolicyRequest,
+  HardwareQuarantinePolicyResponse,
 } from '../gen/control.js';
 import { ArtifactRecord, PowerJobRecord, TemplateRecord, WorkflowRecord } from '../gen/control.js';
 import type { RaftNode } from '../raft/node.js';
@@ -439,6 +441,12 @@ export class ControlService {
           (err: unknown) => callback(toServiceError(err) as ServiceError, null),
         );
       },
+      hardwareQuarantinePolicy: (call, callback) => {
+        this.#quarantinePolicy(call).then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        );
+      },
       // As member and leader changes (Kv.MemberAdd, Kv.LeaderTransfer): admin.
     } satisfies Partial<ControlServer>;
   }
@@ -641,6 +649,50 @@ export class ControlService {
           'workflowRetention',
         );
         return { ...r.retention };
+      },
+    );
+  }
+
+  /**
+   * Sets (or with `show`, or no value, reads) when repeated failures quarantine a machine; admin
+   * only, to read as well, as the workflow retention. A value left out keeps its current one. The
+   * command needs state version 3: the proposer refuses it before then.
+   */
+  async #quarantinePolicy(
+    call: ServerUnaryCall<HardwareQuarantinePolicyRequest, HardwareQuarantinePolicyResponse>,
+  ): Promise<HardwareQuarantinePolicyResponse> {
+    const req = call.request;
+    const audited: AuditedCall = {
+      metadata: call.metadata,
+      peer: call.getPeer(),
+      method: 'Control/HardwareQuarantinePolicy',
+      kind: 'hardware.quarantinePolicy',
+    };
+    if (req.show || (req.failures === undefined && req.windowS === undefined)) {
+      await this.#auditor.authorize(audited, 'admin', () => 'show');
+      await this.#read(false);
+      return { ...this.#ctx.control.quarantinePolicy };
+    }
+    const given = (v: number | undefined): string => (v === undefined ? '(as is)' : String(v));
+    return this.#auditor.run(
+      audited,
+      'admin',
+      () => `failures=${given(req.failures)} windowS=${given(req.windowS)}`,
+      async (audit, proposing) => {
+        if (req.failures === undefined || req.windowS === undefined) await this.#read(false);
+        const current = this.#ctx.control.quarantinePolicy;
+        const r = expectType(
+          await this.#apply(
+            { audit, proposing },
+            {
+              type: 'hardware.quarantinePolicy',
+              failures: req.failures ?? current.failures,
+              windowS: req.windowS ?? current.windowS,
+            },
+          ),
+          'quarantinePolicy',
+        );
+        return { ...r.policy };
       },
     );
   }

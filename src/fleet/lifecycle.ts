@@ -52,7 +52,11 @@ const moves: { readonly [T in LifecycleTrigger]: Moves } = {
     ['failed', 'provisioning'],
   ],
   succeed: [['provisioning', 'deployed']],
-  fail: [['provisioning', 'failed']],
+  // The policy's count of failures within its window quarantines the machine instead.
+  fail: [
+    ['provisioning', 'failed'],
+    ['provisioning', 'quarantined'],
+  ],
   cancel: [['provisioning', 'failed']],
   drain: [
     ['enrolled', 'maintenance'],
@@ -95,6 +99,7 @@ const moves: { readonly [T in LifecycleTrigger]: Moves } = {
   expire: [
     ['inspecting', 'failed'],
     ['provisioning', 'failed'],
+    ['provisioning', 'quarantined'],
     ['releasing', 'failed'],
   ],
 };

@@ -171,6 +171,28 @@ export interface HardwareLabelResponse {
 }
 
 /**
+ * When repeated failures quarantine a machine (docs/decisions/0028, the addendum): a machine whose
+ * workflows fail `failures` times within `window_s` seconds goes to quarantined instead of failed.
+ */
+export interface HardwareQuarantinePolicyRequest {
+  /** Quarantine at this many failures within the window (1 to 16). Absent: as it is. */
+  failures?:
+    | number
+    | undefined;
+  /** The window, in seconds (1 to 90 days). Absent: as it is. */
+  windowS?:
+    | number
+    | undefined;
+  /** Leave the setting as it is and only answer it (as when neither value is given). */
+  show: boolean;
+}
+
+export interface HardwareQuarantinePolicyResponse {
+  failures: number;
+  windowS: number;
+}
+
+/**
  * A machine's lifecycle history (`slipway hardware history ID [--follow]`): its transitions,
  * oldest first, from `from_seq`; with `follow`, new ones as they are applied, until the call is
  * cancelled or the machine is deleted. Each machine keeps its newest 32.
@@ -2195,6 +2217,206 @@ export const HardwareLabelResponse: MessageFns<HardwareLabelResponse> = {
   fromPartial<I extends Exact<DeepPartial<HardwareLabelResponse>, I>>(object: I): HardwareLabelResponse {
     const message = createBaseHardwareLabelResponse();
     message.hardwareJson = object.hardwareJson ?? "";
+    return message;
+  },
+};
+
+function createBaseHardwareQuarantinePolicyRequest(): HardwareQuarantinePolicyRequest {
+  return { failures: undefined, windowS: undefined, show: false };
+}
+
+export const HardwareQuarantinePolicyRequest: MessageFns<HardwareQuarantinePolicyRequest> = {
+  encode(message: HardwareQuarantinePolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.failures !== undefined) {
+      writer.uint32(8).uint32(message.failures);
+    }
+    if (message.windowS !== undefined) {
+      writer.uint32(16).uint32(message.windowS);
+    }
+    if (message.show !== false) {
+      writer.uint32(24).bool(message.show);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareQuarantinePolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareQuarantinePolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.failures = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.windowS = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.show = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareQuarantinePolicyRequest {
+    return {
+      failures: isSet(object.failures) ? globalThis.Number(object.failures) : undefined,
+      windowS: isSet(object.windowS)
+        ? globalThis.Number(object.windowS)
+        : isSet(object.window_s)
+        ? globalThis.Number(object.window_s)
+        : undefined,
+      show: isSet(object.show) ? globalThis.Boolean(object.show) : false,
+    };
+  },
+
+  toJSON(message: HardwareQuarantinePolicyRequest): unknown {
+    const obj: any = {};
+    if (message.failures !== undefined) {
+      obj.failures = Math.round(message.failures);
+    }
+    if (message.windowS !== undefined) {
+      obj.windowS = Math.round(message.windowS);
+    }
+    if (message.show !== false) {
+      obj.show = message.show;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareQuarantinePolicyRequest>, I>>(base?: I): HardwareQuarantinePolicyRequest {
+    return HardwareQuarantinePolicyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareQuarantinePolicyRequest>, I>>(
+    object: I,
+  ): HardwareQuarantinePolicyRequest {
+    const message = createBaseHardwareQuarantinePolicyRequest();
+    message.failures = object.failures ?? undefined;
+    message.windowS = object.windowS ?? undefined;
+    message.show = object.show ?? false;
+    return message;
+  },
+};
+
+function createBaseHardwareQuarantinePolicyResponse(): HardwareQuarantinePolicyResponse {
+  return { failures: 0, windowS: 0 };
+}
+
+export const HardwareQuarantinePolicyResponse: MessageFns<HardwareQuarantinePolicyResponse> = {
+  encode(message: HardwareQuarantinePolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.failures !== 0) {
+      writer.uint32(8).uint32(message.failures);
+    }
+    if (message.windowS !== 0) {
+      writer.uint32(16).uint32(message.windowS);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareQuarantinePolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareQuarantinePolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.failures = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.windowS = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareQuarantinePolicyResponse {
+    return {
+      failures: isSet(object.failures) ? globalThis.Number(object.failures) : 0,
+      windowS: isSet(object.windowS)
+        ? globalThis.Number(object.windowS)
+        : isSet(object.window_s)
+        ? globalThis.Number(object.window_s)
+        : 0,
+    };
+  },
+
+  toJSON(message: HardwareQuarantinePolicyResponse): unknown {
+    const obj: any = {};
+    if (message.failures !== 0) {
+      obj.failures = Math.round(message.failures);
+    }
+    if (message.windowS !== 0) {
+      obj.windowS = Math.round(message.windowS);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareQuarantinePolicyResponse>, I>>(
+    base?: I,
+  ): HardwareQuarantinePolicyResponse {
+    return HardwareQuarantinePolicyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareQuarantinePolicyResponse>, I>>(
+    object: I,
+  ): HardwareQuarantinePolicyResponse {
+    const message = createBaseHardwareQuarantinePolicyResponse();
+    message.failures = object.failures ?? 0;
+    message.windowS = object.windowS ?? 0;
     return message;
   },
 };
@@ -8978,6 +9200,19 @@ export const ControlService = {
       Buffer.from(HardwareLabelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HardwareLabelResponse => HardwareLabelResponse.decode(value),
   },
+  hardwareQuarantinePolicy: {
+    path: "/slipway.control.v1.Control/HardwareQuarantinePolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HardwareQuarantinePolicyRequest): Buffer =>
+      Buffer.from(HardwareQuarantinePolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HardwareQuarantinePolicyRequest =>
+      HardwareQuarantinePolicyRequest.decode(value),
+    responseSerialize: (value: HardwareQuarantinePolicyResponse): Buffer =>
+      Buffer.from(HardwareQuarantinePolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HardwareQuarantinePolicyResponse =>
+      HardwareQuarantinePolicyResponse.decode(value),
+  },
   hardwareHistory: {
     path: "/slipway.control.v1.Control/HardwareHistory" as const,
     requestStream: false as const,
@@ -9255,6 +9490,7 @@ export interface ControlServer extends UntypedServiceImplementation {
   /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md). */
   hardwareTransition: handleUnaryCall<HardwareTransitionRequest, HardwareTransitionResponse>;
   hardwareLabel: handleUnaryCall<HardwareLabelRequest, HardwareLabelResponse>;
+  hardwareQuarantinePolicy: handleUnaryCall<HardwareQuarantinePolicyRequest, HardwareQuarantinePolicyResponse>;
   hardwareHistory: handleServerStreamingCall<HardwareHistoryRequest, HardwareHistoryResponse>;
   hardwareExplain: handleUnaryCall<HardwareExplainRequest, HardwareExplainResponse>;
   templateCreate: handleUnaryCall<TemplateCreateRequest, TemplateCreateResponse>;
@@ -9396,6 +9632,21 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: HardwareLabelResponse) => void,
+  ): ClientUnaryCall;
+  hardwareQuarantinePolicy(
+    request: HardwareQuarantinePolicyRequest,
+    callback: (error: ServiceError | null, response: HardwareQuarantinePolicyResponse) => void,
+  ): ClientUnaryCall;
+  hardwareQuarantinePolicy(
+    request: HardwareQuarantinePolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HardwareQuarantinePolicyResponse) => void,
+  ): ClientUnaryCall;
+  hardwareQuarantinePolicy(
+    request: HardwareQuarantinePolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HardwareQuarantinePolicyResponse) => void,
   ): ClientUnaryCall;
   hardwareHistory(
     request: HardwareHistoryRequest,

@@ -173,6 +173,12 @@ export const selectorValuesMax = 256;
 
 /** Transitions each machine's history keeps; the oldest are dropped beyond it (seqs stay dense). */
 export const machineHistoryMax = 32;
+
+/** The most failures a quarantine policy may count (and a machine keeps the stamps of). */
+export const quarantineFailuresMax = 16;
+
+/** The longest window a quarantine policy may count failures in: 90 days. */
+export const quarantineWindowSMax = 90 * 24 * 3600;
 /** A transition's reason, as kept, in UTF-8 bytes: longer ones (a workflow's message) are cut. */
 export const lifecycleReasonBytesMax = 512;
 /** How long a machine may stay `inspecting` unless the command says otherwise, in seconds. */

@@ -90,6 +90,12 @@ export interface MachineLifecycle {
   readonly drainedFrom?: MachineState;
   /** The newest events, oldest first (at most machineHistoryMax); never empty. */
   readonly history: readonly MachineEvent[];
+  /**
+   * The leader stamps of its workflows' recent failures, oldest first (at most
+   * quarantineFailuresMax; absent when none): enough of them within the quarantine policy's
+   * window quarantine it (src/state/control/quarantine-policy.ts). Accepting it clears them.
+   */
+  readonly failures?: readonly number[];
 }
 
 /** Labels: Kubernetes-style keys and values, set by `slipway hardware label`. */

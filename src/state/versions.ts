@@ -90,6 +90,7 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'pool.scale':
     case 'pool.delete':
     case 'pool.allocate':
+    case 'hardware.quarantinePolicy':
       return stateVersionFleet;
     default:
       return stateVersionBaseline;

@@ -508,6 +508,12 @@ const matrix: readonly Row[] = [
     ...unary(C.workflowRetention, () => ({ finishedMax: 10_000, finishedDays: 30, show: false })),
   },
   { need: 'admin', variant: 'show', ...unary(C.workflowRetention, () => ({ show: true })) },
+  // When repeated failures quarantine a machine: the same, set to the default (2 in 24 h).
+  {
+    need: 'admin',
+    ...unary(C.hardwareQuarantinePolicy, () => ({ failures: 2, windowS: 86_400, show: false })),
+  },
+  { need: 'admin', variant: 'show', ...unary(C.hardwareQuarantinePolicy, () => ({ show: true })) },
   {
     need: 'viewer',
     ...serverStream(C.workflowEvents, () => ({ workflowId: workflowId('w1'), fromSeq: 0, follow: false })),

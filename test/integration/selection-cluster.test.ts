@@ -202,7 +202,7 @@ describe('selection with the CLI', () => {
     await ok(['workflow', 'create', '--template', 'os', '--hardware', 'm3']);
   });
 
-  test('--on-failure alternate: a failed machine stays failed, the workflow moves on, never twice', async () => {
+  test('--on-failure alternate: a failed machine stays failed, the workflow moves on, never twice; a second failure quarantines', async () => {
     // The action fails on b1 and b2 and succeeds on b3: three machines tried in order.
     const template = join(cluster.dir, 'alt.yaml');
     writeFileSync(
@@ -290,5 +290,31 @@ describe('selection with the CLI', () => {
       /^failed on b1 at os\/install: .*; machine 2 of 3: b2, ready and matching pool=alt/,
     );
     assert.match(events[1]?.message ?? '', /^failed on b2 at os\/install: .*; machine 3 of 3: b3/);
+
+    // A second failure of b1 within the policy's window (2 in 24h) quarantines it.
+    assert.match(await ok(['hardware', 'quarantine-policy']), /^FAILURES\s+WINDOW\n2\s+24h$/m);
+    const again = (await ok(['workflow', 'create', '--template', 'alt', '--hardware', 'b1'])).trim();
+    await waitFor(
+      'the second workflow on b1 to fail',
+      async () =>
+        (JSON.parse(await ok(['-o', 'json', 'workflow', 'get', again])) as WorkflowDoc).state === 'FAILED',
+      60_000,
+      200,
+    );
+    const quarantined = await states('b1');
+    assert.equal(quarantined.state, 'quarantined');
+    assert.match(
+      quarantined.reason,
+      new RegExp(`^failed 2 times within 24h; last: workflow ${again} failed`),
+    );
+    const failures = async (): Promise<number | undefined> =>
+      (
+        JSON.parse(await ok(['-o', 'json', 'hardware', 'get', 'b1'])) as {
+          lifecycle: { failures?: number[] };
+        }
+      ).lifecycle.failures?.length;
+    assert.equal(await failures(), 2);
+    await ok(['hardware', 'accept', 'b1', '--reason', 'cable reseated']);
+    assert.deepEqual([(await states('b1')).state, await failures()], ['ready', undefined]);
   });
 });

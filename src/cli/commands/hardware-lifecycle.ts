@@ -1,5 +1,5 @@
 // `slipway hardware inspect|drain|undrain|retire|quarantine|release|accept ID --reason TEXT`,
-// `hardware label ID k=v k2-` and `hardware history ID`: a machine's lifecycle
+// `hardware label ID k=v k2-`, `hardware history ID` and `hardware quarantine-policy`: a machine's lifecycle
 // (docs/decisions/0028-machine-lifecycle.md).
 import type { Command } from '@commander-js/extra-typings';
 import type { MachineEvent } from '../../gen/control.js';
@@ -9,7 +9,8 @@ import { render, UsageError } from '../output.js';
 import { durationSeconds, wholeNumber } from '../flags.js';
 import { labelKeyProblem, labelValueProblem } from '../../model/labels.js';
 import type { OperatorVerb } from '../../model/machine-lifecycle.js';
-import { lifecycleTimeoutSMax } from '../../model/limits.js';
+import { lifecycleTimeoutSMax, quarantineFailuresMax, quarantineWindowSMax } from '../../model/limits.js';
+import { quarantinePolicyDefault, windowText } from '../../state/control/quarantine-policy.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -104,6 +105,54 @@ export function hardwareLifecycleCommands(hw: Command, connect: Connect): void {
   }
   labelCommand(hw, connect);
   historyCommand(hw, connect);
+  quarantinePolicyCommand(hw, connect);
+}
+
+/** `hardware quarantine-policy`: when repeated failures quarantine a machine. */
+function quarantinePolicyCommand(hw: Command, connect: Connect): void {
+  const { failures, windowS } = quarantinePolicyDefault;
+  hw.command('quarantine-policy')
+    .summary('show or set when repeated failures quarantine a machine (admin)')
+    .description(
+      'show when repeated failures quarantine a machine, or set it (admin): a machine whose workflows ' +
+        'fail (or time out) --failures times within --window goes to quarantined instead of failed, ' +
+        'and is not selected until `slipway hardware accept`, which clears its failures. A flag left ' +
+        'out keeps its value. Exit 0 when shown or set; 1 below state version 3 or without the admin ' +
+        'role; 2 on a bad value',
+    )
+    .option(
+      '--failures <k>',
+      `quarantine at this many failures within the window (1 to ${quarantineFailuresMax}; default ${failures})`,
+    )
+    .option(
+      '--window <duration>',
+      `the window failures are counted in: 90m, 24h, 7d (1s to 90d; default ${windowText(windowS)})`,
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  slipway hardware quarantine-policy\n  slipway hardware quarantine-policy --failures 3 --window 12h',
+    )
+    .action(async (o: { failures?: string; window?: string }) => {
+      // Checked here first, so that a bad value exits 2 naming the flag without a call.
+      const k = o.failures === undefined ? undefined : wholeNumber(o.failures, '--failures');
+      if (k !== undefined && (k < 1 || k > quarantineFailuresMax)) {
+        throw new UsageError(`--failures must be 1 to ${quarantineFailuresMax}, got ${o.failures ?? ''}`);
+      }
+      const w = o.window === undefined ? undefined : durationSeconds(o.window, '--window');
+      if (w !== undefined && (w < 1 || w > quarantineWindowSMax)) {
+        throw new UsageError(
+          `--window must be from 1s to 90d, such as 90m, 24h or 7d; got "${o.window ?? ''}"`,
+        );
+      }
+      const { client, output } = connect();
+      const res = await client.control('hardwareQuarantinePolicy', {
+        ...(k === undefined ? {} : { failures: k }),
+        ...(w === undefined ? {} : { windowS: w }),
+        show: k === undefined && w === undefined,
+      });
+      const doc = { failures: res.failures, window: windowText(res.windowS), windowS: res.windowS };
+      process.stdout.write(`${render(output, doc, [{ failures: res.failures, window: doc.window }])}\n`);
+    });
 }
 
 /** --deadline: a duration (90s, 20m, 2h, 1d, or bare seconds) from 1 second to 7 days. */

@@ -62,6 +62,8 @@ export function auditTarget(command: ControlCommand): string {
       return String(command.version);
     case 'workflow.retention':
       return `finishedMax=${command.finishedMax} finishedDays=${command.finishedDays}`;
+    case 'hardware.quarantinePolicy':
+      return `failures=${command.failures} windowS=${command.windowS}`;
     case 'workflow.gc':
       return command.workflows.map((w) => w.id).join(' ');
     case 'pool.create':

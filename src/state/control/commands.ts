@@ -25,6 +25,7 @@ import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
 import type { Pool } from '../../fleet/pool.js';
+import type { QuarantinePolicy } from './quarantine-policy.js';
 
 /**
  * Any command may carry who asked for it: the node serving an operator's call attaches it, and
@@ -326,6 +327,8 @@ type ControlChange =
   | { readonly type: 'cluster.version'; readonly version: number }
   /** How long finished workflows stay in the state (admin; workflow-retention.ts). */
   | { readonly type: 'workflow.retention'; readonly finishedMax: number; readonly finishedDays: number }
+  /** When repeated failures quarantine a machine (admin; quarantine-policy.ts). */
+  | { readonly type: 'hardware.quarantinePolicy'; readonly failures: number; readonly windowS: number }
   /**
    * Proposed by the leader's collector (src/node/workflow-collector.ts), after archiving them when
    * it archives: deletes each listed workflow, with its events, that is finished at the listed
@@ -433,6 +436,8 @@ export type ControlResult =
   | { readonly type: 'clusterVersion'; readonly version: number }
   /** workflow.retention: the setting now in force. */
   | { readonly type: 'workflowRetention'; readonly retention: WorkflowRetention }
+  /** hardware.quarantinePolicy: the setting now in force. */
+  | { readonly type: 'quarantinePolicy'; readonly policy: QuarantinePolicy }
   /** member.drain: the drained members after the command, by id. */
   | { readonly type: 'drainedMembers'; readonly ids: readonly string[] }
   /** workflow.gc: the workflows it deleted, in the command's order. */

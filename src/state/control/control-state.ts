@@ -103,6 +103,11 @@ import {
   workflowRetentionProblem,
   type WorkflowRetention,
 } from './workflow-retention.js';
+import {
+  quarantinePolicyDefault,
+  quarantinePolicyProblem,
+  type QuarantinePolicy,
+} from './quarantine-policy.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -228,10 +233,13 @@ export class ControlState {
   #drainedMembers: readonly string[] = [];
   /** Pools (docs/decisions/0035-pools.md), by name. */
   #pools = new Pools();
+  /** When repeated failures quarantine a machine (quarantine-policy.ts). */
+  #quarantinePolicy: QuarantinePolicy = quarantinePolicyDefault;
   #drainChanged = false;
   /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md), from state version 3. */
   readonly #machines = new Machines({
     clusterVersion: () => this.#clusterVersion,
+    quarantinePolicy: () => this.#quarantinePolicy,
     hardware: (id) => this.#hardware.get(id),
     hardwareList: () => this.hardwareList(),
     workflow: (id) => this.#workflows.get(id),
@@ -315,6 +323,11 @@ export class ControlState {
    */
   get workflowRetentionDefaultSinceMs(): number | undefined {
     return this.#workflowRetentionDefaultSinceMs;
+  }
+
+  /** When repeated failures quarantine a machine (quarantine-policy.ts). */
+  get quarantinePolicy(): QuarantinePolicy {
+    return this.#quarantinePolicy;
   }
 
   /** The members drained by `slipway node drain`, sorted by id. */
@@ -598,6 +611,7 @@ export class ControlState {
         : { workflowRetentionDefaultSinceMs: this.#workflowRetentionDefaultSinceMs }),
       drainedMembers: this.#drainedMembers,
       pools: this.#pools.all(),
+      quarantinePolicy: this.#quarantinePolicy,
     };
   }
 
@@ -744,6 +758,7 @@ export class ControlState {
     this.#drainedMembers = image.drainedMembers ?? [];
     this.#pools = new Pools();
     this.#pools.restore(image.pools ?? []);
+    this.#quarantinePolicy = image.quarantinePolicy ?? quarantinePolicyDefault;
     this.#machines.restored(prepared.transitional);
   }
 
@@ -837,6 +852,8 @@ export class ControlState {
         return this.#raiseClusterVersion(command.version, nowMs);
       case 'workflow.retention':
         return this.#setWorkflowRetention(command);
+      case 'hardware.quarantinePolicy':
+        return this.#setQuarantinePolicy(command);
       case 'workflow.gc':
         return this.#collect(command.workflows);
       case 'member.drain':
@@ -948,6 +965,14 @@ export class ControlState {
     const created = this.#createWorkflow(allocation.create, nowMs, { selector: allocation.selector });
     if (created.type === 'error') return created;
     return { type: 'pool', pool: this.#pools.joined(pool, allocation.create.hardwareId, hardware) };
+  }
+
+  #setQuarantinePolicy(command: Command<'hardware.quarantinePolicy'>): ControlResult {
+    const policy = { failures: command.failures, windowS: command.windowS };
+    const problem = quarantinePolicyProblem(policy);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    this.#quarantinePolicy = Object.freeze(policy);
+    return { type: 'quarantinePolicy', policy: this.#quarantinePolicy };
   }
 
   #setDrained(command: Command<'member.drain'>): ControlResult {

@@ -18,6 +18,7 @@ import {
   lifecycleTimeoutSMax,
   machineHistoryMax,
   provisioningGraceMs,
+  quarantineFailuresMax,
   releasingTimeoutSDefault,
 } from '../../model/limits.js';
 import {
@@ -32,6 +33,7 @@ import { applyLabelChange } from '../../fleet/labels.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { headUtf8, utf8Length } from '../../platform/utf8-text.js';
 import { deepFreeze, record } from './immutable.js';
+import { recordFailure, windowText, type QuarantinePolicy } from './quarantine-policy.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -67,6 +69,8 @@ interface Fields {
   readonly deadlineMs?: number | undefined;
   readonly owner?: string | undefined;
   readonly drainedFrom?: MachineState | undefined;
+  /** The failures kept from here; absent: those the machine had. */
+  readonly failures?: readonly number[] | undefined;
 }
 
 function refused(code: ControlErrorCode, message: string): LifecycleOutcome {
@@ -114,8 +118,14 @@ function transitioned(
     owner: fields.owner,
     drainedFrom: fields.drainedFrom,
     history: Object.freeze(kept.slice(Math.max(0, kept.length - machineHistoryMax))),
+    ...keptFailures(fields.failures ?? current?.failures),
   });
   return { lifecycle, event };
+}
+
+/** The failures field: left out when there are none. */
+function keptFailures(failures: readonly number[] | undefined): { readonly failures?: readonly number[] } {
+  return failures === undefined || failures.length === 0 ? {} : { failures };
 }
 
 /** One transition of a machine that has a lifecycle. */
@@ -129,6 +139,26 @@ export function move(
 ): Moved {
   const { lifecycle, event } = transitioned(hw.lifecycle, to, trigger, cause, fields, nowMs);
   return { hardware: revised(hw, lifecycle, nowMs), events: [event] };
+}
+
+/**
+ * A failure of the machine's workflow (it failed or timed out, or its provisioning deadline
+ * passed): counted, and once the policy's count is reached within its window, quarantined
+ * instead of failed.
+ */
+function failOrQuarantine(
+  hw: Hardware,
+  trigger: 'fail' | 'expire',
+  cause: Cause,
+  fields: Fields,
+  policy: QuarantinePolicy,
+  nowMs: number,
+): Moved {
+  const { failures, quarantine } = recordFailure(hw.lifecycle?.failures, policy, nowMs);
+  if (!quarantine) return move(hw, 'failed', trigger, cause, { ...fields, failures }, nowMs);
+  const counted = `failed ${failures.length} times within ${windowText(policy.windowS)}`;
+  const reason = fields.reason === undefined ? counted : `${counted}; last: ${fields.reason}`;
+  return move(hw, 'quarantined', trigger, cause, { ...fields, reason, failures }, nowMs);
 }
 
 /** A further transition in the same entry (a release that completes at once). */
@@ -236,7 +266,9 @@ export function applyVerb(
     case 'retire': {
       const to = targetOf(lc.state, command.verb);
       if (to === undefined) throw new Error(`verbRefusal let ${command.verb} from ${lc.state} through`);
-      return { kind: 'moved', moved: move(hw, to, command.verb, cause, { reason }, nowMs) };
+      // Accepting a quarantined machine forgives its failures: the policy counts afresh.
+      const fields = lc.state === 'quarantined' && to === 'ready' ? { reason, failures: [] } : { reason };
+      return { kind: 'moved', moved: move(hw, to, command.verb, cause, fields, nowMs) };
     }
   }
 }
@@ -309,6 +341,7 @@ export function followOwner(
   wf: Workflow,
   next: Workflow | undefined,
   cause: Cause,
+  policy: QuarantinePolicy,
   nowMs: number,
 ): Moved | undefined {
   const lc = hw.lifecycle;
@@ -329,17 +362,22 @@ export function followOwner(
     const drained = record<MachineLifecycle>({ ...lc, owner: undefined, drainedFrom: outcome.to });
     return { hardware: revised(hw, drained, nowMs), events: [] };
   }
-  return move(hw, outcome.to, outcome.trigger, { ...cause, workflowId: wf.id }, outcome.fields, nowMs);
+  const withWorkflow = { ...cause, workflowId: wf.id };
+  if (outcome.trigger === 'fail') {
+    return failOrQuarantine(hw, 'fail', withWorkflow, outcome.fields, policy, nowMs);
+  }
+  return move(hw, outcome.to, outcome.trigger, withWorkflow, outcome.fields, nowMs);
 }
 
 /**
  * The leader's expiry of a transitional deadline (hardware.expire): refused unless the machine
  * still has exactly that deadline and it passed by the stamp, so a late or repeated proposal
- * changes nothing. An owner workflow times out with it.
+ * changes nothing. An owner workflow times out with it, and counts as its failure.
  */
 export function expireMachine(
   hw: Hardware,
   command: Command<'hardware.expire'>,
+  policy: QuarantinePolicy,
   nowMs: number,
 ): LifecycleOutcome {
   const lc = hw.lifecycle;
@@ -361,7 +399,10 @@ export function expireMachine(
     by: 'leader (deadline)',
     ...(lc.owner === undefined ? {} : { workflowId: lc.owner }),
   };
-  const moved = move(hw, 'failed', 'expire', cause, { reason }, nowMs);
+  const moved =
+    lc.state === 'provisioning'
+      ? failOrQuarantine(hw, 'expire', cause, { reason }, policy, nowMs)
+      : move(hw, 'failed', 'expire', cause, { reason }, nowMs);
   if (lc.owner === undefined) return { kind: 'moved', moved };
   const message = `the machine's ${lc.state} deadline passed (hardware ${hw.id})`;
   return { kind: 'moved', moved, endOwner: { workflowId: lc.owner, how: 'timeout', message } };
@@ -442,6 +483,13 @@ export function lifecycleRecordProblem(
   for (let i = 1; i < lc.history.length; i++) {
     if (lc.history[i]?.seq !== (lc.history[i - 1]?.seq ?? 0) + 1)
       return `${what}: history seqs are not dense`;
+  }
+  const failures = lc.failures;
+  if (failures !== undefined) {
+    if (failures.length === 0 || failures.length > quarantineFailuresMax)
+      return `${what}: ${failures.length} failures kept`;
+    if (failures.some((t, i) => i > 0 && t < (failures[i - 1] ?? 0)))
+      return `${what}: failures are not oldest first`;
   }
   if (isTransitional(lc.state) !== (lc.deadlineMs !== undefined)) {
     return `${what}: ${lc.state} ${lc.deadlineMs === undefined ? 'without' : 'with'} a deadline`;

@@ -42,12 +42,15 @@ import {
   type LifecycleOutcome,
   type Moved,
 } from './hardware-lifecycle.js';
+import type { QuarantinePolicy } from './quarantine-policy.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
 /** What the lifecycle needs of the control state: its records and two of its changes. */
 export interface MachinesHost {
   clusterVersion(): number;
+  /** When repeated failures quarantine a machine (the replicated setting). */
+  quarantinePolicy(): QuarantinePolicy;
   hardware(id: string): Hardware | undefined;
   hardwareList(): Hardware[];
   workflow(id: string): Workflow | undefined;
@@ -138,7 +141,11 @@ export class Machines {
           nowMs,
         );
       case 'hardware.expire':
-        return this.#onMachine(command.id, (hw) => expireMachine(hw, command, nowMs), nowMs);
+        return this.#onMachine(
+          command.id,
+          (hw) => expireMachine(hw, command, this.#host.quarantinePolicy(), nowMs),
+          nowMs,
+        );
       case 'hardware.label': {
         const hw = this.#host.hardware(command.id);
         if (hw === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
@@ -288,7 +295,8 @@ export class Machines {
       return;
     }
     const ended = isTerminal(wf.state) && lifecycle.owner === wf.id;
-    const moved = followOwner(hw, wf, ended ? this.#nextOwner(hw.id, wf.id) : undefined, cause, nowMs);
+    const next = ended ? this.#nextOwner(hw.id, wf.id) : undefined;
+    const moved = followOwner(hw, wf, next, cause, this.#host.quarantinePolicy(), nowMs);
     if (moved !== undefined) this.#store(moved);
   }
 

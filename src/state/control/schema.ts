@@ -10,6 +10,7 @@ import {
   drainedMembersMax,
   leaseGrantsPerCommandMax,
   poolSizeMax,
+  quarantineFailuresMax,
   workflowGcBatchMax,
 } from '../../model/limits.js';
 import type { AuditEntry, AuditTag } from './audit-log.js';
@@ -122,6 +123,7 @@ const readMachineLifecycle: Reader<MachineLifecycle> = object({
   owner: optional(text),
   drainedFrom: optional(machineState),
   history: array(readMachineEvent, controlCommandBytesMax),
+  failures: optional(array(count, quarantineFailuresMax)),
 });
 
 /** A worker's per-boot credential as the state keeps it (workflows' and inventory boots'). */
@@ -603,6 +605,12 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     finishedDays: safeInteger,
     ...audited,
   }),
+  'hardware.quarantinePolicy': object({
+    type: literal(['hardware.quarantinePolicy']),
+    failures: safeInteger,
+    windowS: safeInteger,
+    ...audited,
+  }),
   'workflow.gc': object({
     type: literal(['workflow.gc']),
     workflows: array(object({ id: text, finishedMs: count }), workflowGcBatchMax),
@@ -669,6 +677,10 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   workflowRetention: object({
     type: literal(['workflowRetention']),
     retention: object({ finishedMax: count, finishedDays: count }),
+  }),
+  quarantinePolicy: object({
+    type: literal(['quarantinePolicy']),
+    policy: object({ failures: count, windowS: count }),
   }),
   collected: object({ type: literal(['collected']), ids: array(text, workflowGcBatchMax) }),
   drainedMembers: object({ type: literal(['drainedMembers']), ids: array(text, drainedMembersMax) }),

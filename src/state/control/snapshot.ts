@@ -18,6 +18,8 @@
 //          has set the retention since the cluster reached version 2, at stamp N)
 //     ..., "drainedMembers": [member id, sorted] }   (format 6 only, and only when not empty)
 //     ..., "pools": [Pool by name] }   (format 6 only, at state version 3, only when not empty)
+//     ..., "quarantinePolicy": { "failures", "windowS" } }   (format 6 only, at state version
+//          3 or above, and only when it is not the default)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
@@ -36,6 +38,8 @@
 // since setting clears it (0020, the grace before the default removes anything). Drained members
 // (docs/decisions/0022-node-drain.md) come from a command of state version 2 too, and go the same
 // way: last, and only when some member is drained, so a snapshot without them reads as before.
+// The quarantine policy (0028's addendum) is set by a command of state version 3: after them,
+// only when it is not the default.
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
@@ -48,6 +52,8 @@ import {
   powerJobsMax,
   templatesMax,
   workflowEventsMax,
+  quarantineFailuresMax,
+  quarantineWindowSMax,
   workflowRetentionDaysMax,
   workflowsMax,
   poolsMax,
@@ -85,6 +91,7 @@ import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
 import { stateVersionBaseline, stateVersionFleet, stateVersionOfThisBuild } from '../versions.js';
 import type { Pool } from '../../fleet/pool.js';
 import { poolNameProblem } from './pools.js';
+import { isDefaultQuarantinePolicy, type QuarantinePolicy } from './quarantine-policy.js';
 import { array, at, count, integer, object, optional, ShapeError, string, type Reader } from './shape.js';
 
 export interface SnapshotImage {
@@ -108,6 +115,8 @@ export interface SnapshotImage {
   readonly drainedMembers?: readonly string[];
   /** Pools (docs/decisions/0035-pools.md), by name; absent means none. */
   readonly pools?: readonly Pool[];
+  /** When repeated failures quarantine a machine; absent means the default. */
+  readonly quarantinePolicy?: QuarantinePolicy;
 }
 
 export interface AuditImage {
@@ -151,6 +160,12 @@ const readImage = object({
   workflowRetentionDefaultSinceMs: optional(count),
   drainedMembers: optional(array(string(memberIdBytesMax), drainedMembersMax)),
   pools: optional(array(readPool, poolsMax)),
+  quarantinePolicy: optional(
+    object({
+      failures: integer(1, quarantineFailuresMax),
+      windowS: integer(1, quarantineWindowSMax),
+    }),
+  ),
 });
 
 function readAuditImage(): Reader<AuditImage> {
@@ -193,6 +208,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
       ? undefined
       : image.workflowRetention;
   const drainedMembers = image.drainedMembers ?? [];
+  const quarantinePolicyText = quarantinePolicyField(image.quarantinePolicy, clusterVersion);
   if (drainedMembers.length > 0 && clusterVersion <= stateVersionBaseline) {
     throw new ShapeError('drainedMembers', 'are set by a command of state version 2; the cluster runs at 1');
   }
@@ -270,6 +286,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     if (problem !== undefined) throw new ShapeError('pools', problem);
     text += `,"pools":[${pools.map((p, i) => JSON.stringify(readPool(p, at('pools', i)))).join(',')}]`;
   }
+  text += quarantinePolicyText;
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -315,7 +332,8 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
       ? undefined
       : image.pools.length === 0
         ? 'pools: an empty list is left out'
-        : poolsProblem(image.clusterVersion ?? stateVersionBaseline, image.pools));
+        : poolsProblem(image.clusterVersion ?? stateVersionBaseline, image.pools)) ??
+    quarantinePolicySnapshotProblem(image.clusterVersion, image.quarantinePolicy);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -436,6 +454,33 @@ function workflowRetentionSnapshotProblem(
   // One encoding per state: the default is left out.
   if (isDefaultWorkflowRetention(retention))
     return `workflowRetention: format ${format} leaves out the default`;
+  return undefined;
+}
+
+/** The policy as the snapshot writes it, after drainedMembers: nothing for the default. */
+function quarantinePolicyField(policy: QuarantinePolicy | undefined, clusterVersion: number): string {
+  if (policy === undefined || isDefaultQuarantinePolicy(policy)) return '';
+  if (clusterVersion < stateVersionFleet) {
+    throw new ShapeError(
+      'quarantinePolicy',
+      `is set by a command of state version ${stateVersionFleet}; the cluster runs at ${clusterVersion}`,
+    );
+  }
+  const failures = integer(1, quarantineFailuresMax)(policy.failures, 'quarantinePolicy.failures');
+  const windowS = integer(1, quarantineWindowSMax)(policy.windowS, 'quarantinePolicy.windowS');
+  return `,"quarantinePolicy":{"failures":${String(failures)},"windowS":${String(windowS)}}`;
+}
+
+function quarantinePolicySnapshotProblem(
+  clusterVersion: number | undefined,
+  policy: QuarantinePolicy | undefined,
+): string | undefined {
+  if (policy === undefined) return undefined;
+  const version = clusterVersion ?? stateVersionBaseline;
+  if (version < stateVersionFleet)
+    return `quarantinePolicy: is set at state version ${stateVersionFleet}; the cluster runs at ${version}`;
+  // One encoding per state: the default is left out.
+  if (isDefaultQuarantinePolicy(policy)) return 'quarantinePolicy: the default is left out';
   return undefined;
 }
 
