@@ -149,7 +149,8 @@ function whole(value: unknown, field: string, min: number, max: number): number 
     throw new InventoryError(field, `is ${describe(value)}; want a whole number`);
   }
   if (value < min || value > max) throw new InventoryError(field, `is ${value}; want ${min} to ${max}`);
-  return value;
+  // -0 (which JSON writes as 0) is 0: what is stored reads back the same.
+  return value === 0 ? 0 : value;
 }
 
 function flag(value: unknown, field: string): boolean {

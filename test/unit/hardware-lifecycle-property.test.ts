@@ -461,6 +461,25 @@ function runSequence(startTracked: boolean, steps: readonly Step[], reached: Set
 }
 
 describe('the machine lifecycle under random command sequences', () => {
+  it('a discovered record that a workflow owns is not folded into the machine it turns out to be', () => {
+    // Found by the property below (seed -1309448696): m1 deleted, then discovered again from its
+    // MAC, given a workflow, and reporting the inventory m3 reported; the fold left its MAC on
+    // both records. The invariants (one MAC per machine, a snapshot that restores) hold now.
+    runSequence(
+      false,
+      [
+        { kind: 'delete', machine: 'm1' },
+        { kind: 'raise' },
+        { kind: 'report', machine: 'm1', drift: false, rightCredential: false },
+        { kind: 'create', workflow: 'w0', machine: 'm1', timeoutS: 1 },
+        { kind: 'report', machine: 'm3', drift: false, rightCredential: true },
+        { kind: 'report', machine: 'm1', drift: false, rightCredential: true },
+        { kind: 'verb', machine: 'm1', verb: 'inspect', now: false, timeoutS: undefined },
+      ] as Step[],
+      new Set(),
+    );
+  });
+
   it('keeps the table, the deadlines, the events and one owner per machine', (t) => {
     const reached = new Set<string>();
     fc.assert(

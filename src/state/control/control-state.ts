@@ -246,7 +246,10 @@ export class ControlState {
     allWorkflows: () => this.#workflows.values(),
     activeWorkflowIds: () => this.#active,
     storeHardware: (hw) => this.#storeHardware(hw, this.#hardware.get(hw.id)),
-    removeHardware: (id) => void this.#deleteHardware(id),
+    removeHardware: (id) => {
+      const removed = this.#deleteHardware(id);
+      return removed.type === 'error' ? removed.message : undefined;
+    },
     hardwareIdOfMac: (mac) => this.#hardwareByMac.get(mac),
     hardwareCount: () => this.#hardware.size,
     leaseOfMac: (mac) => this.#leases.ofMac(mac),

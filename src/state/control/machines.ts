@@ -59,8 +59,11 @@ export interface MachinesHost {
   activeWorkflowIds(): ReadonlySet<string>;
   /** Stores a changed machine (indexes, hooks). */
   storeHardware(hw: Hardware): void;
-  /** Removes a machine that nothing owns (a discovered record folded into a known machine). */
-  removeHardware(id: string): void;
+  /**
+   * Removes a machine that nothing owns (a discovered record folded into a known machine), or
+   * says why it may not go (a workflow or pool owns it).
+   */
+  removeHardware(id: string): string | undefined;
   hardwareIdOfMac(mac: string): string | undefined;
   hardwareCount(): number;
   leaseOfMac(mac: string): Lease | undefined;
@@ -234,7 +237,14 @@ export class Machines {
     const fold = decision.fold;
     if (fold !== undefined) {
       // The discovered record was this known machine all along: it goes, its MAC joins the machine.
-      this.#host.removeHardware(fold.from.id);
+      // Nothing may own it then: a MAC belongs to one machine.
+      const kept = this.#host.removeHardware(fold.from.id);
+      if (kept !== undefined) {
+        return failure(
+          'E_CONFLICT',
+          `inventory report for hardware "${command.id}" is machine "${target.id}", but the record cannot be folded into it: ${kept}`,
+        );
+      }
       target = foldedInterfaces(target, fold.from);
     }
     const step = reportMove(target, inventory);
