@@ -27,6 +27,8 @@ import type {
   WorkflowRetentionResponse,
   HardwareQuarantinePolicyRequest,
   HardwareQuarantinePolicyResponse,
+  TokenListRequest,
+  TokenListResponse,
 } from '../gen/control.js';
 import { ArtifactRecord, PowerJobRecord, TemplateRecord, WorkflowRecord } from '../gen/control.js';
 import type { RaftNode } from '../raft/node.js';
@@ -500,17 +502,12 @@ export class ControlService {
           return { token };
         },
       ),
-      tokenList: this.#unary('admin', async (req) => {
-        await this.#read(req.local);
-        const page = pageOf(
-          this.#ctx.control.tokens(),
-          req,
-          (t) => [t.name],
-          (t) => t.name.length + t.role.length + 16,
+      tokenList: (call, callback) => {
+        this.#tokenList(call).then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
         );
-        const tokens = page.items.map((t) => ({ name: t.name, role: t.role, createdMs: t.createdMs }));
-        return { tokens, continue: page.continue };
-      }),
+      },
       tokenDelete: this.#change(
         'admin',
         'TokenDelete',
@@ -651,6 +648,27 @@ export class ControlService {
         return { ...r.retention };
       },
     );
+  }
+
+  /** The operator tokens, without a secret; admin only, a refusal recorded as the audit trail's. */
+  async #tokenList(call: ServerUnaryCall<TokenListRequest, TokenListResponse>): Promise<TokenListResponse> {
+    const audited: AuditedCall = {
+      metadata: call.metadata,
+      peer: call.getPeer(),
+      method: 'Control/TokenList',
+      kind: 'token.list',
+    };
+    await this.#auditor.authorize(audited, 'admin', () => '');
+    const req = call.request;
+    await this.#read(req.local);
+    const page = pageOf(
+      this.#ctx.control.tokens(),
+      req,
+      (t) => [t.name],
+      (t) => t.name.length + t.role.length + 16,
+    );
+    const tokens = page.items.map((t) => ({ name: t.name, role: t.role, createdMs: t.createdMs }));
+    return { tokens, continue: page.continue };
   }
 
   /**
