@@ -126,6 +126,7 @@ describe('audit trail', () => {
     assert.deepEqual(summary, [
       'bootstrap-admin admin token.put alice (operator) ok',
       'bootstrap-admin admin token.put victor (viewer) ok',
+      'victor viewer token.list  PERMISSION_DENIED',
       'alice operator hardware.put m1 ok',
       // Every lifecycle transition is in the trail, with who caused it (docs/decisions/0028).
       'alice operator hardware.transition m1 (new) → enrolled (register) ok',
