@@ -12,7 +12,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { NetnsLab, requireCommands } from '../support/netns.js';
-import { NetnsCluster, type NetnsNode } from '../support/netns-cluster.js';
+import {
+  addProvisioningLan,
+  NetnsCluster,
+  setProvisioningLink,
+  type NetnsNode,
+} from '../support/netns-cluster.js';
 import { waitFor } from '../support/wait.js';
 
 const ids = ['n1', 'n2', 'n3'] as const;
@@ -38,19 +43,7 @@ before(async () => {
       ops: { addresses: ['10.80.0.5/24'] },
     }),
   );
-  ns['plan'] = await lab.addNamespace('plan');
-  await lab.addBridge(ns['plan'], 'br0');
-  for (const id of ids) {
-    await lab.connect(
-      { ns: ns['plan'], ifname: `p-${id}`, bridge: 'br0' },
-      { ns: ns[id]!, ifname: 'prov0', addresses: [`${prov[id]}/24`] },
-    );
-  }
-  ns['c1'] = await lab.addNamespace('c1');
-  await lab.connect(
-    { ns: ns['plan'], ifname: 'p-c1', bridge: 'br0' },
-    { ns: ns['c1'], ifname: 'eth0', mac: machine.mac },
-  );
+  Object.assign(ns, await addProvisioningLan(lab, ns as Record<Id, string>, prov, { mac: machine.mac }));
   cluster = await NetnsCluster.start(
     lab,
     ids.map((id) => ({
@@ -76,7 +69,7 @@ after(async () => {
 });
 
 async function setLink(id: Id, up: boolean): Promise<void> {
-  await lab.check(ns['plan']!, ['ip', 'link', 'set', `p-${id}`, up ? 'up' : 'down']);
+  await setProvisioningLink(lab, ns['plan']!, id, up);
 }
 
 const nodeOf = (id: string): NetnsNode => cluster.nodes.find((n) => n.id === id)!;

@@ -17,7 +17,12 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
 import { NetnsLab, requireCommands, type LabProcess } from '../support/netns.js';
-import { NetnsCluster, type NetnsNode } from '../support/netns-cluster.js';
+import {
+  addProvisioningLan,
+  NetnsCluster,
+  setProvisioningLink,
+  type NetnsNode,
+} from '../support/netns-cluster.js';
 import { waitFor } from '../support/wait.js';
 
 const ids = ['n1', 'n2', 'n3'] as const;
@@ -47,19 +52,13 @@ before(async () => {
       ops: { addresses: ['10.86.0.5/24'] },
     }),
   );
-  ns['plan'] = await lab.addNamespace('plan');
-  await lab.addBridge(ns['plan'], 'br0');
-  for (const id of ids) {
-    await lab.connect(
-      { ns: ns['plan'], ifname: `p-${id}`, bridge: 'br0' },
-      { ns: ns[id]!, ifname: 'prov0', addresses: [`${prov[id]}/24`] },
-    );
-  }
-  ns['c1'] = await lab.addNamespace('c1');
-  await lab.connect(
-    { ns: ns['plan'], ifname: 'p-c1', bridge: 'br0' },
-    { ns: ns['c1'], ifname: 'eth0', addresses: [`${client}/24`] },
+  Object.assign(
+    ns,
+    await addProvisioningLan(lab, ns as Record<Id, string>, prov, { addresses: [`${client}/24`] }),
   );
+  // A small receive window, as a boot loader's: otherwise the kernel's buffers may hold the whole
+  // artifact before the cut, and the first download completes however the link fares.
+  await lab.check(ns['c1']!, ['sysctl', '-q', '-w', 'net.ipv4.tcp_rmem=4096 65536 131072']);
   cluster = await NetnsCluster.start(
     lab,
     ids.map((id) => ({
@@ -79,7 +78,7 @@ after(async () => {
 });
 
 async function setLink(id: Id, up: boolean): Promise<void> {
-  await lab.check(ns['plan']!, ['ip', 'link', 'set', `p-${id}`, up ? 'up' : 'down']);
+  await setProvisioningLink(lab, ns['plan']!, id, up);
 }
 
 async function vipHolder(): Promise<Id | undefined> {

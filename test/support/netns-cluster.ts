@@ -150,6 +150,42 @@ export function addNodeLan<N extends string, O extends string>(
   return lab.addLan<N | O>({ ...nodes, ...others });
 }
 
+/**
+ * A provisioning network apart from the management LAN, as a site with a boot VLAN has: namespace
+ * "plan" holds bridge br0, each node's `prov0` at its address from `provAddresses` (a /24) joins it
+ * through port p-ID, and the machine namespace c1 joins through p-c1 with `machine` (its MAC or
+ * addresses). Cutting a node's port (`setProvisioningLink`) is cutting its boot link. Returns the
+ * namespaces "plan" and "c1".
+ */
+export async function addProvisioningLan<N extends string>(
+  lab: NetnsLab,
+  ns: Readonly<Record<N, string>>,
+  provAddresses: Readonly<Record<N, string>>,
+  machine: Omit<VethEnd, 'ns' | 'ifname' | 'bridge'>,
+): Promise<{ plan: string; c1: string }> {
+  const plan = await lab.addNamespace('plan');
+  await lab.addBridge(plan, 'br0');
+  for (const [id, address] of Object.entries<string>(provAddresses)) {
+    await lab.connect(
+      { ns: plan, ifname: `p-${id}`, bridge: 'br0' },
+      { ns: ns[id as N], ifname: 'prov0', addresses: [`${address}/24`] },
+    );
+  }
+  const c1 = await lab.addNamespace('c1');
+  await lab.connect({ ns: plan, ifname: 'p-c1', bridge: 'br0' }, { ns: c1, ifname: 'eth0', ...machine });
+  return { plan, c1 };
+}
+
+/** Cuts (up false) or restores node `id`'s port on the provisioning bridge. */
+export async function setProvisioningLink(
+  lab: NetnsLab,
+  plan: string,
+  id: string,
+  up: boolean,
+): Promise<void> {
+  await lab.check(plan, ['ip', 'link', 'set', `p-${id}`, up ? 'up' : 'down']);
+}
+
 export class NetnsCluster {
   readonly lab: NetnsLab;
   readonly nodes: readonly NetnsNode[];
