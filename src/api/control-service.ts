@@ -74,10 +74,12 @@ import { MachineEventHub, type EventHub } from './event-hub.js';
 import { hardwareHistoryHandler } from './hardware-history.js';
 import { explainMachines, selectedBy, selectorArgument } from './hardware-selection.js';
 import { noMachineMessage, tallyOf } from '../fleet/allocation.js';
+import { raceNeedsTwoMessage } from '../state/control/allocation.js';
 import { formatSelector } from '../fleet/selector-terms.js';
 import {
   allocationRoundsMax,
-  alternateAttempts,
+  failurePolicy,
+  type FailurePolicy,
   offerMachines,
   renderForMachine,
 } from './allocation-offer.js';
@@ -387,7 +389,7 @@ export class ControlService {
       ),
       workflowGet: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
-        return { workflow: workflowRecord(this.#workflow(req.id)) };
+        return { workflow: workflowRecord(this.#workflow(req.id), (id) => c.workflow(id)) };
       }),
       workflowList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
@@ -396,9 +398,12 @@ export class ControlService {
           all,
           req,
           (wf) => [wf.createdMs, wf.id],
-          (wf) => WorkflowRecord.encode(workflowRecord(wf)).finish().length,
+          (wf) => WorkflowRecord.encode(workflowRecord(wf, (id) => c.workflow(id))).finish().length,
         );
-        return { workflows: page.items.map(workflowRecord), continue: page.continue };
+        return {
+          workflows: page.items.map((wf) => workflowRecord(wf, (id) => c.workflow(id))),
+          continue: page.continue,
+        };
       }),
       workflowCancel: this.#change(
         'operator',
@@ -953,16 +958,17 @@ export class ControlService {
   /** workflow create: for the machine named, or (--selector) for one the state allocates. */
   async #createWorkflow(req: WorkflowCreateRequest, p: Proposal): Promise<WorkflowCreateResponse> {
     const selector = req.selector ?? '';
-    const attempts = alternateAttempts(req);
+    const policy = failurePolicy(req);
     if (selector !== '') {
       if (req.hardwareId !== '')
         throw new ApiError(status.INVALID_ARGUMENT, 'name the machine or give a selector, not both');
-      return { workflow: workflowRecord(await this.#allocateWorkflow(req, selector, attempts, p)) };
+      const wf = await this.#allocateWorkflow(req, selector, policy, p);
+      return { workflow: workflowRecord(wf, (id) => this.#ctx.control.workflow(id)) };
     }
-    if (attempts !== undefined) {
+    if (policy !== undefined) {
       throw new ApiError(
         status.INVALID_ARGUMENT,
-        'on_failure alternate needs a selector: the machines to try are those it matches',
+        `on_failure ${req.onFailure ?? ''} needs a selector instead of a named machine: the machines to try are those it matches`,
       );
     }
     await this.#read(false);
@@ -995,7 +1001,7 @@ export class ControlService {
   async #allocateWorkflow(
     req: WorkflowCreateRequest,
     text: string,
-    attempts: number | undefined,
+    policy: FailurePolicy | undefined,
     p: Proposal,
   ): Promise<Workflow> {
     const c = this.#ctx.control;
@@ -1025,6 +1031,8 @@ export class ControlService {
           noMachineMessage(formatSelector(selector), tallyOf(selector, fleet)),
         );
       }
+      if (policy?.race === true && candidates.length === 1)
+        throw new ApiError(status.FAILED_PRECONDITION, raceNeedsTwoMessage(formatSelector(selector)));
       p.proposing();
       const r = await this.#ctx.proposer.proposeControl({
         type: 'workflow.allocate',
@@ -1035,7 +1043,8 @@ export class ControlService {
         hardwareMap: req.hardwareMap,
         candidates,
         ...(req.netboot ? { netboot: true } : {}),
-        ...(attempts === undefined ? {} : { alternateAttempts: attempts }),
+        ...(policy === undefined ? {} : { alternateAttempts: policy.attempts }),
+        ...(policy?.race === true ? { race: true } : {}),
         audit: p.audit,
       });
       if (r.type === 'error' && r.code === 'E_VERSION' && round < allocationRoundsMax) continue;

@@ -354,6 +354,17 @@ export interface WorkflowRecord {
   attempts: number;
   machinesTried: string[];
   gaveUp: string;
+  /**
+   * Under "race" (docs/decisions/0037): the request runs as two lanes, each a workflow on its own
+   * machine. The request's id (the first lane's), the other lane's, the lane that succeeded first
+   * and its machine, and the race's outcome: "won", "running" or "failed" (both lanes failed and no
+   * machine is left). On the request, machines_tried lists every machine either lane took, in order.
+   */
+  raceRequest: string;
+  raceRival: string;
+  raceWinner: string;
+  raceWinnerHardwareId: string;
+  raceOutcome: string;
 }
 
 export interface WorkflowCreateRequest {
@@ -376,13 +387,15 @@ export interface WorkflowCreateRequest {
     | undefined;
   /**
    * What happens when the workflow fails: "retry" (the default: each action's own retries, on the
-   * same machine) or "alternate" (with a selector: run it again on another ready machine the
-   * selector matches, never one tried before, up to `attempts` machines, the first included).
+   * same machine), "alternate" (with a selector: run it again on another ready machine the
+   * selector matches, never one tried before, up to `attempts` machines, the first included) or
+   * "race" (with a selector: start on two such machines at once, keep the first to succeed,
+   * cancel and release the other; a failed lane alternates onward while machines are left).
    */
   onFailure?:
     | string
     | undefined;
-  /** With "alternate": at most this many machines (1-16; 3 when absent). */
+  /** With "alternate": at most this many machines (1-16; 3 when absent); with "race", 2-16 (2). */
   attempts?: number | undefined;
 }
 
@@ -4407,6 +4420,11 @@ function createBaseWorkflowRecord(): WorkflowRecord {
     attempts: 0,
     machinesTried: [],
     gaveUp: "",
+    raceRequest: "",
+    raceRival: "",
+    raceWinner: "",
+    raceWinnerHardwareId: "",
+    raceOutcome: "",
   };
 }
 
@@ -4462,6 +4480,21 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     }
     if (message.gaveUp !== "") {
       writer.uint32(138).string(message.gaveUp);
+    }
+    if (message.raceRequest !== "") {
+      writer.uint32(146).string(message.raceRequest);
+    }
+    if (message.raceRival !== "") {
+      writer.uint32(154).string(message.raceRival);
+    }
+    if (message.raceWinner !== "") {
+      writer.uint32(162).string(message.raceWinner);
+    }
+    if (message.raceWinnerHardwareId !== "") {
+      writer.uint32(170).string(message.raceWinnerHardwareId);
+    }
+    if (message.raceOutcome !== "") {
+      writer.uint32(178).string(message.raceOutcome);
     }
     return writer;
   },
@@ -4615,6 +4648,46 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
             message.gaveUp = reader.string();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.raceRequest = reader.string();
+            continue;
+          }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.raceRival = reader.string();
+            continue;
+          }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.raceWinner = reader.string();
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.raceWinnerHardwareId = reader.string();
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.raceOutcome = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4684,6 +4757,31 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
         : isSet(object.gave_up)
         ? globalThis.String(object.gave_up)
         : "",
+      raceRequest: isSet(object.raceRequest)
+        ? globalThis.String(object.raceRequest)
+        : isSet(object.race_request)
+        ? globalThis.String(object.race_request)
+        : "",
+      raceRival: isSet(object.raceRival)
+        ? globalThis.String(object.raceRival)
+        : isSet(object.race_rival)
+        ? globalThis.String(object.race_rival)
+        : "",
+      raceWinner: isSet(object.raceWinner)
+        ? globalThis.String(object.raceWinner)
+        : isSet(object.race_winner)
+        ? globalThis.String(object.race_winner)
+        : "",
+      raceWinnerHardwareId: isSet(object.raceWinnerHardwareId)
+        ? globalThis.String(object.raceWinnerHardwareId)
+        : isSet(object.race_winner_hardware_id)
+        ? globalThis.String(object.race_winner_hardware_id)
+        : "",
+      raceOutcome: isSet(object.raceOutcome)
+        ? globalThis.String(object.raceOutcome)
+        : isSet(object.race_outcome)
+        ? globalThis.String(object.race_outcome)
+        : "",
     };
   },
 
@@ -4740,6 +4838,21 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     if (message.gaveUp !== "") {
       obj.gaveUp = message.gaveUp;
     }
+    if (message.raceRequest !== "") {
+      obj.raceRequest = message.raceRequest;
+    }
+    if (message.raceRival !== "") {
+      obj.raceRival = message.raceRival;
+    }
+    if (message.raceWinner !== "") {
+      obj.raceWinner = message.raceWinner;
+    }
+    if (message.raceWinnerHardwareId !== "") {
+      obj.raceWinnerHardwareId = message.raceWinnerHardwareId;
+    }
+    if (message.raceOutcome !== "") {
+      obj.raceOutcome = message.raceOutcome;
+    }
     return obj;
   },
 
@@ -4765,6 +4878,11 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     message.attempts = object.attempts ?? 0;
     message.machinesTried = object.machinesTried?.map((e) => e) || [];
     message.gaveUp = object.gaveUp ?? "";
+    message.raceRequest = object.raceRequest ?? "";
+    message.raceRival = object.raceRival ?? "";
+    message.raceWinner = object.raceWinner ?? "";
+    message.raceWinnerHardwareId = object.raceWinnerHardwareId ?? "";
+    message.raceOutcome = object.raceOutcome ?? "";
     return message;
   },
 };

@@ -120,6 +120,11 @@ type ControlChange =
       readonly netboot?: boolean;
       /** The alternate failure policy: at most this many machines (Workflow.alternate). */
       readonly alternateAttempts?: number;
+      /**
+       * The race policy (docs/decisions/0037): two lanes, this id and raceRivalId(id), on the
+       * first two qualifying candidates; refused when fewer than two are. Needs alternateAttempts.
+       */
+      readonly race?: boolean;
     }
   /**
    * The leader's re-allocation of a workflow whose alternate policy holds, after it failed or
