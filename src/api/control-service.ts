@@ -27,6 +27,8 @@ import type {
   WorkflowRetentionResponse,
   HardwareQuarantinePolicyRequest,
   HardwareQuarantinePolicyResponse,
+  HardwareAcceptRuleRequest,
+  HardwareAcceptRuleResponse,
   TokenListRequest,
   TokenListResponse,
 } from '../gen/control.js';
@@ -454,6 +456,12 @@ export class ControlService {
           (err: unknown) => callback(toServiceError(err) as ServiceError, null),
         );
       },
+      hardwareAcceptRule: (call, callback) => {
+        this.#acceptRule(call).then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        );
+      },
       // As member and leader changes (Kv.MemberAdd, Kv.LeaderTransfer): admin.
     } satisfies Partial<ControlServer>;
   }
@@ -716,6 +724,48 @@ export class ControlService {
           'quarantinePolicy',
         );
         return { ...r.policy };
+      },
+    );
+  }
+
+  /**
+   * Sets, clears or (neither asked) reads the auto-accept rule (docs/decisions/0037); admin only,
+   * to read as well, as the quarantine policy. A selector that does not parse is INVALID_ARGUMENT.
+   * The command needs state version 3: the proposer refuses it before then.
+   */
+  async #acceptRule(
+    call: ServerUnaryCall<HardwareAcceptRuleRequest, HardwareAcceptRuleResponse>,
+  ): Promise<HardwareAcceptRuleResponse> {
+    const req = call.request;
+    const audited: AuditedCall = {
+      metadata: call.metadata,
+      peer: call.getPeer(),
+      method: 'Control/HardwareAcceptRule',
+      kind: 'hardware.acceptRule',
+    };
+    if (!req.clear && req.selector === undefined) {
+      await this.#auditor.authorize(audited, 'admin', () => 'show');
+      await this.#read(false);
+      return { selector: this.#ctx.control.acceptRule ?? '' };
+    }
+    if (req.clear && req.selector !== undefined)
+      throw new ApiError(status.INVALID_ARGUMENT, 'set a selector or clear the rule, not both');
+    return this.#auditor.run(
+      audited,
+      'admin',
+      () => (req.clear ? '(cleared)' : (req.selector ?? '')),
+      async (audit, proposing) => {
+        const r = expectType(
+          await this.#apply(
+            { audit, proposing },
+            {
+              type: 'hardware.acceptRule',
+              ...(req.clear ? {} : { selector: formatSelector(selectorArgument(req.selector ?? '')) }),
+            },
+          ),
+          'acceptRule',
+        );
+        return { selector: r.selector ?? '' };
       },
     );
   }

@@ -193,6 +193,24 @@ export interface HardwareQuarantinePolicyResponse {
 }
 
 /**
+ * The auto-accept rule (docs/decisions/0037): an enrolled machine whose inventory report matches
+ * the selector is made ready when the report is applied. Admin only, to read as well.
+ */
+export interface HardwareAcceptRuleRequest {
+  /** Set the rule to this selector (it must parse and not be empty). */
+  selector?:
+    | string
+    | undefined;
+  /** Clear the rule: every enrolled machine waits for `hardware accept` again. */
+  clear: boolean;
+}
+
+export interface HardwareAcceptRuleResponse {
+  /** The rule now in force, canonical; empty when none is. */
+  selector: string;
+}
+
+/**
  * A machine's lifecycle history (`slipway hardware history ID [--follow]`): its transitions,
  * oldest first, from `from_seq`; with `follow`, new ones as they are applied, until the call is
  * cancelled or the machine is deleted. Each machine keeps its newest 32.
@@ -2430,6 +2448,158 @@ export const HardwareQuarantinePolicyResponse: MessageFns<HardwareQuarantinePoli
     const message = createBaseHardwareQuarantinePolicyResponse();
     message.failures = object.failures ?? 0;
     message.windowS = object.windowS ?? 0;
+    return message;
+  },
+};
+
+function createBaseHardwareAcceptRuleRequest(): HardwareAcceptRuleRequest {
+  return { selector: undefined, clear: false };
+}
+
+export const HardwareAcceptRuleRequest: MessageFns<HardwareAcceptRuleRequest> = {
+  encode(message: HardwareAcceptRuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.selector !== undefined) {
+      writer.uint32(10).string(message.selector);
+    }
+    if (message.clear !== false) {
+      writer.uint32(16).bool(message.clear);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareAcceptRuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareAcceptRuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.clear = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareAcceptRuleRequest {
+    return {
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : undefined,
+      clear: isSet(object.clear) ? globalThis.Boolean(object.clear) : false,
+    };
+  },
+
+  toJSON(message: HardwareAcceptRuleRequest): unknown {
+    const obj: any = {};
+    if (message.selector !== undefined) {
+      obj.selector = message.selector;
+    }
+    if (message.clear !== false) {
+      obj.clear = message.clear;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareAcceptRuleRequest>, I>>(base?: I): HardwareAcceptRuleRequest {
+    return HardwareAcceptRuleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareAcceptRuleRequest>, I>>(object: I): HardwareAcceptRuleRequest {
+    const message = createBaseHardwareAcceptRuleRequest();
+    message.selector = object.selector ?? undefined;
+    message.clear = object.clear ?? false;
+    return message;
+  },
+};
+
+function createBaseHardwareAcceptRuleResponse(): HardwareAcceptRuleResponse {
+  return { selector: "" };
+}
+
+export const HardwareAcceptRuleResponse: MessageFns<HardwareAcceptRuleResponse> = {
+  encode(message: HardwareAcceptRuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.selector !== "") {
+      writer.uint32(10).string(message.selector);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareAcceptRuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareAcceptRuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareAcceptRuleResponse {
+    return { selector: isSet(object.selector) ? globalThis.String(object.selector) : "" };
+  },
+
+  toJSON(message: HardwareAcceptRuleResponse): unknown {
+    const obj: any = {};
+    if (message.selector !== "") {
+      obj.selector = message.selector;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareAcceptRuleResponse>, I>>(base?: I): HardwareAcceptRuleResponse {
+    return HardwareAcceptRuleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareAcceptRuleResponse>, I>>(object: I): HardwareAcceptRuleResponse {
+    const message = createBaseHardwareAcceptRuleResponse();
+    message.selector = object.selector ?? "";
     return message;
   },
 };
@@ -9331,6 +9501,17 @@ export const ControlService = {
     responseDeserialize: (value: Buffer): HardwareQuarantinePolicyResponse =>
       HardwareQuarantinePolicyResponse.decode(value),
   },
+  hardwareAcceptRule: {
+    path: "/slipway.control.v1.Control/HardwareAcceptRule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HardwareAcceptRuleRequest): Buffer =>
+      Buffer.from(HardwareAcceptRuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HardwareAcceptRuleRequest => HardwareAcceptRuleRequest.decode(value),
+    responseSerialize: (value: HardwareAcceptRuleResponse): Buffer =>
+      Buffer.from(HardwareAcceptRuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HardwareAcceptRuleResponse => HardwareAcceptRuleResponse.decode(value),
+  },
   hardwareHistory: {
     path: "/slipway.control.v1.Control/HardwareHistory" as const,
     requestStream: false as const,
@@ -9609,6 +9790,7 @@ export interface ControlServer extends UntypedServiceImplementation {
   hardwareTransition: handleUnaryCall<HardwareTransitionRequest, HardwareTransitionResponse>;
   hardwareLabel: handleUnaryCall<HardwareLabelRequest, HardwareLabelResponse>;
   hardwareQuarantinePolicy: handleUnaryCall<HardwareQuarantinePolicyRequest, HardwareQuarantinePolicyResponse>;
+  hardwareAcceptRule: handleUnaryCall<HardwareAcceptRuleRequest, HardwareAcceptRuleResponse>;
   hardwareHistory: handleServerStreamingCall<HardwareHistoryRequest, HardwareHistoryResponse>;
   hardwareExplain: handleUnaryCall<HardwareExplainRequest, HardwareExplainResponse>;
   templateCreate: handleUnaryCall<TemplateCreateRequest, TemplateCreateResponse>;
@@ -9765,6 +9947,21 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: HardwareQuarantinePolicyResponse) => void,
+  ): ClientUnaryCall;
+  hardwareAcceptRule(
+    request: HardwareAcceptRuleRequest,
+    callback: (error: ServiceError | null, response: HardwareAcceptRuleResponse) => void,
+  ): ClientUnaryCall;
+  hardwareAcceptRule(
+    request: HardwareAcceptRuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HardwareAcceptRuleResponse) => void,
+  ): ClientUnaryCall;
+  hardwareAcceptRule(
+    request: HardwareAcceptRuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HardwareAcceptRuleResponse) => void,
   ): ClientUnaryCall;
   hardwareHistory(
     request: HardwareHistoryRequest,

@@ -335,6 +335,11 @@ type ControlChange =
   /** When repeated failures quarantine a machine (admin; quarantine-policy.ts). */
   | { readonly type: 'hardware.quarantinePolicy'; readonly failures: number; readonly windowS: number }
   /**
+   * The auto-accept rule (admin; accept-rule.ts, docs/decisions/0037): an enrolled machine whose
+   * inventory report matches the selector is made ready when the report is applied. Absent: cleared.
+   */
+  | { readonly type: 'hardware.acceptRule'; readonly selector?: string }
+  /**
    * Proposed by the leader's collector (src/node/workflow-collector.ts), after archiving them when
    * it archives: deletes each listed workflow, with its events, that is finished at the listed
    * finish time. Any other (gone, running again, finished again since) is skipped.
@@ -443,6 +448,8 @@ export type ControlResult =
   | { readonly type: 'workflowRetention'; readonly retention: WorkflowRetention }
   /** hardware.quarantinePolicy: the setting now in force. */
   | { readonly type: 'quarantinePolicy'; readonly policy: QuarantinePolicy }
+  /** hardware.acceptRule: the rule now in force, canonical; absent when none is. */
+  | { readonly type: 'acceptRule'; readonly selector?: string }
   /** member.drain: the drained members after the command, by id. */
   | { readonly type: 'drainedMembers'; readonly ids: readonly string[] }
   /** workflow.gc: the workflows it deleted, in the command's order. */

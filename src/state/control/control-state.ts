@@ -91,6 +91,7 @@ import type { MachineEvent } from '../../model/machine-lifecycle.js';
 import { checkMachines, Machines } from './machines.js';
 import { allocate, alternateOf, awaitsAlternate, type Allocation } from './allocation.js';
 import { raceTook, raceTriedOf } from './race.js';
+import { acceptRuleOf, type AcceptRule } from './accept-rule.js';
 import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
@@ -133,6 +134,7 @@ interface Prepared {
   readonly artifacts: Map<string, Artifact>;
   /** Machines in a transitional state (machines.ts). */
   readonly transitional: Set<string>;
+  readonly acceptRule: AcceptRule | undefined;
 }
 
 /** The active workflows and who runs their current action (see indexWorkflow). */
@@ -238,11 +240,14 @@ export class ControlState {
   #pools = new Pools();
   /** When repeated failures quarantine a machine (quarantine-policy.ts). */
   #quarantinePolicy: QuarantinePolicy = quarantinePolicyDefault;
+  /** The auto-accept rule (accept-rule.ts, docs/decisions/0037); undefined: none. */
+  #acceptRule: AcceptRule | undefined;
   #drainChanged = false;
   /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md), from state version 3. */
   readonly #machines = new Machines({
     clusterVersion: () => this.#clusterVersion,
     quarantinePolicy: () => this.#quarantinePolicy,
+    acceptRule: () => this.#acceptRule,
     hardware: (id) => this.#hardware.get(id),
     hardwareList: () => this.hardwareList(),
     workflow: (id) => this.#workflows.get(id),
@@ -334,6 +339,11 @@ export class ControlState {
   /** When repeated failures quarantine a machine (quarantine-policy.ts). */
   get quarantinePolicy(): QuarantinePolicy {
     return this.#quarantinePolicy;
+  }
+
+  /** The auto-accept rule's selector, canonical (accept-rule.ts); undefined when none is set. */
+  get acceptRule(): string | undefined {
+    return this.#acceptRule?.selector;
   }
 
   /** The members drained by `slipway node drain`, sorted by id. */
@@ -618,6 +628,7 @@ export class ControlState {
       drainedMembers: this.#drainedMembers,
       pools: this.#pools.all(),
       quarantinePolicy: this.#quarantinePolicy,
+      ...(this.#acceptRule === undefined ? {} : { acceptRule: this.#acceptRule.selector }),
     };
   }
 
@@ -728,6 +739,7 @@ export class ControlState {
       activePowerJobs,
       artifacts: new Map((image.artifacts ?? []).map((a) => [a.name, a])),
       transitional,
+      acceptRule: acceptRuleOfImage(image.acceptRule),
     };
   }
 
@@ -765,6 +777,7 @@ export class ControlState {
     this.#pools = new Pools();
     this.#pools.restore(image.pools ?? []);
     this.#quarantinePolicy = image.quarantinePolicy ?? quarantinePolicyDefault;
+    this.#acceptRule = prepared.acceptRule;
     this.#machines.restored(prepared.transitional);
   }
 
@@ -850,6 +863,8 @@ export class ControlState {
         return this.#setWorkflowRetention(command);
       case 'hardware.quarantinePolicy':
         return this.#setQuarantinePolicy(command);
+      case 'hardware.acceptRule':
+        return this.#setAcceptRule(command);
       case 'workflow.gc':
         return this.#collect(command.workflows);
       case 'member.drain':
@@ -969,6 +984,17 @@ export class ControlState {
     if (problem !== undefined) return failure('E_INVALID', problem);
     this.#quarantinePolicy = Object.freeze(policy);
     return { type: 'quarantinePolicy', policy: this.#quarantinePolicy };
+  }
+
+  #setAcceptRule(command: Command<'hardware.acceptRule'>): ControlResult {
+    if (command.selector === undefined) {
+      this.#acceptRule = undefined;
+      return { type: 'acceptRule' };
+    }
+    const rule = acceptRuleOf(command.selector);
+    if (typeof rule === 'string') return failure('E_INVALID', rule);
+    this.#acceptRule = rule;
+    return { type: 'acceptRule', selector: rule.selector };
   }
 
   #setDrained(command: Command<'member.drain'>): ControlResult {
@@ -1765,4 +1791,16 @@ function poolResult(
   outcome: Pool | { readonly code: ControlErrorCode; readonly message: string },
 ): ControlResult {
   return isRefusal(outcome) ? failure(outcome.code, outcome.message) : { type: 'pool', pool: outcome };
+}
+
+/** The rule a snapshot holds (its reader checked the text parses and is canonical). */
+function acceptRuleOfImage(text: string | undefined): AcceptRule | undefined {
+  if (text === undefined) return undefined;
+  const rule = acceptRuleOf(text);
+  if (typeof rule === 'string' || rule.selector !== text) {
+    throw new DecodeError(
+      `control snapshot: acceptRule: ${typeof rule === 'string' ? rule : 'not canonical'}`,
+    );
+  }
+  return rule;
 }

@@ -622,6 +622,11 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     windowS: safeInteger,
     ...audited,
   }),
+  'hardware.acceptRule': object({
+    type: literal(['hardware.acceptRule']),
+    selector: optional(text),
+    ...audited,
+  }),
   'workflow.gc': object({
     type: literal(['workflow.gc']),
     workflows: array(object({ id: text, finishedMs: count }), workflowGcBatchMax),
@@ -693,6 +698,7 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
     type: literal(['quarantinePolicy']),
     policy: object({ failures: count, windowS: count }),
   }),
+  acceptRule: object({ type: literal(['acceptRule']), selector: optional(text) }),
   collected: object({ type: literal(['collected']), ids: array(text, workflowGcBatchMax) }),
   drainedMembers: object({ type: literal(['drainedMembers']), ids: array(text, drainedMembersMax) }),
   pool: object({ type: literal(['pool']), pool: readPool }),
