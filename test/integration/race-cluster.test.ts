@@ -208,7 +208,10 @@ describe('the race policy with the CLI and real workers', () => {
     const race = events.filter((e) => e.type === 'workflow.race');
     assert.deepEqual(
       race.map((e) => e.message),
-      [`race won: workflow ${rival} succeeded first, on r2`],
+      [
+        `race started: workflow ${id} on r1, workflow ${rival} on r2, both ready and matching pool=race; at most 2 machines`,
+        `race won: workflow ${rival} succeeded first, on r2`,
+      ],
     );
     const cancelled = events.find((e) => e.type === 'action.cancelled');
     assert.match(cancelled?.message ?? '', /^lost the race/);

@@ -103,6 +103,7 @@ describe('the race policy', () => {
     );
     assert.match(m2.history.at(-2)?.reason ?? '', /workflow w1 lost the race to workflow w1.rival/);
     assert.deepEqual(events(h, 'w1', 'workflow.race'), [
+      'race started: workflow w1 on m2, workflow w1.rival on m3, both ready and matching rack=a; at most 2 machines',
       'race won: workflow w1.rival succeeded first, on m3',
     ]);
     assert.match(events(h, 'w1', 'workflow.cancelled')[0] ?? '', /^lost the race: workflow w1.rival/);

@@ -1382,7 +1382,15 @@ export class ControlState {
     const second = this.#createWorkflow(rival, nowMs, lane(rival, create.id));
     // Checked as the first was (id, template, machine): a refusal here is a bug, not input.
     if (second.type === 'error') throw new Error(`race: the rival lane was refused: ${second.message}`);
-    return first;
+    const request = this.#workflows.get(create.id);
+    if (request === undefined) return first;
+    const message =
+      `race started: workflow ${create.id} on ${create.hardwareId}, workflow ${rival.id} on ` +
+      `${rival.hardwareId}, both ready and matching ${allocation.selector}; at most ${attempts} machines`;
+    return this.#commit(
+      { kind: 'changed', workflow: request, events: [{ type: 'workflow.race', message }] },
+      nowMs,
+    );
   }
 
   /** workflow.alternate: the leader's re-allocation of a failed workflow, or its policy given up. */
