@@ -5,6 +5,7 @@
 // and lists the machines tried in order; the request's lane is cancelled, its running process
 // stopped by its worker (the process's pid stops existing), and r1 released to ready (not failed),
 // its history saying it lost the race; r2 is deployed; the decision is a workflow.race event.
+// `workflow wait` of the request waits for the race as a whole and names the winner.
 // `--on-failure race` (or alternate) with `--hardware` exits 2 saying to give a selector.
 // Method: 3 real `slipway server` processes on loopback (plaintext, no tokens), the real CLI, and a
 // real `slipway worker` process per machine.
@@ -164,6 +165,10 @@ describe('the race policy with the CLI and real workers', () => {
       ])
     ).trim();
     const rival = `${id}.rival`;
+    // `workflow wait` waits for the race as a whole: exit 0, naming the winner.
+    const waited = await cli(['workflow', 'wait', id]);
+    assert.equal(waited.code, 0, waited.stderr);
+    assert.equal(waited.stdout.trim(), `SUCCESS: race won by workflow ${rival} on r2`);
     let doc: WorkflowDoc | undefined;
     await waitFor(
       'the race to be won',

@@ -213,12 +213,18 @@ function workflowWaitCommand(wf: Command, connect: Connect): void {
     .description(
       'wait until a workflow finishes and print its final state: exit 0 on SUCCESS, 1 on FAILED, ' +
         'TIMEOUT or CANCELLED (as `workflow events --follow`). Survives the loss of the node serving it.\n\n' +
+        'A race (--on-failure race) is waited for whole: exit 0 once a lane won, 1 once both lanes failed.\n\n' +
         'Examples:\n' +
         '  id=$(slipway workflow create --template ubuntu --hardware m1) && slipway workflow wait "$id"',
     )
     .argument('<id>')
     .action(async (id) => {
       const { client, output } = connect();
+      const rec = must((await client.control('workflowGet', { id, local: false })).workflow);
+      if (rec.onFailure === 'race' && rec.raceRequest === rec.id) {
+        await waitForRace(client, output, rec);
+        return;
+      }
       let final: string | undefined;
       let last: WorkflowEvent | undefined;
       await client.events(id, 0, true, (e) => {
@@ -231,6 +237,34 @@ function workflowWaitCommand(wf: Command, connect: Connect): void {
       );
       if (final !== 'SUCCESS') process.exitCode = 1;
     });
+}
+
+/** How often `workflow wait` reads a race's record, which no single lane's events end. */
+const raceWaitIntervalMs = 500;
+
+/** `workflow wait` of a race's request: until a lane won (exit 0) or both failed (exit 1). */
+async function waitForRace(
+  client: ClusterClient,
+  output: OutputFormat,
+  first: WorkflowRecord,
+): Promise<void> {
+  let rec = first;
+  while (rec.raceOutcome === 'running') {
+    await new Promise((resolve) => setTimeout(resolve, raceWaitIntervalMs));
+    rec = must((await client.control('workflowGet', { id: rec.id, local: false })).workflow);
+  }
+  const won = rec.raceOutcome === 'won';
+  const doc = {
+    id: rec.id,
+    state: won ? 'SUCCESS' : 'FAILED',
+    message: won
+      ? `race won by workflow ${rec.raceWinner} on ${rec.raceWinnerHardwareId}`
+      : `race lost on every machine: ${rec.machinesTried.join(', ')}`,
+  };
+  process.stdout.write(
+    `${output === 'table' ? `${doc.state}: ${doc.message}` : render(output, doc, [doc])}\n`,
+  );
+  if (!won) process.exitCode = 1;
 }
 
 /** `workflow cancel|retry|delete`: stop, rerun or forget one workflow. */
