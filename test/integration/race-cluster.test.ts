@@ -10,16 +10,21 @@
 // Method: 3 real `slipway server` processes on loopback (plaintext, no tokens), the real CLI, and a
 // real `slipway worker` process per machine.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
-import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import { ProcessCluster, runSlipway, type CliResult } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { ClusterWorkers } from '../support/cluster-workers.js';
 
 let cluster: ProcessCluster;
-const workers: ChildProcess[] = [];
+let agents: ClusterWorkers | undefined;
+
+function workers(): ClusterWorkers {
+  assert.ok(agents !== undefined, 'the cluster was started');
+  return agents;
+}
 
 function cli(args: readonly string[]): Promise<CliResult> {
   return runSlipway(['--server', cluster.apiAddrs().join(','), '--timeout', '10000', ...args]);
@@ -29,17 +34,6 @@ async function ok(args: readonly string[]): Promise<string> {
   const r = await cli(args);
   assert.equal(r.code, 0, `slipway ${args.join(' ')}: ${r.stdout}${r.stderr}`);
   return r.stdout;
-}
-
-/** A worker agent for the machine, on every node, with the machine's token. */
-async function startWorker(id: string): Promise<void> {
-  const tokenFile = join(cluster.dir, `${id}.token`);
-  writeFileSync(tokenFile, (await ok(['hardware', 'token', id])).trim());
-  mkdirSync(join(cluster.dir, 'journal', id), { recursive: true });
-  const log = openSync(join(cluster.dir, `${id}.worker.log`), 'a');
-  const args = ['worker', '--id', id, '--server', cluster.apiAddrs().join(','), '--token-file', tokenFile];
-  const dirs = ['--journal-dir', join(cluster.dir, 'journal', id), '--work-dir', cluster.dir];
-  workers.push(spawn(process.execPath, [slipwayBin, ...args, ...dirs], { stdio: ['ignore', log, log] }));
 }
 
 function alive(pid: number): boolean {
@@ -86,6 +80,7 @@ async function lifecycle(id: string): Promise<Lifecycle> {
 before(async () => {
   cluster = new ProcessCluster(3);
   cluster.startAll();
+  agents = new ClusterWorkers(cluster, ok);
   await cluster.waitForLeader();
   for (const n of cluster.nodes) await cluster.waitForClusterVersion(n, stateVersionFleet, 30_000);
   // On r1 the action records its pid and runs on; on r2 it waits for that, then succeeds.
@@ -113,17 +108,12 @@ before(async () => {
     ]);
     await ok(['hardware', 'label', id, 'pool=race']);
     await ok(['hardware', 'accept', id, '--reason', 'racked']);
-    await startWorker(id);
+    await workers().start(id);
   }
 });
 
 after(async () => {
-  for (const w of workers) {
-    if (w.exitCode !== null || w.signalCode !== null) continue;
-    const exited = new Promise<void>((r) => w.once('exit', () => r()));
-    w.kill('SIGKILL');
-    await exited;
-  }
+  await agents?.stop();
   const marker = join(cluster.dir, 'r1.pid');
   if (existsSync(marker)) {
     const pid = Number(readFileSync(marker, 'utf8').trim());
