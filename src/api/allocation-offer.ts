@@ -8,7 +8,12 @@ import { verdictOf } from '../fleet/allocation.js';
 import type { Selector } from '../fleet/selector-terms.js';
 import { status } from '@grpc/grpc-js';
 import type { WorkflowCreateRequest } from '../gen/control.js';
-import { allocationCandidatesMax, alternateAttemptsDefault, alternateAttemptsMax } from '../model/limits.js';
+import {
+  allocationCandidatesMax,
+  alternateAttemptsDefault,
+  alternateAttemptsMax,
+  raceAttemptsDefault,
+} from '../model/limits.js';
 import { ApiError } from './errors.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { renderTemplate } from '../workflow/template.js';
@@ -67,31 +72,46 @@ export async function offerMachines(request: OfferRequest): Promise<AllocationCa
   return candidates;
 }
 
+/** A create request's failure policy beyond retry: alternate, or race (two lanes, 0037). */
+export interface FailurePolicy {
+  /** At most this many machines, the first (both lanes, under race) included. */
+  readonly attempts: number;
+  readonly race: boolean;
+}
+
 /**
- * The alternate policy's machines from a create request, or undefined for the default policy
- * (retry: each action's retries on the same machine). INVALID_ARGUMENT on a bad combination.
+ * The failure policy from a create request, or undefined for the default policy (retry: each
+ * action's retries on the same machine). INVALID_ARGUMENT on a bad combination.
  */
-export function alternateAttempts(req: WorkflowCreateRequest): number | undefined {
+export function failurePolicy(req: WorkflowCreateRequest): FailurePolicy | undefined {
   const policy = req.onFailure ?? '';
-  if (policy !== '' && policy !== 'retry' && policy !== 'alternate') {
-    throw new ApiError(status.INVALID_ARGUMENT, `on_failure must be retry or alternate, got "${policy}"`);
+  if (policy !== '' && policy !== 'retry' && policy !== 'alternate' && policy !== 'race') {
+    throw new ApiError(
+      status.INVALID_ARGUMENT,
+      `on_failure must be retry, alternate or race, got "${policy}"`,
+    );
   }
-  if (policy !== 'alternate') {
+  if (policy !== 'alternate' && policy !== 'race') {
     if (req.attempts !== undefined)
-      throw new ApiError(status.INVALID_ARGUMENT, 'attempts counts machines: only with on_failure alternate');
+      throw new ApiError(
+        status.INVALID_ARGUMENT,
+        'attempts counts machines: only with on_failure alternate or race',
+      );
     return undefined;
   }
   if (req.netboot) {
-    throw new ApiError(status.INVALID_ARGUMENT, 'on_failure alternate does not take netboot yet');
+    throw new ApiError(status.INVALID_ARGUMENT, `on_failure ${policy} does not take netboot yet`);
   }
-  const attempts = req.attempts ?? alternateAttemptsDefault;
-  if (attempts < 1 || attempts > alternateAttemptsMax) {
+  const race = policy === 'race';
+  const least = race ? 2 : 1;
+  const attempts = req.attempts ?? (race ? raceAttemptsDefault : alternateAttemptsDefault);
+  if (attempts < least || attempts > alternateAttemptsMax) {
     throw new ApiError(
       status.INVALID_ARGUMENT,
-      `attempts must be 1-${alternateAttemptsMax}, got ${attempts}`,
+      `attempts must be ${least}-${alternateAttemptsMax}${race ? ' (a race starts on two machines)' : ''}, got ${attempts}`,
     );
   }
-  return attempts;
+  return { attempts, race };
 }
 
 /** Offers made for one `workflow create --selector` before its call fails with the state's word. */

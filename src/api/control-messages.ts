@@ -11,6 +11,7 @@ import type {
 import type { Hardware, PowerJob, Template, Workflow, WorkflowEvent } from '../model/records.js';
 import type { MachineEvent } from '../model/machine-lifecycle.js';
 import { actionPositions } from '../workflow/rules.js';
+import { raceOutcome } from '../state/control/race.js';
 
 export function hardwareJson(hw: Hardware): string {
   const { workerTokenSha256: _token, bmc, lifecycle, inspection, ...rest } = hw;
@@ -59,7 +60,14 @@ export function templateRecord(t: Template): TemplateRecord {
   };
 }
 
-export function workflowRecord(wf: Workflow): WorkflowRecord {
+/**
+ * A workflow as the API gives it; `workflow` looks up others, for a race's lanes (0037): the
+ * request keeps the race's record, and either lane shows it.
+ */
+export function workflowRecord(
+  wf: Workflow,
+  workflow: (id: string) => Workflow | undefined = () => undefined,
+): WorkflowRecord {
   const positions = actionPositions(wf.spec);
   const actions: ActionRecord[] = positions.map((p, i) => {
     const s = wf.actions[i];
@@ -96,10 +104,30 @@ export function workflowRecord(wf: Workflow): WorkflowRecord {
     globalTimeoutS: wf.spec.globalTimeoutS,
     netboot: wf.netboot === true,
     selector: wf.selector ?? '',
-    onFailure: wf.alternate === undefined ? 'retry' : 'alternate',
+    onFailure: wf.race !== undefined ? 'race' : wf.alternate === undefined ? 'retry' : 'alternate',
     attempts: wf.alternate?.attempts ?? 0,
-    machinesTried: [...(wf.alternate?.tried ?? [])],
+    machinesTried: [...(wf.race?.tried ?? wf.alternate?.tried ?? [])],
     gaveUp: wf.alternate?.gaveUp ?? '',
+    ...raceFields(wf, workflow),
+  };
+}
+
+function raceFields(
+  wf: Workflow,
+  workflow: (id: string) => Workflow | undefined,
+): Pick<WorkflowRecord, 'raceRequest' | 'raceRival' | 'raceWinner' | 'raceWinnerHardwareId' | 'raceOutcome'> {
+  const race = wf.race;
+  if (race === undefined)
+    return { raceRequest: '', raceRival: '', raceWinner: '', raceWinnerHardwareId: '', raceOutcome: '' };
+  const request = race.request === wf.id ? wf : workflow(race.request);
+  const rival = race.request === wf.id ? workflow(race.rival) : wf;
+  const winner = request?.race?.winner ?? '';
+  return {
+    raceRequest: race.request,
+    raceRival: race.rival,
+    raceWinner: winner,
+    raceWinnerHardwareId: winner === '' ? '' : ((winner === wf.id ? wf : workflow(winner))?.hardwareId ?? ''),
+    raceOutcome: request === undefined ? raceOutcome(wf, undefined) : raceOutcome(request, rival),
   };
 }
 

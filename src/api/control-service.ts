@@ -27,6 +27,8 @@ import type {
   WorkflowRetentionResponse,
   HardwareQuarantinePolicyRequest,
   HardwareQuarantinePolicyResponse,
+  HardwareAcceptRuleRequest,
+  HardwareAcceptRuleResponse,
   TokenListRequest,
   TokenListResponse,
 } from '../gen/control.js';
@@ -74,10 +76,12 @@ import { MachineEventHub, type EventHub } from './event-hub.js';
 import { hardwareHistoryHandler } from './hardware-history.js';
 import { explainMachines, selectedBy, selectorArgument } from './hardware-selection.js';
 import { noMachineMessage, tallyOf } from '../fleet/allocation.js';
+import { raceNeedsTwoMessage } from '../state/control/allocation.js';
 import { formatSelector } from '../fleet/selector-terms.js';
 import {
   allocationRoundsMax,
-  alternateAttempts,
+  failurePolicy,
+  type FailurePolicy,
   offerMachines,
   renderForMachine,
 } from './allocation-offer.js';
@@ -387,7 +391,7 @@ export class ControlService {
       ),
       workflowGet: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
-        return { workflow: workflowRecord(this.#workflow(req.id)) };
+        return { workflow: workflowRecord(this.#workflow(req.id), (id) => c.workflow(id)) };
       }),
       workflowList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
@@ -396,9 +400,12 @@ export class ControlService {
           all,
           req,
           (wf) => [wf.createdMs, wf.id],
-          (wf) => WorkflowRecord.encode(workflowRecord(wf)).finish().length,
+          (wf) => WorkflowRecord.encode(workflowRecord(wf, (id) => c.workflow(id))).finish().length,
         );
-        return { workflows: page.items.map(workflowRecord), continue: page.continue };
+        return {
+          workflows: page.items.map((wf) => workflowRecord(wf, (id) => c.workflow(id))),
+          continue: page.continue,
+        };
       }),
       workflowCancel: this.#change(
         'operator',
@@ -445,6 +452,12 @@ export class ControlService {
       },
       hardwareQuarantinePolicy: (call, callback) => {
         this.#quarantinePolicy(call).then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(toServiceError(err) as ServiceError, null),
+        );
+      },
+      hardwareAcceptRule: (call, callback) => {
+        this.#acceptRule(call).then(
           (res) => callback(null, res),
           (err: unknown) => callback(toServiceError(err) as ServiceError, null),
         );
@@ -716,6 +729,48 @@ export class ControlService {
   }
 
   /**
+   * Sets, clears or (neither asked) reads the auto-accept rule (docs/decisions/0037); admin only,
+   * to read as well, as the quarantine policy. A selector that does not parse is INVALID_ARGUMENT.
+   * The command needs state version 3: the proposer refuses it before then.
+   */
+  async #acceptRule(
+    call: ServerUnaryCall<HardwareAcceptRuleRequest, HardwareAcceptRuleResponse>,
+  ): Promise<HardwareAcceptRuleResponse> {
+    const req = call.request;
+    const audited: AuditedCall = {
+      metadata: call.metadata,
+      peer: call.getPeer(),
+      method: 'Control/HardwareAcceptRule',
+      kind: 'hardware.acceptRule',
+    };
+    if (!req.clear && req.selector === undefined) {
+      await this.#auditor.authorize(audited, 'admin', () => 'show');
+      await this.#read(false);
+      return { selector: this.#ctx.control.acceptRule ?? '' };
+    }
+    if (req.clear && req.selector !== undefined)
+      throw new ApiError(status.INVALID_ARGUMENT, 'set a selector or clear the rule, not both');
+    return this.#auditor.run(
+      audited,
+      'admin',
+      () => (req.clear ? '(cleared)' : (req.selector ?? '')),
+      async (audit, proposing) => {
+        const r = expectType(
+          await this.#apply(
+            { audit, proposing },
+            {
+              type: 'hardware.acceptRule',
+              ...(req.clear ? {} : { selector: formatSelector(selectorArgument(req.selector ?? '')) }),
+            },
+          ),
+          'acceptRule',
+        );
+        return { selector: r.selector ?? '' };
+      },
+    );
+  }
+
+  /**
    * An upload: authenticated before any content is read, stored and verified here, then
    * registered through the leader; answers once artifact.put is committed and applied.
    */
@@ -953,16 +1008,17 @@ export class ControlService {
   /** workflow create: for the machine named, or (--selector) for one the state allocates. */
   async #createWorkflow(req: WorkflowCreateRequest, p: Proposal): Promise<WorkflowCreateResponse> {
     const selector = req.selector ?? '';
-    const attempts = alternateAttempts(req);
+    const policy = failurePolicy(req);
     if (selector !== '') {
       if (req.hardwareId !== '')
         throw new ApiError(status.INVALID_ARGUMENT, 'name the machine or give a selector, not both');
-      return { workflow: workflowRecord(await this.#allocateWorkflow(req, selector, attempts, p)) };
+      const wf = await this.#allocateWorkflow(req, selector, policy, p);
+      return { workflow: workflowRecord(wf, (id) => this.#ctx.control.workflow(id)) };
     }
-    if (attempts !== undefined) {
+    if (policy !== undefined) {
       throw new ApiError(
         status.INVALID_ARGUMENT,
-        'on_failure alternate needs a selector: the machines to try are those it matches',
+        `on_failure ${req.onFailure ?? ''} needs a selector instead of a named machine: the machines to try are those it matches`,
       );
     }
     await this.#read(false);
@@ -995,7 +1051,7 @@ export class ControlService {
   async #allocateWorkflow(
     req: WorkflowCreateRequest,
     text: string,
-    attempts: number | undefined,
+    policy: FailurePolicy | undefined,
     p: Proposal,
   ): Promise<Workflow> {
     const c = this.#ctx.control;
@@ -1025,6 +1081,8 @@ export class ControlService {
           noMachineMessage(formatSelector(selector), tallyOf(selector, fleet)),
         );
       }
+      if (policy?.race === true && candidates.length === 1)
+        throw new ApiError(status.FAILED_PRECONDITION, raceNeedsTwoMessage(formatSelector(selector)));
       p.proposing();
       const r = await this.#ctx.proposer.proposeControl({
         type: 'workflow.allocate',
@@ -1035,7 +1093,8 @@ export class ControlService {
         hardwareMap: req.hardwareMap,
         candidates,
         ...(req.netboot ? { netboot: true } : {}),
-        ...(attempts === undefined ? {} : { alternateAttempts: attempts }),
+        ...(policy === undefined ? {} : { alternateAttempts: policy.attempts }),
+        ...(policy?.race === true ? { race: true } : {}),
         audit: p.audit,
       });
       if (r.type === 'error' && r.code === 'E_VERSION' && round < allocationRoundsMax) continue;

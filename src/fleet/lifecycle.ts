@@ -73,7 +73,9 @@ const moves: { readonly [T in LifecycleTrigger]: Moves } = {
     ['maintenance', 'deployed'],
     ['maintenance', 'failed'],
   ],
+  // An operator's release, or a race's loser (its workflow cancelled: the rival won, 0037).
   release: [
+    ['provisioning', 'releasing'],
     ['deployed', 'releasing'],
     ['failed', 'releasing'],
     ['quarantined', 'releasing'],

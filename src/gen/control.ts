@@ -193,6 +193,24 @@ export interface HardwareQuarantinePolicyResponse {
 }
 
 /**
+ * The auto-accept rule (docs/decisions/0037): an enrolled machine whose inventory report matches
+ * the selector is made ready when the report is applied. Admin only, to read as well.
+ */
+export interface HardwareAcceptRuleRequest {
+  /** Set the rule to this selector (it must parse and not be empty). */
+  selector?:
+    | string
+    | undefined;
+  /** Clear the rule: every enrolled machine waits for `hardware accept` again. */
+  clear: boolean;
+}
+
+export interface HardwareAcceptRuleResponse {
+  /** The rule now in force, canonical; empty when none is. */
+  selector: string;
+}
+
+/**
  * A machine's lifecycle history (`slipway hardware history ID [--follow]`): its transitions,
  * oldest first, from `from_seq`; with `follow`, new ones as they are applied, until the call is
  * cancelled or the machine is deleted. Each machine keeps its newest 32.
@@ -354,6 +372,17 @@ export interface WorkflowRecord {
   attempts: number;
   machinesTried: string[];
   gaveUp: string;
+  /**
+   * Under "race" (docs/decisions/0037): the request runs as two lanes, each a workflow on its own
+   * machine. The request's id (the first lane's), the other lane's, the lane that succeeded first
+   * and its machine, and the race's outcome: "won", "running" or "failed" (both lanes failed and no
+   * machine is left). On the request, machines_tried lists every machine either lane took, in order.
+   */
+  raceRequest: string;
+  raceRival: string;
+  raceWinner: string;
+  raceWinnerHardwareId: string;
+  raceOutcome: string;
 }
 
 export interface WorkflowCreateRequest {
@@ -376,13 +405,15 @@ export interface WorkflowCreateRequest {
     | undefined;
   /**
    * What happens when the workflow fails: "retry" (the default: each action's own retries, on the
-   * same machine) or "alternate" (with a selector: run it again on another ready machine the
-   * selector matches, never one tried before, up to `attempts` machines, the first included).
+   * same machine), "alternate" (with a selector: run it again on another ready machine the
+   * selector matches, never one tried before, up to `attempts` machines, the first included) or
+   * "race" (with a selector: start on two such machines at once, keep the first to succeed,
+   * cancel and release the other; a failed lane alternates onward while machines are left).
    */
   onFailure?:
     | string
     | undefined;
-  /** With "alternate": at most this many machines (1-16; 3 when absent). */
+  /** With "alternate": at most this many machines (1-16; 3 when absent); with "race", 2-16 (2). */
   attempts?: number | undefined;
 }
 
@@ -2421,6 +2452,158 @@ export const HardwareQuarantinePolicyResponse: MessageFns<HardwareQuarantinePoli
   },
 };
 
+function createBaseHardwareAcceptRuleRequest(): HardwareAcceptRuleRequest {
+  return { selector: undefined, clear: false };
+}
+
+export const HardwareAcceptRuleRequest: MessageFns<HardwareAcceptRuleRequest> = {
+  encode(message: HardwareAcceptRuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.selector !== undefined) {
+      writer.uint32(10).string(message.selector);
+    }
+    if (message.clear !== false) {
+      writer.uint32(16).bool(message.clear);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareAcceptRuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareAcceptRuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.clear = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareAcceptRuleRequest {
+    return {
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : undefined,
+      clear: isSet(object.clear) ? globalThis.Boolean(object.clear) : false,
+    };
+  },
+
+  toJSON(message: HardwareAcceptRuleRequest): unknown {
+    const obj: any = {};
+    if (message.selector !== undefined) {
+      obj.selector = message.selector;
+    }
+    if (message.clear !== false) {
+      obj.clear = message.clear;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareAcceptRuleRequest>, I>>(base?: I): HardwareAcceptRuleRequest {
+    return HardwareAcceptRuleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareAcceptRuleRequest>, I>>(object: I): HardwareAcceptRuleRequest {
+    const message = createBaseHardwareAcceptRuleRequest();
+    message.selector = object.selector ?? undefined;
+    message.clear = object.clear ?? false;
+    return message;
+  },
+};
+
+function createBaseHardwareAcceptRuleResponse(): HardwareAcceptRuleResponse {
+  return { selector: "" };
+}
+
+export const HardwareAcceptRuleResponse: MessageFns<HardwareAcceptRuleResponse> = {
+  encode(message: HardwareAcceptRuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.selector !== "") {
+      writer.uint32(10).string(message.selector);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HardwareAcceptRuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHardwareAcceptRuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HardwareAcceptRuleResponse {
+    return { selector: isSet(object.selector) ? globalThis.String(object.selector) : "" };
+  },
+
+  toJSON(message: HardwareAcceptRuleResponse): unknown {
+    const obj: any = {};
+    if (message.selector !== "") {
+      obj.selector = message.selector;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HardwareAcceptRuleResponse>, I>>(base?: I): HardwareAcceptRuleResponse {
+    return HardwareAcceptRuleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HardwareAcceptRuleResponse>, I>>(object: I): HardwareAcceptRuleResponse {
+    const message = createBaseHardwareAcceptRuleResponse();
+    message.selector = object.selector ?? "";
+    return message;
+  },
+};
+
 function createBaseHardwareExplainRequest(): HardwareExplainRequest {
   return { selector: "", local: false, limit: undefined, continue: undefined };
 }
@@ -4407,6 +4590,11 @@ function createBaseWorkflowRecord(): WorkflowRecord {
     attempts: 0,
     machinesTried: [],
     gaveUp: "",
+    raceRequest: "",
+    raceRival: "",
+    raceWinner: "",
+    raceWinnerHardwareId: "",
+    raceOutcome: "",
   };
 }
 
@@ -4462,6 +4650,21 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     }
     if (message.gaveUp !== "") {
       writer.uint32(138).string(message.gaveUp);
+    }
+    if (message.raceRequest !== "") {
+      writer.uint32(146).string(message.raceRequest);
+    }
+    if (message.raceRival !== "") {
+      writer.uint32(154).string(message.raceRival);
+    }
+    if (message.raceWinner !== "") {
+      writer.uint32(162).string(message.raceWinner);
+    }
+    if (message.raceWinnerHardwareId !== "") {
+      writer.uint32(170).string(message.raceWinnerHardwareId);
+    }
+    if (message.raceOutcome !== "") {
+      writer.uint32(178).string(message.raceOutcome);
     }
     return writer;
   },
@@ -4615,6 +4818,46 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
             message.gaveUp = reader.string();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.raceRequest = reader.string();
+            continue;
+          }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.raceRival = reader.string();
+            continue;
+          }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.raceWinner = reader.string();
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.raceWinnerHardwareId = reader.string();
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.raceOutcome = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4684,6 +4927,31 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
         : isSet(object.gave_up)
         ? globalThis.String(object.gave_up)
         : "",
+      raceRequest: isSet(object.raceRequest)
+        ? globalThis.String(object.raceRequest)
+        : isSet(object.race_request)
+        ? globalThis.String(object.race_request)
+        : "",
+      raceRival: isSet(object.raceRival)
+        ? globalThis.String(object.raceRival)
+        : isSet(object.race_rival)
+        ? globalThis.String(object.race_rival)
+        : "",
+      raceWinner: isSet(object.raceWinner)
+        ? globalThis.String(object.raceWinner)
+        : isSet(object.race_winner)
+        ? globalThis.String(object.race_winner)
+        : "",
+      raceWinnerHardwareId: isSet(object.raceWinnerHardwareId)
+        ? globalThis.String(object.raceWinnerHardwareId)
+        : isSet(object.race_winner_hardware_id)
+        ? globalThis.String(object.race_winner_hardware_id)
+        : "",
+      raceOutcome: isSet(object.raceOutcome)
+        ? globalThis.String(object.raceOutcome)
+        : isSet(object.race_outcome)
+        ? globalThis.String(object.race_outcome)
+        : "",
     };
   },
 
@@ -4740,6 +5008,21 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     if (message.gaveUp !== "") {
       obj.gaveUp = message.gaveUp;
     }
+    if (message.raceRequest !== "") {
+      obj.raceRequest = message.raceRequest;
+    }
+    if (message.raceRival !== "") {
+      obj.raceRival = message.raceRival;
+    }
+    if (message.raceWinner !== "") {
+      obj.raceWinner = message.raceWinner;
+    }
+    if (message.raceWinnerHardwareId !== "") {
+      obj.raceWinnerHardwareId = message.raceWinnerHardwareId;
+    }
+    if (message.raceOutcome !== "") {
+      obj.raceOutcome = message.raceOutcome;
+    }
     return obj;
   },
 
@@ -4765,6 +5048,11 @@ export const WorkflowRecord: MessageFns<WorkflowRecord> = {
     message.attempts = object.attempts ?? 0;
     message.machinesTried = object.machinesTried?.map((e) => e) || [];
     message.gaveUp = object.gaveUp ?? "";
+    message.raceRequest = object.raceRequest ?? "";
+    message.raceRival = object.raceRival ?? "";
+    message.raceWinner = object.raceWinner ?? "";
+    message.raceWinnerHardwareId = object.raceWinnerHardwareId ?? "";
+    message.raceOutcome = object.raceOutcome ?? "";
     return message;
   },
 };
@@ -9213,6 +9501,17 @@ export const ControlService = {
     responseDeserialize: (value: Buffer): HardwareQuarantinePolicyResponse =>
       HardwareQuarantinePolicyResponse.decode(value),
   },
+  hardwareAcceptRule: {
+    path: "/slipway.control.v1.Control/HardwareAcceptRule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HardwareAcceptRuleRequest): Buffer =>
+      Buffer.from(HardwareAcceptRuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HardwareAcceptRuleRequest => HardwareAcceptRuleRequest.decode(value),
+    responseSerialize: (value: HardwareAcceptRuleResponse): Buffer =>
+      Buffer.from(HardwareAcceptRuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HardwareAcceptRuleResponse => HardwareAcceptRuleResponse.decode(value),
+  },
   hardwareHistory: {
     path: "/slipway.control.v1.Control/HardwareHistory" as const,
     requestStream: false as const,
@@ -9491,6 +9790,7 @@ export interface ControlServer extends UntypedServiceImplementation {
   hardwareTransition: handleUnaryCall<HardwareTransitionRequest, HardwareTransitionResponse>;
   hardwareLabel: handleUnaryCall<HardwareLabelRequest, HardwareLabelResponse>;
   hardwareQuarantinePolicy: handleUnaryCall<HardwareQuarantinePolicyRequest, HardwareQuarantinePolicyResponse>;
+  hardwareAcceptRule: handleUnaryCall<HardwareAcceptRuleRequest, HardwareAcceptRuleResponse>;
   hardwareHistory: handleServerStreamingCall<HardwareHistoryRequest, HardwareHistoryResponse>;
   hardwareExplain: handleUnaryCall<HardwareExplainRequest, HardwareExplainResponse>;
   templateCreate: handleUnaryCall<TemplateCreateRequest, TemplateCreateResponse>;
@@ -9647,6 +9947,21 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: HardwareQuarantinePolicyResponse) => void,
+  ): ClientUnaryCall;
+  hardwareAcceptRule(
+    request: HardwareAcceptRuleRequest,
+    callback: (error: ServiceError | null, response: HardwareAcceptRuleResponse) => void,
+  ): ClientUnaryCall;
+  hardwareAcceptRule(
+    request: HardwareAcceptRuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HardwareAcceptRuleResponse) => void,
+  ): ClientUnaryCall;
+  hardwareAcceptRule(
+    request: HardwareAcceptRuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HardwareAcceptRuleResponse) => void,
   ): ClientUnaryCall;
   hardwareHistory(
     request: HardwareHistoryRequest,

@@ -164,6 +164,8 @@ export const allocationCandidatesMax = 8;
 export const alternateAttemptsMax = 16;
 /** `--attempts` when the alternate policy is asked for without it. */
 export const alternateAttemptsDefault = 3;
+/** `--attempts` when the race policy is asked for without it: its two lanes, no further machine. */
+export const raceAttemptsDefault = 2;
 /** Terms joined by commas in one selector. */
 export const selectorTermsMax = 64;
 /** Values in one `in (...)` or `notin (...)` list. */

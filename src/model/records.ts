@@ -226,6 +226,13 @@ export interface Workflow {
    */
   readonly alternate?: AlternatePolicy;
   /**
+   * The race failure policy (`--on-failure race`, docs/decisions/0037-race-and-accept-rule.md): the
+   * request runs as two lanes, this workflow and its rival, each on its own machine; the first to
+   * succeed wins and the other is cancelled and its machine released. Each lane also has the
+   * alternate policy, sharing the request's budget of machines.
+   */
+  readonly race?: RaceLane;
+  /**
    * Worker id → the per-boot credential that worker claimed for this workflow (see
    * src/state/control/credentials.ts). Only its SHA-256 is kept; it is valid while the workflow
    * is active and until expiresMs.
@@ -241,6 +248,20 @@ export interface AlternatePolicy {
   readonly tried: readonly string[];
   /** Set when the policy stopped (no machine left, or attempts used up): why. */
   readonly gaveUp?: string;
+}
+
+/** One lane of a race: which request it runs for, its rival, and (on the request) the outcome. */
+export interface RaceLane {
+  /** The request's workflow id: the first lane's, the one the operator was given. */
+  readonly request: string;
+  /** The other lane's workflow id. */
+  readonly rival: string;
+  /** On the request's lane: every machine either lane took, in order. */
+  readonly tried?: readonly string[];
+  /** On the request's lane, once a lane succeeded: that lane's workflow id. */
+  readonly winner?: string;
+  /** On a lane cancelled because its rival succeeded first: the rival's workflow id. */
+  readonly lostTo?: string;
 }
 
 /** A worker's credential for one workflow, claimed once per boot by the machine itself. */
@@ -264,6 +285,7 @@ export type EventType =
   | 'workflow.cancelled'
   | 'workflow.retried'
   | 'workflow.alternate'
+  | 'workflow.race'
   | 'action.started'
   | 'action.succeeded'
   | 'action.failed'

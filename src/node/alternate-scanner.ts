@@ -10,6 +10,7 @@ import type { ControlState } from '../state/control/control-state.js';
 import type { Workflow } from '../model/records.js';
 import { parseSelector, SelectorError } from '../fleet/selector.js';
 import { offerMachines, renderForMachine } from '../api/allocation-offer.js';
+import { raceTriedOf } from '../state/control/race.js';
 
 export const alternateScanMs = 250;
 
@@ -78,15 +79,17 @@ export class AlternateScanner {
         );
         return;
       }
+      // A race's lane (0037): never a machine either lane took; rendered for the request's id.
+      const request = wf.race === undefined ? undefined : control.workflow(wf.race.request);
       let candidates;
       try {
         candidates = await offerMachines({
           fleet: control.hardwareList(),
           selector,
           template,
-          workflowId: wf.id,
+          workflowId: wf.race?.request ?? wf.id,
           hardwareMap: wf.hardwareMap,
-          exclude: wf.alternate?.tried ?? [],
+          exclude: wf.race === undefined ? (wf.alternate?.tried ?? []) : raceTriedOf(wf, request),
           render: (t, hw, id, map) => Promise.resolve(renderForMachine(control, t, hw, id, map)),
         });
       } catch (err) {

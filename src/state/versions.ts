@@ -91,6 +91,7 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'pool.delete':
     case 'pool.allocate':
     case 'hardware.quarantinePolicy':
+    case 'hardware.acceptRule':
       return stateVersionFleet;
     default:
       return stateVersionBaseline;

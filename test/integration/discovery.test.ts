@@ -7,6 +7,8 @@
 // the machine with that inventory; `hardware accept` makes it ready, and a second accept is a
 // clear error. `hardware inspect` boots the known machine into inventory mode again: facts that
 // held make it ready, and memory that went missing puts it in maintenance with the drift named.
+// With the auto-accept rule set (`hardware accept-rule set`, docs/decisions/0037), the machine,
+// forgotten and discovered again, is ready as soon as its report is applied, "accepted by rule".
 // Method: a network-namespace lab like test/e2e/dhcp-dynamic.test.ts, with one node: namespace
 // lan holds bridge br0; n1 runs the node on a veth (10.81.0.11/24: raft, API, dynamic DHCP with
 // the pool 10.81.0.100-109, HTTP :8080); ops (10.81.0.5) runs the CLI and curl; c1 holds the
@@ -183,5 +185,34 @@ describe('discovery on a real node', { concurrency: 1 }, () => {
     assert.equal(result.code, 0, `worker --inventory: ${result.stdout}${result.stderr}`);
     const held = (await listed('maintenance')).find((m) => m.id === discoveredId);
     assert.match(held?.lifecycle?.reason ?? '', /^inventory drifted: memory 2Gi → 1.92Gi/);
+  });
+
+  it('the auto-accept rule makes a matching machine ready when its report is applied', async () => {
+    // The machine is forgotten, so its next inventory boot is a discovery again.
+    await cluster.slipwayOk(ns.ops, ['hardware', 'delete', discoveredId]);
+    const bad = await cluster.slipway(ns.ops, ['hardware', 'accept-rule', 'set', 'memory>=1Gx']);
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(await cluster.slipwayOk(ns.ops, ['hardware', 'accept-rule', 'get']), /\(none\)/);
+    const set = await cluster.slipwayOk(ns.ops, [
+      '-o',
+      'json',
+      'hardware',
+      'accept-rule',
+      'set',
+      'memory >= 1Gi, cpu.cores>=2',
+    ]);
+    assert.deepEqual(JSON.parse(set), { selector: 'memory>=1Gi,cpu.cores>=2' });
+    const result = await inventoryAgent(discoveredId);
+    assert.equal(result.code, 0, `worker --inventory: ${result.stdout}${result.stderr}`);
+    const ready = (await listed('ready')).find((m) => m.id === discoveredId);
+    assert.equal(ready?.lifecycle?.reason, 'accepted by rule memory>=1Gi,cpu.cores>=2');
+    const history = JSON.parse(
+      await cluster.slipwayOk(ns.ops, ['-o', 'json', 'hardware', 'history', discoveredId]),
+    ) as { events: { from: string; to: string; trigger: string; by: string }[] };
+    const last = history.events.at(-1);
+    assert.deepEqual([last?.from, last?.to, last?.trigger], ['enrolled', 'ready', 'accept']);
+    assert.match(last?.by ?? '', /^accept rule/);
+    await cluster.slipwayOk(ns.ops, ['hardware', 'accept-rule', 'clear']);
+    assert.match(await cluster.slipwayOk(ns.ops, ['hardware', 'accept-rule', 'get']), /\(none\)/);
   });
 });

@@ -257,6 +257,7 @@ const categories = [
   'leases',
   'members',
   'retention',
+  'acceptRule',
 ] as const;
 type Category = (typeof categories)[number];
 type DomainState = Record<Category, string>;
@@ -285,13 +286,15 @@ const changes: Readonly<Record<string, readonly Category[]>> = {
   'Control/ArtifactAdd': ['artifacts'],
   'Control/ArtifactDelete': ['artifacts'],
   'Audit/AuditRetention': ['retention'],
+  // The auto-accept rule (docs/decisions/0037): a valid selector sets it, clear clears it.
+  'Control/HardwareAcceptRule': ['acceptRule'],
   // A first start moves the machine's provisioning deadline to the workflow's own (0028).
   'Worker/Connect': ['workflows', 'hardware'],
 };
 
 async function domainState(): Promise<DomainState> {
   const page = { local: false, limit: 1000, continue: '' };
-  const [hardware, templates, workflows, kv, powerJobs, artifacts, leases, members, retention] =
+  const [hardware, templates, workflows, kv, powerJobs, artifacts, leases, members, retention, acceptRule] =
     await Promise.all([
       admin.control('hardwareList', page),
       admin.control('templateList', page),
@@ -302,6 +305,7 @@ async function domainState(): Promise<DomainState> {
       admin.control('leaseList', page),
       admin.call('memberList', { local: false }),
       admin.audit('auditRetention', { entries: 0, days: 0, show: true }),
+      admin.control('hardwareAcceptRule', { clear: false }),
     ]);
   for (const listed of [hardware, templates, workflows, powerJobs, artifacts, leases]) {
     assert.equal(listed.continue, '', 'the state fits one page');
@@ -317,6 +321,7 @@ async function domainState(): Promise<DomainState> {
     leases: JSON.stringify(leases.leaseJson),
     members: JSON.stringify(members.members),
     retention: JSON.stringify(retention),
+    acceptRule: acceptRule.selector,
   };
 }
 

@@ -514,6 +514,13 @@ const matrix: readonly Row[] = [
     ...unary(C.hardwareQuarantinePolicy, () => ({ failures: 2, windowS: 86_400, show: false })),
   },
   { need: 'admin', variant: 'show', ...unary(C.hardwareQuarantinePolicy, () => ({ show: true })) },
+  // The auto-accept rule (0037): set (to a rule no fixture's machine meets), shown and cleared.
+  {
+    need: 'admin',
+    ...unary(C.hardwareAcceptRule, () => ({ selector: 'memory>=64Ti', clear: false })),
+  },
+  { need: 'admin', variant: 'show', ...unary(C.hardwareAcceptRule, () => ({ clear: false })) },
+  { need: 'admin', variant: 'clear', ...unary(C.hardwareAcceptRule, () => ({ clear: true })) },
   {
     need: 'viewer',
     ...serverStream(C.workflowEvents, () => ({ workflowId: workflowId('w1'), fromSeq: 0, follow: false })),

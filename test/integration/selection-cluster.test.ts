@@ -8,16 +8,21 @@
 // third is refused with exit 1 naming how many matched but were not ready and pointing at explain.
 // Method: 3 real `slipway server` processes on loopback (plaintext, no tokens), the real CLI.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
-import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import { ProcessCluster, runSlipway, type CliResult } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { ClusterWorkers } from '../support/cluster-workers.js';
 
 let cluster: ProcessCluster;
-const workers: ChildProcess[] = [];
+let agents: ClusterWorkers | undefined;
+
+function workers(): ClusterWorkers {
+  assert.ok(agents !== undefined, 'the cluster was started');
+  return agents;
+}
 
 function cli(args: readonly string[], servers: readonly string[] = cluster.apiAddrs()): Promise<CliResult> {
   return runSlipway(['--server', servers.join(','), '--timeout', '10000', ...args]);
@@ -54,6 +59,7 @@ const selector = 'rack=a,!gpu';
 before(async () => {
   cluster = new ProcessCluster(3);
   cluster.startAll();
+  agents = new ClusterWorkers(cluster, ok);
   await cluster.waitForLeader();
   for (const n of cluster.nodes) await cluster.waitForClusterVersion(n, stateVersionFleet, 30_000);
   const template = join(cluster.dir, 'os.yaml');
@@ -88,25 +94,9 @@ before(async () => {
 });
 
 after(async () => {
-  for (const w of workers) {
-    if (w.exitCode !== null || w.signalCode !== null) continue;
-    const exited = new Promise<void>((r) => w.once('exit', () => r()));
-    w.kill('SIGKILL');
-    await exited;
-  }
+  await agents?.stop();
   await cluster.destroy();
 });
-
-/** A worker agent for the machine, on every node, with the machine's token. */
-async function startWorker(id: string): Promise<void> {
-  const tokenFile = join(cluster.dir, `${id}.token`);
-  writeFileSync(tokenFile, (await ok(['hardware', 'token', id])).trim());
-  mkdirSync(join(cluster.dir, 'journal', id), { recursive: true });
-  const log = openSync(join(cluster.dir, `${id}.worker.log`), 'a');
-  const args = ['worker', '--id', id, '--server', cluster.apiAddrs().join(','), '--token-file', tokenFile];
-  const dirs = ['--journal-dir', join(cluster.dir, 'journal', id), '--work-dir', cluster.dir];
-  workers.push(spawn(process.execPath, [slipwayBin, ...args, ...dirs], { stdio: ['ignore', log, log] }));
-}
 
 interface WorkflowDoc {
   state: string;
@@ -224,7 +214,7 @@ describe('selection with the CLI', () => {
       ]);
       await ok(['hardware', 'label', id, 'pool=alt']);
       await ok(['hardware', 'accept', id, '--reason', 'racked']);
-      await startWorker(id);
+      await workers().start(id);
     }
     const bad = await cli([
       'workflow',

@@ -189,3 +189,77 @@ describe('discovery', () => {
     );
   });
 });
+
+const rule = (selector?: string): ControlCommand => ({
+  type: 'hardware.acceptRule',
+  ...(selector === undefined ? {} : { selector }),
+  audit: operator,
+});
+
+// The auto-accept rule (docs/decisions/0037): set, replaced and cleared by a replicated command; an
+// enrolled machine whose report matches is ready in the report's entry, the event naming the rule;
+// one that does not match, or a report with no rule, stays enrolled; a bad selector changes nothing;
+// the rule survives a snapshot; below state version 3 it is refused.
+describe('the auto-accept rule', () => {
+  it('makes a matching enrolled machine ready when its report is applied, saying which rule', () => {
+    const h = new LifecycleHarness();
+    assert.equal(h.state.acceptRule, undefined);
+    const set = h.ok(rule('memory >= 64Gi, firmware=uefi'), 'acceptRule');
+    assert.equal(set.selector, 'memory>=64Gi,firmware=uefi', 'kept canonical');
+    h.ok(claim('discovered-1', '52:54:00:aa:00:01', '10.0.0.50', 'c'), 'hardware');
+    const accepted = h.ok(report('discovered-1', 'c'), 'hardware').hardware;
+    assert.equal(accepted.lifecycle?.state, 'ready');
+    const last = accepted.lifecycle?.history.at(-1);
+    assert.deepEqual(
+      [last?.from, last?.to, last?.trigger, last?.reason],
+      ['enrolled', 'ready', 'accept', 'accepted by rule memory>=64Gi,firmware=uefi'],
+    );
+    assert.match(last?.by ?? '', /^accept rule/);
+    assert.ok(
+      h.published.some((p) => p.hardwareId === 'discovered-1' && p.event.trigger === 'accept'),
+      'the transition is published',
+    );
+
+    // A machine the rule does not match waits for accept.
+    h.ok(rule('memory>=1Ti'), 'acceptRule');
+    h.ok(claim('discovered-2', '52:54:00:aa:00:02', '10.0.0.51', 'd'), 'hardware');
+    const small = {
+      ...exampleInventory,
+      nics: [{ ...exampleInventory.nics[0]!, mac: '52:54:00:aa:00:02' }],
+      disks: [],
+      system: {},
+    };
+    assert.equal(h.ok(report('discovered-2', 'd', small), 'hardware').hardware.lifecycle?.state, 'enrolled');
+
+    // Cleared: nothing is accepted by itself.
+    assert.equal(h.ok(rule(), 'acceptRule').selector, undefined);
+    assert.equal(h.state.acceptRule, undefined);
+    h.ok(claim('discovered-3', '52:54:00:aa:00:03', '10.0.0.52', 'e'), 'hardware');
+    const third = { ...small, nics: [{ ...exampleInventory.nics[0]!, mac: '52:54:00:aa:00:03' }] };
+    assert.equal(h.ok(report('discovered-3', 'e', third), 'hardware').hardware.lifecycle?.state, 'enrolled');
+  });
+
+  it('refuses a bad selector, changing nothing; survives a snapshot; needs state version 3', () => {
+    const h = new LifecycleHarness();
+    h.ok(rule('rack=a'), 'acceptRule');
+    h.refused(rule('memory>=64Gx'), 'E_INVALID', /^selector: .*unknown unit "Gx"/);
+    h.refused(rule(' '), 'E_INVALID', /an empty rule would accept every machine/);
+    assert.equal(h.state.acceptRule, 'rack=a');
+    const copy = new ControlState();
+    copy.restore(h.state.snapshot());
+    assert.equal(copy.acceptRule, 'rack=a');
+    assert.deepEqual(copy.snapshot(), h.state.snapshot());
+    const trail = h.state.auditTrail({ kind: 'hardware.acceptRule', limit: 10 }).entries;
+    assert.deepEqual(
+      trail.map((e) => [e.target, e.error === undefined]),
+      [
+        [' ', false],
+        ['memory>=64Gx', false],
+        ['rack=a', true],
+      ],
+      'newest first, the refusals too',
+    );
+    const old = new LifecycleHarness(2);
+    old.refused(rule('rack=a'), 'E_INVALID', /needs cluster version 3/);
+  });
+});

@@ -5,7 +5,8 @@
 // machine; an offer overtaken while others are ready is E_VERSION, none ready is E_CONFLICT naming
 // what matched; below state version 3 it is refused. Property: over random logs of allocations
 // (stale offers included), labels, operator verbs and workflow ends, every allocated machine was
-// ready, unowned and matching when the entry applied, and no machine ever has two active owners.
+// ready, unowned and matching when the entry applied (a race's two lanes included), and no machine
+// ever has two active owners.
 // Method: ControlState through apply() (test/support/lifecycle-harness.ts); fast-check for the
 // property.
 import assert from 'node:assert/strict';
@@ -143,7 +144,14 @@ describe('property: one machine, one owner, and only a ready matching one', () =
             const offer = step.offer.map((n) => `m${n}`);
             const before = new Map(offer.map((id) => [id, h.state.hardware(id)]));
             const command = allocateCommand(h, `w${(next += 1)}`, step.selector, offer);
-            const result = h.run(next % 2 === 0 ? { ...command, alternateAttempts: 3 } : command);
+            // Every third a race (0037): its rival lane takes a second machine in the same entry.
+            const policy =
+              next % 3 === 0
+                ? { alternateAttempts: 3, race: true }
+                : next % 2 === 0
+                  ? { alternateAttempts: 3 }
+                  : {};
+            const result = h.run({ ...command, ...policy });
             if (result.type !== 'workflow') continue;
             const hw = before.get(result.workflow.hardwareId);
             const selector = parseSelector(step.selector);
@@ -160,6 +168,13 @@ describe('property: one machine, one owner, and only a ready matching one', () =
               );
             });
             assert.equal(result.workflow.hardwareId, first, 'not the first qualifying machine offered');
+            const rival = result.workflow.race && h.state.workflow(result.workflow.race.rival);
+            if (rival) {
+              const was = before.get(rival.hardwareId);
+              assert.notEqual(rival.hardwareId, result.workflow.hardwareId, 'a race took one machine twice');
+              assert.equal(was?.lifecycle?.state, 'ready', "the rival's machine was not ready");
+              assert.equal(was?.lifecycle?.owner, undefined, "the rival's machine was owned");
+            }
           } else if (step.kind === 'alternate') {
             const waiting = h.state.workflowsAwaitingAlternate();
             const wf = waiting[step.pick % Math.max(1, waiting.length)];

@@ -1,5 +1,6 @@
 // `slipway hardware inspect|drain|undrain|retire|quarantine|release|accept ID --reason TEXT`,
-// `hardware label ID k=v k2-`, `hardware history ID` and `hardware quarantine-policy`: a machine's lifecycle
+// `hardware label ID k=v k2-`, `hardware history ID`, `hardware quarantine-policy` and
+// `hardware accept-rule`: a machine's lifecycle
 // (docs/decisions/0028-machine-lifecycle.md).
 import type { Command } from '@commander-js/extra-typings';
 import type { MachineEvent } from '../../gen/control.js';
@@ -11,6 +12,7 @@ import { labelKeyProblem, labelValueProblem } from '../../model/labels.js';
 import type { OperatorVerb } from '../../model/machine-lifecycle.js';
 import { lifecycleTimeoutSMax, quarantineFailuresMax, quarantineWindowSMax } from '../../model/limits.js';
 import { quarantinePolicyDefault, windowText } from '../../state/control/quarantine-policy.js';
+import { acceptRuleCommand } from './accept-rule.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -106,6 +108,7 @@ export function hardwareLifecycleCommands(hw: Command, connect: Connect): void {
   labelCommand(hw, connect);
   historyCommand(hw, connect);
   quarantinePolicyCommand(hw, connect);
+  acceptRuleCommand(hw, connect);
 }
 
 /** `hardware quarantine-policy`: when repeated failures quarantine a machine. */

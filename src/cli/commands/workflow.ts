@@ -10,6 +10,7 @@ import { selectorFlag, selectorHelp } from './selector-flag.js';
 import {
   alternateAttemptsDefault,
   alternateAttemptsMax,
+  raceAttemptsDefault,
   workflowFinishedDaysDefault,
   workflowFinishedMaxDefault,
   workflowRetentionDaysMax,
@@ -49,17 +50,19 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
     )
     .option(
       '--on-failure <policy>',
-      'retry (default: each action its own retries, on the same machine) or alternate (with --selector: ' +
+      'retry (default: each action its own retries, on the same machine), alternate (with --selector: ' +
         'the failed machine stays failed with its reason and the workflow runs again on another ready ' +
-        'machine the selector matches, never one tried before)',
+        'machine the selector matches, never one tried before) or race (with --selector: start on two ' +
+        'such machines at once, keep the first to succeed, cancel the other and release its machine; ' +
+        'a failed lane alternates onward while --attempts allows). Both need --selector, not --hardware',
     )
     .option(
       '--attempts <n>',
-      `with --on-failure alternate: at most this many machines, the first included (1-${alternateAttemptsMax}, default ${alternateAttemptsDefault})`,
+      `with --on-failure alternate: at most this many machines, the first included (1-${alternateAttemptsMax}, default ${alternateAttemptsDefault}); with race: both lanes included (2-${alternateAttemptsMax}, default ${raceAttemptsDefault})`,
     )
     .addHelpText(
       'after',
-      "\nExamples:\n  slipway workflow create --template ubuntu --hardware m1\n  slipway workflow create --template ubuntu --selector 'rack=a,memory>=64Gi'\n  slipway workflow create --template ubuntu --selector 'rack=a' --on-failure alternate --attempts 3",
+      "\nExamples:\n  slipway workflow create --template ubuntu --hardware m1\n  slipway workflow create --template ubuntu --selector 'rack=a,memory>=64Gi'\n  slipway workflow create --template ubuntu --selector 'rack=a' --on-failure alternate --attempts 3\n  slipway workflow create --template ubuntu --selector 'rack=a' --on-failure race --attempts 4",
     )
     .action(async (o) => {
       if ((o.hardware === undefined) === (o.selector === undefined))
@@ -89,24 +92,40 @@ function workflowCreateCommand(wf: Command, connect: Connect): void {
 }
 
 /** --on-failure and --attempts, checked here: exit 2 on a bad value or combination. */
-function failurePolicy(o: { onFailure?: string; attempts?: string; selector?: string }): {
+export function failurePolicy(o: {
+  onFailure?: string;
+  attempts?: string;
+  selector?: string;
+  hardware?: string;
+}): {
   onFailure?: string;
   attempts?: number;
 } {
   const policy = o.onFailure ?? 'retry';
-  if (policy !== 'retry' && policy !== 'alternate')
-    throw new UsageError(`--on-failure must be retry or alternate, got "${policy}"`);
+  if (policy !== 'retry' && policy !== 'alternate' && policy !== 'race')
+    throw new UsageError(`--on-failure must be retry, alternate or race, got "${policy}"`);
   if (policy === 'retry') {
     if (o.attempts !== undefined)
-      throw new UsageError('--attempts counts machines: it goes with --on-failure alternate');
+      throw new UsageError('--attempts counts machines: it goes with --on-failure alternate or race');
     return o.onFailure === undefined ? {} : { onFailure: policy };
   }
-  if (o.selector === undefined)
-    throw new UsageError('--on-failure alternate needs --selector: the machines to try are those it matches');
-  const attempts =
-    o.attempts === undefined ? alternateAttemptsDefault : wholeNumber(o.attempts, '--attempts');
-  if (attempts < 1 || attempts > alternateAttemptsMax)
-    throw new UsageError(`--attempts must be 1-${alternateAttemptsMax}, got ${attempts}`);
+  if (o.selector === undefined) {
+    // A named machine has no equivalents to try (docs/decisions/0037): say what to give instead.
+    const named = o.hardware === undefined ? '' : ` instead of --hardware ${o.hardware}`;
+    throw new UsageError(
+      `--on-failure ${policy} needs --selector${named}: the machines to try are those it matches ` +
+        `(e.g. --selector 'rack=a'; \`slipway hardware explain SELECTOR\` shows which); ` +
+        'to stay on one machine, use --on-failure retry (the default)',
+    );
+  }
+  const race = policy === 'race';
+  const least = race ? 2 : 1;
+  const fallback = race ? raceAttemptsDefault : alternateAttemptsDefault;
+  const attempts = o.attempts === undefined ? fallback : wholeNumber(o.attempts, '--attempts');
+  if (attempts < least || attempts > alternateAttemptsMax) {
+    const why = race ? ' (a race starts on two machines)' : '';
+    throw new UsageError(`--attempts must be ${least}-${alternateAttemptsMax}${why}, got ${attempts}`);
+  }
   return { onFailure: policy, attempts };
 }
 
@@ -124,6 +143,7 @@ function workflowReadCommands(wf: Command, connect: Connect): void {
           `workflow ${rec.id}  ${rec.state}  template=${rec.template} hardware=${rec.hardwareId}${rec.selector === '' ? '' : ` selector=${rec.selector}`}\n`,
         );
         if (rec.onFailure === 'alternate') process.stdout.write(`${alternateLines(rec)}\n`);
+        if (rec.onFailure === 'race') process.stdout.write(`${raceLines(rec)}\n`);
         process.stdout.write(`${render(output, rec, rec.actions.map(actionRow))}\n`);
       } else process.stdout.write(`${render(output, rec, [])}\n`);
     });
@@ -193,12 +213,18 @@ function workflowWaitCommand(wf: Command, connect: Connect): void {
     .description(
       'wait until a workflow finishes and print its final state: exit 0 on SUCCESS, 1 on FAILED, ' +
         'TIMEOUT or CANCELLED (as `workflow events --follow`). Survives the loss of the node serving it.\n\n' +
+        'A race (--on-failure race) is waited for whole: exit 0 once a lane won, 1 once both lanes failed.\n\n' +
         'Examples:\n' +
         '  id=$(slipway workflow create --template ubuntu --hardware m1) && slipway workflow wait "$id"',
     )
     .argument('<id>')
     .action(async (id) => {
       const { client, output } = connect();
+      const rec = must((await client.control('workflowGet', { id, local: false })).workflow);
+      if (rec.onFailure === 'race' && rec.raceRequest === rec.id) {
+        await waitForRace(client, output, rec);
+        return;
+      }
       let final: string | undefined;
       let last: WorkflowEvent | undefined;
       await client.events(id, 0, true, (e) => {
@@ -211,6 +237,34 @@ function workflowWaitCommand(wf: Command, connect: Connect): void {
       );
       if (final !== 'SUCCESS') process.exitCode = 1;
     });
+}
+
+/** How often `workflow wait` reads a race's record, which no single lane's events end. */
+const raceWaitIntervalMs = 500;
+
+/** `workflow wait` of a race's request: until a lane won (exit 0) or both failed (exit 1). */
+async function waitForRace(
+  client: ClusterClient,
+  output: OutputFormat,
+  first: WorkflowRecord,
+): Promise<void> {
+  let rec = first;
+  while (rec.raceOutcome === 'running') {
+    await new Promise((resolve) => setTimeout(resolve, raceWaitIntervalMs));
+    rec = must((await client.control('workflowGet', { id: rec.id, local: false })).workflow);
+  }
+  const won = rec.raceOutcome === 'won';
+  const doc = {
+    id: rec.id,
+    state: won ? 'SUCCESS' : 'FAILED',
+    message: won
+      ? `race won by workflow ${rec.raceWinner} on ${rec.raceWinnerHardwareId}`
+      : `race lost on every machine: ${rec.machinesTried.join(', ')}`,
+  };
+  process.stdout.write(
+    `${output === 'table' ? `${doc.state}: ${doc.message}` : render(output, doc, [doc])}\n`,
+  );
+  if (!won) process.exitCode = 1;
 }
 
 /** `workflow cancel|retry|delete`: stop, rerun or forget one workflow. */
@@ -324,6 +378,21 @@ function alternateLines(rec: WorkflowRecord): string {
     `on failure: alternate, machines tried ${rec.machinesTried.length} of ${rec.attempts}: ${tried}`,
   ];
   if (rec.gaveUp !== '') lines.push(`gave up: ${rec.gaveUp}`);
+  return lines.join('\n');
+}
+
+/** The race policy's lines: the lanes, the machines either took in order, and who won. */
+function raceLines(rec: WorkflowRecord): string {
+  const lanes =
+    rec.raceRequest === rec.id ? `rival lane ${rec.raceRival}` : `lane of request ${rec.raceRequest}`;
+  const tried =
+    rec.raceRequest === rec.id
+      ? `, machines tried ${rec.machinesTried.length} of ${rec.attempts}: ${rec.machinesTried.join(' → ')}`
+      : '';
+  const lines = [`on failure: race (${lanes})${tried}`];
+  const won = rec.raceWinner === '' ? '' : `: workflow ${rec.raceWinner} on ${rec.raceWinnerHardwareId}`;
+  lines.push(`race: ${rec.raceOutcome}${won}`);
+  if (rec.gaveUp !== '') lines.push(`this lane gave up: ${rec.gaveUp}`);
   return lines.join('\n');
 }
 

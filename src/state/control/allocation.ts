@@ -19,7 +19,14 @@ export type Allocation =
       readonly create: Command<'workflow.create'>;
       /** The selector, canonical, for the workflow's record. */
       readonly selector: string;
+      /** Under the race policy: the rival lane's workflow.create, on the second machine chosen. */
+      readonly rival?: Command<'workflow.create'>;
     };
+
+/** The rival lane's workflow id under the race policy (docs/decisions/0037). */
+export function raceRivalId(requestId: string): string {
+  return `${requestId}.rival`;
+}
 
 /**
  * The machine a workflow.allocate gets: the first candidate, in the command's order, that is
@@ -40,14 +47,22 @@ export function allocate(
     const hw = hardware(candidate.hardwareId);
     if (hw !== undefined) offered.push({ hw, candidate });
   }
-  const chosen = chooseMachine(
-    selector,
-    offered.map((o) => o.hw),
-  );
-  const candidate = offered.find((o) => o.hw === chosen)?.candidate;
-  if (chosen === undefined || candidate === undefined) {
+  const lanes = command.race === true ? 2 : 1;
+  // Never the same machine twice: each lane takes the first qualifying one the others left.
+  const chosen: { readonly hw: Hardware; readonly candidate: AllocationCandidate }[] = [];
+  for (let lane = 0; lane < lanes; lane++) {
+    const left = offered.filter((o) => !chosen.some((c) => c.hw === o.hw));
+    const hw = chooseMachine(
+      selector,
+      left.map((o) => o.hw),
+    );
+    const found = left.find((o) => o.hw === hw);
+    if (found !== undefined) chosen.push(found);
+  }
+  const [first, second] = chosen;
+  if (first === undefined || (lanes === 2 && second === undefined)) {
     const tally = tallyOf(selector, fleet());
-    if (tally.selected > 0) {
+    if (tally.selected >= lanes) {
       const ids = command.candidates.map((c) => c.hardwareId).join(', ');
       return {
         kind: 'refused',
@@ -55,14 +70,35 @@ export function allocate(
         message: `the machines offered (${ids || 'none'}) are no longer ready for "${text}", but ${tally.selected} other machines are: offer again`,
       };
     }
+    if (lanes === 2 && tally.selected === 1) {
+      return { kind: 'refused', code: 'E_CONFLICT', message: raceNeedsTwoMessage(text) };
+    }
     return { kind: 'refused', code: 'E_CONFLICT', message: noMachineMessage(text, tally) };
   }
-  const { type: _type, candidates: _candidates, selector: _selector, ...rest } = command;
+  const {
+    type: _type,
+    candidates: _candidates,
+    selector: _selector,
+    alternateAttempts: _attempts,
+    race: _race,
+    ...rest
+  } = command;
+  const createOn = (o: { readonly hw: Hardware; readonly candidate: AllocationCandidate }, id: string) =>
+    ({ ...rest, id, type: 'workflow.create', hardwareId: o.hw.id, spec: o.candidate.spec }) as const;
   return {
     kind: 'allocated',
-    create: { ...rest, type: 'workflow.create', hardwareId: chosen.id, spec: candidate.spec },
+    create: createOn(first, command.id),
     selector: text,
+    ...(second === undefined ? {} : { rival: createOn(second, raceRivalId(command.id)) }),
   };
+}
+
+/** Why a race cannot start: one machine is ready for its selector, and it needs two. */
+export function raceNeedsTwoMessage(selectorText: string): string {
+  return (
+    `the race policy starts the request on two machines, and only one ready machine matches "${selectorText}": ` +
+    `ready another, or use --on-failure alternate`
+  );
 }
 
 /** What a workflow.alternate does to its workflow: moves it to a machine, or gives up, or nothing. */
@@ -101,6 +137,8 @@ export function alternateOf(
   wf: Workflow,
   hardware: (id: string) => Hardware | undefined,
   fleet: () => Iterable<Hardware>,
+  /** Under the race policy: the machines both lanes took, in order (the request's race.tried). */
+  raceTried?: readonly string[],
 ): Alternation {
   const policy = wf.alternate;
   if (policy === undefined || wf.selector === undefined)
@@ -113,18 +151,19 @@ export function alternateOf(
     };
   }
   const ended = endOn(wf);
-  const tried = policy.tried.join(', ');
-  if (policy.tried.length >= policy.attempts) {
+  const triedAll = raceTried ?? policy.tried;
+  const tried = triedAll.join(', ');
+  if (triedAll.length >= policy.attempts) {
     return {
       kind: 'gave-up',
-      why: `${ended}; gave up: tried ${policy.tried.length} of ${policy.attempts} machines (${tried})`,
+      why: `${ended}; gave up: tried ${triedAll.length} of ${policy.attempts} machines (${tried})`,
     };
   }
   const selector = parseSelector(wf.selector);
   if (selector instanceof SelectorError)
     throw new Error(`a stored selector does not parse: ${selector.message}`);
-  const untried = (hw: Hardware): boolean => !policy.tried.includes(hw.id);
-  const offered = command.candidates.filter((c) => !policy.tried.includes(c.hardwareId));
+  const untried = (hw: Hardware): boolean => !triedAll.includes(hw.id);
+  const offered = command.candidates.filter((c) => !triedAll.includes(c.hardwareId));
   const machines = offered.map((c) => hardware(c.hardwareId)).filter((hw) => hw !== undefined);
   const chosen = chooseMachine(selector, machines);
   const spec = offered.find((c) => c.hardwareId === chosen?.id)?.spec;
@@ -140,7 +179,7 @@ export function alternateOf(
     const none = noMachineMessage(wf.selector, tally).replace(/^no ready machine/, 'no other ready machine');
     return { kind: 'gave-up', why: `${ended}; gave up after ${tried}: ${none}` };
   }
-  const n = policy.tried.length + 1;
+  const n = triedAll.length + 1;
   return {
     kind: 'moved',
     hardwareId: chosen.id,

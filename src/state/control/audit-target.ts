@@ -64,6 +64,8 @@ export function auditTarget(command: ControlCommand): string {
       return `finishedMax=${command.finishedMax} finishedDays=${command.finishedDays}`;
     case 'hardware.quarantinePolicy':
       return `failures=${command.failures} windowS=${command.windowS}`;
+    case 'hardware.acceptRule':
+      return command.selector ?? '(cleared)';
     case 'workflow.gc':
       return command.workflows.map((w) => w.id).join(' ');
     case 'pool.create':

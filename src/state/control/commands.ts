@@ -120,6 +120,11 @@ type ControlChange =
       readonly netboot?: boolean;
       /** The alternate failure policy: at most this many machines (Workflow.alternate). */
       readonly alternateAttempts?: number;
+      /**
+       * The race policy (docs/decisions/0037): two lanes, this id and raceRivalId(id), on the
+       * first two qualifying candidates; refused when fewer than two are. Needs alternateAttempts.
+       */
+      readonly race?: boolean;
     }
   /**
    * The leader's re-allocation of a workflow whose alternate policy holds, after it failed or
@@ -330,6 +335,11 @@ type ControlChange =
   /** When repeated failures quarantine a machine (admin; quarantine-policy.ts). */
   | { readonly type: 'hardware.quarantinePolicy'; readonly failures: number; readonly windowS: number }
   /**
+   * The auto-accept rule (admin; accept-rule.ts, docs/decisions/0037): an enrolled machine whose
+   * inventory report matches the selector is made ready when the report is applied. Absent: cleared.
+   */
+  | { readonly type: 'hardware.acceptRule'; readonly selector?: string }
+  /**
    * Proposed by the leader's collector (src/node/workflow-collector.ts), after archiving them when
    * it archives: deletes each listed workflow, with its events, that is finished at the listed
    * finish time. Any other (gone, running again, finished again since) is skipped.
@@ -438,6 +448,8 @@ export type ControlResult =
   | { readonly type: 'workflowRetention'; readonly retention: WorkflowRetention }
   /** hardware.quarantinePolicy: the setting now in force. */
   | { readonly type: 'quarantinePolicy'; readonly policy: QuarantinePolicy }
+  /** hardware.acceptRule: the rule now in force, canonical; absent when none is. */
+  | { readonly type: 'acceptRule'; readonly selector?: string }
   /** member.drain: the drained members after the command, by id. */
   | { readonly type: 'drainedMembers'; readonly ids: readonly string[] }
   /** workflow.gc: the workflows it deleted, in the command's order. */

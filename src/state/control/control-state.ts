@@ -41,12 +41,14 @@ import { EventLog } from './event-log.js';
 import { LeaseTable } from './leases.js';
 import { deepFreeze, record } from './immutable.js';
 import type {
+  AlternatePolicy,
   Artifact,
   Hardware,
   Lease,
   NetworkInterface,
   OperatorToken,
   PowerJob,
+  RaceLane,
   Template,
   Workflow,
   WorkflowEvent,
@@ -87,7 +89,9 @@ import {
 } from './transitions.js';
 import type { MachineEvent } from '../../model/machine-lifecycle.js';
 import { checkMachines, Machines } from './machines.js';
-import { allocate, alternateOf, awaitsAlternate } from './allocation.js';
+import { allocate, alternateOf, awaitsAlternate, type Allocation } from './allocation.js';
+import { raceTook, raceTriedOf } from './race.js';
+import { acceptRuleOf, type AcceptRule } from './accept-rule.js';
 import { normalizeMac } from '../../platform/addresses.js';
 import {
   idProblem,
@@ -130,6 +134,7 @@ interface Prepared {
   readonly artifacts: Map<string, Artifact>;
   /** Machines in a transitional state (machines.ts). */
   readonly transitional: Set<string>;
+  readonly acceptRule: AcceptRule | undefined;
 }
 
 /** The active workflows and who runs their current action (see indexWorkflow). */
@@ -235,11 +240,14 @@ export class ControlState {
   #pools = new Pools();
   /** When repeated failures quarantine a machine (quarantine-policy.ts). */
   #quarantinePolicy: QuarantinePolicy = quarantinePolicyDefault;
+  /** The auto-accept rule (accept-rule.ts, docs/decisions/0037); undefined: none. */
+  #acceptRule: AcceptRule | undefined;
   #drainChanged = false;
   /** The machine lifecycle (docs/decisions/0028-machine-lifecycle.md), from state version 3. */
   readonly #machines = new Machines({
     clusterVersion: () => this.#clusterVersion,
     quarantinePolicy: () => this.#quarantinePolicy,
+    acceptRule: () => this.#acceptRule,
     hardware: (id) => this.#hardware.get(id),
     hardwareList: () => this.hardwareList(),
     workflow: (id) => this.#workflows.get(id),
@@ -331,6 +339,11 @@ export class ControlState {
   /** When repeated failures quarantine a machine (quarantine-policy.ts). */
   get quarantinePolicy(): QuarantinePolicy {
     return this.#quarantinePolicy;
+  }
+
+  /** The auto-accept rule's selector, canonical (accept-rule.ts); undefined when none is set. */
+  get acceptRule(): string | undefined {
+    return this.#acceptRule?.selector;
   }
 
   /** The members drained by `slipway node drain`, sorted by id. */
@@ -615,6 +628,7 @@ export class ControlState {
       drainedMembers: this.#drainedMembers,
       pools: this.#pools.all(),
       quarantinePolicy: this.#quarantinePolicy,
+      ...(this.#acceptRule === undefined ? {} : { acceptRule: this.#acceptRule.selector }),
     };
   }
 
@@ -725,6 +739,7 @@ export class ControlState {
       activePowerJobs,
       artifacts: new Map((image.artifacts ?? []).map((a) => [a.name, a])),
       transitional,
+      acceptRule: acceptRuleOfImage(image.acceptRule),
     };
   }
 
@@ -762,6 +777,7 @@ export class ControlState {
     this.#pools = new Pools();
     this.#pools.restore(image.pools ?? []);
     this.#quarantinePolicy = image.quarantinePolicy ?? quarantinePolicyDefault;
+    this.#acceptRule = prepared.acceptRule;
     this.#machines.restored(prepared.transitional);
   }
 
@@ -788,18 +804,8 @@ export class ControlState {
         return this.#deleteTemplate(command.name);
       case 'workflow.create':
         return this.#createWorkflow(command, nowMs);
-      case 'workflow.allocate': {
-        const allocation = allocate(
-          command,
-          (id) => this.#hardware.get(id),
-          () => this.#hardware.values(),
-        );
-        if (allocation.kind === 'refused') return failure(allocation.code, allocation.message);
-        const attempts = command.alternateAttempts;
-        const alternate =
-          attempts === undefined ? undefined : { attempts, tried: [allocation.create.hardwareId] };
-        return this.#createWorkflow(allocation.create, nowMs, { selector: allocation.selector, alternate });
-      }
+      case 'workflow.allocate':
+        return this.#allocate(command, nowMs);
       case 'workflow.alternate':
         return this.#alternate(command, nowMs);
       case 'attempt.start':
@@ -811,7 +817,7 @@ export class ControlState {
       case 'deadline.expire':
         return this.#onWorkflow(command.workflowId, (wf) => expireDeadline(wf, nowMs), nowMs);
       case 'workflow.cancel':
-        return this.#onWorkflow(command.id, (wf) => cancelWorkflow(wf, command.message, nowMs), nowMs);
+        return this.#cancel(command, nowMs);
       case 'workflow.retry':
         return this.#onWorkflow(command.id, (wf) => this.#retry(wf, command.fromStart), nowMs);
       case 'workflow.delete':
@@ -857,6 +863,8 @@ export class ControlState {
         return this.#setWorkflowRetention(command);
       case 'hardware.quarantinePolicy':
         return this.#setQuarantinePolicy(command);
+      case 'hardware.acceptRule':
+        return this.#setAcceptRule(command);
       case 'workflow.gc':
         return this.#collect(command.workflows);
       case 'member.drain':
@@ -976,6 +984,17 @@ export class ControlState {
     if (problem !== undefined) return failure('E_INVALID', problem);
     this.#quarantinePolicy = Object.freeze(policy);
     return { type: 'quarantinePolicy', policy: this.#quarantinePolicy };
+  }
+
+  #setAcceptRule(command: Command<'hardware.acceptRule'>): ControlResult {
+    if (command.selector === undefined) {
+      this.#acceptRule = undefined;
+      return { type: 'acceptRule' };
+    }
+    const rule = acceptRuleOf(command.selector);
+    if (typeof rule === 'string') return failure('E_INVALID', rule);
+    this.#acceptRule = rule;
+    return { type: 'acceptRule', selector: rule.selector };
   }
 
   #setDrained(command: Command<'member.drain'>): ControlResult {
@@ -1253,6 +1272,27 @@ export class ControlState {
   }
 
   #createWorkflow(command: Command<'workflow.create'>, nowMs: number, allocated?: Allocated): ControlResult {
+    const refusal = this.#createRefusal(command);
+    if (refusal !== undefined) return refusal;
+    // The netboot job is made in the same entry; if it cannot be, neither is the workflow.
+    const netboot =
+      command.netboot === true
+        ? this.#workflowPowerJob(command.id, command.hardwareId, 'netboot')
+        : undefined;
+    if (netboot !== undefined) {
+      const refusal = this.#powerRequestRefusal(netboot);
+      if (refusal !== undefined)
+        return failure(refusal.code, `cannot netboot the machine: ${refusal.message}`);
+    }
+    deepFreeze(command.spec);
+    deepFreeze(command.hardwareMap);
+    const created = this.#commit(createWorkflow(command, nowMs, allocated), nowMs);
+    if (netboot !== undefined) this.#requestPower(netboot, nowMs);
+    return created;
+  }
+
+  /** Why a workflow.create would be refused (but for its netboot job), or undefined. */
+  #createRefusal(command: Command<'workflow.create'>): Refusal | undefined {
     const problem = idProblem('id', command.id) ?? specProblem(command.spec);
     if (problem !== undefined) return failure('E_INVALID', problem);
     if (this.#workflows.has(command.id))
@@ -1280,32 +1320,90 @@ export class ControlState {
         `the state holds the maximum of ${workflowsMax} workflows; delete finished ones`,
       );
     }
-    // The netboot job is made in the same entry; if it cannot be, neither is the workflow.
-    const netboot =
-      command.netboot === true
-        ? this.#workflowPowerJob(command.id, command.hardwareId, 'netboot')
-        : undefined;
-    if (netboot !== undefined) {
-      const refusal = this.#powerRequestRefusal(netboot);
-      if (refusal !== undefined)
-        return failure(refusal.code, `cannot netboot the machine: ${refusal.message}`);
+    return undefined;
+  }
+
+  /** workflow.allocate (docs/decisions/0030): the machine chosen at apply, or two for a race. */
+  #allocate(command: Command<'workflow.allocate'>, nowMs: number): ControlResult {
+    const allocation = allocate(
+      command,
+      (id) => this.#hardware.get(id),
+      () => this.#hardware.values(),
+    );
+    if (allocation.kind === 'refused') return failure(allocation.code, allocation.message);
+    if (allocation.rival !== undefined) return this.#startRace(command, allocation, nowMs);
+    const attempts = command.alternateAttempts;
+    const alternate =
+      attempts === undefined ? undefined : { attempts, tried: [allocation.create.hardwareId] };
+    return this.#createWorkflow(allocation.create, nowMs, { selector: allocation.selector, alternate });
+  }
+
+  /** workflow.cancel: an operator's cancel ends the request, so a race's rival lane ends too. */
+  #cancel(command: Command<'workflow.cancel'>, nowMs: number): ControlResult {
+    const cancelled = this.#onWorkflow(command.id, (wf) => cancelWorkflow(wf, command.message, nowMs), nowMs);
+    if (cancelled.type === 'workflow') this.#cancelRival(cancelled.workflow, nowMs);
+    return cancelled;
+  }
+
+  /**
+   * workflow.allocate under the race policy (docs/decisions/0037): both lanes created in this one
+   * entry, each taking its machine, or neither (the rival's problems are checked first).
+   */
+  #startRace(
+    command: Command<'workflow.allocate'>,
+    allocation: Extract<Allocation, { readonly kind: 'allocated' }>,
+    nowMs: number,
+  ): ControlResult {
+    const { create, rival } = allocation;
+    const attempts = command.alternateAttempts;
+    if (rival === undefined || attempts === undefined || attempts < 2 || command.netboot === true) {
+      return failure('E_INVALID', 'race: alternateAttempts of at least 2 (both lanes included), no netboot');
     }
-    deepFreeze(command.spec);
-    deepFreeze(command.hardwareMap);
-    const created = this.#commit(createWorkflow(command, nowMs, allocated), nowMs);
-    if (netboot !== undefined) this.#requestPower(netboot, nowMs);
-    return created;
+    const refusal = this.#createRefusal(create) ?? this.#createRefusal(rival);
+    if (refusal !== undefined) return refusal;
+    if (this.#workflows.size + 2 > workflowsMax) {
+      return failure(
+        'E_CONFLICT',
+        `the state holds the maximum of ${workflowsMax} workflows; delete finished ones`,
+      );
+    }
+    const tried = Object.freeze([create.hardwareId, rival.hardwareId]);
+    const lane = (
+      own: Command<'workflow.create'>,
+      other: string,
+      request?: readonly string[],
+    ): Allocated => ({
+      selector: allocation.selector,
+      alternate: { attempts, tried: [own.hardwareId] },
+      race: { request: create.id, rival: other, ...(request === undefined ? {} : { tried: request }) },
+    });
+    const first = this.#createWorkflow(create, nowMs, lane(create, rival.id, tried));
+    if (first.type === 'error') return first;
+    const second = this.#createWorkflow(rival, nowMs, lane(rival, create.id));
+    // Checked as the first was (id, template, machine): a refusal here is a bug, not input.
+    if (second.type === 'error') throw new Error(`race: the rival lane was refused: ${second.message}`);
+    const request = this.#workflows.get(create.id);
+    if (request === undefined) return first;
+    const message =
+      `race started: workflow ${create.id} on ${create.hardwareId}, workflow ${rival.id} on ` +
+      `${rival.hardwareId}, both ready and matching ${allocation.selector}; at most ${attempts} machines`;
+    return this.#commit(
+      { kind: 'changed', workflow: request, events: [{ type: 'workflow.race', message }] },
+      nowMs,
+    );
   }
 
   /** workflow.alternate: the leader's re-allocation of a failed workflow, or its policy given up. */
   #alternate(command: Command<'workflow.alternate'>, nowMs: number): ControlResult {
     const wf = this.#workflows.get(command.id);
     if (wf === undefined) return failure('E_NOT_FOUND', `workflow "${command.id}" does not exist`);
+    const request = wf.race === undefined ? undefined : this.#workflows.get(wf.race.request);
     const decided = alternateOf(
       command,
       wf,
       (id) => this.#hardware.get(id),
       () => this.#hardware.values(),
+      wf.race === undefined ? undefined : raceTriedOf(wf, request),
     );
     if (decided.kind === 'refused') return failure(decided.code, decided.message);
     if (decided.kind === 'moved') deepFreeze(decided.spec);
@@ -1314,7 +1412,73 @@ export class ControlState {
       const unknownWorker = this.#unknownWorker(next.spec.tasks);
       if (unknownWorker !== undefined) return failure('E_INVALID', unknownWorker);
     }
-    return this.#commit(alternateWorkflow(wf, next, decided.why), nowMs);
+    const moved = alternateWorkflow(wf, next, decided.why);
+    if (next === undefined || request === undefined || moved.kind !== 'changed')
+      return this.#commit(moved, nowMs);
+    // A race's lane moved: the request keeps every machine either lane took, in order.
+    const took = (r: Workflow): Workflow => raceTook(r, next.hardwareId);
+    if (request.id === wf.id) return this.#commit({ ...moved, workflow: took(moved.workflow) }, nowMs);
+    const result = this.#commit(moved, nowMs);
+    this.#commit({ kind: 'changed', workflow: took(request), events: [] }, nowMs);
+    return result;
+  }
+
+  /** An operator cancelled a race's lane: the request ends, so its rival lane ends too. */
+  #cancelRival(lane: Workflow, nowMs: number): void {
+    const rival = lane.race === undefined ? undefined : this.#workflows.get(lane.race.rival);
+    if (rival === undefined) return;
+    const why = `cancelled with its rival lane ${lane.id}: ${lane.message ?? ''}`;
+    if (!isTerminal(rival.state)) this.#commit(cancelWorkflow(rival, why, nowMs), nowMs);
+    else if (awaitsAlternate(rival) && rival.alternate !== undefined) {
+      const gaveUp = record<AlternatePolicy>({ ...rival.alternate, gaveUp: why });
+      const done = record<Workflow>({ ...rival, alternate: gaveUp });
+      this.#commit(
+        { kind: 'changed', workflow: done, events: [{ type: 'workflow.race', message: why }] },
+        nowMs,
+      );
+    }
+  }
+
+  /**
+   * A race's lane succeeded (docs/decisions/0037): the request records the winner, and the rival
+   * is cancelled (its running action stopped; its machine released) or, failed and awaiting
+   * another machine, given up. Called once the lane's success is committed.
+   */
+  #raceWon(lane: Workflow, nowMs: number): void {
+    const race = lane.race;
+    const request = race === undefined ? undefined : this.#workflows.get(race.request);
+    if (race === undefined || request?.race === undefined || request.race.winner !== undefined) return;
+    const where = `workflow ${lane.id} succeeded first, on ${lane.hardwareId}`;
+    const decided = `race won: ${where}`;
+    // The lane is stored already: when it is the request, this is it.
+    const won = record<Workflow>({
+      ...request,
+      race: record<RaceLane>({ ...request.race, winner: lane.id }),
+    });
+    this.#commit(
+      { kind: 'changed', workflow: won, events: [{ type: 'workflow.race', message: decided }] },
+      nowMs,
+    );
+    // Read after: when the winner is the rival lane, its rival is the request just stored.
+    const rival = this.#workflows.get(race.rival);
+    if (rival === undefined) return;
+    const lost = `lost the race: ${where}`;
+    if (!isTerminal(rival.state)) {
+      const cancelled = cancelWorkflow(rival, lost, nowMs);
+      if (cancelled.kind !== 'changed') return;
+      const loser = record<Workflow>({
+        ...cancelled.workflow,
+        race: record<RaceLane>({ ...(cancelled.workflow.race ?? race), lostTo: lane.id }),
+      });
+      this.#commit({ ...cancelled, workflow: loser }, nowMs);
+    } else if (awaitsAlternate(rival) && rival.alternate !== undefined) {
+      const gaveUp = record<AlternatePolicy>({ ...rival.alternate, gaveUp: lost });
+      const done = record<Workflow>({ ...rival, alternate: gaveUp });
+      this.#commit(
+        { kind: 'changed', workflow: done, events: [{ type: 'workflow.race', message: lost }] },
+        nowMs,
+      );
+    }
   }
 
   /** The power job a netbooting workflow makes at its start ('netboot') or success ('diskboot'). */
@@ -1429,8 +1593,10 @@ export class ControlState {
         if (this.#powerRequestRefusal(diskboot) === undefined) this.#requestPower(diskboot, nowMs);
       }
     }
+    if (wf.race !== undefined && wf.state === 'SUCCESS' && before?.state !== 'SUCCESS')
+      this.#raceWon(wf, nowMs);
     if (transition.outcome !== undefined) return { type: 'attempt', ...transition.outcome };
-    return { type: 'workflow', workflow: wf };
+    return { type: 'workflow', workflow: this.#workflows.get(wf.id) ?? wf };
   }
 
   /** Keeps the active set and the per-worker index in step with a stored workflow. */
@@ -1633,4 +1799,16 @@ function poolResult(
   outcome: Pool | { readonly code: ControlErrorCode; readonly message: string },
 ): ControlResult {
   return isRefusal(outcome) ? failure(outcome.code, outcome.message) : { type: 'pool', pool: outcome };
+}
+
+/** The rule a snapshot holds (its reader checked the text parses and is canonical). */
+function acceptRuleOfImage(text: string | undefined): AcceptRule | undefined {
+  if (text === undefined) return undefined;
+  const rule = acceptRuleOf(text);
+  if (typeof rule === 'string' || rule.selector !== text) {
+    throw new DecodeError(
+      `control snapshot: acceptRule: ${typeof rule === 'string' ? rule : 'not canonical'}`,
+    );
+  }
+  return rule;
 }

@@ -192,6 +192,11 @@ function outcomeOf(wf: Workflow): { trigger: LifecycleTrigger; to: MachineState;
     case 'SUCCESS':
       return { trigger: 'succeed', to: 'deployed', fields: { reason: `workflow ${wf.id} succeeded` } };
     case 'CANCELLED':
+      // A race's loser (0037): its rival succeeded first; the machine did nothing wrong.
+      if (wf.race?.lostTo !== undefined) {
+        const reason = `workflow ${wf.id} lost the race to workflow ${wf.race.lostTo}: released`;
+        return { trigger: 'release', to: 'ready', fields: { reason } };
+      }
       return {
         trigger: 'cancel',
         to: 'failed',
@@ -273,14 +278,22 @@ export function applyVerb(
   }
 }
 
-/** releasing, then, while no release template is known (the seam), ready at once. */
+/** An operator's release: see releaseMachine. */
 function release(hw: Hardware, command: Command<'hardware.lifecycle'>, cause: Cause, nowMs: number): Moved {
-  const deadlineMs = nowMs + (command.timeoutS ?? releasingTimeoutSDefault) * 1000;
-  const releasing = move(hw, 'releasing', 'release', cause, { reason: command.reason, deadlineMs }, nowMs);
+  return releaseMachine(hw, command.reason, command.timeoutS ?? releasingTimeoutSDefault, cause, nowMs);
+}
+
+/** releasing, then, while no release template is known (the seam), ready at once. */
+function releaseMachine(hw: Hardware, reason: string, timeoutS: number, cause: Cause, nowMs: number): Moved {
+  const deadlineMs = nowMs + timeoutS * 1000;
+  const releasing = move(hw, 'releasing', 'release', cause, { reason, deadlineMs }, nowMs);
   // A release template would be a workflow that owns the machine from here, ending in released.
   if (releaseTemplateOf(hw.id) !== undefined) return releasing;
-  const reason = 'no release template: released at once';
-  return andThen(releasing, move(releasing.hardware, 'ready', 'released', cause, { reason }, nowMs));
+  const released = 'no release template: released at once';
+  return andThen(
+    releasing,
+    move(releasing.hardware, 'ready', 'released', cause, { reason: released }, nowMs),
+  );
 }
 
 /** maintenance: no new work; a running owner finishes (or, with --now, is cancelled). */
@@ -365,6 +378,9 @@ export function followOwner(
   const withWorkflow = { ...cause, workflowId: wf.id };
   if (outcome.trigger === 'fail') {
     return failOrQuarantine(hw, 'fail', withWorkflow, outcome.fields, policy, nowMs);
+  }
+  if (outcome.trigger === 'release') {
+    return releaseMachine(hw, outcome.fields.reason ?? '', releasingTimeoutSDefault, withWorkflow, nowMs);
   }
   return move(hw, outcome.to, outcome.trigger, withWorkflow, outcome.fields, nowMs);
 }

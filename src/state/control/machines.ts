@@ -43,6 +43,7 @@ import {
   type Moved,
 } from './hardware-lifecycle.js';
 import type { QuarantinePolicy } from './quarantine-policy.js';
+import { acceptedByRule, acceptedByRuleReason, type AcceptRule } from './accept-rule.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -51,6 +52,8 @@ export interface MachinesHost {
   clusterVersion(): number;
   /** When repeated failures quarantine a machine (the replicated setting). */
   quarantinePolicy(): QuarantinePolicy;
+  /** The auto-accept rule (the replicated setting, accept-rule.ts); undefined: none. */
+  acceptRule(): AcceptRule | undefined;
   hardware(id: string): Hardware | undefined;
   hardwareList(): Hardware[];
   workflow(id: string): Workflow | undefined;
@@ -249,6 +252,13 @@ export class Machines {
     }
     const step = reportMove(target, inventory);
     const stored = withInventory(target, inventory, nowMs);
+    const rule = this.#host.acceptRule();
+    if (step.kind === 'stay' && rule !== undefined && acceptedByRule(stored, rule)) {
+      // The auto-accept rule (docs/decisions/0037): an enrolled machine that matches is ready now.
+      const cause: Cause = { by: `accept rule (inventory report of ${command.id})` };
+      this.#store(move(stored, 'ready', 'accept', cause, { reason: acceptedByRuleReason(rule) }, nowMs));
+      return { type: 'hardware', hardware: this.#host.hardware(stored.id) ?? stored };
+    }
     if (step.kind === 'stay') {
       this.#host.storeHardware(stored);
       return { type: 'hardware', hardware: stored };

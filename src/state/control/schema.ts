@@ -277,6 +277,15 @@ export const readWorkflow: Reader<Workflow> = object({
       gaveUp: optional(text),
     }),
   ),
+  race: optional(
+    object({
+      request: text,
+      rival: text,
+      tried: optional(array(text, alternateAttemptsMax)),
+      winner: optional(text),
+      lostTo: optional(text),
+    }),
+  ),
 });
 
 export const readWorkflowEvent: Reader<WorkflowEvent> = object({
@@ -291,6 +300,7 @@ export const readWorkflowEvent: Reader<WorkflowEvent> = object({
     'workflow.cancelled',
     'workflow.retried',
     'workflow.alternate',
+    'workflow.race',
     'action.started',
     'action.succeeded',
     'action.failed',
@@ -468,6 +478,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     candidates: array(object({ hardwareId: text, spec: readRenderedTemplate }), allocationCandidatesMax),
     netboot: optional(boolean),
     alternateAttempts: optional(integer(1, alternateAttemptsMax)),
+    race: optional(boolean),
     ...audited,
   }),
   'workflow.alternate': object({
@@ -611,6 +622,11 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     windowS: safeInteger,
     ...audited,
   }),
+  'hardware.acceptRule': object({
+    type: literal(['hardware.acceptRule']),
+    selector: optional(text),
+    ...audited,
+  }),
   'workflow.gc': object({
     type: literal(['workflow.gc']),
     workflows: array(object({ id: text, finishedMs: count }), workflowGcBatchMax),
@@ -682,6 +698,7 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
     type: literal(['quarantinePolicy']),
     policy: object({ failures: count, windowS: count }),
   }),
+  acceptRule: object({ type: literal(['acceptRule']), selector: optional(text) }),
   collected: object({ type: literal(['collected']), ids: array(text, workflowGcBatchMax) }),
   drainedMembers: object({ type: literal(['drainedMembers']), ids: array(text, drainedMembersMax) }),
   pool: object({ type: literal(['pool']), pool: readPool }),

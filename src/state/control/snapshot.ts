@@ -20,6 +20,8 @@
 //     ..., "pools": [Pool by name] }   (format 6 only, at state version 3, only when not empty)
 //     ..., "quarantinePolicy": { "failures", "windowS" } }   (format 6 only, at state version
 //          3 or above, and only when it is not the default)
+//     ..., "acceptRule": "selector" }   (format 6 only, at state version 3 or above, only when
+//          one is set; docs/decisions/0037)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
@@ -57,6 +59,7 @@ import {
   workflowRetentionDaysMax,
   workflowsMax,
   poolsMax,
+  selectorBytesMax,
 } from '../../model/limits.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
@@ -117,6 +120,8 @@ export interface SnapshotImage {
   readonly pools?: readonly Pool[];
   /** When repeated failures quarantine a machine; absent means the default. */
   readonly quarantinePolicy?: QuarantinePolicy;
+  /** The auto-accept rule's selector, canonical; absent means none. */
+  readonly acceptRule?: string;
 }
 
 export interface AuditImage {
@@ -166,6 +171,7 @@ const readImage = object({
       windowS: integer(1, quarantineWindowSMax),
     }),
   ),
+  acceptRule: optional(string(selectorBytesMax)),
 });
 
 function readAuditImage(): Reader<AuditImage> {
@@ -287,6 +293,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     text += `,"pools":[${pools.map((p, i) => JSON.stringify(readPool(p, at('pools', i)))).join(',')}]`;
   }
   text += quarantinePolicyText;
+  text += acceptRuleField(image.acceptRule, clusterVersion);
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -333,7 +340,10 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
       : image.pools.length === 0
         ? 'pools: an empty list is left out'
         : poolsProblem(image.clusterVersion ?? stateVersionBaseline, image.pools)) ??
-    quarantinePolicySnapshotProblem(image.clusterVersion, image.quarantinePolicy);
+    quarantinePolicySnapshotProblem(image.clusterVersion, image.quarantinePolicy) ??
+    (image.acceptRule !== undefined && (image.clusterVersion ?? stateVersionBaseline) < stateVersionFleet
+      ? `acceptRule: is set at state version ${stateVersionFleet}; the cluster runs at ${image.clusterVersion ?? stateVersionBaseline}`
+      : undefined);
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -469,6 +479,18 @@ function quarantinePolicyField(policy: QuarantinePolicy | undefined, clusterVers
   const failures = integer(1, quarantineFailuresMax)(policy.failures, 'quarantinePolicy.failures');
   const windowS = integer(1, quarantineWindowSMax)(policy.windowS, 'quarantinePolicy.windowS');
   return `,"quarantinePolicy":{"failures":${String(failures)},"windowS":${String(windowS)}}`;
+}
+
+/** The auto-accept rule as the snapshot writes it, last: nothing when none is set. */
+function acceptRuleField(rule: string | undefined, clusterVersion: number): string {
+  if (rule === undefined) return '';
+  if (clusterVersion < stateVersionFleet) {
+    throw new ShapeError(
+      'acceptRule',
+      `is set by a command of state version ${stateVersionFleet}; the cluster runs at ${clusterVersion}`,
+    );
+  }
+  return `,"acceptRule":${JSON.stringify(string(selectorBytesMax)(rule, 'acceptRule'))}`;
 }
 
 function quarantinePolicySnapshotProblem(

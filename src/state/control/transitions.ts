@@ -13,6 +13,7 @@ import type { AttemptOutcome, ControlCommand, ControlErrorCode } from './command
 import type {
   ActionStatus,
   AlternatePolicy,
+  RaceLane,
   RenderedTemplate,
   Workflow,
   WorkflowEvent,
@@ -81,6 +82,8 @@ function outcome(wf: Workflow, index: number, attempt: number): AttemptOutcome {
 export interface Allocated {
   readonly selector: string;
   readonly alternate?: AlternatePolicy | undefined;
+  /** Under the race policy: the lane this workflow is (docs/decisions/0037). */
+  readonly race?: RaceLane | undefined;
 }
 
 /** A new workflow; `allocated` when its machine was allocated by a selector (workflow.allocate). */
@@ -107,6 +110,7 @@ export function createWorkflow(
     netboot: command.netboot === true ? true : undefined,
     selector: allocated?.selector,
     alternate: allocated?.alternate,
+    race: allocated?.race,
   });
   return { kind: 'changed', workflow, events: [{ type: 'workflow.created' }] };
 }
