@@ -86,7 +86,11 @@ export type LabDiskBus = 'virtio' | 'scsi';
 
 /** One machine's hardware; what is left out takes the lab's default. */
 export interface LabMachineSpec {
-  /** MiB. Default 1024 (the boot OS unpacks ~110 MB into RAM and runs Node.js). */
+  /**
+   * MiB, a multiple of 128 (Linux counts installed memory in 128 MiB blocks on x86, so the
+   * inventory then says exactly this). Default 1024 (the boot OS unpacks ~120 MB into RAM and
+   * runs Node.js).
+   */
   readonly memoryMiB?: number;
   /** Default 8 GiB. */
   readonly diskBytes?: number;
@@ -95,6 +99,7 @@ export interface LabMachineSpec {
 }
 
 export const labMemoryMiBMin = 768;
+const labMemoryBlockMiB = 128;
 export const labMemoryMiBMax = 16_384;
 export const labDiskBytesMin = 64 * 1024 * 1024;
 export const labDiskBytesMax = 2 * 1024 ** 4;
@@ -395,6 +400,9 @@ export function labSpecProblem(spec: LabMachineSpec): string | undefined {
     (!Number.isInteger(memoryMiB) || memoryMiB < labMemoryMiBMin || memoryMiB > labMemoryMiBMax)
   ) {
     return `a machine's memory must be ${labMemoryMiBMin}-${labMemoryMiBMax} MiB (the boot OS runs in it), got ${memoryMiB}`;
+  }
+  if (memoryMiB !== undefined && memoryMiB % labMemoryBlockMiB !== 0) {
+    return `a machine's memory must be a multiple of ${labMemoryBlockMiB} MiB (Linux's memory block, so its inventory says it exactly), got ${memoryMiB}`;
   }
   if (
     diskBytes !== undefined &&

@@ -1,5 +1,5 @@
 // Goal: `slipway lab up` refuses a machine spec it cannot build before it touches anything: memory
-// outside what the boot OS runs in, a disk size that does not parse or is not whole sectors, an
+// outside what the boot OS runs in or not whole 128 MiB blocks, a disk size that does not parse or is not whole sectors, an
 // unknown disk bus, more values than machines, an empty item; and each error names the flag.
 // Method: the real `slipway` with a --dir that must stay absent (nothing was started or recorded).
 import assert from 'node:assert/strict';
@@ -17,6 +17,7 @@ describe('slipway lab up refuses a machine spec it cannot build', () => {
   const cases: readonly (readonly [string[], RegExp])[] = [
     [['--memory', '512'], /machine 1: a machine's memory must be 768-16384 MiB .*got 512/],
     [['--machines', '2', '--memory', '1024,99999'], /machine 2: a machine's memory must be 768-16384 MiB/],
+    [['--memory', '1000'], /memory must be a multiple of 128 MiB .*got 1000/],
     [['--memory', '1Gi'], /--memory/],
     [['--machines', '2', '--memory', '1024,1024,1024'], /--memory gives 3 values for 2 machine\(s\)/],
     [['--memory', '1024,'], /--memory has an empty item in "1024,"/],

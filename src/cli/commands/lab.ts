@@ -40,7 +40,7 @@ export function labCommand(program: Command): void {
     .option('--firmware <kind>', 'bios (SeaBIOS + iPXE ROM) or uefi (OVMF)', 'bios')
     .option(
       '--memory <MiB>',
-      'memory per machine in MiB (768-16384), or a list with one per machine (the last repeats)',
+      'memory per machine in MiB (768-16384, a multiple of 128), or a list with one per machine (the last repeats)',
       '1024',
     )
     .option('--disk <size>', 'disk size per machine (512Mi, 8Gi, ...), or a list like --memory', '8Gi')
@@ -85,7 +85,7 @@ export function labCommand(program: Command): void {
       mkdirSync(dir, { recursive: true });
       const record: LabFile = { pid: process.pid, labId: up.lab.id, hostVeth: up.hostVeth };
       writeFileSync(file, `${JSON.stringify(record)}\n`);
-      process.stdout.write(labSummary(up, o.dir === defaultDir ? '' : ` --dir ${o.dir}`));
+      process.stdout.write(await labSummary(up, o.dir === defaultDir ? '' : ` --dir ${o.dir}`));
       await new Promise<void>((done) => {
         process.once('SIGINT', () => done());
         process.once('SIGTERM', () => done());
@@ -154,7 +154,8 @@ function listFlag(text: string, flag: string, machines: number): string[] {
 }
 
 /** What `lab up` prints once the lab is up: what is there and what to type next. */
-function labSummary(up: MachineLab, dirFlag: string): string {
+async function labSummary(up: MachineLab, dirFlag: string): Promise<string> {
+  const { formatBytes } = await import('../../fleet/index.js');
   const first = up.machines[0];
   const id = first?.id ?? 'm1';
   const head = [
@@ -163,7 +164,7 @@ function labSummary(up: MachineLab, dirFlag: string): string {
       (up.registered ? ':' : ', unregistered (Slipway does not know them yet):'),
     ...up.machines.map((m) => {
       const { memoryMiB, diskBytes, diskBus, system } = m.identity;
-      const hardware = `${memoryMiB} MiB, ${diskBytes} B ${diskBus} disk, serial ${system.serial}`;
+      const hardware = `${memoryMiB} MiB, ${formatBytes(diskBytes)} ${diskBus} disk, serial ${system.serial}`;
       const place = up.registered ? `${m.address}  ` : '';
       return `  ${m.id}  ${m.mac}  ${place}BMC ${m.bmcUrl}  ${hardware}  console ${m.console}`;
     }),
