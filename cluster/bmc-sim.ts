@@ -16,6 +16,10 @@
 //     used. So mode 'startcmd' is the plain simulator (bootdev refused), and mode
 //     'chassis-control' has our script keep the boot device in a file and start QEMU with
 //     `-boot n` (pxe) or `-boot c` (disk, the default), honouring `chassis bootdev`.
+//   - The VM reaches its BMC through a KCS system interface (QEMU's ipmi-bmc-extern on the
+//     chardev ipmi_sim serves, and isa-ipmi-kcs, announced in ACPI and SMBIOS type 38): Linux's
+//     ipmi_si and ipmi_devintf give the guest /dev/ipmi0, and `ipmitool lan print` there reads
+//     the LAN settings that `lan` gives (docs/operations.md, "Discovery in the lab").
 // Every process is stopped by PID (never by name): ipmi_sim by its ChildProcess, the VM by the
 // PID its start script wrote.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -302,7 +306,7 @@ function vmScript(
     'qemu-system-x86_64 -accel tcg -display none -monitor none',
     vm,
     `-chardev socket,id=ipmi0,host=127.0.0.1,port=${String(vmPort)},reconnect=10`,
-    '-device ipmi-bmc-extern,id=bmc0,chardev=ipmi0 -device isa-ipmi-bt,bmc=bmc0',
+    '-device ipmi-bmc-extern,id=bmc0,chardev=ipmi0 -device isa-ipmi-kcs,bmc=bmc0',
   ].join(' ');
   return `#!/bin/sh
 dir=${dir}

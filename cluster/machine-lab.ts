@@ -5,10 +5,18 @@
 // are registered with their MAC, address and BMC. The host reaches the LAN through a veth, so
 // the CLI works from an ordinary shell.
 //
+// Every machine has an identity a real one has, so discovery can be checked against what QEMU
+// was given: SMBIOS type 1 (vendor, product, serial, UUID), a disk serial (virtio-blk, or a
+// SCSI disk with a model and a WWN), its own memory and disk size, and the KCS interface to its
+// BMC (/dev/ipmi0 in the guest), whose LAN settings name the BMC's address and MAC. With
+// `unregistered`, the machines are not registered: the nodes run DHCP with a pool and
+// --discovery, and a machine powered on into PXE enrols itself (docs/decisions/0029).
+//
 // Layout (all inside the lab's own network namespaces, plus the host's veth):
-//   LAN 10.213.0.0/24 (br0 in namespace lan): host .1, BMCs .2 (port 6230+i), ops .5,
-//   nodes n1-n3 .11-.13 (raft :7000, API :7001, HAProxy :7070, HTTP :8080, TFTP :69),
-//   VIP .100, machines .61+. IPv6 router advertisements on br0 (iPXE waits for one).
+//   LAN 10.213.0.0/24 or the /24 given (br0 in namespace lan): host .1, BMCs .2 (port 6230+i),
+//   ops .5, nodes n1-n3 .11-.13 (raft :7000, API :7001, HAProxy :7070, HTTP :8080, TFTP :69),
+//   VIP .100, machines .61+ (registered) or the pool .150-.199 (unregistered). IPv6 router
+//   advertisements on br0 (iPXE waits for one).
 // Everything it starts is its child, stopped by PID; down() deletes the namespaces.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -21,14 +29,12 @@ import { defaultHealthCheck } from '../lb/balancer-spec.js';
 import { buildBootOs } from '../src/bootos/index.js';
 import { packageFile } from '../src/platform/package-file.js';
 import { IpmiSim } from './bmc-sim.js';
-import { NetnsLab, type LabProcess } from './netns-lab.js';
+import { labPrefix, NetnsLab, type LabProcess } from './netns-lab.js';
 
 const run = promisify(execFile);
 
-export const labSubnet = '10.213.0';
-export const labVip = `${labSubnet}.100`;
-const hostAddress = `${labSubnet}.1`;
-const bmcAddress = `${labSubnet}.2`;
+/** The LAN's first three octets unless told otherwise. */
+export const labSubnetDefault = '10.213.0';
 const nodeIds = ['n1', 'n2', 'n3'] as const;
 const balancerPort = 7070;
 const bmcUser = 'admin';
@@ -38,17 +44,106 @@ const ovmfVars = '/usr/share/OVMF/OVMF_VARS_4M.fd';
 const slipwayBin = fileURLToPath(packageFile('bin/slipway.js'));
 const nodeReadyMs = 60_000;
 
+/** The lab's addresses on its /24 (the layout above). */
+export interface LabAddresses {
+  readonly subnet: string;
+  readonly host: string;
+  readonly bmc: string;
+  readonly ops: string;
+  readonly vip: string;
+  /** Dynamic DHCP's pool for unregistered machines, as --dhcp-pool takes it. */
+  readonly pool: string;
+  readonly nodes: readonly string[];
+  /** Machine i's reserved address, when registered. */
+  machine(i: number): string;
+}
+
+export function labAddresses(subnet: string): LabAddresses {
+  if (!/^10\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})$/.test(subnet)) {
+    throw new Error(`the lab's subnet is three octets of 10.0.0.0/8 (e.g. 10.213.0), got "${subnet}"`);
+  }
+  return {
+    subnet,
+    host: `${subnet}.1`,
+    bmc: `${subnet}.2`,
+    ops: `${subnet}.5`,
+    vip: `${subnet}.100`,
+    pool: `${subnet}.150-${subnet}.199/24`,
+    nodes: nodeIds.map((_, i) => `${subnet}.${11 + i}`),
+    machine: (i) => `${subnet}.${61 + i}`,
+  };
+}
+/** The SMBIOS identity every lab machine's firmware reports (its serial and UUID are its own). */
+export const labSystemVendor = 'Slipway Lab';
+export const labSystemProduct = 'QEMU lab machine';
+/** What QEMU's SCSI disk reports as its model when the lab gives it one. */
+const scsiDiskVendor = 'SLIPWAY';
+const scsiDiskProduct = 'LAB DISK';
+
 export type Firmware = 'bios' | 'uefi';
+/** virtio: virtio-blk (a serial, no model); scsi: a SCSI disk on virtio-scsi (serial, model, WWN). */
+export type LabDiskBus = 'virtio' | 'scsi';
+
+/** One machine's hardware; what is left out takes the lab's default. */
+export interface LabMachineSpec {
+  /**
+   * MiB, a multiple of 128 (Linux counts installed memory in 128 MiB blocks on x86, so the
+   * inventory then says exactly this). Default 1024 (the boot OS unpacks ~120 MB into RAM and
+   * runs Node.js).
+   */
+  readonly memoryMiB?: number;
+  /** Default 8 GiB. */
+  readonly diskBytes?: number;
+  readonly diskBus?: LabDiskBus;
+  readonly firmware?: Firmware;
+}
+
+export const labMemoryMiBMin = 768;
+const labMemoryBlockMiB = 128;
+export const labMemoryMiBMax = 16_384;
+export const labDiskBytesMin = 64 * 1024 * 1024;
+export const labDiskBytesMax = 2 * 1024 ** 4;
 
 export interface MachineLabOptions {
   readonly machines: number;
   readonly firmware?: Firmware;
   /** A boot OS already built (`slipway bootos build --out DIR`); otherwise one is built. */
   readonly bootOsDir?: string;
-  /** Memory per machine, MiB. Default 1024 (the boot OS unpacks ~110 MB into RAM). */
+  /** Memory per machine, MiB, where its spec says nothing. Default 1024. */
   readonly memoryMiB?: number;
+  /** Machine i's hardware is specs[i]; past the end, the last one (none: the defaults). */
+  readonly specs?: readonly LabMachineSpec[];
+  /**
+   * Do not register the machines: the nodes run dynamic DHCP with a pool and --discovery, and
+   * each machine enrols itself when it network-boots.
+   */
+  readonly unregistered?: boolean;
+  /** The LAN's first three octets (default 10.213.0): two labs on one host need two. */
+  readonly subnet?: string;
   /** Told each step, for the operator. */
   readonly progress?: (line: string) => void;
+}
+
+/** What the machine's firmware and devices report: what its inventory must say. */
+export interface LabMachineIdentity {
+  readonly firmware: Firmware;
+  readonly memoryMiB: number;
+  readonly diskBytes: number;
+  readonly diskBus: LabDiskBus;
+  readonly diskSerial: string;
+  /** A SCSI disk's model (its SCSI product) and WWN; a virtio-blk disk has neither. */
+  readonly diskModel?: string;
+  readonly diskWwn?: string;
+  /** The NIC's Linux driver: e1000 under SeaBIOS, virtio_net under OVMF. */
+  readonly nicDriver: string;
+  readonly system: {
+    readonly vendor: string;
+    readonly product: string;
+    readonly serial: string;
+    readonly uuid: string;
+  };
+  /** The BMC's LAN settings, as `ipmitool lan print` reads them through /dev/ipmi0. */
+  readonly bmcLan: { readonly address: string; readonly mac: string };
 }
 
 export interface LabNode {
@@ -59,9 +154,12 @@ export interface LabNode {
 }
 
 export interface LabMachine {
+  /** Its hardware id: m1, m2, ... when registered; as discovery names it otherwise. */
   readonly id: string;
   readonly mac: string;
+  /** Its reserved address when registered; unregistered, DHCP gives one from the pool. */
   readonly address: string;
+  readonly identity: LabMachineIdentity;
   readonly bmc: IpmiSim;
   /** The BMC as `hardware create --bmc` names it. */
   readonly bmcUrl: string;
@@ -78,7 +176,8 @@ export class MachineLab {
   readonly ops: string;
   /** The veth on the host side, removed by down(). */
   readonly hostVeth: string;
-  readonly vip = labVip;
+  readonly net: LabAddresses;
+  readonly registered: boolean;
   #down = false;
 
   private constructor(
@@ -87,8 +186,12 @@ export class MachineLab {
     machines: LabMachine[],
     ops: string,
     hostVeth: string,
+    net: LabAddresses,
+    registered: boolean,
   ) {
+    this.net = net;
     this.lab = lab;
+    this.registered = registered;
     this.nodes = nodes;
     this.machines = machines;
     this.ops = ops;
@@ -100,51 +203,66 @@ export class MachineLab {
     return this.nodes.map((n) => `${n.address}:7001`).join(',');
   }
 
+  get vip(): string {
+    return this.net.vip;
+  }
+
   /** The balancer on the VIP, which machines' workers dial. */
   get balancer(): string {
-    return `${labVip}:${balancerPort}`;
+    return `${this.net.vip}:${balancerPort}`;
   }
 
   static async up(o: MachineLabOptions): Promise<MachineLab> {
     if (!Number.isInteger(o.machines) || o.machines < 1 || o.machines > 20) {
       throw new Error(`--machines must be 1-20, got ${o.machines}`);
     }
+    for (const spec of o.specs ?? []) {
+      const problem = labSpecProblem(spec);
+      if (problem !== undefined) throw new Error(problem);
+    }
     const say = o.progress ?? ((): void => undefined);
-    await refuseTakenSubnet();
+    const net = labAddresses(o.subnet ?? labSubnetDefault);
+    await refuseTakenSubnet(net);
     const lab = await NetnsLab.create();
     const bmcs: IpmiSim[] = [];
     let hostVeth = '';
     try {
       const ns = await lab.addLan({
-        n1: { addresses: [`${nodeAddress(0)}/24`] },
-        n2: { addresses: [`${nodeAddress(1)}/24`] },
-        n3: { addresses: [`${nodeAddress(2)}/24`] },
-        ops: { addresses: [`${labSubnet}.5/24`] },
+        n1: { addresses: [`${net.nodes[0]}/24`] },
+        n2: { addresses: [`${net.nodes[1]}/24`] },
+        n3: { addresses: [`${net.nodes[2]}/24`] },
+        ops: { addresses: [`${net.ops}/24`] },
       });
-      await lab.check(ns.lan, ['ip', 'addr', 'add', `${bmcAddress}/24`, 'dev', 'br0']);
+      await lab.check(ns.lan, ['ip', 'addr', 'add', `${net.bmc}/24`, 'dev', 'br0']);
       await lab.check(ns.lan, ['ip', 'addr', 'add', 'fdd5::2/64', 'dev', 'br0']);
       await lab.advertiseIpv6(ns.lan, 'br0', 'fdd5::/64');
       hostVeth = `${lab.id}-h`;
-      await connectHost(ns.lan, hostVeth);
-      say(`LAN ${labSubnet}.0/24 in namespaces ${lab.id}-*; the host is ${hostAddress} (${hostVeth})`);
+      await connectHost(ns.lan, hostVeth, net);
+      say(`LAN ${net.subnet}.0/24 in namespaces ${lab.id}-*; the host is ${net.host} (${hostVeth})`);
 
       const bootOs = o.bootOsDir ?? path.join(lab.dir, 'bootos');
       if (o.bootOsDir === undefined || !existsSync(path.join(bootOs, 'initramfs-x86_64'))) {
         say('building the boot OS (slipway bootos build)');
         await buildBootOs({ outDir: bootOs });
       }
-      const nodes = await startNodes(lab, ns, bootOs);
+      const nodes = await startNodes(lab, ns, net, bootOs, o.unregistered === true);
       say('3 nodes serving; HAProxy in front of each');
 
       const machines: LabMachine[] = [];
       for (let i = 0; i < o.machines; i++) {
-        const machine = await startMachine(lab, ns, i, o);
+        const machine = await startMachine(lab, ns, net, i, o);
         bmcs.push(machine.bmc);
         machines.push(machine);
       }
-      const lab_ = new MachineLab(lab, nodes, machines, ns.ops, hostVeth);
-      await lab_.#register(o.firmware ?? 'bios');
-      say(`${machines.length} machine(s) registered, each behind its BMC`);
+      const registered = o.unregistered !== true;
+      const lab_ = new MachineLab(lab, nodes, machines, ns.ops, hostVeth, net, registered);
+      await lab_.#waitForCluster();
+      if (registered) {
+        await lab_.#register();
+        say(`${machines.length} machine(s) registered, each behind its BMC`);
+      } else {
+        say(`${machines.length} machine(s) unregistered, each behind its BMC: power one on to discover it`);
+      }
       return lab_;
     } catch (error) {
       await Promise.all(bmcs.map((b) => b.stop()));
@@ -171,7 +289,26 @@ export class MachineLab {
     await this.lab.destroy();
   }
 
-  async #register(firmware: Firmware): Promise<void> {
+  /**
+   * Powers a machine on into PXE through its BMC, as an operator would before Slipway knows it
+   * (`ipmitool chassis bootdev pxe; power on`): an unregistered machine then discovers itself.
+   */
+  async netboot(machine: LabMachine): Promise<void> {
+    const ipmitool = async (...command: string[]): Promise<void> => {
+      await run(
+        'ip',
+        ['netns', 'exec', this.ops, ...ipmitoolArgs(this.net.bmc, machine.bmc.port), ...command],
+        {
+          env: { ...process.env, IPMI_PASSWORD: machine.bmc.password },
+          timeout: 20_000,
+        },
+      );
+    };
+    await ipmitool('chassis', 'bootdev', 'pxe');
+    await ipmitool('power', 'on');
+  }
+
+  async #waitForCluster(): Promise<void> {
     await waitUntil(async () => {
       try {
         await this.slipway(['kv', 'put', 'lab', 'up']);
@@ -180,20 +317,19 @@ export class MachineLab {
         return false;
       }
     }, 30_000);
+  }
+
+  async #register(): Promise<void> {
     for (const m of this.machines) {
       const credentials = path.join(this.lab.dir, `${m.id}.bmc`);
       await writeFile(credentials, `${bmcUser}:${m.bmc.password}\n`, { mode: 0o600 });
       await this.slipway([
         ...['hardware', 'create', '--id', m.id, '--mac', m.mac, '--ip', `${m.address}/24`],
         ...['--bmc', m.bmcUrl, '--bmc-credentials-file', credentials],
-        ...(firmware === 'uefi' ? ['--uefi'] : []),
+        ...(m.identity.firmware === 'uefi' ? ['--uefi'] : []),
       ]);
     }
   }
-}
-
-function nodeAddress(i: number): string {
-  return `${labSubnet}.${11 + i}`;
 }
 
 /** The lab's namespaces by role (n1-n3, ops) and the LAN's own (lan). */
@@ -203,30 +339,38 @@ type LabNamespaces = Record<(typeof nodeIds)[number] | 'ops' | 'lan', string>;
  * The three nodes, each serving the boot services with `bootOs` and holding the VIP by
  * leadership, each with HAProxy in front; resolves once every node says it is serving.
  */
-async function startNodes(lab: NetnsLab, ns: LabNamespaces, bootOs: string): Promise<LabNode[]> {
-  const peers = nodeIds.map((id, i) => `${id}=${nodeAddress(i)}:7000`).join(',');
+async function startNodes(
+  lab: NetnsLab,
+  ns: LabNamespaces,
+  net: LabAddresses,
+  bootOs: string,
+  discovery: boolean,
+): Promise<LabNode[]> {
+  const address = (i: number): string => net.nodes[i] ?? '';
+  const peers = nodeIds.map((id, i) => `${id}=${address(i)}:7000`).join(',');
   const haproxyConfig = path.join(lab.dir, 'haproxy.cfg');
   await writeFile(
     haproxyConfig,
     renderHaproxyConfig({
       listenAddr: `0.0.0.0:${balancerPort}`,
-      nodes: nodeIds.map((id, i) => ({ id, apiAddr: `${nodeAddress(i)}:7001` })),
+      nodes: nodeIds.map((id, i) => ({ id, apiAddr: `${address(i)}:7001` })),
       healthCheck: defaultHealthCheck,
     }),
   );
   const nodes: LabNode[] = nodeIds.map((id, i) => {
-    const address = nodeAddress(i);
+    const nodeAddress = address(i);
     const process = lab.spawn(ns[id], [
       ...[globalThis.process.execPath, slipwayBin, 'server', '--id', id],
       ...['--data-dir', path.join(lab.dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
       ...['--log-level', 'info'],
-      ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
-      ...['--vip', labVip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
+      ...['--raft-addr', `${nodeAddress}:7000`, '--api-addr', `${nodeAddress}:7001`, '--peers', peers],
+      ...['--vip', net.vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
       ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--bootos-dir', bootOs],
-      ...['--worker-server', `${labVip}:${balancerPort}`, '--kernel-arg', 'console=ttyS0'],
+      ...['--worker-server', `${net.vip}:${balancerPort}`, '--kernel-arg', 'console=ttyS0'],
+      ...(discovery ? ['--dhcp-mode', 'dynamic', '--dhcp-pool', net.pool, '--discovery'] : []),
     ]);
     lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
-    return { id, address, ns: ns[id], process };
+    return { id, address: nodeAddress, ns: ns[id], process };
   });
   await Promise.all(
     nodes.map((n) =>
@@ -236,51 +380,140 @@ async function startNodes(lab: NetnsLab, ns: LabNamespaces, bootOs: string): Pro
   return nodes;
 }
 
+/** Machine i's spec: its own, else the last one given, over the lab's defaults. */
+function specOf(o: MachineLabOptions, i: number): Required<LabMachineSpec> {
+  const specs = o.specs ?? [];
+  const own = specs[Math.min(i, specs.length - 1)] ?? {};
+  return {
+    memoryMiB: own.memoryMiB ?? o.memoryMiB ?? 1024,
+    diskBytes: own.diskBytes ?? 8 * 1024 ** 3,
+    diskBus: own.diskBus ?? 'virtio',
+    firmware: own.firmware ?? o.firmware ?? 'bios',
+  };
+}
+
+/** What is wrong with a machine's spec (memory, disk), or undefined. */
+export function labSpecProblem(spec: LabMachineSpec): string | undefined {
+  const { memoryMiB, diskBytes } = spec;
+  if (
+    memoryMiB !== undefined &&
+    (!Number.isInteger(memoryMiB) || memoryMiB < labMemoryMiBMin || memoryMiB > labMemoryMiBMax)
+  ) {
+    return `a machine's memory must be ${labMemoryMiBMin}-${labMemoryMiBMax} MiB (the boot OS runs in it), got ${memoryMiB}`;
+  }
+  if (memoryMiB !== undefined && memoryMiB % labMemoryBlockMiB !== 0) {
+    return `a machine's memory must be a multiple of ${labMemoryBlockMiB} MiB (Linux's memory block, so its inventory says it exactly), got ${memoryMiB}`;
+  }
+  if (
+    diskBytes !== undefined &&
+    (!Number.isSafeInteger(diskBytes) ||
+      diskBytes < labDiskBytesMin ||
+      diskBytes > labDiskBytesMax ||
+      diskBytes % 512 !== 0)
+  ) {
+    return `a machine's disk must be whole 512-byte sectors from 64Mi to 2Ti, got ${diskBytes} bytes`;
+  }
+  return undefined;
+}
+
+/** Machine i's identity: serials, UUID and the BMC's MAC derived from the lab's id and i. */
+function identityOf(
+  labId: string,
+  net: LabAddresses,
+  i: number,
+  spec: Required<LabMachineSpec>,
+): LabMachineIdentity {
+  const n = (i + 1).toString(16).padStart(2, '0');
+  const lab = labId.replace(labPrefix, '');
+  const scsi = spec.diskBus === 'scsi';
+  return {
+    ...spec,
+    diskSerial: `SLW${lab}D${n}`.toUpperCase(),
+    ...(scsi ? { diskModel: scsiDiskProduct, diskWwn: `naa.5${lab}0000000${n}` } : {}),
+    nicDriver: spec.firmware === 'uefi' ? 'virtio_net' : 'e1000',
+    system: {
+      vendor: labSystemVendor,
+      product: labSystemProduct,
+      serial: `SLW-${lab}-M${n}`.toUpperCase(),
+      uuid: `${lab}00-5d1a-4000-8000-0000000000${n}`,
+    },
+    bmcLan: { address: net.bmc, mac: `52:54:00:d5:b0:${n}` },
+  };
+}
+
+/** QEMU's arguments for the machine's disk, with the serial (and model, WWN) it reports. */
+function diskArgs(file: string, identity: LabMachineIdentity): string {
+  const drive = `-drive file=${file},format=raw,if=none,id=disk0`;
+  if (identity.diskWwn === undefined) {
+    return `${drive} -device virtio-blk-pci,drive=disk0,serial=${identity.diskSerial}`;
+  }
+  const wwn = `0x${identity.diskWwn.replace('naa.', '')}`;
+  const scsiHd = [
+    ...['scsi-hd', 'bus=scsi0.0', 'drive=disk0', `serial=${identity.diskSerial}`, `wwn=${wwn}`],
+    ...[`vendor=${scsiDiskVendor}`, `product=${shellText(scsiDiskProduct)}`],
+  ];
+  return `${drive} -device virtio-scsi-pci,id=scsi0 -device ${scsiHd.join(',')}`;
+}
+
 /**
- * Machine i (m1, m2, ...): an empty 8 GiB disk, a tap on the LAN, and a QEMU that its BMC
+ * Machine i (m1, m2, ...): an empty disk of its size, a tap on the LAN, and a QEMU that its BMC
  * simulator starts when the BMC powers it on; resolves once the BMC answers.
  */
 async function startMachine(
   lab: NetnsLab,
   ns: LabNamespaces,
+  net: LabAddresses,
   i: number,
   o: MachineLabOptions,
 ): Promise<LabMachine> {
-  const id = `m${i + 1}`;
   const mac = `52:54:00:d5:00:${(i + 1).toString(16).padStart(2, '0')}`;
+  const id = o.unregistered === true ? `discovered-${mac.replaceAll(':', '')}` : `m${i + 1}`;
+  const spec = specOf(o, i);
+  const identity = identityOf(lab.id, net, i, spec);
   const tap = `tap${i + 1}`;
   await lab.addTap(ns.lan, tap, 'br0');
-  const disk = path.join(lab.dir, `${id}.disk`);
+  const disk = path.join(lab.dir, `m${i + 1}.disk`);
   await writeFile(disk, '');
-  await truncate(disk, 8 * 1024 * 1024 * 1024);
-  const console = path.join(lab.dir, `${id}.console`);
+  await truncate(disk, spec.diskBytes);
+  const console = path.join(lab.dir, `m${i + 1}.console`);
   const port = 6230 + i;
-  const password = `lab-${id}-pw`;
-  const firmware = await firmwareArgs(o.firmware ?? 'bios', lab.dir, id, mac);
+  const password = `lab-m${i + 1}-pw`;
+  const { system } = identity;
   const bmc = await IpmiSim.start({
     mode: 'chassis-control',
     netns: ns.lan,
-    host: bmcAddress,
+    host: net.bmc,
     port,
     username: bmcUser,
     password,
+    lan: identity.bmcLan,
     vm: [
-      `-m ${o.memoryMiB ?? 1024} -netdev tap,id=n0,ifname=${tap},script=no,downscript=no`,
-      firmware,
-      `-drive file=${disk},format=raw,if=virtio -serial file:${console}`,
+      // -nodefaults: no CD-ROM, floppy or VGA the machine was not given, so its inventory is its spec.
+      `-nodefaults -m ${spec.memoryMiB} -netdev tap,id=n0,ifname=${tap},script=no,downscript=no`,
+      await firmwareArgs(spec.firmware, lab.dir, `m${i + 1}`, mac),
+      `-smbios type=1,manufacturer=${shellText(system.vendor)},product=${shellText(system.product)},` +
+        `serial=${system.serial},uuid=${system.uuid}`,
+      diskArgs(disk, identity),
+      `-serial file:${console}`,
     ].join(' '),
     bootOrder: { pxe: 'order=nc', disk: 'order=c' },
-    probe: async () => bmcAnswers(ns.ops, port, password),
+    probe: async () => bmcAnswers(ns.ops, net.bmc, port, password),
   });
   return {
     id,
     mac,
-    address: `${labSubnet}.${61 + i}`,
+    address: net.machine(i),
+    identity,
     bmc,
-    bmcUrl: `ipmi://${bmcAddress}:${port}`,
+    bmcUrl: `ipmi://${net.bmc}:${port}`,
     console,
     disk,
   };
+}
+
+/** A value in QEMU's key=value lists inside vm.sh's unquoted command line: spaces escaped. */
+function shellText(text: string): string {
+  return text.replaceAll(' ', '\\ ');
 }
 
 async function firmwareArgs(firmware: Firmware, dir: string, id: string, mac: string): Promise<string> {
@@ -295,48 +528,39 @@ async function firmwareArgs(firmware: Firmware, dir: string, id: string, mac: st
 }
 
 /** The host side of the LAN: a veth into br0 with the host's lab address. */
-async function connectHost(lanNs: string, hostVeth: string): Promise<void> {
+async function connectHost(lanNs: string, hostVeth: string, net: LabAddresses): Promise<void> {
   await run('ip', ['link', 'add', hostVeth, 'type', 'veth', 'peer', 'name', 'p-host', 'netns', lanNs]);
   await run('ip', ['-n', lanNs, 'link', 'set', 'p-host', 'master', 'br0', 'up']);
-  await run('ip', ['addr', 'add', `${hostAddress}/24`, 'dev', hostVeth]);
+  await run('ip', ['addr', 'add', `${net.host}/24`, 'dev', hostVeth]);
   await run('ip', ['link', 'set', hostVeth, 'up']);
 }
 
 /** The lab's subnet must be free on the host, or its routes would shadow a real network. */
-async function refuseTakenSubnet(): Promise<void> {
+async function refuseTakenSubnet(net: LabAddresses): Promise<void> {
   const { stdout } = await run('ip', ['-j', '-4', 'addr'], { encoding: 'utf8' });
   const links = JSON.parse(stdout) as { ifname: string; addr_info: { local: string }[] }[];
-  const taken = links.find((l) => l.addr_info.some((a) => a.local.startsWith(`${labSubnet}.`)));
+  const taken = links.find((l) => l.addr_info.some((a) => a.local.startsWith(`${net.subnet}.`)));
   if (taken !== undefined) {
     throw new Error(
-      `${labSubnet}.0/24 is already on ${taken.ifname}: a machine lab is up (slipway lab down) or the host uses it`,
+      `${net.subnet}.0/24 is already on ${taken.ifname}: a machine lab is up (slipway lab down) or the host uses it`,
     );
   }
 }
 
-async function bmcAnswers(ns: string, port: number, password: string): Promise<boolean> {
+/** ipmitool over RMCP+ to a machine's BMC on `port`, the password from IPMI_PASSWORD. */
+function ipmitoolArgs(bmc: string, port: number): string[] {
+  return [
+    ...['ipmitool', '-I', 'lanplus', '-C', '3', '-H', bmc, '-p', String(port)],
+    ...['-U', bmcUser, '-E', '-N', '1', '-R', '1'],
+  ];
+}
+
+async function bmcAnswers(ns: string, bmc: string, port: number, password: string): Promise<boolean> {
   try {
-    await run(
-      'ip',
-      [
-        ...[
-          'netns',
-          'exec',
-          ns,
-          'ipmitool',
-          '-I',
-          'lanplus',
-          '-C',
-          '3',
-          '-H',
-          bmcAddress,
-          '-p',
-          String(port),
-        ],
-        ...['-U', bmcUser, '-E', '-N', '1', '-R', '1', 'power', 'status'],
-      ],
-      { env: { ...process.env, IPMI_PASSWORD: password }, timeout: 10_000 },
-    );
+    await run('ip', ['netns', 'exec', ns, ...ipmitoolArgs(bmc, port), 'power', 'status'], {
+      env: { ...process.env, IPMI_PASSWORD: password },
+      timeout: 10_000,
+    });
     return true;
   } catch {
     return false;

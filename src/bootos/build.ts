@@ -1,8 +1,8 @@
 // `slipway bootos build`: the in-memory OS that machines network-boot into, made from this
 // machine's Debian packages: the kernel of linux-image-amd64 with the modules for common NICs
 // and disks, busybox-static, the Node.js runtime that runs this build (stripped, with the shared
-// libraries it links), kexec from kexec-tools when installed, and the worker agent bundled into
-// one file. See docs/decisions/0016-boot-os.md.
+// libraries it links), kexec from kexec-tools and ipmitool when installed, and the worker agent
+// bundled into one file. See docs/decisions/0016-boot-os.md.
 //
 // Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
 // sorted entries, the bundle by esbuild from the same sources, and zstd compresses
@@ -167,7 +167,10 @@ async function addBusybox(image: ImageTree): Promise<void> {
   image.symlink('bin/sh', 'busybox');
 }
 
-/** Node.js (stripped, in `scratch`), kexec when installed, and the shared libraries they link. */
+/**
+ * Node.js (stripped, in `scratch`), kexec and ipmitool when installed, and the shared libraries
+ * they link. ipmitool reads the BMC's LAN address through /dev/ipmi0 in inventory mode.
+ */
 async function addNodeRuntime(
   image: ImageTree,
   nodeBinary: string,
@@ -182,6 +185,11 @@ async function addNodeRuntime(
     image.file('usr/sbin/kexec', 0o755, await readFile(kexec));
     programs.push(kexec);
   } else say('kexec not installed (kexec-tools): the kexec action will not be available');
+  const ipmitool = findExecutable('ipmitool', ['/usr/bin/ipmitool']);
+  if (ipmitool !== undefined) {
+    image.file('usr/bin/ipmitool', 0o755, await readFile(ipmitool));
+    programs.push(ipmitool);
+  } else say('ipmitool not installed: inventory mode will not read the BMC address');
   const libraries = new Set<string>();
   for (const program of programs)
     for (const library of await sharedLibraries(program)) libraries.add(library);

@@ -32,6 +32,10 @@ export const bootModules: readonly string[] = [
   'nls_ascii',
   'nls_iso8859_1',
   'nls_utf8',
+  // the BMC through the machine's own IPMI interface (KCS, SMIC or BT; found by ACPI or SMBIOS):
+  // /dev/ipmi0, which inventory mode asks for the BMC's LAN address (ipmitool lan print)
+  'ipmi_si',
+  'ipmi_devintf',
 ];
 
 /** A module's name as modprobe spells it: the file name without .ko, "-" read as "_". */

@@ -21,7 +21,12 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway bootos build --out /var/lib/slipway/bootos --ca /etc/slipway/pki/ca.crt',
     'slipway bootos build --out out/ --node /opt/node-v24/bin/node',
   ],
-  lab: ['slipway lab up --machines 2', 'slipway lab up --firmware uefi', 'slipway lab down'],
+  lab: [
+    'slipway lab up --machines 2',
+    'slipway lab up --firmware uefi',
+    'slipway lab up --machines 2 --unregistered --memory 1024,1280 --disk 2Gi,3Gi --disk-bus virtio,scsi',
+    'slipway lab down',
+  ],
   balancer: [
     'slipway balancer config --listen 0.0.0.0:7000 --nodes n1=10.0.0.1:7001,n2=10.0.0.2:7001,n3=10.0.0.3:7001',
     'slipway balancer follow --haproxy-socket /run/haproxy/admin.sock',
