@@ -43,7 +43,8 @@ describe('pool standing', () => {
       { d: s.deployed, p: s.provisioning, f: s.failed, ready: s.ready, missing: s.missing },
       { d: 1, p: 1, f: 1, ready: 2, missing: 1 },
     );
-    assert.deepEqual(s.offer, ['m4']); // one slot: one machine, the first by id
+    // One slot: the machines for it, best first (the state takes the first still ready).
+    assert.deepEqual(s.offer, ['m4', 'm7']);
     assert.equal(s.lacking, 0);
     assert.equal(s.why, undefined);
   });

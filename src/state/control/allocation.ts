@@ -30,6 +30,8 @@ export function allocate(
   command: Command<'workflow.allocate'>,
   hardware: (id: string) => Hardware | undefined,
   fleet: () => Iterable<Hardware>,
+  /** A pool's allocation: its own spares may be taken. */
+  forPool?: string,
 ): Allocation {
   const selector = parseSelector(command.selector);
   if (selector instanceof SelectorError)
@@ -43,6 +45,7 @@ export function allocate(
   const chosen = chooseMachine(
     selector,
     offered.map((o) => o.hw),
+    forPool,
   );
   const candidate = offered.find((o) => o.hw === chosen)?.candidate;
   if (chosen === undefined || candidate === undefined) {

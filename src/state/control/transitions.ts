@@ -79,8 +79,10 @@ function outcome(wf: Workflow, index: number, attempt: number): AttemptOutcome {
 
 /** How a workflow.allocate's machine was chosen, kept with the workflow. */
 export interface Allocated {
-  readonly selector: string;
+  readonly selector?: string | undefined;
   readonly alternate?: AlternatePolicy | undefined;
+  /** A release workflow (docs/decisions/0036). */
+  readonly release?: true | undefined;
 }
 
 /** A new workflow; `allocated` when its machine was allocated by a selector (workflow.allocate). */
@@ -107,6 +109,7 @@ export function createWorkflow(
     netboot: command.netboot === true ? true : undefined,
     selector: allocated?.selector,
     alternate: allocated?.alternate,
+    release: allocated?.release,
   });
   return { kind: 'changed', workflow, events: [{ type: 'workflow.created' }] };
 }
