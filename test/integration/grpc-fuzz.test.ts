@@ -257,6 +257,7 @@ const categories = [
   'leases',
   'members',
   'retention',
+  'pools',
 ] as const;
 type Category = (typeof categories)[number];
 type DomainState = Record<Category, string>;
@@ -282,6 +283,11 @@ const changes: Readonly<Record<string, readonly Category[]>> = {
   'Control/WorkflowDelete': ['workflows'],
   'Control/PowerChange': ['powerJobs'],
   'Control/PowerStatus': ['powerJobs'],
+  // Pools (docs/decisions/0035, 0036): a deleted pool frees its spares (their machines change).
+  'Control/PoolCreate': ['pools'],
+  'Control/PoolScale': ['pools'],
+  'Control/PoolTaint': ['pools'],
+  'Control/PoolDelete': ['pools', 'hardware'],
   'Control/ArtifactAdd': ['artifacts'],
   'Control/ArtifactDelete': ['artifacts'],
   'Audit/AuditRetention': ['retention'],
@@ -291,7 +297,7 @@ const changes: Readonly<Record<string, readonly Category[]>> = {
 
 async function domainState(): Promise<DomainState> {
   const page = { local: false, limit: 1000, continue: '' };
-  const [hardware, templates, workflows, kv, powerJobs, artifacts, leases, members, retention] =
+  const [hardware, templates, workflows, kv, powerJobs, artifacts, leases, members, retention, pools] =
     await Promise.all([
       admin.control('hardwareList', page),
       admin.control('templateList', page),
@@ -302,8 +308,9 @@ async function domainState(): Promise<DomainState> {
       admin.control('leaseList', page),
       admin.call('memberList', { local: false }),
       admin.audit('auditRetention', { entries: 0, days: 0, show: true }),
+      admin.control('poolList', page),
     ]);
-  for (const listed of [hardware, templates, workflows, powerJobs, artifacts, leases]) {
+  for (const listed of [hardware, templates, workflows, powerJobs, artifacts, leases, pools]) {
     assert.equal(listed.continue, '', 'the state fits one page');
   }
   assert.equal(kv.more, false);
@@ -317,6 +324,7 @@ async function domainState(): Promise<DomainState> {
     leases: JSON.stringify(leases.leaseJson),
     members: JSON.stringify(members.members),
     retention: JSON.stringify(retention),
+    pools: JSON.stringify(pools.pools),
   };
 }
 
