@@ -145,6 +145,7 @@ export function unknownVariableProblem(parts: readonly string[]): string | undef
   const [root, field, ...rest] = parts;
   const written = parts.join('.');
   if (root === undefined) return undefined;
+  if (root === 'pool' && field !== undefined) return poolVariableProblem(written, field, rest);
   if (!reservedVariableNames.includes(root)) {
     if (field === undefined) return undefined;
     const guess = closestName(root, reservedVariableNames);
@@ -166,6 +167,19 @@ export function unknownVariableProblem(parts: readonly string[]): string | undef
   if (rest.length > 0 && !openFields.has(field))
     return `unknown variable ${written}: ${root}.${field} is a value`;
   return undefined;
+}
+
+const poolImageFields = ['name', 'sha256', 'path', 'url'];
+
+/** `pool.name`, `pool.image.url` and the image's other fields (a pool's workflows only). */
+function poolVariableProblem(written: string, field: string, rest: readonly string[]): string | undefined {
+  if (field === 'name' && rest.length === 0) return undefined;
+  if (
+    field === 'image' &&
+    (rest.length === 0 || (rest.length === 1 && poolImageFields.includes(rest[0] ?? '')))
+  )
+    return undefined;
+  return `unknown variable ${written}: a pool's workflows have pool.name and pool.image (${poolImageFields.join(', ')})`;
 }
 
 function interfaceProblem(written: string, rest: readonly string[]): string | undefined {
