@@ -8,26 +8,19 @@
 // third is refused with exit 1 naming how many matched but were not ready and pointing at explain.
 // Method: 3 real `slipway server` processes on loopback (plaintext, no tokens), the real CLI.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
-import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import { ProcessCluster } from '../support/process-cluster.js';
+import { ClusterCli } from '../support/cluster-cli.js';
 import { waitFor } from '../support/wait.js';
 
 let cluster: ProcessCluster;
-const workers: ChildProcess[] = [];
-
-function cli(args: readonly string[], servers: readonly string[] = cluster.apiAddrs()): Promise<CliResult> {
-  return runSlipway(['--server', servers.join(','), '--timeout', '10000', ...args]);
-}
-
-async function ok(args: readonly string[], servers?: readonly string[]): Promise<string> {
-  const r = await cli(args, servers);
-  assert.equal(r.code, 0, `slipway ${args.join(' ')}: ${r.stdout}${r.stderr}`);
-  return r.stdout;
-}
+const c = new ClusterCli(() => cluster);
+const cli = (args: readonly string[], servers?: readonly string[]): ReturnType<ClusterCli['cli']> =>
+  c.cli(args, servers);
+const ok = (args: readonly string[], servers?: readonly string[]): Promise<string> => c.ok(args, servers);
 
 interface Explained {
   selector: string;
@@ -88,25 +81,11 @@ before(async () => {
 });
 
 after(async () => {
-  for (const w of workers) {
-    if (w.exitCode !== null || w.signalCode !== null) continue;
-    const exited = new Promise<void>((r) => w.once('exit', () => r()));
-    w.kill('SIGKILL');
-    await exited;
-  }
+  await c.stopWorkers();
   await cluster.destroy();
 });
 
-/** A worker agent for the machine, on every node, with the machine's token. */
-async function startWorker(id: string): Promise<void> {
-  const tokenFile = join(cluster.dir, `${id}.token`);
-  writeFileSync(tokenFile, (await ok(['hardware', 'token', id])).trim());
-  mkdirSync(join(cluster.dir, 'journal', id), { recursive: true });
-  const log = openSync(join(cluster.dir, `${id}.worker.log`), 'a');
-  const args = ['worker', '--id', id, '--server', cluster.apiAddrs().join(','), '--token-file', tokenFile];
-  const dirs = ['--journal-dir', join(cluster.dir, 'journal', id), '--work-dir', cluster.dir];
-  workers.push(spawn(process.execPath, [slipwayBin, ...args, ...dirs], { stdio: ['ignore', log, log] }));
-}
+const startWorker = (id: string): Promise<void> => c.startWorker(id);
 
 interface WorkflowDoc {
   state: string;

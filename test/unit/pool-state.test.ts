@@ -180,6 +180,10 @@ describe('pool placement, spares, releases and taints at apply', () => {
       'E_CONFLICT',
       /not ready \(1 spare\)/,
     );
+    // Relabelled, a spare is freed (its pool keeps it again if it still matches).
+    h.ok({ type: 'hardware.label', id: 'm5', set: { disk: 'new' }, remove: [], audit: operator }, 'hardware');
+    assert.equal(h.lifecycle('m5').spareOf, undefined);
+    h.ok({ type: 'pool.reserve', pool: 'web', hardwareId: 'm5' }, 'pool');
     assert.deepEqual(h.ok(allocateFor(h, 'web-1', ['m5']), 'pool').pool.members, ['m5']);
     assert.equal(h.lifecycle('m5').spareOf, undefined, 'taken: a spare no more');
   });

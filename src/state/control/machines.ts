@@ -157,8 +157,10 @@ export class Machines {
         if (hw === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
         const labelled = labelMachine(hw, command, nowMs);
         if ('problem' in labelled) return failure('E_INVALID', labelled.problem);
-        this.#host.storeHardware(labelled.hardware);
-        return { type: 'hardware', hardware: labelled.hardware };
+        // A spare relabelled is freed: its pool keeps it again if it still matches (0036).
+        const stored = withSpare(labelled.hardware, undefined, nowMs) ?? labelled.hardware;
+        this.#host.storeHardware(stored);
+        return { type: 'hardware', hardware: stored };
       }
     }
   }
