@@ -2,8 +2,10 @@
 // rack with 1 spare fills one member per rack and keeps the spare reserved; a member whose
 // installation fails is replaced from the spare at once, and a new spare is kept; a pool larger
 // than the matching machines says in `pool get` how many it lacks and why, and is not given the
-// other pool's spare; deleting the pool releases its members through its release template, each
-// going releasing → ready, and frees its spare.
+// other pool's spare; `pool taint` replaces both members through the release template, the spare
+// first, deployed members never seen below size - maxUnavailable, still one per rack; deleting
+// the pool releases its members through its release template, each going releasing → ready, and
+// frees its spare. The times of the replacement and of the taint are printed.
 // Method: 3 real `slipway server` processes on loopback (plaintext, no tokens), the real CLI, and
 // a real worker agent per machine; every install waits for a file the test makes, so the spare is
 // seen kept before the failure.
@@ -31,7 +33,7 @@ interface PoolDoc {
   why: string;
   deleting: boolean;
   spread: { value: string; members: number; available: number }[];
-  members: { id: string; state: string; spare: boolean; spreadValue: string }[];
+  members: { id: string; state: string; spare: boolean; tainted: boolean; spreadValue: string }[];
 }
 
 async function pool(name: string): Promise<PoolDoc> {
@@ -86,7 +88,7 @@ after(async () => {
 });
 
 describe('pools with the CLI', () => {
-  test('spread by rack with a spare; a failed member replaced from the spare; lacks-why; delete releases', async () => {
+  test('spread by rack with a spare; a failed member replaced from the spare; lacks-why; delete releases', async (t) => {
     const bad = await cli([
       'pool',
       'create',
@@ -134,6 +136,7 @@ describe('pools with the CLI', () => {
     await ok(['pool', 'delete', 'big']);
 
     writeFileSync(join(cluster.dir, 'go'), '');
+    const installed = Date.now();
     await waitFor(
       'a1 failed and replaced from the spare, both members deployed, a new spare kept',
       async () => {
@@ -142,6 +145,9 @@ describe('pools with the CLI', () => {
       },
       60_000,
       200,
+    );
+    t.diagnostic(
+      `installs let go, to both members deployed again (a1 replaced by its spare): ${Date.now() - installed} ms`,
     );
     assert.deepEqual(
       memberIds(p as PoolDoc, false),
@@ -161,6 +167,31 @@ describe('pools with the CLI', () => {
     assert.match(table, /^a2 +deployed +member +a/m);
     assert.match(table, /^b2 +ready +spare +b/m);
 
+    // Taint: every member replaced through the release template, new machines first (the spare),
+    // deployed members never below size - maxUnavailable (2 - 1) as far as the polls see.
+    const taintedAt = Date.now();
+    const tainted = await ok(['pool', 'taint', 'web']);
+    assert.match(tainted, /^a2 +deployed +member +a +yes$/m);
+    let least = 2;
+    await waitFor(
+      'every tainted member replaced',
+      async () => {
+        p = await pool('web');
+        least = Math.min(least, p.deployed);
+        return !p.members.some((m) => m.tainted) && p.deployed === 2 && p.provisioning === 0;
+      },
+      90_000,
+      100,
+    );
+    assert.ok(least >= 1, `deployed fell to ${least}`);
+    t.diagnostic(`taint of 2 members, replaced through the release template: ${Date.now() - taintedAt} ms`);
+    const members = memberIds(p as PoolDoc, false);
+    assert.deepEqual(
+      (p as PoolDoc).spread.map((c) => c.members),
+      [1, 1],
+      `still one per rack: ${members.join(', ')}`,
+    );
+
     // Delete: the members run the release template and go back to ready; the spare is freed.
     const deleted = JSON.parse(await ok(['-o', 'json', 'pool', 'delete', 'web'])) as { deleting: boolean };
     assert.equal(deleted.deleting, true);
@@ -168,13 +199,13 @@ describe('pools with the CLI', () => {
       'the pool gone, its members released to ready',
       async () => {
         const gone = (await cli(['pool', 'get', 'web'])).code === 2;
-        const states = await Promise.all(['a2', 'b1'].map(async (id) => (await lifecycle(id)).state));
+        const states = await Promise.all(members.map(async (id) => (await lifecycle(id)).state));
         return gone && states.every((s) => s === 'ready');
       },
       60_000,
       200,
     );
-    for (const id of ['a2', 'b1']) {
+    for (const id of members) {
       const { events } = JSON.parse(await ok(['-o', 'json', 'hardware', 'history', id])) as {
         events: { to: string; trigger: string; workflowId?: string }[];
       };
@@ -188,7 +219,8 @@ describe('pools with the CLI', () => {
         `${id} went through its release template`,
       );
     }
-    assert.equal((await lifecycle('b2')).spareOf, undefined, 'the spare freed');
+    for (const id of ['a1', 'a2', 'b1', 'b2'])
+      assert.equal((await lifecycle(id)).spareOf, undefined, 'spares freed');
     assert.match(await ok(['pool', 'list']), /^\(none\)$/m);
   });
 });
