@@ -17,6 +17,7 @@ import {
 import { ApiError } from './errors.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { renderTemplate } from '../workflow/template.js';
+import type { PoolVariables } from '../workflow/template-variables.js';
 
 /** An allocation's offer, rendered specs in JSON bytes: well inside a command's 1 MiB. */
 export const allocationOfferBytesMax = 512 * 1024;
@@ -28,11 +29,13 @@ export function renderForMachine(
   hardware: Hardware,
   workflowId: string,
   hardwareMap: { readonly [k: string]: string },
+  pool?: PoolVariables,
 ): RenderedTemplate {
   return renderTemplate(template.source, {
     workflowId,
     hardware,
     hardwareMap,
+    ...(pool === undefined ? {} : { pool }),
     resolveWorker: (v) => control.hardware(v)?.id ?? control.hardwareByMac(v.toLowerCase())?.hardware.id,
   });
 }
@@ -52,6 +55,8 @@ export interface OfferRequest {
   readonly hardwareMap: { readonly [k: string]: string };
   /** Machines never to offer (tried before). */
   readonly exclude?: readonly string[];
+  /** A pool's offer: its own spares may be offered. */
+  readonly forPool?: string;
   readonly render: Render;
 }
 
@@ -59,7 +64,7 @@ export interface OfferRequest {
 export async function offerMachines(request: OfferRequest): Promise<AllocationCandidate[]> {
   const exclude = new Set(request.exclude ?? []);
   const ready = request.fleet.filter(
-    (hw) => !exclude.has(hw.id) && verdictOf(request.selector, hw).kind === 'selected',
+    (hw) => !exclude.has(hw.id) && verdictOf(request.selector, hw, request.forPool).kind === 'selected',
   );
   const candidates: AllocationCandidate[] = [];
   let bytes = 0;

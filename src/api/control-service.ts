@@ -32,7 +32,15 @@ import type {
   TokenListRequest,
   TokenListResponse,
 } from '../gen/control.js';
-import { ArtifactRecord, PowerJobRecord, TemplateRecord, WorkflowRecord } from '../gen/control.js';
+import {
+  ArtifactRecord,
+  PoolRecord,
+  PowerJobRecord,
+  TemplateRecord,
+  WorkflowRecord,
+} from '../gen/control.js';
+import { poolRecord } from './pool-view.js';
+import type { Pool } from '../fleet/pool.js';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
@@ -153,6 +161,7 @@ export class ControlService {
       ...this.#tokenHandlers(),
       ...this.#powerHandlers(),
       ...this.#artifactHandlers(),
+      ...this.#poolHandlers(),
     };
   }
 
@@ -584,6 +593,83 @@ export class ControlService {
   }
 
   /** The handlers of boot artifacts. */
+  /** The handlers of pools (docs/decisions/0035, 0036): operators change them, viewers read them. */
+  #poolHandlers() {
+    const c = this.#ctx.control;
+    const view = (pool: Pool): PoolRecord => poolRecord(pool, c.hardwareList());
+    const changed = async (p: Proposal, command: ControlCommand): Promise<PoolRecord> =>
+      view(expectType(await this.#apply(p, command), 'pool').pool);
+    return {
+      poolCreate: this.#change(
+        'operator',
+        'PoolCreate',
+        'pool.create',
+        (req) => `${req.name} (template ${req.template}, selector ${req.selector}, size ${req.size})`,
+        async (req, p) => {
+          const command = {
+            type: 'pool.create',
+            name: req.name,
+            selector: req.selector,
+            template: req.template,
+            size: req.size,
+            spares: req.spares,
+            ...(req.spreadBy === '' ? {} : { spreadBy: req.spreadBy }),
+            ...(req.releaseTemplate === '' ? {} : { releaseTemplate: req.releaseTemplate }),
+            ...(req.image === '' ? {} : { image: req.image }),
+            ...(req.maxUnavailable === undefined ? {} : { maxUnavailable: req.maxUnavailable }),
+          } as const;
+          return { pool: await changed(p, command) };
+        },
+      ),
+      poolGet: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        return { pool: view(this.#pool(req.name)) };
+      }),
+      poolList: this.#unary('viewer', async (req) => {
+        await this.#read(req.local);
+        const page = pageOf(
+          c.pools(),
+          req,
+          (pool) => [pool.name],
+          (pool) => PoolRecord.encode(view(pool)).finish().length,
+        );
+        return { pools: page.items.map(view), continue: page.continue };
+      }),
+      poolScale: this.#change(
+        'operator',
+        'PoolScale',
+        'pool.scale',
+        (req) => `${req.name} (size ${req.size})`,
+        async (req, p) => ({
+          pool: await changed(p, { type: 'pool.scale', name: req.name, size: req.size }),
+        }),
+      ),
+      poolTaint: this.#change(
+        'operator',
+        'PoolTaint',
+        'pool.taint',
+        (req) => req.name,
+        async (req, p) => ({ pool: await changed(p, { type: 'pool.taint', name: req.name }) }),
+      ),
+      poolDelete: this.#change(
+        'operator',
+        'PoolDelete',
+        'pool.delete',
+        (req) => req.name,
+        async (req, p) => {
+          const r = await this.#apply(p, { type: 'pool.delete', name: req.name });
+          return r.type === 'pool' ? { deleting: true, pool: view(r.pool) } : { deleting: false };
+        },
+      ),
+    } satisfies Partial<ControlServer>;
+  }
+
+  #pool(name: string): Pool {
+    const pool = this.#ctx.control.pool(name);
+    if (pool === undefined) throw new ApiError(status.NOT_FOUND, `pool "${name}" not found`);
+    return pool;
+  }
+
   #artifactHandlers() {
     const c = this.#ctx.control;
     return {

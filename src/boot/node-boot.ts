@@ -113,6 +113,12 @@ export function inventoryOf(control: ControlState, discovery = false): BootInven
   };
 }
 
+/** Where machines reach this node's HTTP server: the advertised address (the VIP) and the port. */
+export function httpBaseUrlOf(advertise: string, httpAddr: string | undefined): string {
+  const httpPort = httpAddr === undefined ? 80 : splitHostPort(httpAddr).port;
+  return `http://${advertise}${httpPort === 80 ? '' : `:${String(httpPort)}`}`;
+}
+
 function splitHostPort(addr: string): { host: string; port: number } {
   const i = addr.lastIndexOf(':');
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(addr.slice(i + 1)) };
@@ -160,8 +166,7 @@ export async function startNodeBootServices(
 ): Promise<NodeBootServices> {
   const inventory = inventoryOf(control, cfg.discovery === true);
   // Machines reach the HTTP server at the advertised address (the VIP) on the configured port.
-  const httpPort = cfg.httpAddr === undefined ? 80 : splitHostPort(cfg.httpAddr).port;
-  const httpBaseUrl = `http://${cfg.advertise}${httpPort === 80 ? '' : `:${String(httpPort)}`}`;
+  const httpBaseUrl = httpBaseUrlOf(cfg.advertise, cfg.httpAddr);
   const dhcpCounters = newDhcpCounters();
   const states = new Map<BootServiceName, BootServiceState>();
   const bound: LinkBoundService<{ close(): Promise<void> }, unknown>[] = [];

@@ -175,7 +175,7 @@ export type ControlMethod = Exclude<
   // The client has no index signature, so its keys are the method names themselves.
   Extract<
     keyof ControlClient,
-    `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power' | 'artifact' | 'node'}${string}`
+    `${'hardware' | 'template' | 'workflow' | 'token' | 'lease' | 'power' | 'artifact' | 'node' | 'pool'}${string}`
   >,
   'workflowEvents' | 'artifactAdd' | 'hardwareHistory'
 >;

@@ -63,6 +63,15 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway workflow wait "$id"',
     'slipway workflow list',
   ],
+  pool: [
+    'slipway pool create web --selector rack --template ubuntu --size 2 --spares 1 --spread-by rack',
+    'slipway pool create db --selector "memory>=64Gi" --template ubuntu --release-template wipe \\',
+    '  --image ubuntu-24.04 --size 3 --max-unavailable 1',
+    'slipway pool get web',
+    'slipway pool scale web 4',
+    'slipway pool taint web',
+    'slipway pool delete web',
+  ],
   power: ['slipway power on m1', 'slipway power status m1', 'slipway power cycle m1 --wait 2m'],
   artifact: [
     'slipway artifact add ubuntu.raw.zst --name ubuntu-24.04',

@@ -17,11 +17,19 @@ export interface Candidate extends FactSource {
   readonly lifecycle?: MachineLifecycle | undefined;
 }
 
-/** Why a machine that matches every term is still not allocated, or undefined when it may be. */
-export function notReadyReason(lifecycle: MachineLifecycle | undefined): string | undefined {
+/**
+ * Why a machine that matches every term is still not allocated, or undefined when it may be. A
+ * pool's spare is allocated to that pool only (`forPool`, docs/decisions/0036).
+ */
+export function notReadyReason(
+  lifecycle: MachineLifecycle | undefined,
+  forPool?: string,
+): string | undefined {
   if (lifecycle === undefined) return 'not ready: the machine has no lifecycle (state version below 3)';
   if (lifecycle.state !== 'ready') return `not ready: state ${lifecycle.state}`;
   if (lifecycle.owner !== undefined) return `not ready: owned by workflow ${lifecycle.owner}`;
+  if (lifecycle.spareOf !== undefined && lifecycle.spareOf !== forPool)
+    return `not ready: a spare of pool ${lifecycle.spareOf}`;
   return undefined;
 }
 
@@ -31,16 +39,20 @@ export type Verdict =
   | { readonly kind: 'fails'; readonly failure: SelectorFailure }
   | { readonly kind: 'not-ready'; readonly reason: string };
 
-export function verdictOf(selector: Selector, machine: Candidate): Verdict {
+export function verdictOf(selector: Selector, machine: Candidate, forPool?: string): Verdict {
   const failure = explain(selector, machineFacts(machine));
   if (failure !== undefined) return { kind: 'fails', failure };
-  const reason = notReadyReason(machine.lifecycle);
+  const reason = notReadyReason(machine.lifecycle, forPool);
   return reason === undefined ? { kind: 'selected' } : { kind: 'not-ready', reason };
 }
 
 /** The first machine, in the order given, that the selector allocates; undefined when none. */
-export function chooseMachine<M extends Candidate>(selector: Selector, machines: Iterable<M>): M | undefined {
-  for (const m of machines) if (verdictOf(selector, m).kind === 'selected') return m;
+export function chooseMachine<M extends Candidate>(
+  selector: Selector,
+  machines: Iterable<M>,
+  forPool?: string,
+): M | undefined {
+  for (const m of machines) if (verdictOf(selector, m, forPool).kind === 'selected') return m;
   return undefined;
 }
 
@@ -64,8 +76,15 @@ export function tallyOf(selector: Selector, machines: Iterable<Candidate>): Tall
     if (verdict.kind === 'selected') selected += 1;
     else if (verdict.kind === 'fails') failing += 1;
     else {
-      const state: MachineState | 'owned' | 'untracked' =
-        m.lifecycle === undefined ? 'untracked' : m.lifecycle.state === 'ready' ? 'owned' : m.lifecycle.state;
+      const lc = m.lifecycle;
+      const state: MachineState | 'owned' | 'spare' | 'untracked' =
+        lc === undefined
+          ? 'untracked'
+          : lc.state !== 'ready'
+            ? lc.state
+            : lc.owner === undefined && lc.spareOf !== undefined
+              ? 'spare'
+              : 'owned';
       notReady[state] = (notReady[state] ?? 0) + 1;
     }
   }

@@ -56,8 +56,13 @@ const moves: { readonly [T in LifecycleTrigger]: Moves } = {
   fail: [
     ['provisioning', 'failed'],
     ['provisioning', 'quarantined'],
+    // A release workflow (a pool's release template) that fails.
+    ['releasing', 'failed'],
   ],
-  cancel: [['provisioning', 'failed']],
+  cancel: [
+    ['provisioning', 'failed'],
+    ['releasing', 'failed'],
+  ],
   drain: [
     ['enrolled', 'maintenance'],
     ['ready', 'maintenance'],
@@ -204,15 +209,27 @@ export function provisionRefusal(id: string, lifecycle: MachineLifecycle): strin
   return undefined;
 }
 
+/**
+ * Why a release workflow (a pool's release template, docs/decisions/0036) may not take machine
+ * `id` now, or undefined: the table's `release` moves, and one owner at a time.
+ */
+export function releaseRefusal(id: string, lifecycle: MachineLifecycle): string | undefined {
+  if (lifecycle.owner !== undefined) {
+    return `hardware "${id}" is ${lifecycle.state}, owned by workflow "${lifecycle.owner}": one workflow at a time`;
+  }
+  if (targetOf(lifecycle.state, 'release') === undefined) return moveRefusal(id, lifecycle.state, 'release');
+  return undefined;
+}
+
 /** The reason a deadline's expiry gives. */
 export function expiryReason(state: MachineState): string {
   return `deadline passed in ${state}`;
 }
 
 /**
- * The release step of a machine: the template that wipes it before it is ready again. The seam
- * for pools and workflows to name one (`pool create --release-template`); none is known yet,
- * so a release completes at once.
+ * The release step of a machine an operator releases (`hardware release`): none is known, so it
+ * completes at once. A pool's release template runs as a release workflow instead
+ * (docs/decisions/0036), started by the pool, not by this verb.
  */
 export function releaseTemplateOf(_hardwareId: string): string | undefined {
   return undefined;

@@ -1,7 +1,10 @@
-// Pools (issue 23 item 4, docs/decisions/0035-pools.md): N machines matching a selector, each
-// deployed with one template, kept at N by the leader. A pool record names its members, the
-// machines allocated to it; what each member is now is its lifecycle state. This module is the
-// pure part: how a pool stands against the fleet, and which machines the leader offers next.
+// Pools (issue 23 item 4, docs/decisions/0035-pools.md and 0036): N machines matching a selector,
+// each deployed with one template, kept at N by the leader, spread across a label's values, with
+// K spares kept ready for the pool, and replaced in turn when tainted. A pool record names its
+// members, the machines allocated to it; what each member is now is its lifecycle state. This
+// module is the pure part: how a pool stands against the fleet, and what the leader does next
+// (one allocation, one spare reserved, one member released). Apply (src/state/control/pools.ts)
+// holds the same rules, so a stale decision cannot break them.
 // Pure: pool and machines in, answers out.
 import type { MachineState } from '../model/machine-lifecycle.js';
 import { noMachineMessage, tallyOf, verdictOf, type Candidate } from './allocation.js';
@@ -13,64 +16,281 @@ export interface Pool {
   /** Canonical text (formatSelector). */
   readonly selector: string;
   readonly template: string;
-  /** How many members the leader keeps provisioning or deployed. */
+  /** How many untainted members the leader keeps provisioning or deployed. */
   readonly size: number;
-  /** Spare machines wanted besides (counted and shown; not acted on yet). */
+  /** Ready matching machines kept reserved for the pool besides. */
   readonly spares: number;
   /** Machines allocated to the pool, sorted by id. */
   readonly members: readonly string[];
   readonly version: number;
+  /** The label whose values the members are spread across. */
+  readonly spreadBy?: string | undefined;
+  /** The template a member leaving the pool runs before it is ready again. */
+  readonly releaseTemplate?: string | undefined;
+  /** The registered artifact the pool's workflows write (`{{ pool.image.url }}`). */
+  readonly image?: string | undefined;
+  /** A taint's budget: members that may be unavailable at once; absent means 1. */
+  readonly maxUnavailable?: number | undefined;
+  /** Members to replace (`pool taint`), sorted by id; absent when none. */
+  readonly tainted?: readonly string[] | undefined;
+  /** Deleted while members still run its release template; gone once they have. */
+  readonly deleting?: true | undefined;
 }
+
+export const maxUnavailableDefault = 1;
 
 /** The states in which a member fills one of the pool's slots. */
 export function fillsSlot(state: MachineState | undefined): boolean {
   return state === 'provisioning' || state === 'deployed';
 }
 
-/** How a pool stands: its members by state, what it lacks, and the machines to offer next. */
+/** The slots the pool keeps filled: its size, or none while it is being deleted. */
+export function targetOf(pool: Pool): number {
+  return pool.deleting === true ? 0 : pool.size;
+}
+
+/** A machine's value of the pool's spread label ('' when it has none). */
+export function spreadValue(pool: Pool, machine: Candidate): string {
+  return pool.spreadBy === undefined ? '' : (machine.labels?.[pool.spreadBy] ?? '');
+}
+
+/** Why a member leaves: the pool is smaller now, it is tainted, or the pool is being deleted. */
+export type ReleaseWhy = 'surplus' | 'taint' | 'delete';
+
+/** One spread value: untainted members filling slots there, and machines the pool may take there. */
+export interface SpreadCount {
+  readonly value: string;
+  readonly members: number;
+  readonly available: number;
+}
+
+/** How a pool stands, and what the leader does next. */
 export interface PoolStanding {
   readonly deployed: number;
   readonly provisioning: number;
   readonly failed: number;
-  /** Ready, unowned machines matching the selector that are no member. */
+  /** Tainted members still provisioning or deployed. */
+  readonly tainted: number;
+  /** Ready machines reserved for the pool. */
+  readonly sparesReady: number;
+  /** Ready, unowned matching machines that are no member and no other pool's spare. */
   readonly ready: number;
-  /** Slots to fill now: size minus members provisioning or deployed, at least 0. */
+  /** Slots to fill now: the target minus untainted members provisioning or deployed, at least 0. */
   readonly missing: number;
-  /** Slots that no ready machine can fill now: missing beyond ready. */
+  /** Slots that no machine can fill now: missing beyond what the pool may take. */
   readonly lacking: number;
+  /** Spares wanted that no machine can be: spares beyond those reserved and those left. */
+  readonly sparesLacking: number;
   /** Why the pool lacks machines (the allocation refusal's words), when it does. */
   readonly why?: string;
-  /** Ready matching machines, in the order given (the fleet's, by id), at most `missing`. */
+  /** Per spread value, by value; empty without --spread-by. */
+  readonly spread: readonly SpreadCount[];
+  /** Machines for the next slot, best first (its spares, then by id), none that break the spread. */
   readonly offer: readonly string[];
+  /** The next machine to reserve as a spare, when the slots are filled and spares are short. */
+  readonly reserve?: string;
+  /** The next member to release, and why. */
+  readonly release?: { readonly hardwareId: string; readonly why: ReleaseWhy };
+}
+
+/** Whether `machine` may fill a slot of `pool`: ready, unowned, matching, no member, no other's spare. */
+export function takes(pool: Pool, selector: Selector, machine: Candidate): boolean {
+  return !pool.members.includes(machine.id) && verdictOf(selector, machine, pool.name).kind === 'selected';
 }
 
 /**
- * A pool against the fleet: members counted by state; the machines that would fill its missing
- * slots, never more than missing, so one decision never takes two machines for one slot.
+ * The spread values a new member may take (the spread rule): those with the fewest untainted
+ * members among the values where the pool may take a machine. Undefined: any (no --spread-by).
+ */
+export function spreadAllowed(
+  pool: Pool,
+  selector: Selector,
+  fleet: Iterable<Candidate>,
+): ReadonlySet<string> | undefined {
+  if (pool.spreadBy === undefined) return undefined;
+  const counts = spreadCounts(pool, selector, fleet);
+  let least = Infinity;
+  for (const c of counts) if (c.available > 0) least = Math.min(least, c.members);
+  return new Set(counts.filter((c) => c.available > 0 && c.members === least).map((c) => c.value));
+}
+
+function spreadCounts(pool: Pool, selector: Selector, fleet: Iterable<Candidate>): SpreadCount[] {
+  const members = new Set(pool.members);
+  const tainted = new Set(pool.tainted ?? []);
+  const by = new Map<string, { members: number; available: number }>();
+  const at = (v: string): { members: number; available: number } => {
+    let c = by.get(v);
+    if (c === undefined) {
+      c = { members: 0, available: 0 };
+      by.set(v, c);
+    }
+    return c;
+  };
+  for (const m of fleet) {
+    if (members.has(m.id)) {
+      if (!tainted.has(m.id) && fillsSlot(m.lifecycle?.state)) at(spreadValue(pool, m)).members += 1;
+    } else if (takes(pool, selector, m)) {
+      at(spreadValue(pool, m)).available += 1;
+    }
+  }
+  return [...by.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([value, c]) => ({ value, ...c }));
+}
+
+/** Whether `machine` is a ready spare reserved for `pool`. */
+export function isSpareOf(pool: Pool, machine: Candidate): boolean {
+  const lc = machine.lifecycle;
+  return lc?.spareOf === pool.name && lc.state === 'ready' && lc.owner === undefined;
+}
+
+/**
+ * Whether releasing a tainted member now keeps the taint's budget: deployed members (tainted or
+ * not) stay at least the target minus maxUnavailable.
+ */
+export function taintBudgetAllows(pool: Pool, deployed: number): boolean {
+  return deployed - 1 >= targetOf(pool) - (pool.maxUnavailable ?? maxUnavailableDefault);
+}
+
+/** States from which a member can be released (the lifecycle table's `release` moves). */
+const releasable: ReadonlySet<MachineState | undefined> = new Set([
+  'deployed',
+  'failed',
+  'quarantined',
+  'maintenance',
+]);
+
+export function isReleasable(state: MachineState | undefined): boolean {
+  return releasable.has(state);
+}
+
+/**
+ * A pool against the fleet: members counted by state; the machines for its next slot (never
+ * more than one slot at a time, none that break the spread), the next spare to reserve, and
+ * the next member to release (surplus after a scale down, a tainted member within the budget,
+ * every member of a pool being deleted).
  */
 export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Candidate[]): PoolStanding {
   const members = new Set(pool.members);
+  const tainted = new Set(pool.tainted ?? []);
   let deployed = 0;
   let provisioning = 0;
   let failed = 0;
-  const ready: string[] = [];
+  let taintedFilling = 0;
+  let spares = 0;
+  const untaintedDeployed: Candidate[] = [];
+  const taintedDeployed: Candidate[] = [];
+  const leaving: Candidate[] = [];
+  const candidates: Candidate[] = [];
   for (const m of fleet) {
+    const state = m.lifecycle?.state;
     if (members.has(m.id)) {
-      const state = m.lifecycle?.state;
       if (state === 'deployed') deployed += 1;
       else if (state === 'provisioning') provisioning += 1;
       else if (state === 'failed') failed += 1;
-    } else if (verdictOf(selector, m).kind === 'selected') {
-      ready.push(m.id);
+      if (fillsSlot(state) && tainted.has(m.id)) taintedFilling += 1;
+      if (state === 'deployed') (tainted.has(m.id) ? taintedDeployed : untaintedDeployed).push(m);
+      if (isReleasable(state)) leaving.push(m);
+    } else if (takes(pool, selector, m)) {
+      candidates.push(m);
+      if (isSpareOf(pool, m)) spares += 1;
     }
   }
-  const missing = Math.max(0, pool.size - deployed - provisioning);
-  const lacking = Math.max(0, missing - ready.length);
-  const standing = { deployed, provisioning, failed, ready: ready.length, missing, lacking };
-  const offer = ready.slice(0, missing);
-  if (lacking === 0) return { ...standing, offer };
-  const others = fleet.filter((m) => !members.has(m.id));
-  const tally = tallyOf(selector, others);
-  const short = `${lacking} of ${pool.size} ${lacking === 1 ? 'slot' : 'slots'} cannot be filled`;
-  return { ...standing, offer, why: `${short}: ${noMachineMessage(pool.selector, tally)}` };
+  const target = targetOf(pool);
+  const untainted = deployed + provisioning - taintedFilling;
+  const missing = Math.max(0, target - untainted);
+  const lacking = Math.max(0, missing - candidates.length);
+  const spread = pool.spreadBy === undefined ? [] : spreadCounts(pool, selector, fleet);
+  const allowed = spreadAllowed(pool, selector, fleet);
+  const offer =
+    missing === 0
+      ? []
+      : candidates
+          .filter((m) => allowed === undefined || allowed.has(spreadValue(pool, m)))
+          .sort((a, b) => Number(isSpareOf(pool, b)) - Number(isSpareOf(pool, a)))
+          .map((m) => m.id);
+  const others = candidates.filter((m) => !isSpareOf(pool, m));
+  const wanted = pool.deleting === true ? 0 : pool.spares;
+  const sparesLacking = Math.max(0, wanted - spares - Math.max(0, others.length - missing));
+  const reserve = missing === 0 && spares < wanted ? nextSpare(pool, others, spread) : undefined;
+  const release = nextRelease(pool, {
+    untainted,
+    deployed,
+    untaintedDeployed,
+    taintedDeployed,
+    leaving,
+  });
+  const standing = {
+    deployed,
+    provisioning,
+    failed,
+    tainted: taintedFilling,
+    sparesReady: spares,
+    ready: others.length,
+    missing,
+    lacking,
+    sparesLacking,
+    spread,
+    offer,
+    ...(reserve === undefined ? {} : { reserve }),
+    ...(release === undefined ? {} : { release }),
+  };
+  if (lacking === 0 && sparesLacking === 0) return standing;
+  const tally = tallyOf(
+    selector,
+    fleet.filter((m) => !members.has(m.id) && !isSpareOf(pool, m)),
+  );
+  const short =
+    lacking > 0
+      ? `${lacking} of ${target} ${lacking === 1 ? 'slot' : 'slots'} cannot be filled`
+      : `${sparesLacking} of ${wanted} ${sparesLacking === 1 ? 'spare' : 'spares'} cannot be kept`;
+  return { ...standing, why: `${short}: ${noMachineMessage(pool.selector, tally)}` };
+}
+
+/** A spare from the spread value with the fewest members, then by id. */
+function nextSpare(
+  pool: Pool,
+  others: readonly Candidate[],
+  spread: readonly SpreadCount[],
+): string | undefined {
+  const count = (m: Candidate): number => spread.find((c) => c.value === spreadValue(pool, m))?.members ?? 0;
+  const sorted = [...others].sort((a, b) => count(a) - count(b));
+  return sorted[0]?.id;
+}
+
+interface Members {
+  readonly untainted: number;
+  readonly deployed: number;
+  readonly untaintedDeployed: readonly Candidate[];
+  readonly taintedDeployed: readonly Candidate[];
+  readonly leaving: readonly Candidate[];
+}
+
+/** The next member to release, by the rules pool.release holds at apply. */
+function nextRelease(pool: Pool, m: Members): PoolStanding['release'] {
+  if (pool.deleting === true) {
+    const first = m.leaving[0];
+    return first === undefined ? undefined : { hardwareId: first.id, why: 'delete' };
+  }
+  if (m.untainted > pool.size) {
+    const surplus = mostCrowded(pool, m.untaintedDeployed);
+    if (surplus !== undefined) return { hardwareId: surplus, why: 'surplus' };
+  }
+  const first = m.taintedDeployed[0];
+  if (first !== undefined && taintBudgetAllows(pool, m.deployed))
+    return { hardwareId: first.id, why: 'taint' };
+  return undefined;
+}
+
+/** The deployed member in the spread value with the most of them, the last by id among those. */
+function mostCrowded(pool: Pool, deployed: readonly Candidate[]): string | undefined {
+  const per = new Map<string, number>();
+  for (const m of deployed) per.set(spreadValue(pool, m), (per.get(spreadValue(pool, m)) ?? 0) + 1);
+  let best: Candidate | undefined;
+  for (const m of deployed) {
+    const n = per.get(spreadValue(pool, m)) ?? 0;
+    const b = best === undefined ? -1 : (per.get(spreadValue(pool, best)) ?? 0);
+    if (n >= b) best = m;
+  }
+  return best?.id;
 }

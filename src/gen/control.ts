@@ -305,6 +305,122 @@ export interface TemplateGetResponse {
   template?: TemplateRecord | undefined;
 }
 
+/**
+ * Pools (docs/decisions/0035-pools.md, 0036): N machines matching a selector, deployed with one
+ * template and kept at N by the leader, spread across a label's values, with K spares kept ready.
+ */
+export interface PoolCreateRequest {
+  name: string;
+  selector: string;
+  template: string;
+  size: number;
+  spares: number;
+  /** A label whose values the members are spread across; empty: none. */
+  spreadBy: string;
+  /** The template a member leaving the pool runs before it is ready again; empty: none. */
+  releaseTemplate: string;
+  /** A registered artifact the pool's workflows write ({{ pool.image.url }}); empty: none. */
+  image: string;
+  /** A taint's budget: members unavailable at once. Absent: 1. */
+  maxUnavailable?: number | undefined;
+}
+
+/** One spread value: untainted members there, and machines the pool may take there. */
+export interface PoolSpreadCount {
+  value: string;
+  members: number;
+  available: number;
+}
+
+/** A member, or a spare (spare true): its lifecycle state, whether tainted, its spread value. */
+export interface PoolMember {
+  id: string;
+  state: string;
+  tainted: boolean;
+  spare: boolean;
+  spreadValue: string;
+}
+
+/** A pool and how it stands against the fleet now. */
+export interface PoolRecord {
+  name: string;
+  selector: string;
+  template: string;
+  size: number;
+  spares: number;
+  spreadBy: string;
+  releaseTemplate: string;
+  image: string;
+  maxUnavailable: number;
+  /** Deleted, while its members run its release template. */
+  deleting: boolean;
+  version: number;
+  deployed: number;
+  provisioning: number;
+  sparesReady: number;
+  failed: number;
+  /** Tainted members still provisioning or deployed. */
+  tainted: number;
+  /** Slots no machine can fill now, and spares no machine can be, and why (empty when none). */
+  lacking: number;
+  sparesLacking: number;
+  why: string;
+  spread: PoolSpreadCount[];
+  members: PoolMember[];
+}
+
+export interface PoolCreateResponse {
+  pool?: PoolRecord | undefined;
+}
+
+export interface PoolGetRequest {
+  name: string;
+  local: boolean;
+}
+
+export interface PoolGetResponse {
+  pool?: PoolRecord | undefined;
+}
+
+export interface PoolListRequest {
+  local: boolean;
+  /** Paging, as TemplateListRequest's. */
+  limit?: number | undefined;
+  continue?: string | undefined;
+}
+
+export interface PoolListResponse {
+  pools: PoolRecord[];
+  continue: string;
+}
+
+export interface PoolScaleRequest {
+  name: string;
+  size: number;
+}
+
+export interface PoolScaleResponse {
+  pool?: PoolRecord | undefined;
+}
+
+export interface PoolDeleteRequest {
+  name: string;
+}
+
+/** Gone (deleting false), or deleting while its members run its release template. */
+export interface PoolDeleteResponse {
+  deleting: boolean;
+  pool?: PoolRecord | undefined;
+}
+
+export interface PoolTaintRequest {
+  name: string;
+}
+
+export interface PoolTaintResponse {
+  pool?: PoolRecord | undefined;
+}
+
 export interface TemplateListRequest {
   local: boolean;
   /**
@@ -3899,6 +4015,1751 @@ export const TemplateGetResponse: MessageFns<TemplateGetResponse> = {
     const message = createBaseTemplateGetResponse();
     message.template = (object.template !== undefined && object.template !== null)
       ? TemplateRecord.fromPartial(object.template)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePoolCreateRequest(): PoolCreateRequest {
+  return {
+    name: "",
+    selector: "",
+    template: "",
+    size: 0,
+    spares: 0,
+    spreadBy: "",
+    releaseTemplate: "",
+    image: "",
+    maxUnavailable: undefined,
+  };
+}
+
+export const PoolCreateRequest: MessageFns<PoolCreateRequest> = {
+  encode(message: PoolCreateRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.selector !== "") {
+      writer.uint32(18).string(message.selector);
+    }
+    if (message.template !== "") {
+      writer.uint32(26).string(message.template);
+    }
+    if (message.size !== 0) {
+      writer.uint32(32).uint32(message.size);
+    }
+    if (message.spares !== 0) {
+      writer.uint32(40).uint32(message.spares);
+    }
+    if (message.spreadBy !== "") {
+      writer.uint32(50).string(message.spreadBy);
+    }
+    if (message.releaseTemplate !== "") {
+      writer.uint32(58).string(message.releaseTemplate);
+    }
+    if (message.image !== "") {
+      writer.uint32(66).string(message.image);
+    }
+    if (message.maxUnavailable !== undefined) {
+      writer.uint32(72).uint32(message.maxUnavailable);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolCreateRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolCreateRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.template = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.size = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.spares = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.spreadBy = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.releaseTemplate = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.image = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.maxUnavailable = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolCreateRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : "",
+      template: isSet(object.template) ? globalThis.String(object.template) : "",
+      size: isSet(object.size) ? globalThis.Number(object.size) : 0,
+      spares: isSet(object.spares) ? globalThis.Number(object.spares) : 0,
+      spreadBy: isSet(object.spreadBy)
+        ? globalThis.String(object.spreadBy)
+        : isSet(object.spread_by)
+        ? globalThis.String(object.spread_by)
+        : "",
+      releaseTemplate: isSet(object.releaseTemplate)
+        ? globalThis.String(object.releaseTemplate)
+        : isSet(object.release_template)
+        ? globalThis.String(object.release_template)
+        : "",
+      image: isSet(object.image) ? globalThis.String(object.image) : "",
+      maxUnavailable: isSet(object.maxUnavailable)
+        ? globalThis.Number(object.maxUnavailable)
+        : isSet(object.max_unavailable)
+        ? globalThis.Number(object.max_unavailable)
+        : undefined,
+    };
+  },
+
+  toJSON(message: PoolCreateRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.selector !== "") {
+      obj.selector = message.selector;
+    }
+    if (message.template !== "") {
+      obj.template = message.template;
+    }
+    if (message.size !== 0) {
+      obj.size = Math.round(message.size);
+    }
+    if (message.spares !== 0) {
+      obj.spares = Math.round(message.spares);
+    }
+    if (message.spreadBy !== "") {
+      obj.spreadBy = message.spreadBy;
+    }
+    if (message.releaseTemplate !== "") {
+      obj.releaseTemplate = message.releaseTemplate;
+    }
+    if (message.image !== "") {
+      obj.image = message.image;
+    }
+    if (message.maxUnavailable !== undefined) {
+      obj.maxUnavailable = Math.round(message.maxUnavailable);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolCreateRequest>, I>>(base?: I): PoolCreateRequest {
+    return PoolCreateRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolCreateRequest>, I>>(object: I): PoolCreateRequest {
+    const message = createBasePoolCreateRequest();
+    message.name = object.name ?? "";
+    message.selector = object.selector ?? "";
+    message.template = object.template ?? "";
+    message.size = object.size ?? 0;
+    message.spares = object.spares ?? 0;
+    message.spreadBy = object.spreadBy ?? "";
+    message.releaseTemplate = object.releaseTemplate ?? "";
+    message.image = object.image ?? "";
+    message.maxUnavailable = object.maxUnavailable ?? undefined;
+    return message;
+  },
+};
+
+function createBasePoolSpreadCount(): PoolSpreadCount {
+  return { value: "", members: 0, available: 0 };
+}
+
+export const PoolSpreadCount: MessageFns<PoolSpreadCount> = {
+  encode(message: PoolSpreadCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.value !== "") {
+      writer.uint32(10).string(message.value);
+    }
+    if (message.members !== 0) {
+      writer.uint32(16).uint32(message.members);
+    }
+    if (message.available !== 0) {
+      writer.uint32(24).uint32(message.available);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolSpreadCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolSpreadCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.members = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.available = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolSpreadCount {
+    return {
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+      members: isSet(object.members) ? globalThis.Number(object.members) : 0,
+      available: isSet(object.available) ? globalThis.Number(object.available) : 0,
+    };
+  },
+
+  toJSON(message: PoolSpreadCount): unknown {
+    const obj: any = {};
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    if (message.members !== 0) {
+      obj.members = Math.round(message.members);
+    }
+    if (message.available !== 0) {
+      obj.available = Math.round(message.available);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolSpreadCount>, I>>(base?: I): PoolSpreadCount {
+    return PoolSpreadCount.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolSpreadCount>, I>>(object: I): PoolSpreadCount {
+    const message = createBasePoolSpreadCount();
+    message.value = object.value ?? "";
+    message.members = object.members ?? 0;
+    message.available = object.available ?? 0;
+    return message;
+  },
+};
+
+function createBasePoolMember(): PoolMember {
+  return { id: "", state: "", tainted: false, spare: false, spreadValue: "" };
+}
+
+export const PoolMember: MessageFns<PoolMember> = {
+  encode(message: PoolMember, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.state !== "") {
+      writer.uint32(18).string(message.state);
+    }
+    if (message.tainted !== false) {
+      writer.uint32(24).bool(message.tainted);
+    }
+    if (message.spare !== false) {
+      writer.uint32(32).bool(message.spare);
+    }
+    if (message.spreadValue !== "") {
+      writer.uint32(42).string(message.spreadValue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolMember {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolMember();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.tainted = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.spare = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.spreadValue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolMember {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      tainted: isSet(object.tainted) ? globalThis.Boolean(object.tainted) : false,
+      spare: isSet(object.spare) ? globalThis.Boolean(object.spare) : false,
+      spreadValue: isSet(object.spreadValue)
+        ? globalThis.String(object.spreadValue)
+        : isSet(object.spread_value)
+        ? globalThis.String(object.spread_value)
+        : "",
+    };
+  },
+
+  toJSON(message: PoolMember): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.tainted !== false) {
+      obj.tainted = message.tainted;
+    }
+    if (message.spare !== false) {
+      obj.spare = message.spare;
+    }
+    if (message.spreadValue !== "") {
+      obj.spreadValue = message.spreadValue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolMember>, I>>(base?: I): PoolMember {
+    return PoolMember.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolMember>, I>>(object: I): PoolMember {
+    const message = createBasePoolMember();
+    message.id = object.id ?? "";
+    message.state = object.state ?? "";
+    message.tainted = object.tainted ?? false;
+    message.spare = object.spare ?? false;
+    message.spreadValue = object.spreadValue ?? "";
+    return message;
+  },
+};
+
+function createBasePoolRecord(): PoolRecord {
+  return {
+    name: "",
+    selector: "",
+    template: "",
+    size: 0,
+    spares: 0,
+    spreadBy: "",
+    releaseTemplate: "",
+    image: "",
+    maxUnavailable: 0,
+    deleting: false,
+    version: 0,
+    deployed: 0,
+    provisioning: 0,
+    sparesReady: 0,
+    failed: 0,
+    tainted: 0,
+    lacking: 0,
+    sparesLacking: 0,
+    why: "",
+    spread: [],
+    members: [],
+  };
+}
+
+export const PoolRecord: MessageFns<PoolRecord> = {
+  encode(message: PoolRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.selector !== "") {
+      writer.uint32(18).string(message.selector);
+    }
+    if (message.template !== "") {
+      writer.uint32(26).string(message.template);
+    }
+    if (message.size !== 0) {
+      writer.uint32(32).uint32(message.size);
+    }
+    if (message.spares !== 0) {
+      writer.uint32(40).uint32(message.spares);
+    }
+    if (message.spreadBy !== "") {
+      writer.uint32(50).string(message.spreadBy);
+    }
+    if (message.releaseTemplate !== "") {
+      writer.uint32(58).string(message.releaseTemplate);
+    }
+    if (message.image !== "") {
+      writer.uint32(66).string(message.image);
+    }
+    if (message.maxUnavailable !== 0) {
+      writer.uint32(72).uint32(message.maxUnavailable);
+    }
+    if (message.deleting !== false) {
+      writer.uint32(80).bool(message.deleting);
+    }
+    if (message.version !== 0) {
+      writer.uint32(88).uint64(message.version);
+    }
+    if (message.deployed !== 0) {
+      writer.uint32(96).uint32(message.deployed);
+    }
+    if (message.provisioning !== 0) {
+      writer.uint32(104).uint32(message.provisioning);
+    }
+    if (message.sparesReady !== 0) {
+      writer.uint32(112).uint32(message.sparesReady);
+    }
+    if (message.failed !== 0) {
+      writer.uint32(120).uint32(message.failed);
+    }
+    if (message.tainted !== 0) {
+      writer.uint32(128).uint32(message.tainted);
+    }
+    if (message.lacking !== 0) {
+      writer.uint32(136).uint32(message.lacking);
+    }
+    if (message.sparesLacking !== 0) {
+      writer.uint32(144).uint32(message.sparesLacking);
+    }
+    if (message.why !== "") {
+      writer.uint32(154).string(message.why);
+    }
+    for (const v of message.spread) {
+      PoolSpreadCount.encode(v!, writer.uint32(162).fork()).join();
+    }
+    for (const v of message.members) {
+      PoolMember.encode(v!, writer.uint32(170).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.selector = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.template = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.size = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.spares = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.spreadBy = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.releaseTemplate = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.image = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.maxUnavailable = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.deleting = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.version = longToNumber(reader.uint64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.deployed = reader.uint32();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.provisioning = reader.uint32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.sparesReady = reader.uint32();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.failed = reader.uint32();
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.tainted = reader.uint32();
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.lacking = reader.uint32();
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.sparesLacking = reader.uint32();
+            continue;
+          }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.why = reader.string();
+            continue;
+          }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.spread.push(PoolSpreadCount.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.members.push(PoolMember.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolRecord {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      selector: isSet(object.selector) ? globalThis.String(object.selector) : "",
+      template: isSet(object.template) ? globalThis.String(object.template) : "",
+      size: isSet(object.size) ? globalThis.Number(object.size) : 0,
+      spares: isSet(object.spares) ? globalThis.Number(object.spares) : 0,
+      spreadBy: isSet(object.spreadBy)
+        ? globalThis.String(object.spreadBy)
+        : isSet(object.spread_by)
+        ? globalThis.String(object.spread_by)
+        : "",
+      releaseTemplate: isSet(object.releaseTemplate)
+        ? globalThis.String(object.releaseTemplate)
+        : isSet(object.release_template)
+        ? globalThis.String(object.release_template)
+        : "",
+      image: isSet(object.image) ? globalThis.String(object.image) : "",
+      maxUnavailable: isSet(object.maxUnavailable)
+        ? globalThis.Number(object.maxUnavailable)
+        : isSet(object.max_unavailable)
+        ? globalThis.Number(object.max_unavailable)
+        : 0,
+      deleting: isSet(object.deleting) ? globalThis.Boolean(object.deleting) : false,
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      deployed: isSet(object.deployed) ? globalThis.Number(object.deployed) : 0,
+      provisioning: isSet(object.provisioning) ? globalThis.Number(object.provisioning) : 0,
+      sparesReady: isSet(object.sparesReady)
+        ? globalThis.Number(object.sparesReady)
+        : isSet(object.spares_ready)
+        ? globalThis.Number(object.spares_ready)
+        : 0,
+      failed: isSet(object.failed) ? globalThis.Number(object.failed) : 0,
+      tainted: isSet(object.tainted) ? globalThis.Number(object.tainted) : 0,
+      lacking: isSet(object.lacking) ? globalThis.Number(object.lacking) : 0,
+      sparesLacking: isSet(object.sparesLacking)
+        ? globalThis.Number(object.sparesLacking)
+        : isSet(object.spares_lacking)
+        ? globalThis.Number(object.spares_lacking)
+        : 0,
+      why: isSet(object.why) ? globalThis.String(object.why) : "",
+      spread: globalThis.Array.isArray(object?.spread)
+        ? object.spread.map((e: any) => PoolSpreadCount.fromJSON(e))
+        : [],
+      members: globalThis.Array.isArray(object?.members)
+        ? object.members.map((e: any) => PoolMember.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: PoolRecord): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.selector !== "") {
+      obj.selector = message.selector;
+    }
+    if (message.template !== "") {
+      obj.template = message.template;
+    }
+    if (message.size !== 0) {
+      obj.size = Math.round(message.size);
+    }
+    if (message.spares !== 0) {
+      obj.spares = Math.round(message.spares);
+    }
+    if (message.spreadBy !== "") {
+      obj.spreadBy = message.spreadBy;
+    }
+    if (message.releaseTemplate !== "") {
+      obj.releaseTemplate = message.releaseTemplate;
+    }
+    if (message.image !== "") {
+      obj.image = message.image;
+    }
+    if (message.maxUnavailable !== 0) {
+      obj.maxUnavailable = Math.round(message.maxUnavailable);
+    }
+    if (message.deleting !== false) {
+      obj.deleting = message.deleting;
+    }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.deployed !== 0) {
+      obj.deployed = Math.round(message.deployed);
+    }
+    if (message.provisioning !== 0) {
+      obj.provisioning = Math.round(message.provisioning);
+    }
+    if (message.sparesReady !== 0) {
+      obj.sparesReady = Math.round(message.sparesReady);
+    }
+    if (message.failed !== 0) {
+      obj.failed = Math.round(message.failed);
+    }
+    if (message.tainted !== 0) {
+      obj.tainted = Math.round(message.tainted);
+    }
+    if (message.lacking !== 0) {
+      obj.lacking = Math.round(message.lacking);
+    }
+    if (message.sparesLacking !== 0) {
+      obj.sparesLacking = Math.round(message.sparesLacking);
+    }
+    if (message.why !== "") {
+      obj.why = message.why;
+    }
+    if (message.spread?.length) {
+      obj.spread = message.spread.map((e) => PoolSpreadCount.toJSON(e));
+    }
+    if (message.members?.length) {
+      obj.members = message.members.map((e) => PoolMember.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolRecord>, I>>(base?: I): PoolRecord {
+    return PoolRecord.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolRecord>, I>>(object: I): PoolRecord {
+    const message = createBasePoolRecord();
+    message.name = object.name ?? "";
+    message.selector = object.selector ?? "";
+    message.template = object.template ?? "";
+    message.size = object.size ?? 0;
+    message.spares = object.spares ?? 0;
+    message.spreadBy = object.spreadBy ?? "";
+    message.releaseTemplate = object.releaseTemplate ?? "";
+    message.image = object.image ?? "";
+    message.maxUnavailable = object.maxUnavailable ?? 0;
+    message.deleting = object.deleting ?? false;
+    message.version = object.version ?? 0;
+    message.deployed = object.deployed ?? 0;
+    message.provisioning = object.provisioning ?? 0;
+    message.sparesReady = object.sparesReady ?? 0;
+    message.failed = object.failed ?? 0;
+    message.tainted = object.tainted ?? 0;
+    message.lacking = object.lacking ?? 0;
+    message.sparesLacking = object.sparesLacking ?? 0;
+    message.why = object.why ?? "";
+    message.spread = object.spread?.map((e) => PoolSpreadCount.fromPartial(e)) || [];
+    message.members = object.members?.map((e) => PoolMember.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePoolCreateResponse(): PoolCreateResponse {
+  return { pool: undefined };
+}
+
+export const PoolCreateResponse: MessageFns<PoolCreateResponse> = {
+  encode(message: PoolCreateResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pool !== undefined) {
+      PoolRecord.encode(message.pool, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolCreateResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolCreateResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pool = PoolRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolCreateResponse {
+    return { pool: isSet(object.pool) ? PoolRecord.fromJSON(object.pool) : undefined };
+  },
+
+  toJSON(message: PoolCreateResponse): unknown {
+    const obj: any = {};
+    if (message.pool !== undefined) {
+      obj.pool = PoolRecord.toJSON(message.pool);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolCreateResponse>, I>>(base?: I): PoolCreateResponse {
+    return PoolCreateResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolCreateResponse>, I>>(object: I): PoolCreateResponse {
+    const message = createBasePoolCreateResponse();
+    message.pool = (object.pool !== undefined && object.pool !== null)
+      ? PoolRecord.fromPartial(object.pool)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePoolGetRequest(): PoolGetRequest {
+  return { name: "", local: false };
+}
+
+export const PoolGetRequest: MessageFns<PoolGetRequest> = {
+  encode(message: PoolGetRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.local !== false) {
+      writer.uint32(16).bool(message.local);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolGetRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolGetRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolGetRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+    };
+  },
+
+  toJSON(message: PoolGetRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolGetRequest>, I>>(base?: I): PoolGetRequest {
+    return PoolGetRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolGetRequest>, I>>(object: I): PoolGetRequest {
+    const message = createBasePoolGetRequest();
+    message.name = object.name ?? "";
+    message.local = object.local ?? false;
+    return message;
+  },
+};
+
+function createBasePoolGetResponse(): PoolGetResponse {
+  return { pool: undefined };
+}
+
+export const PoolGetResponse: MessageFns<PoolGetResponse> = {
+  encode(message: PoolGetResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pool !== undefined) {
+      PoolRecord.encode(message.pool, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolGetResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolGetResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pool = PoolRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolGetResponse {
+    return { pool: isSet(object.pool) ? PoolRecord.fromJSON(object.pool) : undefined };
+  },
+
+  toJSON(message: PoolGetResponse): unknown {
+    const obj: any = {};
+    if (message.pool !== undefined) {
+      obj.pool = PoolRecord.toJSON(message.pool);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolGetResponse>, I>>(base?: I): PoolGetResponse {
+    return PoolGetResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolGetResponse>, I>>(object: I): PoolGetResponse {
+    const message = createBasePoolGetResponse();
+    message.pool = (object.pool !== undefined && object.pool !== null)
+      ? PoolRecord.fromPartial(object.pool)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePoolListRequest(): PoolListRequest {
+  return { local: false, limit: undefined, continue: undefined };
+}
+
+export const PoolListRequest: MessageFns<PoolListRequest> = {
+  encode(message: PoolListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.local !== false) {
+      writer.uint32(8).bool(message.local);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.continue !== undefined) {
+      writer.uint32(26).string(message.continue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolListRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolListRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolListRequest {
+    return {
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : undefined,
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : undefined,
+    };
+  },
+
+  toJSON(message: PoolListRequest): unknown {
+    const obj: any = {};
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    if (message.limit !== undefined) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.continue !== undefined) {
+      obj.continue = message.continue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolListRequest>, I>>(base?: I): PoolListRequest {
+    return PoolListRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolListRequest>, I>>(object: I): PoolListRequest {
+    const message = createBasePoolListRequest();
+    message.local = object.local ?? false;
+    message.limit = object.limit ?? undefined;
+    message.continue = object.continue ?? undefined;
+    return message;
+  },
+};
+
+function createBasePoolListResponse(): PoolListResponse {
+  return { pools: [], continue: "" };
+}
+
+export const PoolListResponse: MessageFns<PoolListResponse> = {
+  encode(message: PoolListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.pools) {
+      PoolRecord.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.continue !== "") {
+      writer.uint32(18).string(message.continue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pools.push(PoolRecord.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.continue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolListResponse {
+    return {
+      pools: globalThis.Array.isArray(object?.pools) ? object.pools.map((e: any) => PoolRecord.fromJSON(e)) : [],
+      continue: isSet(object.continue) ? globalThis.String(object.continue) : "",
+    };
+  },
+
+  toJSON(message: PoolListResponse): unknown {
+    const obj: any = {};
+    if (message.pools?.length) {
+      obj.pools = message.pools.map((e) => PoolRecord.toJSON(e));
+    }
+    if (message.continue !== "") {
+      obj.continue = message.continue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolListResponse>, I>>(base?: I): PoolListResponse {
+    return PoolListResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolListResponse>, I>>(object: I): PoolListResponse {
+    const message = createBasePoolListResponse();
+    message.pools = object.pools?.map((e) => PoolRecord.fromPartial(e)) || [];
+    message.continue = object.continue ?? "";
+    return message;
+  },
+};
+
+function createBasePoolScaleRequest(): PoolScaleRequest {
+  return { name: "", size: 0 };
+}
+
+export const PoolScaleRequest: MessageFns<PoolScaleRequest> = {
+  encode(message: PoolScaleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.size !== 0) {
+      writer.uint32(16).uint32(message.size);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolScaleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolScaleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.size = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolScaleRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      size: isSet(object.size) ? globalThis.Number(object.size) : 0,
+    };
+  },
+
+  toJSON(message: PoolScaleRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.size !== 0) {
+      obj.size = Math.round(message.size);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolScaleRequest>, I>>(base?: I): PoolScaleRequest {
+    return PoolScaleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolScaleRequest>, I>>(object: I): PoolScaleRequest {
+    const message = createBasePoolScaleRequest();
+    message.name = object.name ?? "";
+    message.size = object.size ?? 0;
+    return message;
+  },
+};
+
+function createBasePoolScaleResponse(): PoolScaleResponse {
+  return { pool: undefined };
+}
+
+export const PoolScaleResponse: MessageFns<PoolScaleResponse> = {
+  encode(message: PoolScaleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pool !== undefined) {
+      PoolRecord.encode(message.pool, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolScaleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolScaleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pool = PoolRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolScaleResponse {
+    return { pool: isSet(object.pool) ? PoolRecord.fromJSON(object.pool) : undefined };
+  },
+
+  toJSON(message: PoolScaleResponse): unknown {
+    const obj: any = {};
+    if (message.pool !== undefined) {
+      obj.pool = PoolRecord.toJSON(message.pool);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolScaleResponse>, I>>(base?: I): PoolScaleResponse {
+    return PoolScaleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolScaleResponse>, I>>(object: I): PoolScaleResponse {
+    const message = createBasePoolScaleResponse();
+    message.pool = (object.pool !== undefined && object.pool !== null)
+      ? PoolRecord.fromPartial(object.pool)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePoolDeleteRequest(): PoolDeleteRequest {
+  return { name: "" };
+}
+
+export const PoolDeleteRequest: MessageFns<PoolDeleteRequest> = {
+  encode(message: PoolDeleteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolDeleteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolDeleteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolDeleteRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: PoolDeleteRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolDeleteRequest>, I>>(base?: I): PoolDeleteRequest {
+    return PoolDeleteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolDeleteRequest>, I>>(object: I): PoolDeleteRequest {
+    const message = createBasePoolDeleteRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBasePoolDeleteResponse(): PoolDeleteResponse {
+  return { deleting: false, pool: undefined };
+}
+
+export const PoolDeleteResponse: MessageFns<PoolDeleteResponse> = {
+  encode(message: PoolDeleteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deleting !== false) {
+      writer.uint32(8).bool(message.deleting);
+    }
+    if (message.pool !== undefined) {
+      PoolRecord.encode(message.pool, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolDeleteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolDeleteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.deleting = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pool = PoolRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolDeleteResponse {
+    return {
+      deleting: isSet(object.deleting) ? globalThis.Boolean(object.deleting) : false,
+      pool: isSet(object.pool) ? PoolRecord.fromJSON(object.pool) : undefined,
+    };
+  },
+
+  toJSON(message: PoolDeleteResponse): unknown {
+    const obj: any = {};
+    if (message.deleting !== false) {
+      obj.deleting = message.deleting;
+    }
+    if (message.pool !== undefined) {
+      obj.pool = PoolRecord.toJSON(message.pool);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolDeleteResponse>, I>>(base?: I): PoolDeleteResponse {
+    return PoolDeleteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolDeleteResponse>, I>>(object: I): PoolDeleteResponse {
+    const message = createBasePoolDeleteResponse();
+    message.deleting = object.deleting ?? false;
+    message.pool = (object.pool !== undefined && object.pool !== null)
+      ? PoolRecord.fromPartial(object.pool)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePoolTaintRequest(): PoolTaintRequest {
+  return { name: "" };
+}
+
+export const PoolTaintRequest: MessageFns<PoolTaintRequest> = {
+  encode(message: PoolTaintRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolTaintRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolTaintRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolTaintRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: PoolTaintRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolTaintRequest>, I>>(base?: I): PoolTaintRequest {
+    return PoolTaintRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolTaintRequest>, I>>(object: I): PoolTaintRequest {
+    const message = createBasePoolTaintRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBasePoolTaintResponse(): PoolTaintResponse {
+  return { pool: undefined };
+}
+
+export const PoolTaintResponse: MessageFns<PoolTaintResponse> = {
+  encode(message: PoolTaintResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pool !== undefined) {
+      PoolRecord.encode(message.pool, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolTaintResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolTaintResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pool = PoolRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolTaintResponse {
+    return { pool: isSet(object.pool) ? PoolRecord.fromJSON(object.pool) : undefined };
+  },
+
+  toJSON(message: PoolTaintResponse): unknown {
+    const obj: any = {};
+    if (message.pool !== undefined) {
+      obj.pool = PoolRecord.toJSON(message.pool);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolTaintResponse>, I>>(base?: I): PoolTaintResponse {
+    return PoolTaintResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolTaintResponse>, I>>(object: I): PoolTaintResponse {
+    const message = createBasePoolTaintResponse();
+    message.pool = (object.pool !== undefined && object.pool !== null)
+      ? PoolRecord.fromPartial(object.pool)
       : undefined;
     return message;
   },
@@ -9575,6 +11436,61 @@ export const ControlService = {
       Buffer.from(TemplateDeleteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): TemplateDeleteResponse => TemplateDeleteResponse.decode(value),
   },
+  /** Pools (docs/decisions/0035, 0036). */
+  poolCreate: {
+    path: "/slipway.control.v1.Control/PoolCreate" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PoolCreateRequest): Buffer => Buffer.from(PoolCreateRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PoolCreateRequest => PoolCreateRequest.decode(value),
+    responseSerialize: (value: PoolCreateResponse): Buffer => Buffer.from(PoolCreateResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PoolCreateResponse => PoolCreateResponse.decode(value),
+  },
+  poolGet: {
+    path: "/slipway.control.v1.Control/PoolGet" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PoolGetRequest): Buffer => Buffer.from(PoolGetRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PoolGetRequest => PoolGetRequest.decode(value),
+    responseSerialize: (value: PoolGetResponse): Buffer => Buffer.from(PoolGetResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PoolGetResponse => PoolGetResponse.decode(value),
+  },
+  poolList: {
+    path: "/slipway.control.v1.Control/PoolList" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PoolListRequest): Buffer => Buffer.from(PoolListRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PoolListRequest => PoolListRequest.decode(value),
+    responseSerialize: (value: PoolListResponse): Buffer => Buffer.from(PoolListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PoolListResponse => PoolListResponse.decode(value),
+  },
+  poolScale: {
+    path: "/slipway.control.v1.Control/PoolScale" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PoolScaleRequest): Buffer => Buffer.from(PoolScaleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PoolScaleRequest => PoolScaleRequest.decode(value),
+    responseSerialize: (value: PoolScaleResponse): Buffer => Buffer.from(PoolScaleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PoolScaleResponse => PoolScaleResponse.decode(value),
+  },
+  poolDelete: {
+    path: "/slipway.control.v1.Control/PoolDelete" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PoolDeleteRequest): Buffer => Buffer.from(PoolDeleteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PoolDeleteRequest => PoolDeleteRequest.decode(value),
+    responseSerialize: (value: PoolDeleteResponse): Buffer => Buffer.from(PoolDeleteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PoolDeleteResponse => PoolDeleteResponse.decode(value),
+  },
+  poolTaint: {
+    path: "/slipway.control.v1.Control/PoolTaint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PoolTaintRequest): Buffer => Buffer.from(PoolTaintRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PoolTaintRequest => PoolTaintRequest.decode(value),
+    responseSerialize: (value: PoolTaintResponse): Buffer => Buffer.from(PoolTaintResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PoolTaintResponse => PoolTaintResponse.decode(value),
+  },
   workflowCreate: {
     path: "/slipway.control.v1.Control/WorkflowCreate" as const,
     requestStream: false as const,
@@ -9797,6 +11713,13 @@ export interface ControlServer extends UntypedServiceImplementation {
   templateGet: handleUnaryCall<TemplateGetRequest, TemplateGetResponse>;
   templateList: handleUnaryCall<TemplateListRequest, TemplateListResponse>;
   templateDelete: handleUnaryCall<TemplateDeleteRequest, TemplateDeleteResponse>;
+  /** Pools (docs/decisions/0035, 0036). */
+  poolCreate: handleUnaryCall<PoolCreateRequest, PoolCreateResponse>;
+  poolGet: handleUnaryCall<PoolGetRequest, PoolGetResponse>;
+  poolList: handleUnaryCall<PoolListRequest, PoolListResponse>;
+  poolScale: handleUnaryCall<PoolScaleRequest, PoolScaleResponse>;
+  poolDelete: handleUnaryCall<PoolDeleteRequest, PoolDeleteResponse>;
+  poolTaint: handleUnaryCall<PoolTaintRequest, PoolTaintResponse>;
   workflowCreate: handleUnaryCall<WorkflowCreateRequest, WorkflowCreateResponse>;
   workflowGet: handleUnaryCall<WorkflowGetRequest, WorkflowGetResponse>;
   workflowList: handleUnaryCall<WorkflowListRequest, WorkflowListResponse>;
@@ -10046,6 +11969,97 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TemplateDeleteResponse) => void,
+  ): ClientUnaryCall;
+  /** Pools (docs/decisions/0035, 0036). */
+  poolCreate(
+    request: PoolCreateRequest,
+    callback: (error: ServiceError | null, response: PoolCreateResponse) => void,
+  ): ClientUnaryCall;
+  poolCreate(
+    request: PoolCreateRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PoolCreateResponse) => void,
+  ): ClientUnaryCall;
+  poolCreate(
+    request: PoolCreateRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PoolCreateResponse) => void,
+  ): ClientUnaryCall;
+  poolGet(
+    request: PoolGetRequest,
+    callback: (error: ServiceError | null, response: PoolGetResponse) => void,
+  ): ClientUnaryCall;
+  poolGet(
+    request: PoolGetRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PoolGetResponse) => void,
+  ): ClientUnaryCall;
+  poolGet(
+    request: PoolGetRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PoolGetResponse) => void,
+  ): ClientUnaryCall;
+  poolList(
+    request: PoolListRequest,
+    callback: (error: ServiceError | null, response: PoolListResponse) => void,
+  ): ClientUnaryCall;
+  poolList(
+    request: PoolListRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PoolListResponse) => void,
+  ): ClientUnaryCall;
+  poolList(
+    request: PoolListRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PoolListResponse) => void,
+  ): ClientUnaryCall;
+  poolScale(
+    request: PoolScaleRequest,
+    callback: (error: ServiceError | null, response: PoolScaleResponse) => void,
+  ): ClientUnaryCall;
+  poolScale(
+    request: PoolScaleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PoolScaleResponse) => void,
+  ): ClientUnaryCall;
+  poolScale(
+    request: PoolScaleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PoolScaleResponse) => void,
+  ): ClientUnaryCall;
+  poolDelete(
+    request: PoolDeleteRequest,
+    callback: (error: ServiceError | null, response: PoolDeleteResponse) => void,
+  ): ClientUnaryCall;
+  poolDelete(
+    request: PoolDeleteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PoolDeleteResponse) => void,
+  ): ClientUnaryCall;
+  poolDelete(
+    request: PoolDeleteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PoolDeleteResponse) => void,
+  ): ClientUnaryCall;
+  poolTaint(
+    request: PoolTaintRequest,
+    callback: (error: ServiceError | null, response: PoolTaintResponse) => void,
+  ): ClientUnaryCall;
+  poolTaint(
+    request: PoolTaintRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PoolTaintResponse) => void,
+  ): ClientUnaryCall;
+  poolTaint(
+    request: PoolTaintRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PoolTaintResponse) => void,
   ): ClientUnaryCall;
   workflowCreate(
     request: WorkflowCreateRequest,

@@ -86,6 +86,11 @@ export interface MachineLifecycle {
   readonly deadlineMs?: number;
   /** The workflow that owns the machine (invariant 9): set from its creation until it ends. */
   readonly owner?: string;
+  /**
+   * ready: the pool that keeps the machine as a spare (docs/decisions/0036); no allocation but
+   * that pool's takes it. Any transition clears it.
+   */
+  readonly spareOf?: string;
   /** maintenance: the state `undrain` returns the machine to. */
   readonly drainedFrom?: MachineState;
   /** The newest events, oldest first (at most machineHistoryMax); never empty. */

@@ -233,6 +233,11 @@ export interface Workflow {
    */
   readonly race?: RaceLane;
   /**
+   * A release workflow (a pool's release template, docs/decisions/0036): it takes its machine
+   * from releasing to ready when it succeeds, to failed when it does not.
+   */
+  readonly release?: true;
+  /**
    * Worker id → the per-boot credential that worker claimed for this workflow (see
    * src/state/control/credentials.ts). Only its SHA-256 is kept; it is valid while the workflow
    * is active and until expiresMs.

@@ -1,16 +1,22 @@
-// The pools' leader duty (docs/decisions/0035-pools.md): while this node leads, each pool with
-// fewer members provisioning or deployed than its size is offered the next ready machines
-// matching its selector, each with the pool's template rendered, in a pool.allocate; the
-// replicated state picks among them at apply and refuses once the pool's slots are filled. One
-// proposal per pool at a time, awaited, so a scan never asks twice for one slot; and since the
-// state holds the pool and its members, a new leader carries on from there.
+// The pools' leader duty (docs/decisions/0035-pools.md, 0036): while this node leads, each pool is
+// brought one step nearer what it asks, every scan, by commands in the log: a member to release
+// (surplus after a scale down, a tainted member within the pool's budget, every member of a pool
+// being deleted) with its release template rendered when it has one; the next ready machines for
+// a missing slot, its spares and the values of its spread label first, each with the pool's
+// template rendered for it, in a pool.allocate; a spare to reserve once the slots are filled. The
+// decisions are src/fleet/pool.ts's; the replicated state holds the same rules at apply and
+// refuses a stale one. One proposal at a time, awaited, so a scan never asks twice for one slot;
+// and since the state holds the pool, its members and its spares, a new leader carries on.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import { poolStanding, type Pool } from '../fleet/pool.js';
+import type { Hardware, RenderedTemplate, Template } from '../model/records.js';
+import { poolStanding, type Pool, type PoolStanding } from '../fleet/pool.js';
 import { parseSelector, SelectorError } from '../fleet/selector.js';
+import type { Selector } from '../fleet/selector-terms.js';
 import { offerMachines, renderForMachine } from '../api/allocation-offer.js';
+import type { PoolVariables } from '../workflow/template-variables.js';
 
 export const poolScanMs = 500;
 
@@ -19,6 +25,19 @@ export interface PoolKeeperOptions {
   readonly isLeader: () => boolean;
   readonly propose: (command: ControlCommand) => Promise<ControlResult>;
   readonly logger: Logger;
+  /** Where machines fetch artifacts (http://VIP[:port]): `{{ pool.image.url }}` starts with it. */
+  readonly artifactBaseUrl?: string;
+}
+
+/** The template variables of a pool's workflows: its name, and its image when it names one. */
+export function poolVariables(control: ControlState, pool: Pool, artifactBaseUrl: string): PoolVariables {
+  const artifact = pool.image === undefined ? undefined : control.artifact(pool.image);
+  if (artifact === undefined) return { name: pool.name };
+  const path = `/artifacts/${encodeURIComponent(artifact.name)}`;
+  return {
+    name: pool.name,
+    image: { name: artifact.name, sha256: artifact.sha256, path, url: `${artifactBaseUrl}${path}` },
+  };
 }
 
 export class PoolKeeper {
@@ -29,6 +48,8 @@ export class PoolKeeper {
   readonly #said = new Map<string, string>();
   /** Machines this node's proposals gave to pools. */
   allocated = 0;
+  /** Members this node's proposals released from pools. */
+  released = 0;
 
   constructor(options: PoolKeeperOptions) {
     this.#o = options;
@@ -45,7 +66,7 @@ export class PoolKeeper {
     this.#timer = undefined;
   }
 
-  /** Proposes one allocation for every pool short of machines (leader only). */
+  /** Brings every pool one step nearer its size (leader only). */
   async scan(): Promise<void> {
     if (!this.#o.isLeader() || this.#scanning) return;
     this.#scanning = true;
@@ -63,7 +84,7 @@ export class PoolKeeper {
   }
 
   async #keep(pool: Pool): Promise<void> {
-    const { control, logger } = this.#o;
+    const { control } = this.#o;
     const selector = parseSelector(pool.selector);
     const template = control.template(pool.template);
     if (selector instanceof SelectorError || template === undefined) {
@@ -73,42 +94,111 @@ export class PoolKeeper {
     const fleet = control.hardwareList();
     const standing = poolStanding(pool, selector, fleet);
     if (standing.why !== undefined) this.#sayOnce(pool, `pool ${pool.name}: ${standing.why}`);
-    if (standing.offer.length === 0) return;
+    if (standing.release !== undefined) await this.#release(pool, standing.release);
+    if (standing.offer.length > 0) await this.#allocate(pool, selector, template, fleet, standing);
+    else if (standing.reserve !== undefined) {
+      await this.#proposed(
+        pool,
+        { type: 'pool.reserve', pool: pool.name, hardwareId: standing.reserve },
+        'kept a spare',
+      );
+    }
+  }
+
+  #render(pool: Pool, template: Template, hw: Hardware, workflowId: string): RenderedTemplate {
+    const variables = poolVariables(this.#o.control, pool, this.#o.artifactBaseUrl ?? '');
+    return renderForMachine(this.#o.control, template, hw, workflowId, {}, variables);
+  }
+
+  async #allocate(
+    pool: Pool,
+    selector: Selector,
+    template: Template,
+    fleet: readonly Hardware[],
+    standing: PoolStanding,
+  ): Promise<void> {
     const workflowId = `${pool.name}-${randomUUID()}`;
+    const byId = new Map(fleet.map((hw) => [hw.id, hw]));
+    const offered = standing.offer.map((id) => byId.get(id)).filter((hw) => hw !== undefined);
     let candidates;
     try {
       candidates = await offerMachines({
-        fleet: fleet.filter((hw) => !pool.members.includes(hw.id)),
+        // In the standing's order (its spares first, the spread kept); the state checks them again.
+        fleet: offered,
         selector,
+        forPool: pool.name,
         template,
         workflowId,
         hardwareMap: {},
-        render: (t, hw, id, map) => Promise.resolve(renderForMachine(control, t, hw, id, map)),
+        render: (t, hw, id) => Promise.resolve(this.#render(pool, t, hw, id)),
       });
     } catch (err) {
       this.#sayOnce(pool, `pool ${pool.name}: its template does not render for the machines`, err);
       return;
     }
     if (candidates.length === 0) return;
-    try {
-      const res = await this.#o.propose({
-        type: 'pool.allocate',
-        pool: pool.name,
-        id: workflowId,
-        templateVersion: template.version,
-        hardwareMap: {},
-        candidates,
-      });
-      if (res.type === 'pool') {
-        this.allocated++;
-        this.#said.delete(pool.name);
-        logger.info({ pool: pool.name, workflowId, members: res.pool.members }, 'pool: allocated a machine');
-      } else if (res.type === 'error') {
-        // Overtaken (E_VERSION), filled meanwhile or gone (E_CONFLICT, E_NOT_FOUND): the next scan reads again.
-        logger.debug({ pool: pool.name, code: res.code, message: res.message }, 'pool: allocation refused');
+    const command: ControlCommand = {
+      type: 'pool.allocate',
+      pool: pool.name,
+      id: workflowId,
+      templateVersion: template.version,
+      hardwareMap: {},
+      candidates,
+    };
+    if (await this.#proposed(pool, command, 'allocated a machine')) this.allocated++;
+  }
+
+  async #release(pool: Pool, release: NonNullable<PoolStanding['release']>): Promise<void> {
+    const { control } = this.#o;
+    const hw = control.hardware(release.hardwareId);
+    if (hw === undefined) return;
+    let workflow: { id: string; templateVersion: number; spec: RenderedTemplate } | undefined;
+    if (pool.releaseTemplate !== undefined) {
+      const template = control.template(pool.releaseTemplate);
+      if (template === undefined) {
+        this.#sayOnce(pool, `pool ${pool.name}: its release template "${pool.releaseTemplate}" is gone`);
+        return;
       }
+      const id = `${pool.name}-release-${randomUUID()}`;
+      try {
+        workflow = { id, templateVersion: template.version, spec: this.#render(pool, template, hw, id) };
+      } catch (err) {
+        this.#sayOnce(pool, `pool ${pool.name}: its release template does not render for ${hw.id}`, err);
+        return;
+      }
+    }
+    const command: ControlCommand = {
+      type: 'pool.release',
+      pool: pool.name,
+      hardwareId: hw.id,
+      why: release.why,
+      ...(workflow === undefined ? {} : { release: workflow }),
+    };
+    if (await this.#proposed(pool, command, `released a member (${release.why})`)) this.released++;
+  }
+
+  /** Proposes one decision; true when it was applied. */
+  async #proposed(pool: Pool, command: ControlCommand, what: string): Promise<boolean> {
+    const { logger } = this.#o;
+    try {
+      const res = await this.#o.propose(command);
+      if (res.type === 'error') {
+        // Overtaken (E_VERSION), done meanwhile or gone (E_CONFLICT, E_NOT_FOUND): the next scan reads again.
+        logger.debug(
+          { pool: pool.name, code: res.code, message: res.message },
+          `pool: ${command.type} refused`,
+        );
+        return false;
+      }
+      this.#said.delete(pool.name);
+      logger.info({ pool: pool.name, command: command.type }, `pool: ${what}`);
+      return true;
     } catch (err) {
-      logger.debug({ err, pool: pool.name }, 'pool: proposing failed; offered again');
+      logger.debug(
+        { err, pool: pool.name },
+        `pool: proposing ${command.type} failed; the next scan reads again`,
+      );
+      return false;
     }
   }
 }

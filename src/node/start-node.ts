@@ -53,7 +53,12 @@ import { clusterVersionRefusal } from '../state/versions.js';
 import { ClusterVersionKeeper, versionCheckTimeoutMs } from './cluster-version-keeper.js';
 import type { ServerConfig } from './config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './config.js';
-import { startNodeBootServices, type BootHost, type NodeBootServices } from '../boot/node-boot.js';
+import {
+  httpBaseUrlOf,
+  startNodeBootServices,
+  type BootHost,
+  type NodeBootServices,
+} from '../boot/node-boot.js';
 import { allServing, type BootServiceStates } from '../boot/service-state.js';
 import { BootLeadership, peerBootTimeoutMs } from './boot-leadership.js';
 import { BootServiceState as BootServiceStateProto } from '../gen/kv.js';
@@ -568,7 +573,13 @@ function buildLeaderDuties(
       logger: logger.child({ component: 'alternate' }),
     }),
     // Pools kept at their size (0035).
-    new PoolKeeper({ control, isLeader: leading, propose, logger: logger.child({ component: 'pools' }) }),
+    new PoolKeeper({
+      control,
+      isLeader: leading,
+      propose,
+      logger: logger.child({ component: 'pools' }),
+      artifactBaseUrl: httpBaseUrlOf(advertisedAddress(cfg), cfg.httpAddr),
+    }),
     collector,
     new ClusterVersionKeeper({
       node,

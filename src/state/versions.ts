@@ -90,6 +90,9 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'pool.scale':
     case 'pool.delete':
     case 'pool.allocate':
+    case 'pool.taint':
+    case 'pool.reserve':
+    case 'pool.release':
     case 'hardware.quarantinePolicy':
     case 'hardware.acceptRule':
       return stateVersionFleet;

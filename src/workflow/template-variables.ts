@@ -10,6 +10,10 @@
 //                                (src/model/inventory.ts: cpu, memory, disks, nics, firmware,
 //                                system, bmc); absent until it has reported one
 //   {{ workflow.id }}
+//   {{ pool.name }}              a pool's workflows only (docs/decisions/0036), and with the
+//   {{ pool.image.url }}         pool's --image: .name, .sha256, .path (/artifacts/NAME) and .url
+//                                (the artifact served through the VIP), for image2disk's IMG_URL
+//                                and IMG_SHA256
 //
 // The worker token, BMC and netboot settings are left out: a template has no business with them.
 // Optional fields that are absent are absent here too, so naming one is a "not defined" error
@@ -19,17 +23,30 @@ import type { Hardware, JsonValue, NetworkInterface } from '../model/records.js'
 import { closestName } from '../platform/edit-distance.js';
 import { PlaceholderError, structureMarker } from './template-placeholders.js';
 
+/** A pool's variables: its name, and the registered artifact it writes (`--image`). */
+export interface PoolVariables {
+  readonly name: string;
+  readonly image?: {
+    readonly name: string;
+    readonly sha256: string;
+    readonly path: string;
+    readonly url: string;
+  };
+}
+
 export interface TemplateVariableSources {
   readonly workflowId: string;
   readonly hardware: Hardware;
   readonly hardwareMap: Readonly<Record<string, string>>;
+  readonly pool?: PoolVariables | undefined;
 }
 
 /** Names the template's own variables take; a hardwareMap entry may not hide them. */
 export const reservedVariableNames: readonly string[] = ['hardware', 'workflow'];
 
 export function templateVariables(sources: TemplateVariableSources): object {
-  for (const name of reservedVariableNames) {
+  const reserved = sources.pool === undefined ? reservedVariableNames : [...reservedVariableNames, 'pool'];
+  for (const name of reserved) {
     if (Object.hasOwn(sources.hardwareMap, name)) {
       throw new PlaceholderError(
         `hardwareMap entry "${name}" would hide the template's own "${name}" variable`,
@@ -51,6 +68,7 @@ export function templateVariables(sources: TemplateVariableSources): object {
     ...sources.hardwareMap,
     hardware: summary,
     workflow: { id: sources.workflowId },
+    ...(sources.pool === undefined ? {} : { pool: sources.pool }),
   };
   return refusePrinting(variables, '');
 }
@@ -127,6 +145,7 @@ export function unknownVariableProblem(parts: readonly string[]): string | undef
   const [root, field, ...rest] = parts;
   const written = parts.join('.');
   if (root === undefined) return undefined;
+  if (root === 'pool' && field !== undefined) return poolVariableProblem(written, field, rest);
   if (!reservedVariableNames.includes(root)) {
     if (field === undefined) return undefined;
     const guess = closestName(root, reservedVariableNames);
@@ -148,6 +167,19 @@ export function unknownVariableProblem(parts: readonly string[]): string | undef
   if (rest.length > 0 && !openFields.has(field))
     return `unknown variable ${written}: ${root}.${field} is a value`;
   return undefined;
+}
+
+const poolImageFields = ['name', 'sha256', 'path', 'url'];
+
+/** `pool.name`, `pool.image.url` and the image's other fields (a pool's workflows only). */
+function poolVariableProblem(written: string, field: string, rest: readonly string[]): string | undefined {
+  if (field === 'name' && rest.length === 0) return undefined;
+  if (
+    field === 'image' &&
+    (rest.length === 0 || (rest.length === 1 && poolImageFields.includes(rest[0] ?? '')))
+  )
+    return undefined;
+  return `unknown variable ${written}: a pool's workflows have pool.name and pool.image (${poolImageFields.join(', ')})`;
 }
 
 function interfaceProblem(written: string, rest: readonly string[]): string | undefined {

@@ -63,7 +63,7 @@ import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.
 import { PlaceholderError } from './template-placeholders.js';
 import { actionKey, checkPlaceholders, renderValues, type RenderedValues } from './template-render.js';
 import { checkTemplateStructure, type CheckedTask } from './template-schema.js';
-import { templateVariables } from './template-variables.js';
+import { templateVariables, type PoolVariables } from './template-variables.js';
 import {
   describeValue,
   LocatedError,
@@ -90,6 +90,8 @@ export interface RenderContext {
   readonly hardwareMap: Readonly<Record<string, string>>;
   /** Maps a rendered `worker` value (a hardware id or a MAC) to a hardware id. */
   readonly resolveWorker: (value: string) => string | undefined;
+  /** A pool's workflow: `{{ pool.name }}`, `{{ pool.image.url }}` (docs/decisions/0036). */
+  readonly pool?: PoolVariables;
 }
 
 /**

@@ -258,6 +258,7 @@ const categories = [
   'members',
   'retention',
   'acceptRule',
+  'pools',
 ] as const;
 type Category = (typeof categories)[number];
 type DomainState = Record<Category, string>;
@@ -283,6 +284,11 @@ const changes: Readonly<Record<string, readonly Category[]>> = {
   'Control/WorkflowDelete': ['workflows'],
   'Control/PowerChange': ['powerJobs'],
   'Control/PowerStatus': ['powerJobs'],
+  // Pools (docs/decisions/0035, 0036): a deleted pool frees its spares (their machines change).
+  'Control/PoolCreate': ['pools'],
+  'Control/PoolScale': ['pools'],
+  'Control/PoolTaint': ['pools'],
+  'Control/PoolDelete': ['pools', 'hardware'],
   'Control/ArtifactAdd': ['artifacts'],
   'Control/ArtifactDelete': ['artifacts'],
   'Audit/AuditRetention': ['retention'],
@@ -294,20 +300,32 @@ const changes: Readonly<Record<string, readonly Category[]>> = {
 
 async function domainState(): Promise<DomainState> {
   const page = { local: false, limit: 1000, continue: '' };
-  const [hardware, templates, workflows, kv, powerJobs, artifacts, leases, members, retention, acceptRule] =
-    await Promise.all([
-      admin.control('hardwareList', page),
-      admin.control('templateList', page),
-      admin.control('workflowList', { ...page, hardwareId: '' }),
-      admin.call('range', { prefix: '', limit: 0, local: false }),
-      admin.control('powerJobList', { ...page, hardwareId: '' }),
-      admin.control('artifactList', page),
-      admin.control('leaseList', page),
-      admin.call('memberList', { local: false }),
-      admin.audit('auditRetention', { entries: 0, days: 0, show: true }),
-      admin.control('hardwareAcceptRule', { clear: false }),
-    ]);
-  for (const listed of [hardware, templates, workflows, powerJobs, artifacts, leases]) {
+  const [
+    hardware,
+    templates,
+    workflows,
+    kv,
+    powerJobs,
+    artifacts,
+    leases,
+    members,
+    retention,
+    acceptRule,
+    pools,
+  ] = await Promise.all([
+    admin.control('hardwareList', page),
+    admin.control('templateList', page),
+    admin.control('workflowList', { ...page, hardwareId: '' }),
+    admin.call('range', { prefix: '', limit: 0, local: false }),
+    admin.control('powerJobList', { ...page, hardwareId: '' }),
+    admin.control('artifactList', page),
+    admin.control('leaseList', page),
+    admin.call('memberList', { local: false }),
+    admin.audit('auditRetention', { entries: 0, days: 0, show: true }),
+    admin.control('hardwareAcceptRule', { clear: false }),
+    admin.control('poolList', page),
+  ]);
+  for (const listed of [hardware, templates, workflows, powerJobs, artifacts, leases, pools]) {
     assert.equal(listed.continue, '', 'the state fits one page');
   }
   assert.equal(kv.more, false);
@@ -322,6 +340,7 @@ async function domainState(): Promise<DomainState> {
     members: JSON.stringify(members.members),
     retention: JSON.stringify(retention),
     acceptRule: acceptRule.selector,
+    pools: JSON.stringify(pools.pools),
   };
 }
 

@@ -14,27 +14,14 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
-import { ProcessCluster, runSlipway, type CliResult } from '../support/process-cluster.js';
+import { ProcessCluster } from '../support/process-cluster.js';
+import { ClusterCli } from '../support/cluster-cli.js';
 import { waitFor } from '../support/wait.js';
-import { ClusterWorkers } from '../support/cluster-workers.js';
 
 let cluster: ProcessCluster;
-let agents: ClusterWorkers | undefined;
-
-function workers(): ClusterWorkers {
-  assert.ok(agents !== undefined, 'the cluster was started');
-  return agents;
-}
-
-function cli(args: readonly string[]): Promise<CliResult> {
-  return runSlipway(['--server', cluster.apiAddrs().join(','), '--timeout', '10000', ...args]);
-}
-
-async function ok(args: readonly string[]): Promise<string> {
-  const r = await cli(args);
-  assert.equal(r.code, 0, `slipway ${args.join(' ')}: ${r.stdout}${r.stderr}`);
-  return r.stdout;
-}
+const c = new ClusterCli(() => cluster);
+const cli = (args: readonly string[]): ReturnType<ClusterCli['cli']> => c.cli(args);
+const ok = (args: readonly string[]): Promise<string> => c.ok(args);
 
 function alive(pid: number): boolean {
   try {
@@ -80,7 +67,6 @@ async function lifecycle(id: string): Promise<Lifecycle> {
 before(async () => {
   cluster = new ProcessCluster(3);
   cluster.startAll();
-  agents = new ClusterWorkers(cluster, ok);
   await cluster.waitForLeader();
   for (const n of cluster.nodes) await cluster.waitForClusterVersion(n, stateVersionFleet, 30_000);
   // On r1 the action records its pid and runs on; on r2 it waits for that, then succeeds.
@@ -108,12 +94,12 @@ before(async () => {
     ]);
     await ok(['hardware', 'label', id, 'pool=race']);
     await ok(['hardware', 'accept', id, '--reason', 'racked']);
-    await workers().start(id);
+    await c.startWorker(id);
   }
 });
 
 after(async () => {
-  await agents?.stop();
+  await c.stopWorkers();
   const marker = join(cluster.dir, 'r1.pid');
   if (existsSync(marker)) {
     const pid = Number(readFileSync(marker, 'utf8').trim());

@@ -482,6 +482,25 @@ const matrix: readonly Row[] = [
   { need: 'viewer', ...unary(C.templateGet, () => ({ name: 't1', local: false })) },
   { need: 'viewer', ...unary(C.templateList, () => TemplateListRequest.fromPartial({})) },
   { need: 'operator', ...unary(C.templateDelete, (o) => ({ name: `del-${o}` })) },
+  // Pools (docs/decisions/0035, 0036): operators change them, as templates; anyone reads them.
+  {
+    need: 'operator',
+    ...unary(C.poolCreate, (o) => ({
+      name: `new-${o}`,
+      selector: 'rack=a',
+      template: 't1',
+      size: 0,
+      spares: 0,
+      spreadBy: '',
+      releaseTemplate: '',
+      image: '',
+    })),
+  },
+  { need: 'viewer', ...unary(C.poolGet, () => ({ name: 'p1', local: false })) },
+  { need: 'viewer', ...unary(C.poolList, () => ({ local: false })) },
+  { need: 'operator', ...unary(C.poolScale, () => ({ name: 'p1', size: 0 })) },
+  { need: 'operator', ...unary(C.poolTaint, () => ({ name: 'p1' })) },
+  { need: 'operator', ...unary(C.poolDelete, (o) => ({ name: `del-${o}` })) },
   {
     need: 'operator',
     // One workflow per machine (invariant 9): each caller's create has a free machine of its own.
@@ -705,6 +724,10 @@ before(async () => {
   fx.doomedToken = (await call(C.tokenCreate, { name: 'del-admin', role: 'viewer' })).token;
   for (const name of ['t1', 'del-operator', 'del-admin']) {
     await call(C.templateCreate, { source: templateYaml(name), replace: false });
+  }
+  for (const name of ['p1', 'del-operator', 'del-admin']) {
+    const pool = { selector: 'rack=a', template: 't1', size: 0, spares: 0 };
+    await call(C.poolCreate, { name, ...pool, spreadBy: '', releaseTemplate: '', image: '' });
   }
   // h1 is the worker's machine; each workflow has a machine of its own (wf-NAME; no worker ever
   // serves them, so they stay as made); pw has a BMC no packet reaches, so its power jobs fail

@@ -12,27 +12,15 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
-import { ProcessCluster, runSlipway, type CliResult } from '../support/process-cluster.js';
+import { ProcessCluster } from '../support/process-cluster.js';
+import { ClusterCli } from '../support/cluster-cli.js';
 import { waitFor } from '../support/wait.js';
-import { ClusterWorkers } from '../support/cluster-workers.js';
 
 let cluster: ProcessCluster;
-let agents: ClusterWorkers | undefined;
-
-function workers(): ClusterWorkers {
-  assert.ok(agents !== undefined, 'the cluster was started');
-  return agents;
-}
-
-function cli(args: readonly string[], servers: readonly string[] = cluster.apiAddrs()): Promise<CliResult> {
-  return runSlipway(['--server', servers.join(','), '--timeout', '10000', ...args]);
-}
-
-async function ok(args: readonly string[], servers?: readonly string[]): Promise<string> {
-  const r = await cli(args, servers);
-  assert.equal(r.code, 0, `slipway ${args.join(' ')}: ${r.stdout}${r.stderr}`);
-  return r.stdout;
-}
+const c = new ClusterCli(() => cluster);
+const cli = (args: readonly string[], servers?: readonly string[]): ReturnType<ClusterCli['cli']> =>
+  c.cli(args, servers);
+const ok = (args: readonly string[], servers?: readonly string[]): Promise<string> => c.ok(args, servers);
 
 interface Explained {
   selector: string;
@@ -59,7 +47,6 @@ const selector = 'rack=a,!gpu';
 before(async () => {
   cluster = new ProcessCluster(3);
   cluster.startAll();
-  agents = new ClusterWorkers(cluster, ok);
   await cluster.waitForLeader();
   for (const n of cluster.nodes) await cluster.waitForClusterVersion(n, stateVersionFleet, 30_000);
   const template = join(cluster.dir, 'os.yaml');
@@ -94,9 +81,11 @@ before(async () => {
 });
 
 after(async () => {
-  await agents?.stop();
+  await c.stopWorkers();
   await cluster.destroy();
 });
+
+const startWorker = (id: string): Promise<void> => c.startWorker(id);
 
 interface WorkflowDoc {
   state: string;
@@ -214,7 +203,7 @@ describe('selection with the CLI', () => {
       ]);
       await ok(['hardware', 'label', id, 'pool=alt']);
       await ok(['hardware', 'accept', id, '--reason', 'racked']);
-      await workers().start(id);
+      await startWorker(id);
     }
     const bad = await cli([
       'workflow',

@@ -16,13 +16,14 @@ const template =
 
 function keeper(h: LifecycleHarness, leading: () => boolean, proposed: ControlCommand[]): PoolKeeper {
   return new PoolKeeper({
+    artifactBaseUrl: 'http://192.0.2.1:8080',
     control: h.state,
     isLeader: leading,
     propose: (command): Promise<ControlResult> => {
       proposed.push(command);
       return Promise.resolve(h.run(command));
     },
-    logger: pino({ level: 'silent' }),
+    logger: pino({ level: process.env['DBG'] === undefined ? 'silent' : 'debug' }),
   });
 }
 
@@ -88,3 +89,60 @@ function proposedId(proposed: readonly ControlCommand[], h: LifecycleHarness, ha
   }
   throw new Error(`no workflow on ${hardwareId}`);
 }
+
+describe('the pool keeper, spread, spares and image (docs/decisions/0036)', () => {
+  it('places one per rack, keeps a spare, renders the image, and replaces a failed member from the spare', async () => {
+    const h = new LifecycleHarness();
+    const withImage = template
+      .replace('name: os', 'name: img')
+      .replace(
+        'command: ["true"]',
+        'command: ["true"]\n        environment:\n          IMG_URL: "{{ pool.image.url }}"',
+      );
+    h.ok({ type: 'template.put', name: 'img', source: withImage, audit: operator }, 'template');
+    h.ok({ type: 'artifact.put', name: 'ubuntu', sha256: 'b'.repeat(64), bytes: 10 }, 'artifact');
+    for (const [id, rack] of [
+      ['m1', 'a'],
+      ['m2', 'a'],
+      ['m3', 'b'],
+      ['m4', 'b'],
+    ] as const) {
+      h.machine(id, Number(id.slice(1)));
+      h.ok({ type: 'hardware.label', id, set: { rack }, remove: [], audit: operator }, 'hardware');
+      h.ok(h.verbCommand(id, 'accept'), 'hardware');
+    }
+    const create = {
+      type: 'pool.create',
+      name: 'web',
+      selector: 'rack',
+      template: 'img',
+      size: 2,
+      spares: 1,
+      spreadBy: 'rack',
+      image: 'ubuntu',
+      audit: operator,
+    } as const;
+    h.ok(create, 'pool');
+    const proposed: ControlCommand[] = [];
+    const k = keeper(h, () => true, proposed);
+    await k.scan();
+    await k.scan();
+    const members = h.state.pool('web')?.members ?? [];
+    assert.deepEqual(members, ['m1', 'm3'], 'one per rack');
+    const first = proposed[0];
+    assert.ok(first?.type === 'pool.allocate');
+    assert.equal(
+      first.candidates[0]?.spec.tasks[0]?.actions[0]?.env['IMG_URL'],
+      'http://192.0.2.1:8080/artifacts/ubuntu',
+    );
+    await k.scan();
+    assert.equal(h.lifecycle('m2').spareOf, 'web', 'the spare kept');
+    const wf = (id: string): string => h.state.workflows().find((w) => w.hardwareId === id)?.id ?? '';
+    h.is(h.start(wf('m1')), 'attempt');
+    h.finish(wf('m1'), false);
+    await k.scan();
+    assert.deepEqual(h.state.pool('web')?.members, ['m2', 'm3'], 'the spare replaced the failed member');
+    await k.scan();
+    assert.equal(h.lifecycle('m4').spareOf, 'web', "a new spare in the spare's place");
+  });
+});

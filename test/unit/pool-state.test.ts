@@ -131,3 +131,149 @@ describe('pool commands', () => {
     assert.deepEqual(h.state.pools(), []);
   });
 });
+
+// Goal (docs/decisions/0036): at apply, a stale offer cannot break the spread; a spare is the
+// pool's alone; a release runs the pool's release template as a workflow owning the machine from
+// releasing to ready; a taint's release is refused past the budget; a deleted pool with a release
+// template goes once its members are released; an image must be registered.
+describe('pool placement, spares, releases and taints at apply', () => {
+  /** m1..m5 of fleet(); a pool "web" over both racks, spread by rack. */
+  function spread(h: LifecycleHarness, extra: Record<string, unknown> = {}): void {
+    h.ok({ ...createPool(2, 'rack'), spreadBy: 'rack', ...extra } as ControlCommand, 'pool');
+  }
+
+  function deploy(h: LifecycleHarness, wf: string): void {
+    h.is(h.start(wf), 'attempt');
+    h.finish(wf, true);
+  }
+
+  it('refuses an offer that would put two in one rack while the other has a machine', () => {
+    const h = fleet();
+    spread(h);
+    h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+    h.refused(allocateFor(h, 'web-2', ['m2', 'm3']), 'E_VERSION', /two in one rack value while b has fewer/);
+    assert.deepEqual(h.ok(allocateFor(h, 'web-3', ['m2', 'm5']), 'pool').pool.members, ['m1', 'm5']);
+  });
+
+  it('keeps a spare for the pool alone, and the pool takes it', () => {
+    const h = fleet();
+    h.ok({ ...createPool(1, 'rack=b'), spares: 1 } as ControlCommand, 'pool');
+    h.refused(
+      { type: 'pool.reserve', pool: 'web', hardwareId: 'm1' },
+      'E_CONFLICT',
+      /not a ready, free machine/,
+    );
+    h.ok({ type: 'pool.reserve', pool: 'web', hardwareId: 'm5' }, 'pool');
+    assert.equal(h.lifecycle('m5').spareOf, 'web');
+    h.refused({ type: 'pool.reserve', pool: 'web', hardwareId: 'm5' }, 'E_CONFLICT');
+    // No other allocation takes it: a workflow by selector finds none ready.
+    h.refused(
+      {
+        type: 'workflow.allocate',
+        id: 'other',
+        template: 'os',
+        templateVersion: h.state.template('os')?.version ?? 0,
+        hardwareMap: {},
+        selector: 'rack=b',
+        candidates: [{ hardwareId: 'm5', spec: specFor('m5') }],
+      },
+      'E_CONFLICT',
+      /not ready \(1 spare\)/,
+    );
+    // Relabelled, a spare is freed (its pool keeps it again if it still matches).
+    h.ok({ type: 'hardware.label', id: 'm5', set: { disk: 'new' }, remove: [], audit: operator }, 'hardware');
+    assert.equal(h.lifecycle('m5').spareOf, undefined);
+    h.ok({ type: 'pool.reserve', pool: 'web', hardwareId: 'm5' }, 'pool');
+    assert.deepEqual(h.ok(allocateFor(h, 'web-1', ['m5']), 'pool').pool.members, ['m5']);
+    assert.equal(h.lifecycle('m5').spareOf, undefined, 'taken: a spare no more');
+  });
+
+  it('releases a member through the release template, from releasing to ready', () => {
+    const h = fleet();
+    h.ok({ type: 'template.put', name: 'wipe', source: 'version: "0.1"\nname: wipe\n' }, 'template');
+    h.ok({ ...createPool(1), releaseTemplate: 'wipe' } as ControlCommand, 'pool');
+    h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+    deploy(h, 'web-1');
+    const release = {
+      type: 'pool.release',
+      pool: 'web',
+      hardwareId: 'm1',
+      why: 'surplus',
+      release: { id: 'web-r1', templateVersion: h.state.template('wipe')?.version ?? 0, spec: specFor('m1') },
+    } as const;
+    h.refused(release, 'E_CONFLICT', /none is surplus/);
+    h.refused(
+      { type: 'pool.release', pool: 'web', hardwareId: 'm1', why: 'surplus' },
+      'E_INVALID',
+      /needs its workflow/,
+    );
+    h.ok({ type: 'pool.scale', name: 'web', size: 0 }, 'pool');
+    assert.deepEqual(h.ok(release, 'pool').pool.members, []);
+    assert.deepEqual([h.lifecycle('m1').state, h.lifecycle('m1').owner], ['releasing', 'web-r1']);
+    deploy(h, 'web-r1');
+    assert.equal(h.lifecycle('m1').state, 'ready');
+    assert.deepEqual(
+      h
+        .lifecycle('m1')
+        .history.slice(-2)
+        .map((e) => [e.from, e.to, e.trigger]),
+      [
+        ['deployed', 'releasing', 'release'],
+        ['releasing', 'ready', 'released'],
+      ],
+    );
+  });
+
+  it('a taint releases within maxUnavailable, and a deleted pool goes once its members are released', () => {
+    const h = fleet();
+    h.ok({ ...createPool(2), maxUnavailable: 1 } as ControlCommand, 'pool');
+    h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+    h.ok(allocateFor(h, 'web-2', ['m2']), 'pool');
+    deploy(h, 'web-1');
+    deploy(h, 'web-2');
+    assert.deepEqual(h.ok({ type: 'pool.taint', name: 'web' }, 'pool').pool.tainted, ['m1', 'm2']);
+    const taint = (id: string): ControlCommand => ({
+      type: 'pool.release',
+      pool: 'web',
+      hardwareId: id,
+      why: 'taint',
+    });
+    h.ok(taint('m1'), 'pool');
+    assert.equal(h.lifecycle('m1').state, 'ready', 'no release template: released at once');
+    h.refused(taint('m2'), 'E_CONFLICT', /fewer than its size 2 less maxUnavailable 1/);
+    h.ok(allocateFor(h, 'web-3', ['m3']), 'pool');
+    deploy(h, 'web-3');
+    h.ok(taint('m2'), 'pool');
+    assert.deepEqual(h.state.pool('web')?.members, ['m3']);
+    // Delete with a release template: deleting until its member has been released.
+    h.ok({ type: 'template.put', name: 'wipe', source: 'version: "0.1"\nname: wipe\n' }, 'template');
+    h.ok({ ...createPool(1), name: 'db', releaseTemplate: 'wipe' } as ControlCommand, 'pool');
+    h.ok({ ...allocateFor(h, 'db-1', ['m4']), pool: 'db' } as ControlCommand, 'pool');
+    deploy(h, 'db-1');
+    assert.equal(h.ok({ type: 'pool.delete', name: 'db' }, 'pool').pool.deleting, true);
+    h.refused(
+      { ...allocateFor(h, 'db-2', ['m2']), pool: 'db' } as ControlCommand,
+      'E_CONFLICT',
+      /being deleted/,
+    );
+    const wipe = {
+      id: 'db-r1',
+      templateVersion: h.state.template('wipe')?.version ?? 0,
+      spec: specFor('m4'),
+    };
+    h.ok({ type: 'pool.release', pool: 'db', hardwareId: 'm4', why: 'delete', release: wipe }, 'deleted');
+    assert.equal(h.state.pool('db'), undefined);
+    assert.equal(h.lifecycle('m4').state, 'releasing');
+  });
+
+  it('an image must be a registered artifact', () => {
+    const h = fleet();
+    h.refused(
+      { ...createPool(1), image: 'ubuntu' } as ControlCommand,
+      'E_NOT_FOUND',
+      /artifact "ubuntu" is not registered/,
+    );
+    h.ok({ type: 'artifact.put', name: 'ubuntu', sha256: 'a'.repeat(64), bytes: 10 }, 'artifact');
+    assert.equal(h.ok({ ...createPool(1), image: 'ubuntu' } as ControlCommand, 'pool').pool.image, 'ubuntu');
+  });
+});

@@ -37,6 +37,8 @@ export function allocate(
   command: Command<'workflow.allocate'>,
   hardware: (id: string) => Hardware | undefined,
   fleet: () => Iterable<Hardware>,
+  /** A pool's allocation: its own spares may be taken. */
+  forPool?: string,
 ): Allocation {
   const selector = parseSelector(command.selector);
   if (selector instanceof SelectorError)
@@ -55,6 +57,7 @@ export function allocate(
     const hw = chooseMachine(
       selector,
       left.map((o) => o.hw),
+      forPool,
     );
     const found = left.find((o) => o.hw === hw);
     if (found !== undefined) chosen.push(found);

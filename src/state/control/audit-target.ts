@@ -76,6 +76,12 @@ export function auditTarget(command: ControlCommand): string {
       return command.name;
     case 'pool.allocate':
       return `${command.pool} (workflow ${command.id}: ${command.candidates.map((c) => c.hardwareId).join(' ')})`;
+    case 'pool.taint':
+      return command.name;
+    case 'pool.reserve':
+      return `${command.pool} (spare ${command.hardwareId})`;
+    case 'pool.release':
+      return `${command.pool} (${command.hardwareId}, ${command.why}${command.release === undefined ? '' : `, workflow ${command.release.id}`})`;
     case 'member.drain':
       return `${command.id} (${command.drained ? 'drain' : 'undrain'})`;
     default:

@@ -24,7 +24,7 @@ import type { Labels, OperatorVerb } from '../../model/machine-lifecycle.js';
 import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
-import type { Pool } from '../../fleet/pool.js';
+import type { Pool, ReleaseWhy } from '../../fleet/pool.js';
 import type { QuarantinePolicy } from './quarantine-policy.js';
 
 /**
@@ -151,8 +151,34 @@ type ControlChange =
       readonly template: string;
       readonly size: number;
       readonly spares: number;
+      /** docs/decisions/0036: a label to spread across, a release template, an artifact, a budget. */
+      readonly spreadBy?: string;
+      readonly releaseTemplate?: string;
+      readonly image?: string;
+      readonly maxUnavailable?: number;
     }
   | { readonly type: 'pool.scale'; readonly name: string; readonly size: number }
+  /** Marks every member to be replaced, within the pool's maxUnavailable (docs/decisions/0036). */
+  | { readonly type: 'pool.taint'; readonly name: string }
+  /** The leader keeps a ready matching machine as the pool's spare (refused past its spares). */
+  | { readonly type: 'pool.reserve'; readonly pool: string; readonly hardwareId: string }
+  /**
+   * The leader releases a member: surplus after a scale down, tainted within the budget, or the
+   * pool being deleted. With `release` (the pool has a release template), its workflow owns the
+   * machine from releasing to ready; without, the member leaves the pool as it is (a tainted one
+   * is released at once, ready to be taken again).
+   */
+  | {
+      readonly type: 'pool.release';
+      readonly pool: string;
+      readonly hardwareId: string;
+      readonly why: ReleaseWhy;
+      readonly release?: {
+        readonly id: string;
+        readonly templateVersion: number;
+        readonly spec: RenderedTemplate;
+      };
+    }
   /** Refused while a member is provisioning; deployed members stay deployed. */
   | { readonly type: 'pool.delete'; readonly name: string }
   /**

@@ -64,7 +64,7 @@ import {
   powerStepsOf,
 } from './power-jobs.js';
 import { drainedAfter } from './drained-members.js';
-import { isRefusal, Pools } from './pools.js';
+import { isRefusal, Pools, withinSpread, type PoolLookups } from './pools.js';
 import type { Pool } from '../../fleet/pool.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
@@ -949,33 +949,137 @@ export class ControlState {
   #executePool(command: PoolCommand, nowMs: number): ControlResult {
     switch (command.type) {
       case 'pool.create':
-        return poolResult(this.#pools.create(command, (name) => this.#templates.get(name)));
+        return poolResult(
+          this.#pools.create(
+            command,
+            (name) => this.#templates.get(name),
+            (name) => this.#artifacts.get(name),
+          ),
+        );
       case 'pool.scale':
         return poolResult(this.#pools.scale(command));
+      case 'pool.taint':
+        return poolResult(this.#pools.taint(command.name, (id) => this.#hardware.get(id)));
       case 'pool.delete': {
-        const refused = this.#pools.delete(command.name, (id) => this.#hardware.get(id));
-        return refused === undefined ? deleted : failure(refused.code, refused.message);
+        const outcome = this.#pools.delete(command.name, (id) => this.#hardware.get(id));
+        if (isRefusal(outcome)) return failure(outcome.code, outcome.message);
+        this.#freeSpares(outcome.pool.name, nowMs);
+        return outcome.kind === 'removed' ? deleted : { type: 'pool', pool: outcome.pool };
       }
+      case 'pool.reserve': {
+        const pool = this.#pools.reserve(command, this.#poolLookups());
+        if (isRefusal(pool)) return failure(pool.code, pool.message);
+        this.#machines.setSpare(command.hardwareId, pool.name, nowMs);
+        return { type: 'pool', pool };
+      }
+      case 'pool.release':
+        return this.#releaseFromPool(command, nowMs);
       default:
         return this.#allocateForPool(command, nowMs);
     }
   }
 
+  #poolLookups(): PoolLookups {
+    return { hardware: (id) => this.#hardware.get(id), fleet: () => this.#hardware.values() };
+  }
+
+  /** The pool's spares are free again (the pool was deleted). */
+  #freeSpares(pool: string, nowMs: number): void {
+    for (const hw of [...this.#hardware.values()]) {
+      if (hw.lifecycle?.spareOf === pool) this.#machines.setSpare(hw.id, undefined, nowMs);
+    }
+  }
+
   /** pool.allocate: a workflow.allocate for the pool, when a slot is free as this entry finds it. */
   #allocateForPool(command: Command<'pool.allocate'>, nowMs: number): ControlResult {
-    const hardware = (id: string): Hardware | undefined => this.#hardware.get(id);
-    const pool = this.#pools.allocation(command, hardware);
-    if (isRefusal(pool)) return failure(pool.code, pool.message);
+    const lookups = this.#poolLookups();
+    const allowed = this.#pools.allocation(command, lookups);
+    if (isRefusal(allowed)) return failure(allowed.code, allowed.message);
+    const { pool, spread } = allowed;
+    const candidates = withinSpread(pool, spread, command.candidates, lookups.hardware);
+    if (candidates.length === 0 && command.candidates.length > 0) {
+      return failure(
+        'E_VERSION',
+        `pool "${pool.name}": the machines offered would put two in one ${pool.spreadBy ?? ''} value while ${[...(spread ?? [])].join(', ') || 'another'} has fewer: offer again`,
+      );
+    }
     const { pool: _pool, type: _type, audit: _audit, ...rest } = command;
     const allocation = allocate(
-      { ...rest, type: 'workflow.allocate', template: pool.template, selector: pool.selector },
-      hardware,
-      () => this.#hardware.values(),
+      { ...rest, candidates, type: 'workflow.allocate', template: pool.template, selector: pool.selector },
+      lookups.hardware,
+      lookups.fleet,
+      pool.name,
     );
     if (allocation.kind === 'refused') return failure(allocation.code, allocation.message);
     const created = this.#createWorkflow(allocation.create, nowMs, { selector: allocation.selector });
     if (created.type === 'error') return created;
-    return { type: 'pool', pool: this.#pools.joined(pool, allocation.create.hardwareId, hardware) };
+    return { type: 'pool', pool: this.#pools.joined(pool, allocation.create.hardwareId, lookups.hardware) };
+  }
+
+  /**
+   * pool.release: the member leaves the pool, through the pool's release template (a workflow
+   * that owns it from releasing to ready), released at once (a tainted member, no template), or
+   * as it is (surplus or a deleted pool's member, no template).
+   */
+  #releaseFromPool(command: Command<'pool.release'>, nowMs: number): ControlResult {
+    const pool = this.#pools.get(command.pool);
+    const wf = command.release;
+    if (pool !== undefined && wf !== undefined && pool.releaseTemplate !== undefined) {
+      // Checked first, so that a refused workflow leaves the pool as it was.
+      const refusal = this.#releaseWorkflowRefusal(pool.releaseTemplate, command.hardwareId, wf);
+      if (refusal !== undefined) return refusal;
+    }
+    const outcome = this.#pools.release(command, this.#poolLookups());
+    if (isRefusal(outcome)) return failure(outcome.code, outcome.message);
+    if (outcome.how === 'workflow' && wf !== undefined && pool?.releaseTemplate !== undefined) {
+      const created = this.#createWorkflow(
+        {
+          type: 'workflow.create',
+          id: wf.id,
+          template: pool.releaseTemplate,
+          templateVersion: wf.templateVersion,
+          hardwareId: command.hardwareId,
+          hardwareMap: {},
+          spec: wf.spec,
+        },
+        nowMs,
+        { release: true },
+      );
+      if (created.type === 'error')
+        throw new Error(`a checked release workflow was refused: ${created.message}`);
+    } else if (outcome.how === 'at-once') {
+      this.#machines.releaseAtOnce(command.hardwareId, `tainted in pool ${command.pool}: replaced`, nowMs);
+    }
+    return outcome.removed ? deleted : { type: 'pool', pool: outcome.pool };
+  }
+
+  /** Why the release workflow would be refused (its template or spec), as #createWorkflow checks. */
+  #releaseWorkflowRefusal(
+    template: string,
+    hardwareId: string,
+    wf: NonNullable<Command<'pool.release'>['release']>,
+  ): ControlResult | undefined {
+    const problem = idProblem('id', wf.id) ?? specProblem(wf.spec);
+    if (problem !== undefined) return failure('E_INVALID', problem);
+    if (this.#workflows.has(wf.id)) return failure('E_EXISTS', `workflow "${wf.id}" already exists`);
+    const t = this.#templates.get(template);
+    if (t === undefined) return failure('E_NOT_FOUND', `template "${template}" does not exist`);
+    if (t.version !== wf.templateVersion) {
+      return failure(
+        'E_VERSION',
+        `template changed since rendering; retry (template "${t.name}" is at version ${t.version}, the workflow was rendered from version ${wf.templateVersion})`,
+      );
+    }
+    const unknownWorker = this.#unknownWorker(wf.spec.tasks);
+    if (unknownWorker !== undefined) return failure('E_INVALID', unknownWorker);
+    if (this.#workflows.size >= workflowsMax) {
+      return failure(
+        'E_CONFLICT',
+        `the state holds the maximum of ${workflowsMax} workflows; delete finished ones`,
+      );
+    }
+    const taken = this.#machines.releaseRefusal(hardwareId);
+    return taken === undefined ? undefined : failure('E_CONFLICT', taken);
   }
 
   #setQuarantinePolicy(command: Command<'hardware.quarantinePolicy'>): ControlResult {
@@ -1272,7 +1376,7 @@ export class ControlState {
   }
 
   #createWorkflow(command: Command<'workflow.create'>, nowMs: number, allocated?: Allocated): ControlResult {
-    const refusal = this.#createRefusal(command);
+    const refusal = this.#createRefusal(command, allocated);
     if (refusal !== undefined) return refusal;
     // The netboot job is made in the same entry; if it cannot be, neither is the workflow.
     const netboot =
@@ -1292,7 +1396,7 @@ export class ControlState {
   }
 
   /** Why a workflow.create would be refused (but for its netboot job), or undefined. */
-  #createRefusal(command: Command<'workflow.create'>): Refusal | undefined {
+  #createRefusal(command: Command<'workflow.create'>, allocated?: Allocated): Refusal | undefined {
     const problem = idProblem('id', command.id) ?? specProblem(command.spec);
     if (problem !== undefined) return failure('E_INVALID', problem);
     if (this.#workflows.has(command.id))
@@ -1312,7 +1416,10 @@ export class ControlState {
     const unknownWorker = this.#unknownWorker(command.spec.tasks);
     if (unknownWorker !== undefined) return failure('E_INVALID', unknownWorker);
     // One machine, one owner (invariant 9), and only from a state the lifecycle allows.
-    const taken = this.#machines.provisionRefusal(command.hardwareId);
+    const taken =
+      allocated?.release === true
+        ? this.#machines.releaseRefusal(command.hardwareId)
+        : this.#machines.provisionRefusal(command.hardwareId);
     if (taken !== undefined) return failure('E_CONFLICT', taken);
     if (this.#workflows.size >= workflowsMax) {
       return failure(
@@ -1789,7 +1896,15 @@ function indexWorkflow(ix: WorkflowIndex, wf: Workflow): void {
   else ix.active.add(wf.id);
 }
 
-type PoolCommand = Command<'pool.create' | 'pool.scale' | 'pool.delete' | 'pool.allocate'>;
+type PoolCommand = Command<
+  | 'pool.create'
+  | 'pool.scale'
+  | 'pool.delete'
+  | 'pool.allocate'
+  | 'pool.taint'
+  | 'pool.reserve'
+  | 'pool.release'
+>;
 
 function isPoolCommand(command: ControlCommand): command is PoolCommand {
   return command.type.startsWith('pool.');

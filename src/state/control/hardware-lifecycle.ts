@@ -214,6 +214,14 @@ function outcomeOf(wf: Workflow): { trigger: LifecycleTrigger; to: MachineState;
   }
 }
 
+/** The state a release workflow's end leaves its machine in: ready when it succeeded, else failed. */
+function releaseOutcomeOf(wf: Workflow): { trigger: LifecycleTrigger; to: MachineState; fields: Fields } {
+  if (wf.state === 'SUCCESS')
+    return { trigger: 'released', to: 'ready', fields: { reason: `release workflow ${wf.id} succeeded` } };
+  const { trigger, fields } = outcomeOf(wf);
+  return { trigger, to: 'failed', fields: { ...fields, reason: `release ${fields.reason ?? ''}` } };
+}
+
 /** What is wrong with an operator's lifecycle command's fields, or undefined. */
 function verbInputProblem(command: Command<'hardware.lifecycle'>): string | undefined {
   if (command.reason.trim() === '') return 'reason: say why (--reason TEXT)';
@@ -276,6 +284,21 @@ export function applyVerb(
       return { kind: 'moved', moved: move(hw, to, command.verb, cause, fields, nowMs) };
     }
   }
+}
+
+/** A pool's member released without a release template: releasing, then ready, in one entry. */
+export function releasedAtOnce(hw: Hardware, cause: Cause, reason: string, nowMs: number): Moved {
+  const releasing = move(hw, 'releasing', 'release', cause, { reason }, nowMs);
+  const done = 'no release template: released at once';
+  return andThen(releasing, move(releasing.hardware, 'ready', 'released', cause, { reason: done }, nowMs));
+}
+
+/** The machine kept as a pool's spare, or (undefined) no longer: no transition, a new version. */
+export function withSpare(hw: Hardware, pool: string | undefined, nowMs: number): Hardware | undefined {
+  const lc = hw.lifecycle;
+  if (lc === undefined || lc.spareOf === pool) return undefined;
+  const { spareOf: _spareOf, ...rest } = lc;
+  return revised(hw, record<MachineLifecycle>(pool === undefined ? rest : { ...rest, spareOf: pool }), nowMs);
 }
 
 /** An operator's release: see releaseMachine. */
@@ -343,6 +366,13 @@ export function claimFor(hw: Hardware, wf: Workflow, cause: Cause, nowMs: number
   return move(hw, 'provisioning', 'provision', cause, fields, nowMs);
 }
 
+/** Claims the machine for a release workflow: releasing, owned by it, until it ends. */
+export function claimForRelease(hw: Hardware, wf: Workflow, cause: Cause, nowMs: number): Moved {
+  const reason = `release workflow ${wf.id} (template ${wf.template})`;
+  const fields = { reason, owner: wf.id, deadlineMs: provisioningDeadline(wf, nowMs) };
+  return move(hw, 'releasing', 'release', cause, fields, nowMs);
+}
+
 /**
  * The machine after its owner workflow changed: a deadline that follows the workflow's own once it
  * started, or, when it ended, the state its outcome gives (drained: only where undrain returns).
@@ -360,7 +390,8 @@ export function followOwner(
   const lc = hw.lifecycle;
   if (lc === undefined || lc.owner !== wf.id) return undefined;
   if (!isTerminal(wf.state)) {
-    if (lc.state !== 'provisioning' || wf.deadlineMs === undefined) return undefined;
+    if ((lc.state !== 'provisioning' && lc.state !== 'releasing') || wf.deadlineMs === undefined)
+      return undefined;
     const deadlineMs = wf.deadlineMs + provisioningGraceMs;
     if (lc.deadlineMs === deadlineMs) return undefined;
     return { hardware: revised(hw, record<MachineLifecycle>({ ...lc, deadlineMs }), nowMs), events: [] };
@@ -370,13 +401,13 @@ export function followOwner(
     const handed = record<MachineLifecycle>({ ...lc, owner: next.id, deadlineMs });
     return { hardware: revised(hw, handed, nowMs), events: [] };
   }
-  const outcome = outcomeOf(wf);
+  const outcome = wf.release === true ? releaseOutcomeOf(wf) : outcomeOf(wf);
   if (lc.state === 'maintenance') {
     const drained = record<MachineLifecycle>({ ...lc, owner: undefined, drainedFrom: outcome.to });
     return { hardware: revised(hw, drained, nowMs), events: [] };
   }
   const withWorkflow = { ...cause, workflowId: wf.id };
-  if (outcome.trigger === 'fail') {
+  if (outcome.trigger === 'fail' && wf.release !== true) {
     return failOrQuarantine(hw, 'fail', withWorkflow, outcome.fields, policy, nowMs);
   }
   if (outcome.trigger === 'release') {
@@ -500,6 +531,8 @@ export function lifecycleRecordProblem(
     if (lc.history[i]?.seq !== (lc.history[i - 1]?.seq ?? 0) + 1)
       return `${what}: history seqs are not dense`;
   }
+  if (lc.spareOf !== undefined && (lc.state !== 'ready' || lc.owner !== undefined))
+    return `${what}: a spare of pool ${lc.spareOf} must be ready and unowned, not ${lc.state}`;
   const failures = lc.failures;
   if (failures !== undefined) {
     if (failures.length === 0 || failures.length > quarantineFailuresMax)

@@ -13,7 +13,7 @@ import { InventoryError, parseInventory } from '../../model/inventory.js';
 import { isTerminal } from '../../model/records.js';
 import type { MachineEvent, MachineLifecycle } from '../../model/machine-lifecycle.js';
 import { auditTextBytesMax, errorMessageBytesMax, hardwareMax } from '../../model/limits.js';
-import { isTransitional, provisionRefusal } from '../../fleet/lifecycle.js';
+import { isTransitional, provisionRefusal, releaseRefusal } from '../../fleet/lifecycle.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
 import { deepFreeze } from './immutable.js';
 import { stateVersionBaseline, stateVersionFleet } from '../versions.js';
@@ -32,12 +32,15 @@ import {
   adoptMachine,
   applyVerb,
   claimFor,
+  claimForRelease,
   expireMachine,
   followOwner,
   labelMachine,
   lifecycleRecordProblem,
   move,
   registeredLifecycle,
+  releasedAtOnce,
+  withSpare,
   type Cause,
   type LifecycleOutcome,
   type Moved,
@@ -157,8 +160,10 @@ export class Machines {
         if (hw === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
         const labelled = labelMachine(hw, command, nowMs);
         if ('problem' in labelled) return failure('E_INVALID', labelled.problem);
-        this.#host.storeHardware(labelled.hardware);
-        return { type: 'hardware', hardware: labelled.hardware };
+        // A spare relabelled is freed: its pool keeps it again if it still matches (0036).
+        const stored = withSpare(labelled.hardware, undefined, nowMs) ?? labelled.hardware;
+        this.#host.storeHardware(stored);
+        return { type: 'hardware', hardware: stored };
       }
     }
   }
@@ -299,6 +304,28 @@ export class Machines {
     return lifecycle === undefined ? undefined : provisionRefusal(hardwareId, lifecycle);
   }
 
+  /** Why a release workflow may not take the machine now, or undefined. */
+  releaseRefusal(hardwareId: string): string | undefined {
+    const lifecycle = this.tracked ? this.#host.hardware(hardwareId)?.lifecycle : undefined;
+    return lifecycle === undefined
+      ? `hardware "${hardwareId}" has no lifecycle`
+      : releaseRefusal(hardwareId, lifecycle);
+  }
+
+  /** The machine kept as a pool's spare, or (undefined) freed. */
+  setSpare(hardwareId: string, pool: string | undefined, nowMs: number): void {
+    const hw = this.#host.hardware(hardwareId);
+    const changed = hw === undefined ? undefined : withSpare(hw, pool, nowMs);
+    if (changed !== undefined) this.#host.storeHardware(changed);
+  }
+
+  /** A tainted pool member without a release template: releasing, then ready, now. */
+  releaseAtOnce(hardwareId: string, reason: string, nowMs: number): void {
+    const hw = this.#host.hardware(hardwareId);
+    if (hw?.lifecycle === undefined) return;
+    this.#store(releasedAtOnce(hw, this.#cause(), reason, nowMs));
+  }
+
   /** A workflow changed: its machine is claimed when it became active, moved when it ended. */
   follow(before: Workflow | undefined, wf: Workflow, nowMs: number): void {
     const hw = this.tracked ? this.#host.hardware(wf.hardwareId) : undefined;
@@ -310,8 +337,13 @@ export class Machines {
       workflowId: wf.id,
     };
     if (!isTerminal(wf.state) && (before === undefined || isTerminal(before.state))) {
-      // Created or retried: provisionRefusal was checked before it was committed.
-      if (provisionRefusal(hw.id, lifecycle) === undefined) this.#store(claimFor(hw, wf, cause, nowMs));
+      // Created or retried: provisionRefusal (releaseRefusal) was checked before it was committed.
+      if (wf.release === true) {
+        if (releaseRefusal(hw.id, lifecycle) === undefined)
+          this.#store(claimForRelease(hw, wf, cause, nowMs));
+      } else if (provisionRefusal(hw.id, lifecycle) === undefined) {
+        this.#store(claimFor(hw, wf, cause, nowMs));
+      }
       return;
     }
     const ended = isTerminal(wf.state) && lifecycle.owner === wf.id;

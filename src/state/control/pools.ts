@@ -1,12 +1,27 @@
-// Pools in the replicated state (docs/decisions/0035-pools.md): pool.create, pool.scale,
-// pool.delete from the operator, pool.allocate from the leader's pool keeper
-// (src/node/pool-keeper.ts). A pool.allocate is a workflow.allocate for the pool's template and
-// selector, refused when the pool's slots are all filled as this entry finds them, so two
-// allocations never fill one slot whatever the leader does. The chosen machine joins the pool's
-// members in the same entry; members that no longer fill a slot (failed, released) leave then.
+// Pools in the replicated state (docs/decisions/0035-pools.md, 0036): pool.create, pool.scale,
+// pool.taint, pool.delete from the operator; pool.allocate, pool.reserve and pool.release from
+// the leader's pool keeper (src/node/pool-keeper.ts). A pool.allocate is a workflow.allocate for
+// the pool's template and selector, refused when the pool's untainted slots are all filled as
+// this entry finds them, so two allocations never fill one slot whatever the leader does, and
+// refused when the machine would break the spread. The chosen machine joins the pool's members in
+// the same entry; members that no longer fill a slot (failed, released) leave then. A release is
+// refused unless its rule holds now: surplus beyond the size, a tainted member within the
+// maxUnavailable budget, or the pool being deleted.
 import type { ControlCommand, ControlErrorCode } from './commands.js';
 import type { Hardware, Template } from '../../model/records.js';
-import { fillsSlot, type Pool } from '../../fleet/pool.js';
+import {
+  fillsSlot,
+  isReleasable,
+  isSpareOf,
+  spreadAllowed,
+  taintBudgetAllows,
+  takes,
+  type Pool,
+} from '../../fleet/pool.js';
+import type { Selector } from '../../fleet/selector-terms.js';
+import type { Candidate } from '../../fleet/allocation.js';
+import { labelKeyProblem } from '../../model/labels.js';
+import { record } from './immutable.js';
 import { parseSelector, SelectorError } from '../../fleet/selector.js';
 import { formatSelector } from '../../fleet/selector-terms.js';
 import { poolSizeMax, poolsMax } from '../../model/limits.js';
@@ -30,6 +45,42 @@ export function poolSizeProblem(what: string, n: number): string | undefined {
     ? undefined
     : `${what} must be a whole number from 0 to ${poolSizeMax}, got ${n}`;
 }
+
+/** What the pool rules read of the rest of the state. */
+export interface PoolLookups {
+  readonly hardware: (id: string) => Hardware | undefined;
+  readonly fleet: () => Iterable<Hardware>;
+}
+
+/** What a pool.delete does: the pool goes now, or stays deleting while its members are released. */
+export type PoolDeletion =
+  { readonly kind: 'removed'; readonly pool: Pool } | { readonly kind: 'deleting'; readonly pool: Pool };
+
+/** What a pool.release does to its machine, once allowed. */
+export type PoolReleaseOutcome = {
+  readonly pool: Pool;
+  /** The pool went with its last member (deleting). */
+  readonly removed: boolean;
+  /** workflow: its release template runs; at-once: releasing → ready now; leave: stays as it is. */
+  readonly how: 'workflow' | 'at-once' | 'leave';
+};
+
+function selectorOf(pool: Pool): Selector {
+  const selector = parseSelector(pool.selector);
+  if (selector instanceof SelectorError)
+    throw new Error(`a stored selector does not parse: ${selector.message}`);
+  return selector;
+}
+
+const notFound = (name: string): PoolRefusal => ({
+  code: 'E_NOT_FOUND',
+  message: `pool "${name}" does not exist`,
+});
+
+const beingDeleted = (pool: Pool): PoolRefusal => ({
+  code: 'E_CONFLICT',
+  message: `pool "${pool.name}" is being deleted: its members run its release template "${pool.releaseTemplate ?? ''}"`,
+});
 
 /** The pools in the state, by name, and the rules of their commands. */
 export class Pools {
@@ -57,17 +108,30 @@ export class Pools {
   create(
     command: Command<'pool.create'>,
     template: (name: string) => Template | undefined,
+    artifact: (name: string) => unknown,
   ): Pool | PoolRefusal {
     const problem =
       poolNameProblem(command.name) ??
       poolSizeProblem('size', command.size) ??
-      poolSizeProblem('spares', command.spares);
+      poolSizeProblem('spares', command.spares) ??
+      (command.maxUnavailable === undefined
+        ? undefined
+        : poolSizeProblem('maxUnavailable', command.maxUnavailable)) ??
+      (command.spreadBy === undefined ? undefined : labelKeyProblem(command.spreadBy));
     if (problem !== undefined) return { code: 'E_INVALID', message: problem };
     const selector = parseSelector(command.selector);
     if (selector instanceof SelectorError)
       return { code: 'E_INVALID', message: `selector: ${selector.message}` };
-    if (template(command.template) === undefined)
-      return { code: 'E_NOT_FOUND', message: `template "${command.template}" does not exist` };
+    for (const name of [command.template, command.releaseTemplate]) {
+      if (name !== undefined && template(name) === undefined)
+        return { code: 'E_NOT_FOUND', message: `template "${name}" does not exist` };
+    }
+    if (command.image !== undefined && artifact(command.image) === undefined) {
+      return {
+        code: 'E_NOT_FOUND',
+        message: `artifact "${command.image}" is not registered: add it first (\`slipway artifact add FILE --name ${command.image}\`)`,
+      };
+    }
     if (this.#pools.has(command.name)) return { code: 'E_EXISTS', message: `pool "${command.name}" exists` };
     if (this.#pools.size >= poolsMax)
       return {
@@ -82,25 +146,45 @@ export class Pools {
       spares: command.spares,
       members: [],
       version: 1,
+      spreadBy: command.spreadBy,
+      releaseTemplate: command.releaseTemplate,
+      image: command.image,
+      maxUnavailable: command.maxUnavailable,
     };
-    this.#pools.set(pool.name, pool);
-    return pool;
+    return this.#set(pool);
   }
 
   scale(command: Command<'pool.scale'>): Pool | PoolRefusal {
     const pool = this.#pools.get(command.name);
-    if (pool === undefined) return { code: 'E_NOT_FOUND', message: `pool "${command.name}" does not exist` };
+    if (pool === undefined) return notFound(command.name);
+    if (pool.deleting === true) return beingDeleted(pool);
     const problem = poolSizeProblem('size', command.size);
     if (problem !== undefined) return { code: 'E_INVALID', message: problem };
-    const scaled = { ...pool, size: command.size, version: pool.version + 1 };
-    this.#pools.set(pool.name, scaled);
-    return scaled;
+    return this.#set({ ...pool, size: command.size, version: pool.version + 1 });
   }
 
-  /** Refused while a member is provisioning; deployed members stay deployed, no longer the pool's. */
-  delete(name: string, hardware: (id: string) => Hardware | undefined): PoolRefusal | undefined {
+  /** Every member provisioning or deployed is to be replaced. */
+  taint(name: string, hardware: (id: string) => Hardware | undefined): Pool | PoolRefusal {
     const pool = this.#pools.get(name);
-    if (pool === undefined) return { code: 'E_NOT_FOUND', message: `pool "${name}" does not exist` };
+    if (pool === undefined) return notFound(name);
+    if (pool.deleting === true) return beingDeleted(pool);
+    const tainted = pool.members.filter((id) => fillsSlot(hardware(id)?.lifecycle?.state));
+    return this.#set({
+      ...pool,
+      tainted: tainted.length === 0 ? undefined : tainted,
+      version: pool.version + 1,
+    });
+  }
+
+  /**
+   * Refused while a member is provisioning. Without a release template (or members to release)
+   * the pool goes now, its deployed members staying deployed; with one it stays, deleting, until
+   * the leader has released every member through it. Its spares are freed either way (the caller).
+   */
+  delete(name: string, hardware: (id: string) => Hardware | undefined): PoolDeletion | PoolRefusal {
+    const pool = this.#pools.get(name);
+    if (pool === undefined) return notFound(name);
+    if (pool.deleting === true) return beingDeleted(pool);
     const busy = pool.members.filter((id) => hardware(id)?.lifecycle?.state === 'provisioning');
     if (busy.length > 0) {
       return {
@@ -108,39 +192,176 @@ export class Pools {
         message: `pool "${name}" has machines provisioning (${busy.join(', ')}): delete it once they are deployed or failed`,
       };
     }
-    this.#pools.delete(name);
-    return undefined;
+    const leaving = pool.members.filter((id) => isReleasable(hardware(id)?.lifecycle?.state));
+    if (pool.releaseTemplate === undefined || leaving.length === 0) {
+      this.#pools.delete(name);
+      return { kind: 'removed', pool };
+    }
+    const deleting: Pool = {
+      ...pool,
+      members: leaving,
+      tainted: undefined,
+      deleting: true,
+      version: pool.version + 1,
+    };
+    return { kind: 'deleting', pool: this.#set(deleting) };
   }
 
   /**
-   * Whether pool.allocate may fill a slot now: the pool exists, its template is the command's,
-   * and fewer members fill slots than its size. Refused as stale (E_CONFLICT) otherwise.
+   * Whether pool.allocate may fill a slot now: the pool exists and is not being deleted, its
+   * template is the command's, and fewer untainted members fill slots than its size. Refused as
+   * stale (E_CONFLICT) otherwise. With the spread values a new member may take.
    */
   allocation(
     command: Command<'pool.allocate'>,
-    hardware: (id: string) => Hardware | undefined,
-  ): Pool | PoolRefusal {
+    lookups: PoolLookups,
+  ): { readonly pool: Pool; readonly spread?: ReadonlySet<string> } | PoolRefusal {
     const pool = this.#pools.get(command.pool);
-    if (pool === undefined) return { code: 'E_NOT_FOUND', message: `pool "${command.pool}" does not exist` };
-    const filled = pool.members.filter((id) => fillsSlot(hardware(id)?.lifecycle?.state)).length;
+    if (pool === undefined) return notFound(command.pool);
+    if (pool.deleting === true) return beingDeleted(pool);
+    const tainted = new Set(pool.tainted ?? []);
+    const filled = pool.members.filter(
+      (id) => !tainted.has(id) && fillsSlot(lookups.hardware(id)?.lifecycle?.state),
+    ).length;
     if (filled >= pool.size) {
       return {
         code: 'E_CONFLICT',
         message: `pool "${pool.name}" has ${filled} machines provisioning or deployed, its size ${pool.size}: nothing to allocate`,
       };
     }
-    return pool;
+    const spread = spreadAllowed(pool, selectorOf(pool), lookups.fleet());
+    return spread === undefined ? { pool } : { pool, spread };
   }
 
   /** After pool.allocate gave `hardwareId` a workflow: it joins; members no longer filling a slot leave. */
   joined(pool: Pool, hardwareId: string, hardware: (id: string) => Hardware | undefined): Pool {
     const kept = pool.members.filter((id) => id !== hardwareId && fillsSlot(hardware(id)?.lifecycle?.state));
-    const after = { ...pool, members: [...kept, hardwareId].sort(), version: pool.version + 1 };
-    this.#pools.set(pool.name, after);
-    return after;
+    const tainted = (pool.tainted ?? []).filter((id) => kept.includes(id));
+    return this.#set({
+      ...pool,
+      members: [...kept, hardwareId].sort(),
+      tainted: tainted.length === 0 ? undefined : tainted,
+      version: pool.version + 1,
+    });
+  }
+
+  /** Whether the machine may be kept as the pool's spare now: ready, matching, free, spares short. */
+  reserve(command: Command<'pool.reserve'>, lookups: PoolLookups): Pool | PoolRefusal {
+    const pool = this.#pools.get(command.pool);
+    if (pool === undefined) return notFound(command.pool);
+    if (pool.deleting === true) return beingDeleted(pool);
+    const hw = lookups.hardware(command.hardwareId);
+    if (hw === undefined)
+      return { code: 'E_NOT_FOUND', message: `hardware "${command.hardwareId}" does not exist` };
+    const selector = selectorOf(pool);
+    if (isSpareOf(pool, hw) || !takes(pool, selector, hw)) {
+      return {
+        code: 'E_CONFLICT',
+        message: `hardware "${hw.id}" is not a ready, free machine matching pool "${pool.name}" (${pool.selector})`,
+      };
+    }
+    let spares = 0;
+    for (const m of lookups.fleet()) if (isSpareOf(pool, m)) spares += 1;
+    if (spares >= pool.spares) {
+      return {
+        code: 'E_CONFLICT',
+        message: `pool "${pool.name}" keeps ${spares} spares, its spares ${pool.spares}: nothing to reserve`,
+      };
+    }
+    return pool;
+  }
+
+  /** Whether the member may be released now, for the reason given; the pool after, and how. */
+  release(command: Command<'pool.release'>, lookups: PoolLookups): PoolReleaseOutcome | PoolRefusal {
+    const pool = this.#pools.get(command.pool);
+    if (pool === undefined) return notFound(command.pool);
+    const id = command.hardwareId;
+    const hw = lookups.hardware(id);
+    if (hw === undefined || !pool.members.includes(id))
+      return { code: 'E_CONFLICT', message: `hardware "${id}" is no member of pool "${pool.name}"` };
+    if ((pool.releaseTemplate === undefined) !== (command.release === undefined)) {
+      return {
+        code: 'E_INVALID',
+        message:
+          pool.releaseTemplate === undefined
+            ? `pool "${pool.name}" has no release template: a release carries no workflow`
+            : `pool "${pool.name}" releases through template "${pool.releaseTemplate}": the release needs its workflow`,
+      };
+    }
+    const refusal = this.#releaseRefusal(pool, hw, command.why, lookups);
+    if (refusal !== undefined) return { code: 'E_CONFLICT', message: refusal };
+    const members = pool.members.filter((m) => m !== id);
+    const tainted = (pool.tainted ?? []).filter((m) => m !== id);
+    const after: Pool = {
+      ...pool,
+      members,
+      tainted: tainted.length === 0 ? undefined : tainted,
+      version: pool.version + 1,
+    };
+    const removed = pool.deleting === true && members.length === 0;
+    if (removed) this.#pools.delete(pool.name);
+    const stored = removed ? after : this.#set(after);
+    const how = command.release !== undefined ? 'workflow' : command.why === 'taint' ? 'at-once' : 'leave';
+    return { pool: stored, removed, how };
+  }
+
+  #releaseRefusal(
+    pool: Pool,
+    hw: Hardware,
+    why: Command<'pool.release'>['why'],
+    lookups: PoolLookups,
+  ): string | undefined {
+    const state = hw.lifecycle?.state;
+    const tainted = new Set(pool.tainted ?? []);
+    const states = pool.members.map((id) => lookups.hardware(id)?.lifecycle?.state);
+    switch (why) {
+      case 'delete':
+        if (pool.deleting !== true) return `pool "${pool.name}" is not being deleted`;
+        return isReleasable(state)
+          ? undefined
+          : `hardware "${hw.id}" is ${state ?? 'untracked'}: it cannot be released`;
+      case 'surplus': {
+        if (pool.deleting === true || tainted.has(hw.id) || state !== 'deployed')
+          return `hardware "${hw.id}" is no untainted deployed member of pool "${pool.name}"`;
+        const untainted = pool.members.filter((id, i) => !tainted.has(id) && fillsSlot(states[i])).length;
+        return untainted > pool.size
+          ? undefined
+          : `pool "${pool.name}" has ${untainted} untainted machines provisioning or deployed, its size ${pool.size}: none is surplus`;
+      }
+      case 'taint': {
+        if (pool.deleting === true || !tainted.has(hw.id) || state !== 'deployed')
+          return `hardware "${hw.id}" is no tainted deployed member of pool "${pool.name}"`;
+        const deployed = states.filter((s) => s === 'deployed').length;
+        return taintBudgetAllows(pool, deployed)
+          ? undefined
+          : `pool "${pool.name}" has ${deployed} machines deployed: releasing one would leave fewer than its size ${pool.size} less maxUnavailable ${pool.maxUnavailable ?? 1}`;
+      }
+    }
+  }
+
+  /** Stores the pool, its absent fields left out (one form in the state and the snapshot). */
+  #set(pool: Pool): Pool {
+    const stored = record<Pool>(pool);
+    this.#pools.set(stored.name, stored);
+    return stored;
   }
 }
 
-export function isRefusal(x: Pool | PoolRefusal): x is PoolRefusal {
+export function isRefusal(x: object): x is PoolRefusal {
   return 'code' in x;
+}
+
+/** Candidates keep only machines of the allowed spread values (all, without --spread-by). */
+export function withinSpread<C extends { readonly hardwareId: string }>(
+  pool: Pool,
+  spread: ReadonlySet<string> | undefined,
+  candidates: readonly C[],
+  hardware: (id: string) => Candidate | undefined,
+): C[] {
+  if (spread === undefined || pool.spreadBy === undefined) return [...candidates];
+  const key = pool.spreadBy;
+  return candidates.filter((c) => {
+    const hw = hardware(c.hardwareId);
+    return hw !== undefined && spread.has(hw.labels?.[key] ?? '');
+  });
 }

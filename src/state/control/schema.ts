@@ -58,6 +58,12 @@ import {
 // Sizes here only keep a reader from walking absurd input; the real bounds are the payload's
 // (controlCommandBytesMax) and the domain limits apply checks with E_INVALID.
 const text = string(controlCommandBytesMax);
+
+/** A flag kept only when set: true, or absent. */
+const onlyTrue: Reader<true> = (value, path) => {
+  if (value !== true) throw new ShapeError(path, 'must be true (or left out)');
+  return true;
+};
 const texts = array(text, controlCommandBytesMax);
 const textMap = map(text, controlCommandBytesMax);
 const jsonDepthMax = 32;
@@ -121,6 +127,7 @@ const readMachineLifecycle: Reader<MachineLifecycle> = object({
   step: optional(text),
   deadlineMs: optional(count),
   owner: optional(text),
+  spareOf: optional(text),
   drainedFrom: optional(machineState),
   history: array(readMachineEvent, controlCommandBytesMax),
   failures: optional(array(count, quarantineFailuresMax)),
@@ -231,6 +238,12 @@ export const readPool: Reader<Pool> = object({
   spares: integer(0, poolSizeMax),
   members: array(text, poolSizeMax),
   version: integer(1, Number.MAX_SAFE_INTEGER),
+  spreadBy: optional(text),
+  releaseTemplate: optional(text),
+  image: optional(text),
+  maxUnavailable: optional(integer(0, poolSizeMax)),
+  tainted: optional(array(text, poolSizeMax)),
+  deleting: optional(onlyTrue),
 });
 
 export const readRenderedTemplate: Reader<RenderedTemplate> = object({
@@ -286,6 +299,7 @@ export const readWorkflow: Reader<Workflow> = object({
       lostTo: optional(text),
     }),
   ),
+  release: optional(onlyTrue),
 });
 
 export const readWorkflowEvent: Reader<WorkflowEvent> = object({
@@ -640,6 +654,20 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     template: text,
     size: safeInteger,
     spares: safeInteger,
+    spreadBy: optional(text),
+    releaseTemplate: optional(text),
+    image: optional(text),
+    maxUnavailable: optional(safeInteger),
+    ...audited,
+  }),
+  'pool.taint': object({ type: literal(['pool.taint']), name: text, ...audited }),
+  'pool.reserve': object({ type: literal(['pool.reserve']), pool: text, hardwareId: text, ...audited }),
+  'pool.release': object({
+    type: literal(['pool.release']),
+    pool: text,
+    hardwareId: text,
+    why: literal(['surplus', 'taint', 'delete']),
+    release: optional(object({ id: text, templateVersion: count, spec: readRenderedTemplate })),
     ...audited,
   }),
   'pool.scale': object({ type: literal(['pool.scale']), name: text, size: safeInteger, ...audited }),

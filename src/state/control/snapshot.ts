@@ -588,6 +588,11 @@ function poolsProblem(clusterVersion: number, pools: readonly Pool[]): string | 
       if (!((pool.members[j - 1] as string) < (pool.members[j] as string)))
         return `pools: ${pool.name}'s members are out of order or repeated`;
     }
+    const tainted = pool.tainted ?? [];
+    if (pool.tainted !== undefined && tainted.length === 0)
+      return `pools: ${pool.name}'s empty tainted is left out`;
+    if (tainted.some((id, j) => !pool.members.includes(id) || (j > 0 && !((tainted[j - 1] as string) < id))))
+      return `pools: ${pool.name}'s tainted are no sorted members`;
   }
   return undefined;
 }

@@ -80,10 +80,12 @@ function outcome(wf: Workflow, index: number, attempt: number): AttemptOutcome {
 
 /** How a workflow.allocate's machine was chosen, kept with the workflow. */
 export interface Allocated {
-  readonly selector: string;
+  readonly selector?: string | undefined;
   readonly alternate?: AlternatePolicy | undefined;
   /** Under the race policy: the lane this workflow is (docs/decisions/0037). */
   readonly race?: RaceLane | undefined;
+  /** A release workflow (docs/decisions/0036). */
+  readonly release?: true | undefined;
 }
 
 /** A new workflow; `allocated` when its machine was allocated by a selector (workflow.allocate). */
@@ -111,6 +113,7 @@ export function createWorkflow(
     selector: allocated?.selector,
     alternate: allocated?.alternate,
     race: allocated?.race,
+    release: allocated?.release,
   });
   return { kind: 'changed', workflow, events: [{ type: 'workflow.created' }] };
 }

@@ -1,0 +1,227 @@
+// `slipway pool create|get|list|scale|taint|delete`: pools of machines kept at a size by the
+// leader (docs/decisions/0035-pools.md, 0036).
+import type { Command } from '@commander-js/extra-typings';
+import type { PoolRecord } from '../../gen/control.js';
+import type { ClusterClient } from '../client.js';
+import type { OutputFormat, Row } from '../output.js';
+import { render, table, UsageError } from '../output.js';
+import { wholeNumber } from '../flags.js';
+import { selectorFlag, selectorHelp } from './selector-flag.js';
+import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+
+type Connect = () => { client: ClusterClient; output: OutputFormat };
+
+/** Sizes, spares and budgets: whole numbers from 0 to 4096 (the state's poolSizeMax). */
+const countMax = 4096;
+
+function count(text: string, flag: string): number {
+  const n = wholeNumber(text, flag);
+  if (n > countMax) throw new UsageError(`${flag} must be 0 to ${countMax}, got ${text}`);
+  return n;
+}
+
+interface CreateOptions {
+  selector: string;
+  template: string;
+  size: string;
+  spares?: string;
+  spreadBy?: string;
+  releaseTemplate?: string;
+  image?: string;
+  maxUnavailable?: string;
+}
+
+export function poolCommand(program: Command, connect: Connect): void {
+  const p = program
+    .command('pool')
+    .description('pools: N machines matching a selector, deployed with one template, kept at N');
+  p.command('create')
+    .description(
+      'create a pool: the leader keeps --size machines matching --selector deployed with --template, ' +
+        'spread across the values of --spread-by as evenly as it can, with --spares more ready and ' +
+        'reserved for the pool; a member that fails, is retired or quarantined is replaced at once, ' +
+        'from the spares first',
+    )
+    .argument('<name>', 'a DNS label: lower-case letters, digits and -')
+    .requiredOption('--selector <selector>', `the machines it may take: ${selectorHelp}`)
+    .requiredOption('--template <template>', 'the template each member is deployed with')
+    .requiredOption('--size <n>', `members kept provisioning or deployed (0 to ${countMax})`)
+    .option('--spares <k>', 'ready machines kept reserved for the pool besides (default 0)')
+    .option('--spread-by <label>', 'a label (rack, zone) whose values the members are spread across')
+    .option(
+      '--release-template <template>',
+      'run on a member leaving the pool (delete, scale down, taint) before it is ready again; ' +
+        'without one a member leaving stays deployed (a tainted one is released at once)',
+    )
+    .option('--image <artifact>', 'a registered artifact the template writes, as {{ pool.image.url }}')
+    .option('--max-unavailable <m>', '`pool taint`: members unavailable at once (default 1)')
+    .action((name: string, o: CreateOptions) => create(connect, name, o));
+  readCommands(p, connect);
+  changeCommands(p, connect);
+}
+
+async function create(connect: Connect, name: string, o: CreateOptions): Promise<void> {
+  const size = count(o.size, '--size');
+  const spares = o.spares === undefined ? 0 : count(o.spares, '--spares');
+  const maxUnavailable =
+    o.maxUnavailable === undefined ? undefined : count(o.maxUnavailable, '--max-unavailable');
+  const selector = await selectorFlag(o.selector);
+  const { client, output } = connect();
+  const res = await client.control('poolCreate', {
+    name,
+    selector,
+    template: o.template,
+    size,
+    spares,
+    spreadBy: o.spreadBy ?? '',
+    releaseTemplate: o.releaseTemplate ?? '',
+    image: o.image ?? '',
+    ...(maxUnavailable === undefined ? {} : { maxUnavailable }),
+  });
+  printPool(output, res.pool);
+}
+
+/** `pool get` and `pool list`. */
+function readCommands(p: Command, connect: Connect): void {
+  p.command('get')
+    .description(
+      'show a pool: size, deployed, provisioning, spares ready, failed, per spread value, its ' +
+        'members and spares with their states, and how many machines it lacks and why',
+    )
+    .argument('<name>')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .action(async (name: string, o: { local?: boolean }) => {
+      const { client, output } = connect();
+      const res = await client.control('poolGet', { name, local: o.local === true });
+      printPool(output, res.pool);
+    });
+  p.command('list')
+    .description('list pools, each with how it stands (the selector, templates and why in -o wide)')
+    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
+    .action(async (o) => {
+      const page = paging(o);
+      const { client, output } = connect();
+      const { pages, next } = await listPages(
+        page,
+        (req) => client.control('poolList', { local: o.local === true, ...req }),
+        (res) => res.pools.length,
+      );
+      const pools = pages.flatMap((res) => res.pools);
+      process.stdout.write(
+        `${render(output, withContinue({ pools }, next), pools.map(summary), pools.map(wideSummary))}\n`,
+      );
+      printMore(output, next, 'pools');
+    });
+}
+
+/** `pool scale`, `pool taint` and `pool delete`. */
+function changeCommands(p: Command, connect: Connect): void {
+  p.command('scale')
+    .description(
+      "change a pool's size: a larger pool is filled, a smaller one releases its surplus " +
+        '(through its release template when it has one)',
+    )
+    .argument('<name>')
+    .argument('<size>', `0 to ${countMax}`)
+    .action(async (name: string, sizeText: string) => {
+      const size = count(sizeText, 'size');
+      const { client, output } = connect();
+      const res = await client.control('poolScale', { name, size });
+      printPool(output, res.pool);
+    });
+  p.command('taint')
+    .description(
+      'replace every member of a pool: new machines first when spares or ready machines allow, ' +
+        'the old released at most --max-unavailable at a time, so deployed members never drop ' +
+        'below size less max-unavailable',
+    )
+    .argument('<name>')
+    .action(async (name: string) => {
+      const { client, output } = connect();
+      const res = await client.control('poolTaint', { name });
+      printPool(output, res.pool);
+    });
+  p.command('delete')
+    .description(
+      'delete a pool: with a release template its members run it and go back to ready, the pool ' +
+        'gone once they have; without one they stay deployed and leave the pool. Refused while a ' +
+        'member is provisioning',
+    )
+    .argument('<name>')
+    .action(async (name: string) => {
+      const { client, output } = connect();
+      const res = await client.control('poolDelete', { name });
+      const doc = { name, deleted: !res.deleting, deleting: res.deleting };
+      process.stdout.write(`${render(output, doc, [doc])}\n`);
+    });
+}
+
+function requirePool(pool: PoolRecord | undefined): PoolRecord {
+  if (pool === undefined) throw new Error('the server returned no pool');
+  return pool;
+}
+
+function summary(pool: PoolRecord): Row {
+  return {
+    name: pool.name,
+    size: pool.size,
+    deployed: pool.deployed,
+    provisioning: pool.provisioning,
+    spares: `${pool.sparesReady}/${pool.spares}`,
+    failed: pool.failed,
+    tainted: pool.tainted,
+    lacking: pool.lacking + pool.sparesLacking,
+    ...(pool.deleting ? { state: 'deleting' } : {}),
+  };
+}
+
+function wideSummary(pool: PoolRecord): Row {
+  return {
+    ...summary(pool),
+    selector: pool.selector,
+    template: pool.template,
+    spreadBy: pool.spreadBy,
+    releaseTemplate: pool.releaseTemplate,
+    image: pool.image,
+    maxUnavailable: pool.maxUnavailable,
+    why: pool.why,
+  };
+}
+
+/** One pool: json/yaml as the record; a table of its standing, its spread, its members, and why. */
+function printPool(output: OutputFormat, record: PoolRecord | undefined): void {
+  const pool = requirePool(record);
+  if (output === 'json' || output === 'yaml') {
+    process.stdout.write(`${render(output, pool, [])}\n`);
+    return;
+  }
+  const parts = [table([output === 'wide' ? wideSummary(pool) : summary(pool)])];
+  if (pool.spreadBy !== '' && pool.spread.length > 0) {
+    parts.push(
+      table(
+        pool.spread.map((c) => ({
+          [pool.spreadBy]: c.value === '' ? '(none)' : c.value,
+          members: c.members,
+          available: c.available,
+        })),
+      ),
+    );
+  }
+  if (pool.members.length > 0) {
+    parts.push(
+      table(
+        pool.members.map((m) => ({
+          member: m.id,
+          state: m.state,
+          role: m.spare ? 'spare' : 'member',
+          ...(pool.spreadBy === '' ? {} : { [pool.spreadBy]: m.spreadValue }),
+          tainted: m.tainted ? 'yes' : '',
+        })),
+      ),
+    );
+  }
+  if (pool.why !== '') parts.push(`lacks: ${pool.why}`);
+  process.stdout.write(`${parts.join('\n\n')}\n`);
+}
