@@ -8,6 +8,20 @@ export function wholeNumber(text: string, flag: string): number {
   return Number(text);
 }
 
+/**
+ * The target of a command, given as its argument or by the flag it took before (kept, hidden):
+ * undefined when neither is given; both with different values is bad usage.
+ */
+export function oneTarget(
+  argument: string | undefined,
+  flagValue: string | undefined,
+  flag: string,
+): string | undefined {
+  if (argument !== undefined && flagValue !== undefined && argument !== flagValue)
+    throw new UsageError(`give it once: as the argument ("${argument}") or by ${flag} ("${flagValue}")`);
+  return argument ?? flagValue;
+}
+
 /** `n1=127.0.0.1:7011,n2=127.0.0.1:7012` as ids and addresses; the addresses are checked later. */
 export function idAddressList(text: string, flag: string): { id: string; addr: string }[] {
   return text
