@@ -57,6 +57,7 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway workflow events "$id" --follow',
     'slipway workflow wait "$id"',
     'slipway workflow list',
+    'slipway workflow retention --keep 50000 --max-age 90d',
   ],
   power: [
     'slipway power on m1',
@@ -72,7 +73,7 @@ const examples: Readonly<Record<string, readonly string[]>> = {
   token: ['slipway token create --name ops --role operator', 'slipway token delete ops'],
   audit: [
     'slipway audit list --user ops --since 1h -o json',
-    'slipway audit retention --entries 50000 --days 90',
+    'slipway audit retention --keep 50000 --max-age 90d',
   ],
   snapshot: [
     'slipway snapshot save backup.snap',

@@ -100,7 +100,7 @@ describe('every command help', () => {
 
   test('a duration is a <duration> that takes units, and bare numbers in the unit the help names', () => {
     const durationFlag =
-      /^ {2}(?:-\w, )?(--[a-z-]*(?:timeout|interval|grace|wait|deadline|lease-time|window|tick-ms)[a-z-]*) <(\w+)>/gm;
+      /^ {2}(?:-\w, )?(--[a-z-]*(?:timeout|interval|grace|wait|deadline|lease-time|window|tick-ms|max-age)[a-z-]*) <(\w+)>/gm;
     const bad: string[] = [];
     let seen = 0;
     for (const p of pages) {
