@@ -76,6 +76,8 @@ export function auditTarget(command: ControlCommand): string {
       return `${command.pool} (workflow ${command.id}: ${command.candidates.map((c) => c.hardwareId).join(' ')})`;
     case 'member.drain':
       return `${command.id} (${command.drained ? 'drain' : 'undrain'})`;
+    case 'member.apiAddr':
+      return `${command.id} (${command.apiAddr})`;
     default:
       return unreachable(command);
   }

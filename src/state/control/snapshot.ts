@@ -20,6 +20,8 @@
 //     ..., "pools": [Pool by name] }   (format 6 only, at state version 3, only when not empty)
 //     ..., "quarantinePolicy": { "failures", "windowS" } }   (format 6 only, at state version
 //          3 or above, and only when it is not the default)
+//     ..., "memberApiAddrs": [{ "id", "apiAddr" } by id] }   (format 6 only, at state version 3
+//          or above, and only when not empty)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
@@ -39,7 +41,9 @@
 // (docs/decisions/0022-node-drain.md) come from a command of state version 2 too, and go the same
 // way: last, and only when some member is drained, so a snapshot without them reads as before.
 // The quarantine policy (0028's addendum) is set by a command of state version 3: after them,
-// only when it is not the default.
+// only when it is not the default. Members' API addresses
+// (docs/decisions/0038-member-api-addresses.md) come from a command of state version 3 too: last,
+// and only when some member has said its own.
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
@@ -57,7 +61,9 @@ import {
   workflowRetentionDaysMax,
   workflowsMax,
   poolsMax,
+  memberApiAddrsMax,
 } from '../../model/limits.js';
+import { memberApiAddrBytesMax, memberApiAddrsProblem, type MemberApiAddr } from './member-api-addrs.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
@@ -117,6 +123,8 @@ export interface SnapshotImage {
   readonly pools?: readonly Pool[];
   /** When repeated failures quarantine a machine; absent means the default. */
   readonly quarantinePolicy?: QuarantinePolicy;
+  /** Every member's API address as it said it, by id; absent means none. */
+  readonly memberApiAddrs?: readonly MemberApiAddr[];
 }
 
 export interface AuditImage {
@@ -165,6 +173,12 @@ const readImage = object({
       failures: integer(1, quarantineFailuresMax),
       windowS: integer(1, quarantineWindowSMax),
     }),
+  ),
+  memberApiAddrs: optional(
+    array(
+      object({ id: string(memberIdBytesMax), apiAddr: string(memberApiAddrBytesMax) }),
+      memberApiAddrsMax,
+    ),
   ),
 });
 
@@ -286,7 +300,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
     if (problem !== undefined) throw new ShapeError('pools', problem);
     text += `,"pools":[${pools.map((p, i) => JSON.stringify(readPool(p, at('pools', i)))).join(',')}]`;
   }
-  text += quarantinePolicyText;
+  text += quarantinePolicyText + memberApiAddrsField(image.memberApiAddrs ?? [], clusterVersion);
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -333,7 +347,12 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
       : image.pools.length === 0
         ? 'pools: an empty list is left out'
         : poolsProblem(image.clusterVersion ?? stateVersionBaseline, image.pools)) ??
-    quarantinePolicySnapshotProblem(image.clusterVersion, image.quarantinePolicy);
+    quarantinePolicySnapshotProblem(image.clusterVersion, image.quarantinePolicy) ??
+    (image.memberApiAddrs === undefined
+      ? undefined
+      : image.memberApiAddrs.length === 0
+        ? 'memberApiAddrs: an empty list is left out'
+        : memberApiAddrsSnapshotProblem(image.clusterVersion ?? stateVersionBaseline, image.memberApiAddrs));
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -550,6 +569,24 @@ function workflowsProblem(workflows: SnapshotImage['workflows']): string | undef
     }
   }
   return undefined;
+}
+
+/** The members' API addresses as the snapshot writes them, last: nothing for none. */
+function memberApiAddrsField(list: readonly MemberApiAddr[], clusterVersion: number): string {
+  if (list.length === 0) return '';
+  const problem = memberApiAddrsSnapshotProblem(clusterVersion, list);
+  if (problem !== undefined) throw new ShapeError('memberApiAddrs', problem);
+  return `,"memberApiAddrs":${JSON.stringify(list.map((m) => ({ id: m.id, apiAddr: m.apiAddr })))}`;
+}
+
+/** What is wrong with a snapshot's member API addresses, or undefined: at state version 3, valid, by id. */
+function memberApiAddrsSnapshotProblem(
+  clusterVersion: number,
+  list: readonly MemberApiAddr[],
+): string | undefined {
+  if (clusterVersion < stateVersionFleet)
+    return `memberApiAddrs: are set by a command of state version ${stateVersionFleet}; the cluster runs at ${clusterVersion}`;
+  return memberApiAddrsProblem(list);
 }
 
 /** What is wrong with a snapshot's pools, or undefined: at state version 3, by name, members sorted. */
