@@ -6,7 +6,7 @@
 // another, with the ids of the membership it sees: apply keeps only those members' addresses, so
 // the list follows the membership without reading it (apply cannot see the raft membership).
 import { memberApiAddrsMax } from '../../model/limits.js';
-import { memberIdProblem } from './drained-members.js';
+import { memberIdProblem, memberIdsProblem } from './drained-members.js';
 
 export interface MemberApiAddr {
   readonly id: string;
@@ -61,14 +61,8 @@ export function memberApiAddrsAfter(
 function membersProblem(ids: readonly string[]): string | undefined {
   if (ids.length > memberApiAddrsMax)
     return `members: ${ids.length} ids, over the limit of ${memberApiAddrsMax}`;
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i] ?? '';
-    const problem = memberIdProblem(id);
-    if (problem !== undefined) return `members: ${problem}`;
-    if (i > 0 && !((ids[i - 1] ?? '') < id))
-      return `members: ${JSON.stringify(id)} is out of order or repeated`;
-  }
-  return undefined;
+  const problem = memberIdsProblem(ids);
+  return problem === undefined ? undefined : `members: ${problem}`;
 }
 
 /** What is wrong with a snapshot's list, or undefined: valid ids and addresses, sorted by id, no repeats. */
