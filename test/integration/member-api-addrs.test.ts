@@ -1,7 +1,9 @@
 // Goal: every member's API address is in the replicated state (docs/decisions/0038), so that
 // through a balancer, whichever node answers, `member list` shows every member's API address on
 // every call, the initial members' included (their bootstrap entry holds each node's own alone);
-// and every node's own Status, which learns nothing by asking, already names them all.
+// and every node's own Status, which learns nothing by asking, already names them all. With a
+// member killed, `cluster status` lists it once: asked directly, its --server's row is named after
+// it (paired by the recorded address); through the balancer, it is unreachable.
 // Method: `slipway cluster up` (three `slipway server` processes on loopback, HAProxy in front);
 // the CLI runs as a child process, through the balancer and against each node; `cluster down`
 // stops everything by the recorded PIDs.
@@ -75,5 +77,64 @@ describe("members' API addresses in the replicated state", () => {
     for (let i = 0; i < 12; i++) assert.deepEqual(await memberList(balancerAddr), expected, `call ${i + 1}`);
     for (const node of nodes)
       assert.deepEqual(await memberList(node.apiAddr), expected, `through ${node.id}`);
+  });
+});
+
+describe('cluster status with a member down', () => {
+  interface Row {
+    readonly node: string;
+    readonly api: string;
+    readonly health: string;
+  }
+  const rowsVia = async (server: string): Promise<Row[]> => {
+    const r = await cli(['--server', server, '-o', 'json', 'cluster', 'status']);
+    assert.equal(r.code, 0, r.stderr);
+    return (JSON.parse(r.stdout) as { nodes: Row[] }).nodes;
+  };
+  const alive = (pid: number): boolean => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  test('lists a killed member once: paired with its --server when asked directly, unreachable through the balancer', async () => {
+    const victim = nodes[1]!;
+    process.kill(victim.pid, 'SIGKILL');
+    await waitFor(`${victim.id} (pid ${victim.pid}) to end`, () => !alive(victim.pid), 10_000, 50);
+    const ids = nodes.map((n) => n.id).sort();
+
+    // Every node named: the --server that did not answer is the victim's, and says so.
+    const direct = await rowsVia(nodes.map((n) => n.apiAddr).join(','));
+    assert.deepEqual(direct.map((r) => r.node).sort(), ids);
+    assert.deepEqual(
+      direct
+        .filter((r) => r.node === victim.id || r.api === victim.apiAddr)
+        .map((r) => `${r.node} ${r.api} ${r.health}`),
+      [`${victim.id} ${victim.apiAddr} down`],
+    );
+    assert.deepEqual(
+      direct.filter((r) => r.node !== victim.id).map((r) => r.health),
+      ['ok', 'ok'],
+    );
+
+    // Through the balancer (once HAProxy has stopped sending calls to the victim).
+    let balanced: Row[] = [];
+    await waitFor(
+      'a status through the balancer from a live node',
+      async () => {
+        balanced = await rowsVia(balancerAddr);
+        return balanced.some((r) => r.health === 'ok');
+      },
+      20_000,
+      200,
+    );
+    assert.deepEqual(balanced.map((r) => r.node).sort(), ids);
+    assert.deepEqual(
+      balanced.filter((r) => r.node === victim.id).map((r) => `${r.api} ${r.health}`),
+      [`${victim.apiAddr} unreachable`],
+    );
   });
 });
