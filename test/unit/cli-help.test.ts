@@ -159,6 +159,16 @@ describe('every command help', () => {
         for (const m of p.help.matchAll(targetFlags))
           problems.push(`${p.path} ${m[1]}: make it the argument`);
     }
+    // One name per idea: whatever a retention keeps, --keep N and --max-age <duration> bound it.
+    const retentions = pages.filter((p) => p.path.endsWith(' retention'));
+    assert.ok(retentions.length >= 2, retentions.map((p) => p.path).join(', '));
+    for (const p of retentions) {
+      const flags = [...p.help.split(/^Global Options:/m)[0]!.matchAll(/^ {2}(--[a-z-]+ <\w+>)/gm)].map(
+        (m) => m[1],
+      );
+      if (flags.join(' ') !== '--keep <n> --max-age <duration>')
+        problems.push(`${p.path}: ${flags.join(' ')}`);
+    }
     assert.deepEqual(problems, []);
     // The forms before the grammar still parse: aliases and hidden commands and flags.
     const commandsOf = (path: string): readonly string[] => byPath(path)?.commands ?? [];
