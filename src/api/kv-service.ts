@@ -121,7 +121,8 @@ export class KvService {
 
   /** The API address of `member`, learned from it when the membership does not record it. */
   apiAddrOf(member: Member): Promise<string> {
-    return this.#addresses.apiAddrOf(member);
+    const known = this.#withApiAddrs({ voters: [member], learners: [] }).voters[0] ?? member;
+    return this.#addresses.apiAddrOf(known);
   }
 
   /**
@@ -280,7 +281,7 @@ export class KvService {
       status: unary((req) => this.#statusOf(req.member ?? '', req.digest === true)),
       memberList: unary(async (req) => {
         if (!req.local) await this.#ctx.node.linearizableRead();
-        return { members: membersOf(await this.#filled(this.#ctx.node.membership())) };
+        return { members: membersOf(await this.#filled(this.#withApiAddrs(this.#ctx.node.membership()))) };
       }),
       memberAdd: unary(async (req, call) => {
         if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(req.id)) {
@@ -386,7 +387,7 @@ export class KvService {
       commit: st.commit,
       applied: st.appliedToStateMachine,
       role: roleToProto(st.role),
-      members: membersOf(withOwnApiAddr(st.membership, st.id, this.#ctx.apiAddr ?? '')),
+      members: membersOf(this.#withApiAddrs(st.membership)),
       build: buildVersion,
       stateVersion: stateVersionOfThisBuild,
       clusterVersion: this.#ctx.store.control.clusterVersion,
@@ -399,7 +400,26 @@ export class KvService {
     };
   }
 
-  /** The membership with every API address that can be learned (member-addresses.ts). */
+  /**
+   * The membership with every API address this node knows without asking: its own, each
+   * member's as the member said it in the replicated state (member-api-addrs.ts), else as `member
+   * add --api-addr` recorded it.
+   */
+  #withApiAddrs(m: Membership): Membership {
+    const own = this.#ctx.apiAddr ?? '';
+    const said = new Map(this.#ctx.store.control.memberApiAddrs.map((x) => [x.id, x.apiAddr]));
+    const fill = (list: readonly Member[]): Member[] =>
+      list.map((x) => {
+        const apiAddr = (x.id === this.#ctx.node.id && own !== '' ? own : said.get(x.id)) ?? x.apiAddr;
+        return apiAddr === x.apiAddr ? x : { ...x, apiAddr };
+      });
+    return { voters: fill(m.voters), learners: fill(m.learners) };
+  }
+
+  /**
+   * The membership with every API address that can be learned (member-addresses.ts): in a
+   * cluster below state version 3 the state records none, and members are asked.
+   */
   async #filled(m: Membership): Promise<Membership> {
     const [voters, learners] = await Promise.all([
       this.#addresses.filled(m.voters),
@@ -757,14 +777,6 @@ function toProto(kv: KeyValue): KeyValueProto {
     revision: kv.modRevision,
     createRevision: kv.createRevision,
   };
-}
-
-/** `m` with this node's own API address where its entry has none (added without --api-addr). */
-function withOwnApiAddr(m: Membership, id: string, apiAddr: string): Membership {
-  if (apiAddr === '') return m;
-  const own = (list: readonly Member[]) =>
-    list.map((x) => (x.id === id && x.apiAddr === '' ? { ...x, apiAddr } : x));
-  return { voters: own(m.voters), learners: own(m.learners) };
 }
 
 function membersOf(m: Membership): MemberInfo[] {

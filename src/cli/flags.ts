@@ -8,6 +8,20 @@ export function wholeNumber(text: string, flag: string): number {
   return Number(text);
 }
 
+/**
+ * The target of a command, given as its argument or by the flag it took before (kept, hidden):
+ * undefined when neither is given; both with different values is bad usage.
+ */
+export function oneTarget(
+  argument: string | undefined,
+  flagValue: string | undefined,
+  flag: string,
+): string | undefined {
+  if (argument !== undefined && flagValue !== undefined && argument !== flagValue)
+    throw new UsageError(`give it once: as the argument ("${argument}") or by ${flag} ("${flagValue}")`);
+  return argument ?? flagValue;
+}
+
 /** `n1=127.0.0.1:7011,n2=127.0.0.1:7012` as ids and addresses; the addresses are checked later. */
 export function idAddressList(text: string, flag: string): { id: string; addr: string }[] {
   return text
@@ -46,16 +60,18 @@ const spanUnitsMs: Readonly<Record<string, number>> = {
   d: 86_400_000,
 };
 
+const bareUnitNames = { ms: 'milliseconds', s: 'seconds', d: 'days' } as const;
+
 /**
  * A length of time as ms, as every duration flag takes it: a whole number with a unit (500ms, 30s,
  * 2m, 1h, 7d), or a bare number in the unit the flag's help names (`bare`), as it always took.
  */
-export function duration(text: string, flag: string, bare: 'ms' | 's'): number {
+export function duration(text: string, flag: string, bare: 'ms' | 's' | 'd'): number {
   const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim());
   const ms = m === null ? NaN : Number(m[1]) * (spanUnitsMs[m[2] ?? bare] ?? NaN);
   if (!Number.isSafeInteger(ms)) {
     throw new UsageError(
-      `${flag} must be a duration such as 500ms, 30s, 2m or 1h (a bare number is ${bare === 'ms' ? 'milliseconds' : 'seconds'}), got "${text}"`,
+      `${flag} must be a duration such as 500ms, 30s, 2m or 1h (a bare number is ${bareUnitNames[bare]}), got "${text}"`,
     );
   }
   return ms;

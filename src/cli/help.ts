@@ -34,7 +34,7 @@ const examples: Readonly<Record<string, readonly string[]>> = {
   kv: [
     'slipway kv put greeting hello',
     'slipway kv get greeting',
-    "slipway -o json kv range ''",
+    "slipway -o json kv list ''",
     'slipway kv delete greeting',
   ],
   member: [
@@ -42,7 +42,7 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway member add n4 10.0.0.4:7011 --api-addr 10.0.0.4:7001',
     'slipway member remove n4',
   ],
-  leader: ['slipway leader transfer --to n2'],
+  leader: ['slipway leader transfer n2'],
   node: ['slipway node drain n2', 'slipway node drain n2 --timeout 5m -o json', 'slipway node undrain n2'],
   hardware: [
     'slipway hardware create -f examples/hardware.yaml',
@@ -62,6 +62,13 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway workflow events "$id" --follow',
     'slipway workflow wait "$id"',
     'slipway workflow list',
+    'slipway workflow retention --keep 50000 --max-age 90d',
+  ],
+  power: [
+    'slipway power on m1',
+    'slipway power status m1',
+    'slipway power cycle m1 --wait 2m',
+    'slipway power job list --hardware m1',
   ],
   pool: [
     'slipway pool create web --selector rack --template ubuntu --size 2 --spares 1 --spread-by rack',
@@ -72,16 +79,15 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway pool taint web',
     'slipway pool delete web',
   ],
-  power: ['slipway power on m1', 'slipway power status m1', 'slipway power cycle m1 --wait 2m'],
   artifact: [
-    'slipway artifact add ubuntu.raw.zst --name ubuntu-24.04',
+    'slipway artifact create ubuntu.raw.zst --name ubuntu-24.04',
     'slipway artifact list',
     'slipway artifact delete ubuntu-24.04',
   ],
   token: ['slipway token create --name ops --role operator', 'slipway token delete ops'],
   audit: [
     'slipway audit list --user ops --since 1h -o json',
-    'slipway audit retention --entries 50000 --days 90',
+    'slipway audit retention --keep 50000 --max-age 90d',
   ],
   snapshot: [
     'slipway snapshot save backup.snap',
@@ -94,7 +100,7 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway -o wide cluster status  # and why a member is not ok',
     'slipway cluster version',
   ],
-  upgrade: ['slipway upgrade check --member n2   # before restarting n2 on a new build'],
+  upgrade: ['slipway upgrade check n2   # before restarting n2 on a new build'],
   completion: [
     'source <(slipway completion bash)          # in ~/.bashrc',
     'slipway completion zsh > "${fpath[1]}/_slipway"',
@@ -119,14 +125,20 @@ export function addExamples(command: TreeCommand, group: string): void {
   walk(command);
 }
 
+/** The commands under `c` its help lists: not hidden ones (`__manual`, forms kept for old scripts). */
+export function visibleCommands(c: TreeCommand): TreeCommand[] {
+  return c
+    .createHelp()
+    .visibleCommands(c)
+    .filter((s) => c.commands.includes(s));
+}
+
 /** Every command under `root`, root first, each with its path of names ("hardware list"). */
 export function everyCommand(root: TreeCommand): { path: string; command: TreeCommand }[] {
   const out: { path: string; command: TreeCommand }[] = [];
   const walk = (c: TreeCommand, path: string): void => {
     out.push({ path, command: c });
-    for (const sub of c.commands) {
-      const s = sub;
-      if (s.name().startsWith('__')) continue;
+    for (const s of visibleCommands(c)) {
       walk(s, path === '' ? s.name() : `${path} ${s.name()}`);
     }
   };

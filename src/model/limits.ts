@@ -134,6 +134,8 @@ export const workflowOutputTailBytesMax = 1024 * 1024;
 
 /** Members drained at once: a cluster has a handful of members; this bounds the set and the snapshot. */
 export const drainedMembersMax = 64;
+/** Members whose API addresses the state records (member-api-addrs.ts): as many as may be drained. */
+export const memberApiAddrsMax = drainedMembersMax;
 
 // ---- machine inventory (src/model/inventory.ts) ----
 // A report at these bounds is about 256 × 1.3 KiB of disks plus 128 × 0.5 KiB of NICs: well

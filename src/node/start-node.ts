@@ -51,6 +51,7 @@ import { NodeMetrics } from './metrics.js';
 import { Proposer } from '../api/proposer.js';
 import { clusterVersionRefusal } from '../state/versions.js';
 import { ClusterVersionKeeper, versionCheckTimeoutMs } from './cluster-version-keeper.js';
+import { ApiAddressKeeper } from './api-address-keeper.js';
 import type { ServerConfig } from './config.js';
 import { advertisedAddress, ConfigError, initialMembers } from './config.js';
 import {
@@ -587,6 +588,14 @@ function buildLeaderDuties(
       stateVersionOf: async (member) => (await kv.peerStatus(member, versionCheckTimeoutMs)).stateVersion,
       propose,
       logger: logger.child({ component: 'versions' }),
+    }),
+    // Not the leader's alone: every member records its own API address (0038).
+    new ApiAddressKeeper({
+      node,
+      control,
+      apiAddr: cfg.apiAddr,
+      propose,
+      logger: logger.child({ component: 'members' }),
     }),
     // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
     new PowerExecutor({

@@ -157,9 +157,9 @@ export class WorkflowCollector {
       `${finishedDays} days) starts to remove finished workflows at ${fields.startsAt}, ` +
       `${fields.graceDays} days after the cluster reached state version 2; until then none is removed ` +
       `(${pastNow} would be now). To keep more, set it before then: \`slipway workflow retention ` +
-      '--finished-max N --finished-days D` (--finished-days 0: no age limit), or start every node with ' +
-      '--workflow-archive; to start it now, set it: `slipway workflow retention --finished-max ' +
-      `${finishedMax} --finished-days ${finishedDays}\``;
+      '--keep N --max-age Dd` (--max-age 0: no age limit), or start every node with ' +
+      '--workflow-archive; to start it now, set it: `slipway workflow retention --keep ' +
+      `${finishedMax} --max-age ${finishedDays}d\``;
     if (pastNow > 0) logger.warn(fields, message);
     else logger.info(fields, message);
     return true;

@@ -22,6 +22,8 @@
 // each machine's inventory and inventory-boot credential in its record;
 // and selection (docs/decisions/0030-allocation-at-apply.md): workflow.allocate and
 // workflow.alternate, and the selector and alternate policy in workflow records.
+// Version 3 also adds member.apiAddr and every member's API address in the state
+// (docs/decisions/0038-member-api-addresses.md).
 // Version 3 also adds the audit record inside a Kv write's own entry and a membership change's
 // (docs/decisions/0018-audit-trail.md): one raft entry per audited write.
 import type { ControlCommand } from './control/commands.js';
@@ -95,6 +97,7 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'pool.release':
     case 'hardware.quarantinePolicy':
     case 'hardware.acceptRule':
+    case 'member.apiAddr':
       return stateVersionFleet;
     default:
       return stateVersionBaseline;

@@ -2,7 +2,7 @@
 // is served byte for byte by every node's HTTP boot server (whole and by range); a node whose
 // copy was deleted while it was stopped fetches it from a peer at start; a registered digest no
 // node holds is answered 503 (never a partial body) and `artifact list` names the problem; and
-// `artifact add` of a missing file is bad input (exit 2).
+// `artifact create` of a missing file is bad input (exit 2).
 // Method: 3 real `slipway server` processes on loopback, each with its own --http-addr; the CLI
 // as a child process; HTTP with node:http to 127.0.0.1; content checked by SHA-256; waits with
 // deadlines (waitFor), never sleeps.
@@ -88,7 +88,7 @@ describe('replicated artifacts', () => {
     const leader = await cluster.waitForLeader();
     const follower = cluster.nodes.find((n) => n.id !== leader.id);
     assert.ok(follower !== undefined);
-    const add = await cli(['--server', follower.apiAddr, '-o', 'json', 'artifact', 'add', file]);
+    const add = await cli(['--server', follower.apiAddr, '-o', 'json', 'artifact', 'create', file]);
     assert.equal(add.code, 0, add.stderr);
     const record = JSON.parse(add.stdout) as ListedArtifact & { version: number };
     assert.equal(record.name, 'disk.img');
@@ -129,7 +129,7 @@ describe('replicated artifacts', () => {
 
   test('a missing file is bad input (exit 2); a bad name too', async () => {
     const server = cluster.apiAddrs().join(',');
-    const missing = await cli(['--server', server, 'artifact', 'add', join(cluster.dir, 'no-such.img')]);
+    const missing = await cli(['--server', server, 'artifact', 'create', join(cluster.dir, 'no-such.img')]);
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /cannot read .*no-such\.img/);
     const badName = await cli(['--server', server, 'artifact', 'add', file, '--name', '../etc/passwd']);
@@ -142,7 +142,7 @@ describe('replicated artifacts', () => {
     const ghost = randomBytes(64 * 1024);
     const ghostFile = join(cluster.dir, 'ghost.img');
     writeFileSync(ghostFile, ghost);
-    const add = await cli(['--server', server, 'artifact', 'add', ghostFile]);
+    const add = await cli(['--server', server, 'artifact', 'create', ghostFile]);
     assert.equal(add.code, 0, add.stderr);
     for (const n of cluster.nodes) await served(n.id, 'ghost.img');
     // Stop every node; n3 loses its copy of disk.img, every node its copy of ghost.img.

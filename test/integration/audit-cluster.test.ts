@@ -162,9 +162,21 @@ describe('audit trail', () => {
     assert.match(notAdmin.stderr, /needs admin/);
 
     // Retention is an audited admin call, and bounds the trail.
-    const retention = await slipway(adminFile, ['-o', 'json', 'audit', 'retention', '--entries', '3']);
+    const retention = await slipway(adminFile, ['-o', 'json', 'audit', 'retention', '--keep', '3']);
     assert.equal(retention.code, 0, retention.stderr);
     assert.deepEqual(JSON.parse(retention.stdout), { entries: 3, days: 0 });
+    // The names before --keep and --max-age still set it, to the same document.
+    const old = await slipway(adminFile, [
+      '-o',
+      'json',
+      'audit',
+      'retention',
+      '--entries',
+      '3',
+      '--days',
+      '0',
+    ]);
+    assert.deepEqual(JSON.parse(old.stdout), { entries: 3, days: 0 }, old.stderr);
     const kept = await auditList(adminFile);
     assert.equal(kept.length, 3);
     assert.equal(kept[0]?.kind, 'audit.retention');

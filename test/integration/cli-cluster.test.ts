@@ -77,7 +77,7 @@ describe('kv verbs', () => {
     const doc = JSON.parse(json.stdout) as { value: string; revision: number };
     assert.equal(doc.value, 'blue');
     assert.ok(doc.revision >= 1);
-    const yaml = await cli(['--server', server, '-o', 'yaml', 'kv', 'range', 'col']);
+    const yaml = await cli(['--server', server, '-o', 'yaml', 'kv', 'list', 'col']);
     const listed = parseYaml(yaml.stdout) as { kvs: { key: string }[] };
     assert.deepEqual(
       listed.kvs.map((k) => k.key),
@@ -315,7 +315,7 @@ describe('membership and leadership', () => {
   test('leader transfer moves leadership to the named member', async () => {
     const leader = await cluster.waitForLeader();
     const target = cluster.nodes.find((n) => n.id !== leader.id)!;
-    const r = await cli(['--server', server, '-o', 'json', 'leader', 'transfer', '--to', target.id]);
+    const r = await cli(['--server', server, '-o', 'json', 'leader', 'transfer', target.id]);
     assert.equal(r.code, 0, r.stderr);
     assert.equal((JSON.parse(r.stdout) as { leader: string }).leader, target.id);
     assert.equal((await cluster.waitForLeader()).id, target.id);

@@ -64,7 +64,7 @@ describe('slipway power against ipmi_sim + QEMU', () => {
     assert.equal(sim.vmPid(), undefined);
     const table = await cli('power', 'status', 'vm1');
     assert.match(table.stdout, /power off/);
-    const jobs = await cli('-o', 'json', 'power', 'jobs', 'vm1');
+    const jobs = await cli('-o', 'json', 'power', 'job', 'list', '--hardware', 'vm1');
     const list = JSON.parse(jobs.stdout) as { jobs: { op: string; state: string }[] };
     assert.deepEqual(
       list.jobs.map((j) => `${j.op}:${j.state}`),

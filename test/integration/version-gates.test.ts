@@ -116,12 +116,12 @@ describe('a cluster of this build', () => {
   });
 
   test('upgrade check: yes while every voter answers; no, naming it, once one is down', async () => {
-    const ok = await cli(['upgrade', 'check', '--member', 'n2']);
+    const ok = await cli(['upgrade', 'check', 'n2']);
     assert.equal(ok.code, 0, ok.stdout + ok.stderr);
     assert.match(ok.stdout, /n2 may be restarted now/);
     const n3 = cluster.nodes[2]!;
     await cluster.kill(n3);
-    const no = await cli(['upgrade', 'check', '--member', 'n2']);
+    const no = await cli(['upgrade', 'check', 'n2']);
     assert.equal(no.code, 1, no.stdout + no.stderr);
     assert.match(no.stdout, /NO +voter\(s\) not answering: n3/);
     assert.match(no.stdout, /wait: n2 should not be restarted yet/);

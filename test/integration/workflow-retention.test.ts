@@ -93,6 +93,10 @@ describe('workflow retention', () => {
       [['--finished-max', '0'], /--finished-max must be 1 to 100000, got 0/],
       [['--finished-max', 'many'], /--finished-max must be a whole number, got "many"/],
       [['--finished-days', '3651'], /--finished-days must be 0 to 3650, got 3651/],
+      [['--keep', '0'], /--keep must be 1 to 100000, got 0/],
+      [['--max-age', '3651d'], /--max-age must be at most 3650d, got 3651d/],
+      [['--max-age', '36h'], /--max-age must be whole days \(90d, 2160h\), got "36h"/],
+      [['--keep', '5', '--finished-max', '6'], /give --keep or --finished-max \(its name before\), not both/],
     ] as const) {
       const res = await cli(['workflow', 'retention', ...args]);
       assert.equal(res.code, 2, res.stderr);
@@ -119,10 +123,22 @@ describe('workflow retention', () => {
   });
 
   test('the leader archives the finished workflows past the retention, then removes them', async () => {
-    const set = await cli(['-o', 'json', 'workflow', 'retention', '--finished-max', '2']);
+    const set = await cli(['-o', 'json', 'workflow', 'retention', '--keep', '2']);
     assert.equal(set.code, 0, set.stderr);
     // The flag left out keeps its value; set, it applies at once (no default start any more).
     assert.deepEqual(JSON.parse(set.stdout), { finishedMax: 2, finishedDays: 30 });
+    // The names before --keep and --max-age set the same (720h is 30 days).
+    const old = await cli([
+      '-o',
+      'json',
+      'workflow',
+      'retention',
+      '--finished-max',
+      '2',
+      '--max-age',
+      '720h',
+    ]);
+    assert.deepEqual(JSON.parse(old.stdout), { finishedMax: 2, finishedDays: 30 }, old.stderr);
     const shown = await cli(['-o', 'json', 'workflow', 'retention']);
     assert.deepEqual(JSON.parse(shown.stdout), { finishedMax: 2, finishedDays: 30 });
     assert.equal(shown.stderr, '');

@@ -63,9 +63,11 @@ export function nextPort(): number {
 /**
  * `slipway cluster up --base-port` for tests: its ports span BASE..BASE+97 (balancer, API, raft,
  * status page, metrics), above every nextPort() range (which end at 32000) and below the
- * ephemeral range. One test file uses it.
+ * ephemeral range. Each test file that runs `cluster up` has its own.
  */
 export const clusterUpBasePort = 32_100;
+/** test/integration/member-api-addrs.test.ts's: BASE..BASE+97, still below the ephemeral range. */
+export const memberAddrsBasePort = 32_200;
 
 export class ProcessCluster {
   readonly dir: string;

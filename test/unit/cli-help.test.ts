@@ -100,7 +100,7 @@ describe('every command help', () => {
 
   test('a duration is a <duration> that takes units, and bare numbers in the unit the help names', () => {
     const durationFlag =
-      /^ {2}(?:-\w, )?(--[a-z-]*(?:timeout|interval|grace|wait|deadline|lease-time|window|tick-ms)[a-z-]*) <(\w+)>/gm;
+      /^ {2}(?:-\w, )?(--[a-z-]*(?:timeout|interval|grace|wait|deadline|lease-time|window|tick-ms|max-age)[a-z-]*) <(\w+)>/gm;
     const bad: string[] = [];
     let seen = 0;
     for (const p of pages) {
@@ -111,6 +111,95 @@ describe('every command help', () => {
     }
     assert.ok(seen >= 10, `${seen} duration flags`);
     assert.deepEqual(bad, []);
+  });
+
+  test('one verb grammar: reads are get or list, a target is the argument, old forms still parse', async () => {
+    const problems: string[] = [];
+    // Commands that read the state (they take --local) are get (one record) or list (many); a view
+    // with a verb of its own is named here. Other names for these verbs are aliases, not names.
+    const views = new Set(['hardware explain']);
+    const synonyms = new Set([
+      'add',
+      'del',
+      'rm',
+      'remove',
+      'show',
+      'ls',
+      'range',
+      'describe',
+      'new',
+      'jobs',
+    ]);
+    // A member joins and leaves the raft membership (as etcd's `member add|remove`): not a record.
+    const synonymsAllowed = new Set(['member add', 'member remove']);
+    // One setting for the whole cluster: there is no target to name.
+    const settings = new Set(['hardware accept-rule get']);
+    // A flag that names another group's record is a filter (list) or an input (create), never the
+    // command's target, which is its argument (`upgrade check n2`, not `--member n2`).
+    const targetFlags = /^ {2}(?:-\w, )?(--(?:to|member|hardware|template|workflow|pool|artifact|token)) /gm;
+    const argumentsOf = (p: Page): { required: number; optional: number } => {
+      const usage = /^Usage: slipway (.*)$/m.exec(p.help)?.[1] ?? '';
+      const words = usage.slice(p.path.length).split(/\s+/);
+      return {
+        required: words.filter((w) => /^<.*>$/.test(w)).length,
+        optional: words.filter((w) => /^\[.*\]$/.test(w) && w !== '[options]' && w !== '[command]').length,
+      };
+    };
+    for (const p of pages) {
+      const words = p.path.split(' ');
+      const verb = words.at(-1) ?? '';
+      if (words.length < 2) continue;
+      if (p.options.includes('--local') && verb !== 'get' && verb !== 'list' && !views.has(p.path))
+        problems.push(`${p.path} reads the state: name it get or list`);
+      if (synonyms.has(verb) && !synonymsAllowed.has(p.path))
+        problems.push(`${p.path}: name it create, get, list or delete (keep "${verb}" as an alias)`);
+      const args = argumentsOf(p);
+      const targetless = settings.has(p.path);
+      if (
+        (verb === 'get' || verb === 'delete') &&
+        !targetless &&
+        (args.required !== 1 || args.optional !== 0)
+      )
+        problems.push(`${p.path} takes its target as its one argument`);
+      if (verb === 'list' && args.required !== 0) problems.push(`${p.path} takes filters as flags`);
+      if (verb !== 'create' && verb !== 'list')
+        for (const m of p.help.matchAll(targetFlags))
+          problems.push(`${p.path} ${m[1]}: make it the argument`);
+    }
+    // One name per idea: whatever a retention keeps, --keep N and --max-age <duration> bound it.
+    const retentions = pages.filter((p) => p.path.endsWith(' retention'));
+    assert.ok(retentions.length >= 2, retentions.map((p) => p.path).join(', '));
+    for (const p of retentions) {
+      const flags = [...p.help.split(/^Global Options:/m)[0]!.matchAll(/^ {2}(--[a-z-]+ <\w+>)/gm)].map(
+        (m) => m[1],
+      );
+      if (flags.join(' ') !== '--keep <n> --max-age <duration>')
+        problems.push(`${p.path}: ${flags.join(' ')}`);
+    }
+    assert.deepEqual(problems, []);
+    // The forms before the grammar still parse: aliases and hidden commands and flags.
+    const commandsOf = (path: string): readonly string[] => byPath(path)?.commands ?? [];
+    for (const [group, old] of [
+      ['kv', 'del'],
+      ['kv', 'range'],
+      ['artifact', 'add'],
+      ['power', 'jobs'],
+    ] as const)
+      assert.ok(commandsOf(group).includes(old), `${group} ${old}`);
+    assert.ok(byPath('leader transfer')!.options.includes('--to'));
+    assert.ok(byPath('upgrade check')!.options.includes('--member'));
+    const refused = async (args: string[], message: RegExp): Promise<void> => {
+      const r = await runSlipway(['--server', '127.0.0.1:1', ...args]);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message, args.join(' '));
+    };
+    // Refused before any call, each by the code of the canonical form it reaches.
+    await refused(['power', 'jobs', 'm1', '--limit', '0'], /--limit must be a whole number from 1/);
+    await refused(['power', 'job', 'list', '--limit', '0'], /--limit must be a whole number from 1/);
+    await refused(['power', 'job', 'j1', '--limit', '1'], /unknown option '--limit'/);
+    await refused(['leader', 'transfer'], /name the member to lead/);
+    await refused(['leader', 'transfer', 'n1', '--to', 'n2'], /give it once/);
+    await refused(['upgrade', 'check', 'n1', '--member', 'n2'], /give it once/);
   });
 
   test('the man page holds every command', async () => {
@@ -146,6 +235,7 @@ describe('shell completion', () => {
     assert.ok((await complete('')).includes('workflow'));
     assert.ok(!(await complete('')).some((w) => w.startsWith('__')), 'hidden commands stay hidden');
     assert.deepEqual(await complete('--server', '127.0.0.1:7001', 'kv', 'de'), ['delete']);
+    assert.deepEqual(await complete('power', 'j'), ['job'], 'forms kept for old scripts stay hidden');
     const flags = await complete('workflow', 'create', '--');
     assert.ok(flags.includes('--template') && flags.includes('--selector'), flags.join(' '));
     assert.ok(flags.includes('--server'), 'global flags too');

@@ -922,11 +922,11 @@ describe('collector', () => {
     );
     assert.match(
       line?.msg ?? '',
-      /To keep more, set it before then: `slipway workflow retention --finished-max N/,
+      /To keep more, set it before then: `slipway workflow retention --keep N --max-age Dd`/,
     );
     assert.match(
       line?.msg ?? '',
-      /to start it now, set it: `slipway workflow retention --finished-max 10000 --finished-days 30`/,
+      /to start it now, set it: `slipway workflow retention --keep 10000 --max-age 30d`/,
     );
     // Once the grace has passed, by the leader's clock: removed, and said.
     h.nowMs = upgradedMs + defaultRetentionGraceMs;

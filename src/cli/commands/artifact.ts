@@ -1,5 +1,5 @@
-// `slipway artifact add FILE [--name NAME]`, `artifact list` and `artifact delete NAME`: boot
-// artifacts that are the same on every node. add reads the file twice: once for its size and
+// `slipway artifact create FILE [--name NAME]` (`add` before, kept as its alias), `artifact list`
+// and `artifact delete NAME`: boot artifacts that are the same on every node. create reads the file twice: once for its size and
 // SHA-256, then to stream it to one node, which stores and verifies it and registers it in the
 // replicated state; the command exits 0 once that is committed. The other nodes fetch the
 // content from a peer. list shows, for the node that answers, whether it holds each one.
@@ -25,7 +25,8 @@ export function artifactCommand(program: Command, connect: Connect): void {
     .command('artifact')
     .description('boot artifacts served by every node under /artifacts/NAME (and the boot OS under /boot/)');
   artifact
-    .command('add')
+    .command('create')
+    .alias('add')
     .description('upload a file and register it on every node (exit 0 once committed)')
     .argument('<file>', 'the file to upload')
     .option('--name <name>', 'the name it is served under (default: the file name)')

@@ -3,6 +3,8 @@ import type { Command } from '@commander-js/extra-typings';
 import type { AuditEntry, AuditListRequest } from '../../gen/audit.js';
 import type { ClusterClient } from '../client.js';
 import { pointInTime, wholeNumber } from '../flags.js';
+import { addRetentionFlags, retentionGiven, type RetentionFlags } from '../retention-flags.js';
+import { auditEntriesDefault, auditEntriesMax, auditRetentionDaysMax } from '../../model/limits.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { printMore } from '../pages.js';
@@ -53,25 +55,36 @@ export function auditCommand(program: Command, connect: Connect): void {
       process.stdout.write(`${render(output, doc, entries.map(entryRow))}\n`);
       printMore(output, next, 'entries');
     });
-  a.command('retention')
-    .description('show the retention, or set it with --entries and --days (every node keeps the same)')
-    .option('--entries <n>', 'keep at most this many entries (1 to 100000)')
-    .option('--days <n>', 'drop entries older than this many days; 0: no age limit')
-    .action(async (o) => {
-      const { client, output } = connect();
-      // A flag left out keeps its current value.
-      const current = await client.audit('auditRetention', { entries: 0, days: 0, show: true });
-      const res =
-        o.entries === undefined && o.days === undefined
-          ? current
-          : await client.audit('auditRetention', {
-              entries: o.entries === undefined ? current.entries : wholeNumber(o.entries, '--entries'),
-              days: o.days === undefined ? current.days : wholeNumber(o.days, '--days'),
-              show: false,
-            });
-      process.stdout.write(`${render(output, res, [{ entries: res.entries, days: res.days }])}\n`);
-    });
+  const retention = a
+    .command('retention')
+    .description('show the retention, or set it with --keep and --max-age (every node keeps the same)');
+  addRetentionFlags(retention, auditRetentionFlags).action(async () => {
+    const given = retentionGiven(retention.opts(), auditRetentionFlags);
+    const { client, output } = connect();
+    // A flag left out keeps its current value.
+    const current = await client.audit('auditRetention', { entries: 0, days: 0, show: true });
+    const res =
+      given.keep === undefined && given.days === undefined
+        ? current
+        : await client.audit('auditRetention', {
+            entries: given.keep ?? current.entries,
+            days: given.days ?? current.days,
+            show: false,
+          });
+    process.stdout.write(`${render(output, res, [{ entries: res.entries, days: res.days }])}\n`);
+  });
 }
+
+const auditRetentionFlags: RetentionFlags = {
+  what: 'entries',
+  aged: 'entries older than this',
+  keepMax: auditEntriesMax,
+  keepDefault: auditEntriesDefault,
+  daysMax: auditRetentionDaysMax,
+  daysDefault: 0,
+  oldKeep: '--entries',
+  oldDays: '--days',
+};
 
 function entryDocument(e: AuditEntry): Record<string, string | number> {
   return {

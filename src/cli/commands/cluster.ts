@@ -87,7 +87,8 @@ export function clusterCommand(program: Command, output: () => OutputFormat, acc
       const servers = access.servers().map((addr) => ({ addr, client: access.clientFor(addr) }));
       try {
         const asked = await Promise.all(servers.map((s) => nodeStatus(s.client, s.addr, digest)));
-        const rows = [...uniqueNodes(asked), ...(await otherMembers(servers, asked, digest))];
+        const { paired, others } = await otherMembers(servers, asked, digest);
+        const rows = [...uniqueNodes(paired), ...others];
         const table = rows.map(({ reason: _reason, ...row }) => row);
         process.stdout.write(`${render(output(), { nodes: rows }, table, rows)}\n`);
         if (rows.every((r) => r.health !== 'ok')) process.exitCode = 1;
@@ -238,25 +239,34 @@ function uniqueNodes(rows: readonly StatusRow[]): StatusRow[] {
  * The members no --server reached, asked through the first node that answered (as etcdctl's
  * `endpoint status --cluster` does): that node reads their Status over their raft addresses.
  * Its membership is read without a quorum, so a cluster that lost its quorum still shows it.
+ * A --server that did not answer is paired with the member serving its API there (the
+ * replicated state holds every member's API address, docs/decisions/0038): its row is named
+ * after that member, which is not asked again, so a member that is down is listed once.
  */
 async function otherMembers(
   servers: readonly { readonly addr: string; readonly client: ClusterClient }[],
   asked: readonly StatusRow[],
   digest: boolean,
-): Promise<StatusRow[]> {
+): Promise<{ paired: StatusRow[]; others: StatusRow[] }> {
   const relay = servers[asked.findIndex((r) => r.node !== '?')];
-  if (relay === undefined) return [];
+  if (relay === undefined) return { paired: [...asked], others: [] };
   let members: { id: string; apiAddr: string }[];
   try {
     members = (await relay.client.call('memberList', { local: true })).members;
   } catch {
-    return []; // the node answered its Status a moment ago; its own row says what it knows
+    // The node answered its Status a moment ago; its own row says what it knows.
+    return { paired: [...asked], others: [] };
   }
-  const known = new Set(asked.map((r) => r.node));
-  const downAddrs = new Set(asked.filter((r) => r.node === '?').map((r) => r.api));
+  const memberAt = new Map(members.filter((m) => m.apiAddr !== '').map((m) => [m.apiAddr, m.id]));
+  const paired = asked.map((r) => (r.node === '?' ? { ...r, node: memberAt.get(r.api) ?? '?' } : r));
+  const known = new Set(paired.map((r) => r.node));
+  const downAddrs = new Set(paired.filter((r) => r.health === 'down').map((r) => r.api));
   const others = members.filter((m) => !known.has(m.id) && !downAddrs.has(m.apiAddr));
   const rows = await Promise.all(others.map((m) => nodeStatus(relay.client, relay.addr, digest, m.id)));
-  return rows.map((r, i) => (r.api === '-' ? { ...r, api: others[i]?.apiAddr || '-' } : r));
+  return {
+    paired,
+    others: rows.map((r, i) => (r.api === '-' ? { ...r, api: others[i]?.apiAddr || '-' } : r)),
+  };
 }
 
 /**

@@ -2,7 +2,7 @@
 // shell. The script asks `slipway __complete` for the words, so it follows every command and
 // flag of the build installed, with nothing generated to keep in step.
 import type { Command } from '@commander-js/extra-typings';
-import type { TreeCommand } from '../help.js';
+import { visibleCommands, type TreeCommand } from '../help.js';
 import { UsageError } from '../output.js';
 
 const scripts: Readonly<Record<string, string>> = {
@@ -49,7 +49,7 @@ export function completions(root: TreeCommand, words: readonly string[]): string
     ? [...command.options, ...(command === root ? [] : root.options)].flatMap((o) =>
         o.hidden || o.long === undefined ? [] : [o.long],
       )
-    : command.commands.map((c) => c.name()).filter((n) => !n.startsWith('__') && n !== 'help');
+    : visibleCommands(command).map((c) => c.name());
   return [...new Set(candidates)].filter((c) => c.startsWith(typed)).sort();
 }
 

@@ -1,4 +1,5 @@
-// `slipway kv put|get|del|range`: the replicated store for operators and scripts.
+// `slipway kv put|get|delete|list`: the replicated store for operators and scripts. `del` and
+// `range`, the names before delete and list, stay as their aliases.
 import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
@@ -60,8 +61,9 @@ export function kvCommand(program: Command, connect: Connect): void {
       }
       print(output, { key, deleted: true, revision: res.revision });
     });
-  kv.command('range')
-    .description('list keys starting with PREFIX')
+  kv.command('list')
+    .alias('range')
+    .description('list keys starting with PREFIX, with their values')
     .argument('[prefix]', 'key prefix', '')
     .option('--limit <n>', 'at most this many keys', '0')
     .option('--local', "read this node's applied state without confirming leadership")

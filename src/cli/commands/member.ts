@@ -1,10 +1,11 @@
-// `slipway member add|remove|list` and `slipway leader transfer`.
-import type { Command } from '@commander-js/extra-typings';
+// `slipway member add|remove|list` and `slipway leader transfer ID` (`--to ID` before, kept hidden).
+import { Option, type Command } from '@commander-js/extra-typings';
 import type { MemberInfo } from '../../gen/kv.js';
 import { Suffrage } from '../../gen/kv.js';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
-import { render } from '../output.js';
+import { render, UsageError } from '../output.js';
+import { oneTarget } from '../flags.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -50,10 +51,13 @@ export function memberCommand(program: Command, connect: Connect): void {
     .description('leadership')
     .command('transfer')
     .description('hand leadership to another voter')
-    .requiredOption('--to <id>', 'the member to lead')
-    .action(async (o) => {
+    .argument('[id]', 'the member to lead')
+    .addOption(new Option('--to <id>', 'the member to lead (the form before the ID argument)').hideHelp())
+    .action(async (id, o) => {
+      const to = oneTarget(id, o.to, '--to');
+      if (to === undefined) throw new UsageError('name the member to lead: slipway leader transfer ID');
       const { client, output } = connect();
-      const res = await client.call('leaderTransfer', { to: o.to });
+      const res = await client.call('leaderTransfer', { to });
       const doc = { leader: res.leader, term: res.term };
       process.stdout.write(`${render(output, doc, [doc])}\n`);
     });

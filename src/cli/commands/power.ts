@@ -1,4 +1,4 @@
-// `slipway power on|off|cycle|status|netboot ID` and `power job ID` / `power jobs [ID]`: power
+// `slipway power on|off|cycle|status|netboot ID` and `power job get ID` / `power job list`: power
 // control through the machine's BMC. Each change is a job in the replicated state that the
 // leader carries out; the command waits for it and exits 0 when it succeeded, 1 when it failed
 // or did not finish in time (the message says which and what to do).
@@ -55,37 +55,60 @@ export function powerCommand(program: Command, connect: Connect): void {
       const res = await client.control('powerStatus', { hardwareId: id, waitMs });
       finish(output, res.job, res.finished, waitMs);
     });
-  power
+  powerJobCommands(power, connect);
+}
+
+/**
+ * `power job get JOB-ID` and `power job list [--hardware ID]`. The forms before them stay: `power
+ * job JOB-ID` (get is job's default) and `power jobs [HARDWARE-ID]` (hidden).
+ */
+function powerJobCommands(power: Command, connect: Connect): void {
+  const job = power
     .command('job')
+    .description('power jobs: each change or status query the leader carries out');
+  job
+    .command('get', { isDefault: true })
     .description('show a power job')
     .argument('<job-id>')
     .option('--local', "read this node's applied state without confirming leadership")
     .action(async (id, o) => {
       const { client, output } = connect({});
       const res = await client.control('powerJobGet', { id, local: o.local === true });
-      const job = res.job;
-      process.stdout.write(`${render(output, job ?? {}, job === undefined ? [] : [row(job)])}\n`);
+      const found = res.job;
+      process.stdout.write(`${render(output, found ?? {}, found === undefined ? [] : [row(found)])}\n`);
     });
-  power
-    .command('jobs')
+  const list = async (
+    hardwareId: string | undefined,
+    o: { local?: true; limit?: string; continue?: string },
+  ): Promise<void> => {
+    const page = paging(o);
+    const { client, output } = connect({});
+    const { pages, next } = await listPages(
+      page,
+      (req) =>
+        client.control('powerJobList', { hardwareId: hardwareId ?? '', local: o.local === true, ...req }),
+      (p) => p.jobs.length,
+    );
+    const jobs = pages.flatMap((p) => p.jobs);
+    process.stdout.write(`${render(output, withContinue({ jobs }, next), jobs.map(row))}\n`);
+    printMore(output, next, 'power jobs');
+  };
+  job
+    .command('list')
     .description('list power jobs, oldest first')
+    .option('--hardware <id>', "only this machine's jobs")
+    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--limit <n>', limitHelp)
+    .option('--continue <token>', continueHelp)
+    .action((o) => list(o.hardware, o));
+  power
+    .command('jobs', { hidden: true })
+    .description('the form before `power job list`: list power jobs, oldest first')
     .argument('[hardware-id]', "only this machine's jobs")
     .option('--local', "read this node's applied state without confirming leadership")
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
-    .action(async (hardwareId, o) => {
-      const page = paging(o);
-      const { client, output } = connect({});
-      const { pages, next } = await listPages(
-        page,
-        (req) =>
-          client.control('powerJobList', { hardwareId: hardwareId ?? '', local: o.local === true, ...req }),
-        (p) => p.jobs.length,
-      );
-      const jobs = pages.flatMap((p) => p.jobs);
-      process.stdout.write(`${render(output, withContinue({ jobs }, next), jobs.map(row))}\n`);
-      printMore(output, next, 'power jobs');
-    });
+    .action((hardwareId, o) => list(hardwareId, o));
 }
 
 /** Prints the job and sets the exit code: 0 only for a job that succeeded. */

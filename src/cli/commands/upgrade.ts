@@ -1,10 +1,11 @@
 // `slipway cluster version` and `slipway upgrade check`: what each member runs, the cluster's
 // effective state version, and whether the next node may be restarted in a rolling upgrade
 // (docs/decisions/0019-version-gates.md).
-import type { Command } from '@commander-js/extra-typings';
+import { Option, type Command } from '@commander-js/extra-typings';
 import { Suffrage, type StatusResponse } from '../../gen/kv.js';
 import type { OutputFormat } from '../output.js';
 import { render } from '../output.js';
+import { oneTarget } from '../flags.js';
 import { buildName, upgradeChecks, versionSummary, type MemberReport } from '../upgrade-check.js';
 import type { StatusAccess } from './cluster.js';
 import { advertisedStateVersion } from '../../state/versions.js';
@@ -129,19 +130,26 @@ export function upgradeCommand(program: Command, output: () => OutputFormat, acc
       'whether a node may be restarted now (on a new build, say): every voter answers, one leader ' +
         'agreed, nobody stopped, caught up, no leadership transfer under way. Exits 0 when it may, 1 when not',
     )
-    .option('--member <id>', 'the member about to be restarted (default: any one voter)')
-    .action(async (o) => {
+    .argument('[member]', 'the member about to be restarted (default: any one voter)')
+    .addOption(
+      new Option(
+        '--member <id>',
+        'the member about to be restarted (the form before the argument)',
+      ).hideHelp(),
+    )
+    .action(async (id, o) => {
+      const member = oneTarget(id, o.member, '--member');
       const members = await memberReports(access);
-      const checks = upgradeChecks(members, o.member);
+      const checks = upgradeChecks(members, member);
       const ok = checks.every((c) => c.ok);
-      const who = o.member ?? 'one voter';
+      const who = member ?? 'one voter';
       const verdict = ok ? `${who} may be restarted now` : `wait: ${who} should not be restarted yet`;
       const format = output();
       if (format !== 'table') {
         process.stdout.write(
           `${render(
             format,
-            { ok, member: o.member ?? null, checks, verdict },
+            { ok, member: member ?? null, checks, verdict },
             checks.map((c) => ({ ...c })),
           )}\n`,
         );

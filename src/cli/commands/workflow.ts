@@ -7,6 +7,7 @@ import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
 import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
 import { selectorFlag, selectorHelp } from './selector-flag.js';
+import { addRetentionFlags, retentionGiven, type RetentionFlags } from '../retention-flags.js';
 import {
   alternateAttemptsDefault,
   alternateAttemptsMax,
@@ -302,56 +303,51 @@ function workflowChangeCommands(wf: Command, connect: Connect): void {
 
 /** `workflow retention`: how long finished workflows stay in the replicated state. */
 function workflowRetentionCommand(wf: Command, connect: Connect): void {
-  wf.command('retention')
+  const retention = wf
+    .command('retention')
     .description(
       'show how long finished workflows stay in the state, or set it (admin); the leader removes those past it, archiving them first when it runs with --workflow-archive',
-    )
-    .option(
-      '--finished-max <n>',
-      `keep at most this many finished workflows, the newest (1 to ${workflowsMax}; default ${workflowFinishedMaxDefault})`,
-    )
-    .option(
-      '--finished-days <d>',
-      `remove workflows finished more than this many days ago; 0: no age limit (up to ${workflowRetentionDaysMax}; default ${workflowFinishedDaysDefault})`,
-    )
-    .action(async (o) => {
-      // Checked here first, so that a bad value exits 2 naming the flag without a call.
-      const finishedMax =
-        o.finishedMax === undefined ? undefined : inRange(o.finishedMax, '--finished-max', 1, workflowsMax);
-      const finishedDays =
-        o.finishedDays === undefined
-          ? undefined
-          : inRange(o.finishedDays, '--finished-days', 0, workflowRetentionDaysMax);
-      const { client, output } = connect();
-      // A flag left out keeps its current value (the server fills it in).
-      const res = await client.control('workflowRetention', {
-        ...(finishedMax === undefined ? {} : { finishedMax }),
-        ...(finishedDays === undefined ? {} : { finishedDays }),
-        show: finishedMax === undefined && finishedDays === undefined,
-      });
-      const startsAt =
-        res.defaultStartsMs === undefined ? undefined : new Date(res.defaultStartsMs).toISOString();
-      const doc = {
-        finishedMax: res.finishedMax,
-        finishedDays: res.finishedDays,
-        ...(startsAt === undefined ? {} : { defaultStartsAt: startsAt }),
-      };
-      process.stdout.write(`${render(output, doc, [doc])}\n`);
-      if (startsAt !== undefined) {
-        process.stderr.write(
-          `note: this is the default, which no admin has set; it removes nothing before ${startsAt} ` +
-            '(a grace after the upgrade to state version 2). Set a retention to keep more, or to ' +
-            'apply it at once\n',
-        );
-      }
+    );
+  addRetentionFlags(retention, workflowRetentionFlags).action(async () => {
+    // Checked here first, so that a bad value exits 2 naming the flag without a call.
+    const given = retentionGiven(retention.opts(), workflowRetentionFlags);
+    const finishedMax = given.keep;
+    const finishedDays = given.days;
+    const { client, output } = connect();
+    // A flag left out keeps its current value (the server fills it in).
+    const res = await client.control('workflowRetention', {
+      ...(finishedMax === undefined ? {} : { finishedMax }),
+      ...(finishedDays === undefined ? {} : { finishedDays }),
+      show: finishedMax === undefined && finishedDays === undefined,
     });
+    const startsAt =
+      res.defaultStartsMs === undefined ? undefined : new Date(res.defaultStartsMs).toISOString();
+    const doc = {
+      finishedMax: res.finishedMax,
+      finishedDays: res.finishedDays,
+      ...(startsAt === undefined ? {} : { defaultStartsAt: startsAt }),
+    };
+    process.stdout.write(`${render(output, doc, [doc])}\n`);
+    if (startsAt !== undefined) {
+      process.stderr.write(
+        `note: this is the default, which no admin has set; it removes nothing before ${startsAt} ` +
+          '(a grace after the upgrade to state version 2). Set a retention to keep more, or to ' +
+          'apply it at once\n',
+      );
+    }
+  });
 }
 
-function inRange(text: string, flag: string, min: number, max: number): number {
-  const n = wholeNumber(text, flag);
-  if (n < min || n > max) throw new UsageError(`${flag} must be ${min} to ${max}, got ${text}`);
-  return n;
-}
+const workflowRetentionFlags: RetentionFlags = {
+  what: 'finished workflows',
+  aged: 'workflows finished longer ago than this',
+  keepMax: workflowsMax,
+  keepDefault: workflowFinishedMaxDefault,
+  daysMax: workflowRetentionDaysMax,
+  daysDefault: workflowFinishedDaysDefault,
+  oldKeep: '--finished-max',
+  oldDays: '--finished-days',
+};
 
 function must(rec: WorkflowRecord | undefined): WorkflowRecord {
   if (rec === undefined) throw new Error('the server returned no workflow');

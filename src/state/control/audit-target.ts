@@ -84,6 +84,8 @@ export function auditTarget(command: ControlCommand): string {
       return `${command.pool} (${command.hardwareId}, ${command.why}${command.release === undefined ? '' : `, workflow ${command.release.id}`})`;
     case 'member.drain':
       return `${command.id} (${command.drained ? 'drain' : 'undrain'})`;
+    case 'member.apiAddr':
+      return `${command.id} (${command.apiAddr})`;
     default:
       return unreachable(command);
   }

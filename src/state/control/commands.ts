@@ -26,6 +26,7 @@ import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
 import type { Pool, ReleaseWhy } from '../../fleet/pool.js';
 import type { QuarantinePolicy } from './quarantine-policy.js';
+import type { MemberApiAddr } from './member-api-addrs.js';
 
 /**
  * Any command may carry who asked for it: the node serving an operator's call attaches it, and
@@ -376,7 +377,18 @@ type ControlChange =
    * leadership, every node knows it, and it lasts until undrained (drained: false). The
    * proposer checks that the id names a member; apply only keeps the set of drained ids.
    */
-  | { readonly type: 'member.drain'; readonly id: string; readonly drained: boolean };
+  | { readonly type: 'member.drain'; readonly id: string; readonly drained: boolean }
+  /**
+   * A member's API address, proposed by the member itself when the state lacks it or names
+   * another (member-api-addrs.ts), with the ids of the membership it sees, sorted: the
+   * addresses of members outside it are dropped.
+   */
+  | {
+      readonly type: 'member.apiAddr';
+      readonly id: string;
+      readonly apiAddr: string;
+      readonly members: readonly string[];
+    };
 
 /** A machine offered to workflow.allocate, with the template rendered for it. */
 export interface AllocationCandidate {
@@ -478,6 +490,8 @@ export type ControlResult =
   | { readonly type: 'acceptRule'; readonly selector?: string }
   /** member.drain: the drained members after the command, by id. */
   | { readonly type: 'drainedMembers'; readonly ids: readonly string[] }
+  /** member.apiAddr: every recorded API address after the command, by id. */
+  | { readonly type: 'memberApiAddrs'; readonly members: readonly MemberApiAddr[] }
   /** workflow.gc: the workflows it deleted, in the command's order. */
   | { readonly type: 'collected'; readonly ids: readonly string[] }
   /** pool.create, pool.scale and pool.allocate: the pool after the command. */

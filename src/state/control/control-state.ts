@@ -64,6 +64,7 @@ import {
   powerStepsOf,
 } from './power-jobs.js';
 import { drainedAfter } from './drained-members.js';
+import { memberApiAddrsAfter, type MemberApiAddr } from './member-api-addrs.js';
 import { isRefusal, Pools, withinSpread, type PoolLookups } from './pools.js';
 import type { Pool } from '../../fleet/pool.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
@@ -236,6 +237,8 @@ export class ControlState {
   #workflowRetentionDefaultSinceMs: number | undefined;
   /** Members drained by `slipway node drain`, sorted (drained-members.ts). */
   #drainedMembers: readonly string[] = [];
+  /** Every member's API address as it said it, by id (member-api-addrs.ts). */
+  #memberApiAddrs: readonly MemberApiAddr[] = [];
   /** Pools (docs/decisions/0035-pools.md), by name. */
   #pools = new Pools();
   /** When repeated failures quarantine a machine (quarantine-policy.ts). */
@@ -358,6 +361,11 @@ export class ControlState {
 
   pool(name: string): Pool | undefined {
     return this.#pools.get(name);
+  }
+
+  /** Every member's API address as the member said it (member.apiAddr), sorted by id. */
+  get memberApiAddrs(): readonly MemberApiAddr[] {
+    return this.#memberApiAddrs;
   }
 
   isDrained(memberId: string): boolean {
@@ -627,6 +635,7 @@ export class ControlState {
         : { workflowRetentionDefaultSinceMs: this.#workflowRetentionDefaultSinceMs }),
       drainedMembers: this.#drainedMembers,
       pools: this.#pools.all(),
+      memberApiAddrs: this.#memberApiAddrs,
       quarantinePolicy: this.#quarantinePolicy,
       ...(this.#acceptRule === undefined ? {} : { acceptRule: this.#acceptRule.selector }),
     };
@@ -774,6 +783,7 @@ export class ControlState {
     this.#workflowRetention = image.workflowRetention ?? workflowRetentionDefault;
     this.#workflowRetentionDefaultSinceMs = image.workflowRetentionDefaultSinceMs;
     this.#drainedMembers = image.drainedMembers ?? [];
+    this.#memberApiAddrs = image.memberApiAddrs ?? [];
     this.#pools = new Pools();
     this.#pools.restore(image.pools ?? []);
     this.#quarantinePolicy = image.quarantinePolicy ?? quarantinePolicyDefault;
@@ -868,7 +878,8 @@ export class ControlState {
       case 'workflow.gc':
         return this.#collect(command.workflows);
       case 'member.drain':
-        return this.#setDrained(command);
+      case 'member.apiAddr':
+        return this.#executeMember(command);
       default:
         return unreachable(command);
     }
@@ -1099,6 +1110,18 @@ export class ControlState {
     if (typeof rule === 'string') return failure('E_INVALID', rule);
     this.#acceptRule = rule;
     return { type: 'acceptRule', selector: rule.selector };
+  }
+
+  /** The commands about members: drained (0022), their API addresses (0038). */
+  #executeMember(command: Command<'member.drain'> | Command<'member.apiAddr'>): ControlResult {
+    return command.type === 'member.drain' ? this.#setDrained(command) : this.#setMemberApiAddr(command);
+  }
+
+  #setMemberApiAddr(command: Command<'member.apiAddr'>): ControlResult {
+    const after = memberApiAddrsAfter(this.#memberApiAddrs, command);
+    if (typeof after === 'string') return failure('E_INVALID', after);
+    this.#memberApiAddrs = Object.freeze(after);
+    return { type: 'memberApiAddrs', members: this.#memberApiAddrs };
   }
 
   #setDrained(command: Command<'member.drain'>): ControlResult {

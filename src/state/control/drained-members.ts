@@ -37,12 +37,17 @@ export function drainedAfter(
 
 /** What is wrong with a snapshot's drained set, or undefined: member ids, sorted, no repeats. */
 export function drainedSetProblem(ids: readonly string[]): string | undefined {
+  const problem = memberIdsProblem(ids);
+  return problem === undefined ? undefined : `drainedMembers: ${problem}`;
+}
+
+/** What is wrong with a list of member ids, or undefined: each well formed, sorted, no repeats. */
+export function memberIdsProblem(ids: readonly string[]): string | undefined {
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i] ?? '';
     const problem = memberIdProblem(id);
-    if (problem !== undefined) return `drainedMembers: ${problem}`;
-    if (i > 0 && !((ids[i - 1] ?? '') < id))
-      return `drainedMembers: ${JSON.stringify(id)} is out of order or repeated`;
+    if (problem !== undefined) return problem;
+    if (i > 0 && !((ids[i - 1] ?? '') < id)) return `${JSON.stringify(id)} is out of order or repeated`;
   }
   return undefined;
 }

@@ -8,6 +8,7 @@ import {
   auditTextBytesMax,
   controlCommandBytesMax,
   drainedMembersMax,
+  memberApiAddrsMax,
   leaseGrantsPerCommandMax,
   poolSizeMax,
   quarantineFailuresMax,
@@ -647,6 +648,12 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     ...audited,
   }),
   'member.drain': object({ type: literal(['member.drain']), id: text, drained: boolean, ...audited }),
+  'member.apiAddr': object({
+    type: literal(['member.apiAddr']),
+    id: text,
+    apiAddr: text,
+    members: array(text, memberApiAddrsMax),
+  }),
   'pool.create': object({
     type: literal(['pool.create']),
     name: text,
@@ -729,5 +736,9 @@ export const readControlResult: Reader<ControlResult> = variant<ControlResult>({
   acceptRule: object({ type: literal(['acceptRule']), selector: optional(text) }),
   collected: object({ type: literal(['collected']), ids: array(text, workflowGcBatchMax) }),
   drainedMembers: object({ type: literal(['drainedMembers']), ids: array(text, drainedMembersMax) }),
+  memberApiAddrs: object({
+    type: literal(['memberApiAddrs']),
+    members: array(object({ id: text, apiAddr: text }), memberApiAddrsMax),
+  }),
   pool: object({ type: literal(['pool']), pool: readPool }),
 });

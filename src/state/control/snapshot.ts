@@ -22,6 +22,8 @@
 //          3 or above, and only when it is not the default)
 //     ..., "acceptRule": "selector" }   (format 6 only, at state version 3 or above, only when
 //          one is set; docs/decisions/0037)
+//     ..., "memberApiAddrs": [{ "id", "apiAddr" } by id] }   (format 6 only, at state version 3
+//          or above, and only when not empty)
 //
 // Format 2 added leases; a format 1 snapshot (none) still restores. Format 3 adds power jobs and
 // is written only when there are some, so a state without jobs keeps the bytes (and the
@@ -41,7 +43,9 @@
 // (docs/decisions/0022-node-drain.md) come from a command of state version 2 too, and go the same
 // way: last, and only when some member is drained, so a snapshot without them reads as before.
 // The quarantine policy (0028's addendum) is set by a command of state version 3: after them,
-// only when it is not the default.
+// only when it is not the default. Members' API addresses
+// (docs/decisions/0038-member-api-addresses.md) come from a command of state version 3 too: last,
+// and only when some member has said its own.
 import { DecodeError } from '../binary.js';
 import {
   artifactsMax,
@@ -60,7 +64,9 @@ import {
   workflowsMax,
   poolsMax,
   selectorBytesMax,
+  memberApiAddrsMax,
 } from '../../model/limits.js';
+import { memberApiAddrBytesMax, memberApiAddrsProblem, type MemberApiAddr } from './member-api-addrs.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
@@ -122,6 +128,8 @@ export interface SnapshotImage {
   readonly quarantinePolicy?: QuarantinePolicy;
   /** The auto-accept rule's selector, canonical; absent means none. */
   readonly acceptRule?: string;
+  /** Every member's API address as it said it, by id; absent means none. */
+  readonly memberApiAddrs?: readonly MemberApiAddr[];
 }
 
 export interface AuditImage {
@@ -172,6 +180,12 @@ const readImage = object({
     }),
   ),
   acceptRule: optional(string(selectorBytesMax)),
+  memberApiAddrs: optional(
+    array(
+      object({ id: string(memberIdBytesMax), apiAddr: string(memberApiAddrBytesMax) }),
+      memberApiAddrsMax,
+    ),
+  ),
 });
 
 function readAuditImage(): Reader<AuditImage> {
@@ -294,6 +308,7 @@ export function* snapshotSlices(image: SnapshotImage): Sliced<Uint8Array[]> {
   }
   text += quarantinePolicyText;
   text += acceptRuleField(image.acceptRule, clusterVersion);
+  text += memberApiAddrsField(image.memberApiAddrs ?? [], clusterVersion);
   chunks.push(encoder.encode(`${text}}`));
   return chunks;
 }
@@ -343,7 +358,12 @@ export function readSnapshot(data: Uint8Array): SnapshotImage {
     quarantinePolicySnapshotProblem(image.clusterVersion, image.quarantinePolicy) ??
     (image.acceptRule !== undefined && (image.clusterVersion ?? stateVersionBaseline) < stateVersionFleet
       ? `acceptRule: is set at state version ${stateVersionFleet}; the cluster runs at ${image.clusterVersion ?? stateVersionBaseline}`
-      : undefined);
+      : undefined) ??
+    (image.memberApiAddrs === undefined
+      ? undefined
+      : image.memberApiAddrs.length === 0
+        ? 'memberApiAddrs: an empty list is left out'
+        : memberApiAddrsSnapshotProblem(image.clusterVersion ?? stateVersionBaseline, image.memberApiAddrs));
   if (problem !== undefined) throw new DecodeError(`control snapshot: ${problem}`);
   if (JSON.stringify(image) !== text) throw new DecodeError('control snapshot is not in canonical form');
   const { format: _format, ...rest } = deepFreeze(image);
@@ -572,6 +592,24 @@ function workflowsProblem(workflows: SnapshotImage['workflows']): string | undef
     }
   }
   return undefined;
+}
+
+/** The members' API addresses as the snapshot writes them, last: nothing for none. */
+function memberApiAddrsField(list: readonly MemberApiAddr[], clusterVersion: number): string {
+  if (list.length === 0) return '';
+  const problem = memberApiAddrsSnapshotProblem(clusterVersion, list);
+  if (problem !== undefined) throw new ShapeError('memberApiAddrs', problem);
+  return `,"memberApiAddrs":${JSON.stringify(list.map((m) => ({ id: m.id, apiAddr: m.apiAddr })))}`;
+}
+
+/** What is wrong with a snapshot's member API addresses, or undefined: at state version 3, valid, by id. */
+function memberApiAddrsSnapshotProblem(
+  clusterVersion: number,
+  list: readonly MemberApiAddr[],
+): string | undefined {
+  if (clusterVersion < stateVersionFleet)
+    return `memberApiAddrs: are set by a command of state version ${stateVersionFleet}; the cluster runs at ${clusterVersion}`;
+  return memberApiAddrsProblem(list);
 }
 
 /** What is wrong with a snapshot's pools, or undefined: at state version 3, by name, members sorted. */

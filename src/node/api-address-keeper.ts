@@ -1,0 +1,80 @@
+// Puts this node's API address into the replicated state (docs/decisions/0038-member-api-addresses.md),
+// so that `member list` and `cluster status` show it whichever node answers. Every member does it
+// for itself, on a timer: while it is a member, a leader is known and the cluster runs at state
+// version 3, it proposes member.apiAddr when the state lacks its address or names another (it
+// was restarted on a new one), with the ids of the membership it sees. A refusal or a lost leader
+// is tried again on a later round; once the state holds the address, a round proposes nothing.
+import type { Logger } from 'pino';
+import type { RaftNode } from '../raft/node.js';
+import { allMembers } from '../raft/core/membership.js';
+import type { ControlCommand, ControlResult } from '../state/control/commands.js';
+import type { ControlState } from '../state/control/control-state.js';
+import { stateVersionFleet } from '../state/versions.js';
+
+const checkIntervalMs = 2000;
+
+export interface ApiAddressKeeperOptions {
+  readonly node: RaftNode;
+  readonly control: ControlState;
+  /** The address this node serves its API on, as Status names it. */
+  readonly apiAddr: string;
+  readonly propose: (command: ControlCommand) => Promise<ControlResult>;
+  readonly logger: Logger;
+  readonly intervalMs?: number;
+}
+
+export class ApiAddressKeeper {
+  readonly #o: ApiAddressKeeperOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #running = false;
+
+  constructor(o: ApiAddressKeeperOptions) {
+    this.#o = o;
+  }
+
+  start(): void {
+    void this.check();
+    this.#timer = setInterval(() => {
+      void this.check();
+    }, this.#o.intervalMs ?? checkIntervalMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** The command a round would propose now, or undefined when there is nothing to say. */
+  due(): ControlCommand | undefined {
+    const { node, control, apiAddr } = this.#o;
+    if (apiAddr === '' || control.clusterVersion < stateVersionFleet) return undefined;
+    if (node.softState().leader === '') return undefined;
+    const members = allMembers(node.membership()).map((m) => m.id);
+    if (!members.includes(node.id)) return undefined;
+    if (control.memberApiAddrs.find((m) => m.id === node.id)?.apiAddr === apiAddr) return undefined;
+    return { type: 'member.apiAddr', id: node.id, apiAddr, members: members.sort() };
+  }
+
+  /** One round: true when it recorded the address. */
+  async check(): Promise<boolean> {
+    const command = this.#running ? undefined : this.due();
+    if (command === undefined) return false;
+    this.#running = true;
+    try {
+      const result = await this.#o.propose(command);
+      if (result.type !== 'memberApiAddrs') {
+        this.#o.logger.warn({ result }, 'recording this node’s API address was refused');
+        return false;
+      }
+      this.#o.logger.info({ apiAddr: this.#o.apiAddr }, 'this node’s API address is in the replicated state');
+      return true;
+    } catch (err) {
+      // No leader for the moment, or it changed: the next round tries again.
+      this.#o.logger.debug({ err }, 'recording this node’s API address did not complete');
+      return false;
+    } finally {
+      this.#running = false;
+    }
+  }
+}
