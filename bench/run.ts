@@ -18,6 +18,7 @@ const benches: Record<string, (argv: readonly string[]) => Promise<void>> = {
   linkcut: async (argv) => (await import('./linkcut.js')).runLinkcutBench(argv),
   quick: async (argv) => (await import('./quick.js')).runQuickBench(argv),
   guard: async (argv) => (await import('./guard.js')).runGuardBench(argv),
+  fleet: async (argv) => (await import('./fleet.js')).runFleetBench(argv),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -17,26 +17,18 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync, createReadStream } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
-import { credentials, Metadata } from '@grpc/grpc-js';
-import type { ClientDuplexStream } from '@grpc/grpc-js';
-import { attemptKey } from '../src/model/records.js';
+import { pathToFileURL } from 'node:url';
 import { ClusterClient } from '../src/cli/index.js';
-import type {
-  ActionResult,
-  AttemptRef,
-  ConnectRequest,
-  ConnectResponse,
-  ResultAck,
-  ResultRefused,
-} from '../src/gen/worker.js';
-import { WorkerClient } from '../src/gen/worker.js';
 import type { WorkflowRecord } from '../src/gen/control.js';
 import { allItems } from '../src/platform/pages.js';
-import { openingKey, type OpeningKey, type SealedBox } from '../src/platform/sealed-box.js';
+import { openingKey } from '../src/platform/sealed-box.js';
 import { Prng } from '../src/platform/prng.js';
 import { pool } from './control.js';
 import { sleep } from './stats.js';
-import { FleetDhcp, httpRequest, tftpRead, type Firmware } from './storm-protocols.js';
+import { FleetDhcp, tftpRead, type Firmware } from './storm-protocols.js';
+import { httpUntil, openClaim, runWorkflow, sample, type Sample, type WorkerFleet } from './storm-worker.js';
+
+export type { Sample, SampleKind } from './storm-worker.js';
 
 export interface FleetConfig {
   readonly machines: number;
@@ -62,23 +54,6 @@ export interface FleetConfig {
   /** Where the run writes its FleetResult. */
   readonly resultFile: string;
 }
-
-export type SampleKind =
-  | 'dhcp_pxe'
-  | 'dhcp_http_boot'
-  | 'tftp'
-  | 'http_boot'
-  | 'dhcp_ipxe'
-  | 'script'
-  | 'artifacts'
-  | 'dhcp_bootos'
-  | 'claim'
-  | 'dispatch'
-  | 'boot'
-  | 'workflow';
-
-/** [kind, when it ended (ms since the epoch), how long it took (ms)] */
-export type Sample = readonly [SampleKind, number, number];
 
 export interface MachineOutcome {
   readonly startMs: number;
@@ -133,18 +108,18 @@ export function firmwareOf(c: Pick<FleetConfig, 'firmware'>, i: number): Firmwar
   return i % 2 === 0 ? 'bios' : 'uefi';
 }
 
-function say(line: Record<string, unknown>): void {
+export function say(line: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
-function errorText(err: unknown): string {
+export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
 // ------------------------------------------------------------------------------ setup
 
 /** A few tries: the cluster may change leader while a thousand records are written. */
-async function retried(write: () => Promise<unknown>): Promise<void> {
+export async function retried(write: () => Promise<unknown>): Promise<void> {
   for (let tries = 1; ; tries++) {
     try {
       await write();
@@ -226,7 +201,7 @@ async function setup(c: FleetConfig): Promise<void> {
 }
 
 /** Until every node has applied what the leader had committed when this began. */
-async function waitApplied(servers: readonly string[]): Promise<void> {
+export async function waitApplied(servers: readonly string[]): Promise<void> {
   const clients = servers.map((s) => new ClusterClient([s], { timeoutMs: 5000 }));
   const commit = Math.max(
     ...(await Promise.all(clients.map(async (cl) => (await cl.call('status', {})).commit))),
@@ -244,51 +219,11 @@ async function waitApplied(servers: readonly string[]): Promise<void> {
 
 // ------------------------------------------------------------------------------ the storm
 
-interface Fleet {
+interface Fleet extends WorkerFleet {
   readonly c: FleetConfig;
   readonly dhcp: FleetDhcp;
-  readonly samples: Sample[];
-  readonly runs: Map<string, number>;
   claimed: number;
-  refusedResults: number;
 }
-
-function sample(f: Fleet, kind: SampleKind, since: number): number {
-  const now = Date.now();
-  f.samples.push([kind, now, now - since]);
-  return now;
-}
-
-/** Retries a request until it answers 2xx; a 4xx other than 404/409/429 is final. */
-async function httpUntil(
-  f: Fleet,
-  url: string,
-  local: string,
-  options: { readonly method?: 'GET' | 'POST'; readonly json?: () => unknown },
-): Promise<Buffer> {
-  for (let tries = 1; ; tries++) {
-    if (Date.now() >= f.c.deadlineMs)
-      throw new Error(`${url}: no answer before the deadline (${String(tries)} tries)`);
-    try {
-      const answer = await httpRequest(url, local, {
-        ...(options.method === undefined ? {} : { method: options.method }),
-        ...(options.json === undefined ? {} : { json: options.json() }),
-        timeoutMs: 5000,
-      });
-      if (answer.status >= 200 && answer.status < 300) return answer.body;
-      if (answer.status >= 400 && answer.status < 500 && ![404, 409, 429].includes(answer.status)) {
-        throw new FinalError(
-          `${url}: HTTP ${String(answer.status)} ${answer.body.toString('utf8').slice(0, 300)}`,
-        );
-      }
-    } catch (err) {
-      if (err instanceof FinalError) throw err;
-    }
-    await sleep(250 + Math.min(tries, 8) * 100);
-  }
-}
-
-class FinalError extends Error {}
 
 async function bootMachine(
   f: Fleet,
@@ -372,169 +307,6 @@ async function bootMachine(
   sample(f, 'workflow', t);
 }
 
-function openClaim(key: OpeningKey, answer: Buffer): string {
-  const body = JSON.parse(answer.toString('utf8')) as { sealed?: SealedBox };
-  if (body.sealed === undefined) throw new Error('the claim answer holds no sealed credential');
-  return key.open(body.sealed).toString('utf8');
-}
-
-type Stream = ClientDuplexStream<ConnectRequest, ConnectResponse>;
-
-/** The worker: one stream at a time, until the last action's result is acknowledged. */
-function runWorkflow(
-  f: Fleet,
-  i: number,
-  workerId: string,
-  server: string,
-  credential: string,
-  outcome: { reconnects: number },
-): Promise<void> {
-  return new StormWorker(f, i, workerId, server, credential, outcome).run();
-}
-
-/** One machine's worker agent: runs each action once (holding it a while) and reports success. */
-class StormWorker {
-  readonly #f: Fleet;
-  readonly #workerId: string;
-  readonly #credential: string;
-  readonly #outcome: { reconnects: number };
-  readonly #rng: Prng;
-  readonly #client: WorkerClient;
-  readonly #executed = new Set<string>();
-  readonly #pending = new Map<string, ActionResult>();
-  #running: AttemptRef | undefined;
-  #resultSentAt = 0;
-  #stream: Stream | undefined;
-  #finished = false;
-  #heartbeat: NodeJS.Timeout | undefined;
-  #settle: (error?: Error) => void = () => undefined;
-
-  constructor(
-    f: Fleet,
-    i: number,
-    workerId: string,
-    server: string,
-    credential: string,
-    outcome: { reconnects: number },
-  ) {
-    this.#f = f;
-    this.#workerId = workerId;
-    this.#credential = credential;
-    this.#outcome = outcome;
-    this.#rng = new Prng(f.c.seed + i);
-    this.#client = new WorkerClient(server, credentials.createInsecure(), {
-      // A machine has a connection of its own, as it would; grpc-js would otherwise share one.
-      'grpc.use_local_subchannel_pool': 1,
-      'grpc.keepalive_time_ms': 10_000,
-      'grpc.keepalive_timeout_ms': 5_000,
-    });
-  }
-
-  /** Resolves once the last action's result is acknowledged; rejects if refused or too late. */
-  run(): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.#settle = (error) => {
-        if (error === undefined) resolve();
-        else reject(error);
-      };
-      this.#heartbeat = setInterval(() => {
-        this.#stream?.write({ kind: { $case: 'heartbeat', value: {} } });
-        if (Date.now() > this.#f.c.deadlineMs)
-          this.#finish(new Error('the workflow did not finish before the deadline'));
-      }, 5000);
-      this.#connect();
-    });
-  }
-
-  #finish(error?: Error): void {
-    if (this.#finished) return;
-    this.#finished = true;
-    clearInterval(this.#heartbeat);
-    this.#stream?.cancel();
-    this.#client.close();
-    this.#settle(error);
-  }
-
-  /** A new stream, announcing the results not yet acknowledged and the action still running. */
-  #connect(): void {
-    if (this.#finished) return;
-    const md = new Metadata();
-    md.set('x-worker-id', this.#workerId);
-    md.set('authorization', `Bearer ${this.#credential}`);
-    const s = this.#client.connect(md);
-    this.#stream = s;
-    let broken = false;
-    const reconnect = (): void => {
-      if (broken || this.#finished) return;
-      broken = true;
-      this.#outcome.reconnects++;
-      setTimeout(() => this.#connect(), 200 + this.#rng.float() * 800);
-    };
-    s.on('data', (msg: ConnectResponse) => {
-      const kind = msg.kind;
-      if (kind === undefined || this.#stream !== s) return;
-      if (kind.$case === 'ack' || kind.$case === 'refused') this.#onAnswer(kind);
-      else if (kind.$case === 'action') this.#onAction(kind.value.attempt);
-    });
-    s.on('error', reconnect);
-    s.on('end', reconnect);
-    s.write({
-      kind: {
-        $case: 'hello',
-        value: {
-          pendingResults: [...this.#pending.values()],
-          agentVersion: 'storm',
-          ...(this.#running === undefined ? {} : { running: this.#running }),
-        },
-      },
-    });
-  }
-
-  /** A result acknowledged or refused: no longer pending; the last one ends the workflow. */
-  #onAnswer(kind: { $case: 'ack'; value: ResultAck } | { $case: 'refused'; value: ResultRefused }): void {
-    const f = this.#f;
-    const ref = kind.value.attempt;
-    if (ref === undefined) return;
-    this.#pending.delete(attemptKey(ref));
-    if (kind.$case === 'refused') f.refusedResults++;
-    if (ref.actionIndex === f.c.actions - 1) {
-      if (kind.$case === 'refused')
-        this.#finish(new Error(`the last result was refused: ${kind.value.reason}`));
-      else this.#finish();
-    }
-  }
-
-  /** Runs a new action: holds it 0.5 to 1.5 x holdMs, then sends its success. */
-  #onAction(ref: AttemptRef | undefined): void {
-    const f = this.#f;
-    if (ref === undefined) return;
-    const key = attemptKey(ref);
-    // Pushed again after a reconnect: already run; its result is in `pending` or acknowledged.
-    if (this.#executed.has(key)) return;
-    this.#executed.add(key);
-    const action = `${ref.workflowId}/${String(ref.actionIndex)}`;
-    f.runs.set(action, (f.runs.get(action) ?? 0) + 1);
-    if (this.#resultSentAt > 0) sample(f, 'dispatch', this.#resultSentAt);
-    this.#running = ref;
-    setTimeout(
-      () => {
-        this.#running = undefined;
-        const result: ActionResult = {
-          attempt: ref,
-          success: true,
-          exitStatus: 0,
-          message: '',
-          outputTail: '',
-        };
-        this.#pending.set(key, result);
-        this.#resultSentAt = Date.now();
-        this.#stream?.write({ kind: { $case: 'result', value: result } });
-      },
-      f.c.holdMs * (0.5 + this.#rng.float()),
-    );
-  }
-}
-
 async function storm(c: FleetConfig): Promise<void> {
   const loop = monitorEventLoopDelay({ resolution: 20 });
   loop.enable();
@@ -601,7 +373,9 @@ async function checkCluster(c: FleetConfig): Promise<FleetResult['check']> {
 }
 
 const [mode, configFile] = process.argv.slice(2);
-if ((mode === 'setup' || mode === 'run') && configFile !== undefined) {
+// Only when run as the storm's fleet, not when another benchmark imports its parts.
+const entered = import.meta.url === pathToFileURL(process.argv[1] ?? '').href;
+if (entered && (mode === 'setup' || mode === 'run') && configFile !== undefined) {
   const config = JSON.parse(readFileSync(configFile, 'utf8')) as FleetConfig;
   (mode === 'setup' ? setup(config) : storm(config)).catch((err: unknown) => {
     process.stderr.write(

@@ -97,11 +97,12 @@ function firmwareOption(v: string): Options['firmware'] {
 }
 
 const subnet = '10.214';
-const prefix = 16;
-const vip = `${subnet}.0.100`;
-const nodeIds = ['n1', 'n2', 'n3'] as const;
-const nodeAddress = (i: number): string => `${subnet}.0.${String(11 + i)}`;
-const balancerPort = 7070;
+export const prefix = 16;
+export const vip = `${subnet}.0.100`;
+export const nodeIds = ['n1', 'n2', 'n3'] as const;
+export const nodeAddress = (i: number): string => `${subnet}.0.${String(11 + i)}`;
+export const fleetAddress = `${subnet}.0.5`;
+export const balancerPort = 7070;
 /** Setup (registering N machines and workflows) and the storm itself are each bounded. */
 const setupTimeoutMs = 300_000;
 const stormTimeoutMs = 240_000;
@@ -127,7 +128,7 @@ function standIn(bytes: number, label: string): Buffer {
  * hard limit (gc_thresh3, 1024) a thousand machines on one LAN exceed: raised for the run, as a
  * site with a large provisioning segment raises it, and put back afterwards.
  */
-async function raiseNeighbourLimits(): Promise<() => Promise<void>> {
+export async function raiseNeighbourLimits(): Promise<() => Promise<void>> {
   const keys = ['gc_thresh1', 'gc_thresh2', 'gc_thresh3'].map((k) => `net.ipv4.neigh.default.${k}`);
   const before = await Promise.all(
     keys.map(async (k) => (await run('sysctl', ['-n', k], { encoding: 'utf8' })).stdout.trim()),
@@ -143,7 +144,7 @@ async function raiseNeighbourLimits(): Promise<() => Promise<void>> {
   };
 }
 
-async function vipHolder(lab: NetnsLab, ns: Record<string, string>): Promise<number> {
+export async function vipHolder(lab: NetnsLab, ns: Record<string, string>): Promise<number> {
   for (let i = 0; i < nodeIds.length; i++) {
     const out = await lab.run(ns[nodeIds[i] ?? ''] ?? '', ['ip', '-4', '-o', 'addr', 'show', 'dev', 'eth0']);
     if (out.stdout.includes(` ${vip}/`)) return i;
@@ -208,7 +209,7 @@ async function runStorm(o: Options): Promise<void> {
       n1: { addresses: [`${nodeAddress(0)}/${String(prefix)}`] },
       n2: { addresses: [`${nodeAddress(1)}/${String(prefix)}`] },
       n3: { addresses: [`${nodeAddress(2)}/${String(prefix)}`] },
-      fleet: { addresses: [`${subnet}.0.5/${String(prefix)}`] },
+      fleet: { addresses: [`${fleetAddress}/${String(prefix)}`] },
     });
     const files = writeStandIns(dir, o.artifactKib);
     const nodes = await startNodes(lab, ns, dir, build.main, files.tftpRoot);
@@ -230,7 +231,7 @@ async function runStorm(o: Options): Promise<void> {
   }
 }
 
-type StormNamespaces = Record<(typeof nodeIds)[number] | 'fleet' | 'lan', string>;
+export type StormNamespaces = Record<(typeof nodeIds)[number] | 'fleet' | 'lan', string>;
 
 /** The boot files the machines fetch: stand-ins of the real ones' sizes, written under `dir`. */
 export interface StandIns {
@@ -259,13 +260,21 @@ export function writeStandIns(dir: string, artifactKib: number): StandIns {
   return { tftpRoot, binaries, kernelFile, initrdFile };
 }
 
-/** The three nodes (the compiled build `main`) and HAProxy beside each; resolves once all serve. */
-async function startNodes(
+/**
+ * The three nodes (the compiled build `main`) and HAProxy beside each; resolves once all serve.
+ * `more`: node flags to add (the fleet benchmark's discovery), and the event-loop probe.
+ */
+export async function startNodes(
   lab: NetnsLab,
   ns: StormNamespaces,
   dir: string,
   main: string,
   tftpRoot: string,
+  more: {
+    readonly args?: readonly string[];
+    readonly probe?: readonly string[];
+    readonly eldDir?: string;
+  } = {},
 ): Promise<LabProcess[]> {
   const haproxyConfig = join(dir, 'haproxy.cfg');
   writeFileSync(
@@ -281,15 +290,20 @@ async function startNodes(
   nodeIds.forEach((id, i) => {
     const address = nodeAddress(i);
     nodes.push(
-      lab.spawn(ns[id], [
-        // The default log level, as an operator runs it.
-        ...[process.execPath, main, 'server', '--id', id],
-        ...['--data-dir', join(dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
-        ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
-        ...['--vip', vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
-        ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--tftp-root', tftpRoot],
-        ...['--worker-server', `${vip}:${String(balancerPort)}`],
-      ]),
+      lab.spawn(
+        ns[id],
+        [
+          // The default log level, as an operator runs it.
+          ...[process.execPath, ...(more.probe ?? []), main, 'server', '--id', id],
+          ...['--data-dir', join(dir, `data-${id}`), '--insecure', '--insecure-allow-network'],
+          ...['--raft-addr', `${address}:7000`, '--api-addr', `${address}:7001`, '--peers', peers],
+          ...['--vip', vip, '--vip-interface', 'eth0', '--dhcp-interface', 'eth0'],
+          ...['--http-addr', '0.0.0.0:8080', '--tftp-addr', '0.0.0.0:69', '--tftp-root', tftpRoot],
+          ...['--worker-server', `${vip}:${String(balancerPort)}`],
+          ...(more.args ?? []),
+        ],
+        more.eldDir === undefined ? {} : { env: { SLIPWAY_BENCH_ELD_DIR: more.eldDir } },
+      ),
     );
     lab.spawn(ns[id], ['haproxy', '-f', haproxyConfig, '-db']);
   });
