@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ControlCommand } from '../../src/state/control/commands.js';
 import { ControlState } from '../../src/state/control/control-state.js';
-import { LifecycleHarness, operator, specFor } from '../support/lifecycle-harness.js';
+import { LifecycleHarness, machineInput, operator, specFor } from '../support/lifecycle-harness.js';
 
 /** Machines m1..m4 ready in rack a, m5 ready in rack b. */
 function fleet(): LifecycleHarness {
@@ -221,6 +221,44 @@ describe('pool placement, spares, releases and taints at apply', () => {
         ['deployed', 'releasing', 'release'],
         ['releasing', 'ready', 'released'],
       ],
+    );
+  });
+
+  it('a member with a BMC is booted from the network for its release, and stays in the boot OS', () => {
+    const h = fleet();
+    h.ok(
+      {
+        type: 'hardware.put',
+        hardware: { ...machineInput('m1', 1), bmc: { address: 'ipmi://10.1.0.1:623' } },
+        workerTokenSha256: 'a'.repeat(64),
+        audit: operator,
+      },
+      'hardware',
+    );
+    h.ok({ type: 'template.put', name: 'wipe', source: 'version: "0.1"\nname: wipe\n' }, 'template');
+    h.ok({ ...createPool(1), releaseTemplate: 'wipe' } as ControlCommand, 'pool');
+    h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+    deploy(h, 'web-1');
+    assert.equal(h.state.hardware('m1')?.netboot.allowPXE, false, 'installed: PXE off');
+    h.ok({ type: 'pool.scale', name: 'web', size: 0 }, 'pool');
+    const wipe = {
+      id: 'web-r1',
+      templateVersion: h.state.template('wipe')?.version ?? 0,
+      spec: specFor('m1'),
+    };
+    h.ok({ type: 'pool.release', pool: 'web', hardwareId: 'm1', why: 'surplus', release: wipe }, 'pool');
+    assert.equal(h.state.hardware('m1')?.netboot.allowPXE, true, 'PXE on again for the release');
+    assert.deepEqual(
+      h.state.powerJobs('m1').map((j) => [j.id, j.op]),
+      [['web-r1-netboot', 'netboot']],
+    );
+    deploy(h, 'web-r1');
+    assert.equal(h.lifecycle('m1').state, 'ready');
+    assert.equal(h.state.hardware('m1')?.netboot.allowPXE, true, 'released: still in the boot OS');
+    assert.deepEqual(
+      h.state.powerJobs('m1').map((j) => j.op),
+      ['netboot'],
+      'no disk boot after a release',
     );
   });
 

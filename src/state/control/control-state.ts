@@ -1043,6 +1043,12 @@ export class ControlState {
     const outcome = this.#pools.release(command, this.#poolLookups());
     if (isRefusal(outcome)) return failure(outcome.code, outcome.message);
     if (outcome.how === 'workflow' && wf !== undefined && pool?.releaseTemplate !== undefined) {
+      // A deployed machine runs its installed system, not the boot OS: one with a BMC is booted
+      // from the network for its release (PXE allowed again), as `workflow create --netboot` does.
+      const netboot =
+        this.#hardware.get(command.hardwareId)?.bmc !== undefined &&
+        this.#powerRequestRefusal(this.#workflowPowerJob(wf.id, command.hardwareId, 'netboot')) === undefined;
+      if (netboot) this.#setAllowPXE(command.hardwareId, true, nowMs);
       const created = this.#createWorkflow(
         {
           type: 'workflow.create',
@@ -1052,6 +1058,7 @@ export class ControlState {
           hardwareId: command.hardwareId,
           hardwareMap: {},
           spec: wf.spec,
+          ...(netboot ? { netboot: true } : {}),
         },
         nowMs,
         { release: true },
@@ -1713,8 +1720,10 @@ export class ControlState {
     }
     // Builds of version 1 keep every tail, so the budget holds only once none can be applying.
     if (this.#clusterVersion >= stateVersionBoundedState) log.cutOutputTails(workflowOutputTailBytesMax);
-    // A provisioned machine must not boot into the installer again (Tinkerbell's allowPXE).
-    if (wf.state === 'SUCCESS' && before?.state !== 'SUCCESS' && this.#hardware.has(wf.hardwareId)) {
+    // A provisioned machine must not boot into the installer again (Tinkerbell's allowPXE). A
+    // released one stays in the boot OS, ready for its next workflow: PXE stays on.
+    const installed = wf.state === 'SUCCESS' && before?.state !== 'SUCCESS' && wf.release !== true;
+    if (installed && this.#hardware.has(wf.hardwareId)) {
       this.#setAllowPXE(wf.hardwareId, false, nowMs);
       // A netbooted machine boots its disk next; best effort: a machine whose BMC was removed
       // meanwhile still has PXE off, so it falls through to its disk anyway.
