@@ -14,55 +14,16 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { before, describe, test } from 'node:test';
 import { runSlipway } from '../support/process-cluster.js';
+import { commandLineProblem, readManual, type ManualPage } from '../support/cli-examples.js';
 
 const run = promisify(execFile);
 
-interface Page {
-  readonly path: string;
-  readonly help: string;
-  readonly options: readonly string[];
-  readonly valueOptions: readonly string[];
-  readonly commands: readonly string[];
-}
-
-let pages: Page[];
-const byPath = (path: string): Page | undefined => pages.find((p) => p.path === path);
+let pages: ManualPage[];
+const byPath = (path: string): ManualPage | undefined => pages.find((p) => p.path === path);
 
 before(async () => {
-  const r = await runSlipway(['__manual']);
-  assert.equal(r.code, 0, r.stderr);
-  pages = JSON.parse(r.stdout) as Page[];
+  pages = await readManual();
 });
-
-/** The words of a shell command line (quotes kept together, not expanded). */
-function shellWords(line: string): string[] {
-  return [...line.matchAll(/'[^']*'|"[^"]*"|\S+/g)].map((m) => m[0].replace(/^['"]|['"]$/g, ''));
-}
-
-/** What is wrong with an example's `slipway ...` command line, or undefined. */
-function exampleProblem(line: string): string | undefined {
-  const root = byPath('')!;
-  const words = shellWords(line).slice(1);
-  let page = root;
-  for (let i = 0; i < words.length; i++) {
-    const w = words[i]!;
-    if (w === '\\' || w === '...' || w.startsWith('#') || w === '&&' || w === '|' || w === '>') break;
-    if (w.startsWith('-')) {
-      const flag = w.split('=')[0]!;
-      const owner = [page, root].find((p) => p.options.includes(flag));
-      if (owner === undefined) return `${flag} is not a flag of "slipway ${page.path}"`;
-      if (!w.includes('=') && owner.valueOptions.includes(flag)) i++;
-      continue;
-    }
-    if (page.commands.includes(w)) {
-      const next = byPath(page.path === '' ? w : `${page.path} ${w}`);
-      if (next === undefined) return `"${w}" is an alias the manual does not list`;
-      page = next;
-    } else if (page.commands.length > 0 && page === root) return `"${w}" is not a command`;
-    else if (page.commands.length > 0) return `"${w}" is not a command of "slipway ${page.path}"`;
-  }
-  return undefined;
-}
 
 describe('every command help', () => {
   test('shows the global options, and the program names the exit codes', () => {
@@ -90,7 +51,7 @@ describe('every command help', () => {
         if (!/^ {2}\S/.test(raw) || at < 0) continue;
         const line = raw.slice(at).replace(/\).*$/, '');
         checked++;
-        const problem = exampleProblem(line);
+        const problem = commandLineProblem(pages, line);
         if (problem !== undefined) problems.push(`${p.path}: ${line.trim()}: ${problem}`);
       }
     }
@@ -137,7 +98,7 @@ describe('every command help', () => {
     // A flag that names another group's record is a filter (list) or an input (create), never the
     // command's target, which is its argument (`upgrade check n2`, not `--member n2`).
     const targetFlags = /^ {2}(?:-\w, )?(--(?:to|member|hardware|template|workflow|pool|artifact|token)) /gm;
-    const argumentsOf = (p: Page): { required: number; optional: number } => {
+    const argumentsOf = (p: ManualPage): { required: number; optional: number } => {
       const usage = /^Usage: slipway (.*)$/m.exec(p.help)?.[1] ?? '';
       const words = usage.slice(p.path.length).split(/\s+/);
       return {
