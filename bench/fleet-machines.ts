@@ -279,7 +279,8 @@ async function report(
         const md = new Metadata();
         md.set('x-worker-id', workerId);
         md.set('authorization', `Bearer ${credential}`);
-        const stream = client.connect(md, { deadline: Date.now() + 15_000 });
+        // 30 s, as the agent waits (src/worker/inventory-report.ts).
+        const stream = client.connect(md, { deadline: Date.now() + 30_000 });
         let done = false;
         const finish = (v: string | Error | undefined): void => {
           if (done) return;
