@@ -192,6 +192,11 @@ export class Authenticator {
     if (held !== undefined && held.expiresMs > Date.now() && constantTimeEqual(held.sha256, digest)) {
       return { workerId: id, inventoryBoot: true, credentialSha256: digest };
     }
+    // The credential a report used up: its stream may only send that report again, answered as
+    // recorded (apply checks it is the same inventory), so an agent whose answer was lost goes on.
+    if (held === undefined && hw.reportedWith !== undefined && constantTimeEqual(hw.reportedWith, digest)) {
+      return { workerId: id, inventoryBoot: true, credentialSha256: digest };
+    }
     const wf = workflowOfCredential(this.#control.activeWorkflowsOf(id), id, digest, Date.now());
     return wf === undefined ? undefined : { workerId: id, credentialOf: wf.id, credentialSha256: digest };
   }

@@ -14,7 +14,7 @@ import { actionPositions } from '../workflow/rules.js';
 import { raceOutcome } from '../state/control/race.js';
 
 export function hardwareJson(hw: Hardware): string {
-  const { workerTokenSha256: _token, bmc, lifecycle, inspection, ...rest } = hw;
+  const { workerTokenSha256: _token, reportedWith: _reported, bmc, lifecycle, inspection, ...rest } = hw;
   // The history has its own call (HardwareHistory): a listing shows where each machine stands.
   // An inventory boot's credential shows where and until when it was claimed, not its digest.
   const shown = {

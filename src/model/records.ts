@@ -89,6 +89,11 @@ export interface Hardware {
    * claimed by the boot OS in inventory mode, used up by the report (state version 3).
    */
   readonly inspection?: WorkerCredential;
+  /**
+   * SHA-256 of the inventory-boot credential the stored inventory was reported with: the same
+   * report sent again (its answer lost) is answered as recorded, not refused (state version 3).
+   */
+  readonly reportedWith?: string;
 }
 
 /** Hardware as the operator describes it; the state adds token, times, version, lifecycle and labels. */
@@ -102,6 +107,7 @@ export type HardwareInput = Omit<
   | 'labels'
   | 'inventory'
   | 'inspection'
+  | 'reportedWith'
 >;
 
 export interface Template {

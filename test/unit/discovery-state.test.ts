@@ -1,6 +1,7 @@
 // Goal: discovery and inventory as the replicated state applies them (docs/decisions/0029): an
 // unknown MAC's inventory boot enrols a machine bound to its per-boot credential; its report is
-// accepted only with that credential, once (any other is refused and recorded in the trail); a
+// accepted only with that credential, once (the same report again is answered as recorded, any
+// other is refused and recorded in the trail); a
 // report that is a known machine by fingerprint (a replaced NIC) folds into it instead of making a
 // new machine; an inspecting machine goes ready when its facts held and to maintenance, the drift
 // named, when they did not; accept makes an enrolled machine ready, and accepting twice is a clear
@@ -15,6 +16,7 @@ import { ControlState } from '../../src/state/control/control-state.js';
 import { machineFacts, matches, parseSelector, SelectorError } from '../../src/fleet/selector.js';
 import { LifecycleHarness, operator } from '../support/lifecycle-harness.js';
 import { exampleInventory } from '../support/inventory-arbitrary.js';
+import { hardwareJson } from '../../src/api/control-messages.js';
 
 const sha = (c: string): string => c.repeat(64);
 const json = (inventory: Inventory): JsonValue => JSON.parse(JSON.stringify(inventory)) as JsonValue;
@@ -102,8 +104,17 @@ describe('discovery', () => {
     assert.match(trail[0]?.error?.message ?? '', /inventory report for hardware "discovered-1" refused/);
     h.refused(report('nobody', 'c'), 'E_NOT_FOUND');
 
-    h.ok(report('discovered-1', 'c'), 'hardware');
-    h.refused(report('discovered-1', 'c'), 'E_INVALID', /holds no inventory-boot credential/);
+    const recorded = h.ok(report('discovered-1', 'c'), 'hardware').hardware;
+    // The same report again (its answer lost) is answered as recorded and changes nothing; any
+    // other report with the used-up credential is refused.
+    assert.deepEqual(h.ok(report('discovered-1', 'c'), 'hardware').hardware, recorded);
+    assert.equal(h.state.hardware('discovered-1')?.version, recorded.version);
+    h.refused(
+      report('discovered-1', 'c', { ...exampleInventory, disks: [] }),
+      'E_INVALID',
+      /holds no inventory-boot credential/,
+    );
+    assert.doesNotMatch(hardwareJson(recorded), /reportedWith/, 'no digest in views');
     // An expired credential is refused by the stamp.
     h.ok(claim('discovered-2', '52:54:00:aa:00:02', '10.0.0.51', 'e'), 'hardware');
     h.nowMs += 601_000;

@@ -1306,6 +1306,7 @@ export class ControlState {
       ...(existing?.labels === undefined ? {} : { labels: existing.labels }),
       ...(existing?.inventory === undefined ? {} : { inventory: existing.inventory }),
       ...(existing?.inspection === undefined ? {} : { inspection: existing.inspection }),
+      ...(existing?.reportedWith === undefined ? {} : { reportedWith: existing.reportedWith }),
     });
     this.#storeHardware(stored, existing);
     if (existing === undefined) this.#machines.registered(stored);

@@ -143,6 +143,19 @@ export function discoveredHardware(
   });
 }
 
+/**
+ * Whether the report is the one the machine's stored inventory came from, sent again: its
+ * credential used up by that report, and the same inventory. Anything else is judged afresh.
+ */
+export function isRepeatedReport(hw: Hardware, sha256: string, inventory: Inventory): boolean {
+  return (
+    hw.inspection === undefined &&
+    hw.reportedWith !== undefined &&
+    hw.reportedWith === sha256.toLowerCase() &&
+    JSON.stringify(hw.inventory) === JSON.stringify(inventory)
+  );
+}
+
 /** Why a report with this credential digest may not be applied to the machine, or undefined. */
 export function reportCredentialRefusal(hw: Hardware, sha256: string, nowMs: number): string | undefined {
   const held = hw.inspection;
@@ -243,7 +256,12 @@ export function reportMove(hw: Hardware, inventory: Inventory): ReportMove {
  * The record with its new inventory and its inventory-boot credential used up. A machine that
  * discovery made takes its architecture and firmware from its first inventory.
  */
-export function withInventory(hw: Hardware, inventory: Inventory, nowMs: number): Hardware {
+export function withInventory(
+  hw: Hardware,
+  inventory: Inventory,
+  reportedWith: string,
+  nowMs: number,
+): Hardware {
   const { inspection: _used, ...rest } = hw;
   const first = hw.metadata['discoveredFrom'] !== undefined && hw.inventory === undefined;
   const arch =
@@ -252,6 +270,7 @@ export function withInventory(hw: Hardware, inventory: Inventory, nowMs: number)
     ...rest,
     ...(first ? { arch, uefi: inventory.firmware === 'uefi' } : {}),
     inventory,
+    reportedWith,
     updatedMs: nowMs,
     version: hw.version + 1,
   });

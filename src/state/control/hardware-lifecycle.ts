@@ -511,7 +511,7 @@ export function lifecycleRecordProblem(
   const lc = hw.lifecycle;
   const what = `hardware "${hw.id}"`;
   if (!tracked) {
-    if (hw.inventory !== undefined || hw.inspection !== undefined)
+    if (hw.inventory !== undefined || hw.inspection !== undefined || hw.reportedWith !== undefined)
       return `${what}: an inventory before state version 3`;
     return lc === undefined && hw.labels === undefined
       ? undefined

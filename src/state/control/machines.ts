@@ -24,6 +24,7 @@ import {
   decideReportTarget,
   discoveredHardware,
   foldedInterfaces,
+  isRepeatedReport,
   reportCredentialRefusal,
   reportMove,
   withInventory,
@@ -230,8 +231,6 @@ export class Machines {
   reportInventory(command: Command<'hardware.inventory'>, nowMs: number): ControlResult {
     const reporter = this.#host.hardware(command.id);
     if (reporter === undefined) return failure('E_NOT_FOUND', `hardware "${command.id}" does not exist`);
-    const refusal = reportCredentialRefusal(reporter, command.credentialSha256, nowMs);
-    if (refusal !== undefined) return failure('E_INVALID', refusal);
     let inventory;
     try {
       inventory = parseInventory(command.inventory);
@@ -239,6 +238,11 @@ export class Machines {
       if (err instanceof InventoryError) return failure('E_INVALID', `inventory: ${err.message}`);
       throw err;
     }
+    // The same report again, its answer lost (a node died, a stream timed out): recorded already.
+    if (isRepeatedReport(reporter, command.credentialSha256, inventory))
+      return { type: 'hardware', hardware: reporter };
+    const refusal = reportCredentialRefusal(reporter, command.credentialSha256, nowMs);
+    if (refusal !== undefined) return failure('E_INVALID', refusal);
     const decision = decideReportTarget(this.#host, reporter, inventory);
     if (decision.kind === 'refused') return failure(decision.code, decision.message);
     let target = decision.target;
@@ -256,7 +260,7 @@ export class Machines {
       target = foldedInterfaces(target, fold.from);
     }
     const step = reportMove(target, inventory);
-    const stored = withInventory(target, inventory, nowMs);
+    const stored = withInventory(target, inventory, command.credentialSha256.toLowerCase(), nowMs);
     const rule = this.#host.acceptRule();
     if (step.kind === 'stay' && rule !== undefined && acceptedByRule(stored, rule)) {
       // The auto-accept rule (docs/decisions/0037): an enrolled machine that matches is ready now.

@@ -168,6 +168,7 @@ const readStoredHardware = object({
   // From discovery (docs/decisions/0029-discovery.md), also state version 3 and after the above.
   inventory: optional(readInventory),
   inspection: optional(readWorkerCredential),
+  reportedWith: optional(text),
 });
 
 /** A stored record: the operator's input plus what the state adds. */
@@ -182,6 +183,7 @@ export const readHardware: Reader<Hardware> = (value, path) => {
     labels,
     inventory,
     inspection,
+    reportedWith,
     ...input
   } = readStoredHardware(value, path);
   const sha256 = workerTokenSha256 ?? (workerToken === undefined ? undefined : sha256HexOf(workerToken));
@@ -198,6 +200,7 @@ export const readHardware: Reader<Hardware> = (value, path) => {
     ...(labels === undefined ? {} : { labels }),
     ...(inventory === undefined ? {} : { inventory }),
     ...(inspection === undefined ? {} : { inspection }),
+    ...(reportedWith === undefined ? {} : { reportedWith }),
   };
 };
 
