@@ -1637,6 +1637,43 @@ function runStream(steps: readonly Step[], cutSeed: number): Set<string> {
 
 const streams = fc.array(stepArbitrary(), { minLength: 1, maxLength: 120, size: 'max' });
 
+// Found by the property below (seed 593533193): with two workflows on m1, a refused
+// hardware.delete named the first in the active set, whose order differs after a restore, so a
+// restored member's audit trail read otherwise than the others'.
+it('a refusal names the same workflow on a member restored from a snapshot', () => {
+  const spec = {
+    version: '0.1',
+    name: 'provision',
+    globalTimeoutS: 1800,
+    tasks: [
+      {
+        name: 't0',
+        worker: 'm1',
+        env: {},
+        volumes: [],
+        actions: [
+          { name: 'a0', command: ['/bin/true'], args: [], env: {}, volumes: [], timeoutS: 1, retries: 0 },
+        ],
+      },
+    ],
+  };
+  const steps: Step[] = [
+    { kind: 'create', slot: 1, hardwareId: 'm1', advanceMs: 1, spec },
+    { kind: 'create', slot: 0, hardwareId: 'm1', advanceMs: 10000, spec },
+    {
+      kind: 'raw',
+      command: {
+        type: 'hardware.delete',
+        id: 'm1',
+        audit: { user: 'alice', role: 'operator', address: '127.0.0.1:1', method: 'Control/X' },
+      },
+      advanceMs: 1,
+    },
+    { kind: 'report', slot: 0, outcome: 'ok', skew: 0, advanceMs: 10000 },
+  ];
+  runStream(steps, 839620372);
+});
+
 it('property: random command streams never throw, keep the invariants and are deterministic', () => {
   fc.assert(
     fc.property(streams, fc.nat(), (steps, cutSeed) => {

@@ -1336,14 +1336,19 @@ export class ControlState {
     }
     const owned = this.#machines.deleteRefusal(existing);
     if (owned !== undefined) return failure('E_CONFLICT', owned);
+    // The oldest such workflow is named: the set's order differs after a restore, and the refusal
+    // (kept in the audit trail) must read the same on every member.
+    let user: Workflow | undefined;
     for (const wfId of this.#active) {
       const wf = this.#workflows.get(wfId);
-      if (wf !== undefined && (wf.hardwareId === id || wf.spec.tasks.some((t) => t.worker === id))) {
-        return failure(
-          'E_CONFLICT',
-          `hardware "${id}" is used by ${wf.state} workflow "${wf.id}"; cancel it first`,
-        );
-      }
+      if (wf !== undefined && (wf.hardwareId === id || wf.spec.tasks.some((t) => t.worker === id)))
+        if (user === undefined || byCreation(wf, user) < 0) user = wf;
+    }
+    if (user !== undefined) {
+      return failure(
+        'E_CONFLICT',
+        `hardware "${id}" is used by ${user.state} workflow "${user.id}"; cancel it first`,
+      );
     }
     const unfinished = this.firstActivePowerJob(id);
     if (unfinished !== undefined) {
