@@ -11,14 +11,7 @@ echo "== typecheck ($(date +%T))"; npx tsc --noEmit
 echo "== build for the tests"; node --import tsx test/build-dist.ts
 echo "== lint"; npx eslint .
 echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
-# The longest files first (the QEMU machines, then the other end-to-end and integration tests),
-# so that two run side by side until the end instead of one long file running alone at the tail.
-mapfile -t files < <(
-  find test/e2e -name '*qemu*.test.ts' | sort
-  find test/e2e -name '*.test.ts' ! -name '*qemu*' | sort
-  find test/integration test/sim -name '*.test.ts' | sort
-  find test -name '*.test.ts' ! -path 'test/e2e/*' ! -path 'test/integration/*' ! -path 'test/sim/*' | sort
-)
+mapfile -t files < <(find test -name '*.test.ts' | sort)
 echo "== tests (${#files[@]} files, $(date +%T))"
 # Coverage of src/ and lb/ (child processes included: they run dist/, mapped back to src/ and
 # lb/ through its source maps as tsx's are in the test processes); below the floor (the level
