@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
 import { repoRoot } from './clusters.js';
 import { machineFacts } from './machine.js';
-import type { EldSample } from './eld-probe.js';
+import { eldSnapshot } from './eld-read.js';
 import type { NodeStatusLine } from './dhcp-admin.js';
 import { findTools, installCommand, keaConfig, sbinPath, type Tools } from './dhcp-kea.js';
 import {
@@ -68,7 +68,6 @@ const nodeReadyTimeoutMs = 90_000;
 const leaderTimeoutMs = 30_000;
 const adminTimeoutMs = 180_000;
 /** How long the event-loop probe gets to write its histogram. */
-const eldWaitMs = 3000;
 /** SIGTERM, then SIGKILL: long enough for a leader hand-over and a CPU profile write. */
 const stopGraceMs = 15_000;
 
@@ -310,33 +309,6 @@ async function perfdhcpStep(
   if (report.ratePerS === null || report.discoverOffer === null)
     step = { ...step, error: `perfdhcp exited ${run.code ?? run.signal}: ${output.slice(-600)}` };
   return step;
-}
-
-const eldSeq = new Map<number, number>();
-
-/**
- * The event-loop delay histogram of a process running bench/eld-probe.ts since the previous
- * call: SIGUSR2 makes the probe write it to DIR/PID-SEQ.json and start a new one. Null when it
- * does not answer within eldWaitMs (the process is gone, say).
- */
-async function eldSnapshot(eld: { readonly pid: number; readonly dir: string }): Promise<EldSample | null> {
-  const seq = (eldSeq.get(eld.pid) ?? 0) + 1;
-  eldSeq.set(eld.pid, seq);
-  try {
-    process.kill(eld.pid, 'SIGUSR2');
-  } catch {
-    return null;
-  }
-  const file = join(eld.dir, `${eld.pid}-${seq}.json`);
-  const deadline = Date.now() + eldWaitMs;
-  while (Date.now() < deadline) {
-    try {
-      return JSON.parse(readFileSync(file, 'utf8')) as EldSample;
-    } catch {
-      await sleep(20); // not there yet, or partly written
-    }
-  }
-  return null;
 }
 
 /** The Udp RcvbufErrors counter of namespace `ns` (/proc/net/snmp is per namespace). */

@@ -15,8 +15,7 @@
 // {"event":"pools"} once created, {"event":"midway"} once half of all pool slots are deployed
 // (bench/fleet.ts then kills the leader), {"event":"result","file":F} at the end.
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { createReadStream, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { credentials, Metadata } from '@grpc/grpc-js';
@@ -28,7 +27,15 @@ import { openingKey } from '../src/platform/sealed-box.js';
 import { Prng } from '../src/platform/prng.js';
 import { pool } from './control.js';
 import { sleep } from './stats.js';
-import { errorText, machineMac, retried, say, waitApplied, workflowsOf } from './storm-fleet.js';
+import {
+  errorText,
+  machineMac,
+  registerWorkload,
+  retried,
+  say,
+  waitApplied,
+  workflowsOf,
+} from './storm-fleet.js';
 import { FleetDhcp, httpRequest, tftpRead } from './storm-protocols.js';
 import { httpUntil, openClaim, runWorkflow, sample, type Sample, type WorkerFleet } from './storm-worker.js';
 
@@ -312,33 +319,7 @@ async function report(
 // ------------------------------------------------------------------------------ the operator
 
 async function setup(c: FleetMachinesConfig, client: ClusterClient): Promise<void> {
-  const actions = Array.from(
-    { length: c.actions },
-    (_, i) => `      - name: step-${String(i + 1)}\n        command: ["true"]\n        timeout: 120`,
-  ).join('\n');
-  await retried(() =>
-    client.control('templateCreate', {
-      source: `version: "0.1"\nname: ${template}\nglobal_timeout: 1800\ntasks:\n  - name: install\n    actions:\n${actions}\n`,
-      replace: true,
-    }),
-  );
-  for (const [name, file] of [
-    ['vmlinuz-x86_64', c.kernelFile],
-    ['initramfs-x86_64', c.initrdFile],
-  ] as const) {
-    const content = readFileSync(file);
-    await retried(() =>
-      client.uploadArtifact(
-        {
-          name,
-          bytes: content.length,
-          sha256: createHash('sha256').update(content).digest('hex'),
-          expectVersion: 0,
-        },
-        () => createReadStream(file),
-      ),
-    );
-  }
+  await registerWorkload(client, { template, task: 'install', ...c });
   await waitApplied(c.apiServers);
 }
 

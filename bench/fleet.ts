@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
 import type { EldSample } from './eld-probe.js';
+import { eldSnapshot } from './eld-read.js';
 import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
 import { percentile, round, sleep } from './stats.js';
@@ -183,7 +184,6 @@ async function runFleet(
     { cwd: repoRoot },
   );
   const leaderLoop: Record<string, EldSample | null> = {};
-  const seq = new Map<number, number>();
   const leaderEld = async (phase: string): Promise<void> => {
     // The live node holding the VIP, the leader (a killed one keeps the address on its link);
     // a moment after a kill, wait for it to move.
@@ -204,7 +204,7 @@ async function runFleet(
       }
       if (pid === undefined) await sleep(200);
     }
-    leaderLoop[phase] = pid === undefined ? null : await eldSnapshot(pid, eldDir, seq);
+    leaderLoop[phase] = pid === undefined ? null : await eldSnapshot({ pid, dir: eldDir });
   };
   let killed: string | null = null;
   let killedAtMs: number | null = null;
@@ -242,27 +242,6 @@ async function runFleet(
   await leaderEld(o.kill ? 'filling_after_kill' : 'filling');
   await fleet.exited;
   return { killed, killedAtMs, leaderLoop };
-}
-
-/** The probe's histogram since the previous read (bench/eld-probe.ts), or null if it did not answer. */
-async function eldSnapshot(pid: number, dir: string, seq: Map<number, number>): Promise<EldSample | null> {
-  const n = (seq.get(pid) ?? 0) + 1;
-  seq.set(pid, n);
-  try {
-    process.kill(pid, 'SIGUSR2');
-  } catch {
-    return null;
-  }
-  const file = join(dir, `${String(pid)}-${String(n)}.json`);
-  const deadline = Date.now() + 3000;
-  while (Date.now() < deadline) {
-    try {
-      return JSON.parse(readFileSync(file, 'utf8')) as EldSample;
-    } catch {
-      await sleep(20); // not written yet, or partly
-    }
-  }
-  return null;
 }
 
 function stepStats(r: FleetMachinesResult, kind: SampleKind): Record<string, number> | null {

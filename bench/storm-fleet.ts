@@ -131,22 +131,33 @@ export async function retried(write: () => Promise<unknown>): Promise<void> {
   }
 }
 
-async function setup(c: FleetConfig): Promise<void> {
-  const started = Date.now();
-  const client = new ClusterClient(c.apiServers, { timeoutMs: 30_000 });
+/**
+ * The simulated fleet's workload: a template of `actions` short actions in one task, and the boot
+ * OS stand-ins as the artifacts vmlinuz-x86_64 and initramfs-x86_64 (bench/fleet-machines.ts too).
+ */
+export async function registerWorkload(
+  client: ClusterClient,
+  w: {
+    readonly template: string;
+    readonly task: string;
+    readonly actions: number;
+    readonly kernelFile: string;
+    readonly initrdFile: string;
+  },
+): Promise<void> {
   const actions = Array.from(
-    { length: c.actions },
+    { length: w.actions },
     (_, i) => `      - name: step-${String(i + 1)}\n        command: ["true"]\n        timeout: 120`,
   ).join('\n');
   await retried(() =>
     client.control('templateCreate', {
-      source: `version: "0.1"\nname: ${template}\nglobal_timeout: 1800\ntasks:\n  - name: provision\n    actions:\n${actions}\n`,
+      source: `version: "0.1"\nname: ${w.template}\nglobal_timeout: 1800\ntasks:\n  - name: ${w.task}\n    actions:\n${actions}\n`,
       replace: true,
     }),
   );
   for (const [name, file] of [
-    ['vmlinuz-x86_64', c.kernelFile],
-    ['initramfs-x86_64', c.initrdFile],
+    ['vmlinuz-x86_64', w.kernelFile],
+    ['initramfs-x86_64', w.initrdFile],
   ] as const) {
     const content = readFileSync(file);
     await retried(() =>
@@ -161,6 +172,12 @@ async function setup(c: FleetConfig): Promise<void> {
       ),
     );
   }
+}
+
+async function setup(c: FleetConfig): Promise<void> {
+  const started = Date.now();
+  const client = new ClusterClient(c.apiServers, { timeoutMs: 30_000 });
+  await registerWorkload(client, { template, task: 'provision', ...c });
   const ids = Array.from({ length: c.machines }, (_, i) => i);
   await pool(ids, 16, async (i) => {
     const doc = {
