@@ -1,11 +1,13 @@
 // Goal: with an AddressFeed, the TFTP server on 0.0.0.0 answers every request from the address
 // it was sent to: OACK, DATA and ERROR alike, on worker threads and on the server's own thread.
 // Listeners follow the feed: an address added is answered from itself; an address removed has
-// its in-flight transfers ended at once ('addressGone', counted) and its requests fall back to
-// the wildcard listener, which is also the catch-all for addresses the feed has not reported.
-// A client that the catch-all answered from the wrong address (before the VIP's listener was
-// bound) is served from the VIP when it asks again from the same port. A feed with a host other
-// than 0.0.0.0 is refused with a clear error.
+// its in-flight transfers ended at once ('addressGone', counted). The wildcard listener, which
+// hears requests to addresses the feed has not reported (the VIP just after it was added), does
+// not answer them, since its reply would not leave from the address asked: the request is counted
+// as dropped ('notListening'), and the client's retransmission is answered from the VIP once its
+// listener is bound. Should a listener fail to bind, the wildcard one answers again, and a client
+// it answered from the wrong address is served from the right one when it asks again from the
+// same port. A feed with a host other than 0.0.0.0 is refused with a clear error.
 // Method: real servers and sockets on loopback, where every 127.0.0.0/8 address is local
 // without being configured, so 127.0.0.2 and 127.0.0.3 stand in for the node address and the
 // VIP; the feed is a plain subject the test drives. A small dgram client on 127.0.0.1 records
@@ -18,7 +20,12 @@ import dgram from 'node:dgram';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startTftpServer, type TftpServer, type TransferEndEvent } from '../../src/boot/tftp/server.js';
+import {
+  startTftpServer,
+  type RequestDroppedEvent,
+  type TftpServer,
+  type TransferEndEvent,
+} from '../../src/boot/tftp/server.js';
 import type { AddressFeed } from '../../src/boot/tftp/address-feed.js';
 import { decodePacket, encodePacket, type TftpPacket } from '../../src/boot/tftp/packet.js';
 import { waitFor } from '../support/wait.js';
@@ -60,6 +67,8 @@ async function openClient(): Promise<{
   next(): Promise<Arrival>;
   /** Resolves once the datagram has left (a close right after a bare send may drop it). */
   send(packet: TftpPacket, address: string, port: number): Promise<void>;
+  /** Packets received and not yet taken with next(). */
+  pending(): number;
   close(): void;
 }> {
   const socket = dgram.createSocket('udp4');
@@ -89,6 +98,7 @@ async function openClient(): Promise<{
     },
     send: (packet, address, port) =>
       new Promise<void>((resolve) => socket.send(encodePacket(packet), port, address, () => resolve())),
+    pending: () => queue.length,
     close: () => socket.close(),
   };
 }
@@ -137,18 +147,26 @@ after(async () => {
   if (dir !== '') await rm(dir, { recursive: true, force: true });
 });
 
-async function start(feed: AddressFeed, workers: number, ends: TransferEndEvent[]): Promise<TftpServer> {
-  if (dir === '') {
-    dir = await mkdtemp(path.join(tmpdir(), 'slipway-tftp-addr-'));
-    await writeFile(path.join(dir, 'ipxe.efi'), file);
-  }
+async function fixtureDir(): Promise<string> {
+  dir = await mkdtemp(path.join(tmpdir(), 'slipway-tftp-addr-'));
+  await writeFile(path.join(dir, 'ipxe.efi'), file);
+  return dir;
+}
+
+async function start(
+  feed: AddressFeed,
+  workers: number,
+  ends: TransferEndEvent[],
+  drops: RequestDroppedEvent[] = [],
+): Promise<TftpServer> {
+  if (dir === '') await fixtureDir();
   const server = await startTftpServer({
     host: '0.0.0.0',
     port: 0,
     root: dir,
     workers,
     addresses: feed,
-    hooks: { onTransferEnd: (e) => ends.push(e) },
+    hooks: { onTransferEnd: (e) => ends.push(e), onRequestDropped: (e) => drops.push(e) },
   });
   servers.push(server);
   return server;
@@ -158,7 +176,8 @@ for (const workers of [2, 0]) {
   void test(`every reply leaves from the address asked, and listeners follow the feed (workers: ${workers})`, async () => {
     const feed = new AddressSubject([CLIENT, NODE]);
     const ends: TransferEndEvent[] = [];
-    const server = await start(feed, workers, ends);
+    const drops: RequestDroppedEvent[] = [];
+    const server = await start(feed, workers, ends, drops);
     assert.deepEqual(server.stats.listening, [CLIENT, NODE]);
 
     // The node's address: OACK and DATA from it; an ERROR too.
@@ -167,13 +186,33 @@ for (const workers of [2, 0]) {
     assert.deepEqual(new Set(fromNode.sources), new Set([NODE]));
     assert.deepEqual(await readFrom(server.port, NODE, 'missing.efi'), { sources: [NODE], bytes: -1 });
 
-    // The VIP before the feed reports it: the wildcard listener answers, and the kernel picks
-    // the source (here the client's own loopback address), which is what firmware rejects.
-    assert.deepEqual(new Set((await readFrom(server.port, VIP, 'ipxe.efi')).sources), new Set([CLIENT]));
+    // The VIP before the feed reports it: the wildcard listener hears the request and says
+    // nothing (its reply would leave from the kernel's pick, here the client's own loopback
+    // address, which firmware rejects).
+    const early = await openClient();
+    try {
+      await early.send(rrq('ipxe.efi'), VIP, server.port);
+      await waitFor('the request to the VIP dropped', () => drops.length === 1);
+      assert.deepEqual(
+        drops.map((d) => [d.reason, d.filename, d.client.address]),
+        [['notListening', 'ipxe.efi', CLIENT]],
+      );
+      assert.equal(early.pending(), 0, 'nothing answered the request to an address without a listener');
 
-    // The VIP arrives: answered from itself.
-    feed.set([CLIENT, NODE, VIP]);
-    await waitFor('a listener on the VIP', () => server.stats.listening.includes(VIP));
+      // The VIP arrives: the retransmission is answered from it.
+      feed.set([CLIENT, NODE, VIP]);
+      await waitFor('a listener on the VIP', () => server.stats.listening.includes(VIP));
+      await early.send(rrq('ipxe.efi'), VIP, server.port);
+      const answer = await early.next();
+      assert.deepEqual([answer.packet.type, answer.address], ['oack', VIP]);
+      assert.equal(drops.length, 1);
+      // The client ends that transfer itself, so that only the one below is in flight later.
+      const ended = ends.length;
+      await early.send({ type: 'error', code: 0, message: 'enough' }, answer.address, answer.port);
+      await waitFor('the transfer the client ended', () => ends.length === ended + 1);
+    } finally {
+      early.close();
+    }
     const fromVip = await readFrom(server.port, VIP, 'ipxe.efi');
     assert.deepEqual([fromVip.bytes, [...new Set(fromVip.sources)]], [file.length, [VIP]]);
 
@@ -194,17 +233,36 @@ for (const workers of [2, 0]) {
     } finally {
       held.close();
     }
-    // The catch-all takes the VIP's requests again, and the node address is still served.
-    assert.deepEqual(new Set((await readFrom(server.port, VIP, 'ipxe.efi')).sources), new Set([CLIENT]));
+    // A request to the VIP gone is dropped again, and the node address is still served.
+    const late = await openClient();
+    try {
+      await late.send(rrq('ipxe.efi'), VIP, server.port);
+      await waitFor('the request to the VIP gone dropped', () => drops.length === 2);
+      assert.deepEqual([drops[1]?.reason, late.pending()], ['notListening', 0]);
+    } finally {
+      late.close();
+    }
     assert.deepEqual(new Set((await readFrom(server.port, NODE, 'ipxe.efi')).sources), new Set([NODE]));
     await waitFor('every transfer to end', () => server.stats.transfersActive === 0);
   });
 }
 
-void test('a client answered from the wrong address by the catch-all is served from the right one when it asks again', async () => {
-  const feed = new AddressSubject([CLIENT, NODE]);
+void test('while a listener failed to bind, the catch-all answers; a client it answered from the wrong address is served from the right one when it asks again', async () => {
+  // 192.0.2.1 (TEST-NET-1) is no address of this host: its bind fails. Nothing is sent to it.
+  const feed = new AddressSubject([CLIENT, NODE, '192.0.2.1']);
   const ends: TransferEndEvent[] = [];
-  const server = await start(feed, 0, ends);
+  const errors: unknown[] = [];
+  const server = await startTftpServer({
+    host: '0.0.0.0',
+    port: 0,
+    root: dir === '' ? await fixtureDir() : dir,
+    workers: 0,
+    addresses: feed,
+    hooks: { onTransferEnd: (e) => ends.push(e), onError: (e) => errors.push(e) },
+  });
+  servers.push(server);
+  assert.deepEqual(server.stats.listening, [CLIENT, NODE]);
+  assert.match(String(errors[0]), /could not listen on 192\.0\.2\.1/);
   const client = await openClient();
   try {
     // Asked at the VIP before its listener exists: the catch-all answers from another address,

@@ -20,7 +20,8 @@ export interface ListenerChanges {
 /**
  * What turns the listeners bound on `bound` into one per address of `current`. Anything that is
  * not a unicast-usable IPv4 address (IPv6, the wildcard, a broadcast, a malformed entry) gets no
- * listener: the wildcard listener covers it as before.
+ * listener: only the wildcard listener hears requests to it, and answers none while every
+ * listener is bound (listeners.ts).
  */
 export function listenerChanges(bound: ReadonlySet<string>, current: readonly string[]): ListenerChanges {
   const wanted = new Set(current.filter(isListenableIpv4));

@@ -3,9 +3,13 @@
 //
 // Linux hands a datagram to the socket bound to its destination address before a wildcard one,
 // so a request sent to the VIP reaches the VIP's listener, and the transfer bound to that
-// listener's address answers from the VIP. The wildcard listener stays as the catch-all for an
-// address whose listener is not bound yet (the kernel then picks the reply's source, as before).
-// All of them set SO_REUSEADDR, without which Linux refuses a second bind of the port.
+// listener's address answers from the VIP. The wildcard listener then hears only requests to an
+// address the feed has not reported yet, such as the VIP in the moment after it was added: it
+// stays silent to them, since its reply would leave from whatever source the kernel picks, which
+// firmware ignores and a client could take for a wrong server; the client's retransmission
+// reaches the address's own listener once bound. Should a listener fail to bind, the wildcard one
+// answers again (from the kernel's source) until every address has its own. All of them set
+// SO_REUSEADDR, without which Linux refuses a second bind of the port.
 //
 // Feed updates are applied one at a time, in order, always to the latest address list.
 import type dgram from 'node:dgram';
@@ -27,6 +31,8 @@ export interface ListenerSetParams {
   /** Only with host 0.0.0.0. */
   readonly feed?: AddressFeed | undefined;
   readonly onMessage: (message: Buffer, from: TftpPeer, listener: Listener) => void;
+  /** The wildcard listener heard a datagram it does not answer (only with a feed). */
+  readonly onUnanswered?: ((message: Buffer, from: TftpPeer) => void) | undefined;
   readonly onError: (error: unknown) => void;
   /** The address's listener has closed; transfers bound to it can no longer be answered. */
   readonly onAddressGone: (address: string) => void;
@@ -39,12 +45,14 @@ class BoundListener implements Listener {
   readonly #socket: dgram.Socket;
   #open = true;
 
-  constructor(socket: dgram.Socket, params: ListenerSetParams) {
+  constructor(socket: dgram.Socket, params: ListenerSetParams, answers: () => boolean = () => true) {
     this.#socket = socket;
     this.local = socket.address().address;
-    socket.on('message', (message, from) =>
-      params.onMessage(message, { address: from.address, port: from.port }, this),
-    );
+    socket.on('message', (message, from) => {
+      const peer = { address: from.address, port: from.port };
+      if (answers()) params.onMessage(message, peer, this);
+      else params.onUnanswered?.(message, peer);
+    });
     socket.on('error', (error) => params.onError(error));
   }
 
@@ -68,15 +76,18 @@ export class ListenerSet {
   readonly #params: ListenerSetParams;
   readonly #main: BoundListener;
   readonly #byAddress = new Map<string, BoundListener>();
+  /** Addresses of the feed whose listener failed to bind; tried again at the feed's next change. */
+  readonly #unbound: Set<string>;
   #unsubscribe: () => void = () => undefined;
   /** The feed's latest list, not yet applied; null when there is nothing new. */
   #wanted: readonly string[] | null = null;
   #applying: Promise<void> = Promise.resolve();
   #closed = false;
 
-  private constructor(params: ListenerSetParams, main: BoundListener) {
+  private constructor(params: ListenerSetParams, main: BoundListener, unbound: Set<string>) {
     this.#params = params;
     this.#main = main;
+    this.#unbound = unbound;
   }
 
   /** Binds the main listener, then (with a feed) one per current address; resolves once all are bound. */
@@ -89,7 +100,9 @@ export class ListenerSet {
       );
     }
     const socket = await bindSocket(params.socketType, params.port, params.host, following);
-    const set = new ListenerSet(params, new BoundListener(socket, params));
+    const unbound = new Set<string>();
+    const answers = (): boolean => !following || unbound.size > 0;
+    const set = new ListenerSet(params, new BoundListener(socket, params, answers), unbound);
     if (params.feed !== undefined) {
       set.#unsubscribe = params.feed.subscribe((addresses) => set.#update(addresses));
       await set.#applying;
@@ -134,6 +147,7 @@ export class ListenerSet {
 
   async #apply(addresses: readonly string[]): Promise<void> {
     const { add, remove } = listenerChanges(new Set(this.#byAddress.keys()), addresses);
+    for (const address of this.#unbound) if (!addresses.includes(address)) this.#unbound.delete(address);
     for (const address of remove) {
       const listener = this.#byAddress.get(address);
       this.#byAddress.delete(address);
@@ -145,8 +159,10 @@ export class ListenerSet {
       try {
         const socket = await bindSocket(this.#params.socketType, this.port, address, true);
         this.#byAddress.set(address, new BoundListener(socket, this.#params));
+        this.#unbound.delete(address);
       } catch (error) {
         // Tried again at the feed's next change; meanwhile the wildcard listener answers.
+        this.#unbound.add(address);
         this.#params.onError(
           new Error(`TFTP could not listen on ${address}:${this.port}: ${String(error)}`, { cause: error }),
         );

@@ -82,8 +82,12 @@ export interface RequestRefusedEvent {
 export interface RequestDroppedEvent {
   readonly filename: string;
   readonly client: TftpPeer;
-  /** 'busy': transfersMax transfers are in progress. 'noWorker': every worker is being replaced. */
-  readonly reason: 'busy' | 'noWorker';
+  /**
+   * 'busy': transfersMax transfers are in progress. 'noWorker': every worker is being replaced.
+   * 'notListening': sent to an address that has no listener of its own yet (with an AddressFeed),
+   * so a reply could not leave from it; the retransmission finds the address's listener.
+   */
+  readonly reason: 'busy' | 'noWorker' | 'notListening';
   /** Requests dropped since the server started, this one included. */
   readonly droppedTotal: number;
 }
@@ -220,6 +224,7 @@ export async function startTftpServer(options: TftpServerOptions): Promise<TftpS
       port: options.port ?? 69,
       feed: options.addresses,
       onMessage: (message, from, listener) => state?.onRequest(message, from, listener),
+      onUnanswered: (message, from) => state?.onUnanswered(message, from),
       onError: (error) => hooks.onError?.(error),
       onAddressGone: (address) => runner.addressGone(address),
       onChange: hooks.onListenersChanged,
@@ -358,6 +363,14 @@ class ServerState {
     if (this.#clients.get(transfer.key) === transfer) this.#clients.delete(transfer.key);
   }
 
+  /** A datagram to an address without its own listener yet: a read request is counted as dropped. */
+  onUnanswered(message: Buffer, client: TftpPeer): void {
+    if (this.#closed !== null) return;
+    const decoded = decodePacket(message);
+    if (!decoded.ok || decoded.packet.type !== 'rrq') return;
+    this.#drop(Buffer.from(decoded.packet.filename, 'latin1').toString('utf8'), client, 'notListening');
+  }
+
   onRequest(message: Buffer, client: TftpPeer, listener: Listener): void {
     if (this.#closed !== null) return;
     const decoded = decodePacket(message);
@@ -424,8 +437,8 @@ class ServerState {
       if (active === RESOLVING || !active.started || active.asking) return;
       active.asking = true;
       // The same request to another of our addresses is not a retransmission: the client asked
-      // the VIP, was answered by the catch-all from another address (before the VIP's listener
-      // was bound), ignored that, and asks again; it must be answered from the VIP now.
+      // the VIP, was answered by the catch-all from another address (while a listener could not
+      // be bound), ignored that, and asks again; it must be answered from the VIP now.
       const repeated = sameRequest(active.request, request) && active.listener === listener;
       const admit = await this.#params.runner.repeat(active.id, repeated);
       active.asking = false;
