@@ -58,6 +58,8 @@ export default tseslint.config(
       'coverage/',
       'src/gen/',
       'bin/*.js',
+      // Loaded by node:test before tsx's hooks, so plain JavaScript.
+      'test/support/file-times-reporter.mjs',
       'eslint.config.js',
       'eslint/',
     ],

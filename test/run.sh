@@ -16,10 +16,21 @@ echo "== tests (${#files[@]} files, $(date +%T))"
 # Coverage of src/ and lb/ (child processes included: they run dist/, mapped back to src/ and
 # lb/ through its source maps as tsx's are in the test processes); below the floor (the level
 # reached when it was set: 93.3 to 93.5 % of lines in its runs) the run fails.
+# Beside the TAP output, each file's time is written to a file, and the ten slowest are printed
+# after the run, passed or failed (test/README.md, "Where the time goes").
+times="$(mktemp)"
+status=0
 npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 'src/gen/**' \
   --include 'dist/src/**' --include 'dist/lb/**' --exclude 'dist/src/gen/**' \
   --check-coverage --lines 93 \
-  node --import tsx --test --test-concurrency=2 "${files[@]}"
+  node --import tsx --test --test-concurrency=2 \
+  --test-reporter=tap --test-reporter-destination=stdout \
+  --test-reporter=./test/support/file-times-reporter.mjs --test-reporter-destination="$times" \
+  "${files[@]}" || status=$?
+echo "== the ten slowest test files ($(date +%T)), seconds of their top-level tests"
+head -n 10 "$times"
+rm -f "$times"
+[ "$status" -eq 0 ] || exit "$status"
 # Node 24 LTS: the tests that start real nodes, workers and the balancer, again on Node 24.
 echo "== Node 24 ($(date +%T))"; bash test/node24.sh
 # Every benchmark in its quick form (bench/README.md), after the tests, on the production build
