@@ -8,10 +8,14 @@
 // own, from the installed unit's ExecStart, User, Group and AmbientCapabilities: systemd does
 // not run on this machine, so the unit's settings are applied by hand with util-linux's setpriv
 // (the unit file is read from the installed root, so a change to it is what is tested).
+// The fresh debootstrap result is kept as a tarball in the user's cache for a week (as pbuilder
+// keeps its base.tgz), and apt's downloaded packages beside it, so later runs unpack the same
+// clean root instead of fetching and configuring it again; nothing else is ever written to them.
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -27,7 +31,15 @@ const netns = `slw-pkg-${String(process.pid)}`;
 
 const work = mkdtempSync(join(tmpdir(), 'slipway-package-'));
 const root = join(work, 'trixie');
+const cache = join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'slipway');
+const mirrorKey = createHash('sha256').update(mirror).digest('hex').slice(0, 12);
+/** The clean root as debootstrap left it, per mirror; refreshed after a week. */
+const baseTarball = join(cache, `debian-trixie-minbase-${mirrorKey}.tar`);
+const baseMaxAgeMs = 7 * 24 * 3600_000;
+/** apt's downloaded packages, bound into the root while apt runs. */
+const aptArchives = join(cache, `debian-trixie-apt-archives-${mirrorKey}`);
 let procMounted = false;
+let archivesMounted = false;
 let node: ChildProcess | undefined;
 
 /** Runs a command inside the installed root, in the test's network namespace. */
@@ -57,20 +69,40 @@ before(async () => {
   });
   const deb = built.stdout.trim().split('\n').at(-1) ?? '';
   assert.ok(deb.endsWith(`slipway_${version}_amd64.deb`) && existsSync(deb), built.stdout);
-  await run('debootstrap', ['--variant=minbase', 'trixie', root, mirror], {
-    timeout: 900_000,
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  await cleanRoot();
   await run('cp', [deb, join(root, 'tmp', 'slipway.deb')]);
+  mkdirSync(join(aptArchives, 'partial'), { recursive: true });
+  await run('mount', ['--bind', aptArchives, join(root, 'var/cache/apt/archives')]);
+  archivesMounted = true;
   await run('mount', ['-t', 'proc', 'proc', join(root, 'proc')]);
   procMounted = true;
   await run('ip', ['netns', 'add', netns]);
   await run('ip', ['netns', 'exec', netns, 'ip', 'link', 'set', 'lo', 'up']);
 });
 
+/** A minimal Debian 13 at `root`: unpacked from the cached debootstrap result, or made (and cached). */
+async function cleanRoot(): Promise<void> {
+  const fresh = existsSync(baseTarball) && Date.now() - statSync(baseTarball).mtimeMs < baseMaxAgeMs;
+  if (fresh) {
+    mkdirSync(root);
+    await run('tar', ['-xpf', baseTarball, '-C', root, '--numeric-owner'], { timeout: 300_000 });
+    return;
+  }
+  await run('debootstrap', ['--variant=minbase', 'trixie', root, mirror], {
+    timeout: 900_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  mkdirSync(cache, { recursive: true });
+  const partial = `${baseTarball}.partial`;
+  await run('tar', ['-cpf', partial, '-C', root, '--numeric-owner', '.'], { timeout: 300_000 });
+  renameSync(partial, baseTarball);
+}
+
 after(async () => {
   if (node?.pid !== undefined && node.exitCode === null) node.kill('SIGKILL');
   if (procMounted) await run('umount', ['--lazy', join(root, 'proc')]).catch(() => undefined);
+  if (archivesMounted)
+    await run('umount', ['--lazy', join(root, 'var/cache/apt/archives')]).catch(() => undefined);
   await run('ip', ['netns', 'del', netns]).catch(() => undefined);
   rmSync(work, { recursive: true, force: true });
 });
