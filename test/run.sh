@@ -20,6 +20,8 @@ echo "== tests (${#files[@]} files, $(date +%T))"
 # after the run, passed or failed (test/README.md, "Where the time goes").
 times="$(mktemp)"
 status=0
+cpu_before="$(head -n 1 /proc/stat)"
+started=$SECONDS
 npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 'src/gen/**' \
   --include 'dist/src/**' --include 'dist/lb/**' --exclude 'dist/src/gen/**' \
   --check-coverage --lines 93 \
@@ -27,6 +29,12 @@ npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 's
   --test-reporter=tap --test-reporter-destination=stdout \
   --test-reporter=./test/support/file-times-reporter.mjs --test-reporter-destination="$times" \
   "${files[@]}" || status=$?
+# How busy the cores were: whether running more files at once could gain anything.
+read -r _ u1 n1 s1 i1 w1 _ <<<"$cpu_before"
+read -r _ u2 n2 s2 i2 w2 _ < <(head -n 1 /proc/stat)
+busy=$(((u2 + n2 + s2) - (u1 + n1 + s1)))
+idle=$(((i2 + w2) - (i1 + w1)))
+echo "== tests took $((SECONDS - started)) s; the $(nproc) cores were busy $((100 * busy / (busy + idle + 1))) % of it"
 echo "== the ten slowest test files ($(date +%T)), seconds of their top-level tests"
 head -n 10 "$times"
 rm -f "$times"
