@@ -35,6 +35,7 @@ import { SlipwayCluster } from './clusters.js';
 import { AgentProcesses } from './control-agents.js';
 import { ControlPhases, printResult, type CreateWorkflows } from './control-phases.js';
 import { round, rssMb, sleep } from './stats.js';
+import { wholeNumber } from './options.js';
 
 interface Options {
   readonly workers: number;
@@ -77,20 +78,15 @@ function parseOptions(argv: readonly string[]): Options {
   const fullDefaults = { workers: '1000', active: '50', actions: '5', waves: '5', 'hold-ms': '2000' };
   const defaults = values.quick ? quickDefaults : fullDefaults;
   const pick = (name: keyof typeof fullDefaults): string => values[name] ?? defaults[name];
-  const int = (v: string, name: string, min: number, max: number): number => {
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
-      throw new Error(`--${name} must be ${min}..${max}`);
-    return Number(v);
-  };
   return {
-    workers: int(pick('workers'), 'workers', 1, 5000),
-    actions: int(pick('actions'), 'actions', 1, 50),
-    active: int(pick('active'), 'active', 1, 5000),
-    waves: int(pick('waves'), 'waves', 1, 100),
-    holdMs: int(pick('hold-ms'), 'hold-ms', 0, 60_000),
-    agentProcesses: int(values['agent-processes'], 'agent-processes', 1, 64),
+    workers: wholeNumber(pick('workers'), 'workers', 1, 5000),
+    actions: wholeNumber(pick('actions'), 'actions', 1, 50),
+    active: wholeNumber(pick('active'), 'active', 1, 5000),
+    waves: wholeNumber(pick('waves'), 'waves', 1, 100),
+    holdMs: wholeNumber(pick('hold-ms'), 'hold-ms', 0, 60_000),
+    agentProcesses: wholeNumber(values['agent-processes'], 'agent-processes', 1, 64),
     phases: phasesOf(values.phases),
-    streamsPerConnection: int(values['streams-per-connection'], 'streams-per-connection', 1, 100),
+    streamsPerConnection: wholeNumber(values['streams-per-connection'], 'streams-per-connection', 1, 100),
     keep: values.keep,
   };
 }

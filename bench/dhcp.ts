@@ -32,6 +32,7 @@ import {
 import { raiseRcvbufDefault, readRcvbufDefault } from './rcvbuf-default.js';
 import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, ratio, round, sleep } from './stats.js';
+import { wholeNumber } from './options.js';
 
 const adminScript = fileURLToPath(new URL('./dhcp-admin.ts', import.meta.url));
 
@@ -108,24 +109,19 @@ function parseOptions(argv: readonly string[]): Options {
         ? [values.mode]
         : undefined;
   if (chosen === undefined) throw new Error('--mode must be reservation, dynamic or both');
-  const positive = (text: string, name: string): number => {
-    if (!/^\d+$/.test(text) || Number(text) < 1) throw new Error(`${name} must be a whole number >= 1`);
-    return Number(text);
-  };
   const rates = (
     values.rates ??
     (values.quick ? '1000,2000,4000,6000,8000,10000' : '1000,2000,3000,4000,5000,6000,7000,8000,9000,10000')
   )
     .split(',')
     .filter((s) => s !== '')
-    .map((s) => positive(s, '--rates'));
+    .map((s) => wholeNumber(s, 'rates', 1));
   if (rates.length === 0 || rates.length > 20) throw new Error('--rates must list 1 to 20 rates');
-  const periodS = positive(values.period ?? (values.quick ? '3' : '10'), '--period');
-  if (periodS > 120) throw new Error('--period must be at most 120 s');
+  const periodS = wholeNumber(values.period ?? (values.quick ? '3' : '10'), 'period', 1, 120);
   const clientRcvbuf = values['client-rcvbuf'];
   if (!/^\d+$/.test(clientRcvbuf) || Number(clientRcvbuf) > clientRcvbufMaxBytes)
     throw new Error(`--client-rcvbuf must be 0 (the host's default) to ${clientRcvbufMaxBytes} bytes`);
-  const nodes = positive(values.nodes, '--nodes');
+  const nodes = wholeNumber(values.nodes, 'nodes', 1);
   if (nodes !== 1 && nodes !== 3) throw new Error('--nodes must be 1 or 3');
   return {
     quick: values.quick,

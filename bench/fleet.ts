@@ -35,6 +35,7 @@ import {
   type StormNamespaces,
 } from './storm.js';
 import type { SampleKind } from './storm-worker.js';
+import { wholeNumber } from './options.js';
 
 interface Options {
   readonly machines: number;
@@ -67,24 +68,19 @@ function parseOptions(argv: readonly string[]): Options {
     },
     strict: true,
   });
-  const int = (v: string, name: string, min: number, max: number): number => {
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
-      throw new Error(`--${name} must be a whole number from ${String(min)} to ${String(max)}, got ${v}`);
-    return Number(v);
-  };
   // --quick: 3 pools of 9 with 1 spare from 40 machines, still with failures and the kill.
   const dflt = values.quick
     ? { machines: '40', pools: '3', size: '9', spares: '1', ramp: '500' }
     : { machines: '1000', pools: '10', size: '90', spares: '5', ramp: '5000' };
   const o: Options = {
-    machines: int(values.machines ?? dflt.machines, 'machines', 1, 2000),
-    pools: int(values.pools ?? dflt.pools, 'pools', 1, 100),
-    poolSize: int(values['pool-size'] ?? dflt.size, 'pool-size', 1, 1000),
-    spares: int(values.spares ?? dflt.spares, 'spares', 0, 100),
-    failEvery: int(values['fail-every'], 'fail-every', 0, 1000),
-    actions: int(values.actions, 'actions', 1, 20),
-    holdMs: int(values['hold-ms'], 'hold-ms', 0, 10_000),
-    rampMs: int(values['ramp-ms'] ?? dflt.ramp, 'ramp-ms', 0, 60_000),
+    machines: wholeNumber(values.machines ?? dflt.machines, 'machines', 1, 2000),
+    pools: wholeNumber(values.pools ?? dflt.pools, 'pools', 1, 100),
+    poolSize: wholeNumber(values['pool-size'] ?? dflt.size, 'pool-size', 1, 1000),
+    spares: wholeNumber(values.spares ?? dflt.spares, 'spares', 0, 100),
+    failEvery: wholeNumber(values['fail-every'], 'fail-every', 0, 1000),
+    actions: wholeNumber(values.actions, 'actions', 1, 20),
+    holdMs: wholeNumber(values['hold-ms'], 'hold-ms', 0, 10_000),
+    rampMs: wholeNumber(values['ramp-ms'] ?? dflt.ramp, 'ramp-ms', 0, 60_000),
     kill: !values['no-kill'],
     keep: values.keep,
   };

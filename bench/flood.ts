@@ -19,6 +19,7 @@ import { KvClient } from '../src/gen/kv.js';
 import { SlipwayCluster } from './clusters.js';
 import { FloodProcess, floodKinds, type FloodKind, type FloodResult } from './flood-load.js';
 import { cpuSeconds, machineCpu, percentile, ratio, round } from './stats.js';
+import { wholeNumber } from './options.js';
 
 interface Options {
   readonly calls: number;
@@ -49,18 +50,13 @@ function parseOptions(argv: readonly string[]): Options {
     },
     strict: true,
   });
-  const int = (v: string, name: string, min: number, max: number): number => {
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
-      throw new Error(`--${name} must be ${min}..${max}`);
-    return Number(v);
-  };
   const kinds = values.kinds.split(',').filter((k) => k !== '');
   for (const k of kinds) {
     if (!(floodKinds as readonly string[]).includes(k))
       throw new Error(`--kinds: unknown kind ${k} (${floodKinds.join(', ')})`);
   }
   if (kinds.length === 0) throw new Error(`--kinds needs at least one of ${floodKinds.join(', ')}`);
-  const addressesPerKind = int(values['addresses-per-kind'], 'addresses-per-kind', 1, 60);
+  const addressesPerKind = wholeNumber(values['addresses-per-kind'], 'addresses-per-kind', 1, 60);
   if (kinds.length * addressesPerKind > 250)
     throw new Error('--addresses-per-kind: the kinds need more than 127.0.0.2-127.0.0.251');
   // --quick: a few hundred calls and a short flood, enough to see every kind refused.
@@ -68,14 +64,14 @@ function parseOptions(argv: readonly string[]): Options {
     ? { calls: '200', warmup: '50', floodS: '4' }
     : { calls: '2000', warmup: '400', floodS: '20' };
   return {
-    calls: int(values.calls ?? dflt.calls, 'calls', 10, 100_000),
-    warmup: int(values.warmup ?? dflt.warmup, 'warmup', 0, 100_000),
-    floodS: int(values['flood-s'] ?? dflt.floodS, 'flood-s', 2, 60),
+    calls: wholeNumber(values.calls ?? dflt.calls, 'calls', 10, 100_000),
+    warmup: wholeNumber(values.warmup ?? dflt.warmup, 'warmup', 0, 100_000),
+    floodS: wholeNumber(values['flood-s'] ?? dflt.floodS, 'flood-s', 2, 60),
     kinds: kinds as FloodKind[],
     addressesPerKind,
-    concurrency: int(values.concurrency, 'concurrency', 1, 100),
-    streamsPerConnection: int(values['streams-per-connection'], 'streams-per-connection', 1, 100_000),
-    floodNice: int(values['flood-nice'], 'flood-nice', 0, 19),
+    concurrency: wholeNumber(values.concurrency, 'concurrency', 1, 100),
+    streamsPerConnection: wholeNumber(values['streams-per-connection'], 'streams-per-connection', 1, 100_000),
+    floodNice: wholeNumber(values['flood-nice'], 'flood-nice', 0, 19),
     keep: values.keep,
   };
 }

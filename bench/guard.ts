@@ -25,6 +25,7 @@ import { gitDescribe, machineFacts } from './machine.js';
 import { runBenchChild } from './quick.js';
 import { runLoad, stopLoadGenerators } from './raft.js';
 import { round } from './stats.js';
+import { wholeNumber } from './options.js';
 
 const defaultBudgets = new URL('./budgets.json', import.meta.url);
 
@@ -80,11 +81,6 @@ function parseOptions(argv: readonly string[]): Options {
     );
     process.exit(0);
   }
-  const int = (v: string, name: string, min: number, max: number): number => {
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
-      throw new Error(`--${name} must be a whole number from ${String(min)} to ${String(max)}`);
-    return Number(v);
-  };
   const only = new Set<Part>();
   for (const p of values.only.split(',').filter((s) => s !== '')) {
     if (!(parts as readonly string[]).includes(p))
@@ -94,15 +90,15 @@ function parseOptions(argv: readonly string[]): Options {
   if (only.size === 0) throw new Error(`--only needs one of ${parts.join(', ')}`);
   if (values.raised !== undefined && !values.record) throw new Error('--raised goes with --record');
   return {
-    writes: int(values.writes, 'writes', 1000, 1_000_000),
-    clients: int(values.clients, 'clients', 1, 256),
-    warmup: int(values.warmup, 'warmup', 0, 100_000),
-    workflows: int(values.workflows, 'workflows', 10, 2000),
+    writes: wholeNumber(values.writes, 'writes', 1000, 1_000_000),
+    clients: wholeNumber(values.clients, 'clients', 1, 256),
+    warmup: wholeNumber(values.warmup, 'warmup', 0, 100_000),
+    workflows: wholeNumber(values.workflows, 'workflows', 10, 2000),
     only,
-    retries: int(values.retries, 'retries', 0, 5),
+    retries: wholeNumber(values.retries, 'retries', 0, 5),
     budgets: values.budgets ?? defaultBudgets.pathname,
     record: values.record,
-    runs: int(values.runs, 'runs', 1, 9),
+    runs: wholeNumber(values.runs, 'runs', 1, 9),
     raised: values.raised,
   };
 }

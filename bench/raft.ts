@@ -18,6 +18,7 @@ import { cpuSeconds, hwmMb, machineCpu, median, ratio, round, rssMb, sleep } fro
 import { machineFacts } from './machine.js';
 import type { System } from './wire.js';
 import { encodePut, errorCode, openChannel, paths, unary, waitReady } from './wire.js';
+import { wholeNumber } from './options.js';
 
 const loadgenModule = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
 
@@ -50,11 +51,8 @@ function parseOptions(argv: readonly string[]): Options {
     },
     strict: true,
   });
-  const int = (v: string | undefined, name: string, dflt: number, min: number): number => {
-    if (v === undefined) return dflt;
-    if (!/^\d+$/.test(v) || Number(v) < min) throw new Error(`--${name} must be a whole number >= ${min}`);
-    return Number(v);
-  };
+  const int = (v: string | undefined, name: string, dflt: number, min: number): number =>
+    v === undefined ? dflt : wholeNumber(v, name, min);
   const only = new Set(values.only.split(',').filter((s) => s !== ''));
   for (const p of only) {
     if (!(allParts as readonly string[]).includes(p))

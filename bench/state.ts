@@ -19,6 +19,7 @@ import { attemptOutputTailBytesMax, workflowGcBatchMax } from '../src/model/limi
 import { nextAction } from '../src/workflow/index.js';
 import { applyServerHeapProfile, serverHeapGrowingPercent } from '../src/platform/heap-profile.js';
 import { percentile, round } from './stats.js';
+import { wholeNumber } from './options.js';
 
 const mb = 1024 * 1024;
 const targets = { snapshotBytes: 100 * mb, eldP99Ms: 20, rssMb: 512 } as const;
@@ -33,13 +34,6 @@ interface Options {
   readonly finishedDays: number;
   /** Leaves V8's own heap sizing instead of the server's (`slipway server` applies it). */
   readonly v8DefaultHeap: boolean;
-}
-
-function positive(name: string, s: string): number {
-  const n = Number(s);
-  if (!Number.isSafeInteger(n) || n < 1)
-    throw new RangeError(`--${name} must be a positive integer, got ${s}`);
-  return n;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -59,11 +53,11 @@ function parseOptions(argv: readonly string[]): Options {
   });
   const quick = values.quick;
   return {
-    machines: positive('machines', values.machines ?? (quick ? '1000' : '10000')),
-    workflows: positive('workflows', values.workflows ?? (quick ? '10000' : '100000')),
-    runEvery: positive('run-every', values['run-every']),
-    gcEvery: positive('gc-every', values['gc-every']),
-    finishedMax: positive('finished-max', values['finished-max'] ?? (quick ? '1000' : '10000')),
+    machines: wholeNumber(values.machines ?? (quick ? '1000' : '10000'), 'machines', 1),
+    workflows: wholeNumber(values.workflows ?? (quick ? '10000' : '100000'), 'workflows', 1),
+    runEvery: wholeNumber(values['run-every'], 'run-every', 1),
+    gcEvery: wholeNumber(values['gc-every'], 'gc-every', 1),
+    finishedMax: wholeNumber(values['finished-max'] ?? (quick ? '1000' : '10000'), 'finished-max', 1),
     finishedDays: Number(values['finished-days']),
     v8DefaultHeap: values['v8-default-heap'],
   };

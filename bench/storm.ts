@@ -32,6 +32,7 @@ import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, percentile, round } from './stats.js';
 import type { FleetConfig, FleetResult, Sample, SampleKind } from './storm-fleet.js';
+import { wholeNumber } from './options.js';
 
 const run = promisify(execFile);
 
@@ -66,22 +67,17 @@ function parseOptions(argv: readonly string[]): Options {
     },
     strict: true,
   });
-  const int = (v: string, name: string, min: number, max: number): number => {
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
-      throw new Error(`--${name} must be ${min}..${max}`);
-    return Number(v);
-  };
   // --quick: the smallest storm that still boots both ways and kills the leader midway.
   const dflt = values.quick
     ? { machines: '30', hold: '50', ramp: '500', kib: '64' }
     : { machines: '1000', hold: '200', ramp: '2000', kib: '256' };
   return {
-    machines: int(values.machines ?? dflt.machines, 'machines', 1, 2000),
-    actions: int(values.actions, 'actions', 1, 20),
-    holdMs: int(values['hold-ms'] ?? dflt.hold, 'hold-ms', 0, 10_000),
-    rampMs: int(values['ramp-ms'] ?? dflt.ramp, 'ramp-ms', 0, 60_000),
+    machines: wholeNumber(values.machines ?? dflt.machines, 'machines', 1, 2000),
+    actions: wholeNumber(values.actions, 'actions', 1, 20),
+    holdMs: wholeNumber(values['hold-ms'] ?? dflt.hold, 'hold-ms', 0, 10_000),
+    rampMs: wholeNumber(values['ramp-ms'] ?? dflt.ramp, 'ramp-ms', 0, 60_000),
     kill: !values['no-kill'],
-    artifactKib: int(values['artifact-kib'] ?? dflt.kib, 'artifact-kib', 1, 65_536),
+    artifactKib: wholeNumber(values['artifact-kib'] ?? dflt.kib, 'artifact-kib', 1, 65_536),
     firmware: firmwareOption(values.firmware),
     qemu: values.qemu,
     bootOsDir: values['bootos-dir'],

@@ -51,6 +51,7 @@ import {
   type RoundVerdict,
   type WorkerCommand,
 } from './tftp-clients.js';
+import { wholeNumber } from './options.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const clientsScript = fileURLToPath(new URL('./tftp-clients.ts', import.meta.url));
@@ -125,12 +126,8 @@ function parseOptions(argv: readonly string[]): Options {
     },
     strict: true,
   });
-  const int = (v: string | undefined, name: string, dflt: number, min: number, max: number): number => {
-    if (v === undefined) return dflt;
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
-      throw new Error(`--${name} must be a whole number in ${min}..${max}`);
-    return Number(v);
-  };
+  const int = (v: string | undefined, name: string, dflt: number, min: number, max: number): number =>
+    v === undefined ? dflt : wholeNumber(v, name, min, max);
   return {
     quick: values.quick,
     rounds: int(values.rounds, 'rounds', values.quick ? 1 : 3, 1, roundsMax),
