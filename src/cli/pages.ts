@@ -6,9 +6,10 @@
 // table on stderr, below it, as `slipway audit list` does.
 import { status } from '@grpc/grpc-js';
 import { isServiceError, pageItemsMax } from '../api/wire.js';
+import type { ClusterClient } from './client.js';
 import { wholeNumber } from './flags.js';
-import type { OutputFormat } from './output.js';
-import { UsageError } from './output.js';
+import type { OutputFormat, Row } from './output.js';
+import { render, UsageError } from './output.js';
 import { allPages } from '../platform/pages.js';
 
 const pagesMax = 10_000;
@@ -16,6 +17,8 @@ const pagesMax = 10_000;
 /** Help for the flags every paged list command takes. */
 export const limitHelp = 'at most this many items, then the --continue token for the rest (default: all)';
 export const continueHelp = "carry on after a previous listing's last item (its --continue token)";
+/** Help for --local, which every read command takes. */
+export const localHelp = "read this node's applied state without confirming leadership";
 
 /** What --limit and --continue asked for, checked. */
 export interface Paging {
@@ -101,4 +104,42 @@ export function withContinue<D extends object>(doc: D, next: string): D & { cont
 export function printMore(output: OutputFormat, next: string, what: string): void {
   if (output === 'table' && next !== '')
     process.stderr.write(`more ${what}: add --continue ${next} (or raise --limit)\n`);
+}
+
+/** The flags a list command's read takes. */
+export interface ListFlags {
+  readonly local?: true | undefined;
+  readonly limit?: string | undefined;
+  readonly continue?: string | undefined;
+}
+
+/**
+ * A list command's read: --limit and --continue checked before anything connects, then the pages
+ * they ask for (listPages), each asked with the command's --local.
+ */
+export async function readList<R extends { readonly continue: string }>(
+  o: ListFlags,
+  connect: () => { client: ClusterClient; output: OutputFormat },
+  fetchPage: (client: ClusterClient, req: PageRequestFields & { readonly local: boolean }) => Promise<R>,
+  count: (page: R) => number,
+): Promise<{ pages: R[]; next: string; output: OutputFormat }> {
+  const page = paging(o);
+  const { client, output } = connect();
+  const { pages, next } = await listPages(
+    page,
+    (req) => fetchPage(client, { local: o.local === true, ...req }),
+    count,
+  );
+  return { pages, next, output };
+}
+
+/** A list as read: `doc` with the token to carry on with, or `rows` as a table and how to get the rest. */
+export function printList(
+  output: OutputFormat,
+  list: { readonly doc: object; readonly rows: Row[]; readonly wide?: Row[] },
+  next: string,
+  what: string,
+): void {
+  process.stdout.write(`${render(output, withContinue(list.doc, next), list.rows, list.wide)}\n`);
+  printMore(output, next, what);
 }

@@ -17,16 +17,18 @@ import { spawn } from 'node:child_process';
 import { openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { credentials, Metadata } from '@grpc/grpc-js';
-import type { ClientReadableStream } from '@grpc/grpc-js';
-import { stickyHeader } from '../../lb/balancer-spec.js';
+import { credentials } from '@grpc/grpc-js';
 import type { RunningHaproxy } from '../../lb/haproxy-process.js';
 import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process.js';
-import { runtimeCommand } from '../../lb/haproxy-runtime.js';
 import { ClusterClient } from '../../src/cli/client.js';
-import type { WorkflowEventsResponse } from '../../src/gen/control.js';
 import { ControlClient } from '../../src/gen/control.js';
 import { KvClient } from '../../src/gen/kv.js';
+import {
+  BalancerStreams,
+  listedServers,
+  waitingTemplateYaml,
+  type HeldStream,
+} from '../support/balancer-streams.js';
 import { haproxyServerStates } from '../support/haproxy-stats.js';
 import type { ProcNode } from '../support/process-cluster.js';
 import { nextPort, ProcessCluster, runSlipway, slipwayBin } from '../support/process-cluster.js';
@@ -41,117 +43,8 @@ let follower: ChildProcess | undefined;
 let admin: ClusterClient;
 let kv: KvClient;
 let control: ControlClient;
+let streams: BalancerStreams;
 let joiner: ProcNode | undefined;
-
-const templateYaml = `version: "0.1"
-name: waits
-global_timeout: 600
-tasks:
-  - name: t
-    worker: "{{ hardware.id }}"
-    actions:
-      - name: one
-        command: ["true"]
-        timeout: 600
-`;
-
-/** A WorkflowEvents follow through HAProxy, and what became of it. */
-interface HeldStream {
-  readonly worker: string;
-  /** The node it was sent to. */
-  readonly node: string;
-  readonly call: ClientReadableStream<WorkflowEventsResponse>;
-  readonly types: string[];
-  /** Why it ended, once it did. */
-  ended: string | undefined;
-}
-const streams: HeldStream[] = [];
-
-function withWorker(worker: string): Metadata {
-  const md = new Metadata();
-  md.set(stickyHeader, worker);
-  return md;
-}
-
-/** The node that answers a Status call through HAProxy with this worker id. */
-function servedBy(worker: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    kv.status({}, withWorker(worker), { deadline: Date.now() + 5000 }, (err, res) =>
-      err === null ? resolve(res.id) : reject(err),
-    );
-  });
-}
-
-/** Opens a follow of `workflowId` as `worker` and waits for its first event (the backlog). */
-async function holdStream(worker: string, workflowId: string): Promise<HeldStream> {
-  const node = await servedBy(worker);
-  const call = control.workflowEvents({ workflowId, fromSeq: 0, follow: true }, withWorker(worker));
-  const held: HeldStream = { worker, node, call, types: [], ended: undefined };
-  call.on('data', (r: WorkflowEventsResponse) => held.types.push(r.event?.type ?? '?'));
-  call.on('error', (err) => (held.ended ??= `error: ${err.message}`));
-  call.on('end', () => (held.ended ??= 'end'));
-  streams.push(held);
-  await waitFor(`the stream of ${worker} to deliver its backlog`, () => held.types.length > 0, 10_000);
-  return held;
-}
-
-/** Streams of `workflowId`, one per worker id, covering every node in `nodes`. */
-async function streamsOnEveryNode(
-  workflowId: string,
-  prefix: string,
-  nodes: string[],
-): Promise<HeldStream[]> {
-  const held: HeldStream[] = [];
-  for (let i = 0; i < 60 && !nodes.every((n) => held.some((h) => h.node === n)); i++) {
-    const worker = `${prefix}-${i}`;
-    const node = await servedBy(worker);
-    if (held.filter((h) => h.node === node).length < 2) held.push(await holdStream(worker, workflowId));
-  }
-  assert.deepEqual([...new Set(held.map((h) => h.node))].sort(), [...nodes].sort(), 'streams on every node');
-  return held;
-}
-
-async function createWorkflow(hardwareId: string, mac: string, ip: string): Promise<string> {
-  const hw = { id: hardwareId, interfaces: [{ mac, ip }] };
-  await admin.control('hardwareCreate', { documentJson: JSON.stringify(hw), replace: false });
-  const created = await admin.control('workflowCreate', {
-    template: 'waits',
-    hardwareId,
-    hardwareMap: {},
-    netboot: false,
-  });
-  const id = created.workflow?.id ?? '';
-  assert.notEqual(id, '');
-  return id;
-}
-
-/** Cancels the workflow; every stream following it must receive that, and end with it. */
-async function assertStillReceiving(held: readonly HeldStream[], workflowId: string): Promise<void> {
-  await admin.control('workflowCancel', { id: workflowId });
-  await waitFor(
-    'every stream opened before to receive the cancellation',
-    () => held.every((h) => h.types.includes('workflow.cancelled')),
-    10_000,
-  );
-  for (const h of held) assert.equal(h.ended ?? 'end', 'end', `${h.worker} on ${h.node}: ${h.ended}`);
-}
-
-function assertOpen(held: readonly HeldStream[], step: string): void {
-  const dropped = held
-    .filter((h) => h.ended !== undefined)
-    .map((h) => `${h.worker} on ${h.node}: ${h.ended}`);
-  assert.deepEqual(dropped, [], `streams dropped ${step}`);
-}
-
-/** The servers HAProxy's runtime API lists in the backend. */
-async function listed(): Promise<string[]> {
-  const state = await runtimeCommand(socket, 'show servers state slipway_nodes');
-  return state
-    .split('\n')
-    .filter((l) => /^\d+ slipway_nodes /.test(l))
-    .map((l) => l.split(' ')[3]!)
-    .sort();
-}
 
 before(async () => {
   cluster.startAll();
@@ -193,7 +86,8 @@ before(async () => {
   admin = new ClusterClient(cluster.apiAddrs(), 20_000);
   kv = new KvClient(listenAddr, credentials.createInsecure());
   control = new ControlClient(listenAddr, credentials.createInsecure());
-  await admin.control('templateCreate', { source: templateYaml, replace: true });
+  streams = new BalancerStreams({ kv, control, admin });
+  await admin.control('templateCreate', { source: waitingTemplateYaml, replace: true });
   await waitFor(
     'HAProxy to find every node SERVING',
     async () =>
@@ -209,7 +103,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const h of streams) h.call.cancel();
+  streams?.close();
   kv?.close();
   control?.close();
   admin?.close();
@@ -230,11 +124,11 @@ describe('HAProxy follows the membership', () => {
   let wfRemove = '';
 
   test('member add: HAProxy lists the new node and new calls reach it; no open stream is dropped', async () => {
-    wfAdd = await createWorkflow('hw-add', '02:00:00:00:03:01', '10.79.1.11/24');
-    wfRemove = await createWorkflow('hw-remove', '02:00:00:00:03:02', '10.79.1.12/24');
-    beforeAdd = await streamsOnEveryNode(wfAdd, 'a', ['n1', 'n2', 'n3']);
-    beforeRemove = await streamsOnEveryNode(wfRemove, 'r', ['n1', 'n2', 'n3']);
-    assert.deepEqual(await listed(), ['n1', 'n2', 'n3']);
+    wfAdd = await streams.createWorkflow('hw-add', '02:00:00:00:03:01', '10.79.1.11/24');
+    wfRemove = await streams.createWorkflow('hw-remove', '02:00:00:00:03:02', '10.79.1.12/24');
+    beforeAdd = await streams.onEveryNode(wfAdd, 'a', ['n1', 'n2', 'n3'], 2);
+    beforeRemove = await streams.onEveryNode(wfRemove, 'r', ['n1', 'n2', 'n3'], 2);
+    assert.deepEqual(await listedServers(socket), ['n1', 'n2', 'n3']);
 
     const node: ProcNode = {
       id: 'n4',
@@ -255,7 +149,7 @@ describe('HAProxy follows the membership', () => {
       learner: false,
     });
 
-    await waitFor('HAProxy to list n4', async () => (await listed()).includes('n4'), 15_000);
+    await waitFor('HAProxy to list n4', async () => (await listedServers(socket)).includes('n4'), 15_000);
     await waitFor(
       'n4 UP in HAProxy with a passed grpc.health.v1 check',
       async () => {
@@ -265,24 +159,25 @@ describe('HAProxy follows the membership', () => {
       15_000,
     );
     // New calls reach it: some worker id now lands on n4, and sticks there.
-    let toJoiner: string | undefined;
-    for (let i = 0; i < 60 && toJoiner === undefined; i++) {
-      if ((await servedBy(`new-${i}`)) === 'n4') toJoiner = `new-${i}`;
-    }
+    const toJoiner = await streams.workerOn('n4', 'new');
     assert.ok(toJoiner !== undefined, 'no worker id of 60 reached n4 through HAProxy');
-    assert.equal(await servedBy(toJoiner), 'n4');
-    onJoiner = [await holdStream(toJoiner, wfRemove)];
+    assert.equal(await streams.servedBy(toJoiner), 'n4');
+    onJoiner = [await streams.hold(toJoiner, wfRemove)];
     assert.equal(onJoiner[0]!.node, 'n4');
 
-    assertOpen([...beforeAdd, ...beforeRemove], 'by member add');
-    await assertStillReceiving(beforeAdd, wfAdd);
+    streams.assertOpen([...beforeAdd, ...beforeRemove], 'by member add');
+    await streams.assertStillReceiving(beforeAdd, wfAdd);
   });
 
   test('member remove: its server is drained, then deleted; streams to the others stay open', async () => {
     assert.ok(joiner !== undefined, 'runs after member add');
     await admin.call('memberRemove', { id: 'n4' });
-    await waitFor('HAProxy to drop n4 from its list', async () => !(await listed()).includes('n4'), 20_000);
-    assert.deepEqual(await listed(), ['n1', 'n2', 'n3']);
+    await waitFor(
+      'HAProxy to drop n4 from its list',
+      async () => !(await listedServers(socket)).includes('n4'),
+      20_000,
+    );
+    assert.deepEqual(await listedServers(socket), ['n1', 'n2', 'n3']);
     const followLog = (): string => readFileSync(join(cluster.dir, 'follow.log'), 'utf8');
     // Its log line follows the deletion.
     await waitFor('the follower to log the deletion', () =>
@@ -293,10 +188,10 @@ describe('HAProxy follows the membership', () => {
     assert.ok(log.indexOf('"change":"drain"') < log.indexOf('"change":"delete"'));
     // Its streams ended (their clients reconnect elsewhere), and new calls go to the others.
     await waitFor('the stream on n4 to end', () => onJoiner.every((h) => h.ended !== undefined), 10_000);
-    for (let i = 0; i < 20; i++) assert.notEqual(await servedBy(`new-${i}`), 'n4');
+    for (let i = 0; i < 20; i++) assert.notEqual(await streams.servedBy(`new-${i}`), 'n4');
 
-    assertOpen(beforeRemove, 'by member remove');
-    await assertStillReceiving(beforeRemove, wfRemove);
+    streams.assertOpen(beforeRemove, 'by member remove');
+    await streams.assertStillReceiving(beforeRemove, wfRemove);
     await cluster.kill(joiner);
   });
 });

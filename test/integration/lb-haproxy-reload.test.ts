@@ -19,9 +19,8 @@ import { spawn } from 'node:child_process';
 import { openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { credentials, Metadata } from '@grpc/grpc-js';
-import type { ClientReadableStream } from '@grpc/grpc-js';
-import { stickyHeader, type BalancerSpec } from '../../lb/balancer-spec.js';
+import { credentials } from '@grpc/grpc-js';
+import type { BalancerSpec } from '../../lb/balancer-spec.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
 import {
   checkHaproxyConfig,
@@ -32,9 +31,9 @@ import {
 } from '../../lb/haproxy-process.js';
 import { runtimeCommand } from '../../lb/haproxy-runtime.js';
 import { ClusterClient } from '../../src/cli/client.js';
-import type { WorkflowEventsResponse } from '../../src/gen/control.js';
 import { ControlClient } from '../../src/gen/control.js';
 import { KvClient } from '../../src/gen/kv.js';
+import { BalancerStreams, listedServers, waitingTemplateYaml } from '../support/balancer-streams.js';
 import { haproxyServerStates } from '../support/haproxy-stats.js';
 import type { ProcNode } from '../support/process-cluster.js';
 import { nextPort, ProcessCluster, slipwayBin } from '../support/process-cluster.js';
@@ -64,18 +63,7 @@ let follower: ChildProcess | undefined;
 let admin: ClusterClient;
 let kv: KvClient;
 let control: ControlClient;
-
-const templateYaml = `version: "0.1"
-name: waits
-global_timeout: 600
-tasks:
-  - name: t
-    worker: "{{ hardware.id }}"
-    actions:
-      - name: one
-        command: ["true"]
-        timeout: 600
-`;
+let streams: BalancerStreams;
 
 /** The file as rendered before n3 joined: n1 and n2, with the runtime socket. */
 const spec: BalancerSpec = {
@@ -85,76 +73,6 @@ const spec: BalancerSpec = {
   nodes: cluster.nodes.map((n) => ({ id: n.id, apiAddr: n.apiAddr })),
   healthCheck: { intervalMs: 200, fall: 2, rise: 2 },
 };
-
-/** A WorkflowEvents follow through HAProxy, and what became of it. */
-interface HeldStream {
-  readonly worker: string;
-  readonly node: string;
-  readonly call: ClientReadableStream<WorkflowEventsResponse>;
-  readonly types: string[];
-  ended: string | undefined;
-}
-const streams: HeldStream[] = [];
-
-function withWorker(worker: string): Metadata {
-  const md = new Metadata();
-  md.set(stickyHeader, worker);
-  return md;
-}
-
-/** The node that answers a Status call through HAProxy with this worker id. */
-function servedBy(worker: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    kv.status({}, withWorker(worker), { deadline: Date.now() + 5000 }, (err, res) =>
-      err === null ? resolve(res.id) : reject(err),
-    );
-  });
-}
-
-/** Follows of `workflowId` through HAProxy, at least one on each of n1, n2, n3. */
-async function streamsOnEveryNode(workflowId: string, prefix: string): Promise<HeldStream[]> {
-  const held: HeldStream[] = [];
-  const nodes = ['n1', 'n2', 'n3'];
-  for (let i = 0; i < 60 && !nodes.every((n) => held.some((h) => h.node === n)); i++) {
-    const worker = `${prefix}-${i}`;
-    const node = await servedBy(worker);
-    if (held.some((h) => h.node === node)) continue;
-    const call = control.workflowEvents({ workflowId, fromSeq: 0, follow: true }, withWorker(worker));
-    const h: HeldStream = { worker, node, call, types: [], ended: undefined };
-    call.on('data', (r: WorkflowEventsResponse) => h.types.push(r.event?.type ?? '?'));
-    call.on('error', (err) => (h.ended ??= `error: ${err.message}`));
-    call.on('end', () => (h.ended ??= 'end'));
-    streams.push(h);
-    held.push(h);
-    await waitFor(`the stream of ${worker} to deliver its backlog`, () => h.types.length > 0, 10_000);
-  }
-  assert.deepEqual([...new Set(held.map((h) => h.node))].sort(), nodes, 'streams on every node');
-  return held;
-}
-
-async function createWorkflow(hardwareId: string, mac: string, ip: string): Promise<string> {
-  const hw = { id: hardwareId, interfaces: [{ mac, ip }] };
-  await admin.control('hardwareCreate', { documentJson: JSON.stringify(hw), replace: false });
-  const created = await admin.control('workflowCreate', {
-    template: 'waits',
-    hardwareId,
-    hardwareMap: {},
-    netboot: false,
-  });
-  const id = created.workflow?.id ?? '';
-  assert.notEqual(id, '');
-  return id;
-}
-
-/** The servers the process answering the runtime socket now lists in the backend. */
-async function listed(): Promise<string[]> {
-  const state = await runtimeCommand(socket, 'show servers state slipway_nodes');
-  return state
-    .split('\n')
-    .filter((l) => /^\d+ slipway_nodes /.test(l))
-    .map((l) => l.split(' ')[3]!)
-    .sort();
-}
 
 /** The PID of the HAProxy process answering the runtime socket (the worker, under a master). */
 async function socketPid(): Promise<number> {
@@ -167,7 +85,7 @@ async function socketPid(): Promise<number> {
 
 /** n3 listed by the process on the socket, and UP there with a passed grpc.health.v1 check. */
 async function joinerServing(): Promise<boolean> {
-  if (!(await listed()).includes('n3')) return false;
+  if (!(await listedServers(socket)).includes('n3')) return false;
   const s = (await haproxyServerStates(statsAddr)).get('n3');
   return s?.status === 'UP' && s.check === 'L7OK';
 }
@@ -188,8 +106,8 @@ async function reloadKeepsMembersAndStreams(prefix: string, reload: () => void):
   await waitFor('HAProxy to serve n3, added at run time', joinerServing, 20_000);
   const hw = `hw-${prefix}`;
   const n = prefix === 'mw' ? 1 : 2;
-  const workflowId = await createWorkflow(hw, `02:00:00:00:04:0${n}`, `10.79.4.${n}/24`);
-  const held = await streamsOnEveryNode(workflowId, prefix);
+  const workflowId = await streams.createWorkflow(hw, `02:00:00:00:04:0${n}`, `10.79.4.${n}/24`);
+  const held = await streams.onEveryNode(workflowId, prefix, ['n1', 'n2', 'n3'], 1);
   const oldPid = await socketPid();
   const addsBefore = joinerAdds();
 
@@ -203,25 +121,13 @@ async function reloadKeepsMembersAndStreams(prefix: string, reload: () => void):
   const restoredMs = Date.now() - reloaded;
   // The new process started from the file, without n3: the follower added it again.
   assert.equal(joinerAdds(), addsBefore + 1, 'the follower added n3 once more');
-  let toJoiner: string | undefined;
-  for (let i = 0; i < 60 && toJoiner === undefined; i++) {
-    if ((await servedBy(`${prefix}-new-${i}`)) === 'n3') toJoiner = `${prefix}-new-${i}`;
-  }
+  const toJoiner = await streams.workerOn('n3', `${prefix}-new`);
   assert.ok(toJoiner !== undefined, 'no worker id of 60 reached n3 through the reloaded HAProxy');
 
   // The old process still serves the streams opened through it, n3's included.
   assert.ok(isHaproxyRunning(oldPid, configFile), 'the old HAProxy process left with streams open');
-  const dropped = held
-    .filter((h) => h.ended !== undefined)
-    .map((h) => `${h.worker} on ${h.node}: ${h.ended}`);
-  assert.deepEqual(dropped, [], 'streams dropped by the reload');
-  await admin.control('workflowCancel', { id: workflowId });
-  await waitFor(
-    'every stream opened before the reload to receive the cancellation',
-    () => held.every((h) => h.types.includes('workflow.cancelled')),
-    10_000,
-  );
-  for (const h of held) assert.equal(h.ended ?? 'end', 'end', `${h.worker} on ${h.node}: ${h.ended}`);
+  streams.assertOpen(held, 'by the reload');
+  await streams.assertStillReceiving(held, workflowId);
   assert.ok(restoredMs < restoreDeadlineMs, `n3 was back after ${restoredMs} ms`);
   // Its streams done, the old process leaves: HAProxy asked the clients to move (GOAWAY).
   await waitFor('the old HAProxy process to exit', () => !isHaproxyRunning(oldPid, configFile), 10_000);
@@ -242,9 +148,10 @@ before(async () => {
     apiAddr: joiner.apiAddr,
     learner: false,
   });
-  await admin.control('templateCreate', { source: templateYaml, replace: true });
+  await admin.control('templateCreate', { source: waitingTemplateYaml, replace: true });
   kv = new KvClient(listenAddr, credentials.createInsecure());
   control = new ControlClient(listenAddr, credentials.createInsecure());
+  streams = new BalancerStreams({ kv, control, admin });
 });
 
 /** Starts `slipway balancer follow` on the socket, at its default interval. */
@@ -283,7 +190,7 @@ async function stopFollower(): Promise<void> {
 }
 
 after(async () => {
-  for (const h of streams) h.call.cancel();
+  streams?.close();
   kv?.close();
   control?.close();
   admin?.close();

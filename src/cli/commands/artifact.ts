@@ -13,7 +13,7 @@ import type { ClusterClient } from '../client.js';
 import { wholeNumber } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
 
 type Connect = (opts: { waitMs?: number }) => { client: ClusterClient; output: OutputFormat };
 
@@ -51,24 +51,20 @@ export function artifactCommand(program: Command, connect: Connect): void {
   artifact
     .command('list')
     .description("list registered artifacts and whether the answering node holds each one's content")
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action(async (o) => {
-      const page = paging(o);
-      const { client, output } = connect({});
-      const { pages, next } = await listPages(
-        page,
-        (req) => client.control('artifactList', { local: o.local === true, ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        () => connect({}),
+        (client, req) => client.control('artifactList', req),
         (p) => p.artifacts.length,
       );
       // `local` is about the node that answered; a failover mid-list changes it for later pages.
       const nodeId = pages[0]?.nodeId ?? '';
       const artifacts = pages.flatMap((p) => p.artifacts);
-      process.stdout.write(
-        `${render(output, withContinue({ node: nodeId, artifacts }, next), artifacts.map(row))}\n`,
-      );
-      printMore(output, next, 'artifacts');
+      printList(output, { doc: { node: nodeId, artifacts }, rows: artifacts.map(row) }, next, 'artifacts');
       const missing = artifacts.filter((a) => a.local === 'missing');
       for (const a of missing) {
         process.stderr.write(`slipway: artifact "${a.name}" is missing on node ${nodeId}: ${a.localError}\n`);

@@ -6,7 +6,15 @@ import type { HardwareExplainResponse, MachineExplanation } from '../../gen/cont
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import {
+  continueHelp,
+  limitHelp,
+  localHelp,
+  paging,
+  printMore,
+  readList,
+  withContinue,
+} from '../pages.js';
 import { selectorFlag, selectorHelp } from './selector-flag.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
@@ -21,7 +29,7 @@ export function explainCommand(hw: Command, connect: Connect): void {
         '2 when the selector does not parse (the error points at the term)',
     )
     .argument('<selector>', selectorHelp)
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .addHelpText(
@@ -29,12 +37,12 @@ export function explainCommand(hw: Command, connect: Connect): void {
       "\nExamples:\n  slipway hardware explain 'rack in (a,b),memory>=64Gi'\n  slipway -o json hardware explain '!gpu'",
     )
     .action(async (selector: string, o) => {
-      const page = paging(o);
+      paging(o);
       const text = await selectorFlag(selector);
-      const { client, output } = connect();
-      const { pages, next } = await listPages(
-        page,
-        (req) => client.control('hardwareExplain', { selector: text, local: o.local === true, ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        connect,
+        (client, req) => client.control('hardwareExplain', { selector: text, ...req }),
         (p) => p.machines.length,
       );
       const machines = pages.flatMap((p) => p.machines);

@@ -5,7 +5,7 @@ import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, paging, printList, readList } from '../pages.js';
 import { hardwareLifecycleCommands, lifecycleLines, type LifecycleDoc } from './hardware-lifecycle.js';
 import { explainCommand } from './hardware-select.js';
 import { selectorFlag, selectorHelp } from './selector-flag.js';
@@ -35,7 +35,7 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       'show a machine; the table adds its lifecycle: state, reason, since, deadline, the workflow that owns it, labels',
     )
     .argument('<id>')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .action(async (id, o) => {
       const { client, output } = connect();
       const res = await client.control('hardwareGet', { id, local: o.local === true });
@@ -45,7 +45,7 @@ export function hardwareCommand(program: Command, connect: Connect): void {
     });
   hw.command('list')
     .description('list machines, with their lifecycle state and the workflow that owns each')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option(
       '--state <states>',
       'only machines in these states, comma-separated (enrolled, inspecting, ready, provisioning, deployed, releasing, failed, quarantined, maintenance, retired)',
@@ -61,20 +61,19 @@ export function hardwareCommand(program: Command, connect: Connect): void {
       "\nExamples:\n  slipway hardware list --state failed,quarantined\n  slipway hardware list --state ready --selector 'rack in (a,b),memory>=64Gi'",
     )
     .action(async (o) => {
-      const page = paging(o);
+      paging(o);
       const states = {
         ...(o.state === undefined ? {} : { states: o.state }),
         ...(o.selector === undefined ? {} : { selector: await selectorFlag(o.selector) }),
       };
-      const { client, output } = connect();
-      const { pages, next } = await listPages(
-        page,
-        (req) => client.control('hardwareList', { local: o.local === true, ...states, ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        connect,
+        (client, req) => client.control('hardwareList', { ...states, ...req }),
         (p) => p.hardwareJson.length,
       );
       const docs = pages.flatMap((p) => p.hardwareJson).map((j) => JSON.parse(j) as HardwareDoc);
-      process.stdout.write(`${render(output, withContinue({ hardware: docs }, next), docs.map(row))}\n`);
-      printMore(output, next, 'machines');
+      printList(output, { doc: { hardware: docs }, rows: docs.map(row) }, next, 'machines');
     });
   hw.command('delete')
     .description(

@@ -5,6 +5,7 @@ import type { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { render } from '../output.js';
+import { localHelp } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -29,7 +30,7 @@ export function kvCommand(program: Command, connect: Connect): void {
   kv.command('get')
     .description('read a key (linearizable unless --local)')
     .argument('<key>')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .action(async (key, o) => {
       const { client, output } = connect();
       const res = await client.call('get', { key, local: o.local === true });
@@ -66,7 +67,7 @@ export function kvCommand(program: Command, connect: Connect): void {
     .description('list keys starting with PREFIX, with their values')
     .argument('[prefix]', 'key prefix', '')
     .option('--limit <n>', 'at most this many keys', '0')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .action(async (prefix, o) => {
       const { client, output } = connect();
       const res = await client.call('range', {

@@ -2,8 +2,7 @@
 import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
-import { render } from '../output.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -21,16 +20,15 @@ export function leaseCommand(program: Command, connect: Connect): void {
   lease
     .command('list')
     .description('list leases: bound (active or expired) and declined addresses')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--active', 'only leases that have not expired (of those listed, with --limit)')
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action(async (o) => {
-      const page = paging(o);
-      const { client, output } = connect();
-      const { pages, next } = await listPages(
-        page,
-        (req) => client.control('leaseList', { local: o.local === true, ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        connect,
+        (client, req) => client.control('leaseList', req),
         (p) => p.leaseJson.length,
       );
       const now = pages.at(-1)?.nowMs ?? Date.now();
@@ -39,14 +37,7 @@ export function leaseCommand(program: Command, connect: Connect): void {
         .map((j) => JSON.parse(j) as LeaseDoc)
         .map((l) => ({ ...l, active: l.expiresMs > now }))
         .filter((l) => o.active !== true || l.active);
-      process.stdout.write(
-        `${render(
-          output,
-          withContinue({ leases: docs }, next),
-          docs.map((l) => row(l, now)),
-        )}\n`,
-      );
-      printMore(output, next, 'leases');
+      printList(output, { doc: { leases: docs }, rows: docs.map((l) => row(l, now)) }, next, 'leases');
     });
 }
 

@@ -7,7 +7,7 @@ import type { OutputFormat, Row } from '../output.js';
 import { render, table, UsageError } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { selectorFlag, selectorHelp } from './selector-flag.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -89,7 +89,7 @@ function readCommands(p: Command, connect: Connect): void {
         'members and spares with their states, and how many machines it lacks and why',
     )
     .argument('<name>')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .action(async (name: string, o: { local?: boolean }) => {
       const { client, output } = connect();
       const res = await client.control('poolGet', { name, local: o.local === true });
@@ -97,22 +97,23 @@ function readCommands(p: Command, connect: Connect): void {
     });
   p.command('list')
     .description('list pools, each with how it stands (the selector, templates and why in -o wide)')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action(async (o) => {
-      const page = paging(o);
-      const { client, output } = connect();
-      const { pages, next } = await listPages(
-        page,
-        (req) => client.control('poolList', { local: o.local === true, ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        connect,
+        (client, req) => client.control('poolList', req),
         (res) => res.pools.length,
       );
       const pools = pages.flatMap((res) => res.pools);
-      process.stdout.write(
-        `${render(output, withContinue({ pools }, next), pools.map(summary), pools.map(wideSummary))}\n`,
+      printList(
+        output,
+        { doc: { pools }, rows: pools.map(summary), wide: pools.map(wideSummary) },
+        next,
+        'pools',
       );
-      printMore(output, next, 'pools');
     });
 }
 

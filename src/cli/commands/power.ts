@@ -8,7 +8,7 @@ import type { ClusterClient } from '../client.js';
 import { duration } from '../flags.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
 
 type Connect = (opts: { waitMs?: number }) => { client: ClusterClient; output: OutputFormat };
 
@@ -70,7 +70,7 @@ function powerJobCommands(power: Command, connect: Connect): void {
     .command('get', { isDefault: true })
     .description('show a power job')
     .argument('<job-id>')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .action(async (id, o) => {
       const { client, output } = connect({});
       const res = await client.control('powerJobGet', { id, local: o.local === true });
@@ -81,23 +81,20 @@ function powerJobCommands(power: Command, connect: Connect): void {
     hardwareId: string | undefined,
     o: { local?: true; limit?: string; continue?: string },
   ): Promise<void> => {
-    const page = paging(o);
-    const { client, output } = connect({});
-    const { pages, next } = await listPages(
-      page,
-      (req) =>
-        client.control('powerJobList', { hardwareId: hardwareId ?? '', local: o.local === true, ...req }),
+    const { pages, next, output } = await readList(
+      o,
+      () => connect({}),
+      (client, req) => client.control('powerJobList', { hardwareId: hardwareId ?? '', ...req }),
       (p) => p.jobs.length,
     );
     const jobs = pages.flatMap((p) => p.jobs);
-    process.stdout.write(`${render(output, withContinue({ jobs }, next), jobs.map(row))}\n`);
-    printMore(output, next, 'power jobs');
+    printList(output, { doc: { jobs }, rows: jobs.map(row) }, next, 'power jobs');
   };
   job
     .command('list')
     .description('list power jobs, oldest first')
     .option('--hardware <id>', "only this machine's jobs")
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action((o) => list(o.hardware, o));
@@ -105,7 +102,7 @@ function powerJobCommands(power: Command, connect: Connect): void {
     .command('jobs', { hidden: true })
     .description('the form before `power job list`: list power jobs, oldest first')
     .argument('[hardware-id]', "only this machine's jobs")
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action((hardwareId, o) => list(hardwareId, o));

@@ -5,7 +5,7 @@ import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { parseOrUsage, readInput } from './hardware.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -30,7 +30,7 @@ export function templateCommand(program: Command, connect: Connect): void {
   t.command('get')
     .description('show a template (the YAML source with -o table)')
     .argument('<name>')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .action(async (name, o) => {
       const { client, output } = connect();
       const res = await client.control('templateGet', { name, local: o.local === true });
@@ -42,20 +42,18 @@ export function templateCommand(program: Command, connect: Connect): void {
     });
   t.command('list')
     .description('list templates')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action(async (o) => {
-      const page = paging(o);
-      const { client, output } = connect();
-      const { pages, next } = await listPages(
-        page,
-        (req) => client.control('templateList', { local: o.local === true, ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        connect,
+        (client, req) => client.control('templateList', req),
         (p) => p.templates.length,
       );
       const rows = pages.flatMap((p) => p.templates).map(summary);
-      process.stdout.write(`${render(output, withContinue({ templates: rows }, next), rows)}\n`);
-      printMore(output, next, 'templates');
+      printList(output, { doc: { templates: rows }, rows }, next, 'templates');
     });
   t.command('delete')
     .description('delete a template (workflows already created keep their copy)')

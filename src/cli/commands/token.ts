@@ -3,7 +3,7 @@ import type { Command } from '@commander-js/extra-typings';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
 import { render } from '../output.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -21,22 +21,20 @@ export function tokenCommand(program: Command, connect: Connect): void {
     });
   t.command('list')
     .description('list the operator tokens: name, role and when each was made (never the token)')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action(async (o) => {
-      const page = paging(o);
-      const { client, output } = connect();
-      const { pages, next } = await listPages(
-        page,
-        (req) => client.control('tokenList', { local: o.local === true, ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        connect,
+        (client, req) => client.control('tokenList', req),
         (p) => p.tokens.length,
       );
       const rows = pages
         .flatMap((p) => p.tokens)
         .map((x) => ({ name: x.name, role: x.role, created: new Date(x.createdMs).toISOString() }));
-      process.stdout.write(`${render(output, withContinue({ tokens: rows }, next), rows)}\n`);
-      printMore(output, next, 'tokens');
+      printList(output, { doc: { tokens: rows }, rows }, next, 'tokens');
     });
   t.command('delete')
     .description('revoke a token')

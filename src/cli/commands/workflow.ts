@@ -5,7 +5,7 @@ import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { render, UsageError } from '../output.js';
-import { continueHelp, limitHelp, listPages, paging, printMore, withContinue } from '../pages.js';
+import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
 import { selectorFlag, selectorHelp } from './selector-flag.js';
 import { addRetentionFlags, retentionGiven, type RetentionFlags } from '../retention-flags.js';
 import {
@@ -135,7 +135,7 @@ function workflowReadCommands(wf: Command, connect: Connect): void {
   wf.command('get')
     .description('show a workflow: state, and per action its state and attempts')
     .argument('<id>')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .action(async (id, o) => {
       const { client, output } = connect();
       const rec = must((await client.control('workflowGet', { id, local: o.local === true })).workflow);
@@ -151,21 +151,18 @@ function workflowReadCommands(wf: Command, connect: Connect): void {
   wf.command('list')
     .description('list workflows')
     .option('--hardware <id>', 'only workflows on this machine')
-    .option('--local', "read this node's applied state without confirming leadership")
+    .option('--local', localHelp)
     .option('--limit <n>', limitHelp)
     .option('--continue <token>', continueHelp)
     .action(async (o) => {
-      const page = paging(o);
-      const { client, output } = connect();
-      const { pages, next } = await listPages(
-        page,
-        (req) =>
-          client.control('workflowList', { local: o.local === true, hardwareId: o.hardware ?? '', ...req }),
+      const { pages, next, output } = await readList(
+        o,
+        connect,
+        (client, req) => client.control('workflowList', { hardwareId: o.hardware ?? '', ...req }),
         (p) => p.workflows.length,
       );
       const rows = pages.flatMap((p) => p.workflows).map(stateRow);
-      process.stdout.write(`${render(output, withContinue({ workflows: rows }, next), rows)}\n`);
-      printMore(output, next, 'workflows');
+      printList(output, { doc: { workflows: rows }, rows }, next, 'workflows');
     });
   wf.command('state')
     .description("a workflow's state and progress")
