@@ -597,7 +597,7 @@ function buildLeaderDuties(
       propose,
       logger: logger.child({ component: 'members' }),
     }),
-    // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
+    // Only the leader carries out power jobs; any node's API may request them.
     new PowerExecutor({
       nodeId: cfg.id,
       control,

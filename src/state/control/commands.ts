@@ -293,8 +293,8 @@ type ControlChange =
       readonly probationS: number;
     }
   /**
-   * A power job for a machine with a BMC, proposed by the API (or the leader, see
-   * src/power/enqueue.ts). The proposer picks the id and the steps (src/power/plan.ts).
+   * A power job for a machine with a BMC, proposed by the API. The proposer picks the id; the
+   * steps and attempts come from powerRequest (power-jobs.ts).
    */
   | {
       readonly type: 'power.request';
