@@ -17,7 +17,7 @@ import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
 import { AggregatedDiscoveryServiceService as XdsServiceDefinition } from '../gen/xds.js';
 import { RaftNode } from '../raft/node.js';
 import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
-import type { PeerTls } from '../raft/transport/grpc-config.js';
+import type { PeerTls } from '../platform/peer-tls.js';
 import { callGuard, refusingUndecodable } from '../platform/grpc-call-guard.js';
 import { loadNodeTls } from '../platform/pki.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
