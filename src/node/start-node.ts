@@ -59,7 +59,7 @@ import {
   startNodeBootServices,
   type BootHost,
   type NodeBootServices,
-} from '../boot/node-boot.js';
+} from './boot-services.js';
 import { allServing, type BootServiceStates } from '../boot/service-state.js';
 import { BootLeadership, peerBootTimeoutMs } from './boot-leadership.js';
 import { BootServiceState as BootServiceStateProto } from '../gen/kv.js';
