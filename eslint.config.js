@@ -35,7 +35,9 @@ const zones = {
   'src/workflow': ['src/platform', 'src/model'],
   'src/state': ['src/platform', 'src/model', 'src/fleet', 'src/workflow', 'src/raft'],
   'src/power': ['src/platform', 'src/model', 'src/state'],
-  'src/boot': ['src/platform', 'src/model', 'src/state'],
+  // The boot servers answer from what they are given; a node wires them to the state
+  // (src/node/boot-services.ts).
+  'src/boot': ['src/platform', 'src/model'],
   'src/artifacts': [...srcBelowServices, 'src/boot'],
   'src/worker': ['src/platform', 'src/gen', 'src/model', 'src/workflow'],
   'src/bootos': ['src/platform'],

@@ -47,7 +47,6 @@ import type { ControlState } from '../state/control/control-state.js';
 import type {
   Artifact,
   Hardware,
-  PowerJob,
   PowerOp,
   RenderedTemplate,
   Role,
@@ -59,9 +58,8 @@ import { isTerminal } from '../model/records.js';
 import type { ContentState } from '../artifacts/fetcher.js';
 import type { ContentStore } from '../artifacts/content-store.js';
 import { receiveArtifact } from './artifact-upload.js';
-import { enqueuePowerJob, PowerRequestError } from '../power/enqueue.js';
 import { PowerJobWaiters } from '../power/waiters.js';
-import { isFinishedPowerJob } from '../state/control/power-jobs.js';
+import { isFinishedPowerJob, powerRequest } from '../state/control/power-jobs.js';
 import { retentionStartsMs } from '../state/control/workflow-retention.js';
 import { parseHardwareDocument } from '../workflow/hardware-doc.js';
 import { TemplateError, validateTemplateSource } from '../workflow/template.js';
@@ -932,20 +930,9 @@ export class ControlService {
   ): Promise<{ job: ReturnType<typeof powerJobRecord>; finished: boolean }> {
     if (hardwareId === '') throw new ApiError(status.INVALID_ARGUMENT, 'the hardware id is required');
     const wait = Math.min(waitMs === 0 ? powerWaitMsDefault : waitMs, powerWaitMsMax);
-    let queued: PowerJob;
-    try {
-      queued = await enqueuePowerJob(
-        (command) => {
-          p.proposing();
-          return this.#ctx.proposer.proposeControl({ ...command, audit: p.audit });
-        },
-        hardwareId,
-        op,
-      );
-    } catch (err) {
-      if (err instanceof PowerRequestError) throw new ApiError(controlErrorStatus(err.code), err.message);
-      throw err;
-    }
+    // Any node may propose it; the leader's executor (src/power/executor.ts) carries the job out.
+    const request = powerRequest(randomUUID(), hardwareId, op);
+    const queued = expectType(await this.#apply(p, request), 'powerJob').job;
     const job =
       (await this.#powerWaiters.wait(queued.id, wait, () => this.#ctx.control.powerJob(queued.id))) ?? queued;
     return { job: powerJobRecord(job), finished: isFinishedPowerJob(job) };

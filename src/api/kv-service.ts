@@ -25,7 +25,8 @@ import { KvClient, Role, Suffrage } from '../gen/kv.js';
 import type { Member, Membership, Role as RaftRole } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
-import { peerCallOptions, peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
+import { peerCallOptions } from '../raft/transport/grpc-config.js';
+import { peerChannelCredentials, type PeerTls } from '../platform/peer-tls.js';
 import type {
   Command,
   CommandResult,

@@ -16,7 +16,7 @@ import type {
 import { MaintenanceClient } from '../gen/maintenance.js';
 import type { Member, SnapshotMeta } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
-import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
+import { peerChannelCredentials, type PeerTls } from '../platform/peer-tls.js';
 import type { ReplicatedState } from '../state/replicated-state.js';
 import { buildVersion } from '../state/versions.js';
 import type { CallAuditor } from './audit-calls.js';

@@ -4,10 +4,9 @@
 // message and output tail are cut to what the state records anyway, so no result is too large
 // to propose and none is retried forever. Pure: the caller passes the workflow as applied here.
 import type { ActionResult } from '../gen/worker.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax, controlIdLengthMax } from '../model/limits.js';
+import { controlIdLengthMax } from '../model/limits.js';
 import type { Workflow } from '../model/records.js';
-import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
-import { classifyReport } from '../state/control/transitions.js';
+import { classifyReport, cutReport } from '../workflow/rules.js';
 
 export type Screening =
   | {
@@ -54,20 +53,21 @@ export function screenResult(input: ResultScreenInput): Screening {
   if (workflow === undefined) return refuse(`workflow "${ref.workflowId}" does not exist`, true);
   const report = { actionIndex: ref.actionIndex, attempt: ref.attempt, workerId: input.workerId };
   const standing = classifyReport(workflow, report);
-  if (standing === 'current') {
-    const message = headUtf8(result.message, attemptMessageBytesMax);
-    const outputTail = tailUtf8(result.outputTail, attemptOutputTailBytesMax);
-    const cut = message !== result.message || outputTail !== result.outputTail;
-    return { verdict: 'propose', message, outputTail, cut };
+  switch (standing.kind) {
+    case 'current': {
+      const kept = cutReport(result);
+      const cut = kept.message !== result.message || kept.outputTail !== result.outputTail;
+      return { verdict: 'propose', message: kept.message, outputTail: kept.outputTail, cut };
+    }
+    case 'duplicate':
+      return { verdict: 'duplicate' };
+    case 'refused': {
+      // Only an attempt newer than the one applied here can be this node lagging: the leader may
+      // have started it in the entry that recorded this worker's previous result.
+      const applied = workflow.actions[ref.actionIndex]?.attempt ?? 0;
+      return refuse(standing.message, ref.attempt > applied);
+    }
   }
-  if (standing.kind === 'duplicate') return { verdict: 'duplicate' };
-  if (standing.kind === 'refused') {
-    // Only an attempt newer than the one applied here can be this node lagging: the leader may
-    // have started it in the entry that recorded this worker's previous result.
-    const applied = workflow.actions[ref.actionIndex]?.attempt ?? 0;
-    return refuse(standing.message, ref.attempt > applied);
-  }
-  throw new Error(`classifyReport answered a ${standing.kind} transition`);
 }
 
 function refuse(reason: string, mayLag: boolean): Screening {

@@ -4,7 +4,7 @@
 import { Metadata } from '@grpc/grpc-js';
 import { InternalClient } from '../gen/internal.js';
 import type { RaftNode } from '../raft/node.js';
-import { peerChannelCredentials, type PeerTls } from '../raft/transport/grpc-config.js';
+import { peerChannelCredentials, type PeerTls } from '../platform/peer-tls.js';
 import type { ArtifactPeer, PeerReader } from './fetcher.js';
 
 /** One chunk's call; a peer slower than this is left for the next. */

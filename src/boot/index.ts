@@ -1,6 +1,6 @@
 // The boot subsystem's public entry, for code outside src/ (the network-namespace lab, the
 // benchmarks): the three servers, the inventory they answer from, and the wire codecs. A node
-// composes the same servers through node-boot.ts.
+// composes the same servers through src/node/boot-services.ts.
 export { startDhcpServer, type DhcpCounters, type DhcpMode, type DhcpServer } from './dhcp/server.js';
 export { startTftpServer, type TftpServer } from './tftp/server.js';
 export { startHttpBootServer, type HttpBootServer } from './http/server.js';

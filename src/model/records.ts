@@ -351,6 +351,17 @@ export interface Lease {
   readonly updatedMs: number;
 }
 
+/** One address the DHCP server wants committed before it ACKs. */
+export interface LeaseGrant {
+  readonly mac: string;
+  readonly ip: string;
+  readonly leaseTimeS: number;
+}
+
+/** What the state made of a grant: the lease, or why not. */
+export type GrantOutcome =
+  { readonly granted: true; readonly lease: Lease } | { readonly granted: false; readonly reason: string };
+
 /** What an operator asks of a machine's BMC. */
 export type PowerOp = 'on' | 'off' | 'cycle' | 'status' | 'netboot' | 'diskboot';
 export const powerOps: readonly PowerOp[] = ['on', 'off', 'cycle', 'status', 'netboot', 'diskboot'];

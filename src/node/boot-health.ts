@@ -3,7 +3,7 @@
 // and, through metrics.ts, as slipway_boot_service_state. Service "" stays the API's health
 // (balancers route API calls by it): a node whose DHCP waits for its link still answers the API.
 import { BootServiceState as BootServiceStateProto, type BootServiceStatus } from '../gen/kv.js';
-import type { BootHost } from '../boot/node-boot.js';
+import type { BootHost } from './boot-services.js';
 import { bootServiceNames, type BootServiceName, type BootServiceStates } from '../boot/service-state.js';
 import type { ServerConfig } from './config.js';
 

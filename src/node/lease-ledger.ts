@@ -5,7 +5,7 @@
 import type { LeaseLedger } from '../boot/dhcp/dynamic-leases.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
-import type { GrantOutcome, LeaseGrant } from '../state/control/leases.js';
+import type { GrantOutcome, LeaseGrant } from '../model/records.js';
 import { leaseGrantsPerCommandMax } from '../model/limits.js';
 
 /** lease.grant commands in flight at once; beyond it, grants queue for the next command. */

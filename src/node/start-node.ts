@@ -17,7 +17,7 @@ import { WorkerService as WorkerServiceDefinition } from '../gen/worker.js';
 import { AggregatedDiscoveryServiceService as XdsServiceDefinition } from '../gen/xds.js';
 import { RaftNode } from '../raft/node.js';
 import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.js';
-import type { PeerTls } from '../raft/transport/grpc-config.js';
+import type { PeerTls } from '../platform/peer-tls.js';
 import { callGuard, refusingUndecodable } from '../platform/grpc-call-guard.js';
 import { loadNodeTls } from '../platform/pki.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
@@ -59,7 +59,7 @@ import {
   startNodeBootServices,
   type BootHost,
   type NodeBootServices,
-} from '../boot/node-boot.js';
+} from './boot-services.js';
 import { allServing, type BootServiceStates } from '../boot/service-state.js';
 import { BootLeadership, peerBootTimeoutMs } from './boot-leadership.js';
 import { BootServiceState as BootServiceStateProto } from '../gen/kv.js';
@@ -597,7 +597,7 @@ function buildLeaderDuties(
       propose,
       logger: logger.child({ component: 'members' }),
     }),
-    // Only the leader carries out power jobs; any node may enqueue them (src/power/enqueue.ts).
+    // Only the leader carries out power jobs; any node's API may request them.
     new PowerExecutor({
       nodeId: cfg.id,
       control,

@@ -9,6 +9,7 @@ import { randomBytes, webcrypto } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
+import type { PeerTls } from './peer-tls.js';
 
 const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 const dayMs = 86_400_000;
@@ -149,13 +150,7 @@ export async function bootstrapPki(
 }
 
 /** A node's TLS material from a bootstrap directory. */
-export interface NodeTls {
-  readonly ca: Buffer;
-  readonly cert: Buffer;
-  readonly key: Buffer;
-}
-
-export function loadNodeTls(dir: string, id: string): NodeTls {
+export function loadNodeTls(dir: string, id: string): PeerTls {
   if (existsSync(join(dir, 'ca.key'))) {
     throw new Error(
       `${dir} holds the cluster CA's private key (ca.key): anyone who can read this node's files could ` +

@@ -16,11 +16,10 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Action, AttemptRef, ConnectRequest, ConnectResponse } from '../gen/worker.js';
 import { WorkerClient } from '../gen/worker.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../model/limits.js';
 import { EndpointTlsCredentials } from '../platform/endpoint-tls.js';
-import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
 import { isXdsTarget } from '../platform/xds-target.js';
 import { isBuiltinAction } from '../workflow/builtin-actions.js';
+import { cutReport } from '../workflow/rules.js';
 import { runBuiltin } from './actions/builtin.js';
 import type { ActionResult as JournalResult, PendingEffect } from './journal.js';
 import { ResultJournal } from './journal.js';
@@ -447,10 +446,5 @@ function toProtoResult(r: JournalResult): {
 } {
   // Cut to what the cluster records: a result is never too large for the stream (gRPC's
   // message limit would end it, and the agent would resend it forever).
-  return {
-    ...r,
-    attempt: { ...r.attempt },
-    message: headUtf8(r.message, attemptMessageBytesMax),
-    outputTail: tailUtf8(r.outputTail, attemptOutputTailBytesMax),
-  };
+  return { ...r, attempt: { ...r.attempt }, ...cutReport(r) };
 }

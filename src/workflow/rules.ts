@@ -1,10 +1,17 @@
 // The rules that drive a workflow: which action runs next, on which worker, when a retry may
-// start and which deadline comes first. Pure functions of a Workflow, shared by the replicated
-// state machine (which enforces them) and the dispatcher and deadline scanner (which propose
-// the commands), so both sides agree by construction.
+// start, which deadline comes first, which attempt a worker's report is about and what of it is
+// kept. Pure functions of a Workflow, shared by the replicated state machine (which enforces
+// them), the dispatcher and deadline scanner (which propose the commands), the node's screen of
+// a worker's result and the agent (which send them), so every side agrees by construction.
 import type { ActionSpec, RenderedTemplate, TaskSpec, Workflow } from '../model/records.js';
 import { isTerminal } from '../model/records.js';
-import { retryBackoffBaseMs, retryBackoffMaxMs } from '../model/limits.js';
+import {
+  attemptMessageBytesMax,
+  attemptOutputTailBytesMax,
+  retryBackoffBaseMs,
+  retryBackoffMaxMs,
+} from '../model/limits.js';
+import { headUtf8, tailUtf8 } from '../platform/utf8-text.js';
 
 /** One position of a workflow's flat action list: Workflow.actions[i] is the status of position i. */
 export interface ActionPosition {
@@ -100,4 +107,65 @@ export function nextDeadline(wf: Workflow): number | undefined {
   const actionDeadlineMs = running?.state === 'RUNNING' ? running.deadlineMs : undefined;
   if (actionDeadlineMs === undefined) return wf.deadlineMs;
   return wf.deadlineMs === undefined ? actionDeadlineMs : Math.min(actionDeadlineMs, wf.deadlineMs);
+}
+
+/** The attempt a worker's report (attempt.result or attempt.lost) names, and who sends it. */
+export interface AttemptReportRef {
+  readonly actionIndex: number;
+  readonly attempt: number;
+  readonly workerId: string;
+}
+
+/**
+ * Which attempt a report is about (invariant 3): the running one ('current', to be recorded), one
+ * already recorded ('duplicate': acknowledged, ignored), or one it may not speak for ('refused':
+ * never started, older than the current attempt, or run by another worker). The state machine
+ * applies a report by it, and a node screens a worker's result by it before proposing anything
+ * (src/api/result-screen.ts).
+ */
+export type ReportStanding =
+  | { readonly kind: 'current' }
+  | { readonly kind: 'duplicate' }
+  | { readonly kind: 'refused'; readonly code: 'E_INVALID' | 'E_STALE_ATTEMPT'; readonly message: string };
+
+export function classifyReport(wf: Workflow, report: AttemptReportRef): ReportStanding {
+  const { actionIndex: i, attempt: n } = report;
+  const status = wf.actions[i];
+  if (status === undefined) {
+    const message = `actionIndex: ${i} is out of range (workflow "${wf.id}" has ${wf.actions.length} actions)`;
+    return { kind: 'refused', code: 'E_INVALID', message };
+  }
+  const what = `attempt ${n} of action ${i} of workflow "${wf.id}"`;
+  if (n < 1 || n > status.attempt) {
+    return stale(`${what} was never started (the latest is ${status.attempt})`);
+  }
+  if (n < status.attempt) return stale(`${what} is older than the current attempt ${status.attempt}`);
+  if (status.workerId !== report.workerId) {
+    return stale(`${what} ran on worker "${status.workerId}", not "${report.workerId}"`);
+  }
+  return status.state === 'RUNNING' ? { kind: 'current' } : { kind: 'duplicate' };
+}
+
+function stale(message: string): ReportStanding {
+  return { kind: 'refused', code: 'E_STALE_ATTEMPT', message };
+}
+
+/** A result's message and output tail as the state records them. */
+export interface KeptReport {
+  /** Cut to attemptMessageBytesMax from the head. */
+  readonly message: string;
+  /** Cut to attemptOutputTailBytesMax from the end ("…" first). */
+  readonly outputTail: string;
+}
+
+/**
+ * The one cut of a result's message and output tail: the agent sends a result cut so (no result
+ * is too large for the stream), the node's screen proposes it cut so (none is too large for the
+ * log), and the state records it cut so.
+ */
+export function cutReport(report: KeptReport): KeptReport {
+  return {
+    message: headUtf8(report.message, attemptMessageBytesMax),
+    outputTail: tailUtf8(report.outputTail, attemptOutputTailBytesMax),
+  };
 }

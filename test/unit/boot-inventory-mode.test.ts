@@ -7,7 +7,7 @@
 // and renderIpxeScript on its records.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { inventoryOf } from '../../src/boot/node-boot.js';
+import { inventoryOf } from '../../src/node/boot-services.js';
 import { defaultBootArtifacts, renderIpxeScript } from '../../src/boot/http/ipxe-script.js';
 import { LifecycleHarness, operator } from '../support/lifecycle-harness.js';
 

@@ -16,7 +16,7 @@ import type { DhcpOptions } from '../../src/boot/dhcp/options.js';
 import { overlappingPools, parsePoolSpec, PoolSpecError } from '../../src/boot/dhcp/pool.js';
 import { defaultIpxeBinaries } from '../../src/boot/dhcp/pxe-policy.js';
 import { answerRequest, reservedLeases, type AnswerContext } from '../../src/boot/dhcp/server.js';
-import { inventoryOf } from '../../src/boot/node-boot.js';
+import { inventoryOf } from '../../src/node/boot-services.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import type { HardwareInput } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';

@@ -11,10 +11,9 @@ import type { ControlCommand, ControlResult } from '../../src/state/control/comm
 import type { HardwareInput, PowerJob } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { decodeControlCommand, encodeControlCommand } from '../../src/state/control/codec.js';
-import { powerRetryBackoffMs } from '../../src/state/control/power-jobs.js';
+import { powerRequest, powerRetryBackoffMs, powerStepsOf } from '../../src/state/control/power-jobs.js';
 import { DecodeError } from '../../src/state/binary.js';
 import { powerJobsKeptPerHardware } from '../../src/model/limits.js';
-import { powerSteps } from '../../src/power/plan.js';
 
 const leaseMs = 30_000;
 
@@ -70,7 +69,14 @@ class Cluster {
     hardwareId = 'm1',
     op: 'on' | 'off' | 'cycle' | 'netboot' | 'status' = 'on',
   ): PowerJob {
-    return this.job({ type: 'power.request', jobId, hardwareId, op, steps: powerSteps(op), maxAttempts: 3 });
+    return this.job({
+      type: 'power.request',
+      jobId,
+      hardwareId,
+      op,
+      steps: powerStepsOf(op),
+      maxAttempts: 3,
+    });
   }
 
   claim(job: PowerJob, claimer = 'n1'): Extract<ControlCommand, { type: 'power.claim' }> {
@@ -123,6 +129,24 @@ function setUp(): Cluster {
 }
 
 describe('power jobs', () => {
+  it('a request asks for its op as idempotent steps, with the default attempts per step', () => {
+    const steps = (op: Parameters<typeof powerRequest>[2]) => powerRequest('j', 'm1', op).steps;
+    assert.deepEqual(powerRequest('j1', 'm1', 'netboot'), {
+      type: 'power.request',
+      jobId: 'j1',
+      hardwareId: 'm1',
+      op: 'netboot',
+      steps: ['bootdev-pxe', 'off', 'on'],
+      maxAttempts: 3,
+    });
+    assert.deepEqual(
+      [steps('on'), steps('off'), steps('cycle'), steps('status'), steps('diskboot')],
+      [['on'], ['off'], ['off', 'on'], ['status'], ['bootdev-disk']],
+    );
+    const job = setUp().job(powerRequest('j2', 'm1', 'cycle'));
+    assert.deepEqual([job.state, job.steps, job.maxAttempts], ['PENDING', ['off', 'on'], 3]);
+  });
+
   it('a request runs its steps in order, one claim per attempt, to SUCCEEDED', () => {
     const c = setUp();
     let job = c.request('j1', 'm1', 'cycle');

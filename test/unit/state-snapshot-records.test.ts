@@ -20,7 +20,7 @@ import { readSnapshotRecords, snapshotRecordSlices } from '../../src/state/contr
 import { ReplicatedState } from '../../src/state/replicated-state.js';
 import { runAtOnce } from '../../src/state/slices.js';
 import { crc32c } from '../../src/platform/crc32c.js';
-import { powerSteps } from '../../src/power/plan.js';
+import { powerStepsOf } from '../../src/state/control/power-jobs.js';
 
 const admin: AuditTag = { user: 'root', role: 'admin', address: '127.0.0.1:1', method: 'Control/Test' };
 
@@ -138,7 +138,7 @@ function populated(version: 1 | 2, machines = 12, workflows = 10): Node {
     jobId: 'job-1',
     hardwareId: 'm00001',
     op: 'on',
-    steps: powerSteps('on'),
+    steps: powerStepsOf('on'),
     maxAttempts: 3,
   });
   n.run({ type: 'artifact.put', name: 'debian.raw', sha256: 'cd'.repeat(32), bytes: 1234 });

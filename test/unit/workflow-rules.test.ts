@@ -1,6 +1,7 @@
 // Goal: pin down the pure workflow rules the state machine enforces and the dispatcher and
 // deadline scanner follow: the flat action order, which action is next (and when it is not),
-// the deterministic retry backoff, and the earliest deadline.
+// the deterministic retry backoff, the earliest deadline, which attempt a worker's report is
+// about, and the one cut of a result's message and output tail.
 // Method: hand-built workflows in each interesting state, checked against the rules' answers;
 // a fast-check property compares nextAction with a direct reading of its definition.
 import { describe, it } from 'node:test';
@@ -14,10 +15,18 @@ import type {
   WorkflowState,
 } from '../../src/model/records.js';
 import { isTerminal } from '../../src/model/records.js';
-import { retryBackoffBaseMs, retryBackoffMaxMs } from '../../src/model/limits.js';
+import {
+  attemptMessageBytesMax,
+  attemptOutputTailBytesMax,
+  retryBackoffBaseMs,
+  retryBackoffMaxMs,
+} from '../../src/model/limits.js';
+import { utf8Length } from '../../src/platform/utf8-text.js';
 import {
   actionPositions,
+  classifyReport,
   currentActionIndex,
+  cutReport,
   nextAction,
   nextDeadline,
   retryBackoffMs,
@@ -184,5 +193,69 @@ describe('nextDeadline', () => {
       nextDeadline(workflow('FAILED', [running(5), pending(), pending()], { deadlineMs: 9 })),
       undefined,
     );
+  });
+});
+
+describe('classifyReport', () => {
+  const running: ActionStatus = { state: 'RUNNING', attempt: 2, deadlineMs: 10, workerId: 'm1' };
+  const failed: ActionStatus = { state: 'FAILED', attempt: 2, workerId: 'm1' };
+  const report = (attempt: number, actionIndex = 1, workerId = 'm1') => ({ actionIndex, attempt, workerId });
+
+  it('is current for the running attempt from the worker that runs it', () => {
+    const wf = workflow('RUNNING', [done, running, pending()]);
+    assert.deepEqual(classifyReport(wf, report(2)), { kind: 'current' });
+  });
+
+  it('is a duplicate for the current attempt once it is recorded', () => {
+    const wf = workflow('FAILED', [done, failed, pending()]);
+    assert.deepEqual(classifyReport(wf, report(2)), { kind: 'duplicate' });
+  });
+
+  it('refuses, saying why, an attempt never started, an older one, another worker and a bad index', () => {
+    const wf = workflow('RUNNING', [done, running, pending()]);
+    const refusal = (r: ReturnType<typeof report>) => {
+      const standing = classifyReport(wf, r);
+      assert.equal(standing.kind, 'refused');
+      return standing.kind === 'refused' ? [standing.code, standing.message] : [];
+    };
+    assert.deepEqual(refusal(report(3)), [
+      'E_STALE_ATTEMPT',
+      'attempt 3 of action 1 of workflow "w" was never started (the latest is 2)',
+    ]);
+    assert.deepEqual(refusal(report(0)), [
+      'E_STALE_ATTEMPT',
+      'attempt 0 of action 1 of workflow "w" was never started (the latest is 2)',
+    ]);
+    assert.deepEqual(refusal(report(1)), [
+      'E_STALE_ATTEMPT',
+      'attempt 1 of action 1 of workflow "w" is older than the current attempt 2',
+    ]);
+    assert.deepEqual(refusal(report(2, 1, 'm2')), [
+      'E_STALE_ATTEMPT',
+      'attempt 2 of action 1 of workflow "w" ran on worker "m1", not "m2"',
+    ]);
+    assert.deepEqual(refusal(report(1, 3)), [
+      'E_INVALID',
+      'actionIndex: 3 is out of range (workflow "w" has 3 actions)',
+    ]);
+  });
+});
+
+describe('cutReport', () => {
+  it('keeps a short message and tail as they are', () => {
+    assert.deepEqual(cutReport({ message: 'ok', outputTail: 'done\n' }), {
+      message: 'ok',
+      outputTail: 'done\n',
+    });
+  });
+
+  it('cuts the message from its head and the output from its end, within the recorded bytes', () => {
+    const message = `first ${'é'.repeat(attemptMessageBytesMax)} last`;
+    const outputTail = `first ${'€'.repeat(attemptOutputTailBytesMax)} last`;
+    const kept = cutReport({ message, outputTail });
+    assert.ok(utf8Length(kept.message) <= attemptMessageBytesMax);
+    assert.ok(utf8Length(kept.outputTail) <= attemptOutputTailBytesMax);
+    assert.ok(kept.message.startsWith('first ') && !kept.message.includes('last'));
+    assert.ok(kept.outputTail.endsWith(' last') && !kept.outputTail.includes('first'));
   });
 });

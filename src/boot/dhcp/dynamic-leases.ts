@@ -10,8 +10,7 @@
 //
 // Only the node that answers DHCP (the leader) runs this, so the holds are local; the state
 // machine decides every grant, so a stale hold can cost an offer, never a duplicate address.
-import type { Lease } from '../../model/records.js';
-import type { GrantOutcome, LeaseGrant } from '../../state/control/leases.js';
+import type { GrantOutcome, Lease, LeaseGrant } from '../../model/records.js';
 import { clientHardwareAddress } from './codec.js';
 import type { ReservedLease } from './reply.js';
 import type { LeaseAnswer, LeaseBackend, LeaseQuery } from './server.js';

@@ -1,30 +1,12 @@
-// How the raft transport's gRPC channels and server are set up: credentials, keepalive and
-// message sizes. Credentials are built only here so that TLS can replace them in one place.
-import { credentials, ServerCredentials, type ChannelCredentials, type ChannelOptions } from '@grpc/grpc-js';
+// How the raft transport's gRPC channels and server are set up: keepalive, message sizes and
+// reconnect backoff. Their credentials (TLS between nodes) are src/platform/peer-tls.ts's.
+import type { ChannelOptions } from '@grpc/grpc-js';
 import {
   keepaliveIntervalMs,
   keepaliveTimeoutMs,
   reconnectBackoffMsMax,
   reconnectBackoffMsMin,
 } from './limits.js';
-
-/** A node's certificate, key and the cluster CA: mutual TLS between nodes when present. */
-export interface PeerTls {
-  readonly ca: Buffer;
-  readonly cert: Buffer;
-  readonly key: Buffer;
-}
-
-export function peerChannelCredentials(tls?: PeerTls): ChannelCredentials {
-  return tls === undefined ? credentials.createInsecure() : credentials.createSsl(tls.ca, tls.key, tls.cert);
-}
-
-/** With TLS, a peer must present a certificate of the cluster CA (mutual TLS). */
-export function peerServerCredentials(tls?: PeerTls): ServerCredentials {
-  return tls === undefined
-    ? ServerCredentials.createInsecure()
-    : ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], true);
-}
 
 /** Both ends notice a dead peer within about keepalive interval + timeout (~2 s). */
 function keepalive(): ChannelOptions {

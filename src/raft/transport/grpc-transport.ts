@@ -17,7 +17,8 @@ import { RaftService, type SnapshotAck, type SnapshotChunk, type StreamAck } fro
 import type { Member, Message, NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
 import { CodecError, decodeEnvelopeMessages, encodeMessageFrame } from './codec.js';
-import { peerServerCredentials, peerServerOptions, type PeerTls } from './grpc-config.js';
+import { peerServerCredentials, type PeerTls } from '../../platform/peer-tls.js';
+import { peerServerOptions } from './grpc-config.js';
 import { certifiedNodeId, peerIdentityInterceptor } from './peer-identity.js';
 import {
   messageBytesMaxDefault,

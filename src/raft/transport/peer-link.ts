@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { RaftService, type StreamAck } from '../../gen/raft.js';
 import type { NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
-import { peerChannelCredentials, peerChannelOptions, type PeerTls } from './grpc-config.js';
+import { peerChannelCredentials, type PeerTls } from '../../platform/peer-tls.js';
+import { peerChannelOptions } from './grpc-config.js';
 import {
   bulkQueueBytesMax,
   bulkQueueMessagesMax,

@@ -7,8 +7,10 @@ import type {
   Artifact,
   Hardware,
   HardwareInput,
+  GrantOutcome,
   JsonValue,
   Lease,
+  LeaseGrant,
   OperatorToken,
   PowerJob,
   PowerOp,
@@ -21,7 +23,6 @@ import type {
   WorkflowState,
 } from '../../model/records.js';
 import type { Labels, OperatorVerb } from '../../model/machine-lifecycle.js';
-import type { GrantOutcome, LeaseGrant } from './leases.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
 import type { Pool, ReleaseWhy } from '../../fleet/pool.js';
@@ -293,8 +294,8 @@ type ControlChange =
       readonly probationS: number;
     }
   /**
-   * A power job for a machine with a BMC, proposed by the API (or the leader, see
-   * src/power/enqueue.ts). The proposer picks the id and the steps (src/power/plan.ts).
+   * A power job for a machine with a BMC, proposed by the API. The proposer picks the id; the
+   * steps and attempts come from powerRequest (power-jobs.ts).
    */
   | {
       readonly type: 'power.request';

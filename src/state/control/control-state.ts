@@ -60,8 +60,7 @@ import {
   powerRequestProblem,
   recordPowerStep,
   type PowerTransition,
-  powerAttemptsDefault,
-  powerStepsOf,
+  powerRequest,
 } from './power-jobs.js';
 import { drainedAfter } from './drained-members.js';
 import { memberApiAddrsAfter, type MemberApiAddr } from './member-api-addrs.js';
@@ -1630,14 +1629,7 @@ export class ControlState {
     hardwareId: string,
     op: 'netboot' | 'diskboot',
   ): Command<'power.request'> {
-    return {
-      type: 'power.request',
-      jobId: `${workflowId}-${op}`,
-      hardwareId,
-      op,
-      steps: powerStepsOf(op),
-      maxAttempts: powerAttemptsDefault,
-    };
+    return powerRequest(`${workflowId}-${op}`, hardwareId, op);
   }
 
   #unknownWorker(tasks: Workflow['spec']['tasks']): string | undefined {

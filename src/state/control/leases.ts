@@ -7,19 +7,9 @@
 // leases stay until their address is given to someone else, so a machine that comes back gets
 // the same address (what Kea and dnsmasq do too).
 import { leaseGrantsPerCommandMax, leasesMax, leaseTimeSMax } from '../../model/limits.js';
-import type { Lease } from '../../model/records.js';
+import type { GrantOutcome, Lease, LeaseGrant } from '../../model/records.js';
 import { isIpv4, normalizeMac } from '../../platform/addresses.js';
 import { record } from './immutable.js';
-
-/** One address the DHCP server wants committed before it ACKs. */
-export interface LeaseGrant {
-  readonly mac: string;
-  readonly ip: string;
-  readonly leaseTimeS: number;
-}
-
-export type GrantOutcome =
-  { readonly granted: true; readonly lease: Lease } | { readonly granted: false; readonly reason: string };
 
 /** Who an address is reserved for in hardware records (another machine's interface), if anyone. */
 export type ReservationLookup = (ip: string) => string | undefined;

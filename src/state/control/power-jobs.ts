@@ -60,6 +60,23 @@ export function powerStepsOf(op: PowerOp): readonly PowerStep[] {
 /** Attempts per step: a BMC that drops a UDP exchange or is busy usually answers the next try. */
 export const powerAttemptsDefault = 3;
 
+/**
+ * The power.request that asks for `op` on a machine: its steps and its attempts per step. The API
+ * proposes one with a fresh job id for an operator's request (any node may; the leader's executor,
+ * src/power/executor.ts, carries the job out); a netbooting workflow's own jobs are made with it
+ * when the workflow's commands apply, named after the workflow.
+ */
+export function powerRequest(jobId: string, hardwareId: string, op: PowerOp): Command<'power.request'> {
+  return {
+    type: 'power.request',
+    jobId,
+    hardwareId,
+    op,
+    steps: powerStepsOf(op),
+    maxAttempts: powerAttemptsDefault,
+  };
+}
+
 function refused(code: ControlErrorCode, message: string): PowerTransition {
   return { kind: 'refused', code, message };
 }

@@ -21,6 +21,7 @@ import type {
   ActionSpec,
   ActionStatus,
   Artifact,
+  GrantOutcome,
   Hardware,
   Lease,
   OperatorToken,
@@ -37,7 +38,6 @@ import type { MachineEvent, MachineLifecycle } from '../../model/machine-lifecyc
 import type { Inventory } from '../../model/inventory.js';
 import { InventoryError, parseInventory } from '../../model/inventory.js';
 import { lifecycleTriggers, machineStates, operatorVerbs } from '../../model/machine-lifecycle.js';
-import type { GrantOutcome } from './leases.js';
 import type { Pool } from '../../fleet/pool.js';
 import {
   array,

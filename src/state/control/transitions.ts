@@ -3,7 +3,8 @@
 // immutable, so a new version shares the spec and the untouched action statuses with the old.
 //
 // Attempts (invariant 3). An action's `attempt` counts its starts and is never reused. A report
-// (attempt.result or attempt.lost) is about attempt n of action i from worker w:
+// (attempt.result or attempt.lost) is about attempt n of action i from worker w, and is one of
+// these (classifyReport in src/workflow/rules.ts decides which; the node's screen asks it too):
 //   - n is the action's current attempt, it is RUNNING and w ran it: recorded.
 //   - n is the current attempt but it is no longer RUNNING: it was already recorded (by a
 //     result, a timeout, a loss or a cancel), so the report is a duplicate: acknowledged, ignored.
@@ -20,10 +21,17 @@ import type {
   WorkflowState,
 } from '../../model/records.js';
 import { isTerminal } from '../../model/records.js';
-import { actionPositions, nextAction, retryBackoffMs, type ActionPosition } from '../../workflow/rules.js';
-import { attemptMessageBytesMax, attemptOutputTailBytesMax } from '../../model/limits.js';
+import {
+  actionPositions,
+  classifyReport,
+  cutReport,
+  nextAction,
+  retryBackoffMs,
+  type ActionPosition,
+} from '../../workflow/rules.js';
+import { attemptMessageBytesMax } from '../../model/limits.js';
 import { record, type Loose } from './immutable.js';
-import { headUtf8, tailUtf8 } from '../../platform/utf8-text.js';
+import { headUtf8 } from '../../platform/utf8-text.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -177,47 +185,29 @@ export function startAttempt(wf: Workflow, command: Command<'attempt.start'>, no
   return { kind: 'changed', workflow, events, outcome: outcome(workflow, next.index, command.attempt) };
 }
 
-type Report = Command<'attempt.result'> | Command<'attempt.lost'>;
-
 /**
- * Which attempt a report is about: the running one, one already recorded, or a refusal. Pure on
- * the workflow, so a node also screens a worker's result with it before proposing anything
- * (src/api/result-screen.ts).
+ * A report's standing (src/workflow/rules.ts classifyReport) as a transition: undefined when it
+ * is about the running attempt and is to be recorded.
  */
-export function classifyReport(
+function screened(
   wf: Workflow,
-  report: Pick<Report, 'actionIndex' | 'attempt' | 'workerId'>,
-): Transition | 'current' {
-  const { actionIndex: i, attempt: n } = report;
-  const status = wf.actions[i];
-  if (status === undefined) {
-    return refused(
-      'E_INVALID',
-      `actionIndex: ${i} is out of range (workflow "${wf.id}" has ${wf.actions.length} actions)`,
-    );
+  report: Command<'attempt.result'> | Command<'attempt.lost'>,
+): Transition | undefined {
+  const standing = classifyReport(wf, report);
+  switch (standing.kind) {
+    case 'current':
+      return undefined;
+    case 'duplicate':
+      return { kind: 'duplicate', outcome: outcome(wf, report.actionIndex, report.attempt) };
+    case 'refused':
+      return refused(standing.code, standing.message);
   }
-  const what = `attempt ${n} of action ${i} of workflow "${wf.id}"`;
-  if (n < 1 || n > status.attempt) {
-    return refused('E_STALE_ATTEMPT', `${what} was never started (the latest is ${status.attempt})`);
-  }
-  if (n < status.attempt) {
-    return refused('E_STALE_ATTEMPT', `${what} is older than the current attempt ${status.attempt}`);
-  }
-  if (status.workerId !== report.workerId) {
-    return refused('E_STALE_ATTEMPT', `${what} ran on worker "${status.workerId}", not "${report.workerId}"`);
-  }
-  if (status.state !== 'RUNNING') return { kind: 'duplicate', outcome: outcome(wf, i, n) };
-  return 'current';
 }
 
 export function recordResult(wf: Workflow, command: Command<'attempt.result'>, nowMs: number): Transition {
-  const which = classifyReport(wf, command);
-  if (which !== 'current') return which;
-  const report = {
-    exitStatus: command.exitStatus,
-    message: headUtf8(command.message, attemptMessageBytesMax),
-    outputTail: tailUtf8(command.outputTail, attemptOutputTailBytesMax),
-  };
+  const which = screened(wf, command);
+  if (which !== undefined) return which;
+  const report = { exitStatus: command.exitStatus, ...cutReport(command) };
   if (!command.success) return failAttempt(wf, command.actionIndex, nowMs, 'action.failed', report);
   const i = command.actionIndex;
   const position = actionPositions(wf.spec)[i];
@@ -234,8 +224,8 @@ export function recordResult(wf: Workflow, command: Command<'attempt.result'>, n
 }
 
 export function recordLost(wf: Workflow, command: Command<'attempt.lost'>, nowMs: number): Transition {
-  const which = classifyReport(wf, command);
-  if (which !== 'current') return which;
+  const which = screened(wf, command);
+  if (which !== undefined) return which;
   const message = headUtf8(`the worker lost the attempt: ${command.message}`, attemptMessageBytesMax);
   return failAttempt(wf, command.actionIndex, nowMs, 'action.failed', { message });
 }

@@ -7,25 +7,25 @@ import type { Logger } from 'pino';
 import type { ControlState } from '../state/control/control-state.js';
 import { discoveredHardware, discoveredHardwareId, wantsInventory } from '../state/control/discovery.js';
 import { stateVersionFleet } from '../state/versions.js';
-import { dynamicLeases, type LeaseLedger } from './dhcp/dynamic-leases.js';
-import { parsePoolSpec } from './dhcp/pool.js';
-import { newDhcpCounters, reservedLeases, startDhcpServer } from './dhcp/server.js';
-import type { DhcpCounters, DhcpMode, DhcpServer, Subnet } from './dhcp/server.js';
+import { dynamicLeases, type LeaseLedger } from '../boot/dhcp/dynamic-leases.js';
+import { parsePoolSpec } from '../boot/dhcp/pool.js';
+import { newDhcpCounters, reservedLeases, startDhcpServer } from '../boot/dhcp/server.js';
+import type { DhcpCounters, DhcpMode, DhcpServer, Subnet } from '../boot/dhcp/server.js';
 import type { AddressFeed, LinkSource, LinkTable } from '../platform/link-watch.js';
-import { LinkBoundService, type Readiness } from './link-bound-service.js';
-import { addressReadiness, dhcpReadiness, dhcpUnicastAddresses } from './readiness.js';
+import { LinkBoundService, type Readiness } from '../boot/link-bound-service.js';
+import { addressReadiness, dhcpReadiness, dhcpUnicastAddresses } from '../boot/readiness.js';
 import {
   bootServiceNames,
   BootServiceState,
   type BootServiceName,
   type BootServiceStates,
-} from './service-state.js';
-import type { BootInventory } from './inventory.js';
-import { defaultBootArtifacts } from './http/ipxe-script.js';
-import { startHttpBootServer } from './http/server.js';
-import type { CredentialClaims, HttpBootServer, RegisteredArtifacts } from './http/server.js';
-import { startTftpServer } from './tftp/server.js';
-import type { TftpServer } from './tftp/server.js';
+} from '../boot/service-state.js';
+import type { BootInventory } from '../boot/inventory.js';
+import { defaultBootArtifacts } from '../boot/http/ipxe-script.js';
+import { startHttpBootServer } from '../boot/http/server.js';
+import type { CredentialClaims, HttpBootServer, RegisteredArtifacts } from '../boot/http/server.js';
+import { startTftpServer } from '../boot/tftp/server.js';
+import type { TftpServer } from '../boot/tftp/server.js';
 
 /** Where Debian's `ipxe` package puts the binaries machines chainload. */
 export const debianIpxeDir = '/usr/lib/ipxe';
