@@ -10,7 +10,11 @@
 //   template  a template with the name and the same source text.
 //   workflow  a workflow (in any state) of the template on the machine: Slipway's workflows
 //             have no name, and Tinkerbell runs a Workflow once.
-import type { HardwareInput } from '../model/records.js';
+// A workflow to create is rendered here first, for its machine, as the cluster will render it:
+// one that would be refused (a template that does not render for the machine, netboot without a
+// BMC) refuses the whole import before anything is created.
+import type { Hardware, HardwareInput } from '../model/records.js';
+import { renderTemplate, TemplateError } from '../workflow/template.js';
 import { ImportInputError, importProblemsMax, isMapping } from './objects.js';
 import type { ImportPlan, PlannedHardware, PlannedTemplate, PlannedWorkflow } from './plan.js';
 
@@ -79,6 +83,8 @@ export function reconcile(plan: ImportPlan, view: ClusterView): ImportStep[] {
     const found = view.workflows.find(
       (w) => w.template === workflow.template && w.hardwareId === workflow.hardwareId,
     );
+    const refusal = found === undefined ? workflowProblem(workflow, plan, view) : undefined;
+    if (refusal !== undefined) problems.push(`Workflow ${workflow.name}: ${refusal}`);
     steps.push({
       kind: 'workflow',
       name: workflow.name,
@@ -104,6 +110,47 @@ function workflowRefsProblem(
   )
     return `spec.templateRef "${workflow.template}" is neither a Template in the input nor a template in the cluster`;
   return undefined;
+}
+
+/**
+ * Why `workflow create` would refuse the workflow, found before anything is created: the template
+ * does not render for the machine (as the cluster renders it), or it netboots a machine without a
+ * BMC.
+ */
+function workflowProblem(workflow: PlannedWorkflow, plan: ImportPlan, view: ClusterView): string | undefined {
+  const machines: Hardware[] = [
+    ...plan.hardware.map(({ input }) => ({
+      ...input,
+      workerTokenSha256: '',
+      createdMs: 0,
+      updatedMs: 0,
+      version: 0,
+    })),
+    ...view.hardware
+      .filter((h) => !plan.hardware.some((p) => p.id === h['id']))
+      .map((h) => h as unknown as Hardware),
+  ];
+  const hardware = machines.find((h) => h.id === workflow.hardwareId);
+  const source =
+    plan.templates.find((t) => t.name === workflow.template)?.source ??
+    view.templates.find((t) => t.name === workflow.template)?.source;
+  if (hardware === undefined || source === undefined) return undefined;
+  if (workflow.netboot && hardware.bmc === undefined)
+    return `bootOptions.bootMode netboot needs a BMC, and hardware "${hardware.id}" has none (give its Hardware a bmcRef)`;
+  const byMac = new Map(machines.flatMap((h) => h.interfaces.map((nic) => [nic.mac, h.id] as const)));
+  try {
+    renderTemplate(source, {
+      workflowId: workflow.name,
+      hardware,
+      hardwareMap: workflow.hardwareMap,
+      resolveWorker: (value) =>
+        machines.some((h) => h.id === value) ? value : byMac.get(value.toLowerCase().replaceAll('-', ':')),
+    });
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof TemplateError)) throw err;
+    return `template "${workflow.template}" does not render for hardware "${hardware.id}": ${err.message.replaceAll('\n', '; ')}`;
+  }
 }
 
 /** Why the machine cannot be imported over what the cluster holds, or undefined. */

@@ -195,6 +195,17 @@ describe('import', () => {
     const clashed = await c.cli(['import', '-f', join(inputDir('clash', { 'a.yaml': clash }), 'a.yaml')]);
     assert.equal(clashed.code, 2);
     assert.match(clashed.stderr, /hardware "sm01" exists and differs in interfaces/);
+    const unrendered = `${hardware('sm04', '02:00:00:00:09:04', '10.9.0.14')}---\n${template.replace('name: ubuntu', 'name: other')}---\n${workflow('sm04').replace('templateRef: ubuntu', 'templateRef: other').replace('09:01', '09:77')}`;
+    const refusedRender = await c.cli([
+      'import',
+      '-f',
+      join(inputDir('render', { 'a.yaml': unrendered }), 'a.yaml'),
+    ]);
+    assert.equal(refusedRender.code, 2);
+    assert.match(
+      refusedRender.stderr,
+      /Workflow sm04-ubuntu: template "other" does not render for hardware "sm04": .*"02:00:00:00:09:77" .* is not a known hardware id or MAC address/,
+    );
     assert.deepEqual(await hardwareIds(), ['sm01']);
     const skipped = await c.ok(['import', '-f', unknown, '--skip-unknown']);
     assert.match(skipped, /^skipped Job cycle .*one-off BMC jobs/m);

@@ -302,10 +302,34 @@ spec: {machineRef: {name: bmc-sm01}}
       refusal(() => reconcile(p, emptyCluster)),
       /Workflow sm01-ubuntu: spec\.hardwareRef "sm99" is neither a Hardware in the input nor a machine in the cluster/,
     );
-    const inCluster = reconcile(p, { ...emptyCluster, hardware: [{ id: 'sm99', interfaces: [] }] });
+    const sm99 = {
+      id: 'sm99',
+      arch: 'x86_64',
+      uefi: false,
+      interfaces: [{ mac: '3c:ec:ef:4c:4f:54', dns: [], leaseTimeS: 86400 }],
+      netboot: { allowPXE: true, allowWorkflow: true },
+      metadata: {},
+    };
+    const withBmc = { ...sm99, bmc: { address: 'ipmi://127.0.0.1:623', passwordSet: false } };
+    const inCluster = reconcile(p, { ...emptyCluster, hardware: [withBmc] });
     assert.deepEqual(
       inCluster.map((s) => `${s.kind} ${s.name}`),
       ['template ubuntu', 'workflow sm01-ubuntu'],
+    );
+  });
+
+  test('a Workflow the cluster would refuse is refused before anything is created', () => {
+    const p = plan(
+      [hardware, machine, secret, template, workflow].join('---\n').replace('device_1: 3c:', 'device_1: 4c:'),
+    );
+    assert.match(
+      refusal(() => reconcile(p, emptyCluster)),
+      /Workflow sm01-ubuntu: template "ubuntu" does not render for hardware "sm01": line 6: tasks\[0\]\.worker: "4c:ec:ef:4c:4f:54" of task "os-installation" is not a known hardware id or MAC address/,
+    );
+    const noBmc = plan([hardware.replace(/ {2}bmcRef:\n(.*\n){3}/, ''), template, workflow].join('---\n'));
+    assert.match(
+      refusal(() => reconcile(noBmc, emptyCluster)),
+      /bootOptions\.bootMode netboot needs a BMC, and hardware "sm01" has none/,
     );
   });
 
