@@ -5,7 +5,9 @@
 //   tinkerbell.org/v1alpha1 Template   → template: spec.data, its `name` set to metadata.name
 //                                        (Workflows name templates so)
 //   tinkerbell.org/v1alpha1 Workflow   → workflow: templateRef, hardwareRef, hardwareMap;
-//                                        bootOptions.bootMode netboot → `workflow create --netboot`
+//                                        bootOptions.bootMode netboot → `workflow create --netboot`;
+//                                        one whose status.state says it ran (RUNNING, SUCCESS,
+//                                        FAILED, TIMEOUT, POST) is skipped, not run again
 //   bmc.tinkerbell.org/v1alpha1 Machine, v1 Secret → read through a Hardware's bmcRef only
 // Any other kind or apiVersion is unknown: refused, or listed and skipped with skipUnknown.
 import { isMap, isScalar, parseDocument } from 'yaml';
@@ -181,6 +183,9 @@ export function withName(data: string, name: string): { source: string; renamedF
   };
 }
 
+/** Workflow states (kubectl get -o yaml keeps status) of a run that has not started yet. */
+const notStarted = new Set(['', 'PENDING', 'STATE_PENDING', 'PREPARING']);
+
 function mapWorkflow(
   object: KubeObject,
   findings: MappingFindings,
@@ -210,6 +215,15 @@ function mapWorkflow(
         reason: 'Slipway has no such workflow setting',
       });
   if (findings.problems.length > problemsBefore) return [];
+  const status = isMapping(object.body['status']) ? object.body['status'] : {};
+  const state = typeof status['state'] === 'string' ? status['state'] : '';
+  if (!notStarted.has(state)) {
+    skipped.push({
+      object: label,
+      reason: `status.state is ${state}: it ran in Tinkerbell, and importing it would run it again`,
+    });
+    return [];
+  }
   if (spec['disabled'] === true) {
     skipped.push({
       object: label,

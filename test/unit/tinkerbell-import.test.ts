@@ -252,6 +252,19 @@ describe('mapping', () => {
     });
   });
 
+  test('a Workflow that ran in Tinkerbell (kubectl get -o yaml keeps its status) is skipped, not run again', () => {
+    const ran = plan([template, `${workflow}status:\n  state: SUCCESS\n`].join('---\n'));
+    assert.deepEqual(ran.workflows, []);
+    assert.deepEqual(ran.skipped, [
+      {
+        object: 'Workflow tink-system/sm01-ubuntu',
+        reason: 'status.state is SUCCESS: it ran in Tinkerbell, and importing it would run it again',
+      },
+    ]);
+    const pending = plan([template, `${workflow}status:\n  state: PENDING\n`].join('---\n'));
+    assert.equal(pending.workflows.length, 1);
+  });
+
   test('netmasks become prefix lengths; a non-contiguous one is refused', () => {
     assert.equal(prefixOf('255.255.255.0'), 24);
     assert.equal(prefixOf('255.255.255.255'), 32);
