@@ -140,6 +140,18 @@ describe('import', () => {
     assert.match(out, /Machine bmc-sm01 spec\.connection\.insecureTLS: dropped/);
     assert.match(out, /Template ubuntu spec\.data name: renamed: "ubuntu_provisioning" becomes "ubuntu"/);
     assert.match(out, /^dry run: nothing was changed$/m);
+    const doc = JSON.parse(await c.ok(['-o', 'json', 'import', '-f', dir, '--dry-run'])) as {
+      dryRun: boolean;
+      changed: boolean;
+      objects: { kind: string; name: string; action: string }[];
+      notes: { object: string; field: string; outcome: string; reason: string }[];
+    };
+    assert.deepEqual([doc.dryRun, doc.changed], [true, true]);
+    assert.deepEqual(
+      doc.objects.map((o) => `${o.kind} ${o.name} ${o.action}`),
+      ['template ubuntu would create', 'hardware sm01 would create', 'workflow sm01-ubuntu would create'],
+    );
+    assert.ok(doc.notes.some((n) => n.field === 'spec.disks' && n.outcome === 'kept in metadata.tinkerbell'));
     assert.deepEqual(await hardwareIds(), []);
   });
 
