@@ -145,7 +145,18 @@ async function run(
   const outcomes: Outcome[] = [];
   for (const step of steps) {
     let id = step.kind === 'workflow' ? (step.existing ?? '') : '';
-    if (!isImported(step)) id = await create(client, step);
+    if (!isImported(step)) {
+      try {
+        id = await create(client, step);
+      } catch (err) {
+        const done = outcomes.filter((o) => o.action === 'created').length;
+        process.stderr.write(
+          `slipway: import stopped at ${step.kind} ${step.name}, ${done} created before it; ` +
+            'once the cause below is fixed, a second run creates the rest and skips those\n',
+        );
+        throw err;
+      }
+    }
     const outcome: Outcome = {
       kind: step.kind,
       name: step.name,
