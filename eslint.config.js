@@ -23,6 +23,7 @@ const srcSubsystems = [
   'src/bootos',
   'src/api',
   'src/node',
+  'src/tinkerbell',
   'src/cli',
 ];
 const zones = {
@@ -33,6 +34,8 @@ const zones = {
   'src/fleet': ['src/platform', 'src/model'],
   'src/raft': ['src/platform', 'src/gen'],
   'src/workflow': ['src/platform', 'src/model'],
+  // Tinkerbell's objects mapped to Slipway's documents (docs/decisions/0039): pure, for the CLI.
+  'src/tinkerbell': ['src/platform', 'src/model', 'src/workflow'],
   'src/state': ['src/platform', 'src/model', 'src/fleet', 'src/workflow', 'src/raft'],
   'src/power': ['src/platform', 'src/model', 'src/state'],
   // The boot servers answer from what they are given; a node wires them to the state
@@ -128,6 +131,7 @@ export default tseslint.config(
       'src/raft/core/**/*.ts',
       'src/state/**/*.ts',
       'src/fleet/**/*.ts',
+      'src/tinkerbell/**/*.ts',
       'src/boot/dhcp/codec*.ts',
       'src/boot/tftp/packet.ts',
       'src/boot/tftp/transfer.ts',

@@ -64,6 +64,11 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway workflow list',
     'slipway workflow retention --keep 50000 --max-age 90d',
   ],
+  import: [
+    'slipway import -f tinkerbell/ --dry-run',
+    'slipway import -f hardware.yaml',
+    'kubectl get hardware,templates,workflows,machines.bmc,secrets -o yaml | slipway import -f - --skip-unknown',
+  ],
   power: [
     'slipway power on m1',
     'slipway power status m1',

@@ -203,6 +203,11 @@ const groups: readonly Group[] = [
     register: async (p) => (await import('./commands/workflow.js')).workflowCommand(p, connect),
   },
   {
+    commands: ['import'],
+    client: true,
+    register: async (p) => (await import('./commands/import.js')).importCommand(p, connect),
+  },
+  {
     commands: ['pool'],
     client: true,
     register: async (p) => (await import('./commands/pool.js')).poolCommand(p, connect),

@@ -26,7 +26,7 @@ const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
 export const builtinRequiredSettings: Readonly<Record<BuiltinAction, readonly string[]>> = {
   image2disk: ['IMG_URL', 'DEST_DISK'],
   writefile: ['DEST_DISK', 'FS_TYPE', 'DEST_PATH'],
-  kexec: ['BLOCK_DEVICE', 'FS_TYPE', 'KERNEL_PATH'],
+  kexec: ['BLOCK_DEVICE', 'FS_TYPE'],
   reboot: [],
   poweroff: [],
 };

@@ -31,7 +31,9 @@
 //               zstd; true detects gzip or zstd), IMG_SHA256 (hex SHA-256 of the image as served)
 //   writefile   DEST_DISK* (a partition), FS_TYPE* (ext4, vfat, ...), DEST_PATH* (absolute),
 //               CONTENTS, UID, GID (default 0), MODE (octal, default 0644), DIRMODE (default 0755)
-//   kexec       BLOCK_DEVICE*, FS_TYPE*, KERNEL_PATH*, INITRD_PATH, CMD_LINE: loads the kernel
+//   kexec       BLOCK_DEVICE*, FS_TYPE*, KERNEL_PATH, INITRD_PATH, CMD_LINE, GRUBCFG_PATH: loads the
+//               kernel; without KERNEL_PATH, the default entry of /boot/grub/grub.cfg (or
+//               GRUBCFG_PATH) on BLOCK_DEVICE names kernel, initrd and command line
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
 // A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
 // any tag or digest) for image2disk, writefile, kexec or reboot means that built-in, so a

@@ -165,6 +165,7 @@ describe('what each command loads', () => {
       'lease',
       'template',
       'workflow',
+      'import',
       'pool',
       'power',
       'artifact',

@@ -2,7 +2,10 @@
 // real filesystem on a real block device (ext4, and vfat, which keeps no owner), creating
 // parent directories with DIRMODE and leaving nothing mounted; that it refuses bad settings, a
 // missing device and a failed mount with messages naming them; and that kexec mounts its
-// device read-only and hands the kernel, initrd and command line to `kexec -l`.
+// device read-only and hands the kernel, initrd and command line to `kexec -l`: those given, or
+// without KERNEL_PATH those of grub.cfg's default entry (Debian's, and Ubuntu's on a separate
+// /boot through GRUBCFG_PATH with grubenv's saved_entry and two initrds joined into one), and
+// fails naming the file when no default entry can be read from it.
 // Method: loop devices over small files formatted with mkfs.ext4 and mkfs.vfat; after the
 // action, the filesystem is mounted again read-only and inspected. kexec runs a stand-in
 // `kexec` first on PATH that records its arguments (loading a kernel here would be real).
@@ -187,7 +190,8 @@ describe('kexec', () => {
     mkdirSync(bin, { recursive: true });
     writeFileSync(
       path.join(bin, 'kexec'),
-      `#!/bin/sh\nprintf '%s\\n' "$@" > ${record}\ntest -f "$2" && echo kernel-found >> ${record}\n`,
+      `#!/bin/sh\nprintf '%s\\n' "$@" > ${record}\ntest -f "$2" && echo kernel-found >> ${record}\n` +
+        `initrd="\${3#--initrd=}"\ntest -f "$initrd" && cat "$initrd" >> ${record}\nexit 0\n`,
     );
     chmodSync(path.join(bin, 'kexec'), 0o755);
     process.env['PATH'] = `${bin}:${savedPath ?? ''}`;
@@ -227,6 +231,104 @@ describe('kexec', () => {
       assert.match(args[2] ?? '', /^--initrd=\/.+\/slipway-mount-\w+\/boot\/initrd\.img$/);
       assert.equal(args[3], '--append=root=/dev/sda2 ro');
       assert.equal(args[4], 'kernel-found');
+      assert.equal(mountedAnywhere(device), false);
+    });
+  });
+  /** Formats an ext4 filesystem on `device` holding `files` (path inside → content). */
+  function populate(device: string, files: Record<string, string>): void {
+    execFileSync('mkfs.ext4', ['-q', '-F', device]);
+    const root = mkdtempSync(path.join(dir, 'fill-'));
+    execFileSync('mount', ['-t', 'ext4', device, root]);
+    try {
+      for (const [file, content] of Object.entries(files)) {
+        mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
+        writeFileSync(path.join(root, file), content);
+      }
+    } finally {
+      execFileSync('umount', [root]);
+    }
+  }
+
+  const grubTestdata = (name: string): string =>
+    readFileSync(new URL(`testdata/grub/${name}`, import.meta.url), 'utf8');
+
+  it("without KERNEL_PATH loads the default entry of Debian's /boot/grub/grub.cfg", async () => {
+    assert.ok(usable, why);
+    await withLoopDevice(dir, 16 * mib, async (device) => {
+      populate(device, {
+        'boot/grub/grub.cfg': grubTestdata('debian-12.cfg'),
+        'boot/vmlinuz-6.1.0-18-amd64': 'kernel',
+        'boot/initrd.img-6.1.0-18-amd64': 'initrd-6.1.0-18',
+      });
+      const outcome = await runBuiltin(
+        'kexec',
+        { BLOCK_DEVICE: device, FS_TYPE: 'ext4' },
+        { timeoutMs: 60_000 },
+      );
+      assert.equal(outcome.success, true, outcome.message);
+      assert.equal(outcome.effect, 'kexec');
+      const args = readFileSync(record, 'utf8').split('\n');
+      assert.match(args[1] ?? '', /\/slipway-mount-\w+\/boot\/vmlinuz-6\.1\.0-18-amd64$/);
+      assert.match(args[2] ?? '', /^--initrd=\/.+\/slipway-mount-\w+\/boot\/initrd\.img-6\.1\.0-18-amd64$/);
+      assert.equal(args[3], '--append=root=UUID=4f6b1a2c-6a53-4c1e-9b5e-0c1d2e3f4a5b ro quiet');
+      assert.deepEqual(args.slice(4, 6), ['kernel-found', 'initrd-6.1.0-18']);
+      assert.match(outcome.outputTail, /\(\/boot\/grub\/grub\.cfg: "Debian GNU\/Linux"\)/);
+      assert.equal(mountedAnywhere(device), false);
+    });
+  });
+
+  it('GRUBCFG_PATH on a separate /boot: grubenv saved_entry, two initrds joined, CMD_LINE wins', async () => {
+    assert.ok(usable, why);
+    await withLoopDevice(dir, 16 * mib, async (device) => {
+      populate(device, {
+        'grub/grub.cfg': grubTestdata('ubuntu-separate-boot.cfg'),
+        'grub/grubenv':
+          '# GRUB Environment Block\nsaved_entry=gnulinux-advanced-0d1e2f3a-1111-2222-3333-444455556666>gnulinux-6.5.0-9-generic-advanced-0d1e2f3a-1111-2222-3333-444455556666\n',
+        'vmlinuz-6.5.0-9-generic': 'kernel',
+        'intel-ucode.img': 'ucode+',
+        'initrd.img-6.5.0-9-generic': 'initrd',
+      });
+      const env = {
+        BLOCK_DEVICE: device,
+        FS_TYPE: 'ext4',
+        GRUBCFG_PATH: 'grub/grub.cfg',
+        CMD_LINE: 'root=/dev/sda3 ro',
+      };
+      const outcome = await runBuiltin('kexec', env, { timeoutMs: 60_000 });
+      assert.equal(outcome.success, true, outcome.message);
+      const args = readFileSync(record, 'utf8').split('\n');
+      assert.match(args[1] ?? '', /\/slipway-mount-\w+\/vmlinuz-6\.5\.0-9-generic$/);
+      assert.equal(args[3], '--append=root=/dev/sda3 ro');
+      assert.deepEqual(args.slice(4, 6), ['kernel-found', 'ucode+initrd']);
+    });
+  });
+
+  it('a grub.cfg without a default entry, or none at all, fails naming the file and what it looked for', async () => {
+    assert.ok(usable, why);
+    await withLoopDevice(dir, 16 * mib, async (device) => {
+      populate(device, { 'boot/grub/grub.cfg': 'set default=0\nblscfg\n' });
+      const none = await runBuiltin(
+        'kexec',
+        { BLOCK_DEVICE: device, FS_TYPE: 'ext4' },
+        { timeoutMs: 60_000 },
+      );
+      assert.equal(none.success, false);
+      assert.equal(
+        none.message,
+        `kexec: no default boot entry in /boot/grub/grub.cfg on ${device}: no menuentry in it (looked for \`menuentry TITLE ... {\` lines)`,
+      );
+      const elsewhere = await runBuiltin(
+        'kexec',
+        { BLOCK_DEVICE: device, FS_TYPE: 'ext4', GRUBCFG_PATH: '/grub/grub.cfg' },
+        { timeoutMs: 60_000 },
+      );
+      assert.equal(elsewhere.success, false);
+      assert.match(
+        elsewhere.message,
+        new RegExp(
+          `^kexec: cannot read /grub/grub.cfg on ${device} \\(ENOENT\\): give KERNEL_PATH, or GRUBCFG_PATH`,
+        ),
+      );
       assert.equal(mountedAnywhere(device), false);
     });
   });

@@ -817,4 +817,21 @@ describe('built-in actions', () => {
     );
     assert.equal(renderTemplate(fromTask, context()).tasks[0]?.actions[0]?.builtin, 'writefile');
   });
+
+  it("takes kexec as Tinkerbell's hub docs write it: BLOCK_DEVICE and FS_TYPE, the rest from grub.cfg", () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/kexec:latest',
+      'environment:',
+      '  BLOCK_DEVICE: /dev/sda1',
+      '  FS_TYPE: ext4',
+    ]);
+    const action = renderTemplate(source, context()).tasks[0]?.actions[0];
+    assert.equal(action?.builtin, 'kexec');
+    assert.deepEqual(action?.env, { BLOCK_DEVICE: '/dev/sda1', FS_TYPE: 'ext4' });
+    const noDevice = withAction(['action: kexec', 'environment:', '  FS_TYPE: ext4']);
+    assert.match(
+      templateError(() => renderTemplate(noDevice, context())).message,
+      /kexec needs BLOCK_DEVICE/,
+    );
+  });
 });
