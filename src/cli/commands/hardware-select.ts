@@ -6,15 +6,7 @@ import type { HardwareExplainResponse, MachineExplanation } from '../../gen/cont
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat, Row } from '../output.js';
 import { render } from '../output.js';
-import {
-  continueHelp,
-  limitHelp,
-  localHelp,
-  paging,
-  printMore,
-  readList,
-  withContinue,
-} from '../pages.js';
+import { continueHelp, limitHelp, localHelp, paging, printMore, readList, withContinue } from '../pages.js';
 import { selectorFlag, selectorHelp } from './selector-flag.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
