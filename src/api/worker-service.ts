@@ -621,8 +621,26 @@ export class WorkerService {
         },
       });
     } catch (err) {
-      log.warn({ err }, 'inventory report not recorded');
-      this.#answerInventory(session, false, '', `not recorded: ${(err as Error).message}; send it again`);
+      if (isInvalid(err)) {
+        log.warn({ err }, 'inventory report refused');
+        this.#answerInventory(session, false, '', (err as Error).message);
+        return;
+      }
+      // Not recorded for now (no leader, a forward cut, the node stopping): the stream ends
+      // UNAVAILABLE, which the agent takes as "send it again" to the next node; an answer would be
+      // final to it. A report applied after all is answered "recorded" when it comes again.
+      log.warn({ err }, 'inventory report not recorded; the agent sends it again');
+      this.#end(session);
+      this.#forget(session);
+      session.call.emit(
+        'error',
+        toServiceError(
+          new ApiError(
+            status.UNAVAILABLE,
+            `inventory report not recorded: ${(err as Error).message}; send it again`,
+          ),
+        ),
+      );
       return;
     }
     if (res.type === 'hardware') {
