@@ -101,7 +101,7 @@ export interface LabMachineSpec {
 export const labMemoryMiBMin = 768;
 const labMemoryBlockMiB = 128;
 export const labMemoryMiBMax = 16_384;
-export const labDiskBytesMin = 64 * 1024 * 1024;
+export const labDiskBytesMin = 16 * 1024 * 1024;
 export const labDiskBytesMax = 2 * 1024 ** 4;
 
 export interface MachineLabOptions {
@@ -411,7 +411,7 @@ export function labSpecProblem(spec: LabMachineSpec): string | undefined {
       diskBytes > labDiskBytesMax ||
       diskBytes % 512 !== 0)
   ) {
-    return `a machine's disk must be whole 512-byte sectors from 64Mi to 2Ti, got ${diskBytes} bytes`;
+    return `a machine's disk must be whole 512-byte sectors from 16Mi to 2Ti, got ${diskBytes} bytes`;
   }
   return undefined;
 }

@@ -22,8 +22,8 @@ describe('slipway lab up refuses a machine spec it cannot build', () => {
     [['--machines', '2', '--memory', '1024,1024,1024'], /--memory gives 3 values for 2 machine\(s\)/],
     [['--memory', '1024,'], /--memory has an empty item in "1024,"/],
     [['--disk', '2Gx'], /--disk 2Gx: unknown unit "Gx" \(units are Ki Mi/],
-    [['--disk', '1000'], /a machine's disk must be whole 512-byte sectors from 64Mi to 2Ti, got 1000 bytes/],
-    [['--disk', '4Ti'], /from 64Mi to 2Ti/],
+    [['--disk', '1000'], /a machine's disk must be whole 512-byte sectors from 16Mi to 2Ti, got 1000 bytes/],
+    [['--disk', '4Ti'], /from 16Mi to 2Ti/],
     [['--disk-bus', 'sata'], /--disk-bus must be virtio or scsi, got sata/],
   ];
   for (const [flags, error] of cases) {
