@@ -191,7 +191,9 @@ export class IpmiSim {
           if (proc.exitCode !== null) throw new Error(`ipmi_sim exited with ${String(proc.exitCode)}`);
           return probe(sim);
         },
-        15_000,
+        // Generous: on a loaded machine (the suite's QEMU tests beside it) the first answer
+        // has been seen to take over 15 s.
+        30_000,
         100,
       );
     } catch (err) {
