@@ -4,12 +4,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== set-up ($(date +%T))"; bash test/setup.sh
-echo "== typecheck ($(date +%T))"; npx tsc --noEmit
+# The type-check and the lint each keep one core busy for a minute or so: side by side.
+echo "== typecheck and lint, side by side ($(date +%T))"
+checks="$(mktemp -d)"
+npx tsc --noEmit >"$checks/typecheck" 2>&1 &
+typecheck=$!
+npx eslint . >"$checks/lint" 2>&1 &
+lint=$!
+typecheck_status=0
+wait "$typecheck" || typecheck_status=$?
+lint_status=0
+wait "$lint" || lint_status=$?
+cat "$checks/typecheck" "$checks/lint"
+rm -rf "$checks"
+[ "$typecheck_status" -eq 0 ] || { echo "the type-check failed"; exit 1; }
+[ "$lint_status" -eq 0 ] || { echo "the lint failed"; exit 1; }
 # Every `slipway` a test starts runs dist/ (bin/slipway.js) instead of compiling its sources
 # through tsx at each start, which cost about 2.5 times the CPU in the CLI-heavy tests; dist/ is
 # made by tsx's own transform (test/build-dist.ts), so coverage reads as before.
 echo "== build for the tests"; node --import tsx test/build-dist.ts
-echo "== lint"; npx eslint .
 echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 echo "== tests (${#files[@]} files, $(date +%T))"
