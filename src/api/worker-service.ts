@@ -131,16 +131,11 @@ export class WorkerService {
         if (session.credentialOf !== workflowId) continue;
         session.results = session.results.then(() => {
           if (session.closed) return;
-          this.#end(session);
-          // Gone from the count too: a drain waits for `connected` to reach 0.
-          this.#forget(session);
-          session.call.emit(
-            'error',
-            toServiceError(
-              new ApiError(
-                status.UNAUTHENTICATED,
-                `workflow ${workflowId} ended; its worker credential is revoked`,
-              ),
+          this.#endWith(
+            session,
+            new ApiError(
+              status.UNAUTHENTICATED,
+              `workflow ${workflowId} ended; its worker credential is revoked`,
             ),
           );
         });
@@ -630,15 +625,11 @@ export class WorkerService {
       // UNAVAILABLE, which the agent takes as "send it again" to the next node; an answer would be
       // final to it. A report applied after all is answered "recorded" when it comes again.
       log.warn({ err }, 'inventory report not recorded; the agent sends it again');
-      this.#end(session);
-      this.#forget(session);
-      session.call.emit(
-        'error',
-        toServiceError(
-          new ApiError(
-            status.UNAVAILABLE,
-            `inventory report not recorded: ${(err as Error).message}; send it again`,
-          ),
+      this.#endWith(
+        session,
+        new ApiError(
+          status.UNAVAILABLE,
+          `inventory report not recorded: ${(err as Error).message}; send it again`,
         ),
       );
       return;
@@ -671,6 +662,13 @@ export class WorkerService {
     const set = this.#sessions.get(session.workerId);
     set?.delete(session);
     if (set?.size === 0) this.#sessions.delete(session.workerId);
+  }
+
+  /** Ends the stream with `error`, and forgets it (a drain waits for `connected` to reach 0). */
+  #endWith(session: Session, error: ApiError): void {
+    this.#end(session);
+    this.#forget(session);
+    session.call.emit('error', toServiceError(error));
   }
 
   #end(session: Session): void {

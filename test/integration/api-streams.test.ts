@@ -22,6 +22,7 @@ import {
   settingMaxConcurrentStreams,
 } from '../../bench/h2-raw.js';
 import { ProcessCluster, type ProcNode } from '../support/process-cluster.js';
+import { waitingTemplateYaml } from '../support/balancer-streams.js';
 
 const adminToken = 'admin-token-for-the-api-streams-test';
 const cap = 8;
@@ -30,18 +31,6 @@ let cluster: ProcessCluster;
 let node: ProcNode;
 let admin: ClusterClient;
 let workflowId = '';
-
-const templateYaml = `version: "0.1"
-name: waits
-global_timeout: 600
-tasks:
-  - name: t
-    worker: "{{ hardware.id }}"
-    actions:
-      - name: one
-        command: ["true"]
-        timeout: 600
-`;
 
 function metadata(): Metadata {
   const md = new Metadata();
@@ -87,7 +76,7 @@ before(async () => {
   cluster.startAll();
   node = await cluster.waitForLeader();
   admin = new ClusterClient([node.apiAddr], { timeoutMs: 20_000, token: adminToken });
-  await admin.control('templateCreate', { source: templateYaml, replace: true });
+  await admin.control('templateCreate', { source: waitingTemplateYaml, replace: true });
   const hw = { id: 'hw-1', interfaces: [{ mac: '02:00:00:00:02:01', ip: '10.79.0.11/24' }] };
   await admin.control('hardwareCreate', { documentJson: JSON.stringify(hw), replace: false });
   const created = await admin.control('workflowCreate', {
