@@ -7,7 +7,7 @@ import { Command, CommanderError, Option } from '@commander-js/extra-typings';
 import { ConfigError } from '../node/config-error.js';
 import type { ClusterClient } from './client.js';
 import { readFileSync } from 'node:fs';
-import type { StatusAccess } from './commands/cluster.js';
+import type { StatusAccess } from './status-access.js';
 import type { TreeCommand } from './help.js';
 import { outputFormats, parseOutputFormat, UsageError } from './output.js';
 import { packageFile } from '../platform/package-file.js';

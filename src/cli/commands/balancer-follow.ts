@@ -12,7 +12,7 @@ import { Suffrage } from '../../gen/kv.js';
 import { createLogger } from '../../platform/logger.js';
 import type { ClusterClient } from '../client.js';
 import { UsageError } from '../output.js';
-import type { StatusAccess } from './cluster.js';
+import type { StatusAccess } from '../status-access.js';
 
 export interface FollowSettings {
   readonly socketPath: string;

@@ -13,7 +13,7 @@ import { renderEnvoyXdsBootstrap } from '../../../lb/envoy-xds.js';
 import { renderHaproxyConfig } from '../../../lb/haproxy.js';
 import { duration, idAddressList, wholeNumber } from '../flags.js';
 import { UsageError } from '../output.js';
-import type { StatusAccess } from './cluster.js';
+import type { StatusAccess } from '../status-access.js';
 
 /** Where Debian's haproxy package puts the runtime socket. */
 const debianRuntimeSocket = '/run/haproxy/admin.sock';

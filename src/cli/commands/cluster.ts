@@ -21,16 +21,10 @@ import {
   type LocalNode,
 } from './local-cluster.js';
 import { clusterVersionCommand } from './upgrade.js';
+import type { StatusAccess } from '../status-access.js';
 
 /** Answers that refuse the caller rather than say the node is down. */
 const callerRefusals = new Set<number>([status.PERMISSION_DENIED, status.UNAUTHENTICATED]);
-
-export interface StatusAccess {
-  /** The global --server list (or SLIPWAY_SERVER, or the local cluster). */
-  readonly servers: () => string[];
-  /** A client for one node, with the global token and CA. */
-  readonly clientFor: (server: string) => ClusterClient;
-}
 
 interface UpOptions {
   readonly nodes: string;

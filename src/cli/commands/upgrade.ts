@@ -7,7 +7,7 @@ import type { OutputFormat } from '../output.js';
 import { render } from '../output.js';
 import { oneTarget } from '../flags.js';
 import { buildName, upgradeChecks, versionSummary, type MemberReport } from '../upgrade-check.js';
-import type { StatusAccess } from './cluster.js';
+import type { StatusAccess } from '../status-access.js';
 import { advertisedStateVersion } from '../../state/versions.js';
 
 /**

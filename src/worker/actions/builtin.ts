@@ -14,30 +14,7 @@ import { kexec } from './kexec.js';
 import { poweroff } from './poweroff.js';
 import { reboot } from './reboot.js';
 import { writefile } from './writefile.js';
-
-export interface BuiltinContext {
-  /** The action's settings (its environment). */
-  readonly env: Readonly<Record<string, string>>;
-  /** Aborted on timeout or cancel; every wait and I/O loop of the action checks it. */
-  readonly signal: AbortSignal;
-  /** A line for the output tail (and the stream's Progress messages). */
-  readonly progress: (line: string) => void;
-}
-
-export interface BuiltinDone {
-  /** One line: what was done. */
-  readonly message: string;
-  /** A machine effect to perform once the cluster has acknowledged the result. */
-  readonly effect?: MachineEffect;
-}
-
-/** A failure the operator can act on: the message names what is wrong and how to fix it. */
-export class ActionError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ActionError';
-  }
-}
+import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 
 export interface BuiltinOptions {
   readonly timeoutMs: number;

@@ -3,7 +3,7 @@
 import { Duplex } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { Decompress } from 'fzstd';
-import { ActionError } from './builtin.js';
+import { ActionError } from './action.js';
 
 export type Compression = 'gzip' | 'zstd';
 

@@ -6,7 +6,7 @@
 // short) then has a blank head and cannot boot a half-written system.
 import type { FileHandle } from 'node:fs/promises';
 import { Writable } from 'node:stream';
-import { ActionError } from './builtin.js';
+import { ActionError } from './action.js';
 
 export const headBytes = 1024 * 1024;
 const chunkBytes = 4 * 1024 * 1024;

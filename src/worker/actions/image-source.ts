@@ -10,7 +10,7 @@
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReadableStream } from 'node:stream/web';
-import { ActionError } from './builtin.js';
+import { ActionError } from './action.js';
 
 export interface ImageSource {
   /** The image's bytes as served (before any decompression). */

@@ -15,7 +15,7 @@ import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { runProgram } from './program.js';
-import { ActionError, type BuiltinContext, type BuiltinDone } from './builtin.js';
+import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 import { decompressor, detectCompression, magicBytes, type Compression } from './decompress.js';
 import { DiskWriter } from './disk-writer.js';
 import { openImage } from './image-source.js';

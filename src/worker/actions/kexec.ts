@@ -15,7 +15,7 @@
 import { readFile, writeFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ActionError, type BuiltinContext, type BuiltinDone } from './builtin.js';
+import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 import { defaultBootEntry, GrubConfigError } from './grub-config.js';
 import { withMounted } from './mounted.js';
 import { runProgram } from './program.js';

@@ -4,7 +4,7 @@
 import { mkdtemp, rmdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ActionError } from './builtin.js';
+import { ActionError } from './action.js';
 import { runProgram } from './program.js';
 
 export interface MountRequest {

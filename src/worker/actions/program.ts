@@ -1,7 +1,7 @@
 // Runs a helper program (mount, umount, kexec) for a built-in action: argv only, never a shell,
 // abortable, with its error output in the failure so the operator sees what the program said.
 import { execFile } from 'node:child_process';
-import { ActionError } from './builtin.js';
+import { ActionError } from './action.js';
 
 const outputBytesMax = 64 * 1024;
 

@@ -1,6 +1,6 @@
 // Reading a built-in action's settings from its environment, with Tinkerbell's names. Each
 // refusal names the setting, what it holds and what it should hold.
-import { ActionError } from './builtin.js';
+import { ActionError } from './action.js';
 
 export function requiredSetting(env: Readonly<Record<string, string>>, name: string): string {
   const value = env[name];

@@ -3,7 +3,7 @@
 // what may be written to it.
 import { readFile, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { ActionError } from './builtin.js';
+import { ActionError } from './action.js';
 
 export interface TargetDisk {
   readonly path: string;

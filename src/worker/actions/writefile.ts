@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { ActionError, type BuiltinContext, type BuiltinDone } from './builtin.js';
+import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 import { withMounted } from './mounted.js';
 import { idSetting, modeSetting, requiredSetting } from './settings.js';
 import { syncDirectory } from '../../platform/sync-directory.js';
