@@ -1,6 +1,6 @@
-// Runs a built-in action (image2disk, writefile, reboot, poweroff, kexec) inside the agent, with
-// the outcome a process would have: success, an exit status, a message and the output tail,
-// under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
+// Runs a built-in action (image2disk, writefile, cexec, reboot, poweroff, kexec) inside the
+// agent, with the outcome a process would have: success, an exit status, a message and the output
+// tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
 // Each action is one module with one function: it reads its settings from the environment,
 // reports progress lines, honours the signal, and either returns what it did or throws an
@@ -9,6 +9,7 @@
 import type { BuiltinAction } from '../../model/records.js';
 import type { MachineEffect } from '../machine-control.js';
 import { OutputTail, outputTailBytesDefault, type ActionOutcome } from '../runner.js';
+import { cexec } from './cexec.js';
 import { image2disk } from './image2disk.js';
 import { kexec } from './kexec.js';
 import { poweroff } from './poweroff.js';
@@ -31,11 +32,20 @@ export interface BuiltinDone {
   readonly effect?: MachineEffect;
 }
 
+/** As a shell reports them: a failure, timeout(1)'s status, and an interrupted command. */
+const exitStatusFailed = 1;
+const exitStatusTimedOut = 124;
+const exitStatusCancelled = 130;
+
 /** A failure the operator can act on: the message names what is wrong and how to fix it. */
 export class ActionError extends Error {
-  constructor(message: string) {
+  /** The status reported for it: 1, or the exit status of a command the action ran (cexec). */
+  readonly exitStatus: number;
+
+  constructor(message: string, exitStatus = exitStatusFailed) {
     super(message);
     this.name = 'ActionError';
+    this.exitStatus = exitStatus;
   }
 }
 
@@ -56,15 +66,11 @@ export interface BuiltinOutcome extends ActionOutcome {
 const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<BuiltinDone>>> = {
   image2disk,
   writefile,
+  cexec,
   reboot,
   poweroff,
   kexec,
 };
-
-/** As a shell reports them: a failure, timeout(1)'s status, and an interrupted command. */
-const exitStatusFailed = 1;
-const exitStatusTimedOut = 124;
-const exitStatusCancelled = 130;
 
 export async function runBuiltin(
   name: BuiltinAction,
@@ -123,8 +129,8 @@ export async function runBuiltin(
     }
     // A system error (EIO, ENOSPC, ...) is the machine's trouble and its message says which;
     // anything else is the agent's own bug.
-    if (error instanceof ActionError || isSystemError(error))
-      return failed(exitStatusFailed, `${name}: ${error.message}`);
+    if (error instanceof ActionError) return failed(error.exitStatus, `${name}: ${error.message}`);
+    if (isSystemError(error)) return failed(exitStatusFailed, `${name}: ${error.message}`);
     const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
     return failed(exitStatusFailed, `${name} failed unexpectedly (a bug in the agent): ${detail}`);
   } finally {

@@ -1,6 +1,8 @@
 // Runs a helper program (mount, umount, kexec) for a built-in action: argv only, never a shell,
-// abortable, with its error output in the failure so the operator sees what the program said.
-import { execFile } from 'node:child_process';
+// abortable, with its error output in the failure so the operator sees what the program said;
+// or a program whose output and exit status are the action's own (runStreamed).
+import { execFile, spawn } from 'node:child_process';
+import { constants as osConstants } from 'node:os';
 import { ActionError } from './builtin.js';
 
 const outputBytesMax = 64 * 1024;
@@ -33,5 +35,53 @@ export function runProgram(argv: readonly string[], signal: AbortSignal): Promis
         reject(new ActionError(`${argv.join(' ')} failed (${status})${said === '' ? '' : `: ${said}`}`));
       },
     );
+  });
+}
+
+export interface StreamedRun {
+  readonly env: Readonly<Record<string, string>>;
+  readonly cwd?: string;
+  readonly signal: AbortSignal;
+  /** Each line the program writes, stdout and stderr interleaved as they come. */
+  readonly onLine: (line: string) => void;
+}
+
+/**
+ * Runs a program whose output is the action's own (cexec's command): every line goes to
+ * `onLine`, however much there is, and the exit status is returned rather than thrown. A
+ * program killed by a signal returns 128 + its number, as a shell reports it.
+ */
+export function runStreamed(argv: readonly string[], opts: StreamedRun): Promise<number> {
+  const [program, ...args] = argv;
+  if (program === undefined) throw new Error('runStreamed: empty argv');
+  return new Promise((resolve, reject) => {
+    const child = spawn(program, args, {
+      env: opts.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      signal: opts.signal,
+      ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+    });
+    const pending = { stdout: '', stderr: '' };
+    const take = (stream: 'stdout' | 'stderr', chunk: string): void => {
+      const lines = (pending[stream] + chunk).split('\n');
+      pending[stream] = lines.pop() ?? '';
+      for (const line of lines) opts.onLine(line);
+    };
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => take('stdout', chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => take('stderr', chunk));
+    child.on('error', (error: NodeJS.ErrnoException) => {
+      if (opts.signal.aborted) reject(opts.signal.reason instanceof Error ? opts.signal.reason : error);
+      else if (error.code === 'ENOENT')
+        reject(new ActionError(`${program} is not installed on this machine (not found on PATH)`));
+      else reject(error);
+    });
+    child.on('close', (code, signal) => {
+      for (const rest of [pending.stdout, pending.stderr]) if (rest !== '') opts.onLine(rest);
+      if (opts.signal.aborted) {
+        reject(opts.signal.reason instanceof Error ? opts.signal.reason : new ActionError('aborted'));
+        return;
+      }
+      resolve(code ?? 128 + (signal === null ? 0 : osConstants.signals[signal]));
+    });
   });
 }
