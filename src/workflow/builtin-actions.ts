@@ -16,6 +16,7 @@ const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
   ['image2disk', 'image2disk'],
   ['writefile', 'writefile'],
   ['cexec', 'cexec'],
+  ['archive2disk', 'archive2disk'],
   ['kexec', 'kexec'],
   ['reboot', 'reboot'],
 ]);
@@ -28,6 +29,7 @@ export const builtinRequiredSettings: Readonly<Record<BuiltinAction, readonly st
   image2disk: ['IMG_URL', 'DEST_DISK'],
   writefile: ['DEST_DISK', 'FS_TYPE', 'DEST_PATH'],
   cexec: ['BLOCK_DEVICE', 'FS_TYPE', 'CMD_LINE'],
+  archive2disk: ['ARCHIVE_URL', 'ARCHIVE_TYPE', 'DEST_DISK', 'FS_TYPE', 'DEST_PATH'],
   kexec: ['BLOCK_DEVICE', 'FS_TYPE'],
   reboot: [],
   poweroff: [],
@@ -52,6 +54,7 @@ const builtinChoiceSettings: Readonly<Record<BuiltinAction, Readonly<Record<stri
   image2disk: {},
   writefile: { FS_TYPE: builtinFilesystems },
   cexec: { FS_TYPE: builtinFilesystems, CHROOT: ['y'] },
+  archive2disk: { FS_TYPE: builtinFilesystems, ARCHIVE_TYPE: ['tar', 'targz', 'tarzst'] },
   kexec: { FS_TYPE: builtinFilesystems },
   reboot: {},
   poweroff: {},

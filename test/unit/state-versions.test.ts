@@ -117,8 +117,8 @@ describe('state versions', () => {
     );
   });
 
-  it('a workflow naming a built-in newer builds added (cexec) needs the fleet version', () => {
-    const workflow = (builtin: 'reboot' | 'cexec'): ControlCommand => ({
+  it('a workflow naming a built-in newer builds added (cexec, archive2disk) needs the fleet version', () => {
+    const workflow = (builtin: 'reboot' | 'cexec' | 'archive2disk'): ControlCommand => ({
       type: 'workflow.create',
       id: 'w1',
       template: 't',
@@ -144,6 +144,7 @@ describe('state versions', () => {
     });
     assert.equal(controlCommandVersion(workflow('reboot')), stateVersionBaseline);
     assert.equal(controlCommandVersion(workflow('cexec')), 3);
+    assert.equal(controlCommandVersion(workflow('archive2disk')), 3);
     assert.match(
       clusterVersionRefusal(workflow('cexec'), 2) ?? '',
       /workflow.create needs cluster version 3/,

@@ -419,7 +419,7 @@ describe('validateTemplateSource', () => {
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
-        'or "action" (built in: image2disk, writefile, cexec, reboot, poweroff, kexec)',
+        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
         'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
@@ -788,7 +788,7 @@ describe('built-in actions', () => {
     assert.equal(
       error.message,
       `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
-        'one of image2disk, writefile, cexec, reboot, poweroff, kexec; got "image2dsk" (did you mean "image2disk"?)',
+        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec; got "image2dsk" (did you mean "image2disk"?)',
     );
   });
 
@@ -875,6 +875,21 @@ describe('built-in actions', () => {
       templateError(() => renderTemplate(rendered, context())).message,
       /writefile: FS_TYPE=\/dev\/nvme0n1 is not one of ext4/,
     );
+    const archive = withAction([
+      'image: quay.io/tinkerbell/actions/archive2disk:latest',
+      'environment:',
+      '  ARCHIVE_URL: http://10.0.0.1/root.tar.xz',
+      '  ARCHIVE_TYPE: tarxz',
+      '  DEST_DISK: /dev/sda2',
+      '  FS_TYPE: ext4',
+      '  DEST_PATH: /',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(archive)).message,
+      /environment: archive2disk: ARCHIVE_TYPE=tarxz is not one of tar, targz, tarzst$/,
+    );
+    const unpacked = renderTemplate(archive.replace('tarxz', 'targz'), context()).tasks[0]?.actions[0];
+    assert.equal(unpacked?.builtin, 'archive2disk');
     const good = source.replace('ext5', 'ext4').replace('CHROOT: yes', 'CHROOT: y');
     assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'cexec');
   });

@@ -1,6 +1,6 @@
-// Runs a built-in action (image2disk, writefile, cexec, reboot, poweroff, kexec) inside the
-// agent, with the outcome a process would have: success, an exit status, a message and the output
-// tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
+// Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)
+// inside the agent, with the outcome a process would have: success, an exit status, a message and
+// the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
 // Each action is one module with one function: it reads its settings from the environment,
 // reports progress lines, honours the signal, and either returns what it did or throws an
@@ -9,6 +9,7 @@
 import type { BuiltinAction } from '../../model/records.js';
 import type { MachineEffect } from '../machine-control.js';
 import { OutputTail, outputTailBytesDefault, type ActionOutcome } from '../runner.js';
+import { archive2disk } from './archive2disk.js';
 import { cexec } from './cexec.js';
 import { image2disk } from './image2disk.js';
 import { kexec } from './kexec.js';
@@ -67,6 +68,7 @@ const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<B
   image2disk,
   writefile,
   cexec,
+  archive2disk,
   reboot,
   poweroff,
   kexec,
