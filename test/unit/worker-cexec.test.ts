@@ -115,15 +115,21 @@ describe('cexec', () => {
     });
   });
 
-  it('unmounts everything when the command times out', async () => {
+  it('unmounts everything when the command times out, or exits leaving a process behind', async () => {
     assert.ok(usable, why);
     await withRoot(async (device) => {
-      const outcome = await cexec(
-        { BLOCK_DEVICE: device, FS_TYPE: 'ext4', CHROOT: 'y', CMD_LINE: '/bin/sleep 30' },
-        1_500,
-      );
+      const base = { BLOCK_DEVICE: device, FS_TYPE: 'ext4', CHROOT: 'y', DEFAULT_INTERPRETER: 'sh -c' };
+      // The shell waits for one sleep while another runs beside it: both hold the filesystem.
+      const outcome = await cexec({ ...base, CMD_LINE: '/bin/sleep 30 & /bin/sleep 30; echo never' }, 1_500);
       assert.equal(outcome.timedOut, true, outcome.message);
       assert.equal(outcome.exitStatus, 124);
+      assert.deepEqual(leftMounted(device), [], 'nothing left mounted after the timeout');
+      // A daemon left running (its output still open) ends with the command, as in a container.
+      const started = Date.now();
+      const left = await cexec({ ...base, CMD_LINE: '/bin/sleep 30 & echo started' });
+      assert.equal(left.success, true, left.message);
+      assert.equal(left.outputTail, 'started\n');
+      assert.ok(Date.now() - started < 15_000, 'did not wait for the process left behind');
     });
   });
 

@@ -49,7 +49,9 @@ export interface StreamedRun {
 /**
  * Runs a program whose output is the action's own (cexec's command): every line goes to
  * `onLine`, however much there is, and the exit status is returned rather than thrown. A
- * program killed by a signal returns 128 + its number, as a shell reports it.
+ * program killed by a signal returns 128 + its number, as a shell reports it. It runs in a
+ * process group of its own, killed whole on abort and once the program exits, as a container's
+ * processes end with it: nothing it started keeps the filesystem busy or its output open.
  */
 export function runStreamed(argv: readonly string[], opts: StreamedRun): Promise<number> {
   const [program, ...args] = argv;
@@ -58,8 +60,21 @@ export function runStreamed(argv: readonly string[], opts: StreamedRun): Promise
     const child = spawn(program, args, {
       env: opts.env,
       stdio: ['ignore', 'pipe', 'pipe'],
-      signal: opts.signal,
+      detached: true,
       ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+    });
+    const killGroup = (): void => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // The group is gone already.
+      }
+    };
+    opts.signal.addEventListener('abort', killGroup, { once: true });
+    let status = 0;
+    child.on('exit', (code, signal) => {
+      status = code ?? 128 + (signal === null ? 0 : osConstants.signals[signal]);
+      killGroup();
     });
     const pending = { stdout: '', stderr: '' };
     const take = (stream: 'stdout' | 'stderr', chunk: string): void => {
@@ -70,18 +85,20 @@ export function runStreamed(argv: readonly string[], opts: StreamedRun): Promise
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => take('stdout', chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => take('stderr', chunk));
     child.on('error', (error: NodeJS.ErrnoException) => {
+      opts.signal.removeEventListener('abort', killGroup);
       if (opts.signal.aborted) reject(opts.signal.reason instanceof Error ? opts.signal.reason : error);
       else if (error.code === 'ENOENT')
         reject(new ActionError(`${program} is not installed on this machine (not found on PATH)`));
       else reject(error);
     });
-    child.on('close', (code, signal) => {
+    child.on('close', () => {
+      opts.signal.removeEventListener('abort', killGroup);
       for (const rest of [pending.stdout, pending.stderr]) if (rest !== '') opts.onLine(rest);
       if (opts.signal.aborted) {
         reject(opts.signal.reason instanceof Error ? opts.signal.reason : new ActionError('aborted'));
         return;
       }
-      resolve(code ?? 128 + (signal === null ? 0 : osConstants.signals[signal]));
+      resolve(status);
     });
   });
 }
