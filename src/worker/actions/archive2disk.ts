@@ -6,6 +6,11 @@
 //   DEST_PATH         absolute directory inside that filesystem, made when missing (usually /)
 //   TARFILE_CHECKSUM  optional ALGORITHM:HEX (sha256 or sha512) of the archive as served
 //
+// The hub's later versions require TARFILE_CHECKSUM unless
+// INSECURE_NO_TARFILE_CHECKSUM_VERIFICATION is true; here it stays optional, as in the hub's
+// v1.0.0 examples, so templates of either kind run.
+// HTTP_CLIENT_TIMEOUT_MINUTES is not needed: the action's timeout bounds the download.
+//
 // The archive streams from the server through the decompressor into `tar -x` (GNU or busybox),
 // never held whole: owners by number (the new system's, not the agent's), modes kept. A broken
 // download resumes as image2disk's does. The checksum covers the stream and is known only at its
