@@ -135,7 +135,15 @@ export function isTerminal(state: WorkflowState): boolean {
  * Actions the worker agent runs itself, in its own code (src/worker/actions/), with neither a
  * process nor a container: a template names one with `action:` or a Tinkerbell hub image.
  */
-export const builtinActions = ['image2disk', 'writefile', 'reboot', 'poweroff', 'kexec'] as const;
+export const builtinActions = [
+  'image2disk',
+  'writefile',
+  'cexec',
+  'archive2disk',
+  'reboot',
+  'poweroff',
+  'kexec',
+] as const;
 export type BuiltinAction = (typeof builtinActions)[number];
 
 /** An action as the rendered template gives it: what to run and its limits. */

@@ -26,6 +26,9 @@
 // (docs/decisions/0038-member-api-addresses.md).
 // Version 3 also adds the audit record inside a Kv write's own entry and a membership change's
 // (docs/decisions/0018-audit-trail.md): one raft entry per audited write.
+// Version 3 also adds the built-in actions cexec and archive2disk (Tinkerbell's hub actions): a
+// version 2 build's schema refuses a workflow whose actions name them.
+import type { BuiltinAction, RenderedTemplate } from '../model/records.js';
 import type { ControlCommand } from './control/commands.js';
 
 /** The formats of builds that predate version gates. */
@@ -99,9 +102,20 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'hardware.acceptRule':
     case 'member.apiAddr':
       return stateVersionFleet;
+    case 'workflow.create':
+      return namesFleetBuiltin(command.spec) ? stateVersionFleet : stateVersionBaseline;
     default:
       return stateVersionBaseline;
   }
+}
+
+/** Built-in actions that builds below stateVersionFleet do not know. */
+const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set(['cexec', 'archive2disk']);
+
+function namesFleetBuiltin(spec: RenderedTemplate): boolean {
+  return spec.tasks.some((task) =>
+    task.actions.some((action) => action.builtin !== undefined && fleetBuiltins.has(action.builtin)),
+  );
 }
 
 /**

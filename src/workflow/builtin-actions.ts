@@ -15,6 +15,8 @@ const hubRepositories: readonly string[] = ['quay.io/tinkerbell/actions/', 'quay
 const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
   ['image2disk', 'image2disk'],
   ['writefile', 'writefile'],
+  ['cexec', 'cexec'],
+  ['archive2disk', 'archive2disk'],
   ['kexec', 'kexec'],
   ['reboot', 'reboot'],
 ]);
@@ -26,10 +28,56 @@ const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
 export const builtinRequiredSettings: Readonly<Record<BuiltinAction, readonly string[]>> = {
   image2disk: ['IMG_URL', 'DEST_DISK'],
   writefile: ['DEST_DISK', 'FS_TYPE', 'DEST_PATH'],
+  cexec: ['BLOCK_DEVICE', 'FS_TYPE', 'CMD_LINE'],
+  archive2disk: ['ARCHIVE_URL', 'ARCHIVE_TYPE', 'DEST_DISK', 'FS_TYPE', 'DEST_PATH'],
   kexec: ['BLOCK_DEVICE', 'FS_TYPE'],
   reboot: [],
   poweroff: [],
 };
+
+/** FS_TYPE values the built-ins mount: the kernel's names for the filesystems a system installs on. */
+export const builtinFilesystems: readonly string[] = [
+  'ext4',
+  'ext3',
+  'ext2',
+  'xfs',
+  'btrfs',
+  'vfat',
+  'msdos',
+  'exfat',
+  'f2fs',
+  'ntfs3',
+];
+
+/** Settings whose value must be one of a few, with those values. */
+const builtinChoiceSettings: Readonly<Record<BuiltinAction, Readonly<Record<string, readonly string[]>>>> = {
+  image2disk: {},
+  writefile: { FS_TYPE: builtinFilesystems },
+  cexec: { FS_TYPE: builtinFilesystems, CHROOT: ['y'] },
+  archive2disk: { FS_TYPE: builtinFilesystems, ARCHIVE_TYPE: ['tar', 'targz', 'tarzst'] },
+  kexec: { FS_TYPE: builtinFilesystems },
+  reboot: {},
+  poweroff: {},
+};
+
+/**
+ * What is wrong with a built-in's settings that the agent would refuse (an unknown FS_TYPE, a
+ * CHROOT that is not y): one line per setting, naming it and the values allowed. Values holding
+ * placeholders are left to be checked once rendered; an empty value counts as not given.
+ */
+export function builtinSettingProblems(
+  builtin: BuiltinAction,
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  const problems: string[] = [];
+  for (const [setting, allowed] of Object.entries(builtinChoiceSettings[builtin])) {
+    const value = env[setting]?.trim();
+    if (value === undefined || value === '' || value.includes('{{')) continue;
+    if (allowed.includes(value)) continue;
+    problems.push(`${setting}=${value} is not one of ${allowed.join(', ')}`);
+  }
+  return problems;
+}
 
 export function isBuiltinAction(name: string): name is BuiltinAction {
   return (builtinActions as readonly string[]).includes(name);

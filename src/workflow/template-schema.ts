@@ -21,6 +21,7 @@ import {
   builtinActions,
   builtinForImage,
   builtinRequiredSettings,
+  builtinSettingProblems,
   isBuiltinAction,
   type BuiltinAction,
 } from './builtin-actions.js';
@@ -350,7 +351,7 @@ class StructureChecker {
     const env = this.#environment(fields['environment'], [...path, 'environment']);
     const volumes = this.#volumes(fields['volumes'], [...path, 'volumes']);
     const actions = this.#actions(fields['actions'], [...path, 'actions']);
-    this.#requiredSettings(fields, actions, [...path, 'actions']);
+    this.#builtinSettings(fields, env, actions, [...path, 'actions']);
     return worker === undefined ? { name, env, volumes, actions } : { name, worker, env, volumes, actions };
   }
 
@@ -422,16 +423,26 @@ class StructureChecker {
   }
 
   /**
-   * After rendering, a built-in's required settings must be in its environment (the task's and
-   * its own): a workflow that would fail on the machine for want of one never starts.
+   * A built-in's settings the agent would refuse (an unknown FS_TYPE, a CHROOT that is not y) are
+   * refused here, in the template as written (values with a placeholder wait for rendering) and
+   * once rendered; and after rendering its required settings must be in its environment (the
+   * task's and its own): a workflow that would fail on the machine for want of one never starts.
    */
-  #requiredSettings(task: Fields, actions: readonly CheckedAction[], path: FieldPath): void {
-    if (this.#mode !== 'rendered') return;
-    const taskEnv = isFields(task['environment']) ? task['environment'] : {};
+  #builtinSettings(
+    task: Fields,
+    taskEnv: Readonly<Record<string, string>>,
+    actions: readonly CheckedAction[],
+    path: FieldPath,
+  ): void {
     actions.forEach((action, index) => {
       if (action.builtin === undefined) return;
+      for (const problem of builtinSettingProblems(action.builtin, { ...taskEnv, ...action.env })) {
+        this.#report([...path, index, 'environment'], `${action.builtin}: ${problem}`);
+      }
+      if (this.#mode !== 'rendered') return;
+      const taskFields = isFields(task['environment']) ? task['environment'] : {};
       const missing = builtinRequiredSettings[action.builtin].filter(
-        (setting) => action.env[setting] === undefined && taskEnv[setting] === undefined,
+        (setting) => action.env[setting] === undefined && taskFields[setting] === undefined,
       );
       if (missing.length === 0) return;
       this.#report(

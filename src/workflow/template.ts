@@ -20,7 +20,8 @@
 //           pid: host                 accepted and ignored (Tinkerbell's containers use it)
 //         - name: stream-image
 //           action: image2disk        a built-in the agent runs itself: image2disk, writefile,
-//                                     reboot, poweroff or kexec; no image, command or args
+//                                     cexec, archive2disk, reboot, poweroff or kexec; no image,
+//                                     command or args
 //           environment:              its settings, named as Tinkerbell's hub actions name them
 //             IMG_URL: http://10.0.0.1:8080/ubuntu.raw.gz
 //             DEST_DISK: /dev/sda
@@ -31,13 +32,19 @@
 //               zstd; true detects gzip or zstd), IMG_SHA256 (hex SHA-256 of the image as served)
 //   writefile   DEST_DISK* (a partition), FS_TYPE* (ext4, vfat, ...), DEST_PATH* (absolute),
 //               CONTENTS, UID, GID (default 0), MODE (octal, default 0644), DIRMODE (default 0755)
+//   cexec       BLOCK_DEVICE*, FS_TYPE*, CMD_LINE*, DEFAULT_INTERPRETER (e.g. "/bin/sh -c"), CHROOT
+//               (y: chrooted into BLOCK_DEVICE's filesystem with /dev, /proc, /sys bound)
+//   archive2disk  ARCHIVE_URL* (http/https), ARCHIVE_TYPE* (tar, targz, tarzst), DEST_DISK*,
+//               FS_TYPE*, DEST_PATH* (absolute directory), TARFILE_CHECKSUM (sha256:HEX, sha512:HEX)
 //   kexec       BLOCK_DEVICE*, FS_TYPE*, KERNEL_PATH, INITRD_PATH, CMD_LINE, GRUBCFG_PATH: loads the
 //               kernel; without KERNEL_PATH, the default entry of /boot/grub/grub.cfg (or
 //               GRUBCFG_PATH) on BLOCK_DEVICE names kernel, initrd and command line
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
+// FS_TYPE, CHROOT and ARCHIVE_TYPE are checked against the values the agent takes
+// (builtin-actions.ts), in the template as written and once rendered.
 // A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
-// any tag or digest) for image2disk, writefile, kexec or reboot means that built-in, so a
-// Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
+// any tag or digest) for image2disk, writefile, cexec, archive2disk, kexec or reboot means that
+// built-in, so a Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
 //
 // Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
 // values, as in Tinkerbell: `worker: "{{.device_1}}"`. The YAML is parsed first, as written, and

@@ -117,6 +117,41 @@ describe('state versions', () => {
     );
   });
 
+  it('a workflow naming a built-in newer builds added (cexec, archive2disk) needs the fleet version', () => {
+    const workflow = (builtin: 'reboot' | 'cexec' | 'archive2disk'): ControlCommand => ({
+      type: 'workflow.create',
+      id: 'w1',
+      template: 't',
+      templateVersion: 1,
+      hardwareId: 'm1',
+      hardwareMap: {},
+      spec: {
+        version: '0.1',
+        name: 't',
+        globalTimeoutS: 60,
+        tasks: [
+          {
+            name: 'only',
+            worker: 'm1',
+            env: {},
+            volumes: [],
+            actions: [
+              { name: 'a', command: [], args: [], env: {}, volumes: [], timeoutS: 60, retries: 0, builtin },
+            ],
+          },
+        ],
+      },
+    });
+    assert.equal(controlCommandVersion(workflow('reboot')), stateVersionBaseline);
+    assert.equal(controlCommandVersion(workflow('cexec')), 3);
+    assert.equal(controlCommandVersion(workflow('archive2disk')), 3);
+    assert.match(
+      clusterVersionRefusal(workflow('cexec'), 2) ?? '',
+      /workflow.create needs cluster version 3/,
+    );
+    assert.equal(payloadVersionOf(control(workflow('cexec'))), 3);
+  });
+
   it('the leader raises the cluster to the lowest version every voter applies', () => {
     assert.equal(versionAllVotersApply([2, 2, 2]), 2);
     // A voter on a build before versions answers 0: it applies version 1.

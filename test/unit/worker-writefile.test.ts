@@ -156,6 +156,10 @@ describe('writefile', () => {
         /UID=root is not a numeric id/,
       ],
       [
+        { DEST_DISK: '/dev/null', FS_TYPE: 'fat32', DEST_PATH: '/x' },
+        /^writefile: FS_TYPE=fat32 is not one of ext4, ext3, ext2, xfs, btrfs, vfat, msdos, exfat, f2fs, ntfs3$/,
+      ],
+      [
         { DEST_DISK: '/dev/null', FS_TYPE: 'ext4', DEST_PATH: '/x' },
         /DEST_DISK \/dev\/null is neither a block device nor a file/,
       ],
@@ -248,6 +252,19 @@ describe('kexec', () => {
       execFileSync('umount', [root]);
     }
   }
+
+  it('refuses an FS_TYPE it does not mount, naming the allowed ones, before touching the device', async () => {
+    const outcome = await runBuiltin(
+      'kexec',
+      { BLOCK_DEVICE: '/dev/sdz-slipway-test', FS_TYPE: 'ext' },
+      { timeoutMs: 10_000 },
+    );
+    assert.equal(outcome.success, false);
+    assert.equal(
+      outcome.message,
+      'kexec: FS_TYPE=ext is not one of ext4, ext3, ext2, xfs, btrfs, vfat, msdos, exfat, f2fs, ntfs3',
+    );
+  });
 
   const grubTestdata = (name: string): string =>
     readFileSync(new URL(`testdata/grub/${name}`, import.meta.url), 'utf8');

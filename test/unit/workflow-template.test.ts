@@ -419,7 +419,7 @@ describe('validateTemplateSource', () => {
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
-        'or "action" (built in: image2disk, writefile, reboot, poweroff, kexec)',
+        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
         'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
@@ -752,7 +752,7 @@ describe('built-in actions', () => {
 
   it('leaves other images and look-alikes alone', () => {
     for (const image of [
-      'quay.io/tinkerbell/actions/cexec:latest',
+      'quay.io/tinkerbell/actions/slurp:latest',
       'quay.io/tinkerbell/actions/extra/image2disk:latest',
       'quay.io/example/image2disk:latest',
       'docker.io/tinkerbell/actions/image2disk',
@@ -788,7 +788,7 @@ describe('built-in actions', () => {
     assert.equal(
       error.message,
       `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
-        'one of image2disk, writefile, reboot, poweroff, kexec; got "image2dsk" (did you mean "image2disk"?)',
+        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec; got "image2dsk" (did you mean "image2disk"?)',
     );
   });
 
@@ -833,5 +833,64 @@ describe('built-in actions', () => {
       templateError(() => renderTemplate(noDevice, context())).message,
       /kexec needs BLOCK_DEVICE/,
     );
+  });
+
+  it('refuses, before and after rendering, a setting the agent would refuse, naming the allowed values', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/cexec:latest',
+      'environment:',
+      '  BLOCK_DEVICE: /dev/sda1',
+      '  FS_TYPE: ext5',
+      '  CHROOT: yes',
+      '  CMD_LINE: update-initramfs -u',
+    ]);
+    const error = templateError(() => validateTemplateSource(source));
+    assert.deepEqual(
+      error.problems.map((problem) => problem.message),
+      [
+        'cexec: FS_TYPE=ext5 is not one of ext4, ext3, ext2, xfs, btrfs, vfat, msdos, exfat, f2fs, ntfs3',
+        'cexec: CHROOT=yes is not one of y',
+      ],
+    );
+    const kexec = withAction([
+      'action: kexec',
+      'environment:',
+      '  BLOCK_DEVICE: /dev/sda1',
+      '  FS_TYPE: zfs',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(kexec)).message,
+      /kexec: FS_TYPE=zfs is not one of ext4/,
+    );
+    // A placeholder is checked once rendered: hardware.metadata.disk renders to a device, not a filesystem.
+    const rendered = withAction([
+      'action: writefile',
+      'environment:',
+      '  DEST_DISK: /dev/sda1',
+      '  FS_TYPE: "{{ hardware.metadata.disk }}"',
+      '  DEST_PATH: /etc/motd',
+    ]);
+    assert.deepEqual(validateTemplateSource(rendered), { name: 't' });
+    assert.match(
+      templateError(() => renderTemplate(rendered, context())).message,
+      /writefile: FS_TYPE=\/dev\/nvme0n1 is not one of ext4/,
+    );
+    const archive = withAction([
+      'image: quay.io/tinkerbell/actions/archive2disk:latest',
+      'environment:',
+      '  ARCHIVE_URL: http://10.0.0.1/root.tar.xz',
+      '  ARCHIVE_TYPE: tarxz',
+      '  DEST_DISK: /dev/sda2',
+      '  FS_TYPE: ext4',
+      '  DEST_PATH: /',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(archive)).message,
+      /environment: archive2disk: ARCHIVE_TYPE=tarxz is not one of tar, targz, tarzst$/,
+    );
+    const unpacked = renderTemplate(archive.replace('tarxz', 'targz'), context()).tasks[0]?.actions[0];
+    assert.equal(unpacked?.builtin, 'archive2disk');
+    const good = source.replace('ext5', 'ext4').replace('CHROOT: yes', 'CHROOT: y');
+    assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'cexec');
   });
 });

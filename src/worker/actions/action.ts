@@ -20,8 +20,12 @@ export interface BuiltinDone {
 
 /** A failure the operator can act on: the message names what is wrong and how to fix it. */
 export class ActionError extends Error {
-  constructor(message: string) {
+  /** The status reported for it: 1, or the exit status of a command the action ran (cexec). */
+  readonly exitStatus: number;
+
+  constructor(message: string, exitStatus = 1) {
     super(message);
     this.name = 'ActionError';
+    this.exitStatus = exitStatus;
   }
 }

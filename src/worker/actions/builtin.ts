@@ -1,6 +1,6 @@
-// Runs a built-in action (image2disk, writefile, reboot, poweroff, kexec) inside the agent, with
-// the outcome a process would have: success, an exit status, a message and the output tail,
-// under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
+// Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)
+// inside the agent, with the outcome a process would have: success, an exit status, a message and
+// the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
 // Each action is one module with one function: it reads its settings from the environment,
 // reports progress lines, honours the signal, and either returns what it did or throws an
@@ -9,12 +9,19 @@
 import type { BuiltinAction } from '../../model/records.js';
 import type { MachineEffect } from '../machine-control.js';
 import { OutputTail, outputTailBytesDefault, type ActionOutcome } from '../runner.js';
+import { archive2disk } from './archive2disk.js';
+import { cexec } from './cexec.js';
 import { image2disk } from './image2disk.js';
 import { kexec } from './kexec.js';
 import { poweroff } from './poweroff.js';
 import { reboot } from './reboot.js';
 import { writefile } from './writefile.js';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
+
+/** As a shell reports them: a failure, timeout(1)'s status, and an interrupted command. */
+const exitStatusFailed = 1;
+const exitStatusTimedOut = 124;
+const exitStatusCancelled = 130;
 
 export interface BuiltinOptions {
   readonly timeoutMs: number;
@@ -33,15 +40,12 @@ export interface BuiltinOutcome extends ActionOutcome {
 const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<BuiltinDone>>> = {
   image2disk,
   writefile,
+  cexec,
+  archive2disk,
   reboot,
   poweroff,
   kexec,
 };
-
-/** As a shell reports them: a failure, timeout(1)'s status, and an interrupted command. */
-const exitStatusFailed = 1;
-const exitStatusTimedOut = 124;
-const exitStatusCancelled = 130;
 
 export async function runBuiltin(
   name: BuiltinAction,
@@ -100,8 +104,8 @@ export async function runBuiltin(
     }
     // A system error (EIO, ENOSPC, ...) is the machine's trouble and its message says which;
     // anything else is the agent's own bug.
-    if (error instanceof ActionError || isSystemError(error))
-      return failed(exitStatusFailed, `${name}: ${error.message}`);
+    if (error instanceof ActionError) return failed(error.exitStatus, `${name}: ${error.message}`);
+    if (isSystemError(error)) return failed(exitStatusFailed, `${name}: ${error.message}`);
     const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
     return failed(exitStatusFailed, `${name} failed unexpectedly (a bug in the agent): ${detail}`);
   } finally {

@@ -1,4 +1,4 @@
-// Where image2disk reads an image from. Today an http:// or https:// URL; registered artifacts
+// Where image2disk reads an image from (and archive2disk its archive). Today an http:// or https:// URL; registered artifacts
 // will come here too, so image2disk sees only a stream and its length.
 //
 // The image is usually served by the node holding the VIP. When that node dies mid-download,
@@ -24,6 +24,8 @@ export interface OpenOptions {
   readonly onResume?: (message: string) => void;
   /** How long a broken download may take to resume, in all. Default 120 s. */
   readonly resumeWindowMs?: number;
+  /** The setting that named the URL, for error messages. Default IMG_URL. */
+  readonly urlSetting?: string;
 }
 
 /** Opens the image; resolves once the server has answered 200, so nothing is written before. */
@@ -32,20 +34,21 @@ export async function openImage(
   signal: AbortSignal,
   options: OpenOptions = {},
 ): Promise<ImageSource> {
+  const setting = options.urlSetting ?? 'IMG_URL';
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new ActionError(`IMG_URL ${url} is not a URL; give an http:// or https:// URL`);
+    throw new ActionError(`${setting} ${url} is not a URL; give an http:// or https:// URL`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new ActionError(`IMG_URL ${url} is not an http:// or https:// URL`);
+    throw new ActionError(`${setting} ${url} is not an http:// or https:// URL`);
   }
   const response = await firstResponse(parsed, signal, options);
   if (response.status !== 200 || response.body === null) {
     await response.body?.cancel().catch(() => undefined);
     throw new ActionError(
-      `IMG_URL ${url} answered ${response.status} ${response.statusText}; it must answer 200 with the image`,
+      `${setting} ${url} answered ${response.status} ${response.statusText}; it must answer 200 with the image`,
     );
   }
   const length = Number(response.headers.get('content-length') ?? Number.NaN);
@@ -83,7 +86,8 @@ async function firstResponse(url: URL, signal: AbortSignal, options: OpenOptions
     } catch (error) {
       if (signal.aborted) throw error;
       why = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
-      if (Date.now() > deadline) throw new ActionError(`cannot fetch IMG_URL ${url.href}: ${why}`);
+      if (Date.now() > deadline)
+        throw new ActionError(`cannot fetch ${options.urlSetting ?? 'IMG_URL'} ${url.href}: ${why}`);
     }
     options.onResume?.(`fetching the image failed (${why}); trying again`);
     await sleep(Math.min(resumeDelayMaxMs, resumeDelayMinMs * 2 ** Math.min(tries, 8)), undefined, {

@@ -19,7 +19,7 @@ import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js'
 import { defaultBootEntry, GrubConfigError } from './grub-config.js';
 import { withMounted } from './mounted.js';
 import { runProgram } from './program.js';
-import { optionalSetting, requiredSetting } from './settings.js';
+import { checkChoiceSettings, optionalSetting, requiredSetting } from './settings.js';
 
 export const grubCfgPathDefault = '/boot/grub/grub.cfg';
 /** grub.cfg is a few kB; a larger file is not one. */
@@ -34,6 +34,7 @@ interface BootFiles {
 }
 
 export async function kexec(ctx: BuiltinContext): Promise<BuiltinDone> {
+  checkChoiceSettings('kexec', ctx.env);
   const device = requiredSetting(ctx.env, 'BLOCK_DEVICE');
   const fsType = requiredSetting(ctx.env, 'FS_TYPE');
   const kernelSetting = optionalSetting(ctx.env, 'KERNEL_PATH');

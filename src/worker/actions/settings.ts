@@ -1,5 +1,6 @@
 // Reading a built-in action's settings from its environment, with Tinkerbell's names. Each
 // refusal names the setting, what it holds and what it should hold.
+import { builtinSettingProblems, type BuiltinAction } from '../../workflow/builtin-actions.js';
 import { ActionError } from './action.js';
 
 export function requiredSetting(env: Readonly<Record<string, string>>, name: string): string {
@@ -37,4 +38,10 @@ export function idSetting(env: Readonly<Record<string, string>>, name: string): 
     throw new ActionError(`${name}=${value} is not a numeric id (0 to 4294967294)`);
   }
   return Number(value);
+}
+
+/** The checks `template create` makes (builtin-actions.ts), made again on the machine. */
+export function checkChoiceSettings(builtin: BuiltinAction, env: Readonly<Record<string, string>>): void {
+  const problems = builtinSettingProblems(builtin, env);
+  if (problems.length > 0) throw new ActionError(problems.join('; '));
 }

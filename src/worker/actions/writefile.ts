@@ -14,13 +14,14 @@ import { chmod, mkdir, open, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 import { withMounted } from './mounted.js';
-import { idSetting, modeSetting, requiredSetting } from './settings.js';
+import { checkChoiceSettings, idSetting, modeSetting, requiredSetting } from './settings.js';
 import { syncDirectory } from '../../platform/sync-directory.js';
 
 /** Filesystems with no POSIX owner or mode: chown and chmod there fail or mean nothing. */
 const ownerlessFilesystems: ReadonlySet<string> = new Set(['vfat', 'msdos', 'fat', 'exfat', 'ntfs3']);
 
 export async function writefile(ctx: BuiltinContext): Promise<BuiltinDone> {
+  checkChoiceSettings('writefile', ctx.env);
   const device = requiredSetting(ctx.env, 'DEST_DISK');
   const fsType = requiredSetting(ctx.env, 'FS_TYPE');
   const destPath = destPathSetting(requiredSetting(ctx.env, 'DEST_PATH'));
