@@ -360,6 +360,10 @@ describe('pool placement, spares, releases and taints at apply', () => {
       assert.ok(releasing.deadlineMs !== undefined, 'the releasing deadline');
       assert.match(releasing.reason ?? '', /of pool web's failed member/);
       h.refused(failedRelease(h, 'm1', 'web-r2'), 'E_CONFLICT', /one workflow at a time/);
+      // A snapshot taken while the release workflow owns the machine restores.
+      const during = new ControlState();
+      during.restore(h.state.snapshot());
+      assert.deepEqual(during.hardware('m1')?.lifecycle, releasing);
       deploy(h, 'web-r1');
       const ended = h.lifecycle('m1');
       assert.equal(ended.state, 'failed', 'failed, not ready');
@@ -419,6 +423,27 @@ describe('pool placement, spares, releases and taints at apply', () => {
       );
       assert.equal(ended.failures?.length, 1);
       assert.deepEqual(moves(h, 'm1', 1), [['releasing', 'failed', 'fail']]);
+    });
+
+    it('a provisioning deadline that passes is such a failure; a release deadline names both', () => {
+      const h = fleet();
+      failingPool(h);
+      h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+      h.is(h.expire('m1'), 'hardware');
+      assert.equal(h.state.workflow('web-1')?.state, 'TIMEOUT');
+      assert.deepEqual(h.lifecycle('m1').afterRelease, {
+        pool: 'web',
+        state: 'failed',
+        reason: 'deadline passed in provisioning',
+      });
+      h.ok(failedRelease(h, 'm1', 'web-r1'), 'pool');
+      h.is(h.expire('m1'), 'hardware');
+      assert.equal(h.state.workflow('web-r1')?.state, 'TIMEOUT');
+      const ended = h.lifecycle('m1');
+      assert.equal(ended.state, 'failed');
+      assert.equal(ended.reason, 'deadline passed in releasing; before it: deadline passed in provisioning');
+      assert.equal(ended.afterRelease, undefined);
+      assert.equal(ended.failures?.length, 1);
     });
 
     it('without a release template, a failed member is failed as before', () => {

@@ -601,10 +601,12 @@ export function lifecycleRecordProblem(
   }
   if (lc.owner !== undefined) {
     const wf = activeWorkflow(lc.owner);
+    // A release workflow (a pool's release template, 0036) owns its machine while it is releasing.
+    const releasing = lc.state === 'releasing' && wf?.release === true;
     if (
       wf === undefined ||
       wf.hardwareId !== hw.id ||
-      (lc.state !== 'provisioning' && lc.state !== 'maintenance')
+      (lc.state !== 'provisioning' && lc.state !== 'maintenance' && !releasing)
     ) {
       return `${what}: owner "${lc.owner}" is not an active workflow for it`;
     }
