@@ -86,7 +86,12 @@ const moves: { readonly [T in LifecycleTrigger]: Moves } = {
     ['quarantined', 'releasing'],
     ['maintenance', 'releasing'],
   ],
-  released: [['releasing', 'ready']],
+  // A release's end: ready again, or, for a failed pool member (0036), its failure as it was.
+  released: [
+    ['releasing', 'ready'],
+    ['releasing', 'failed'],
+    ['releasing', 'quarantined'],
+  ],
   quarantine: [
     ['enrolled', 'quarantined'],
     ['ready', 'quarantined'],

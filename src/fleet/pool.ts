@@ -54,8 +54,23 @@ export function spreadValue(pool: Pool, machine: Candidate): string {
   return pool.spreadBy === undefined ? '' : (machine.labels?.[pool.spreadBy] ?? '');
 }
 
-/** Why a member leaves: the pool is smaller now, it is tainted, or the pool is being deleted. */
-export type ReleaseWhy = 'surplus' | 'taint' | 'delete';
+/**
+ * Why a member leaves: the pool is smaller now, it is tainted, the pool is being deleted, or its
+ * installation failed and the pool has a release template (it runs, then the machine is failed).
+ */
+export type ReleaseWhy = 'surplus' | 'taint' | 'delete' | 'failed';
+
+/** Whether the machine is a failed member of the pool waiting for its release template. */
+export function awaitsFailedRelease(pool: Pool, machine: Candidate): boolean {
+  const lc = machine.lifecycle;
+  const after = lc?.afterRelease;
+  return (
+    pool.releaseTemplate !== undefined &&
+    after?.pool === pool.name &&
+    lc?.state === after.state &&
+    lc.owner === undefined
+  );
+}
 
 /** One spread value: untainted members filling slots there, and machines the pool may take there. */
 export interface SpreadCount {
@@ -182,8 +197,10 @@ export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Can
   const taintedDeployed: Candidate[] = [];
   const leaving: Candidate[] = [];
   const candidates: Candidate[] = [];
+  let failedRelease: string | undefined;
   for (const m of fleet) {
     const state = m.lifecycle?.state;
+    if (failedRelease === undefined && awaitsFailedRelease(pool, m)) failedRelease = m.id;
     if (members.has(m.id)) {
       if (state === 'deployed') deployed += 1;
       else if (state === 'provisioning') provisioning += 1;
@@ -213,13 +230,16 @@ export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Can
   const wanted = pool.deleting === true ? 0 : pool.spares;
   const sparesLacking = Math.max(0, wanted - spares - Math.max(0, others.length - missing));
   const reserve = missing === 0 && spares < wanted ? nextSpare(pool, others, spread) : undefined;
-  const release = nextRelease(pool, {
-    untainted,
-    deployed,
-    untaintedDeployed,
-    taintedDeployed,
-    leaving,
-  });
+  const release: PoolStanding['release'] =
+    failedRelease === undefined
+      ? nextRelease(pool, {
+          untainted,
+          deployed,
+          untaintedDeployed,
+          taintedDeployed,
+          leaving,
+        })
+      : { hardwareId: failedRelease, why: 'failed' };
   const standing = {
     deployed,
     provisioning,

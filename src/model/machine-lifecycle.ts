@@ -93,6 +93,12 @@ export interface MachineLifecycle {
   readonly spareOf?: string;
   /** maintenance: the state `undrain` returns the machine to. */
   readonly drainedFrom?: MachineState;
+  /**
+   * A pool member whose installation failed, released through its pool's release template first
+   * (docs/decisions/0036): set when it fails (failed, or quarantined), kept while its release
+   * workflow runs (releasing); the release ends in this state with this reason, whatever it did.
+   */
+  readonly afterRelease?: AfterRelease;
   /** The newest events, oldest first (at most machineHistoryMax); never empty. */
   readonly history: readonly MachineEvent[];
   /**
@@ -101,6 +107,15 @@ export interface MachineLifecycle {
    * window quarantine it (src/state/control/quarantine-policy.ts). Accepting it clears them.
    */
   readonly failures?: readonly number[];
+}
+
+/** Where a failed pool member's release ends: its failure as it was before the release. */
+export interface AfterRelease {
+  /** The pool whose release template the member runs. */
+  readonly pool: string;
+  readonly state: 'failed' | 'quarantined';
+  readonly reason?: string;
+  readonly step?: string;
 }
 
 /** Labels: Kubernetes-style keys and values, set by `slipway hardware label`. */

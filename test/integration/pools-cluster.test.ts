@@ -1,6 +1,9 @@
 // Goal: pools on a real cluster with the CLI (docs/decisions/0035, 0036). A pool of 2 spread by
 // rack with 1 spare fills one member per rack and keeps the spare reserved; a member whose
-// installation fails is replaced from the spare at once, and a new spare is kept; a pool larger
+// installation fails is replaced from the spare at once, and a new spare is kept, while the
+// failed member runs the pool's release template (the replacement deploys while the release is
+// held) and then ends failed with its original reason and step, each step in `hardware history`
+// (issue 23 item 5's alternate policy, docs/decisions/0036); a pool larger
 // than the matching machines says in `pool get` how many it lacks and why, and is not given the
 // other pool's spare; `pool taint` replaces both members through the release template, the spare
 // first, deployed members never seen below size - maxUnavailable, still one per rack; deleting
@@ -71,7 +74,9 @@ before(async () => {
   // Every install waits for the go file; a1's then fails.
   const install = `while [ ! -e ${go} ]; do sleep 0.1; done; test {{ hardware.id }} != a1`;
   await ok(['template', 'create', '-f', template('web.yaml', 'web', install)]);
-  await ok(['template', 'create', '-f', template('wipe.yaml', 'wipe', 'true')]);
+  // Every release waits for the wipe file, so the replacement is seen not to wait for a release.
+  const wipe = `while [ ! -e ${join(cluster.dir, 'wipe')} ]; do sleep 0.1; done`;
+  await ok(['template', 'create', '-f', template('wipe.yaml', 'wipe', wipe)]);
   // a1, a2 in rack a; b1, b2 in rack b.
   for (const [n, id] of ['a1', 'a2', 'b1', 'b2'].entries()) {
     const mac = `02:00:00:00:0e:0${n + 1}`;
@@ -155,7 +160,32 @@ describe('pools with the CLI', () => {
       'the spare a2 took the failed slot in rack a',
     );
     assert.deepEqual(memberIds(p as PoolDoc, true), ['b2']);
-    assert.equal((await lifecycle('a1')).state, 'failed');
+    // The failed a1 is released through the pool's template; its slot was refilled meanwhile.
+    assert.equal((await lifecycle('a1')).state, 'releasing', 'the release is held; the slot is refilled');
+    writeFileSync(join(cluster.dir, 'wipe'), '');
+    await waitFor(
+      'a1 released through the wipe, and failed again',
+      async () => (await lifecycle('a1')).state === 'failed',
+      60_000,
+      200,
+    );
+    const { events: a1 } = JSON.parse(await ok(['-o', 'json', 'hardware', 'history', 'a1'])) as {
+      events: { to: string; trigger: string; reason?: string; step?: string; workflowId?: string }[];
+    };
+    const [failed, releasing, ended] = a1.slice(-3);
+    assert.deepEqual(
+      [failed?.to, failed?.trigger, releasing?.to, releasing?.trigger, ended?.to, ended?.trigger],
+      ['failed', 'fail', 'releasing', 'release', 'failed', 'released'],
+    );
+    assert.match(releasing?.workflowId ?? '', /^web-release-/);
+    const original = (failed?.reason ?? '').replace(
+      /; released through pool web's release template next$/,
+      '',
+    );
+    assert.match(original, /^workflow web-\S+ failed: /);
+    assert.equal(ended?.reason, `${original} (released through workflow ${releasing?.workflowId ?? ''})`);
+    assert.equal(ended?.step, 'os/run');
+    assert.equal(ended?.step, failed?.step);
     assert.deepEqual(
       (p as PoolDoc).spread.map((c) => [c.value, c.members]),
       [

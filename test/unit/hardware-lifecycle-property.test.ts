@@ -9,8 +9,9 @@
 // Method: fast-check generates operator verbs (with --now and deadlines), workflow create, start,
 // result, cancel, retry and deadline expiry, labels, hardware delete and re-create, the leader's
 // expiry of machine deadlines (when due, and stale), inventory boots (a claim, then a report with
-// the right credential or another, with facts as before or drifted), and stamped times that move
-// forward.
+// the right credential or another, with facts as before or drifted), a pool with a release
+// template (its allocations, whose failures wait for the release; the leader's pool.release of a
+// failed member or a surplus one, docs/decisions/0036), and stamped times that move forward.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
@@ -56,7 +57,10 @@ type Step =
   | { kind: 'delete' | 'recreate'; machine: string }
   | { kind: 'raise' }
   | { kind: 'advance'; ms: number }
-  | { kind: 'report'; machine: string; drift: boolean; rightCredential: boolean };
+  | { kind: 'report'; machine: string; drift: boolean; rightCredential: boolean }
+  | { kind: 'pool'; size: number }
+  | { kind: 'poolAllocate'; machine: string; success: boolean }
+  | { kind: 'poolRelease'; machine: string; why: 'failed' | 'surplus'; success: boolean };
 
 function stepArbitrary(): fc.Arbitrary<Step> {
   const machine = fc.constantFrom(...machines, 'ghost');
@@ -151,6 +155,29 @@ function stepArbitrary(): fc.Arbitrary<Step> {
       }),
     },
     {
+      // A pool with a release template (0036), scaled to a random size.
+      weight: 2,
+      arbitrary: fc.record({ kind: fc.constant('pool' as const), size: fc.integer({ min: 0, max: 3 }) }),
+    },
+    {
+      weight: 3,
+      // Accepted (when it may be), allocated, started and ended: members fail or deploy.
+      arbitrary: fc.record({
+        kind: fc.constant('poolAllocate' as const),
+        machine: fc.constantFrom(...machines),
+        success: fc.boolean(),
+      }),
+    },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant('poolRelease' as const),
+        machine: fc.constantFrom(...machines),
+        why: fc.constantFrom('failed' as const, 'surplus' as const),
+        success: fc.boolean(),
+      }),
+    },
+    {
       weight: 4,
       arbitrary: fc.record({
         kind: fc.constant('advance' as const),
@@ -196,6 +223,43 @@ function stepCommands(h: LifecycleHarness, step: Step): (() => ControlCommand[])
       ],
     ];
   }
+  if (step.kind === 'poolAllocate') {
+    const { machine } = step;
+    // A fresh id: the sequences' workflow ids are soon all taken.
+    let workflow = '';
+    return [
+      () =>
+        h.state.hardware(machine)?.lifecycle?.state === 'enrolled' ? [h.verbCommand(machine, 'accept')] : [],
+      () => {
+        workflow = `pool-${h.index}`;
+        return [
+          {
+            type: 'pool.allocate',
+            pool: 'p',
+            id: workflow,
+            templateVersion: h.state.template('os')?.version ?? 0,
+            hardwareMap: {},
+            candidates: [{ hardwareId: machine, spec: specFor(machine, 30, 20) }],
+          },
+        ];
+      },
+      () => commandsOf(h, { kind: 'start', workflow }),
+      () => commandsOf(h, { kind: 'result', workflow, success: step.success }),
+    ];
+  }
+  if (step.kind === 'poolRelease') {
+    // Proposed, then its release workflow started and ended.
+    const workflow = (): string => `release-${h.state.workflows().length}`;
+    let id = '';
+    return [
+      () => {
+        id = workflow();
+        return commandsOf(h, step);
+      },
+      () => commandsOf(h, { kind: 'start', workflow: id }),
+      () => commandsOf(h, { kind: 'result', workflow: id, success: step.success }),
+    ];
+  }
   if (step.kind !== 'runOk') return [() => commandsOf(h, step)];
   return [
     () => [h.createCommand(step.workflow, step.machine, specFor(step.machine, 30, 20))],
@@ -207,7 +271,7 @@ function stepCommands(h: LifecycleHarness, step: Step): (() => ControlCommand[])
 /** The commands a step proposes (a leader's scan proposes one per due deadline). */
 function commandsOf(
   h: LifecycleHarness,
-  step: Exclude<Step, { kind: 'runOk' | 'moves' | 'report' }>,
+  step: Exclude<Step, { kind: 'runOk' | 'moves' | 'report' | 'poolAllocate' }>,
 ): ControlCommand[] {
   const s = h.state;
   switch (step.kind) {
@@ -302,10 +366,49 @@ function commandsOf(
     }
     case 'raise':
       return [{ type: 'cluster.version', version: 3 }];
+    case 'pool':
+      if (s.pool('p') !== undefined) return [{ type: 'pool.scale', name: 'p', size: step.size }];
+      return poolCommands(step.size);
+    case 'poolRelease': {
+      // As the leader would: a failed member awaiting its release first.
+      const failed = machines.find((id) => s.hardware(id)?.lifecycle?.afterRelease !== undefined);
+      const hardwareId = step.why === 'failed' ? (failed ?? step.machine) : step.machine;
+      return [
+        {
+          type: 'pool.release',
+          pool: 'p',
+          hardwareId,
+          why: step.why,
+          release: {
+            // A fresh id: the sequences' workflow ids are soon all taken.
+            id: `release-${s.workflows().length}`,
+            templateVersion: s.template('wipe')?.version ?? 0,
+            spec: specFor(hardwareId, 30, 20),
+          },
+        },
+      ];
+    }
     case 'advance':
       h.nowMs += step.ms;
       return [];
   }
+}
+
+/** A pool "p" of `size` with a release template (0036), over every machine. */
+function poolCommands(size: number): ControlCommand[] {
+  return [
+    { type: 'template.put', name: 'wipe', source: 'version: "0.1"\nname: wipe\n' },
+    {
+      type: 'pool.create',
+      name: 'p',
+      selector: '',
+      template: 'os',
+      releaseTemplate: 'wipe',
+      size,
+      spares: 0,
+      audit: operator,
+    },
+  ];
 }
 
 /** What the leader's deadline scanner proposes now: each passed machine and workflow deadline. */

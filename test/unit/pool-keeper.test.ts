@@ -145,4 +145,51 @@ describe('the pool keeper, spread, spares and image (docs/decisions/0036)', () =
     await k.scan();
     assert.equal(h.lifecycle('m4').spareOf, 'web', "a new spare in the spare's place");
   });
+
+  it('releases a failed member through the release template in the scan that replaces it from the spare', async () => {
+    const h = new LifecycleHarness();
+    h.ok({ type: 'template.put', name: 'os', source: template, audit: operator }, 'template');
+    const wipe = template.replace('name: os', 'name: wipe').replace('name: install', 'name: wipe');
+    h.ok({ type: 'template.put', name: 'wipe', source: wipe, audit: operator }, 'template');
+    for (const id of ['m1', 'm2']) {
+      h.machine(id, Number(id.slice(1)));
+      h.ok(h.verbCommand(id, 'accept'), 'hardware');
+    }
+    h.ok(
+      {
+        type: 'pool.create',
+        name: 'web',
+        selector: '',
+        template: 'os',
+        releaseTemplate: 'wipe',
+        size: 1,
+        spares: 1,
+        audit: operator,
+      },
+      'pool',
+    );
+    const proposed: ControlCommand[] = [];
+    const k = keeper(h, () => true, proposed);
+    await k.scan();
+    await k.scan();
+    assert.deepEqual(h.state.pool('web')?.members, ['m1']);
+    assert.equal(h.lifecycle('m2').spareOf, 'web');
+    const wfM1 = proposedId(proposed, h, 'm1');
+    h.is(h.start(wfM1), 'attempt');
+    h.finish(wfM1, false);
+    proposed.length = 0;
+    await k.scan();
+    assert.deepEqual(
+      proposed.map((c) => (c.type === 'pool.release' ? `${c.type} ${c.hardwareId} ${c.why}` : c.type)),
+      ['pool.release m1 failed', 'pool.allocate'],
+      'the release and the replacement in one scan',
+    );
+    assert.deepEqual(h.state.pool('web')?.members, ['m2'], 'refilled from the spare');
+    const release = proposed[0];
+    assert.ok(release?.type === 'pool.release' && release.release !== undefined);
+    assert.equal(release.release.spec.tasks[0]?.actions[0]?.name, 'wipe');
+    assert.deepEqual([h.lifecycle('m1').state, h.lifecycle('m1').owner], ['releasing', release.release.id]);
+    await k.scan();
+    assert.ok(!proposed.slice(2).some((c) => c.type === 'pool.release'), 'released once');
+  });
 });

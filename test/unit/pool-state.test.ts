@@ -304,6 +304,165 @@ describe('pool placement, spares, releases and taints at apply', () => {
     assert.equal(h.lifecycle('m4').state, 'releasing');
   });
 
+  describe('a failed member with a release template (issue 23 item 5, 0036)', () => {
+    function failingPool(h: LifecycleHarness): void {
+      h.ok({ type: 'template.put', name: 'wipe', source: 'version: "0.1"\nname: wipe\n' }, 'template');
+      h.ok({ ...createPool(1), releaseTemplate: 'wipe' } as ControlCommand, 'pool');
+    }
+
+    function failedRelease(h: LifecycleHarness, hardwareId: string, id: string): ControlCommand {
+      const templateVersion = h.state.template('wipe')?.version ?? 0;
+      return {
+        type: 'pool.release',
+        pool: 'web',
+        hardwareId,
+        why: 'failed',
+        release: { id, templateVersion, spec: specFor(hardwareId) },
+      };
+    }
+
+    const moves = (h: LifecycleHarness, id: string, n: number): string[][] =>
+      h
+        .lifecycle(id)
+        .history.slice(-n)
+        .map((e) => [e.from ?? '', e.to, e.trigger]);
+
+    it('is failed at once, replaced without waiting, released, and ends failed with its own reason', () => {
+      const h = fleet();
+      failingPool(h);
+      h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+      h.refused(failedRelease(h, 'm1', 'web-r0'), 'E_CONFLICT', /one workflow at a time/);
+      h.is(h.start('web-1'), 'attempt');
+      h.finish('web-1', false);
+      const failed = h.lifecycle('m1');
+      assert.equal(failed.state, 'failed');
+      assert.match(
+        failed.reason ?? '',
+        /^workflow web-1 failed: .*; released through pool web's release template next$/,
+      );
+      assert.equal(failed.afterRelease?.pool, 'web');
+      assert.equal(failed.failures?.length, 1);
+      const original = failed.afterRelease?.reason ?? '';
+      const step = failed.step;
+      assert.match(original, /^workflow web-1 failed: /);
+      // The slot is refilled before the release: the failed member leaves the members.
+      assert.deepEqual(h.ok(allocateFor(h, 'web-2', ['m2']), 'pool').pool.members, ['m2']);
+      // The same log gives the same state elsewhere, and the mark survives snapshot and restore.
+      const replay = new ControlState();
+      for (const a of h.applied) replay.apply(a.index, a.nowMs, a.command);
+      assert.deepEqual(replay.snapshot(), h.state.snapshot());
+      const copy = new ControlState();
+      copy.restore(h.state.snapshot());
+      assert.deepEqual(copy.hardware('m1')?.lifecycle, h.lifecycle('m1'));
+      h.ok(failedRelease(h, 'm1', 'web-r1'), 'pool');
+      const releasing = h.lifecycle('m1');
+      assert.deepEqual([releasing.state, releasing.owner], ['releasing', 'web-r1']);
+      assert.ok(releasing.deadlineMs !== undefined, 'the releasing deadline');
+      assert.match(releasing.reason ?? '', /of pool web's failed member/);
+      h.refused(failedRelease(h, 'm1', 'web-r2'), 'E_CONFLICT', /one workflow at a time/);
+      // A snapshot taken while the release workflow owns the machine restores.
+      const during = new ControlState();
+      during.restore(h.state.snapshot());
+      assert.deepEqual(during.hardware('m1')?.lifecycle, releasing);
+      deploy(h, 'web-r1');
+      const ended = h.lifecycle('m1');
+      assert.equal(ended.state, 'failed', 'failed, not ready');
+      assert.equal(ended.reason, `${original} (released through workflow web-r1)`);
+      assert.equal(ended.step, step);
+      assert.equal(ended.afterRelease, undefined);
+      assert.equal(ended.failures?.length, 1, 'the release is no second failure');
+      assert.deepEqual(moves(h, 'm1', 3), [
+        ['provisioning', 'failed', 'fail'],
+        ['failed', 'releasing', 'release'],
+        ['releasing', 'failed', 'released'],
+      ]);
+      h.refused(failedRelease(h, 'm1', 'web-r3'), 'E_CONFLICT', /no member of pool "web"/);
+    });
+
+    it('a failure that reaches the quarantine count ends quarantined after the release', () => {
+      const h = fleet();
+      failingPool(h);
+      // A first failure on m1 outside the pool; released by hand, it is ready and keeps its count.
+      h.provision('w0', 'm1', false);
+      h.ok(h.verbCommand('m1', 'release'), 'hardware');
+      assert.equal(h.lifecycle('m1').state, 'ready');
+      h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+      h.is(h.start('web-1'), 'attempt');
+      h.finish('web-1', false);
+      assert.equal(h.lifecycle('m1').state, 'quarantined');
+      assert.equal(h.lifecycle('m1').afterRelease?.state, 'quarantined');
+      h.ok(failedRelease(h, 'm1', 'web-r1'), 'pool');
+      deploy(h, 'web-r1');
+      const ended = h.lifecycle('m1');
+      assert.equal(ended.state, 'quarantined');
+      assert.match(
+        ended.reason ?? '',
+        /^failed 2 times within 24h; last: workflow web-1 failed: .* \(released through workflow web-r1\)$/,
+      );
+      assert.equal(ended.failures?.length, 2);
+      assert.deepEqual(moves(h, 'm1', 2), [
+        ['quarantined', 'releasing', 'release'],
+        ['releasing', 'quarantined', 'released'],
+      ]);
+    });
+
+    it('a release that fails too leaves the machine failed, naming both', () => {
+      const h = fleet();
+      failingPool(h);
+      h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+      h.is(h.start('web-1'), 'attempt');
+      h.finish('web-1', false);
+      h.ok(failedRelease(h, 'm1', 'web-r1'), 'pool');
+      h.is(h.start('web-r1'), 'attempt');
+      h.finish('web-r1', false);
+      const ended = h.lifecycle('m1');
+      assert.equal(ended.state, 'failed');
+      assert.match(
+        ended.reason ?? '',
+        /^release workflow web-r1 failed: .*; before it: workflow web-1 failed: /,
+      );
+      assert.equal(ended.failures?.length, 1);
+      assert.deepEqual(moves(h, 'm1', 1), [['releasing', 'failed', 'fail']]);
+    });
+
+    it('a provisioning deadline that passes is such a failure; a release deadline names both', () => {
+      const h = fleet();
+      failingPool(h);
+      h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+      h.is(h.expire('m1'), 'hardware');
+      assert.equal(h.state.workflow('web-1')?.state, 'TIMEOUT');
+      assert.deepEqual(h.lifecycle('m1').afterRelease, {
+        pool: 'web',
+        state: 'failed',
+        reason: 'deadline passed in provisioning',
+      });
+      h.ok(failedRelease(h, 'm1', 'web-r1'), 'pool');
+      h.is(h.expire('m1'), 'hardware');
+      assert.equal(h.state.workflow('web-r1')?.state, 'TIMEOUT');
+      const ended = h.lifecycle('m1');
+      assert.equal(ended.state, 'failed');
+      assert.equal(ended.reason, 'deadline passed in releasing; before it: deadline passed in provisioning');
+      assert.equal(ended.afterRelease, undefined);
+      assert.equal(ended.failures?.length, 1);
+    });
+
+    it('without a release template, a failed member is failed as before', () => {
+      const h = fleet();
+      h.ok(createPool(1), 'pool');
+      h.ok(allocateFor(h, 'web-1', ['m1']), 'pool');
+      h.is(h.start('web-1'), 'attempt');
+      h.finish('web-1', false);
+      assert.equal(h.lifecycle('m1').state, 'failed');
+      assert.equal(h.lifecycle('m1').afterRelease, undefined);
+      assert.match(h.lifecycle('m1').reason ?? '', /^workflow web-1 failed: [^;]*$/);
+      h.refused(
+        { type: 'pool.release', pool: 'web', hardwareId: 'm1', why: 'failed' },
+        'E_CONFLICT',
+        /no failed member/,
+      );
+    });
+  });
+
   it('an image must be a registered artifact', () => {
     const h = fleet();
     h.refused(

@@ -165,10 +165,12 @@ type ControlChange =
   /** The leader keeps a ready matching machine as the pool's spare (refused past its spares). */
   | { readonly type: 'pool.reserve'; readonly pool: string; readonly hardwareId: string }
   /**
-   * The leader releases a member: surplus after a scale down, tainted within the budget, or the
-   * pool being deleted. With `release` (the pool has a release template), its workflow owns the
-   * machine from releasing to ready; without, the member leaves the pool as it is (a tainted one
-   * is released at once, ready to be taken again).
+   * The leader releases a member: surplus after a scale down, tainted within the budget, the
+   * pool being deleted, or a member whose installation failed (`failed`: only with a release
+   * template; it runs, then the machine is failed or quarantined as its failure left it). With
+   * `release` (the pool has a release template), its workflow owns the machine from releasing to
+   * ready; without, the member leaves the pool as it is (a tainted one is released at once, ready
+   * to be taken again).
    */
   | {
       readonly type: 'pool.release';

@@ -252,6 +252,10 @@ export class ControlState {
     acceptRule: () => this.#acceptRule,
     hardware: (id) => this.#hardware.get(id),
     hardwareList: () => this.hardwareList(),
+    releasingPoolOf: (id) => {
+      const pool = this.#pools.ownerOf(id);
+      return pool?.releaseTemplate === undefined ? undefined : pool.name;
+    },
     workflow: (id) => this.#workflows.get(id),
     allWorkflows: () => this.#workflows.values(),
     activeWorkflowIds: () => this.#active,

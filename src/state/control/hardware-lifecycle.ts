@@ -7,6 +7,7 @@ import type { ControlCommand, ControlErrorCode } from './commands.js';
 import type { Hardware, Workflow } from '../../model/records.js';
 import { isTerminal } from '../../model/records.js';
 import type {
+  AfterRelease,
   LifecycleTrigger,
   MachineEvent,
   MachineLifecycle,
@@ -69,6 +70,7 @@ interface Fields {
   readonly deadlineMs?: number | undefined;
   readonly owner?: string | undefined;
   readonly drainedFrom?: MachineState | undefined;
+  readonly afterRelease?: AfterRelease | undefined;
   /** The failures kept from here; absent: those the machine had. */
   readonly failures?: readonly number[] | undefined;
 }
@@ -117,6 +119,7 @@ function transitioned(
     deadlineMs: fields.deadlineMs,
     owner: fields.owner,
     drainedFrom: fields.drainedFrom,
+    afterRelease: fields.afterRelease,
     history: Object.freeze(kept.slice(Math.max(0, kept.length - machineHistoryMax))),
     ...keptFailures(fields.failures ?? current?.failures),
   });
@@ -144,7 +147,8 @@ export function move(
 /**
  * A failure of the machine's workflow (it failed or timed out, or its provisioning deadline
  * passed): counted, and once the policy's count is reached within its window, quarantined
- * instead of failed.
+ * instead of failed. `releaseVia` names the machine's pool when it has a release template: the
+ * failure is kept (afterRelease) for the end of the release the pool's keeper starts (0036).
  */
 function failOrQuarantine(
   hw: Hardware,
@@ -152,13 +156,40 @@ function failOrQuarantine(
   cause: Cause,
   fields: Fields,
   policy: QuarantinePolicy,
+  releaseVia: string | undefined,
   nowMs: number,
 ): Moved {
   const { failures, quarantine } = recordFailure(hw.lifecycle?.failures, policy, nowMs);
-  if (!quarantine) return move(hw, 'failed', trigger, cause, { ...fields, failures }, nowMs);
   const counted = `failed ${failures.length} times within ${windowText(policy.windowS)}`;
-  const reason = fields.reason === undefined ? counted : `${counted}; last: ${fields.reason}`;
-  return move(hw, 'quarantined', trigger, cause, { ...fields, reason, failures }, nowMs);
+  const state = quarantine ? 'quarantined' : 'failed';
+  const reason = !quarantine
+    ? fields.reason
+    : fields.reason === undefined
+      ? counted
+      : `${counted}; last: ${fields.reason}`;
+  if (releaseVia === undefined)
+    return move(hw, state, trigger, cause, { ...fields, reason, failures }, nowMs);
+  const afterRelease = record<AfterRelease>({ pool: releaseVia, state, reason, step: fields.step });
+  const pending = `${reason ?? state}; released through pool ${releaseVia}'s release template next`;
+  return move(hw, state, trigger, cause, { ...fields, reason: pending, failures, afterRelease }, nowMs);
+}
+
+/** A failed pool member's release ended: its failure as it was, the release's own failure named. */
+function endOfFailedRelease(
+  hw: Hardware,
+  after: AfterRelease,
+  wf: Workflow,
+  cause: Cause,
+  nowMs: number,
+): Moved {
+  const fields = { reason: after.reason, step: after.step };
+  if (wf.state === 'SUCCESS') {
+    const reason = `${after.reason ?? after.state} (released through workflow ${wf.id})`;
+    return move(hw, after.state, 'released', cause, { ...fields, reason }, nowMs);
+  }
+  const { trigger, fields: release } = outcomeOf(wf);
+  const reason = `release ${release.reason ?? ''}; before it: ${after.reason ?? after.state}`;
+  return move(hw, 'failed', trigger, cause, { reason, step: release.step ?? after.step }, nowMs);
 }
 
 /** A further transition in the same entry (a release that completes at once). */
@@ -366,10 +397,15 @@ export function claimFor(hw: Hardware, wf: Workflow, cause: Cause, nowMs: number
   return move(hw, 'provisioning', 'provision', cause, fields, nowMs);
 }
 
-/** Claims the machine for a release workflow: releasing, owned by it, until it ends. */
+/**
+ * Claims the machine for a release workflow: releasing, owned by it, until it ends. A failed pool
+ * member keeps its failure (afterRelease) for the release's end.
+ */
 export function claimForRelease(hw: Hardware, wf: Workflow, cause: Cause, nowMs: number): Moved {
-  const reason = `release workflow ${wf.id} (template ${wf.template})`;
-  const fields = { reason, owner: wf.id, deadlineMs: provisioningDeadline(wf, nowMs) };
+  const afterRelease = hw.lifecycle?.afterRelease;
+  const of = afterRelease === undefined ? '' : ` of pool ${afterRelease.pool}'s ${afterRelease.state} member`;
+  const reason = `release workflow ${wf.id} (template ${wf.template})${of}`;
+  const fields = { reason, owner: wf.id, deadlineMs: provisioningDeadline(wf, nowMs), afterRelease };
   return move(hw, 'releasing', 'release', cause, fields, nowMs);
 }
 
@@ -377,7 +413,9 @@ export function claimForRelease(hw: Hardware, wf: Workflow, cause: Cause, nowMs:
  * The machine after its owner workflow changed: a deadline that follows the workflow's own once it
  * started, or, when it ended, the state its outcome gives (drained: only where undrain returns).
  * `next` is another active workflow for the machine, from before state version 3 (when several
- * could queue on one machine): it inherits the ownership. Undefined when nothing changes.
+ * could queue on one machine): it inherits the ownership. `releaseVia`: the machine's pool, when
+ * it has a release template (a failure is released through it first). Undefined when nothing
+ * changes.
  */
 export function followOwner(
   hw: Hardware,
@@ -385,6 +423,7 @@ export function followOwner(
   next: Workflow | undefined,
   cause: Cause,
   policy: QuarantinePolicy,
+  releaseVia: string | undefined,
   nowMs: number,
 ): Moved | undefined {
   const lc = hw.lifecycle;
@@ -407,8 +446,11 @@ export function followOwner(
     return { hardware: revised(hw, drained, nowMs), events: [] };
   }
   const withWorkflow = { ...cause, workflowId: wf.id };
+  if (wf.release === true && lc.afterRelease !== undefined && lc.state === 'releasing') {
+    return endOfFailedRelease(hw, lc.afterRelease, wf, withWorkflow, nowMs);
+  }
   if (outcome.trigger === 'fail' && wf.release !== true) {
-    return failOrQuarantine(hw, 'fail', withWorkflow, outcome.fields, policy, nowMs);
+    return failOrQuarantine(hw, 'fail', withWorkflow, outcome.fields, policy, releaseVia, nowMs);
   }
   if (outcome.trigger === 'release') {
     return releaseMachine(hw, outcome.fields.reason ?? '', releasingTimeoutSDefault, withWorkflow, nowMs);
@@ -425,6 +467,7 @@ export function expireMachine(
   hw: Hardware,
   command: Command<'hardware.expire'>,
   policy: QuarantinePolicy,
+  releaseVia: string | undefined,
   nowMs: number,
 ): LifecycleOutcome {
   const lc = hw.lifecycle;
@@ -441,14 +484,17 @@ export function expireMachine(
       `hardware "${hw.id}": its deadline ${command.deadlineMs} has not passed at ${nowMs}`,
     );
   }
-  const reason = expiryReason(lc.state);
+  const expired = expiryReason(lc.state);
+  // A failed pool member's release that never ended: its failure is named too.
+  const before = lc.afterRelease;
+  const reason = before === undefined ? expired : `${expired}; before it: ${before.reason ?? before.state}`;
   const cause: Cause = {
     by: 'leader (deadline)',
     ...(lc.owner === undefined ? {} : { workflowId: lc.owner }),
   };
   const moved =
     lc.state === 'provisioning'
-      ? failOrQuarantine(hw, 'expire', cause, { reason }, policy, nowMs)
+      ? failOrQuarantine(hw, 'expire', cause, { reason }, policy, releaseVia, nowMs)
       : move(hw, 'failed', 'expire', cause, { reason }, nowMs);
   if (lc.owner === undefined) return { kind: 'moved', moved };
   const message = `the machine's ${lc.state} deadline passed (hardware ${hw.id})`;
@@ -533,6 +579,9 @@ export function lifecycleRecordProblem(
   }
   if (lc.spareOf !== undefined && (lc.state !== 'ready' || lc.owner !== undefined))
     return `${what}: a spare of pool ${lc.spareOf} must be ready and unowned, not ${lc.state}`;
+  const after = lc.afterRelease;
+  if (after !== undefined && lc.state !== 'releasing' && (lc.state !== after.state || lc.owner !== undefined))
+    return `${what}: a failed member of pool ${after.pool} awaiting its release must be ${after.state} and unowned, not ${lc.state}`;
   const failures = lc.failures;
   if (failures !== undefined) {
     if (failures.length === 0 || failures.length > quarantineFailuresMax)
@@ -552,10 +601,12 @@ export function lifecycleRecordProblem(
   }
   if (lc.owner !== undefined) {
     const wf = activeWorkflow(lc.owner);
+    // A release workflow (a pool's release template, 0036) owns its machine while it is releasing.
+    const releasing = lc.state === 'releasing' && wf?.release === true;
     if (
       wf === undefined ||
       wf.hardwareId !== hw.id ||
-      (lc.state !== 'provisioning' && lc.state !== 'maintenance')
+      (lc.state !== 'provisioning' && lc.state !== 'maintenance' && !releasing)
     ) {
       return `${what}: owner "${lc.owner}" is not an active workflow for it`;
     }

@@ -60,6 +60,8 @@ export interface MachinesHost {
   acceptRule(): AcceptRule | undefined;
   hardware(id: string): Hardware | undefined;
   hardwareList(): Hardware[];
+  /** The pool the machine is a member of, when that pool has a release template (0036). */
+  releasingPoolOf(hardwareId: string): string | undefined;
   workflow(id: string): Workflow | undefined;
   /** Every workflow, in no order. */
   allWorkflows(): Iterable<Workflow>;
@@ -153,7 +155,14 @@ export class Machines {
       case 'hardware.expire':
         return this.#onMachine(
           command.id,
-          (hw) => expireMachine(hw, command, this.#host.quarantinePolicy(), nowMs),
+          (hw) =>
+            expireMachine(
+              hw,
+              command,
+              this.#host.quarantinePolicy(),
+              this.#host.releasingPoolOf(hw.id),
+              nowMs,
+            ),
           nowMs,
         );
       case 'hardware.label': {
@@ -352,7 +361,8 @@ export class Machines {
     }
     const ended = isTerminal(wf.state) && lifecycle.owner === wf.id;
     const next = ended ? this.#nextOwner(hw.id, wf.id) : undefined;
-    const moved = followOwner(hw, wf, next, cause, this.#host.quarantinePolicy(), nowMs);
+    const releaseVia = ended ? this.#host.releasingPoolOf(hw.id) : undefined;
+    const moved = followOwner(hw, wf, next, cause, this.#host.quarantinePolicy(), releaseVia, nowMs);
     if (moved !== undefined) this.#store(moved);
   }
 

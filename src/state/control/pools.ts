@@ -6,10 +6,12 @@
 // refused when the machine would break the spread. The chosen machine joins the pool's members in
 // the same entry; members that no longer fill a slot (failed, released) leave then. A release is
 // refused unless its rule holds now: surplus beyond the size, a tainted member within the
-// maxUnavailable budget, or the pool being deleted.
+// maxUnavailable budget, the pool being deleted, or a failed member awaiting the pool's release
+// template (it may have left the members already).
 import type { ControlCommand, ControlErrorCode } from './commands.js';
 import type { Hardware, Template } from '../../model/records.js';
 import {
+  awaitsFailedRelease,
   fillsSlot,
   isReleasable,
   isSpareOf,
@@ -277,7 +279,9 @@ export class Pools {
     if (pool === undefined) return notFound(command.pool);
     const id = command.hardwareId;
     const hw = lookups.hardware(id);
-    if (hw === undefined || !pool.members.includes(id))
+    // A failed member may have left the members already (its slot refilled): its mark names the pool.
+    const failed = command.why === 'failed' && hw !== undefined && awaitsFailedRelease(pool, hw);
+    if (hw === undefined || (!pool.members.includes(id) && !failed))
       return { code: 'E_CONFLICT', message: `hardware "${id}" is no member of pool "${pool.name}"` };
     if ((pool.releaseTemplate === undefined) !== (command.release === undefined)) {
       return {
@@ -328,6 +332,10 @@ export class Pools {
           ? undefined
           : `pool "${pool.name}" has ${untainted} untainted machines provisioning or deployed, its size ${pool.size}: none is surplus`;
       }
+      case 'failed':
+        return awaitsFailedRelease(pool, hw)
+          ? undefined
+          : `hardware "${hw.id}" is no failed member of pool "${pool.name}" awaiting its release template`;
       case 'taint': {
         if (pool.deleting === true || !tainted.has(hw.id) || state !== 'deployed')
           return `hardware "${hw.id}" is no tainted deployed member of pool "${pool.name}"`;

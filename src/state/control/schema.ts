@@ -130,6 +130,14 @@ const readMachineLifecycle: Reader<MachineLifecycle> = object({
   owner: optional(text),
   spareOf: optional(text),
   drainedFrom: optional(machineState),
+  afterRelease: optional(
+    object({
+      pool: text,
+      state: literal(['failed', 'quarantined']),
+      reason: optional(text),
+      step: optional(text),
+    }),
+  ),
   history: array(readMachineEvent, controlCommandBytesMax),
   failures: optional(array(count, quarantineFailuresMax)),
 });
@@ -676,7 +684,7 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     type: literal(['pool.release']),
     pool: text,
     hardwareId: text,
-    why: literal(['surplus', 'taint', 'delete']),
+    why: literal(['surplus', 'taint', 'delete', 'failed']),
     release: optional(object({ id: text, templateVersion: count, spec: readRenderedTemplate })),
     ...audited,
   }),
