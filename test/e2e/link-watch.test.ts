@@ -4,7 +4,8 @@
 // created again (a new ifindex), an interface renamed. The address feed tells each address set.
 // Method: one lab; a veth pair between namespaces "a" and "b"; the watcher watches "a" through
 // `ip -n`; the test changes links with real `ip` commands and waits on the watcher's table with
-// deadlines. The carrier changes must be seen within 1 s (the boot services' target is 2 s).
+// deadlines. The carrier changes must be seen within 2 s, the boot services' target (1 s here
+// failed once when the suite's four-VM lab test kept both cores busy beside it).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { addressFeedOf, LinkWatcher, type LinkState } from '../../src/platform/link-watch.js';
@@ -12,7 +13,7 @@ import { NetnsLab, requireCommands } from '../support/netns.js';
 import { waitFor } from '../support/wait.js';
 
 /** A change the watcher must show within this. */
-const seenWithinMs = 1000;
+const seenWithinMs = 2000;
 
 describe('link watcher', () => {
   let lab: NetnsLab;

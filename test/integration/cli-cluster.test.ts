@@ -8,7 +8,7 @@
 // `balancer config` prints the configuration an operator installs on each node.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -240,6 +240,7 @@ describe('membership and leadership', () => {
       dataDir: join(cluster.dir, 'n4'),
       proc: null,
     };
+    const joinerLog = openSync(join(cluster.dir, 'n4.log'), 'a');
     joiner.proc = spawn(
       process.execPath,
       [
@@ -258,7 +259,7 @@ describe('membership and leadership', () => {
         '--peers',
         cluster.peers(),
       ],
-      { stdio: 'ignore' },
+      { stdio: ['ignore', joinerLog, joinerLog] },
     );
     cluster.nodes.push(joiner);
     const add = await cli([
@@ -290,6 +291,14 @@ describe('membership and leadership', () => {
     assert.equal(clash.code, 2, 'the same id with another address is bad input');
     assert.match(clash.stderr, /already exists/);
 
+    // The new member records its own API address (src/node/api-address-keeper.ts) within a round
+    // of joining: counted only once that entry is in, the removal is alone in its window.
+    await waitFor(
+      'n4 to record its API address in the replicated state',
+      () =>
+        readFileSync(join(cluster.dir, 'n4.log'), 'utf8').includes('API address is in the replicated state'),
+      20_000,
+    );
     const leader = await cluster.waitForLeader();
     const before = await committed(leader);
     const rm = await cli(['--server', server, '-o', 'json', 'member', 'remove', 'n4']);
