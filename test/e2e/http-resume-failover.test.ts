@@ -190,6 +190,14 @@ it('a download through the VIP resumes with Range on the new leader after the ol
   await waitFor('the resume logged', () => servedBy(next!).some((r) => r.status === 206), 5000, 50);
   const resume = servedBy(next!).find((r) => r.status === 206)!;
   assert.equal(resume.bytes, artifact.bytes - partial, 'the new leader sent the rest, not the whole');
+  // The cut-off download is logged when its connection closes: once the link is back and the
+  // client's kernel answers the old leader's retransmission with a reset.
+  await waitFor(
+    `the download that began on ${first} logged there`,
+    () => servedBy(first).some((r) => r.status === 200),
+    30_000,
+    50,
+  );
   assert.ok(
     servedBy(first).some((r) => r.status === 200),
     `the download began on ${first}, the leader then`,
