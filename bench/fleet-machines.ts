@@ -446,6 +446,7 @@ async function createPools(c: FleetMachinesConfig, client: ClusterClient): Promi
         spreadBy: '',
         releaseTemplate: '',
         image: '',
+        onFailure: '',
       });
     });
   }

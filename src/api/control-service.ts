@@ -40,7 +40,7 @@ import {
   WorkflowRecord,
 } from '../gen/control.js';
 import { poolRecord } from './pool-view.js';
-import type { Pool } from '../fleet/pool.js';
+import { heldWhy, poolFailurePolicies, type Pool, type PoolRetryPolicy } from '../fleet/pool.js';
 import type { RaftNode } from '../raft/node.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
@@ -594,7 +594,8 @@ export class ControlService {
   /** The handlers of pools (docs/decisions/0035, 0036): operators change them, viewers read them. */
   #poolHandlers() {
     const c = this.#ctx.control;
-    const view = (pool: Pool): PoolRecord => poolRecord(pool, c.hardwareList());
+    const view = (pool: Pool): PoolRecord =>
+      poolRecord(pool, c.hardwareList(), (id) => c.workflow(id)?.race?.request);
     const changed = async (p: Proposal, command: ControlCommand): Promise<PoolRecord> =>
       view(expectType(await this.#apply(p, command), 'pool').pool);
     return {
@@ -615,6 +616,7 @@ export class ControlService {
             ...(req.releaseTemplate === '' ? {} : { releaseTemplate: req.releaseTemplate }),
             ...(req.image === '' ? {} : { image: req.image }),
             ...(req.maxUnavailable === undefined ? {} : { maxUnavailable: req.maxUnavailable }),
+            ...poolFailurePolicy(req.onFailure, req.attempts),
           } as const;
           return { pool: await changed(p, command) };
         },
@@ -648,6 +650,16 @@ export class ControlService {
         'pool.taint',
         (req) => req.name,
         async (req, p) => ({ pool: await changed(p, { type: 'pool.taint', name: req.name }) }),
+      ),
+      poolResume: this.#change(
+        'operator',
+        'PoolResume',
+        'pool.resume',
+        (req) => req.name,
+        async (req, p) => {
+          const wasHeld = heldWhy(this.#pool(req.name)) !== undefined;
+          return { pool: await changed(p, { type: 'pool.resume', name: req.name }), wasHeld };
+        },
       ),
       poolDelete: this.#change(
         'operator',
@@ -1235,4 +1247,20 @@ function wrapInput<T>(f: () => T): T {
 
 function jsonBytes(json: string): number {
   return Buffer.byteLength(json, 'utf8');
+}
+
+/** A pool's failure policy from its request: alternate by default; anything else is refused. */
+function poolFailurePolicy(
+  onFailure: string,
+  attempts: number | undefined,
+): { onFailure?: PoolRetryPolicy; attempts?: number } {
+  if (onFailure !== '' && !(poolFailurePolicies as readonly string[]).includes(onFailure)) {
+    throw new ApiError(
+      status.INVALID_ARGUMENT,
+      `on_failure must be ${poolFailurePolicies.join(', ')} or empty, got ${JSON.stringify(onFailure.slice(0, 40))}`,
+    );
+  }
+  const policy: { onFailure?: PoolRetryPolicy } =
+    onFailure === 'retry' || onFailure === 'race' ? { onFailure } : {};
+  return attempts === undefined ? policy : { ...policy, attempts };
 }

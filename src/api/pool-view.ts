@@ -3,16 +3,24 @@
 // spares ready, failed, tainted, per spread value, its members and spares with their states, and
 // how many slots or spares it lacks and why.
 import type { Pool } from '../fleet/pool.js';
-import { isSpareOf, maxUnavailableDefault, poolStanding, spreadValue } from '../fleet/pool.js';
+import {
+  attemptsOf,
+  isSpareOf,
+  maxUnavailableDefault,
+  policyOf,
+  poolStanding,
+  spreadValue,
+  type RaceOf,
+} from '../fleet/pool.js';
 import { parseSelector, SelectorError } from '../fleet/selector.js';
 import type { PoolMember, PoolRecord } from '../gen/control.js';
 import type { Hardware } from '../model/records.js';
 
-export function poolRecord(pool: Pool, fleet: readonly Hardware[]): PoolRecord {
+export function poolRecord(pool: Pool, fleet: readonly Hardware[], raceOf?: RaceOf): PoolRecord {
   const selector = parseSelector(pool.selector);
   if (selector instanceof SelectorError)
     throw new Error(`a stored selector does not parse: ${selector.message}`);
-  const s = poolStanding(pool, selector, fleet);
+  const s = poolStanding(pool, selector, fleet, raceOf);
   const tainted = new Set(pool.tainted ?? []);
   const byId = new Map(fleet.map((hw) => [hw.id, hw]));
   const member = (id: string, spare: boolean): PoolMember => {
@@ -48,5 +56,9 @@ export function poolRecord(pool: Pool, fleet: readonly Hardware[]): PoolRecord {
     why: s.why ?? '',
     spread: s.spread.map((c) => ({ ...c })),
     members: [...pool.members.map((id) => member(id, false)), ...spares.map((id) => member(id, true))],
+    onFailure: policyOf(pool),
+    attempts: attemptsOf(pool),
+    failedInARow: pool.failedInARow ?? 0,
+    held: s.held ?? '',
   };
 }

@@ -82,6 +82,8 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'slipway pool get web',
     'slipway pool scale web 4',
     'slipway pool taint web',
+    'slipway pool create edge --selector rack --template ubuntu --size 2 --on-failure race --attempts 4',
+    'slipway pool resume web',
     'slipway pool delete web',
   ],
   artifact: [

@@ -35,9 +35,106 @@ export interface Pool {
   readonly tainted?: readonly string[] | undefined;
   /** Deleted while members still run its release template; gone once they have. */
   readonly deleting?: true | undefined;
+  /**
+   * Where a slot goes after a failed installation (docs/decisions/0040): absent, alternate (another
+   * machine); retry, the same machine again; race, two machines at once, the first to deploy kept.
+   */
+  readonly onFailure?: PoolRetryPolicy | undefined;
+  /** Attempts per slot before the pool holds (holdAt); absent: poolAttemptsDefault. */
+  readonly attempts?: number | undefined;
+  /** Installations failed since a member last deployed or the pool was resumed; absent: none. */
+  readonly failedInARow?: number | undefined;
+  /** The last of those failures: the machine, and why it failed. */
+  readonly lastFailure?: PoolFailure | undefined;
+}
+
+/** The failure policies a pool may name besides the default, alternate. */
+export type PoolRetryPolicy = 'retry' | 'race';
+export type PoolFailurePolicy = 'alternate' | PoolRetryPolicy;
+export const poolFailurePolicies: readonly PoolFailurePolicy[] = ['alternate', 'retry', 'race'];
+
+export interface PoolFailure {
+  readonly hardwareId: string;
+  readonly reason: string;
 }
 
 export const maxUnavailableDefault = 1;
+/** Installations that may fail in a row, when a pool names no --attempts. */
+export const poolAttemptsDefault = 3;
+
+export function policyOf(pool: Pool): PoolFailurePolicy {
+  return pool.onFailure ?? 'alternate';
+}
+
+export function attemptsOf(pool: Pool): number {
+  return pool.attempts ?? poolAttemptsDefault;
+}
+
+/**
+ * Failed installations in a row at which the pool holds: its attempts for each of its slots. A
+ * slot may try `attempts` machines (retry: installations) while nothing in the pool deploys, as a
+ * workflow's request may try `--attempts` machines; any deployment proves the template and starts
+ * the count afresh, so failures of installations running side by side in a large pool do not
+ * hold it while others deploy.
+ */
+export function holdAt(pool: Pool): number {
+  return attemptsOf(pool) * Math.max(1, pool.size);
+}
+
+/**
+ * Why the pool holds (allocates nothing until an operator resumes it), or undefined. A fleet is
+ * not burnt through by a template or an image that fails everywhere (Metal3's days of futile
+ * retries).
+ */
+export function heldWhy(pool: Pool): string | undefined {
+  const failed = pool.failedInARow ?? 0;
+  if (failed < holdAt(pool)) return undefined;
+  const last = pool.lastFailure;
+  const where = last === undefined ? '' : `; the last on ${last.hardwareId}: ${last.reason}`;
+  const slots = pool.size === 1 ? 'its slot' : `each of its ${Math.max(1, pool.size)} slots`;
+  return (
+    `held: ${failed} installations failed in a row with none deployed, ${attemptsOf(pool)} attempts for ${slots}${where}; ` +
+    `mend the cause, then \`slipway pool resume ${pool.name}\``
+  );
+}
+
+/**
+ * The race a provisioning member's workflow runs for (its request's id), or undefined. Two lanes
+ * of one race fill one slot (docs/decisions/0040).
+ */
+export type RaceOf = (workflowId: string) => string | undefined;
+
+/** A member filling a slot counts once, and the two lanes of a race count once between them. */
+export function slotsFilled(members: Iterable<Candidate>, raceOf: RaceOf | undefined): number {
+  let filled = 0;
+  const races = new Set<string>();
+  for (const m of members) {
+    const lc = m.lifecycle;
+    if (!fillsSlot(lc?.state)) continue;
+    const race = lc?.state === 'provisioning' && lc.owner !== undefined ? raceOf?.(lc.owner) : undefined;
+    if (race === undefined) filled += 1;
+    else if (!races.has(race)) {
+      races.add(race);
+      filled += 1;
+    }
+  }
+  return filled;
+}
+
+/**
+ * Whether a member is installed again on its own machine under the retry policy: its
+ * installation failed (failed, not quarantined), nothing owns it, and no release awaits it.
+ */
+export function awaitsRetry(pool: Pool, machine: Candidate): boolean {
+  const lc = machine.lifecycle;
+  return (
+    policyOf(pool) === 'retry' &&
+    pool.members.includes(machine.id) &&
+    lc?.state === 'failed' &&
+    lc.owner === undefined &&
+    lc.afterRelease === undefined
+  );
+}
 
 /** The states in which a member fills one of the pool's slots. */
 export function fillsSlot(state: MachineState | undefined): boolean {
@@ -106,6 +203,10 @@ export interface PoolStanding {
   readonly reserve?: string;
   /** The next member to release, and why. */
   readonly release?: { readonly hardwareId: string; readonly why: ReleaseWhy };
+  /** Under the retry policy: the failed member to install again, before any other machine. */
+  readonly retry?: string;
+  /** Why the pool holds (heldWhy): nothing is offered, retried or reserved until it is resumed. */
+  readonly held?: string;
 }
 
 /** Whether `machine` may fill a slot of `pool`: ready, unowned, matching, no member, no other's spare. */
@@ -185,7 +286,12 @@ export function isReleasable(state: MachineState | undefined): boolean {
  * the next member to release (surplus after a scale down, a tainted member within the budget,
  * every member of a pool being deleted).
  */
-export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Candidate[]): PoolStanding {
+export function poolStanding(
+  pool: Pool,
+  selector: Selector,
+  fleet: readonly Candidate[],
+  raceOf?: RaceOf,
+): PoolStanding {
   const members = new Set(pool.members);
   const tainted = new Set(pool.tainted ?? []);
   let deployed = 0;
@@ -198,10 +304,14 @@ export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Can
   const leaving: Candidate[] = [];
   const candidates: Candidate[] = [];
   let failedRelease: string | undefined;
+  let retry: string | undefined;
+  const untaintedMembers: Candidate[] = [];
   for (const m of fleet) {
     const state = m.lifecycle?.state;
     if (failedRelease === undefined && awaitsFailedRelease(pool, m)) failedRelease = m.id;
+    if (retry === undefined && awaitsRetry(pool, m)) retry = m.id;
     if (members.has(m.id)) {
+      if (!tainted.has(m.id)) untaintedMembers.push(m);
       if (state === 'deployed') deployed += 1;
       else if (state === 'provisioning') provisioning += 1;
       else if (state === 'failed') failed += 1;
@@ -214,13 +324,17 @@ export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Can
     }
   }
   const target = targetOf(pool);
-  const untainted = deployed + provisioning - taintedFilling;
+  const untainted = slotsFilled(untaintedMembers, raceOf);
   const missing = Math.max(0, target - untainted);
-  const lacking = Math.max(0, missing - candidates.length);
+  const held = pool.deleting === true ? undefined : heldWhy(pool);
+  const retrying = missing > 0 && held === undefined && pool.deleting !== true ? retry : undefined;
+  // A retried member fills its slot on its own machine: that slot is not lacking a machine.
+  const lacking =
+    held === undefined ? Math.max(0, missing - (retrying === undefined ? 0 : 1) - candidates.length) : 0;
   const spread = pool.spreadBy === undefined ? [] : spreadCounts(pool, selector, fleet);
   const allowed = spreadAllowed(pool, selector, fleet);
   const offer =
-    missing === 0
+    missing === 0 || held !== undefined || retrying !== undefined
       ? []
       : candidates
           .filter((m) => allowed === undefined || allowed.has(spreadValue(pool, m)))
@@ -229,7 +343,8 @@ export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Can
   const others = candidates.filter((m) => !isSpareOf(pool, m));
   const wanted = pool.deleting === true ? 0 : pool.spares;
   const sparesLacking = Math.max(0, wanted - spares - Math.max(0, others.length - missing));
-  const reserve = missing === 0 && spares < wanted ? nextSpare(pool, others, spread) : undefined;
+  const reserve =
+    missing === 0 && spares < wanted && held === undefined ? nextSpare(pool, others, spread) : undefined;
   const release: PoolStanding['release'] =
     failedRelease === undefined
       ? nextRelease(pool, {
@@ -254,7 +369,10 @@ export function poolStanding(pool: Pool, selector: Selector, fleet: readonly Can
     offer,
     ...(reserve === undefined ? {} : { reserve }),
     ...(release === undefined ? {} : { release }),
+    ...(retrying === undefined ? {} : { retry: retrying }),
+    ...(held === undefined ? {} : { held }),
   };
+  if (held !== undefined) return { ...standing, why: held };
   if (lacking === 0 && sparesLacking === 0) return standing;
   const tally = tallyOf(
     selector,

@@ -322,7 +322,13 @@ export interface PoolCreateRequest {
   /** A registered artifact the pool's workflows write ({{ pool.image.url }}); empty: none. */
   image: string;
   /** A taint's budget: members unavailable at once. Absent: 1. */
-  maxUnavailable?: number | undefined;
+  maxUnavailable?:
+    | number
+    | undefined;
+  /** The failure policy (docs/decisions/0040): alternate (empty: the default), retry or race. */
+  onFailure: string;
+  /** Installations that may fail in a row before the pool holds. Absent: 3. */
+  attempts?: number | undefined;
 }
 
 /** One spread value: untainted members there, and machines the pool may take there. */
@@ -367,6 +373,13 @@ export interface PoolRecord {
   why: string;
   spread: PoolSpreadCount[];
   members: PoolMember[];
+  /** The failure policy: alternate, retry or race (docs/decisions/0040). */
+  onFailure: string;
+  attempts: number;
+  /** Installations failed since a member last deployed or the pool was resumed. */
+  failedInARow: number;
+  /** Why the pool holds, allocating nothing until `pool resume` (empty: it does not). */
+  held: string;
 }
 
 export interface PoolCreateResponse {
@@ -419,6 +432,19 @@ export interface PoolTaintRequest {
 
 export interface PoolTaintResponse {
   pool?: PoolRecord | undefined;
+}
+
+/** Clears a pool's count of failed installations in a row, so a held pool allocates again. */
+export interface PoolResumeRequest {
+  name: string;
+}
+
+export interface PoolResumeResponse {
+  pool?:
+    | PoolRecord
+    | undefined;
+  /** The pool was held (false: there was nothing to resume). */
+  wasHeld: boolean;
 }
 
 export interface TemplateListRequest {
@@ -4031,6 +4057,8 @@ function createBasePoolCreateRequest(): PoolCreateRequest {
     releaseTemplate: "",
     image: "",
     maxUnavailable: undefined,
+    onFailure: "",
+    attempts: undefined,
   };
 }
 
@@ -4062,6 +4090,12 @@ export const PoolCreateRequest: MessageFns<PoolCreateRequest> = {
     }
     if (message.maxUnavailable !== undefined) {
       writer.uint32(72).uint32(message.maxUnavailable);
+    }
+    if (message.onFailure !== "") {
+      writer.uint32(82).string(message.onFailure);
+    }
+    if (message.attempts !== undefined) {
+      writer.uint32(88).uint32(message.attempts);
     }
     return writer;
   },
@@ -4151,6 +4185,22 @@ export const PoolCreateRequest: MessageFns<PoolCreateRequest> = {
             message.maxUnavailable = reader.uint32();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.onFailure = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4186,6 +4236,12 @@ export const PoolCreateRequest: MessageFns<PoolCreateRequest> = {
         : isSet(object.max_unavailable)
         ? globalThis.Number(object.max_unavailable)
         : undefined,
+      onFailure: isSet(object.onFailure)
+        ? globalThis.String(object.onFailure)
+        : isSet(object.on_failure)
+        ? globalThis.String(object.on_failure)
+        : "",
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : undefined,
     };
   },
 
@@ -4218,6 +4274,12 @@ export const PoolCreateRequest: MessageFns<PoolCreateRequest> = {
     if (message.maxUnavailable !== undefined) {
       obj.maxUnavailable = Math.round(message.maxUnavailable);
     }
+    if (message.onFailure !== "") {
+      obj.onFailure = message.onFailure;
+    }
+    if (message.attempts !== undefined) {
+      obj.attempts = Math.round(message.attempts);
+    }
     return obj;
   },
 
@@ -4235,6 +4297,8 @@ export const PoolCreateRequest: MessageFns<PoolCreateRequest> = {
     message.releaseTemplate = object.releaseTemplate ?? "";
     message.image = object.image ?? "";
     message.maxUnavailable = object.maxUnavailable ?? undefined;
+    message.onFailure = object.onFailure ?? "";
+    message.attempts = object.attempts ?? undefined;
     return message;
   },
 };
@@ -4500,6 +4564,10 @@ function createBasePoolRecord(): PoolRecord {
     why: "",
     spread: [],
     members: [],
+    onFailure: "",
+    attempts: 0,
+    failedInARow: 0,
+    held: "",
   };
 }
 
@@ -4567,6 +4635,18 @@ export const PoolRecord: MessageFns<PoolRecord> = {
     }
     for (const v of message.members) {
       PoolMember.encode(v!, writer.uint32(170).fork()).join();
+    }
+    if (message.onFailure !== "") {
+      writer.uint32(178).string(message.onFailure);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(184).uint32(message.attempts);
+    }
+    if (message.failedInARow !== 0) {
+      writer.uint32(192).uint32(message.failedInARow);
+    }
+    if (message.held !== "") {
+      writer.uint32(202).string(message.held);
     }
     return writer;
   },
@@ -4752,6 +4832,38 @@ export const PoolRecord: MessageFns<PoolRecord> = {
             message.members.push(PoolMember.decode(reader, reader.uint32()));
             continue;
           }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.onFailure = reader.string();
+            continue;
+          }
+          case 23: {
+            if (tag !== 184) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 24: {
+            if (tag !== 192) {
+              break;
+            }
+
+            message.failedInARow = reader.uint32();
+            continue;
+          }
+          case 25: {
+            if (tag !== 202) {
+              break;
+            }
+
+            message.held = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4811,6 +4923,18 @@ export const PoolRecord: MessageFns<PoolRecord> = {
       members: globalThis.Array.isArray(object?.members)
         ? object.members.map((e: any) => PoolMember.fromJSON(e))
         : [],
+      onFailure: isSet(object.onFailure)
+        ? globalThis.String(object.onFailure)
+        : isSet(object.on_failure)
+        ? globalThis.String(object.on_failure)
+        : "",
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : 0,
+      failedInARow: isSet(object.failedInARow)
+        ? globalThis.Number(object.failedInARow)
+        : isSet(object.failed_in_a_row)
+        ? globalThis.Number(object.failed_in_a_row)
+        : 0,
+      held: isSet(object.held) ? globalThis.String(object.held) : "",
     };
   },
 
@@ -4879,6 +5003,18 @@ export const PoolRecord: MessageFns<PoolRecord> = {
     if (message.members?.length) {
       obj.members = message.members.map((e) => PoolMember.toJSON(e));
     }
+    if (message.onFailure !== "") {
+      obj.onFailure = message.onFailure;
+    }
+    if (message.attempts !== 0) {
+      obj.attempts = Math.round(message.attempts);
+    }
+    if (message.failedInARow !== 0) {
+      obj.failedInARow = Math.round(message.failedInARow);
+    }
+    if (message.held !== "") {
+      obj.held = message.held;
+    }
     return obj;
   },
 
@@ -4908,6 +5044,10 @@ export const PoolRecord: MessageFns<PoolRecord> = {
     message.why = object.why ?? "";
     message.spread = object.spread?.map((e) => PoolSpreadCount.fromPartial(e)) || [];
     message.members = object.members?.map((e) => PoolMember.fromPartial(e)) || [];
+    message.onFailure = object.onFailure ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.failedInARow = object.failedInARow ?? 0;
+    message.held = object.held ?? "";
     return message;
   },
 };
@@ -5761,6 +5901,164 @@ export const PoolTaintResponse: MessageFns<PoolTaintResponse> = {
     message.pool = (object.pool !== undefined && object.pool !== null)
       ? PoolRecord.fromPartial(object.pool)
       : undefined;
+    return message;
+  },
+};
+
+function createBasePoolResumeRequest(): PoolResumeRequest {
+  return { name: "" };
+}
+
+export const PoolResumeRequest: MessageFns<PoolResumeRequest> = {
+  encode(message: PoolResumeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolResumeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolResumeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolResumeRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: PoolResumeRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolResumeRequest>, I>>(base?: I): PoolResumeRequest {
+    return PoolResumeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolResumeRequest>, I>>(object: I): PoolResumeRequest {
+    const message = createBasePoolResumeRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBasePoolResumeResponse(): PoolResumeResponse {
+  return { pool: undefined, wasHeld: false };
+}
+
+export const PoolResumeResponse: MessageFns<PoolResumeResponse> = {
+  encode(message: PoolResumeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pool !== undefined) {
+      PoolRecord.encode(message.pool, writer.uint32(10).fork()).join();
+    }
+    if (message.wasHeld !== false) {
+      writer.uint32(16).bool(message.wasHeld);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PoolResumeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoolResumeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pool = PoolRecord.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.wasHeld = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PoolResumeResponse {
+    return {
+      pool: isSet(object.pool) ? PoolRecord.fromJSON(object.pool) : undefined,
+      wasHeld: isSet(object.wasHeld)
+        ? globalThis.Boolean(object.wasHeld)
+        : isSet(object.was_held)
+        ? globalThis.Boolean(object.was_held)
+        : false,
+    };
+  },
+
+  toJSON(message: PoolResumeResponse): unknown {
+    const obj: any = {};
+    if (message.pool !== undefined) {
+      obj.pool = PoolRecord.toJSON(message.pool);
+    }
+    if (message.wasHeld !== false) {
+      obj.wasHeld = message.wasHeld;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PoolResumeResponse>, I>>(base?: I): PoolResumeResponse {
+    return PoolResumeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PoolResumeResponse>, I>>(object: I): PoolResumeResponse {
+    const message = createBasePoolResumeResponse();
+    message.pool = (object.pool !== undefined && object.pool !== null)
+      ? PoolRecord.fromPartial(object.pool)
+      : undefined;
+    message.wasHeld = object.wasHeld ?? false;
     return message;
   },
 };
@@ -11491,6 +11789,15 @@ export const ControlService = {
     responseSerialize: (value: PoolTaintResponse): Buffer => Buffer.from(PoolTaintResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PoolTaintResponse => PoolTaintResponse.decode(value),
   },
+  poolResume: {
+    path: "/slipway.control.v1.Control/PoolResume" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PoolResumeRequest): Buffer => Buffer.from(PoolResumeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PoolResumeRequest => PoolResumeRequest.decode(value),
+    responseSerialize: (value: PoolResumeResponse): Buffer => Buffer.from(PoolResumeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PoolResumeResponse => PoolResumeResponse.decode(value),
+  },
   workflowCreate: {
     path: "/slipway.control.v1.Control/WorkflowCreate" as const,
     requestStream: false as const,
@@ -11720,6 +12027,7 @@ export interface ControlServer extends UntypedServiceImplementation {
   poolScale: handleUnaryCall<PoolScaleRequest, PoolScaleResponse>;
   poolDelete: handleUnaryCall<PoolDeleteRequest, PoolDeleteResponse>;
   poolTaint: handleUnaryCall<PoolTaintRequest, PoolTaintResponse>;
+  poolResume: handleUnaryCall<PoolResumeRequest, PoolResumeResponse>;
   workflowCreate: handleUnaryCall<WorkflowCreateRequest, WorkflowCreateResponse>;
   workflowGet: handleUnaryCall<WorkflowGetRequest, WorkflowGetResponse>;
   workflowList: handleUnaryCall<WorkflowListRequest, WorkflowListResponse>;
@@ -12060,6 +12368,21 @@ export interface ControlClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PoolTaintResponse) => void,
+  ): ClientUnaryCall;
+  poolResume(
+    request: PoolResumeRequest,
+    callback: (error: ServiceError | null, response: PoolResumeResponse) => void,
+  ): ClientUnaryCall;
+  poolResume(
+    request: PoolResumeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PoolResumeResponse) => void,
+  ): ClientUnaryCall;
+  poolResume(
+    request: PoolResumeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PoolResumeResponse) => void,
   ): ClientUnaryCall;
   workflowCreate(
     request: WorkflowCreateRequest,

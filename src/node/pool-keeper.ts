@@ -9,10 +9,10 @@
 // and since the state holds the pool, its members and its spares, a new leader carries on.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { ControlCommand, ControlResult } from '../state/control/commands.js';
+import type { AllocationCandidate, ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { Hardware, RenderedTemplate, Template } from '../model/records.js';
-import { poolStanding, type Pool, type PoolStanding } from '../fleet/pool.js';
+import { policyOf, poolStanding, type Pool, type PoolStanding } from '../fleet/pool.js';
 import { parseSelector, SelectorError } from '../fleet/selector.js';
 import type { Selector } from '../fleet/selector-terms.js';
 import { offerMachines, renderForMachine } from '../api/allocation-offer.js';
@@ -92,10 +92,11 @@ export class PoolKeeper {
       return;
     }
     const fleet = control.hardwareList();
-    const standing = poolStanding(pool, selector, fleet);
+    const standing = poolStanding(pool, selector, fleet, (id) => control.workflow(id)?.race?.request);
     if (standing.why !== undefined) this.#sayOnce(pool, `pool ${pool.name}: ${standing.why}`);
     if (standing.release !== undefined) await this.#release(pool, standing.release);
-    if (standing.offer.length > 0) await this.#allocate(pool, selector, template, fleet, standing);
+    if (standing.retry !== undefined) await this.#retry(pool, template, standing.retry);
+    else if (standing.offer.length > 0) await this.#allocate(pool, selector, template, fleet, standing);
     else if (standing.reserve !== undefined) {
       await this.#proposed(
         pool,
@@ -137,15 +138,29 @@ export class PoolKeeper {
       return;
     }
     if (candidates.length === 0) return;
-    const command: ControlCommand = {
-      type: 'pool.allocate',
-      pool: pool.name,
-      id: workflowId,
-      templateVersion: template.version,
-      hardwareMap: {},
-      candidates,
-    };
-    if (await this.#proposed(pool, command, 'allocated a machine')) this.allocated++;
+    // The race policy starts a slot on two machines; with one to offer, on that one (0040).
+    const race = policyOf(pool) === 'race' && candidates.length >= 2;
+    if (policyOf(pool) === 'race' && !race)
+      this.#sayOnce(pool, `pool ${pool.name}: one machine can take a slot, so it runs no race for it`);
+    const command = allocation(pool, template, workflowId, candidates, race ? { race: true } : {});
+    if (await this.#proposed(pool, command, race ? 'started a race for a slot' : 'allocated a machine'))
+      this.allocated += race ? 2 : 1;
+  }
+
+  /** The retry policy: the failed member's installation again, on its own machine. */
+  async #retry(pool: Pool, template: Template, hardwareId: string): Promise<void> {
+    const hw = this.#o.control.hardware(hardwareId);
+    if (hw === undefined) return;
+    const workflowId = `${pool.name}-${randomUUID()}`;
+    let spec: RenderedTemplate;
+    try {
+      spec = this.#render(pool, template, hw, workflowId);
+    } catch (err) {
+      this.#sayOnce(pool, `pool ${pool.name}: its template does not render for ${hw.id}`, err);
+      return;
+    }
+    const command = allocation(pool, template, workflowId, [{ hardwareId: hw.id, spec }], { retry: true });
+    if (await this.#proposed(pool, command, `installing ${hw.id} again (retry)`)) this.allocated++;
   }
 
   async #release(pool: Pool, release: NonNullable<PoolStanding['release']>): Promise<void> {
@@ -201,4 +216,23 @@ export class PoolKeeper {
       return false;
     }
   }
+}
+
+/** A pool.allocate of the pool's template for the machines offered, a race's or a retry's. */
+function allocation(
+  pool: Pool,
+  template: Template,
+  workflowId: string,
+  candidates: readonly AllocationCandidate[],
+  policy: { readonly race?: true; readonly retry?: true },
+): ControlCommand {
+  return {
+    type: 'pool.allocate',
+    pool: pool.name,
+    id: workflowId,
+    templateVersion: template.version,
+    hardwareMap: {},
+    candidates,
+    ...policy,
+  };
 }

@@ -96,6 +96,7 @@ export function controlCommandVersion(command: ControlCommand): number {
     case 'pool.delete':
     case 'pool.allocate':
     case 'pool.taint':
+    case 'pool.resume':
     case 'pool.reserve':
     case 'pool.release':
     case 'hardware.quarantinePolicy':

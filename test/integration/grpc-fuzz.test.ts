@@ -288,6 +288,7 @@ const changes: Readonly<Record<string, readonly Category[]>> = {
   'Control/PoolCreate': ['pools'],
   'Control/PoolScale': ['pools'],
   'Control/PoolTaint': ['pools'],
+  'Control/PoolResume': ['pools'],
   'Control/PoolDelete': ['pools', 'hardware'],
   'Control/ArtifactAdd': ['artifacts'],
   'Control/ArtifactDelete': ['artifacts'],

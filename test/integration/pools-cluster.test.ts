@@ -253,4 +253,88 @@ describe('pools with the CLI', () => {
       assert.equal((await lifecycle(id)).spareOf, undefined, 'spares freed');
     assert.match(await ok(['pool', 'list']), /^\(none\)$/m);
   });
+
+  test('race policy: holds after failed installations in a row, resumes, and the first lane to deploy keeps the slot', async (t) => {
+    // Every machine ready again (a1 failed above).
+    for (const id of ['a1', 'a2', 'b1', 'b2']) {
+      const state = (await lifecycle(id)).state;
+      if (state === 'failed') await ok(['hardware', 'release', id, '--reason', 'mended']);
+      if (state === 'quarantined') await ok(['hardware', 'accept', id, '--reason', 'mended']);
+    }
+    await waitFor(
+      'all four ready',
+      async () =>
+        (await Promise.all(['a1', 'a2', 'b1', 'b2'].map(lifecycle))).every((l) => l.state === 'ready'),
+      30_000,
+      100,
+    );
+    const failFile = join(cluster.dir, 'fail');
+    writeFileSync(failFile, '');
+    await ok(['template', 'create', '-f', template('flaky.yaml', 'flaky', `test ! -e ${failFile}`)]);
+    const create = ['pool', 'create', 'edge', '--selector', 'rack', '--template', 'flaky', '--size', '1'];
+    for (const [flags, why] of [
+      [['--on-failure', 'sideways'], /--on-failure must be alternate, retry, race, got "sideways"/],
+      [['--attempts', '0'], /--attempts must be 1 to 16, got 0/],
+    ] as const) {
+      const bad = await cli([...create, ...flags]);
+      assert.equal(bad.code, 2, bad.stderr);
+      assert.match(bad.stderr, why);
+    }
+    const startedAt = Date.now();
+    await ok([...create, '--on-failure', 'race', '--attempts', '2']);
+    let p: (PoolDoc & { held: string; failedInARow: number; onFailure: string }) | undefined;
+    await waitFor(
+      'both lanes failed and the pool held',
+      async () => {
+        p = (await pool('edge')) as typeof p;
+        return p?.held !== '';
+      },
+      60_000,
+      100,
+    );
+    t.diagnostic(`race on two machines, both failed, pool held: ${Date.now() - startedAt} ms`);
+    assert.deepEqual([p?.onFailure, p?.failedInARow, p?.provisioning, p?.deployed], ['race', 2, 0, 0]);
+    assert.match(
+      p?.held ?? '',
+      /^held: 2 installations failed in a row with none deployed, 2 attempts for its slot; the last on [ab][12]: .*; mend the cause, then `slipway pool resume edge`$/,
+    );
+    assert.match(await ok(['pool', 'get', 'edge']), /^pool held: 2 installations failed in a row/m);
+    assert.match(await ok(['pool', 'list']), /^edge .* held$/m);
+    // a1 failed once above: failing again within the window quarantines it.
+    const failed = (p as PoolDoc).members
+      .filter((m) => m.state === 'failed' || m.state === 'quarantined')
+      .map((m) => m.id);
+    assert.equal(failed.length, 2, `both lanes failed: ${JSON.stringify(p?.members)}`);
+    // Mended: resumed, the slot is raced again on the two machines left; the first to deploy keeps it.
+    const { rmSync } = await import('node:fs');
+    rmSync(failFile);
+    const resumedAt = Date.now();
+    await ok(['pool', 'resume', 'edge']);
+    await waitFor(
+      'one member deployed, the losing lane back to ready',
+      async () => {
+        p = (await pool('edge')) as typeof p;
+        const others = ['a1', 'a2', 'b1', 'b2'].filter((id) => !failed.includes(id));
+        const states = await Promise.all(others.map(async (id) => (await lifecycle(id)).state));
+        return p?.deployed === 1 && states.includes('ready') && states.includes('deployed');
+      },
+      60_000,
+      100,
+    );
+    t.diagnostic(`resumed, raced again, one deployed and the other released: ${Date.now() - resumedAt} ms`);
+    assert.equal(p?.failedInARow, 0, 'a deployment starts the count afresh');
+    const winner = (p as PoolDoc).members.find((m) => m.state === 'deployed')?.id ?? '';
+    const { events } = JSON.parse(await ok(['-o', 'json', 'hardware', 'history', winner])) as {
+      events: { workflowId?: string }[];
+    };
+    const lane = events.at(-1)?.workflowId ?? '';
+    const wf = JSON.parse(await ok(['-o', 'json', 'workflow', 'get', lane])) as {
+      onFailure: string;
+      raceOutcome: string;
+    };
+    assert.deepEqual([wf.onFailure, wf.raceOutcome], ['race', 'won']);
+    const resume = await cli(['pool', 'resume', 'edge']);
+    assert.equal(resume.code, 0, resume.stderr);
+    assert.match(resume.stderr, /pool edge was not held: nothing to resume/);
+  });
 });

@@ -494,12 +494,14 @@ const matrix: readonly Row[] = [
       spreadBy: '',
       releaseTemplate: '',
       image: '',
+      onFailure: '',
     })),
   },
   { need: 'viewer', ...unary(C.poolGet, () => ({ name: 'p1', local: false })) },
   { need: 'viewer', ...unary(C.poolList, () => ({ local: false })) },
   { need: 'operator', ...unary(C.poolScale, () => ({ name: 'p1', size: 0 })) },
   { need: 'operator', ...unary(C.poolTaint, () => ({ name: 'p1' })) },
+  { need: 'operator', ...unary(C.poolResume, () => ({ name: 'p1' })) },
   { need: 'operator', ...unary(C.poolDelete, (o) => ({ name: `del-${o}` })) },
   {
     need: 'operator',
@@ -727,7 +729,7 @@ before(async () => {
   }
   for (const name of ['p1', 'del-operator', 'del-admin']) {
     const pool = { selector: 'rack=a', template: 't1', size: 0, spares: 0 };
-    await call(C.poolCreate, { name, ...pool, spreadBy: '', releaseTemplate: '', image: '' });
+    await call(C.poolCreate, { name, ...pool, spreadBy: '', releaseTemplate: '', image: '', onFailure: '' });
   }
   // h1 is the worker's machine; each workflow has a machine of its own (wf-NAME; no worker ever
   // serves them, so they stay as made); pw has a BMC no packet reaches, so its power jobs fail

@@ -193,3 +193,76 @@ describe('the pool keeper, spread, spares and image (docs/decisions/0036)', () =
     assert.ok(!proposed.slice(2).some((c) => c.type === 'pool.release'), 'released once');
   });
 });
+
+describe('the pool keeper under a failure policy (docs/decisions/0040)', () => {
+  function fleetOf(n: number, policy: Record<string, unknown>): LifecycleHarness {
+    const h = new LifecycleHarness();
+    h.ok({ type: 'template.put', name: 'os', source: template, audit: operator }, 'template');
+    for (let i = 1; i <= n; i++) {
+      h.machine(`m${i}`, i);
+      h.ok(
+        { type: 'hardware.label', id: `m${i}`, set: { rack: 'a' }, remove: [], audit: operator },
+        'hardware',
+      );
+      h.ok(h.verbCommand(`m${i}`, 'accept'), 'hardware');
+    }
+    const create = {
+      type: 'pool.create',
+      name: 'web',
+      selector: 'rack=a',
+      template: 'os',
+      size: 1,
+      spares: 0,
+      ...policy,
+      audit: operator,
+    } as ControlCommand;
+    h.ok(create, 'pool');
+    return h;
+  }
+
+  it('retry: installs the failed member again, rendered for it, until the pool holds', async () => {
+    const h = fleetOf(3, { onFailure: 'retry', attempts: 2 });
+    const proposed: ControlCommand[] = [];
+    const k = keeper(h, () => true, proposed);
+    await k.scan();
+    const first = proposedId(proposed, h, 'm1');
+    h.is(h.start(first), 'attempt');
+    h.finish(first, false);
+    await k.scan();
+    const again = proposed[1];
+    assert.ok(again?.type === 'pool.allocate' && again.retry === true);
+    assert.deepEqual(
+      again.candidates.map((c) => [c.hardwareId, c.spec.tasks[0]?.worker]),
+      [['m1', 'm1']],
+    );
+    assert.equal(h.state.workflow(again.id)?.hardwareId, 'm1');
+    h.is(h.start(again.id), 'attempt');
+    h.finish(again.id, false);
+    await k.scan();
+    await k.scan();
+    assert.equal(proposed.length, 2, 'held after 2 failed in a row: nothing proposed');
+    assert.equal(h.state.pool('web')?.failedInARow, 2);
+  });
+
+  it('race: offers two lanes for a slot, one when only one machine is left', async () => {
+    const h = fleetOf(3, { onFailure: 'race' });
+    const proposed: ControlCommand[] = [];
+    const k = keeper(h, () => true, proposed);
+    await k.scan();
+    const race = proposed[0];
+    assert.ok(race?.type === 'pool.allocate' && race.race === true);
+    assert.deepEqual(h.state.pool('web')?.members, ['m1', 'm2']);
+    assert.equal(k.allocated, 2);
+    await k.scan();
+    assert.equal(proposed.length, 1, 'the two lanes fill the one slot');
+    // Both lanes fail: the slot is empty again, and m3 is the one machine left.
+    for (const lane of [race.id, `${race.id}.rival`]) {
+      h.is(h.start(lane), 'attempt');
+      h.finish(lane, false);
+    }
+    await k.scan();
+    const single = proposed[1];
+    assert.ok(single?.type === 'pool.allocate' && single.race === undefined);
+    assert.equal(h.state.workflow(single.id)?.hardwareId, 'm3');
+  });
+});

@@ -1,5 +1,5 @@
-// `slipway pool create|get|list|scale|taint|delete`: pools of machines kept at a size by the
-// leader (docs/decisions/0035-pools.md, 0036).
+// `slipway pool create|get|list|scale|taint|resume|delete`: pools of machines kept at a size by the
+// leader (docs/decisions/0035-pools.md, 0036, 0040).
 import type { Command } from '@commander-js/extra-typings';
 import type { PoolRecord } from '../../gen/control.js';
 import type { ClusterClient } from '../client.js';
@@ -8,6 +8,11 @@ import { render, table, UsageError } from '../output.js';
 import { wholeNumber } from '../flags.js';
 import { selectorFlag, selectorHelp } from './selector-flag.js';
 import { continueHelp, limitHelp, localHelp, printList, readList } from '../pages.js';
+import { alternateAttemptsMax } from '../../model/limits.js';
+
+/** The pool failure policies (docs/decisions/0040); alternate is the default. */
+const policies = ['alternate', 'retry', 'race'] as const;
+const poolAttemptsDefault = 3;
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -29,6 +34,8 @@ interface CreateOptions {
   releaseTemplate?: string;
   image?: string;
   maxUnavailable?: string;
+  onFailure?: string;
+  attempts?: string;
 }
 
 export function poolCommand(program: Command, connect: Connect): void {
@@ -40,7 +47,8 @@ export function poolCommand(program: Command, connect: Connect): void {
       'create a pool: the leader keeps --size machines matching --selector deployed with --template, ' +
         'spread across the values of --spread-by as evenly as it can, with --spares more ready and ' +
         'reserved for the pool; a member that fails, is retired or quarantined is replaced at once, ' +
-        'from the spares first',
+        'from the spares first. After --attempts failed installations for each slot in a row, none ' +
+        'deployed between, the pool holds until `pool resume`',
     )
     .argument('<name>', 'a DNS label: lower-case letters, digits and -')
     .requiredOption('--selector <selector>', `the machines it may take: ${selectorHelp}`)
@@ -55,6 +63,17 @@ export function poolCommand(program: Command, connect: Connect): void {
     )
     .option('--image <artifact>', 'a registered artifact the template writes, as {{ pool.image.url }}')
     .option('--max-unavailable <m>', '`pool taint`: members unavailable at once (default 1)')
+    .option(
+      '--on-failure <policy>',
+      'where a slot goes after a failed installation: alternate (another matching machine, the ' +
+        'default), retry (the same machine again, as long as it is not quarantined) or race (each ' +
+        'slot started on two machines, the first to deploy kept, the other released)',
+    )
+    .option(
+      '--attempts <n>',
+      `machines (retry: installations) each slot may try while none in the pool deploys; then the ` +
+        `pool holds (1 to ${alternateAttemptsMax}, default ${poolAttemptsDefault})`,
+    )
     .action((name: string, o: CreateOptions) => create(connect, name, o));
   readCommands(p, connect);
   changeCommands(p, connect);
@@ -65,6 +84,12 @@ async function create(connect: Connect, name: string, o: CreateOptions): Promise
   const spares = o.spares === undefined ? 0 : count(o.spares, '--spares');
   const maxUnavailable =
     o.maxUnavailable === undefined ? undefined : count(o.maxUnavailable, '--max-unavailable');
+  const policy = o.onFailure ?? 'alternate';
+  if (!(policies as readonly string[]).includes(policy))
+    throw new UsageError(`--on-failure must be ${policies.join(', ')}, got "${policy}"`);
+  const attempts = o.attempts === undefined ? undefined : wholeNumber(o.attempts, '--attempts');
+  if (attempts !== undefined && (attempts < 1 || attempts > alternateAttemptsMax))
+    throw new UsageError(`--attempts must be 1 to ${alternateAttemptsMax}, got ${o.attempts ?? ''}`);
   const selector = await selectorFlag(o.selector);
   const { client, output } = connect();
   const res = await client.control('poolCreate', {
@@ -77,6 +102,8 @@ async function create(connect: Connect, name: string, o: CreateOptions): Promise
     releaseTemplate: o.releaseTemplate ?? '',
     image: o.image ?? '',
     ...(maxUnavailable === undefined ? {} : { maxUnavailable }),
+    onFailure: policy === 'alternate' ? '' : policy,
+    ...(attempts === undefined ? {} : { attempts }),
   });
   printPool(output, res.pool);
 }
@@ -144,6 +171,19 @@ function changeCommands(p: Command, connect: Connect): void {
       const res = await client.control('poolTaint', { name });
       printPool(output, res.pool);
     });
+  p.command('resume')
+    .description(
+      'let a pool that holds allocate again: it held after --attempts installations failed in a ' +
+        'row (`pool get` says which machine failed last and why); mend the cause first',
+    )
+    .argument('<name>')
+    .action(async (name: string) => {
+      const { client, output } = connect();
+      const res = await client.control('poolResume', { name });
+      if (output !== 'json' && output !== 'yaml' && !res.wasHeld)
+        process.stderr.write(`pool ${name} was not held: nothing to resume\n`);
+      printPool(output, res.pool);
+    });
   p.command('delete')
     .description(
       'delete a pool: with a release template its members run it and go back to ready, the pool ' +
@@ -174,7 +214,7 @@ function summary(pool: PoolRecord): Row {
     failed: pool.failed,
     tainted: pool.tainted,
     lacking: pool.lacking + pool.sparesLacking,
-    ...(pool.deleting ? { state: 'deleting' } : {}),
+    ...(pool.deleting ? { state: 'deleting' } : pool.held !== '' ? { state: 'held' } : {}),
   };
 }
 
@@ -187,6 +227,9 @@ function wideSummary(pool: PoolRecord): Row {
     releaseTemplate: pool.releaseTemplate,
     image: pool.image,
     maxUnavailable: pool.maxUnavailable,
+    onFailure: pool.onFailure,
+    attempts: pool.attempts,
+    failedInARow: pool.failedInARow,
     why: pool.why,
   };
 }
@@ -223,6 +266,10 @@ function printPool(output: OutputFormat, record: PoolRecord | undefined): void {
       ),
     );
   }
-  if (pool.why !== '') parts.push(`lacks: ${pool.why}`);
+  const failures =
+    pool.failedInARow === 0 ? '' : `, ${pool.failedInARow} of ${pool.attempts} failed in a row`;
+  parts.push(`on failure: ${pool.onFailure} (attempts ${pool.attempts}${failures})`);
+  if (pool.held !== '') parts.push(`pool ${pool.held}`);
+  else if (pool.why !== '') parts.push(`lacks: ${pool.why}`);
   process.stdout.write(`${parts.join('\n\n')}\n`);
 }

@@ -75,8 +75,9 @@ export function auditTarget(command: ControlCommand): string {
     case 'pool.delete':
       return command.name;
     case 'pool.allocate':
-      return `${command.pool} (workflow ${command.id}: ${command.candidates.map((c) => c.hardwareId).join(' ')})`;
+      return `${command.pool} (workflow ${command.id}${command.race === true ? ', race' : command.retry === true ? ', retry' : ''}: ${command.candidates.map((c) => c.hardwareId).join(' ')})`;
     case 'pool.taint':
+    case 'pool.resume':
       return command.name;
     case 'pool.reserve':
       return `${command.pool} (spare ${command.hardwareId})`;

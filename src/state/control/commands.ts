@@ -25,7 +25,7 @@ import type {
 import type { Labels, OperatorVerb } from '../../model/machine-lifecycle.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
-import type { Pool, ReleaseWhy } from '../../fleet/pool.js';
+import type { Pool, PoolRetryPolicy, ReleaseWhy } from '../../fleet/pool.js';
 import type { QuarantinePolicy } from './quarantine-policy.js';
 import type { MemberApiAddr } from './member-api-addrs.js';
 
@@ -158,8 +158,13 @@ type ControlChange =
       readonly releaseTemplate?: string;
       readonly image?: string;
       readonly maxUnavailable?: number;
+      /** docs/decisions/0040: the failure policy (absent: alternate), and its attempts in a row. */
+      readonly onFailure?: PoolRetryPolicy;
+      readonly attempts?: number;
     }
   | { readonly type: 'pool.scale'; readonly name: string; readonly size: number }
+  /** An operator resumes a pool held after failed installations in a row (docs/decisions/0040). */
+  | { readonly type: 'pool.resume'; readonly name: string }
   /** Marks every member to be replaced, within the pool's maxUnavailable (docs/decisions/0036). */
   | { readonly type: 'pool.taint'; readonly name: string }
   /** The leader keeps a ready matching machine as the pool's spare (refused past its spares). */
@@ -196,6 +201,12 @@ type ControlChange =
       readonly templateVersion: number;
       readonly hardwareMap: { readonly [k: string]: string };
       readonly candidates: readonly AllocationCandidate[];
+      /**
+       * The pool's race policy: two lanes, the rival's workflow id derived from `id`; or (retry)
+       * the pool's failed member installed again, the one candidate (docs/decisions/0040).
+       */
+      readonly race?: true;
+      readonly retry?: true;
     }
   /** Hand the attempt to a worker. Refused unless it is the workflow's next action and due. */
   | {

@@ -18,6 +18,7 @@ import {
   powerJobsActivePerHardwareMax,
   powerJobsKeptPerHardware,
   powerJobsMax,
+  raceAttemptsDefault,
   templatesMax,
   workflowEventsMax,
   workflowOutputTailBytesMax,
@@ -65,7 +66,7 @@ import {
 import { drainedAfter } from './drained-members.js';
 import { memberApiAddrsAfter, type MemberApiAddr } from './member-api-addrs.js';
 import { isRefusal, Pools, withinSpread, type PoolLookups } from './pools.js';
-import type { Pool } from '../../fleet/pool.js';
+import { awaitsRetry, policyOf, type Pool } from '../../fleet/pool.js';
 import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
 import { headUtf8 } from '../../platform/utf8-text.js';
 import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
@@ -254,7 +255,9 @@ export class ControlState {
     hardwareList: () => this.hardwareList(),
     releasingPoolOf: (id) => {
       const pool = this.#pools.ownerOf(id);
-      return pool?.releaseTemplate === undefined ? undefined : pool.name;
+      // Under the retry policy a failed member is installed again, not released (0040).
+      if (pool === undefined || policyOf(pool) === 'retry') return undefined;
+      return pool.releaseTemplate === undefined ? undefined : pool.name;
     },
     workflow: (id) => this.#workflows.get(id),
     allWorkflows: () => this.#workflows.values(),
@@ -974,6 +977,8 @@ export class ControlState {
         return poolResult(this.#pools.scale(command));
       case 'pool.taint':
         return poolResult(this.#pools.taint(command.name, (id) => this.#hardware.get(id)));
+      case 'pool.resume':
+        return poolResult(this.#pools.resume(command.name));
       case 'pool.delete': {
         const outcome = this.#pools.delete(command.name, (id) => this.#hardware.get(id));
         if (isRefusal(outcome)) return failure(outcome.code, outcome.message);
@@ -994,7 +999,11 @@ export class ControlState {
   }
 
   #poolLookups(): PoolLookups {
-    return { hardware: (id) => this.#hardware.get(id), fleet: () => this.#hardware.values() };
+    return {
+      hardware: (id) => this.#hardware.get(id),
+      fleet: () => this.#hardware.values(),
+      raceOf: (id) => this.#workflows.get(id)?.race?.request,
+    };
   }
 
   /** The pool's spares are free again (the pool was deleted). */
@@ -1010,6 +1019,13 @@ export class ControlState {
     const allowed = this.#pools.allocation(command, lookups);
     if (isRefusal(allowed)) return failure(allowed.code, allowed.message);
     const { pool, spread } = allowed;
+    if (command.retry === true) return this.#retryForPool(pool, command, nowMs);
+    const race = command.race === true;
+    if (race && policyOf(pool) !== 'race')
+      return failure(
+        'E_INVALID',
+        `pool "${pool.name}" is under the ${policyOf(pool)} policy: it starts no race`,
+      );
     const candidates = withinSpread(pool, spread, command.candidates, lookups.hardware);
     if (candidates.length === 0 && command.candidates.length > 0) {
       return failure(
@@ -1017,17 +1033,55 @@ export class ControlState {
         `pool "${pool.name}": the machines offered would put two in one ${pool.spreadBy ?? ''} value while ${[...(spread ?? [])].join(', ') || 'another'} has fewer: offer again`,
       );
     }
-    const { pool: _pool, type: _type, audit: _audit, ...rest } = command;
-    const allocation = allocate(
-      { ...rest, candidates, type: 'workflow.allocate', template: pool.template, selector: pool.selector },
-      lookups.hardware,
-      lookups.fleet,
-      pool.name,
-    );
+    const { pool: _pool, type: _type, audit: _audit, race: _race, retry: _retry, ...rest } = command;
+    const asWorkflow: Command<'workflow.allocate'> = {
+      ...rest,
+      candidates,
+      type: 'workflow.allocate',
+      template: pool.template,
+      selector: pool.selector,
+      // A pool's race has its two lanes and no further machine: the pool counts its failures (0040).
+      ...(race ? { race: true, alternateAttempts: raceAttemptsDefault } : {}),
+    };
+    const allocation = allocate(asWorkflow, lookups.hardware, lookups.fleet, pool.name);
     if (allocation.kind === 'refused') return failure(allocation.code, allocation.message);
-    const created = this.#createWorkflow(allocation.create, nowMs, { selector: allocation.selector });
+    const { create, rival } = allocation;
+    const created =
+      rival === undefined
+        ? this.#createWorkflow(create, nowMs, { selector: allocation.selector })
+        : this.#startRace(asWorkflow, allocation, nowMs);
     if (created.type === 'error') return created;
-    return { type: 'pool', pool: this.#pools.joined(pool, allocation.create.hardwareId, lookups.hardware) };
+    const took = rival === undefined ? [create.hardwareId] : [create.hardwareId, rival.hardwareId];
+    return { type: 'pool', pool: this.#pools.joined(pool, took, lookups.hardware) };
+  }
+
+  /** pool.allocate under the retry policy: the failed member installed again, on its own machine. */
+  #retryForPool(pool: Pool, command: Command<'pool.allocate'>, nowMs: number): ControlResult {
+    const [only, ...more] = command.candidates;
+    const hw = only === undefined ? undefined : this.#hardware.get(only.hardwareId);
+    if (only === undefined || more.length > 0 || hw === undefined || !awaitsRetry(pool, hw)) {
+      const named = command.candidates.map((c) => c.hardwareId).join(', ') || 'no machine';
+      return failure(
+        'E_CONFLICT',
+        `pool "${pool.name}": ${named} is no failed member to install again under the retry policy`,
+      );
+    }
+    const {
+      pool: _pool,
+      type: _type,
+      audit: _audit,
+      race: _race,
+      retry: _retry,
+      candidates: _candidates,
+      ...rest
+    } = command;
+    const created = this.#createWorkflow(
+      { ...rest, type: 'workflow.create', template: pool.template, hardwareId: hw.id, spec: only.spec },
+      nowMs,
+      { selector: pool.selector },
+    );
+    if (created.type === 'error') return created;
+    return { type: 'pool', pool: this.#pools.joined(pool, [hw.id], (id) => this.#hardware.get(id)) };
   }
 
   /**
@@ -1325,6 +1379,31 @@ export class ControlState {
     this.#hardware.set(stored.id, stored);
     this.#changedHardware.add(stored.id);
     this.#machines.indexed(stored.id, stored);
+    this.#followPoolMember(existing, stored);
+  }
+
+  /**
+   * A pool member's installation ended, counted for the pool's attempts (docs/decisions/0040): a
+   * failure (its workflow failed or timed out, or its deadline passed) adds one, a deployment
+   * clears the count; an operator's cancel counts neither. A member ready again leaves the pool.
+   */
+  #followPoolMember(before: Hardware | undefined, after: Hardware): void {
+    const from = before?.lifecycle?.state;
+    const lc = after.lifecycle;
+    if (lc === undefined || from === lc.state) return;
+    const pool = this.#pools.ownerOf(after.id);
+    if (pool === undefined) return;
+    if (lc.state === 'ready') {
+      this.#pools.left(after.id);
+      return;
+    }
+    if (from !== 'provisioning') return;
+    const trigger = lc.history[lc.history.length - 1]?.trigger;
+    if (lc.state === 'deployed') this.#pools.installationEnded(pool.name, { failed: false });
+    else if (trigger === 'fail' || trigger === 'expire') {
+      const reason = lc.afterRelease?.reason ?? lc.reason ?? lc.state;
+      this.#pools.installationEnded(pool.name, { failed: true, hardwareId: after.id, reason });
+    }
   }
 
   #deleteHardware(id: string): ControlResult {
@@ -1936,6 +2015,7 @@ type PoolCommand = Command<
   | 'pool.delete'
   | 'pool.allocate'
   | 'pool.taint'
+  | 'pool.resume'
   | 'pool.reserve'
   | 'pool.release'
 >;

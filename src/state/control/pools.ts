@@ -13,12 +13,17 @@ import type { Hardware, Template } from '../../model/records.js';
 import {
   awaitsFailedRelease,
   fillsSlot,
+  heldWhy,
+  policyOf,
+  slotsFilled,
   isReleasable,
   isSpareOf,
   spreadAllowed,
   taintBudgetAllows,
   takes,
   type Pool,
+  type PoolFailure,
+  type RaceOf,
 } from '../../fleet/pool.js';
 import type { Selector } from '../../fleet/selector-terms.js';
 import type { Candidate } from '../../fleet/allocation.js';
@@ -26,7 +31,7 @@ import { labelKeyProblem } from '../../model/labels.js';
 import { record } from './immutable.js';
 import { parseSelector, SelectorError } from '../../fleet/selector.js';
 import { formatSelector } from '../../fleet/selector-terms.js';
-import { poolSizeMax, poolsMax } from '../../model/limits.js';
+import { alternateAttemptsMax, poolSizeMax, poolsMax } from '../../model/limits.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -52,6 +57,15 @@ export function poolSizeProblem(what: string, n: number): string | undefined {
 export interface PoolLookups {
   readonly hardware: (id: string) => Hardware | undefined;
   readonly fleet: () => Iterable<Hardware>;
+  /** The race a workflow runs for: two lanes fill one slot. */
+  readonly raceOf: RaceOf;
+}
+
+/** What is wrong with a pool's attempts, or undefined. */
+export function poolAttemptsProblem(n: number): string | undefined {
+  return Number.isSafeInteger(n) && n >= 1 && n <= alternateAttemptsMax
+    ? undefined
+    : `attempts must be a whole number from 1 to ${alternateAttemptsMax}, got ${n}`;
 }
 
 /** What a pool.delete does: the pool goes now, or stays deleting while its members are released. */
@@ -119,7 +133,8 @@ export class Pools {
       (command.maxUnavailable === undefined
         ? undefined
         : poolSizeProblem('maxUnavailable', command.maxUnavailable)) ??
-      (command.spreadBy === undefined ? undefined : labelKeyProblem(command.spreadBy));
+      (command.spreadBy === undefined ? undefined : labelKeyProblem(command.spreadBy)) ??
+      (command.attempts === undefined ? undefined : poolAttemptsProblem(command.attempts));
     if (problem !== undefined) return { code: 'E_INVALID', message: problem };
     const selector = parseSelector(command.selector);
     if (selector instanceof SelectorError)
@@ -152,8 +167,58 @@ export class Pools {
       releaseTemplate: command.releaseTemplate,
       image: command.image,
       maxUnavailable: command.maxUnavailable,
+      onFailure: command.onFailure,
+      attempts: command.attempts,
     };
     return this.#set(pool);
+  }
+
+  /**
+   * A member's installation ended (docs/decisions/0040): a failure is counted, with its machine
+   * and reason; a success clears the count. The pool after, or undefined when nothing changed.
+   */
+  installationEnded(
+    name: string,
+    ended: { readonly failed: false } | ({ readonly failed: true } & PoolFailure),
+  ): Pool | undefined {
+    const pool = this.#pools.get(name);
+    if (pool === undefined) return undefined;
+    if (!ended.failed) {
+      if (pool.failedInARow === undefined) return undefined;
+      return this.#set({
+        ...pool,
+        failedInARow: undefined,
+        lastFailure: undefined,
+        version: pool.version + 1,
+      });
+    }
+    const lastFailure: PoolFailure = { hardwareId: ended.hardwareId, reason: ended.reason };
+    const failedInARow = (pool.failedInARow ?? 0) + 1;
+    return this.#set({ ...pool, failedInARow, lastFailure, version: pool.version + 1 });
+  }
+
+  /** An operator's `pool resume`: the count of failures in a row starts afresh. */
+  resume(name: string): Pool | PoolRefusal {
+    const pool = this.#pools.get(name);
+    if (pool === undefined) return notFound(name);
+    if (pool.deleting === true) return beingDeleted(pool);
+    if (pool.failedInARow === undefined) return pool;
+    return this.#set({ ...pool, failedInARow: undefined, lastFailure: undefined, version: pool.version + 1 });
+  }
+
+  /** A member that is ready again (a race's loser, an operator's release) leaves the members. */
+  left(hardwareId: string): void {
+    for (const pool of this.#pools.values()) {
+      if (!pool.members.includes(hardwareId)) continue;
+      const members = pool.members.filter((m) => m !== hardwareId);
+      const tainted = (pool.tainted ?? []).filter((m) => m !== hardwareId);
+      this.#set({
+        ...pool,
+        members,
+        tainted: tainted.length === 0 ? undefined : tainted,
+        version: pool.version + 1,
+      });
+    }
   }
 
   scale(command: Command<'pool.scale'>): Pool | PoolRefusal {
@@ -221,10 +286,9 @@ export class Pools {
     const pool = this.#pools.get(command.pool);
     if (pool === undefined) return notFound(command.pool);
     if (pool.deleting === true) return beingDeleted(pool);
-    const tainted = new Set(pool.tainted ?? []);
-    const filled = pool.members.filter(
-      (id) => !tainted.has(id) && fillsSlot(lookups.hardware(id)?.lifecycle?.state),
-    ).length;
+    const held = heldWhy(pool);
+    if (held !== undefined) return { code: 'E_CONFLICT', message: `pool "${pool.name}" is ${held}` };
+    const filled = this.#untaintedFilled(pool, lookups);
     if (filled >= pool.size) {
       return {
         code: 'E_CONFLICT',
@@ -235,13 +299,31 @@ export class Pools {
     return spread === undefined ? { pool } : { pool, spread };
   }
 
-  /** After pool.allocate gave `hardwareId` a workflow: it joins; members no longer filling a slot leave. */
-  joined(pool: Pool, hardwareId: string, hardware: (id: string) => Hardware | undefined): Pool {
-    const kept = pool.members.filter((id) => id !== hardwareId && fillsSlot(hardware(id)?.lifecycle?.state));
+  /** Untainted members filling slots, a race's two lanes counted once. */
+  #untaintedFilled(pool: Pool, lookups: PoolLookups): number {
+    const tainted = new Set(pool.tainted ?? []);
+    const members: Hardware[] = [];
+    for (const id of pool.members) {
+      const hw = lookups.hardware(id);
+      if (hw !== undefined && !tainted.has(id)) members.push(hw);
+    }
+    return slotsFilled(members, lookups.raceOf);
+  }
+
+  /**
+   * After pool.allocate gave `hardwareIds` (one, or a race's two) a workflow: they join; members
+   * no longer filling a slot leave, but for failed ones the retry policy installs again.
+   */
+  joined(pool: Pool, hardwareIds: readonly string[], hardware: (id: string) => Hardware | undefined): Pool {
+    const retry = policyOf(pool) === 'retry';
+    const kept = pool.members.filter((id) => {
+      const state = hardware(id)?.lifecycle?.state;
+      return !hardwareIds.includes(id) && (fillsSlot(state) || (retry && state === 'failed'));
+    });
     const tainted = (pool.tainted ?? []).filter((id) => kept.includes(id));
     return this.#set({
       ...pool,
-      members: [...kept, hardwareId].sort(),
+      members: [...kept, ...hardwareIds].sort(),
       tainted: tainted.length === 0 ? undefined : tainted,
       version: pool.version + 1,
     });
@@ -327,7 +409,7 @@ export class Pools {
       case 'surplus': {
         if (pool.deleting === true || tainted.has(hw.id) || state !== 'deployed')
           return `hardware "${hw.id}" is no untainted deployed member of pool "${pool.name}"`;
-        const untainted = pool.members.filter((id, i) => !tainted.has(id) && fillsSlot(states[i])).length;
+        const untainted = this.#untaintedFilled(pool, lookups);
         return untainted > pool.size
           ? undefined
           : `pool "${pool.name}" has ${untainted} untainted machines provisioning or deployed, its size ${pool.size}: none is surplus`;

@@ -256,6 +256,10 @@ export const readPool: Reader<Pool> = object({
   maxUnavailable: optional(integer(0, poolSizeMax)),
   tainted: optional(array(text, poolSizeMax)),
   deleting: optional(onlyTrue),
+  onFailure: optional(literal(['retry', 'race'])),
+  attempts: optional(integer(1, alternateAttemptsMax)),
+  failedInARow: optional(integer(1, Number.MAX_SAFE_INTEGER)),
+  lastFailure: optional(object({ hardwareId: text, reason: text })),
 });
 
 export const readRenderedTemplate: Reader<RenderedTemplate> = object({
@@ -676,8 +680,11 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     releaseTemplate: optional(text),
     image: optional(text),
     maxUnavailable: optional(safeInteger),
+    onFailure: optional(literal(['retry', 'race'])),
+    attempts: optional(safeInteger),
     ...audited,
   }),
+  'pool.resume': object({ type: literal(['pool.resume']), name: text, ...audited }),
   'pool.taint': object({ type: literal(['pool.taint']), name: text, ...audited }),
   'pool.reserve': object({ type: literal(['pool.reserve']), pool: text, hardwareId: text, ...audited }),
   'pool.release': object({
@@ -697,6 +704,8 @@ export const readControlCommand: Reader<ControlCommand> = variant<ControlCommand
     templateVersion: count,
     hardwareMap: textMap,
     candidates: array(object({ hardwareId: text, spec: readRenderedTemplate }), allocationCandidatesMax),
+    race: optional(onlyTrue),
+    retry: optional(onlyTrue),
     ...audited,
   }),
 });

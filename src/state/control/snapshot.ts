@@ -631,6 +631,8 @@ function poolsProblem(clusterVersion: number, pools: readonly Pool[]): string | 
       return `pools: ${pool.name}'s empty tainted is left out`;
     if (tainted.some((id, j) => !pool.members.includes(id) || (j > 0 && !((tainted[j - 1] as string) < id))))
       return `pools: ${pool.name}'s tainted are no sorted members`;
+    if ((pool.failedInARow === undefined) !== (pool.lastFailure === undefined))
+      return `pools: ${pool.name}'s failures in a row and its last failure go together`;
   }
   return undefined;
 }
