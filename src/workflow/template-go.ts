@@ -343,6 +343,7 @@ function applyFunction(name: string, args: readonly Expression[]): Expression | 
       return { kind: 'call', text: `netmaskToPrefixLength ${netmask?.text ?? ''}` };
     }
     default:
+      if (name === 'lookup') return { reason: 'lookup inside a function is not supported; use index' };
       if (handlebarsHelpers.has(name))
         return { reason: `${name} is a Handlebars block helper here: {{#${name} ...}}...{{/${name}}}` };
       return /^[A-Za-z_]\w*$/.test(name)

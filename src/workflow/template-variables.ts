@@ -171,6 +171,9 @@ export function unknownVariableProblem(parts: readonly string[]): string | undef
   }
   if (field === undefined) return undefined;
   const fields = root === 'workflow' ? ['id'] : hardwareFields;
+  if (root === 'hardware' && (field === 'spec' || field === 'status')) {
+    return `unknown variable ${written}: Tinkerbell's .hardware.${field} is not supported; .Hardware has the machine's Disks, Interfaces and Metadata (docs/decisions/0042)`;
+  }
   if (!fields.includes(field)) {
     const guess = closestName(field, fields);
     return `unknown variable ${written}: ${root} has ${fields.join(', ')}${guess === undefined ? '' : `; did you mean ${root}.${guess}?`}`;

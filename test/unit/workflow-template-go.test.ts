@@ -276,6 +276,10 @@ describe('strict rendering', () => {
       'line 10: unknown variable Hardware.Disk: Hardware has Disks, Interfaces, Metadata, UserData, VendorData',
     );
     assert.match(
+      refusal(() => validateTemplateSource(withEnvironment(['A: "{{ .hardware.spec.disks }}"']))),
+      /^line 10: unknown variable hardware\.spec\.disks: Tinkerbell's \.hardware\.spec is not supported; \.Hardware has/,
+    );
+    assert.match(
       refusal(() =>
         validateTemplateSource(withEnvironment(['A: "{{ (index .Hardware.Interfaces 0).DHCP.Mac }}"'])),
       ),
@@ -296,6 +300,7 @@ describe('Go forms that are refused', () => {
     ['{{ $.Hardware.Disks }}', /template variables/],
     ['{{ lower (index .Hardware.Interfaces 0).DHCP.Arch }}', /lower is a Go template function/],
     ['{{ formatPartition (lower .x) 1 }}', /lower is a Go template function/],
+    ['{{ formatPartition (lookup .x 0) 1 }}', /lookup inside a function is not supported; use index/],
     ['{{ index .Hardware.Disks .n }}', /an index is a whole number/],
     [
       '{{ formatPartition (index .Hardware.Disks 0) }}',
