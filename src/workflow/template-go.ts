@@ -76,7 +76,16 @@ export function rewriteGoForms(source: string): GoRewrite {
   let position = 0;
   const refusals: GoRefusal[] = [];
   const translations: GoTranslation[] = [];
-  const lineAt = (index: number): number => source.slice(0, index).split('\n').length;
+  // Lines counted as the scan moves forward: once over the text, however many mustaches.
+  let line = 1;
+  let counted = 0;
+  const lineAt = (index: number): number => {
+    for (let at = source.indexOf('\n', counted); at >= 0 && at < index; at = source.indexOf('\n', at + 1)) {
+      line += 1;
+    }
+    counted = Math.max(counted, index);
+    return line;
+  };
   for (;;) {
     const open = source.indexOf('{{', position);
     if (open < 0) break;
