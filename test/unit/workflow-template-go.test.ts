@@ -7,6 +7,7 @@
 // line, for a machine shaped as the import stores one, and for one with only an inventory.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import type { Hardware } from '../../src/model/records.js';
 import { goName, netmaskOf } from '../../src/workflow/template-go-hardware.js';
 import { rewriteGoForms } from '../../src/workflow/template-go.js';
@@ -382,5 +383,53 @@ describe('Go forms that are refused', () => {
     assert.deepEqual(refusals, []);
     assert.equal(text.split('\n').length, source.split('\n').length);
     assert.match(text, /^a \{\{ Hardware\.Disks\.\[0\]\n \}\} b\n/);
+  });
+});
+
+describe('the rewrite, for any text', () => {
+  // Fragments of Go and Handlebars forms, whole and cut, joined at random: newlines inside and
+  // between mustaches, unterminated ones, strings and comments.
+  const fragment = fc.constantFrom(
+    '{{',
+    '}}',
+    '{{- ',
+    ' -}}',
+    '{{/* ',
+    ' */}}',
+    '{{!-- ',
+    ' --}}',
+    '\n',
+    ' ',
+    '(',
+    ')',
+    '"',
+    '|',
+    '$x',
+    'index .Hardware.Disks 0',
+    'formatPartition',
+    '.DHCP.MAC',
+    'range',
+    'end',
+    '#each',
+    '/each',
+    'lookup',
+    '.device_1',
+    'x',
+  );
+
+  it('keeps every line where it was, and refuses only with a line inside the text', () => {
+    fc.assert(
+      fc.property(fc.array(fragment, { maxLength: 40 }), (parts) => {
+        const source = parts.join('');
+        const { text, refusals } = rewriteGoForms(source);
+        const lines = source.split('\n').length;
+        assert.equal(text.split('\n').length, lines, JSON.stringify(source));
+        for (const refusal of refusals) {
+          assert.ok(refusal.line >= 1 && refusal.line <= lines, JSON.stringify(source));
+          assert.ok(source.includes(refusal.written), JSON.stringify(source));
+        }
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
