@@ -2,26 +2,31 @@
 // spelling accepted. The YAML is parsed first (template-render.ts); only the text of a string
 // value is ever rendered here, so whatever a variable holds, the value stays one string.
 //
-// Tinkerbell templates write `{{.device_1}}` or `{{ .device_1 }}` (Go's field access on the
-// root). Handlebars reads a leading "." as a parse error, so before compiling, a "." that starts
-// a path inside a mustache is dropped: `{{ .device_1 }}` means `{{ device_1 }}`. "./x", "../x"
-// and "{{.}}" keep their Handlebars meaning, and string literals are left alone. Only deletions
-// happen, so lines stay where they were and error lines still point into the operator's text.
+// Tinkerbell templates are Go templates: `{{.device_1}}`, `{{ index .Hardware.Disks 0 }}`,
+// `{{ formatPartition (index .Hardware.Disks 0) 1 }}`. Before compiling, template-go.ts rewrites
+// the forms Tinkerbell's docs write into the Handlebars that gives the same value, and refuses
+// every other Go form naming it and its line (docs/decisions/0042). Rewrites never add or remove
+// a line, so error lines still point into the operator's text.
 //
 // Rendering is strict (a missing variable is an error, never an empty string), unescaped (the
-// output is a value, not HTML), and limited to the built-in helpers; partials and decorators are
-// refused, since a template must be self-contained.
+// output is a value, not HTML), and limited to the built-in helpers and Tinkerbell's
+// formatPartition and netmaskToPrefixLength; partials and decorators are refused, since a
+// template must be self-contained.
 //
 // A shell command line is rendered differently: every `{{ ... }}` that prints becomes a piece of
 // its own, so template-shell.ts can put the value in the environment and only a reference to it
 // in the script. The authored text is never mixed with a value here.
 import Handlebars from 'handlebars';
+import { parseIpv4 } from '../platform/addresses.js';
+import { goHelperNames, goRefusalMessage, rewriteGoForms, writtenAt, type GoRewrite } from './template-go.js';
 import type { ScriptPiece } from './template-shell.js';
 import type { LocatedProblem } from './template-yaml.js';
 
 const handlebars = Handlebars.create();
 // `{{log}}` would write to the server's console from operator input.
 handlebars.unregisterHelper('log');
+handlebars.registerHelper('formatPartition', formatPartition);
+handlebars.registerHelper('netmaskToPrefixLength', netmaskToPrefixLength);
 
 /** Where a string sits decides how it renders: as a value, or as a shell command line. */
 export type PlaceholderUse = 'value' | 'shell';
@@ -32,9 +37,15 @@ export type PlaceholderUse = 'value' | 'shell';
  */
 const shellValueHelper = 'slipway shell value';
 const shellNulRefusal = 'a shell command line cannot contain a NUL character';
+const goHelpers = Object.fromEntries(goHelperNames.map((name) => [name, true]));
 const compileOptions = {
-  value: { strict: true, noEscape: true, knownHelpersOnly: true },
-  shell: { strict: true, noEscape: true, knownHelpersOnly: true, knownHelpers: { [shellValueHelper]: true } },
+  value: { strict: true, noEscape: true, knownHelpersOnly: true, knownHelpers: goHelpers },
+  shell: {
+    strict: true,
+    noEscape: true,
+    knownHelpersOnly: true,
+    knownHelpers: { ...goHelpers, [shellValueHelper]: true },
+  },
 } as const;
 
 /** Object.prototype names: Handlebars denies them at run time with a console warning instead. */
@@ -68,52 +79,43 @@ export function structureMarker(kind: 'list' | 'mapping', path: string): string 
 // eslint-disable-next-line no-control-regex
 const structureMarkerPattern = /\u0000slipway:(list|mapping):([^\u0000]*)\u0000/;
 
-/** `{{ .device_1 }}` → `{{ device_1 }}` in every mustache; everything else unchanged. */
+/** The string as Handlebars reads it: `{{ .device_1 }}` → `{{ device_1 }}`, Go forms rewritten. */
 export function rewriteGoStylePaths(source: string): string {
-  let output = '';
-  let position = 0;
-  for (;;) {
-    const open = source.indexOf('{{', position);
-    if (open < 0) break;
-    if (source[open - 1] === '\\') {
-      // `\{{` is Handlebars' escape for literal braces: copy it through untouched.
-      output += source.slice(position, open + 2);
-      position = open + 2;
-      continue;
-    }
-    const isLongComment = source.startsWith('{{!--', open);
-    const closing = isLongComment ? '--}}' : '}}';
-    const close = source.indexOf(closing, open + 2);
-    if (close < 0) break; // unterminated: the parser reports it with its line
-    const end = close + closing.length;
-    const isComment = source[open + 2] === '!';
-    const inner = source.slice(open + 2, close);
-    output +=
-      source.slice(position, open + 2) +
-      (isComment ? inner : dropLeadingDots(inner)) +
-      source.slice(close, end);
-    position = end;
-  }
-  return output + source.slice(position);
+  return rewriteGoForms(source).text;
 }
 
-/** Drops a "." that begins a path: preceded by a delimiter, followed by a name character. */
-function dropLeadingDots(inner: string): string {
-  let output = '';
-  let quote: string | undefined;
-  for (let index = 0; index < inner.length; index += 1) {
-    const char = inner.charAt(index);
-    if (quote !== undefined) {
-      if (char === quote) quote = undefined;
-      output += char;
-      continue;
-    }
-    if (char === '"' || char === "'") quote = char;
-    const startsPath = index === 0 || /[\s(=~#^/&{]/.test(inner.charAt(index - 1));
-    if (char === '.' && startsPath && /[A-Za-z_]/.test(inner.charAt(index + 1))) continue;
-    output += char;
+/**
+ * Tinkerbell's formatPartition: the device path of partition N of a disk, as Linux names it
+ * (/dev/sda → /dev/sda1, /dev/nvme0n1 → /dev/nvme0n1p1, /dev/disk/by-id/X → X-part1).
+ */
+function formatPartition(device: unknown, partition: unknown, options: Handlebars.HelperOptions): string {
+  if (typeof device !== 'string' || device === '' || !Number.isInteger(partition)) {
+    throw new PlaceholderError(
+      `formatPartition takes a disk's device path and a partition number, got ${typeof device === 'string' ? JSON.stringify(device) : 'a structure'} and ${String(partition)}`,
+      helperLine(options),
+    );
   }
-  return output;
+  const number = String(partition);
+  if (device.startsWith('/dev/disk/')) return `${device}-part${number}`;
+  return /\d$/.test(device) ? `${device}p${number}` : `${device}${number}`;
+}
+
+/** Tinkerbell's netmaskToPrefixLength: 255.255.255.0 → "24". */
+function netmaskToPrefixLength(netmask: unknown, options: Handlebars.HelperOptions): string {
+  const value = typeof netmask === 'string' ? parseIpv4(netmask) : undefined;
+  const ones = value?.toString(2).padStart(32, '0');
+  if (ones === undefined || !/^1*0*$/.test(ones)) {
+    throw new PlaceholderError(
+      `netmaskToPrefixLength: ${typeof netmask === 'string' ? JSON.stringify(netmask) : 'the value'} is not an IPv4 netmask`,
+      helperLine(options),
+    );
+  }
+  return String(ones.replace(/0+$/, '').length);
+}
+
+function helperLine(options: Handlebars.HelperOptions): number | undefined {
+  const loc = (options as { loc?: { start?: { line?: unknown } } }).loc;
+  return typeof loc?.start?.line === 'number' ? loc.start.line : undefined;
 }
 
 type CompiledTemplate = ReturnType<typeof handlebars.compile>;
@@ -129,8 +131,8 @@ function compiled(rewritten: string, use: PlaceholderUse): CompiledTemplate {
   const key = `${use}:${rewritten}`;
   let template = compiledTemplates.get(key);
   if (template !== undefined) return template;
-  const input = use === 'shell' ? shellProgram(rewritten) : rewritten;
-  template = handlebars.compile(input, compileOptions[use]);
+  const program = use === 'shell' ? shellProgram(rewritten) : handlebars.parse(rewritten);
+  template = handlebars.compile(strictHelperParams(program), compileOptions[use]);
   if (compiledTemplates.size >= compiledTemplatesMax) {
     const oldest = compiledTemplates.keys().next();
     if (oldest.done !== true) compiledTemplates.delete(oldest.value);
@@ -142,7 +144,10 @@ function compiled(rewritten: string, use: PlaceholderUse): CompiledTemplate {
 /** The first problem with the placeholder syntax of one string, its line counted in the string. */
 export function checkPlaceholderSyntax(text: string, use: PlaceholderUse): LocatedProblem | undefined {
   if (use === 'shell' && text.includes('\u0000')) return { path: [], line: 1, message: shellNulRefusal };
-  const rewritten = rewriteGoStylePaths(text);
+  const rewrite = rewriteGoForms(text);
+  const [refused] = rewrite.refusals;
+  if (refused !== undefined) return { path: [], line: refused.line, message: goRefusalMessage(refused) };
+  const rewritten = rewrite.text;
   let program: hbs.AST.Program;
   try {
     program = handlebars.parse(rewritten);
@@ -152,7 +157,10 @@ export function checkPlaceholderSyntax(text: string, use: PlaceholderUse): Locat
   const unsupported = findUnsupported(program);
   if (unsupported !== undefined) return unsupported;
   try {
-    handlebars.precompile(use === 'shell' ? shellProgram(rewritten) : rewritten, compileOptions[use]);
+    handlebars.precompile(
+      strictHelperParams(use === 'shell' ? shellProgram(rewritten) : program),
+      compileOptions[use],
+    );
   } catch (error) {
     return syntaxProblem(error);
   }
@@ -298,13 +306,21 @@ function run(
   variables: object,
   helpers: Record<string, (value: unknown) => string>,
 ): string {
-  const rewritten = rewriteGoStylePaths(text);
+  const rewrite = rewriteGoForms(text);
+  const [refused] = rewrite.refusals;
+  if (refused !== undefined) throw new PlaceholderError(goRefusalMessage(refused), refused.line);
+  const rewritten = rewrite.text;
   try {
     return compiled(rewritten, use)(variables, { helpers });
   } catch (error) {
     if (error instanceof PlaceholderError) throw error;
     const line = lineNumberOf(error);
     const missing = /^"(.*)" not defined in /.exec(errorMessage(error));
+    const goForm = goFormAt(rewrite, error);
+    if (missing !== null && line !== undefined && goForm !== undefined) {
+      const named = expressionAt(rewritten, error) ?? missing[1] ?? '';
+      throw new PlaceholderError(`${JSON.stringify(goForm)}: ${missingGoValue(named)}`, line);
+    }
     if (missing !== null && line !== undefined) {
       const written = expressionAt(rewritten, error) ?? missing[1];
       const known = Object.keys(variables).sort().join(', ');
@@ -326,6 +342,49 @@ function run(
     }
     throw new PlaceholderError(`placeholder: ${stripLocation(errorMessage(error))}`, line);
   }
+}
+
+/** How the Go form an exception points into was written, when it was one. */
+function goFormAt(rewrite: GoRewrite, error: unknown): string | undefined {
+  const line = lineNumberOf(error);
+  const column = (error as { column?: unknown }).column;
+  if (line === undefined || typeof column !== 'number') return undefined;
+  const lineStart = rewrite.text
+    .split('\n')
+    .slice(0, line - 1)
+    .reduce((sum, text) => sum + text.length + 1, 0);
+  return writtenAt(rewrite, lineStart + column);
+}
+
+/** `Hardware.Disks.[0]` missing, in words; disks get where they come from. */
+function missingGoValue(named: string): string {
+  const disks = named.startsWith('Hardware.Disks')
+    ? " (.Hardware.Disks lists an imported Tinkerbell Hardware's disks, else the disks of the machine's inventory)"
+    : '';
+  return `${named} is not defined for this machine${disks}`;
+}
+
+/**
+ * A helper's arguments looked up as strictly as a mustache's own path: `formatPartition
+ * Hardware.Disks.[0] 1` fails naming Hardware.Disks.[0] when the machine has no such disk,
+ * instead of handing the helper nothing.
+ */
+function strictHelperParams(program: hbs.AST.Program): hbs.AST.Program {
+  const stack: unknown[] = [program];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    if (typeof node !== 'object' || node === null) continue;
+    const fields = node as Record<string, unknown>;
+    const isCall = fields['type'] === 'MustacheStatement' || fields['type'] === 'SubExpression';
+    if (isCall && goHelperNames.includes(helperName(fields['path']) ?? '')) {
+      for (const param of fields['params'] as Record<string, unknown>[]) {
+        if (param['type'] === 'PathExpression') param['strict'] = true;
+      }
+    }
+    for (const [key, value] of Object.entries(fields)) {
+      if (key !== 'loc' && typeof value === 'object') stack.push(value);
+    }
+  }
+  return program;
 }
 
 /** A mapping or list printed as a value left its marker: refuse it, at the line it landed on. */

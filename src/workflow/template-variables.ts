@@ -10,6 +10,9 @@
 //                                (src/model/inventory.ts: cpu, memory, disks, nics, firmware,
 //                                system, bmc); absent until it has reported one
 //   {{ workflow.id }}
+//   {{ index .Hardware.Disks 0 }} Tinkerbell's `.Hardware` (Disks, Interfaces, Metadata, UserData,
+//                                VendorData, Go's field names), from the same machine
+//                                (template-go-hardware.ts, docs/decisions/0042)
 //   {{ pool.name }}              a pool's workflows only (docs/decisions/0036), and with the
 //   {{ pool.image.url }}         pool's --image: .name, .sha256, .path (/artifacts/NAME) and .url
 //                                (the artifact served through the VIP), for image2disk's IMG_URL
@@ -21,6 +24,7 @@
 // render as "[object Object]").
 import type { Hardware, JsonValue, NetworkInterface } from '../model/records.js';
 import { closestName } from '../platform/edit-distance.js';
+import { goHardwareProblem, goHardwareVariable } from './template-go-hardware.js';
 import { PlaceholderError, structureMarker } from './template-placeholders.js';
 
 /** A pool's variables: its name, and the registered artifact it writes (`--image`). */
@@ -43,9 +47,15 @@ export interface TemplateVariableSources {
 
 /** Names the template's own variables take; a hardwareMap entry may not hide them. */
 export const reservedVariableNames: readonly string[] = ['hardware', 'workflow'];
+/** Tinkerbell's name for the machine (template-go-hardware.ts). */
+const goHardwareName = 'Hardware';
 
 export function templateVariables(sources: TemplateVariableSources): object {
-  const reserved = sources.pool === undefined ? reservedVariableNames : [...reservedVariableNames, 'pool'];
+  const reserved = [
+    ...reservedVariableNames,
+    goHardwareName,
+    ...(sources.pool === undefined ? [] : ['pool']),
+  ];
   for (const name of reserved) {
     if (Object.hasOwn(sources.hardwareMap, name)) {
       throw new PlaceholderError(
@@ -67,6 +77,7 @@ export function templateVariables(sources: TemplateVariableSources): object {
   const variables = {
     ...sources.hardwareMap,
     hardware: summary,
+    [goHardwareName]: goHardwareVariable(hardware),
     workflow: { id: sources.workflowId },
     ...(sources.pool === undefined ? {} : { pool: sources.pool }),
   };
@@ -145,6 +156,7 @@ export function unknownVariableProblem(parts: readonly string[]): string | undef
   const [root, field, ...rest] = parts;
   const written = parts.join('.');
   if (root === undefined) return undefined;
+  if (root === goHardwareName) return goHardwareProblem(parts);
   if (root === 'pool' && field !== undefined) return poolVariableProblem(written, field, rest);
   if (!reservedVariableNames.includes(root)) {
     if (field === undefined) return undefined;
@@ -159,6 +171,9 @@ export function unknownVariableProblem(parts: readonly string[]): string | undef
   }
   if (field === undefined) return undefined;
   const fields = root === 'workflow' ? ['id'] : hardwareFields;
+  if (root === 'hardware' && (field === 'spec' || field === 'status')) {
+    return `unknown variable ${written}: Tinkerbell's .hardware.${field} is not supported; .Hardware has the machine's Disks, Interfaces and Metadata (docs/decisions/0042)`;
+  }
   if (!fields.includes(field)) {
     const guess = closestName(field, fields);
     return `unknown variable ${written}: ${root} has ${fields.join(', ')}${guess === undefined ? '' : `; did you mean ${root}.${guess}?`}`;

@@ -3,7 +3,18 @@
 //
 // Strict on purpose (invariant 7, bad input changes nothing): duplicate keys, several documents,
 // unknown tags and unresolved aliases are refused rather than guessed at.
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseDocument,
+  Scalar,
+  visit,
+  type Document,
+  type Node,
+} from 'yaml';
 
 /** A field's place in a document: map keys and sequence indexes, outermost first. */
 export type FieldPath = readonly (string | number)[];
@@ -73,7 +84,12 @@ export class YamlSource {
     this.#lines = lines;
   }
 
-  static parse(text: string): YamlParse {
+  /**
+   * `unquotedPlaceholders`: a value written as one unquoted placeholder (`DEST_DISK: {{ index
+   * .Hardware.Disks 0 }}`, as Tinkerbell's examples write them, since Tinkerbell renders the text
+   * before parsing it) is read as the string it spells instead of a flow mapping in a flow mapping.
+   */
+  static parse(text: string, options: { readonly unquotedPlaceholders?: boolean } = {}): YamlParse {
     const lines = new LineCounter();
     // logLevel 'error': warnings go to doc.warnings (refused below), not to process warnings.
     const doc = parseDocument(text, {
@@ -90,6 +106,7 @@ export class YamlSource {
       const problem = { path: [], message: `YAML syntax: ${reason}` };
       return { ok: false, problem: line === undefined ? problem : { ...problem, line } };
     }
+    if (options.unquotedPlaceholders === true) placeholdersAsStrings(doc, text);
     try {
       const value: unknown = doc.toJS({ maxAliasCount: aliasExpansionsMax });
       return { ok: true, source: new YamlSource(value, doc, lines) };
@@ -173,6 +190,20 @@ export class YamlSource {
     const range = (node as Node).range;
     return range?.[0];
   }
+}
+
+/** Every flow mapping whose whole text is `{{ ... }}` on one line becomes that text, as a string. */
+function placeholdersAsStrings(doc: Document, text: string): void {
+  visit(doc, {
+    Map(_key, node) {
+      if (node.flow !== true || node.range === undefined || node.range === null) return undefined;
+      const written = text.slice(node.range[0], node.range[1]);
+      if (!/^\{\{[^\n]*\}\}$/.test(written)) return undefined;
+      const scalar = new Scalar(written);
+      scalar.range = node.range;
+      return scalar;
+    },
+  });
 }
 
 /** An input document refused for one or more problems, each with its field path and line. */

@@ -47,7 +47,8 @@
 // built-in, so a Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
 //
 // Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
-// values, as in Tinkerbell: `worker: "{{.device_1}}"`. The YAML is parsed first, as written, and
+// values, as in Tinkerbell: `worker: "{{.device_1}}"`; a value that is one placeholder and
+// nothing else may go unquoted (`DEST_DISK: {{ index .Hardware.Disks 0 }}`). The YAML is parsed first, as written, and
 // each string value is then rendered on its own (template-render.ts), so a value is only ever
 // data: whatever it holds, it stays the one string it replaces, and no value can add a field,
 // a task or an action. What that means where a value lands:
@@ -69,6 +70,7 @@
 import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../model/records.js';
 import { normalizeMac } from '../platform/addresses.js';
 import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.js';
+import { goRefusalMessage, rewriteGoForms } from './template-go.js';
 import { PlaceholderError } from './template-placeholders.js';
 import { actionKey, checkPlaceholders, renderValues, type RenderedValues } from './template-render.js';
 import { checkTemplateStructure, type CheckedTask } from './template-schema.js';
@@ -143,14 +145,25 @@ function checkedSource(source: string): CheckedSource {
       `the template is ${sourceBytes} bytes; at most ${templateSourceBytesMax} are allowed`,
     );
   }
-  const parsed = YamlSource.parse(source);
-  if (!parsed.ok) throw new TemplateError([withPlaceholderHint(parsed.problem, source)]);
+  const parsed = YamlSource.parse(source, { unquotedPlaceholders: true });
+  if (!parsed.ok)
+    throw new TemplateError([...goFormsRefused(source), withPlaceholderHint(parsed.problem, source)]);
   const yaml = parsed.source;
   const placeholderProblems = checkPlaceholders(yaml);
   if (placeholderProblems.length > 0) throw new TemplateError(placeholderProblems);
   const { template, problems } = checkTemplateStructure(yaml.value, 'unrendered');
   if (problems.length > 0) throw new TemplateError(yaml.locateAll(problems));
   return { name: template.name, yaml };
+}
+
+/**
+ * The Go forms of a template whose YAML does not parse: Tinkerbell renders the text first, so an
+ * `{{ if }}` or `{{ range }}` around YAML lines is the likely cause, and is refused anyway.
+ */
+function goFormsRefused(source: string): LocatedProblem[] {
+  return rewriteGoForms(source)
+    .refusals.slice(0, 3)
+    .map((refusal) => ({ path: [], line: refusal.line, message: goRefusalMessage(refusal) }));
 }
 
 /**

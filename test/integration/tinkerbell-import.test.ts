@@ -5,8 +5,11 @@
 // only) and the workflow; a second run changes nothing and says so. Bad input (an unknown kind, a
 // Secret missing its key, a Workflow whose hardwareRef is nowhere, a Hardware whose name another
 // machine has) exits 2 naming what is wrong and creates nothing; --skip-unknown skips the unknown.
-// Method: one real `slipway server` on loopback (plaintext, no tokens) and the real CLI. The BMC
-// address is on loopback and the Workflow does not netboot, so nothing is sent to it.
+// A template written with Tinkerbell's Go-template forms, as their docs and playground write
+// them (index, formatPartition, .Hardware lookups, unquoted), is imported and run by a real
+// worker: each action sees the values Tinkerbell would give (docs/decisions/0042).
+// Method: one real `slipway server` on loopback (plaintext, no tokens), the real CLI and a real
+// worker agent. The BMC address is on loopback and no Workflow netboots, so nothing is sent to it.
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +17,7 @@ import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
 import { ClusterCli } from '../support/cluster-cli.js';
 import { ProcessCluster } from '../support/process-cluster.js';
+import { waitFor } from '../support/wait.js';
 
 let cluster: ProcessCluster;
 const c = new ClusterCli(() => cluster);
@@ -116,6 +120,7 @@ before(async () => {
   await cluster.waitForClusterVersion(cluster.nodes[0]!, stateVersionFleet, 30_000);
 });
 after(async () => {
+  await c.stopWorkers();
   await cluster.destroy();
 });
 
@@ -222,5 +227,88 @@ describe('import', () => {
     const skipped = await c.ok(['import', '-f', unknown, '--skip-unknown']);
     assert.match(skipped, /^skipped Job cycle .*one-off BMC jobs/m);
     assert.deepEqual(await hardwareIds(), ['sm01', 'sm02']);
+  });
+});
+
+describe("Tinkerbell's Go-template forms", () => {
+  // The forms of Tinkerbell's playground template (stack/vagrant/template.yaml) and docs
+  // (docs/technical/BOOT_MODES.md), unquoted where they write them unquoted. The hub images
+  // would write the disk; commands run as processes show what each action received instead.
+  const goTemplate = `apiVersion: "tinkerbell.org/v1alpha1"
+kind: Template
+metadata:
+  name: go-forms
+spec:
+  data: |
+    version: "0.1"
+    name: go_forms
+    global_timeout: 600
+    tasks:
+      - name: "os-installation"
+        worker: "{{.device_1}}"
+        volumes:
+          - /dev:/dev
+        actions:
+          - name: "settings"
+            command: ["sh", "-c", "echo $DEST_DISK $BLOCK_DEVICE $MAC $INSTANCE"]
+            timeout: 60
+            environment:
+              DEST_DISK: {{ index .Hardware.Disks 0 }}
+              BLOCK_DEVICE: {{ formatPartition ( index .Hardware.Disks 0 ) 1 }}
+              MAC: "{{ (index .Hardware.Interfaces 0).DHCP.MAC }}"
+              INSTANCE: "{{ .Hardware.Metadata.Instance.Hostname }}"
+          - name: "grow"
+            command: "echo growpart {{ index .Hardware.Disks 0 }} 1 && echo resize2fs {{ formatPartition ( index .Hardware.Disks 0 ) 1 }}"
+            timeout: 60
+`;
+
+  test('an imported template renders for the imported machine and runs with those values', async () => {
+    const objects = [
+      hardware('sm05', '02:00:00:00:09:05', '10.9.0.15').replace('/dev/sda', '/dev/nvme0n1'),
+      goTemplate,
+      workflow('sm05').replace('templateRef: ubuntu', 'templateRef: go-forms').replace('09:01', '09:05'),
+    ].join('---\n');
+    const out = await c.ok(['import', '-f', join(inputDir('go-forms', { 'a.yaml': objects }), 'a.yaml')]);
+    assert.match(out, /^template go-forms: created$/m);
+    const id = /^workflow sm05-ubuntu: created \((\S+):/m.exec(out)?.[1] ?? '';
+    assert.notEqual(id, '', out);
+    await c.startWorker('sm05');
+    interface Run {
+      state: string;
+      actions: { name: string; state: string; outputTail: string }[];
+    }
+    let run: Run | undefined;
+    await waitFor(
+      'the imported workflow to succeed',
+      async () => {
+        run = JSON.parse(await c.ok(['-o', 'json', 'workflow', 'get', id])) as Run;
+        assert.notEqual(run.state, 'FAILED', JSON.stringify(run));
+        return run.state === 'SUCCESS';
+      },
+      60_000,
+      100,
+    );
+    assert.deepEqual(
+      run?.actions.map((a) => [a.name, a.outputTail.trim()]),
+      [
+        ['settings', '/dev/nvme0n1 /dev/nvme0n1p1 02:00:00:00:09:05 sm05'],
+        ['grow', 'growpart /dev/nvme0n1 1\nresize2fs /dev/nvme0n1p1'],
+      ],
+    );
+  });
+
+  test('a Go form Slipway does not render is refused at import, naming it and its line', async () => {
+    const piped = goTemplate
+      .replace('name: go-forms', 'name: go-piped')
+      .replace(
+        '"{{ (index .Hardware.Interfaces 0).DHCP.MAC }}"',
+        '"{{ (index .Hardware.Interfaces 0).DHCP.MAC | replace \\":\\" \\"-\\" }}"',
+      );
+    const refused = await c.cli(['import', '-f', join(inputDir('go-piped', { 'a.yaml': piped }), 'a.yaml')]);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(
+      refused.stderr,
+      /Template go-piped: spec\.data line 16: "\{\{ \(index \.Hardware\.Interfaces 0\)\.DHCP\.MAC \| replace .*" is a Go template form Slipway does not render: pipelines/,
+    );
   });
 });

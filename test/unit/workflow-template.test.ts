@@ -255,7 +255,7 @@ describe('renderTemplate', () => {
     assert.equal(error.line, lineContaining(source, 'device_2'));
     assert.match(
       error.message,
-      /^line 6: template variable "device_2" is not defined; defined at the top level: device_1, hardware, workflow$/,
+      /^line 6: template variable "device_2" is not defined; defined at the top level: Hardware, device_1, hardware, workflow$/,
     );
   });
 
@@ -533,9 +533,9 @@ describe('validateTemplateSource', () => {
       message: /environment\.BAD-NAME: is not a valid environment variable name/,
     },
     {
-      what: 'an unquoted placeholder',
+      what: 'an unquoted placeholder followed by more (one alone is read as its text)',
       from: 'worker: "{{.device_1}}"',
-      to: 'worker: {{.device_1}}',
+      to: 'worker: {{.device_1}: x}',
       line: 'worker:',
       message:
         /tasks\[0\]\.worker: must be a hardware id or MAC address, got a mapping \(a placeholder must be quoted/,
@@ -618,12 +618,12 @@ describe('validateTemplateSource', () => {
     const unclosed = templateError(() => validateTemplateSource(withAction(['command: "{{#if x}}yes"'])));
     assert.equal(unclosed.line, 8);
     assert.match(unclosed.message, /^line 8: placeholder syntax error near /);
-    const goIndex = templateError(() =>
-      validateTemplateSource(withAction(['command: "{{ index .Hardware.Disks 0 }}"'])),
+    const goPrintf = templateError(() =>
+      validateTemplateSource(withAction(['command: "{{ printf \\"%s\\" .Hardware.Disks }}"'])),
     );
     assert.match(
-      goIndex.message,
-      /^line 8: placeholder: You specified knownHelpersOnly, but used the unknown helper index/,
+      goPrintf.message,
+      /^line 8: "\{\{ printf .*" is a Go template form Slipway does not render: printf/,
     );
   });
 
