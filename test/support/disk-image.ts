@@ -283,7 +283,11 @@ export async function buildBootableDiskImage(o: DiskImageOptions): Promise<DiskI
  * Puts `contents` at `filePath` in the image's partition with mtools, making the directories on
  * the way: what writefile does on the machine, for tests that boot the image without it.
  */
-export async function putFileInImage(image: DiskImage, filePath: string, contents: string): Promise<void> {
+export async function putFileInImage(
+  image: DiskImage,
+  filePath: string,
+  contents: string | Uint8Array,
+): Promise<void> {
   const tool = requireDiskImageTools();
   checkFilePath(filePath);
   const env = { ...process.env, SOURCE_DATE_EPOCH: String(epochS), MTOOLS_SKIP_CHECK: '1' };
@@ -300,6 +304,17 @@ export async function putFileInImage(image: DiskImage, filePath: string, content
   } finally {
     await rm(source, { force: true });
   }
+}
+
+/** The image as it is now, after putFileInImage changed it: its SHA-256 and size again. */
+export async function rehashImage(image: DiskImage): Promise<DiskImage> {
+  const data = await readFile(image.image);
+  return { ...image, sha256: createHash('sha256').update(data).digest('hex'), bytes: data.length };
+}
+
+/** Static busybox, to put in the image as /bin/sh for a command run chrooted into it (cexec). */
+export function busyboxBinary(): Promise<Buffer> {
+  return readFile(files.busybox.path);
 }
 
 interface InitramfsSettings {
@@ -383,6 +398,7 @@ while [ -z "$dev" ]; do
 done
 mount -t vfat -o ro "$dev" /mnt || fail "mount -t vfat $dev"
 echo "slipway-disk-image: mounted $dev"
+echo "slipway-disk-image: cmdline $(cat /proc/cmdline)"
 echo ${shellQuote(s.marker)}
 if [ -f ${shellQuote(`/mnt${s.filePath}`)} ]; then
   echo "${diskImageMarkers.installedFile} $(cat ${shellQuote(`/mnt${s.filePath}`)})"
