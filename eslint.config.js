@@ -8,6 +8,7 @@ import { importBoundaries } from './eslint/import-boundaries.js';
 const srcBelowServices = [
   'src/platform',
   'src/gen',
+  'src/wire',
   'src/model',
   'src/fleet',
   'src/raft',
@@ -29,6 +30,8 @@ const srcSubsystems = [
 const zones = {
   'src/platform': [],
   'src/gen': [],
+  // What nodes and clients agree on beside the protobuf messages (refusal metadata, limits).
+  'src/wire': ['src/platform', 'src/gen'],
   'src/model': ['src/platform'],
   // Selectors, fingerprints, drift: pure rules on model records, so the state can apply them.
   'src/fleet': ['src/platform', 'src/model'],

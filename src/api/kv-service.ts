@@ -55,7 +55,7 @@ import { isHostPort } from '../platform/host-port.js';
 import { buildVersion, stateVersionAuditInEntry, stateVersionOfThisBuild } from '../state/versions.js';
 import { StateDigests } from './state-digest.js';
 import { MemberAddresses } from './member-addresses.js';
-import { connectionFailure, isServiceError } from './wire.js';
+import { connectionFailure, isServiceError } from '../wire/contract.js';
 
 /** Lets timers and I/O run between slices of the digest's encoding. */
 function nextTurnOfEventLoop(): Promise<void> {

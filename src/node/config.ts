@@ -9,8 +9,8 @@ import type { Member } from '../raft/core/types.js';
 import { leaseTimeSMax } from '../model/limits.js';
 import { isHostPort } from '../platform/host-port.js';
 import { insecureNetworkFlag, isLoopbackAddress } from '../platform/plaintext-policy.js';
-import { ConfigError } from './config-error.js';
-import { apiMessageBytesMaxLimit } from '../api/wire.js';
+import { ConfigError } from '../platform/config-error.js';
+import { apiMessageBytesMaxLimit } from '../wire/contract.js';
 
 export { ConfigError };
 

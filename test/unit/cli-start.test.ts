@@ -77,7 +77,7 @@ const loads = (t: Traced, pkg: string): boolean =>
 /** What a client command may load of slipway's own code: the CLI, its wire facts, one service. */
 // model/limits.ts is constants alone (no imports): the CLI checks flags against the state's limits.
 const clientAllowed =
-  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow|selector-flag)|api\/wire|node\/config-error|platform\/(host-port|pages|plaintext-policy|package-file|xds-target)|gen\/(kv|control)|model\/limits)\.ts$/;
+  /^src\/(cli\/[^/]+|cli\/commands\/(kv|workflow|selector-flag)|wire\/contract|platform\/(config-error|host-port|pages|plaintext-policy|package-file|xds-target)|gen\/(kv|control)|model\/limits)\.ts$/;
 const heavyPackages = ['zod', 'yaml', 'pino', 'level', 'classic-level', 'prom-client', 'handlebars'];
 
 describe('what each command loads', () => {
@@ -88,7 +88,7 @@ describe('what each command loads', () => {
     assert.deepEqual(ours(t), [
       'src/cli/main.ts',
       'src/cli/output.ts',
-      'src/node/config-error.ts',
+      'src/platform/config-error.ts',
       'src/platform/host-port.ts',
       'src/platform/package-file.ts',
       'src/platform/plaintext-policy.ts',

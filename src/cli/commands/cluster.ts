@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { status } from '@grpc/grpc-js';
 import { BootServiceState, Role, type BootServiceStatus } from '../../gen/kv.js';
-import { isServiceError } from '../../api/wire.js';
+import { isServiceError } from '../../wire/contract.js';
 import { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';

@@ -3,7 +3,7 @@
 // the flags give, so a file and a command line mean the same thing and flags override the file.
 // `--print-config` writes the effective configuration back in that form.
 import type { ServerConfig } from '../../node/config.js';
-import { ConfigError } from '../../node/config-error.js';
+import { ConfigError } from '../../platform/config-error.js';
 import { editDistance } from '../../platform/edit-distance.js';
 
 /** One long flag of `slipway server`, as the file names it. */
