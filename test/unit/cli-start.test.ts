@@ -140,7 +140,7 @@ describe('what each command loads', () => {
     const allowed = (m: string): boolean =>
       clientAllowed.test(m) ||
       m === 'src/cli/commands/node.ts' ||
-      m === 'src/state/control/drained-members.ts';
+      m === 'src/model/member-id.ts';
     assert.deepEqual(
       ours(t).filter((m) => !allowed(m)),
       [],

@@ -13,10 +13,9 @@ import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
 import type { SnapshotFileHeader } from '../snapshot-file.js';
 import { isHostPort } from '../../platform/host-port.js';
+import { isMemberId, memberIdForm } from '../../model/member-id.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
-
-const memberId = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
 export function snapshotCommand(program: Command, connect: Connect, output: () => OutputFormat): void {
   const s = program
@@ -173,10 +172,10 @@ async function restoreSnapshot(file: string, o: RestoreFlags, output: () => Outp
 /** The new cluster's members from --peers, checked: valid, distinct ids, this member among them. */
 function newClusterPeers(list: string, id: string): { id: string; addr: string }[] {
   const peers = idAddressList(list, '--peers');
-  if (!memberId.test(id)) throw new UsageError(`--id "${id}" must be 1-63 letters, digits, '.', '_' or '-'`);
+  if (!isMemberId(id)) throw new UsageError(`--id "${id}" must be ${memberIdForm}`);
   if (peers.length === 0) throw new UsageError("--peers must name the new cluster's members");
   for (const p of peers) {
-    if (!memberId.test(p.id)) throw new UsageError(`--peers: member id "${p.id}" is not valid`);
+    if (!isMemberId(p.id)) throw new UsageError(`--peers: member id "${p.id}" is not valid`);
     if (!isHostPort(p.addr)) throw new UsageError(`--peers: "${p.addr}" must be HOST:PORT`);
   }
   if (new Set(peers.map((p) => p.id)).size !== peers.length)

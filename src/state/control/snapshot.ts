@@ -72,7 +72,8 @@ import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
 import { deepFreeze } from './immutable.js';
 import { isDefaultWorkflowRetention, type WorkflowRetention } from './workflow-retention.js';
-import { drainedSetProblem, memberIdBytesMax } from './drained-members.js';
+import { memberIdBytesMax } from '../../model/member-id.js';
+import { drainedSetProblem } from './drained-members.js';
 import { ipOrder } from './leases.js';
 import type {
   Artifact,
