@@ -101,7 +101,7 @@ import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
 import { stateVersionBaseline, stateVersionFleet, stateVersionOfThisBuild } from '../versions.js';
 import type { Pool } from '../../fleet/pool.js';
 import { poolNameProblem } from './pools.js';
-import { isDefaultQuarantinePolicy, type QuarantinePolicy } from './quarantine-policy.js';
+import { isDefaultQuarantinePolicy, type QuarantinePolicy } from '../../model/quarantine-policy.js';
 import { array, at, count, integer, object, optional, ShapeError, string, type Reader } from './shape.js';
 
 export interface SnapshotImage {
