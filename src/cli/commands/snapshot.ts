@@ -1,6 +1,6 @@
 // `slipway snapshot save|restore`: back the replicated state up to a file, and seed a new
 // cluster's members from one (docs/decisions/0021-backup-and-recovery.md; the file format is in
-// src/cli/snapshot-file.ts).
+// src/wire/snapshot-file.ts; the offline restore is src/node/snapshot-seed.ts).
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
@@ -11,8 +11,9 @@ import type { ClusterClient } from '../client.js';
 import { idAddressList } from '../flags.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
-import type { SnapshotFileHeader } from '../snapshot-file.js';
+import type { SnapshotFileHeader } from '../../wire/snapshot-file.js';
 import { isHostPort } from '../../platform/host-port.js';
+import { syncDirectory } from '../../platform/sync-directory.js';
 import { isMemberId, memberIdForm } from '../../model/member-id.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
@@ -45,8 +46,8 @@ export function snapshotCommand(program: Command, connect: Connect, output: () =
  * against the size and checksum its header announced, synced, then renamed to FILE.
  */
 async function saveSnapshot(file: string, force: boolean, connect: Connect): Promise<void> {
-  // The file format, the log store and the state machine load only when a snapshot is handled.
-  const { encodeSnapshotFileHead, snapshotFileFormat, syncDir } = await import('../snapshot-file.js');
+  // The file format loads only when a snapshot is saved.
+  const { encodeSnapshotFileHead, snapshotFileFormat } = await import('../../wire/snapshot-file.js');
   const target = resolve(file);
   const dir = dirname(target);
   if (!existsSync(dir) || !statSync(dir).isDirectory())
@@ -75,7 +76,7 @@ async function saveSnapshot(file: string, force: boolean, connect: Connect): Pro
     if (!force && existsSync(target))
       throw new UsageError(`${file} appeared while saving; pass --force to replace it`);
     await rename(tmp, target);
-    syncDir(dir);
+    await syncDirectory(dir);
     const doc = { file: target, index: header.index, term: header.term, bytes: header.bytes, sha256 };
     process.stdout.write(
       `${render(format, doc, [{ file: target, index: header.index, term: header.term, bytes: header.bytes }])}\n`,
@@ -142,8 +143,8 @@ interface RestoreFlags {
 
 /** `snapshot restore`: seeds a new member's data directory from FILE, as one of --peers. */
 async function restoreSnapshot(file: string, o: RestoreFlags, output: () => OutputFormat): Promise<void> {
-  // The file format, the log store and the state machine load only when a snapshot is handled.
-  const { readSnapshotFile, seedDataDir, SnapshotFileError } = await import('../snapshot-file.js');
+  // The offline restore (the file format, the log store, the state machine) loads only for it.
+  const { readSnapshotFile, seedDataDir, SnapshotFileError } = await import('../../node/snapshot-seed.js');
   const peers = newClusterPeers(o.peers, o.id);
   try {
     const snap = readSnapshotFile(file);
