@@ -102,7 +102,7 @@ async function clusterUp(o: UpOptions, output: () => OutputFormat): Promise<void
     throw new UsageError('--base-port must be 1024-65000');
   const dir = resolve(o.dir);
   const file = join(dir, 'cluster.json');
-  if (existsSync(file) && running(readCluster(file))) {
+  if (existsSync(file) && (await running(readCluster(file)))) {
     throw new UsageError(
       `a cluster is already running from ${dir}; stop it with: slipway cluster down --dir ${o.dir}`,
     );
