@@ -2,57 +2,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import { importBoundaries } from './eslint/import-boundaries.js';
-
-// The layering (docs/decisions/0026-layout-and-boundaries.md): each folder and the folders it may
-// import. Lower layers never import higher ones; test/ may import anything.
-const srcBelowServices = [
-  'src/platform',
-  'src/gen',
-  'src/model',
-  'src/fleet',
-  'src/raft',
-  'src/workflow',
-  'src/state',
-];
-const srcSubsystems = [
-  ...srcBelowServices,
-  'src/power',
-  'src/artifacts',
-  'src/boot',
-  'src/worker',
-  'src/bootos',
-  'src/api',
-  'src/node',
-  'src/tinkerbell',
-  'src/cli',
-];
-const zones = {
-  'src/platform': [],
-  'src/gen': [],
-  'src/model': ['src/platform'],
-  // Selectors, fingerprints, drift: pure rules on model records, so the state can apply them.
-  'src/fleet': ['src/platform', 'src/model'],
-  'src/raft': ['src/platform', 'src/gen'],
-  'src/workflow': ['src/platform', 'src/model'],
-  // Tinkerbell's objects mapped to Slipway's documents (docs/decisions/0039): pure, for the CLI.
-  'src/tinkerbell': ['src/platform', 'src/model', 'src/workflow'],
-  'src/state': ['src/platform', 'src/model', 'src/fleet', 'src/workflow', 'src/raft'],
-  'src/power': ['src/platform', 'src/model', 'src/state'],
-  // The boot servers answer from what they are given; a node wires them to the state
-  // (src/node/boot-services.ts).
-  'src/boot': ['src/platform', 'src/model'],
-  'src/artifacts': [...srcBelowServices, 'src/boot'],
-  'src/worker': ['src/platform', 'src/gen', 'src/model', 'src/workflow'],
-  'src/bootos': ['src/platform'],
-  'src/api': [...srcBelowServices, 'src/power', 'src/artifacts'],
-  'src/node': [...srcSubsystems.filter((z) => z !== 'src/cli' && z !== 'src/node'), 'lb'],
-  'src/cli': [...srcSubsystems, 'lb', 'cluster'],
-  lb: srcSubsystems,
-  cluster: [...srcSubsystems, 'lb'],
-  bench: [...srcSubsystems, 'lb', 'cluster'],
-  bin: ['src/cli'],
-  test: ['*'],
-};
+import { importBoundaryOptions } from './eslint/import-table.js';
 
 export default tseslint.config(
   {
@@ -109,8 +59,8 @@ export default tseslint.config(
     rules: {
       'slipway/import-boundaries': [
         'error',
-        // Outside src/, a subsystem is reached through its index.ts; the leaf libraries are open.
-        { zones, entryOnly: ['lb', 'cluster', 'bench'], open: ['src/platform', 'src/gen', 'src/model'] },
+        // The layering: eslint/import-table.js (docs/decisions/0026-layout-and-boundaries.md).
+        importBoundaryOptions,
       ],
     },
   },

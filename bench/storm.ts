@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { renderHaproxyConfig } from '../lb/haproxy.js';
-import { defaultHealthCheck } from '../lb/balancer-spec.js';
+import { defaultHealthCheck } from '../src/model/balancer-spec.js';
 import { NetnsLab, type LabProcess } from '../cluster/netns-lab.js';
 import { buildBootOs } from '../src/bootos/index.js';
 import { repoRoot } from './clusters.js';

@@ -25,7 +25,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { renderHaproxyConfig } from '../lb/haproxy.js';
-import { defaultHealthCheck } from '../lb/balancer-spec.js';
+import { defaultHealthCheck } from '../src/model/balancer-spec.js';
 import { buildBootOs } from '../src/bootos/index.js';
 import { packageFile } from '../src/platform/package-file.js';
 import { IpmiSim } from './bmc-sim.js';

@@ -10,8 +10,8 @@
 // listener and cluster it serves: it knows that the cluster speaks TLS, only this side knows where
 // the files are (docs/decisions/0024-xds.md).
 // Pure: a BalancerSpec in, a JSON-ready object out.
-import type { BalancerSpec, BalancerTls } from './balancer-spec.js';
-import { hostPortOf, validBalancerSpec } from './balancer-spec.js';
+import type { BalancerSpec, BalancerTls } from '../src/model/balancer-spec.js';
+import { hostPortOf, validBalancerSpec } from '../src/model/balancer-spec.js';
 import type { Json } from './envoy.js';
 import { http2WithKeepalive, ipLiteral, nodesAssignment, socketAddress } from './envoy.js';
 import { envoyCaSecret, envoyCertSecret, envoyListenKey, xdsServiceName } from './xds/names.js';

@@ -5,8 +5,8 @@
 // reached a node. Envoy cannot be installed here, so this is rendered and checked for its shape
 // only (test/unit/lb-envoy-bootstrap.test.ts); HAProxy is what runs (docs/decisions/0013).
 // Pure: a BalancerSpec in, a JSON-ready object out.
-import type { BalancerSpec, ValidBalancerSpec } from './balancer-spec.js';
-import { hostPortOf, stickyHeader, validBalancerSpec } from './balancer-spec.js';
+import type { BalancerSpec, ValidBalancerSpec } from '../src/model/balancer-spec.js';
+import { hostPortOf, stickyHeader, validBalancerSpec } from '../src/model/balancer-spec.js';
 
 export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json };
 

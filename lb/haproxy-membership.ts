@@ -7,6 +7,7 @@
 // clock; lb/haproxy-follower.ts drives it.
 import { isIP } from 'node:net';
 import { parseHostPort } from '../src/platform/host-port.js';
+import { isMemberId } from '../src/model/member-id.js';
 
 /** A member as MemberList and Status report it (proto/kv.proto MemberInfo). */
 export interface Member {
@@ -77,9 +78,6 @@ export interface FollowPlan {
   readonly skipped: readonly SkippedMember[];
 }
 
-/** The member ids HAProxy takes as server names (lb/balancer-spec.ts takes the same). */
-const serverNamePattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-
 const empty = /^$/;
 const answers = {
   added: /^New server registered\./,
@@ -109,7 +107,8 @@ export function wantedServers(
     if (!m.voter) skip('a learner: taken once it is a voter');
     else if (m.apiAddr === '')
       skip('no API address in the membership (first members, from --peers, have none)');
-    else if (!serverNamePattern.test(m.id)) skip('its id is not a valid HAProxy server name');
+    // A member id is also a valid HAProxy server name.
+    else if (!isMemberId(m.id)) skip('its id is not a valid HAProxy server name');
     else {
       const hp = parseHostPort(m.apiAddr);
       const id = serverId(m.id);

@@ -3,8 +3,8 @@
 // header. A worker's stream therefore lands on the same node every time it (re)connects, and
 // moves only when that node is out; calls without the header (the CLI, scripts) are spread
 // round-robin. Pure: a BalancerSpec in, the configuration text out (docs/decisions/0013).
-import type { BalancerSpec, BalancerTls, HealthCheckTiming } from './balancer-spec.js';
-import { BalancerSpecError, stickyHeader, validBalancerSpec } from './balancer-spec.js';
+import type { BalancerSpec, BalancerTls, HealthCheckTiming } from '../src/model/balancer-spec.js';
+import { BalancerSpecError, stickyHeader, validBalancerSpec } from '../src/model/balancer-spec.js';
 import {
   healthCheckRequestBytes,
   healthCheckResponseMessage,

@@ -1,12 +1,12 @@
 // Each member's health as a node's probes find it (lb/xds/member-prober.ts), with the fall/rise
-// counts of the balancer's health check (lb/balancer-spec.ts): `fall` misses in a row take a
+// counts of the balancer's health check (src/model/balancer-spec.ts): `fall` misses in a row take a
 // member out, `rise` passes in a row bring it back, so one lost probe changes nothing.
 // A member that answers NOT_SERVING (no leader, shutting down, drained) is DRAINING: alive, but
 // to get no new calls; one that does not answer is UNHEALTHY. Both leave every client's ring.
 // A member not yet probed is UNHEALTHY until `rise` probes pass: a member just added, or a node
 // just started, is not routed to before it serves (a client would otherwise pick it, fail to
 // connect, and fall through to another node than the ring's next choice once it serves). Pure.
-import type { HealthCheckTiming } from '../balancer-spec.js';
+import type { HealthCheckTiming } from '../../src/model/balancer-spec.js';
 import type { MemberHealth } from './resources.js';
 
 /** What one grpc.health.v1 Check of a member's API found. */

@@ -5,7 +5,7 @@
 import type { ChannelCredentials } from '@grpc/grpc-js';
 import { Metadata } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { HealthCheckTiming } from '../balancer-spec.js';
+import type { HealthCheckTiming } from '../../src/model/balancer-spec.js';
 import { HealthCheckResponse_ServingStatus, HealthClient } from '../../src/gen/health.js';
 import { MemberHealthTracker, type ProbeResult } from './member-health.js';
 import type { XdsMember } from './resources.js';

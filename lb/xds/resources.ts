@@ -11,7 +11,7 @@
 // settings: they reach the nodes with the TLS credentials of their own channel.
 // Pure: members and client in, encoded resources out.
 import { isIP } from 'node:net';
-import { stickyHeader } from '../balancer-spec.js';
+import { stickyHeader } from '../../src/model/balancer-spec.js';
 import {
   envoyCaSecret,
   envoyCertSecret,

@@ -7,7 +7,8 @@ import { status } from '@grpc/grpc-js';
 import type { ArtifactAddRequest } from '../gen/control.js';
 import { ApiError } from './errors.js';
 import { artifactBytesMax } from '../model/limits.js';
-import { artifactNameProblem, sha256Problem } from '../state/control/validate.js';
+import { artifactNameProblem } from '../model/artifact-name.js';
+import { sha256Problem } from '../state/control/validate.js';
 import { ContentMismatchError, type ContentStore } from '../artifacts/content-store.js';
 
 /** What an upload announced and delivered, stored and verified. */

@@ -6,7 +6,7 @@ import { RaftError } from '../raft/core/types.js';
 import { InvalidCommandError } from '../state/store-command.js';
 import type { ControlErrorCode } from '../state/control/commands.js';
 import { EntryTooNewError } from '../state/versions.js';
-import { isServiceError, leaderHintKey, raftCodeKey } from './wire.js';
+import { isServiceError, leaderHintKey, raftCodeKey } from '../wire/contract.js';
 
 // The wire-level facts live in wire.ts, which the CLI loads without this module's state code.
 export {
@@ -15,7 +15,7 @@ export {
   raftCodeKey,
   refusedBeforeAppend,
   refusedBeforeAppendCodes,
-} from './wire.js';
+} from '../wire/contract.js';
 
 export class ApiError extends Error {
   readonly code: status;

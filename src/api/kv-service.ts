@@ -55,7 +55,8 @@ import { isHostPort } from '../platform/host-port.js';
 import { buildVersion, stateVersionAuditInEntry, stateVersionOfThisBuild } from '../state/versions.js';
 import { StateDigests } from './state-digest.js';
 import { MemberAddresses } from './member-addresses.js';
-import { connectionFailure, isServiceError } from './wire.js';
+import { connectionFailure, isServiceError } from '../wire/contract.js';
+import { isMemberId, memberIdForm } from '../model/member-id.js';
 
 /** Lets timers and I/O run between slices of the digest's encoding. */
 function nextTurnOfEventLoop(): Promise<void> {
@@ -285,11 +286,8 @@ export class KvService {
         return { members: membersOf(await this.#filled(this.#withApiAddrs(this.#ctx.node.membership()))) };
       }),
       memberAdd: unary(async (req, call) => {
-        if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(req.id)) {
-          throw new ApiError(
-            status.INVALID_ARGUMENT,
-            `member id "${req.id}" must be 1-63 letters, digits, '.', '_' or '-'`,
-          );
+        if (!isMemberId(req.id)) {
+          throw new ApiError(status.INVALID_ARGUMENT, `member id "${req.id}" must be ${memberIdForm}`);
         }
         checkAddr(req.raftAddr, 'raft address');
         if (req.apiAddr !== '') checkAddr(req.apiAddr, 'API address');

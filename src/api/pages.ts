@@ -5,7 +5,7 @@
 // the key given here.
 import { status } from '@grpc/grpc-js';
 import { ApiError } from './errors.js';
-import { pageItemsMax } from './wire.js';
+import { pageItemsMax } from '../wire/contract.js';
 
 /** Items per page when the caller names no limit. */
 export const pageItemsDefault = 500;

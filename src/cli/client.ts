@@ -16,7 +16,7 @@ import type {
 import type { AuditClient, AuditServer } from '../gen/audit.js';
 import type { KvClient, KvServer } from '../gen/kv.js';
 import type { MaintenanceClient, SnapshotSaveResponse } from '../gen/maintenance.js';
-import { connectionFailure, isServiceError, refusedBeforeAppend } from '../api/wire.js';
+import { connectionFailure, isServiceError, refusedBeforeAppend } from '../wire/contract.js';
 import { answerBytesMax } from './errors.js';
 import { UsageError } from './output.js';
 import { isHostPort } from '../platform/host-port.js';

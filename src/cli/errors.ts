@@ -4,7 +4,7 @@
 // (docs/decisions/0011-security.md, Limits), so the CLI names the setting instead.
 import { status } from '@grpc/grpc-js';
 import type { ServiceError } from '@grpc/grpc-js';
-import { apiMessageBytesMaxLimit, isServiceError } from '../api/wire.js';
+import { apiMessageBytesMaxLimit, isServiceError } from '../wire/contract.js';
 
 /**
  * The largest answer the CLI accepts (grpc.max_receive_message_length on its channels): above

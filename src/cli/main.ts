@@ -4,7 +4,7 @@
 // talks to the cluster, and `--version` loads no group at all. `--help`, a bare `slipway` and an
 // unknown command load every group, so the help lists them all.
 import { Command, CommanderError, Option } from '@commander-js/extra-typings';
-import { ConfigError } from '../node/config-error.js';
+import { ConfigError } from '../platform/config-error.js';
 import type { ClusterClient } from './client.js';
 import { readFileSync } from 'node:fs';
 import type { StatusAccess } from './status-access.js';

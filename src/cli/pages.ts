@@ -5,7 +5,7 @@
 // with (--continue TOKEN): in the document's `continue` field (-o json, -o yaml), and for a
 // table on stderr, below it, as `slipway audit list` does.
 import { status } from '@grpc/grpc-js';
-import { isServiceError, pageItemsMax } from '../api/wire.js';
+import { isServiceError, pageItemsMax } from '../wire/contract.js';
 import type { ClusterClient } from './client.js';
 import { wholeNumber } from './flags.js';
 import type { OutputFormat, Row } from './output.js';

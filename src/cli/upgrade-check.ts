@@ -1,6 +1,6 @@
 // What `slipway cluster version` and `slipway upgrade check` conclude from each member's Status
 // (docs/decisions/0019-version-gates.md). Pure: the command gathers the answers, this decides.
-import { advertisedStateVersion } from '../state/versions.js';
+import { advertisedStateVersion } from '../model/versions.js';
 
 /** One member as its Status described it, or as unreachable. */
 export interface MemberReport {

@@ -104,7 +104,7 @@ export interface MachineLifecycle {
   /**
    * The leader stamps of its workflows' recent failures, oldest first (at most
    * quarantineFailuresMax; absent when none): enough of them within the quarantine policy's
-   * window quarantine it (src/state/control/quarantine-policy.ts). Accepting it clears them.
+   * window quarantine it (src/model/quarantine-policy.ts). Accepting it clears them.
    */
   readonly failures?: readonly number[];
 }

@@ -9,8 +9,9 @@ import type { Member } from '../raft/core/types.js';
 import { leaseTimeSMax } from '../model/limits.js';
 import { isHostPort } from '../platform/host-port.js';
 import { insecureNetworkFlag, isLoopbackAddress } from '../platform/plaintext-policy.js';
-import { ConfigError } from './config-error.js';
-import { apiMessageBytesMaxLimit } from '../api/wire.js';
+import { ConfigError } from '../platform/config-error.js';
+import { memberIdForm, memberIdPattern } from '../model/member-id.js';
+import { apiMessageBytesMaxLimit } from '../wire/contract.js';
 
 export { ConfigError };
 
@@ -20,9 +21,7 @@ const hostPort = z
 const ipv4 = z
   .string()
   .regex(/^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/, 'must be an IPv4 address');
-const memberId = z
-  .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, "must be 1-63 letters, digits, '.', '_' or '-'");
+const memberId = z.string().regex(memberIdPattern, `must be ${memberIdForm}`);
 
 /** A Linux interface name: at most 15 bytes (IFNAMSIZ), no slash or white space. */
 const interfaceName = z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}$/, 'must be an interface name');

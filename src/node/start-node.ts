@@ -73,7 +73,7 @@ import { WorkerService } from '../api/worker-service.js';
 import { NodeDrain } from '../api/node-drain.js';
 import { ReplicatedLeaseLedger } from './lease-ledger.js';
 import { VipError, VipManager } from '../../lb/vip-manager.js';
-import { defaultHealthCheck } from '../../lb/balancer-spec.js';
+import { defaultHealthCheck } from '../model/balancer-spec.js';
 import { XdsService } from './xds-service.js';
 
 export interface RunningNode {

@@ -18,7 +18,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { defaultHealthCheck } from '../../lb/balancer-spec.js';
+import { defaultHealthCheck } from '../../src/model/balancer-spec.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
 import type { HeardOffer } from '../../bench/dhcp-probe.js';
 import { fleetArgv, writeStandIns } from '../../bench/storm.js';

@@ -17,7 +17,7 @@ import { Level } from 'level';
 import { KvClient } from '../../src/gen/kv.js';
 import { ClusterClient } from '../../src/cli/client.js';
 import { commandLine } from '../../src/platform/recorded-process.js';
-import { defaultHealthCheck } from '../../lb/balancer-spec.js';
+import { defaultHealthCheck } from '../../src/model/balancer-spec.js';
 import { renderEnvoyBootstrap } from '../../lb/envoy.js';
 import { renderEnvoyXdsBootstrap } from '../../lb/envoy-xds.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';

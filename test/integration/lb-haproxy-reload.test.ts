@@ -20,7 +20,7 @@ import { openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { credentials } from '@grpc/grpc-js';
-import type { BalancerSpec } from '../../lb/balancer-spec.js';
+import type { BalancerSpec } from '../../src/model/balancer-spec.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
 import {
   checkHaproxyConfig,

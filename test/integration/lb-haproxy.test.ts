@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { credentials, Metadata } from '@grpc/grpc-js';
-import { stickyHeader } from '../../lb/balancer-spec.js';
+import { stickyHeader } from '../../src/model/balancer-spec.js';
 import type { RunningHaproxy } from '../../lb/haproxy-process.js';
 import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process.js';
 import { ClusterClient } from '../../src/cli/client.js';

@@ -34,7 +34,7 @@ import {
 } from '../support/process-cluster.js';
 import { waitFor } from '../support/wait.js';
 import { haproxyServerStates, waitForAllServing } from '../support/haproxy-stats.js';
-import { stickyHeader } from '../../lb/balancer-spec.js';
+import { stickyHeader } from '../../src/model/balancer-spec.js';
 import { findHaproxy, startHaproxy, stopHaproxy } from '../../lb/haproxy-process.js';
 
 const adminToken = 'admin-token-for-the-node-drain-test';

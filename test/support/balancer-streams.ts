@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { Metadata } from '@grpc/grpc-js';
 import type { ClientReadableStream } from '@grpc/grpc-js';
-import { stickyHeader } from '../../lb/balancer-spec.js';
+import { stickyHeader } from '../../src/model/balancer-spec.js';
 import { runtimeCommand } from '../../lb/haproxy-runtime.js';
 import type { ClusterClient } from '../../src/cli/client.js';
 import type { ControlClient, WorkflowEventsResponse } from '../../src/gen/control.js';

@@ -5,7 +5,7 @@
 // grpc-js-xds holds the process open, and a test file's process must end.
 // Usage: node --import tsx test/support/xds-served-by.ts XDS_SERVERS ID...
 import { credentials, Metadata } from '@grpc/grpc-js';
-import { stickyHeader } from '../../lb/balancer-spec.js';
+import { stickyHeader } from '../../src/model/balancer-spec.js';
 import { KvClient } from '../../src/gen/kv.js';
 import { enableXds } from '../../src/platform/xds-target.js';
 

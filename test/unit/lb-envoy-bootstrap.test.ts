@@ -4,7 +4,7 @@
 // Method: the bootstrap for 3 nodes is read field by field, as Envoy would read it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BalancerSpecError } from '../../lb/balancer-spec.js';
+import { BalancerSpecError } from '../../src/model/balancer-spec.js';
 import type { Json } from '../../lb/envoy.js';
 import { renderEnvoyBootstrap } from '../../lb/envoy.js';
 

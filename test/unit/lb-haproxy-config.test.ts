@@ -11,8 +11,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { BalancerSpec } from '../../lb/balancer-spec.js';
-import { BalancerSpecError } from '../../lb/balancer-spec.js';
+import type { BalancerSpec } from '../../src/model/balancer-spec.js';
+import { BalancerSpecError } from '../../src/model/balancer-spec.js';
 import { haproxyServerId, renderHaproxyConfig } from '../../lb/haproxy.js';
 import { checkHaproxyConfig, findHaproxy, HaproxyError } from '../../lb/haproxy-process.js';
 

@@ -11,7 +11,7 @@ import { readSnapshotRecords, snapshotRecordSlices } from '../../src/state/contr
 import { runAtOnce } from '../../src/state/slices.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { writeSnapshot } from '../../src/state/control/snapshot.js';
-import { quarantinePolicyDefault } from '../../src/state/control/quarantine-policy.js';
+import { quarantinePolicyDefault } from '../../src/model/quarantine-policy.js';
 import type { ControlCommand } from '../../src/state/control/commands.js';
 import { LifecycleHarness, operator, specFor } from '../support/lifecycle-harness.js';
 

@@ -34,7 +34,7 @@ export function artifactCommand(program: Command, connect: Connect): void {
     .action(async (file, o) => {
       const name = o.name ?? basename(file);
       // The state's validation loads here, not with the module: other commands start without it.
-      const { artifactNameProblem } = await import('../../state/control/validate.js');
+      const { artifactNameProblem } = await import('../../model/artifact-name.js');
       const problem = artifactNameProblem(name);
       if (problem !== undefined) throw new UsageError(`--name ${problem.replace(/^name: /, '')}`);
       const expectVersion =

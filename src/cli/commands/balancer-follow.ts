@@ -1,15 +1,13 @@
 // `slipway balancer follow`: keeps a running HAProxy's server list in step with the cluster's
-// membership through its runtime socket (lb/haproxy-follower.ts), in the foreground until
-// SIGINT or SIGTERM. `cluster up` runs it beside its HAProxy; an operator runs it beside each
+// membership through its runtime socket, in the foreground until SIGINT or SIGTERM: this module
+// checks the flags and asks the cluster for its members; the daemon is lb/follow.ts, loaded
+// through lb/index.ts. `cluster up` runs it beside its HAProxy; an operator runs it beside each
 // HAProxy of their own (docs/decisions/0013, "Following the membership").
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { BalancerSpecError, validHealthCheck } from '../../../lb/balancer-spec.js';
-import { haproxyServerId, haproxyServerOptions } from '../../../lb/haproxy.js';
-import type { Member } from '../../../lb/haproxy-membership.js';
-import { HaproxyFollower } from '../../../lb/haproxy-follower.js';
+import type { Member } from '../../../lb/index.js';
+import { BalancerSpecError, validHealthCheck } from '../../model/balancer-spec.js';
 import { Suffrage } from '../../gen/kv.js';
-import { createLogger } from '../../platform/logger.js';
 import type { ClusterClient } from '../client.js';
 import { UsageError } from '../output.js';
 import type { StatusAccess } from '../status-access.js';
@@ -41,31 +39,17 @@ export async function runFollow(s: FollowSettings, access: StatusAccess): Promis
       err.message.replace(/healthCheck\.(intervalMs|fall|rise)/, (_, f: keyof typeof flags) => flags[f]),
     );
   }
-  const logger = createLogger({ component: 'balancer-follow', socket: s.socketPath, backend: s.backend });
-  const follower = new HaproxyFollower({
+  const tls = caOf(s.tlsDir);
+  const { runFollowDaemon } = await import('../../../lb/index.js');
+  await runFollowDaemon({
     socketPath: s.socketPath,
     backend: s.backend,
-    serverOptions: haproxyServerOptions({ healthCheck: s.healthCheck, tls: caOf(s.tlsDir) }),
-    serverId: haproxyServerId,
-    drainGraceMs: s.drainGraceMs,
     intervalMs: s.intervalMs,
+    drainGraceMs: s.drainGraceMs,
+    healthCheck: s.healthCheck,
+    tls,
     members: membershipSource(access.servers(), access),
-    logger,
   });
-  // A wrong socket or backend is told at once, not as a warning every interval.
-  const servers = await follower.check();
-  logger.info({ servers: servers.map((x) => x.name) }, 'following the membership');
-  const stop = new AbortController();
-  const onSignal = (): void => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  try {
-    await follower.run(stop.signal);
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
-  logger.info('stopped');
 }
 
 /** Servers added at run time verify each node against the cluster CA, as the file's do. */

@@ -1,16 +1,14 @@
 // `slipway balancer config`: the balancer configuration for a production cluster, printed for
 // the operator to install on each node: HAProxy's (run by Debian's haproxy service) or an Envoy
-// bootstrap. The same renderers `cluster up` uses (lb/haproxy.ts, lb/envoy.ts).
+// bootstrap. The same renderers `cluster up` uses (lb/haproxy.ts, lb/envoy.ts, loaded through
+// lb/index.ts).
 // `slipway balancer follow`: keeps a running HAProxy's servers in step with the membership
 // (./balancer-follow.ts, loaded only for it).
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option, type Command } from '@commander-js/extra-typings';
-import { BalancerSpecError, defaultHealthCheck } from '../../../lb/balancer-spec.js';
-import type { BalancerSpec, BalancerTls } from '../../../lb/balancer-spec.js';
-import { renderEnvoyBootstrap } from '../../../lb/envoy.js';
-import { renderEnvoyXdsBootstrap } from '../../../lb/envoy-xds.js';
-import { renderHaproxyConfig } from '../../../lb/haproxy.js';
+import { BalancerSpecError, defaultHealthCheck } from '../../model/balancer-spec.js';
+import type { BalancerSpec, BalancerTls } from '../../model/balancer-spec.js';
 import { duration, idAddressList, wholeNumber } from '../flags.js';
 import { UsageError } from '../output.js';
 import type { StatusAccess } from '../status-access.js';
@@ -62,7 +60,7 @@ function configCommand(balancer: Command): void {
     )
     // The name before there was one name for the socket in both commands.
     .addOption(new Option('--runtime-socket <path>').hideHelp())
-    .action((o) => {
+    .action(async (o) => {
       const spec: BalancerSpec = {
         listenAddr: o.listen,
         nodes: idAddressList(o.nodes, '--nodes').map(({ id, addr }) => ({ id, apiAddr: addr })),
@@ -75,6 +73,8 @@ function configCommand(balancer: Command): void {
         ...(o.tlsDir === undefined ? {} : { tls: tlsFiles(o.tlsDir, o.id) }),
       };
       if (o.tlsDir === undefined && o.id !== undefined) throw new UsageError('--id goes with --tls-dir');
+      const { renderEnvoyBootstrap, renderEnvoyXdsBootstrap, renderHaproxyConfig } =
+        await import('../../../lb/index.js');
       let text: string;
       try {
         if (o.proxy === 'haproxy')

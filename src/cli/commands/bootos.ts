@@ -33,7 +33,7 @@ export function bootosCommand(program: Command): void {
           `--arch ${o.arch}: only x86_64 is built here; arm64 is described in docs/decisions/0016-boot-os.md`,
         );
       }
-      const { buildBootOs } = await import('../../bootos/build.js');
+      const { buildBootOs } = await import('../../bootos/index.js');
       const manifest = await buildBootOs({
         outDir: o.out,
         arch: 'x86_64',

@@ -4,6 +4,7 @@
 import type { Command } from '@commander-js/extra-typings';
 import { isIP } from 'node:net';
 import { UsageError } from '../output.js';
+import { isMemberId, memberIdForm } from '../../model/member-id.js';
 
 export function bootstrapCommand(program: Command): void {
   program
@@ -60,8 +61,8 @@ export function bootstrapCommand(program: Command): void {
 export function parseNodeSpec(spec: string): { id: string; hosts: string[] } {
   const eq = spec.indexOf('=');
   const id = eq < 0 ? spec : spec.slice(0, eq);
-  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(id)) {
-    throw new UsageError(`--node: "${id}" is not a valid node id (1-63 letters, digits, '.', '_' or '-')`);
+  if (!isMemberId(id)) {
+    throw new UsageError(`--node: "${id}" is not a valid node id (${memberIdForm})`);
   }
   const hosts = eq < 0 ? [] : spec.slice(eq + 1).split(',');
   if (hosts.length === 0 || hosts.every((h) => h === '')) {

@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { status } from '@grpc/grpc-js';
 import { BootServiceState, Role, type BootServiceStatus } from '../../gen/kv.js';
-import { isServiceError } from '../../api/wire.js';
+import { isServiceError } from '../../wire/contract.js';
 import { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
@@ -102,7 +102,7 @@ async function clusterUp(o: UpOptions, output: () => OutputFormat): Promise<void
     throw new UsageError('--base-port must be 1024-65000');
   const dir = resolve(o.dir);
   const file = join(dir, 'cluster.json');
-  if (existsSync(file) && running(readCluster(file))) {
+  if (existsSync(file) && (await running(readCluster(file)))) {
     throw new UsageError(
       `a cluster is already running from ${dir}; stop it with: slipway cluster down --dir ${o.dir}`,
     );

@@ -11,7 +11,7 @@ import { durationSeconds, wholeNumber } from '../flags.js';
 import { labelKeyProblem, labelValueProblem } from '../../model/labels.js';
 import type { OperatorVerb } from '../../model/machine-lifecycle.js';
 import { lifecycleTimeoutSMax, quarantineFailuresMax, quarantineWindowSMax } from '../../model/limits.js';
-import { quarantinePolicyDefault, windowText } from '../../state/control/quarantine-policy.js';
+import { quarantinePolicyDefault, windowText } from '../../model/quarantine-policy.js';
 import { acceptRuleCommand } from './accept-rule.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };

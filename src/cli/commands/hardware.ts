@@ -116,7 +116,7 @@ interface CreateFlags {
 async function createHardware(o: CreateFlags, connect: Connect): Promise<void> {
   // The document schema loads here, not with the module: other commands start without it.
   const { hardwareFromFlags, parseBmcCredentials, parseHardwareDocument, withBmc } =
-    await import('../../workflow/hardware-doc.js');
+    await import('../../workflow/index.js');
   let input;
   if (o.file !== undefined) {
     if (o.id !== undefined || o.mac !== undefined || o.ip !== undefined) {

@@ -11,9 +11,7 @@ import type { OutputFormat, Row } from '../output.js';
 import { render, UsageError } from '../output.js';
 import { listPages } from '../pages.js';
 import { readInput } from './hardware.js';
-import type { InputFile } from '../../tinkerbell/objects.js';
-import type { ImportPlan } from '../../tinkerbell/plan.js';
-import type { ClusterView, ImportStep } from '../../tinkerbell/reconcile.js';
+import type { ClusterView, ImportPlan, ImportStep, InputFile } from '../../tinkerbell/index.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
 
@@ -44,9 +42,8 @@ export function importCommand(program: Command, connect: Connect): void {
     )
     .action(async (o) => {
       const files = inputFiles(o.file);
-      const { readObjects, ImportInputError } = await import('../../tinkerbell/objects.js');
-      const { planImport } = await import('../../tinkerbell/plan.js');
-      const { reconcile } = await import('../../tinkerbell/reconcile.js');
+      const { readObjects, ImportInputError, planImport, reconcile } =
+        await import('../../tinkerbell/index.js');
       const checked = <T>(f: () => T): T => {
         try {
           return f();

@@ -1,8 +1,9 @@
 // `slipway lab up --machines N` / `slipway lab down`: the machine lab of cluster/machine-lab.ts
-// on this computer (root, QEMU, OpenIPMI's ipmi_sim, HAProxy). `lab up` stays in the foreground
-// holding every process it started; `lab down` (from another shell) or Ctrl-C stops it and
-// removes the namespaces, the host's veth and the lab's files. DIR/lab.json records the `lab up`
-// process and the lab's id, so `lab down` also cleans up after a `lab up` that was killed.
+// (loaded through cluster/index.ts) on this computer (root, QEMU, OpenIPMI's ipmi_sim, HAProxy).
+// `lab up` stays in the foreground holding every process it started; `lab down` (from another
+// shell) or Ctrl-C stops it and removes the namespaces, the host's veth and the lab's files.
+// DIR/lab.json records the `lab up` process and the lab's id, so `lab down` also cleans up after
+// a `lab up` that was killed.
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { execFile } from 'node:child_process';
@@ -11,7 +12,7 @@ import type { Command } from '@commander-js/extra-typings';
 import { isRunningAs, stopRecordedProcess } from '../../platform/recorded-process.js';
 import { wholeNumber } from '../flags.js';
 import { UsageError } from '../output.js';
-import type { LabDiskBus, LabMachineSpec, MachineLab } from '../../../cluster/machine-lab.js';
+import type { LabDiskBus, LabMachineSpec, MachineLab } from '../../../cluster/index.js';
 
 const run = promisify(execFile);
 const defaultDir = '/run/slipway-lab';
@@ -72,7 +73,7 @@ export function labCommand(program: Command): void {
           `a lab is already up (pid ${previous.pid}); run \`slipway lab down --dir ${o.dir}\` first`,
         );
       }
-      const { MachineLab } = await import('../../../cluster/machine-lab.js');
+      const { MachineLab } = await import('../../../cluster/index.js');
       const say = (line: string): void => void process.stderr.write(`lab: ${line}\n`);
       const up = await MachineLab.up({
         machines,
@@ -105,7 +106,7 @@ export function labCommand(program: Command): void {
       if (record === undefined) throw new UsageError(`no lab in ${o.dir} (no lab.json)`);
       // The lab up process tears down what it holds; then whatever a killed run left behind.
       await stopRecordedProcess(record.pid, isLabUp, 60_000);
-      const { removeLab } = await import('../../../cluster/netns-lab.js');
+      const { removeLab } = await import('../../../cluster/index.js');
       const left = await removeLab(record.labId);
       await run('ip', ['link', 'del', record.hostVeth]).catch(() => undefined);
       rmSync(file, { force: true });
@@ -120,8 +121,7 @@ async function machineSpecs(
   o: { readonly memory: string; readonly disk: string; readonly diskBus: string },
   machines: number,
 ): Promise<LabMachineSpec[]> {
-  const { parseBytes } = await import('../../fleet/index.js');
-  const { labSpecProblem } = await import('../../../cluster/machine-lab.js');
+  const { parseBytes, labSpecProblem } = await import('../../../cluster/index.js');
   const memory = listFlag(o.memory, '--memory', machines).map((text) => wholeNumber(text, '--memory'));
   const disk = listFlag(o.disk, '--disk', machines).map((text) => {
     const bytes = parseBytes(text);
@@ -155,7 +155,7 @@ function listFlag(text: string, flag: string, machines: number): string[] {
 
 /** What `lab up` prints once the lab is up: what is there and what to type next. */
 async function labSummary(up: MachineLab, dirFlag: string): Promise<string> {
-  const { formatBytes } = await import('../../fleet/index.js');
+  const { formatBytes } = await import('../../../cluster/index.js');
   const first = up.machines[0];
   const id = first?.id ?? 'm1';
   const head = [

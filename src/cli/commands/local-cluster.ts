@@ -5,15 +5,8 @@ import { spawn } from 'node:child_process';
 import { openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runtimeSocketPathMax } from '../../../lb/balancer-spec.js';
-import type { RunningHaproxy } from '../../../lb/haproxy-process.js';
-import {
-  findHaproxy,
-  HaproxyError,
-  isHaproxyRunning,
-  startHaproxy,
-  stopHaproxy,
-} from '../../../lb/haproxy-process.js';
+import { runtimeSocketPathMax } from '../../model/balancer-spec.js';
+import type { RunningHaproxy } from '../../../lb/index.js';
 import { isRunningAs, stopRecordedProcess } from '../../platform/recorded-process.js';
 import type { ClusterClient } from '../client.js';
 import { packageFile } from '../../platform/package-file.js';
@@ -47,7 +40,8 @@ export function readCluster(file: string): ClusterFile {
 }
 
 /** Whether any process the cluster file records still runs. */
-export function running(c: ClusterFile): boolean {
+export async function running(c: ClusterFile): Promise<boolean> {
+  const { isHaproxyRunning } = await import('../../../lb/index.js');
   const balancer = c.balancer !== undefined && isHaproxyRunning(c.balancer.pid, c.balancer.configFile);
   const f = c.balancer?.follower;
   const follower = f !== undefined && isRunningAs(f.pid, followerOn(f.socket));
@@ -118,6 +112,7 @@ export async function startBalancer(
   dir: string,
   detached: boolean,
 ): Promise<LocalBalancer | undefined> {
+  const { findHaproxy, HaproxyError, startHaproxy } = await import('../../../lb/index.js');
   const bin = findHaproxy();
   if (bin === undefined) {
     process.stderr.write(
@@ -182,6 +177,7 @@ function followerOn(socket: string): (argv: readonly string[]) => boolean {
 export async function stopCluster(c: ClusterFile): Promise<{ nodes: number; balancer: boolean }> {
   const f = c.balancer?.follower;
   if (f !== undefined) await stopRecordedProcess(f.pid, followerOn(f.socket), 5000);
+  const { stopHaproxy } = await import('../../../lb/index.js');
   const balancer = c.balancer !== undefined && (await stopHaproxy(c.balancer.pid, c.balancer.configFile));
   return { nodes: await stopNodes(c.nodes), balancer };
 }

@@ -4,7 +4,7 @@
 import type { Command } from '@commander-js/extra-typings';
 import type { StatusResponse } from '../../gen/kv.js';
 import { Role } from '../../gen/kv.js';
-import { memberIdProblem } from '../../state/control/drained-members.js';
+import { memberIdProblem } from '../../model/member-id.js';
 import type { ClusterClient } from '../client.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';

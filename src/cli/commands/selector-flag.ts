@@ -10,7 +10,7 @@ export const selectorHelp =
 
 /** The selector as typed, checked here first: a bad one is exit 2 with a caret at the term. */
 export async function selectorFlag(text: string): Promise<string> {
-  const { parseSelector, pointAt, SelectorError } = await import('../../fleet/selector.js');
+  const { parseSelector, pointAt, SelectorError } = await import('../../fleet/index.js');
   const parsed = parseSelector(text);
   if (parsed instanceof SelectorError) throw new UsageError(pointAt(text, parsed));
   return text;

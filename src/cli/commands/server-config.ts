@@ -2,8 +2,8 @@
 // long flags without the dashes (`data-dir`, `api-addr`, `peers`...), read into the same values
 // the flags give, so a file and a command line mean the same thing and flags override the file.
 // `--print-config` writes the effective configuration back in that form.
-import type { ServerConfig } from '../../node/config.js';
-import { ConfigError } from '../../node/config-error.js';
+import type { ServerConfig } from '../../node/index.js';
+import { ConfigError } from '../../platform/config-error.js';
 import { editDistance } from '../../platform/edit-distance.js';
 
 /** One long flag of `slipway server`, as the file names it. */

@@ -1,7 +1,8 @@
 // `slipway server`: runs one provisioner node until SIGTERM/SIGINT. A leader hands its
 // leadership to the most caught-up follower before exiting, so writes barely pause.
 import type { Command, OptionValues } from '@commander-js/extra-typings';
-import type { ServerConfig } from '../../node/config.js';
+import type { ServerConfig } from '../../node/index.js';
+import { ConfigError } from '../../platform/config-error.js';
 import { duration, durationSeconds, idAddressList, wholeNumber } from '../flags.js';
 import { insecureNetworkFlag } from '../../platform/plaintext-policy.js';
 import { configDocument, flagSpecsOf, flagValuesOfFile, type FlagSpec } from './server-config.js';
@@ -160,17 +161,12 @@ function limitFlags<A extends unknown[], O extends OptionValues, G extends Optio
 /** Loads the node, builds its configuration and runs it until SIGTERM or SIGINT. */
 async function runServer(given: ServerFlags, specs: readonly FlagSpec[]): Promise<void> {
   // The node loads here, not with the module: other commands and --help start without it.
-  const [
-    { startNode },
-    { readConfigFile, validateServerConfig, ConfigError },
-    { createLogger },
-    { applyServerHeapProfile },
-  ] = await Promise.all([
-    import('../../node/start-node.js'),
-    import('../../node/config.js'),
-    import('../../platform/logger.js'),
-    import('../../platform/heap-profile.js'),
-  ]);
+  const [{ startNode, readConfigFile, validateServerConfig }, { createLogger }, { applyServerHeapProfile }] =
+    await Promise.all([
+      import('../../node/index.js'),
+      import('../../platform/logger.js'),
+      import('../../platform/heap-profile.js'),
+    ]);
   const fromFile =
     given.config === undefined ? {} : flagValuesOfFile(readConfigFile(given.config), specs, given.config);
   // Flags given on the command line win over the file; commander leaves the others undefined.

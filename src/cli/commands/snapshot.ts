@@ -1,6 +1,6 @@
 // `slipway snapshot save|restore`: back the replicated state up to a file, and seed a new
 // cluster's members from one (docs/decisions/0021-backup-and-recovery.md; the file format is in
-// src/cli/snapshot-file.ts).
+// src/wire/snapshot-file.ts; the offline restore is src/node/snapshot-seed.ts).
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
@@ -11,12 +11,12 @@ import type { ClusterClient } from '../client.js';
 import { idAddressList } from '../flags.js';
 import type { OutputFormat } from '../output.js';
 import { render, UsageError } from '../output.js';
-import type { SnapshotFileHeader } from '../snapshot-file.js';
+import type { SnapshotFileHeader } from '../../wire/snapshot-file.js';
 import { isHostPort } from '../../platform/host-port.js';
+import { syncDirectory } from '../../platform/sync-directory.js';
+import { isMemberId, memberIdForm } from '../../model/member-id.js';
 
 type Connect = () => { client: ClusterClient; output: OutputFormat };
-
-const memberId = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
 export function snapshotCommand(program: Command, connect: Connect, output: () => OutputFormat): void {
   const s = program
@@ -46,8 +46,8 @@ export function snapshotCommand(program: Command, connect: Connect, output: () =
  * against the size and checksum its header announced, synced, then renamed to FILE.
  */
 async function saveSnapshot(file: string, force: boolean, connect: Connect): Promise<void> {
-  // The file format, the log store and the state machine load only when a snapshot is handled.
-  const { encodeSnapshotFileHead, snapshotFileFormat, syncDir } = await import('../snapshot-file.js');
+  // The file format loads only when a snapshot is saved.
+  const { encodeSnapshotFileHead, snapshotFileFormat } = await import('../../wire/snapshot-file.js');
   const target = resolve(file);
   const dir = dirname(target);
   if (!existsSync(dir) || !statSync(dir).isDirectory())
@@ -76,7 +76,7 @@ async function saveSnapshot(file: string, force: boolean, connect: Connect): Pro
     if (!force && existsSync(target))
       throw new UsageError(`${file} appeared while saving; pass --force to replace it`);
     await rename(tmp, target);
-    syncDir(dir);
+    await syncDirectory(dir);
     const doc = { file: target, index: header.index, term: header.term, bytes: header.bytes, sha256 };
     process.stdout.write(
       `${render(format, doc, [{ file: target, index: header.index, term: header.term, bytes: header.bytes }])}\n`,
@@ -143,8 +143,8 @@ interface RestoreFlags {
 
 /** `snapshot restore`: seeds a new member's data directory from FILE, as one of --peers. */
 async function restoreSnapshot(file: string, o: RestoreFlags, output: () => OutputFormat): Promise<void> {
-  // The file format, the log store and the state machine load only when a snapshot is handled.
-  const { readSnapshotFile, seedDataDir, SnapshotFileError } = await import('../snapshot-file.js');
+  // The offline restore (the file format, the log store, the state machine) loads only for it.
+  const { readSnapshotFile, seedDataDir, SnapshotFileError } = await import('../../node/snapshot-seed.js');
   const peers = newClusterPeers(o.peers, o.id);
   try {
     const snap = readSnapshotFile(file);
@@ -173,10 +173,10 @@ async function restoreSnapshot(file: string, o: RestoreFlags, output: () => Outp
 /** The new cluster's members from --peers, checked: valid, distinct ids, this member among them. */
 function newClusterPeers(list: string, id: string): { id: string; addr: string }[] {
   const peers = idAddressList(list, '--peers');
-  if (!memberId.test(id)) throw new UsageError(`--id "${id}" must be 1-63 letters, digits, '.', '_' or '-'`);
+  if (!isMemberId(id)) throw new UsageError(`--id "${id}" must be ${memberIdForm}`);
   if (peers.length === 0) throw new UsageError("--peers must name the new cluster's members");
   for (const p of peers) {
-    if (!memberId.test(p.id)) throw new UsageError(`--peers: member id "${p.id}" is not valid`);
+    if (!isMemberId(p.id)) throw new UsageError(`--peers: member id "${p.id}" is not valid`);
     if (!isHostPort(p.addr)) throw new UsageError(`--peers: "${p.addr}" must be HOST:PORT`);
   }
   if (new Set(peers.map((p) => p.id)).size !== peers.length)

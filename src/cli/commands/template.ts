@@ -19,7 +19,7 @@ export function templateCommand(program: Command, connect: Connect): void {
       const source = readInput(o.file);
       // Checked here too, so a typo is reported with its line before anything is sent. The
       // template code loads here, not with the module: other commands start without it.
-      const { validateTemplateSource } = await import('../../workflow/template.js');
+      const { validateTemplateSource } = await import('../../workflow/index.js');
       parseOrUsage(() => validateTemplateSource(source));
       const { client, output } = connect();
       const res = await client.control('templateCreate', { source, replace: o.replace === true });

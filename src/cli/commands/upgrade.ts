@@ -8,7 +8,7 @@ import { render } from '../output.js';
 import { oneTarget } from '../flags.js';
 import { buildName, upgradeChecks, versionSummary, type MemberReport } from '../upgrade-check.js';
 import type { StatusAccess } from '../status-access.js';
-import { advertisedStateVersion } from '../../state/versions.js';
+import { advertisedStateVersion } from '../../model/versions.js';
 
 /**
  * Every member's Status: each --server is asked, the membership comes from the first that

@@ -2,8 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from '@commander-js/extra-typings';
 import type { Logger } from 'pino';
-import type { CredentialSource } from '../../worker/credential-claim.js';
-import type { MachineControl } from '../../worker/machine-control.js';
+import type { CredentialSource, MachineControl } from '../../worker/index.js';
 import { insecureNetworkFlag, plaintextSecretRefusal } from '../../platform/plaintext-policy.js';
 import { UsageError } from '../output.js';
 
@@ -70,16 +69,12 @@ async function runWorker(o: WorkerFlags, g: GlobalFlags): Promise<void> {
   // The agent loads here, not with the module: other commands and --help start without it.
   const [
     { createLogger },
-    { Agent },
-    { ClaimedCredential },
-    { machineControlFrom, machineControlVariable },
+    { Agent, ClaimedCredential, machineControlFrom, machineControlVariable },
     { clusterCa, parseServers, usage },
     { enableXds, isXdsTarget, parseXdsServers, releaseXds },
   ] = await Promise.all([
     import('../../platform/logger.js'),
-    import('../../worker/agent.js'),
-    import('../../worker/credential-claim.js'),
-    import('../../worker/machine-control.js'),
+    import('../../worker/index.js'),
     import('../client.js'),
     import('../../platform/xds-target.js'),
   ]);
@@ -174,10 +169,7 @@ async function runInventoryMode(
   ca: Buffer | undefined,
   logger: Logger,
 ): Promise<number> {
-  const [{ collectInventory }, { reportInventory }] = await Promise.all([
-    import('../../worker/inventory.js'),
-    import('../../worker/inventory-report.js'),
-  ]);
+  const { collectInventory, reportInventory } = await import('../../worker/index.js');
   const { inventory, notes } = await collectInventory({ root: o.inventoryRoot });
   for (const note of notes) logger.info({ note }, 'inventory');
   const answer = await reportInventory({ workerId: o.id, servers, credential, ca, inventory, logger });

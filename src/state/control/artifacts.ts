@@ -11,7 +11,8 @@
 import type { ControlCommand, ControlErrorCode } from './commands.js';
 import type { Artifact } from '../../model/records.js';
 import { artifactBytesMax } from '../../model/limits.js';
-import { artifactNameProblem, sha256Problem } from './validate.js';
+import { artifactNameProblem } from '../../model/artifact-name.js';
+import { sha256Problem } from './validate.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 

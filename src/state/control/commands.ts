@@ -26,7 +26,7 @@ import type { Labels, OperatorVerb } from '../../model/machine-lifecycle.js';
 import type { AuditError, AuditRetention, AuditTag } from './audit-log.js';
 import type { WorkflowRetention } from './workflow-retention.js';
 import type { Pool, PoolRetryPolicy, ReleaseWhy } from '../../fleet/pool.js';
-import type { QuarantinePolicy } from './quarantine-policy.js';
+import type { QuarantinePolicy } from '../../model/quarantine-policy.js';
 import type { MemberApiAddr } from './member-api-addrs.js';
 
 /**
@@ -373,7 +373,7 @@ type ControlChange =
   | { readonly type: 'cluster.version'; readonly version: number }
   /** How long finished workflows stay in the state (admin; workflow-retention.ts). */
   | { readonly type: 'workflow.retention'; readonly finishedMax: number; readonly finishedDays: number }
-  /** When repeated failures quarantine a machine (admin; quarantine-policy.ts). */
+  /** When repeated failures quarantine a machine (admin; model/quarantine-policy.ts). */
   | { readonly type: 'hardware.quarantinePolicy'; readonly failures: number; readonly windowS: number }
   /**
    * The auto-accept rule (admin; accept-rule.ts, docs/decisions/0037): an enrolled machine whose

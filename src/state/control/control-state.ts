@@ -112,7 +112,7 @@ import {
   quarantinePolicyDefault,
   quarantinePolicyProblem,
   type QuarantinePolicy,
-} from './quarantine-policy.js';
+} from '../../model/quarantine-policy.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 
@@ -241,7 +241,7 @@ export class ControlState {
   #memberApiAddrs: readonly MemberApiAddr[] = [];
   /** Pools (docs/decisions/0035-pools.md), by name. */
   #pools = new Pools();
-  /** When repeated failures quarantine a machine (quarantine-policy.ts). */
+  /** When repeated failures quarantine a machine (model/quarantine-policy.ts). */
   #quarantinePolicy: QuarantinePolicy = quarantinePolicyDefault;
   /** The auto-accept rule (accept-rule.ts, docs/decisions/0037); undefined: none. */
   #acceptRule: AcceptRule | undefined;
@@ -345,7 +345,7 @@ export class ControlState {
     return this.#workflowRetentionDefaultSinceMs;
   }
 
-  /** When repeated failures quarantine a machine (quarantine-policy.ts). */
+  /** When repeated failures quarantine a machine (model/quarantine-policy.ts). */
   get quarantinePolicy(): QuarantinePolicy {
     return this.#quarantinePolicy;
   }

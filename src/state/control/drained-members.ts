@@ -2,18 +2,7 @@
 // of ids in the replicated state. Apply cannot see the raft membership, so the proposer checks
 // that an id names a member; apply checks only the id's form and the bound on the set.
 import { drainedMembersMax } from '../../model/limits.js';
-
-/** The longest member id, in bytes (ASCII). */
-export const memberIdBytesMax = 63;
-
-const memberIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-
-/** What is wrong with a member id, or undefined: the form `slipway server --id` accepts. */
-export function memberIdProblem(id: string): string | undefined {
-  return memberIdPattern.test(id)
-    ? undefined
-    : `member id ${JSON.stringify(id.slice(0, 80))} must be 1-63 letters, digits, '.', '_' or '-'`;
-}
+import { memberIdProblem } from '../../model/member-id.js';
 
 /**
  * The drained set after draining (or undraining) `id`: sorted, without repeats. Draining a

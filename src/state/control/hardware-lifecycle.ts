@@ -34,7 +34,7 @@ import { applyLabelChange } from '../../fleet/labels.js';
 import { actionPositions } from '../../workflow/rules.js';
 import { headUtf8, utf8Length } from '../../platform/utf8-text.js';
 import { deepFreeze, record } from './immutable.js';
-import { recordFailure, windowText, type QuarantinePolicy } from './quarantine-policy.js';
+import { recordFailure, windowText, type QuarantinePolicy } from '../../model/quarantine-policy.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;
 

@@ -46,7 +46,7 @@ import {
   type LifecycleOutcome,
   type Moved,
 } from './hardware-lifecycle.js';
-import type { QuarantinePolicy } from './quarantine-policy.js';
+import type { QuarantinePolicy } from '../../model/quarantine-policy.js';
 import { acceptedByRule, acceptedByRuleReason, type AcceptRule } from './accept-rule.js';
 
 type Command<T extends ControlCommand['type']> = Extract<ControlCommand, { readonly type: T }>;

@@ -6,7 +6,8 @@
 // another, with the ids of the membership it sees: apply keeps only those members' addresses, so
 // the list follows the membership without reading it (apply cannot see the raft membership).
 import { memberApiAddrsMax } from '../../model/limits.js';
-import { memberIdProblem, memberIdsProblem } from './drained-members.js';
+import { memberIdProblem } from '../../model/member-id.js';
+import { memberIdsProblem } from './drained-members.js';
 
 export interface MemberApiAddr {
   readonly id: string;

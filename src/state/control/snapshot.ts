@@ -72,7 +72,8 @@ import { artifactRecordProblem } from './artifacts.js';
 import { isDefaultRetention, type AuditEntry, type AuditRetention } from './audit-log.js';
 import { deepFreeze } from './immutable.js';
 import { isDefaultWorkflowRetention, type WorkflowRetention } from './workflow-retention.js';
-import { drainedSetProblem, memberIdBytesMax } from './drained-members.js';
+import { memberIdBytesMax } from '../../model/member-id.js';
+import { drainedSetProblem } from './drained-members.js';
 import { ipOrder } from './leases.js';
 import type {
   Artifact,
@@ -100,7 +101,7 @@ import { runAtOnce, SliceBudget, type Sliced } from '../slices.js';
 import { stateVersionBaseline, stateVersionFleet, stateVersionOfThisBuild } from '../versions.js';
 import type { Pool } from '../../fleet/pool.js';
 import { poolNameProblem } from './pools.js';
-import { isDefaultQuarantinePolicy, type QuarantinePolicy } from './quarantine-policy.js';
+import { isDefaultQuarantinePolicy, type QuarantinePolicy } from '../../model/quarantine-policy.js';
 import { array, at, count, integer, object, optional, ShapeError, string, type Reader } from './shape.js';
 
 export interface SnapshotImage {

@@ -7,7 +7,6 @@ import { isIpv4, normalizeMac } from '../../platform/addresses.js';
 import { parseBmcAddress } from '../../model/bmc-address.js';
 import {
   actionRetriesMax,
-  artifactNameLengthMax,
   bmcPasswordBytesMax,
   bmcUsernameBytesMax,
   controlIdLengthMax,
@@ -30,9 +29,6 @@ const label = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
 const hostnamePattern = new RegExp(`^(?=.{1,253}$)${label}(?:\\.${label})*$`);
 const workerTokenPattern = new RegExp(`^[\\x21-\\x7e]{1,${workerTokenLengthMax}}$`);
 const sha256Pattern = /^[0-9a-f]{64}$/i;
-// One path segment that starts with a letter or digit: never "." or "..", never hidden, safe
-// in a URL and as a file name on every node.
-const artifactNamePattern = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,${artifactNameLengthMax - 1}}$`);
 const urlPattern = /^https?:\/\/\S+$/;
 /** C0 controls other than tab, LF and CR: YAML and iPXE scripts have no use for them. */
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
@@ -166,12 +162,6 @@ function bmcProblem(input: HardwareInput): string | undefined {
     return 'bmc.password: contains a control character';
   }
   return undefined;
-}
-
-/** Artifact names: also URL path segments (/artifacts/NAME) and file names. */
-export function artifactNameProblem(name: string): string | undefined {
-  if (artifactNamePattern.test(name)) return undefined;
-  return `name: ${quoted(name)} must be 1-${artifactNameLengthMax} characters of A-Z a-z 0-9 . _ + -, starting with a letter or digit (one file name, no directories)`;
 }
 
 /** Power job ids, which the proposer makes (UUIDs), checked like other ids. */

@@ -3,7 +3,7 @@
 // quarantined instead of failed, so selectors stop giving it out until an operator accepts it.
 // The setting is replicated, like the workflow retention: every node must judge a failure alike.
 // Apply compares leader stamps only (the failure's entry and the ones the machine keeps).
-import { quarantineFailuresMax, quarantineWindowSMax } from '../../model/limits.js';
+import { quarantineFailuresMax, quarantineWindowSMax } from './limits.js';
 
 export interface QuarantinePolicy {
   /** Quarantine at this many failures within the window (K). */

@@ -2,7 +2,8 @@
 // does it: where it listens, which nodes it spreads calls over, how often it checks them. The
 // HAProxy and Envoy renderers take the same spec, validated here once, so a bad address or id is
 // refused with the field named before any configuration text exists.
-import { parseHostPort, type HostPort } from '../src/platform/host-port.js';
+import { parseHostPort, type HostPort } from '../platform/host-port.js';
+import { isMemberId, memberIdForm } from './member-id.js';
 
 /** One node behind the balancer: its member id (the server's name) and its API address. */
 export interface BalancedNode {
@@ -68,9 +69,6 @@ export class BalancerSpecError extends Error {
   }
 }
 
-/** Member ids as `slipway server --id` accepts them, which are also valid HAProxy server names. */
-const nodeIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-
 /** Splits HOST:PORT (IPv6 in brackets), or throws naming `field`. */
 export function hostPortOf(field: string, addr: string): HostPort {
   const parsed = parseHostPort(addr);
@@ -107,9 +105,10 @@ export function validBalancerSpec(spec: BalancerSpec): ValidBalancerSpec {
     addrs.set(addr, field);
   };
   spec.nodes.forEach((node, i) => {
-    if (!nodeIdPattern.test(node.id)) {
+    // A member id is also a valid HAProxy server name.
+    if (!isMemberId(node.id)) {
       throw new BalancerSpecError(
-        `nodes[${i}].id "${node.id}" must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit`,
+        `nodes[${i}].id "${node.id}" must be ${memberIdForm}, starting with a letter or digit`,
       );
     }
     if (ids.has(node.id)) throw new BalancerSpecError(`nodes[${i}].id "${node.id}" appears twice`);

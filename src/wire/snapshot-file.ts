@@ -7,12 +7,11 @@
 // The header names the raft index and term the state reflects, the voters and learners there,
 // the state's length and SHA-256 (hex), when it was saved and by which build. Restore checks all
 // of it before writing anything.
+//
+// The format is what the CLI's save and the node's offline restore (src/node/snapshot-seed.ts)
+// agree on: the CLI writes it, the restore reads it and seeds a data directory from it.
 import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
-import type { Member, SnapshotMeta } from '../raft/core/types.js';
-import { openLogStore } from '../raft/storage/level-log-store.js';
-import { ReplicatedState } from '../state/replicated-state.js';
 
 export const snapshotFileMagic = 'SLIPWAY-SNAPSHOT\n';
 export const snapshotFileFormat = 1;
@@ -52,14 +51,11 @@ export interface SnapshotFile {
   readonly data: Uint8Array;
 }
 
-/** Reads and checks a snapshot file: magic, header, length, checksum, and that the state decodes. */
-export function readSnapshotFile(path: string): SnapshotFile {
-  let raw: Buffer;
-  try {
-    raw = readFileSync(path);
-  } catch (err) {
-    throw new SnapshotFileError(`cannot read ${path}: ${(err as Error).message}`);
-  }
+/**
+ * Checks a snapshot file's bytes (read from `path`, which the messages name): magic, header,
+ * length and checksum. Whether the state decodes is the restore's to check.
+ */
+export function parseSnapshotFile(path: string, raw: Buffer): SnapshotFile {
   const magic = Buffer.from(snapshotFileMagic, 'utf8');
   if (raw.length < magic.length || !raw.subarray(0, magic.length).equals(magic)) {
     throw new SnapshotFileError(
@@ -100,64 +96,5 @@ export function readSnapshotFile(path: string): SnapshotFile {
       `${path}: checksum mismatch (sha256 ${sha256}, header says ${header.sha256})`,
     );
   }
-  try {
-    new ReplicatedState().restore(data);
-  } catch (err) {
-    throw new SnapshotFileError(`${path}: the state does not load: ${(err as Error).message}`);
-  }
   return { header, data };
-}
-
-/**
- * Seeds `dataDir` from a snapshot so that `slipway server --data-dir DIR --id ID` starts from
- * it as a member of a new cluster of `voters`: a raft log whose snapshot is the file's state at
- * its index and term, with the new membership, and that index committed. The directory must be
- * new or empty.
- */
-export async function seedDataDir(
-  dataDir: string,
-  file: SnapshotFile,
-  voters: readonly Member[],
-): Promise<SnapshotMeta> {
-  let entries: string[] = [];
-  try {
-    entries = readdirSync(dataDir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-      throw new SnapshotFileError(`cannot read the data directory ${dataDir}: ${(err as Error).message}`);
-    }
-  }
-  if (entries.length > 0) {
-    throw new SnapshotFileError(
-      `the data directory ${dataDir} is not empty; restore seeds a new member only (move it aside first)`,
-    );
-  }
-  const meta: SnapshotMeta = {
-    index: file.header.index,
-    term: file.header.term,
-    membership: { voters: [...voters], learners: [] },
-  };
-  const store = await openLogStore(dataDir);
-  try {
-    await store.load();
-    await store.save({
-      hardState: { term: meta.term, vote: '', commit: meta.index },
-      entries: [],
-      snapshot: { meta, data: file.data },
-    });
-  } finally {
-    await store.close();
-  }
-  syncDir(dataDir);
-  return meta;
-}
-
-/** Makes a rename or a new file in `dir` durable. */
-export function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
