@@ -136,7 +136,9 @@ function goComment(
   const trimClose = close[1] === undefined ? '' : '~';
   if (body.includes('--}}')) {
     const written = source.slice(open, end);
-    return { text: '', end, refusal: { written, reason: 'a comment cannot hold "--}}"' } };
+    // Refused, yet its line breaks stay, so the lines after it keep their numbers.
+    const text = written.replace(/[^\n]/g, '');
+    return { text, end, refusal: { written, reason: 'a comment cannot hold "--}}"' } };
   }
   return { text: `{{${trimOpen}!--${body}--${trimClose}}}`, end };
 }

@@ -433,3 +433,16 @@ describe('the rewrite, for any text', () => {
     );
   });
 });
+
+describe('a refused comment', () => {
+  it('keeps its line breaks, so the lines after it keep their numbers', () => {
+    const source = '{{/*  --}}\n */}}\n{{ .device_1 }}';
+    const { text, refusals } = rewriteGoForms(source);
+    assert.equal(text.split('\n').length, 3);
+    assert.deepEqual(
+      refusals.map((r) => [r.line, r.written]),
+      [[1, '{{/*  --}}\n */}}']],
+    );
+    assert.match(text.split('\n')[2] ?? '', /device_1/);
+  });
+});
