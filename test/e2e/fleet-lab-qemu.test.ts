@@ -31,12 +31,12 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { MachineLab, type LabMachine, type LabMachineSpec, type LabNode } from '../../cluster/machine-lab.js';
-import { buildBootOs } from '../../src/bootos/build.js';
 import { isAllowed } from '../../src/fleet/lifecycle.js';
 import type { LifecycleTrigger, MachineState } from '../../src/model/machine-lifecycle.js';
 import { ipmiSimMissing } from '../support/ipmi-sim.js';
 import { NetnsLab, requireCommands } from '../support/netns.js';
 import { waitFor } from '../support/wait.js';
+import { sharedBootOs } from '../support/shared-boot-os.js';
 
 const run = promisify(execFile);
 const mib = 1024 * 1024;
@@ -130,8 +130,7 @@ describe('the fleet in the machine lab', () => {
 
       let start = Date.now();
       scratch = await NetnsLab.create();
-      const bootOsDir = path.join(scratch.dir, 'bootos');
-      await buildBootOs({ outDir: bootOsDir });
+      const bootOsDir = await sharedBootOs();
       times['boot OS build s'] = since(start);
       const image = path.join(scratch.dir, 'disk.raw');
       const imageSha256 = await writeImage(image);

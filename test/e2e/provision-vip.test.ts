@@ -19,12 +19,12 @@ import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, readFile, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { buildBootOs } from '../../src/bootos/build.js';
 import { buildBootableDiskImage, diskImageMarkers, type DiskImage } from '../support/disk-image.js';
 import { IpmiSim, ipmiSimMissing } from '../support/ipmi-sim.js';
 import { NetnsLab, requireCommands } from '../support/netns.js';
 import { addNodeLan, NetnsCluster, slipwayBin, type NetnsNode } from '../support/netns-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { sharedBootOs } from '../support/shared-boot-os.js';
 
 const vip = '10.81.0.100';
 const bmcAddress = '10.81.0.2';
@@ -94,8 +94,7 @@ describe('a machine provisioned end to end through the VIP', { concurrency: 1 },
     assert.equal(ipmiSimMissing(), undefined);
     // One build of the boot OS and of the disk image for both firmwares.
     shared = await NetnsLab.create();
-    bootOsDir = path.join(shared.dir, 'bootos');
-    await buildBootOs({ outDir: bootOsDir });
+    bootOsDir = await sharedBootOs();
     image = await buildBootableDiskImage({
       dir: path.join(shared.dir, 'image'),
       marker: 'slipway-e2e: the installed system booted',

@@ -18,7 +18,6 @@ import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, readFile, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { buildBootOs } from '../../src/bootos/build.js';
 import {
   buildBootableDiskImage,
   busyboxBinary,
@@ -30,6 +29,7 @@ import { IpmiSim, ipmiSimMissing } from '../support/ipmi-sim.js';
 import { NetnsLab, requireCommands } from '../support/netns.js';
 import { NetnsCluster } from '../support/netns-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { sharedBootOs } from '../support/shared-boot-os.js';
 
 const nodeAddress = '10.77.5.1';
 const bmcAddress = '10.77.5.2';
@@ -74,8 +74,7 @@ describe("Tinkerbell's objects imported and run on a QEMU machine", { concurrenc
     { timeout: 600_000 },
     async () => {
       assert.ok(lab !== undefined);
-      const bootOsDir = path.join(lab.dir, 'bootos');
-      await buildBootOs({ outDir: bootOsDir });
+      const bootOsDir = await sharedBootOs();
       // The disk: bootable by itself (SYSLINUX), plus what a Debian install has for kexec and
       // cexec: /boot/grub/grub.cfg, and a shell at /bin/sh.
       let disk = await buildBootableDiskImage({
