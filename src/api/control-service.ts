@@ -104,7 +104,7 @@ export interface ControlServiceContext {
   /** Machine transitions for `hardware history --follow`; one is made here when absent. */
   readonly machines?: MachineEventHub;
   readonly logger: Logger;
-  /** Wakes power requests when their job finishes (fed by ControlState.onPowerJobChange). */
+  /** Wakes power requests when their job finishes (fed by ControlState's powerJob changes). */
   readonly powerWaiters?: PowerJobWaiters;
   /** Puts operator calls into the audit trail; one is made here when absent. */
   readonly auditor?: CallAuditor;

@@ -1,6 +1,6 @@
 // This node's view of the registered artifacts: which digests the replicated state names (and
 // so which the fetcher must hold here), and what the HTTP boot server may serve for a name.
-// Fed by ControlState.onArtifactChange and onRestore; sync() is cheap (a pass over at most
+// Fed by ControlState's artifact and restore changes; sync() is cheap (a pass over at most
 // artifactsMax records), so every change simply re-derives the wanted set.
 import type { Artifact } from '../model/records.js';
 import type { RegisteredArtifacts, RegisteredContent } from '../boot/http/server.js';

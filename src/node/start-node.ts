@@ -614,37 +614,43 @@ function buildLeaderDuties(
 
 /** What the replicated state tells the services as it applies (and restores) entries. */
 function routeStateEvents(control: ControlState, s: Services): void {
-  control.onEvent = (e) => {
-    s.events.publishEvent(e);
-    s.metrics.observe(e);
-  };
-  control.onWorkflowChange = (wf) => {
-    s.workers.workflowChanged(wf);
-  };
-  control.onPowerJobChange = (job) => {
-    s.powerWaiters.changed(job);
-  };
-  control.onHardwareChange = (id) => {
-    s.workers.hardwareChanged(id);
-    if (control.hardware(id) === undefined) s.machineEvents.publish(id, 'deleted');
-  };
-  control.onMachineEvent = (id, event) => {
-    s.machineEvents.publish(id, event);
-  };
-  control.onArtifactChange = () => {
-    s.catalogue.sync();
-  };
-  control.onWorkflowsCollected = (ids) => {
-    s.metrics.collected(ids.length);
-  };
-  control.onRestore = () => {
-    s.catalogue.sync();
-    setImmediate(() => s.drain.check());
-  };
-  control.onDrainChange = () => {
-    // Called from apply: act on it once the apply is done.
-    setImmediate(() => s.drain.check());
-  };
+  control.changes.subscribe((change) => {
+    switch (change.kind) {
+      case 'workflowEvent':
+        s.events.publishEvent(change.event);
+        s.metrics.observe(change.event);
+        return;
+      case 'workflow':
+        s.workers.workflowChanged(change.workflow);
+        return;
+      case 'powerJob':
+        s.powerWaiters.changed(change.job);
+        return;
+      case 'hardware':
+        s.workers.hardwareChanged(change.id);
+        if (control.hardware(change.id) === undefined) s.machineEvents.publish(change.id, 'deleted');
+        return;
+      case 'machineEvent':
+        s.machineEvents.publish(change.hardwareId, change.event);
+        return;
+      case 'artifact':
+        s.catalogue.sync();
+        return;
+      case 'workflowsCollected':
+        s.metrics.collected(change.ids.length);
+        return;
+      case 'restore':
+        s.catalogue.sync();
+        setImmediate(() => s.drain.check());
+        return;
+      case 'drain':
+        // Published from apply: act on it once the apply is done.
+        setImmediate(() => s.drain.check());
+        return;
+      case 'workflowDeleted':
+        return;
+    }
+  });
 }
 
 /** The API port: every service through the call guard, reflection, and xDS. */

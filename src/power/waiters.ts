@@ -1,5 +1,5 @@
 // Callers waiting for a power job to finish on this node: the API answers `slipway power on`
-// once the job's last step has been applied here. Fed by ControlState.onPowerJobChange, which
+// once the job's last step has been applied here. Fed by ControlState's powerJob changes, which
 // fires on every node as the job's commands apply, so a follower answers too.
 import type { PowerJob } from '../model/records.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';
@@ -7,7 +7,7 @@ import { isFinishedPowerJob } from '../state/control/power-jobs.js';
 export class PowerJobWaiters {
   readonly #waiting = new Map<string, Set<(job: PowerJob) => void>>();
 
-  /** Call from ControlState.onPowerJobChange. */
+  /** Call on ControlState's powerJob changes. */
   changed(job: PowerJob): void {
     if (!isFinishedPowerJob(job)) return;
     const waiters = this.#waiting.get(job.id);

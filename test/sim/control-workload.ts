@@ -4,7 +4,7 @@
 // may crash and forget what it ran: at its next look it reports those attempts lost, as the real
 // agent does. Everything goes through RaftNode.propose as `control` commands of the real ReplicatedState.
 //
-// The ControlMonitor watches each node's changefeed (ControlState.onEvent) after every applied
+// The ControlMonitor watches each node's changefeed (ControlState's workflowEvent changes) after every applied
 // entry: event seqs on a node are dense (no gap, no duplicate; a snapshot restore moves the
 // start), every node sees the same event at each seq, and across the cluster's one history of
 // events each attempt is started at most once and its outcome recorded at most once.
@@ -231,12 +231,12 @@ export class ControlMonitor {
   /** Watches one node incarnation's store; returns the hook for its snapshot restores. */
   watch(nodeId: string, kv: ReplicatedState, stats: ControlStats): () => void {
     let last = kv.control.lastEventSeq;
-    kv.control.onEvent = (e: WorkflowEvent) => {
+    kv.control.changes.on('workflowEvent', ({ event: e }) => {
       stats.events++;
       if (e.seq !== last + 1) this.fail(`${nodeId}'s changefeed went from seq ${last} to ${e.seq}`);
       last = e.seq;
       this.observe(nodeId, e);
-    };
+    });
     return () => {
       last = kv.control.lastEventSeq;
     };

@@ -184,7 +184,7 @@ describe('the control monitor names each violation', () => {
         monitor.watch(id, kv, stats);
         stores.set(id, kv);
       }
-      kv.control.onEvent?.(e);
+      kv.control.changes.publish({ kind: 'workflowEvent', event: e });
     };
     return { feed, failures };
   };

@@ -56,13 +56,13 @@ export class LifecycleHarness {
   readonly state: ControlState;
   index = 0;
   nowMs = 1_000_000;
-  /** What onMachineEvent saw, in order. */
+  /** The machineEvent changes the state published, in order. */
   readonly published: { hardwareId: string; event: MachineEvent }[] = [];
 
   /** At state version 3 unless `version` says otherwise. */
   constructor(version = stateVersionFleet, state = new ControlState()) {
     this.state = state;
-    state.onMachineEvent = (hardwareId, event) => this.published.push({ hardwareId, event });
+    state.changes.on('machineEvent', ({ hardwareId, event }) => this.published.push({ hardwareId, event }));
     if (version > 1) this.run({ type: 'cluster.version', version });
     this.run({ type: 'template.put', name: 'os', source: 'version: "0.1"\nname: os\n' });
   }

@@ -26,7 +26,7 @@ class Harness {
   readonly changes: string[] = [];
 
   constructor() {
-    this.state.onArtifactChange = (name) => this.changes.push(name);
+    this.state.changes.on('artifact', ({ name }) => this.changes.push(name));
   }
 
   run(command: ControlCommand): ControlResult {
@@ -179,7 +179,7 @@ describe('artifacts in snapshots', () => {
     assert.match(text, /"artifacts":\[\{"name":"initramfs-x86_64","sha256":"b{64}","bytes":20,/);
     const copy = new ControlState();
     let restores = 0;
-    copy.onRestore = () => restores++;
+    copy.changes.on('restore', () => restores++);
     copy.restore(bytes);
     assert.equal(restores, 1);
     assert.deepEqual(copy.snapshot(), bytes);
@@ -225,7 +225,7 @@ describe('artifacts in snapshots', () => {
     const target = new Harness();
     target.put('kept', digestA, 1);
     const before = target.state.snapshot();
-    target.state.onRestore = () => assert.fail('a refused restore must not notify');
+    target.state.changes.on('restore', () => assert.fail('a refused restore must not notify'));
     for (const [data, why] of cases) {
       assert.throws(
         () => target.state.restore(data),

@@ -90,10 +90,12 @@ class Harness {
 
   constructor(state = new ControlState()) {
     this.state = state;
-    state.onEvent = (e) => this.events.push(e);
-    state.onWorkflowChange = (wf) => this.workflowChanges.push(wf.id);
-    state.onWorkflowDelete = (id) => this.workflowDeletes.push(id);
-    state.onHardwareChange = (id) => this.hardwareChanges.push(id);
+    state.changes.subscribe((change) => {
+      if (change.kind === 'workflowEvent') this.events.push(change.event);
+      else if (change.kind === 'workflow') this.workflowChanges.push(change.workflow.id);
+      else if (change.kind === 'workflowDeleted') this.workflowDeletes.push(change.id);
+      else if (change.kind === 'hardware') this.hardwareChanges.push(change.id);
+    });
   }
 
   run(command: ControlCommand): ControlResult {
@@ -1072,10 +1074,9 @@ describe('events and hooks', () => {
   it('seqs are global and dense; events page by seq; hooks run after the state is consistent', () => {
     const h = ready();
     const seenInHook: string[] = [];
-    h.state.onEvent = (e) => {
-      h.events.push(e);
+    h.state.changes.on('workflowEvent', ({ event: e }) => {
       seenInHook.push(`${e.type}:${h.state.workflow(e.workflowId)?.state ?? '-'}`);
-    };
+    });
     h.create('w1', oneAction());
     h.create('w2', oneAction());
     h.start('w1');
@@ -1261,7 +1262,7 @@ describe('determinism and snapshots', () => {
     // Restored queries answer as the original does, and listeners hear of the restore.
     const copy = new ControlState();
     let restores = 0;
-    copy.onRestore = () => restores++;
+    copy.changes.on('restore', () => restores++);
     copy.restore(a.snapshot());
     assert.equal(restores, 1);
     assert.deepEqual(copy.workflows(), a.workflows());
@@ -1302,7 +1303,7 @@ describe('determinism and snapshots', () => {
     const target = new Harness();
     target.hardware('kept', 99);
     const before = target.state.snapshot();
-    target.state.onRestore = () => assert.fail('a refused restore must not notify');
+    target.state.changes.on('restore', () => assert.fail('a refused restore must not notify'));
     for (const [data, why] of cases) {
       assert.throws(
         () => target.state.restore(data),

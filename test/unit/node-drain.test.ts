@@ -36,9 +36,9 @@ class Harness {
   drainChanges = 0;
 
   constructor(version = 2) {
-    this.state.onDrainChange = () => {
+    this.state.changes.on('drain', () => {
       this.drainChanges++;
-    };
+    });
     if (version >= 2) this.run({ type: 'cluster.version', version });
   }
 

@@ -38,7 +38,7 @@ class Cluster {
   readonly changes: PowerJob[] = [];
 
   constructor() {
-    this.state.onPowerJobChange = (job) => this.changes.push(job);
+    this.state.changes.on('powerJob', ({ job }) => this.changes.push(job));
   }
 
   run(command: ControlCommand): ControlResult {

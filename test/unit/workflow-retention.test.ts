@@ -112,8 +112,8 @@ class Harness {
 
   constructor(state = new ControlState()) {
     this.state = state;
-    state.onWorkflowDelete = (id) => this.deleted.push(id);
-    state.onWorkflowsCollected = (ids) => this.collected.push([...ids]);
+    state.changes.on('workflowDeleted', ({ id }) => this.deleted.push(id));
+    state.changes.on('workflowsCollected', ({ ids }) => this.collected.push([...ids]));
   }
 
   run(command: ControlCommand): ControlResult {
@@ -607,7 +607,7 @@ describe('output tails per workflow', () => {
     const later = 20;
     h.create('w1', actions + later);
     const seen: WorkflowEvent[] = [];
-    h.state.onEvent = (e) => seen.push(e);
+    h.state.changes.on('workflowEvent', ({ event }) => seen.push(event));
     for (let i = 0; i < actions; i++) h.step('w1', tail(i));
     const events = h.state.events('w1', 0, 100_000);
     const withTail = events.filter((e) => (e.outputTail ?? '') !== '');

@@ -90,6 +90,7 @@ import {
 } from './transitions.js';
 import type { MachineEvent } from '../../model/machine-lifecycle.js';
 import { checkMachines, Machines } from './machines.js';
+import { ChangeStream } from './change-stream.js';
 import { allocate, alternateOf, awaitsAlternate, type Allocation } from './allocation.js';
 import { raceTook, raceTriedOf } from './race.js';
 import { acceptRuleOf, type AcceptRule } from './accept-rule.js';
@@ -177,28 +178,8 @@ function sortedValues<T>(map: ReadonlyMap<string, T>): T[] {
 }
 
 export class ControlState {
-  /**
-   * Hooks for the integrator, called synchronously at the end of apply once the whole command
-   * is done and the state is consistent: hardware first, then workflows, then events in seq
-   * order. They run inside the raft apply loop, so they must be quick and must not throw.
-   * Restore calls only onRestore: everything may have changed, so listeners should re-read.
-   */
-  onEvent?: (event: WorkflowEvent) => void;
-  onWorkflowChange?: (workflow: Workflow) => void;
-  onWorkflowDelete?: (id: string) => void;
-  /** Also called when the hardware was deleted (hardware(id) is then undefined). */
-  onHardwareChange?: (id: string) => void;
-  onRestore?: () => void;
-  /** A power job was created or changed (not on a duplicate result). */
-  onPowerJobChange?: (job: PowerJob) => void;
-  /** An artifact was registered, replaced or deleted (artifact(name) is then undefined). */
-  onArtifactChange?: (name: string) => void;
-  /** workflow.gc deleted these finished workflows (after their onWorkflowDelete). */
-  onWorkflowsCollected?: (ids: readonly string[]) => void;
-  /** member.drain changed the drained members (drainedMembers). */
-  onDrainChange?: () => void;
-  /** A machine's lifecycle moved (docs/decisions/0028): its new history event, in seq order. */
-  onMachineEvent?: (hardwareId: string, event: MachineEvent) => void;
+  /** What apply (and restore) changed, for the node's services (change-stream.ts). */
+  readonly changes = new ChangeStream();
 
   #appliedIndex = 0;
   #lastEventSeq = 0;
@@ -649,7 +630,7 @@ export class ControlState {
 
   /**
    * Replaces the whole state with a snapshot's. Throws DecodeError, changing nothing, when the
-   * data is malformed or inconsistent. Hooks keep their handlers; only onRestore is called.
+   * data is malformed or inconsistent. Subscribers stay subscribed; only a restore change is published.
    */
   restore(data: Uint8Array): void {
     this.prepareRestore(data)();
@@ -657,7 +638,7 @@ export class ControlState {
 
   /**
    * The checking half of restore: throws DecodeError now, or returns the function that installs
-   * the state (and calls onRestore). For a caller restoring more than this state atomically.
+   * the state (and publishes a restore change). For a caller restoring more than this state atomically.
    */
   prepareRestore(data: Uint8Array): () => void {
     return this.prepareImageRestore(readSnapshot(data));
@@ -676,7 +657,7 @@ export class ControlState {
     const prepared = yield* this.#prepare(image);
     return () => {
       this.#install(image, prepared);
-      this.onRestore?.();
+      this.changes.publish({ kind: 'restore' });
     };
   }
 
@@ -1935,19 +1916,22 @@ export class ControlState {
     this.#changedWorkflows.clear();
     this.#newEvents = [];
     this.#changedPowerJobs = [];
-    for (const id of hardware) this.onHardwareChange?.(id);
-    for (const [id, wf] of workflows) {
-      if (wf === undefined) this.onWorkflowDelete?.(id);
-      else this.onWorkflowChange?.(wf);
+    const changes = this.changes;
+    for (const id of hardware) changes.publish({ kind: 'hardware', id });
+    for (const [id, workflow] of workflows) {
+      changes.publish(
+        workflow === undefined ? { kind: 'workflowDeleted', id } : { kind: 'workflow', workflow },
+      );
     }
-    for (const event of events) this.onEvent?.(event);
-    for (const { hardwareId, event } of machineEvents) this.onMachineEvent?.(hardwareId, event);
-    for (const job of powerJobs) this.onPowerJobChange?.(job);
-    for (const name of artifacts) this.onArtifactChange?.(name);
-    if (collected.length > 0) this.onWorkflowsCollected?.(collected);
+    for (const event of events) changes.publish({ kind: 'workflowEvent', event });
+    for (const { hardwareId, event } of machineEvents)
+      changes.publish({ kind: 'machineEvent', hardwareId, event });
+    for (const job of powerJobs) changes.publish({ kind: 'powerJob', job });
+    for (const name of artifacts) changes.publish({ kind: 'artifact', name });
+    if (collected.length > 0) changes.publish({ kind: 'workflowsCollected', ids: collected });
     if (this.#drainChanged) {
       this.#drainChanged = false;
-      this.onDrainChange?.();
+      changes.publish({ kind: 'drain' });
     }
   }
 }
