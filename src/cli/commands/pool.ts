@@ -266,9 +266,8 @@ function printPool(output: OutputFormat, record: PoolRecord | undefined): void {
       ),
     );
   }
-  const failures =
-    pool.failedInARow === 0 ? '' : `, ${pool.failedInARow} of ${pool.attempts} failed in a row`;
-  parts.push(`on failure: ${pool.onFailure} (attempts ${pool.attempts}${failures})`);
+  const failures = pool.failedInARow === 0 ? '' : `; ${pool.failedInARow} installations failed in a row`;
+  parts.push(`on failure: ${pool.onFailure} (attempts ${pool.attempts} per slot${failures})`);
   if (pool.held !== '') parts.push(`pool ${pool.held}`);
   else if (pool.why !== '') parts.push(`lacks: ${pool.why}`);
   process.stdout.write(`${parts.join('\n\n')}\n`);
