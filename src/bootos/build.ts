@@ -1,8 +1,9 @@
 // `slipway bootos build`: the in-memory OS that machines network-boot into, made from this
 // machine's Debian packages: the kernel of linux-image-amd64 with the modules for common NICs
 // and disks, busybox-static, the Node.js runtime that runs this build (stripped, with the shared
-// libraries it links), kexec from kexec-tools and ipmitool when installed, and the worker agent
-// bundled into one file. See docs/decisions/0016-boot-os.md.
+// libraries it links), kexec from kexec-tools, ipmitool and qemu-img (qemu-utils, with
+// qemu-block-extra's curl driver) when installed, and the worker agent bundled into one file.
+// See docs/decisions/0016-boot-os.md.
 //
 // Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
 // sorted entries, the bundle by esbuild from the same sources, and zstd compresses
@@ -190,6 +191,7 @@ async function addNodeRuntime(
     image.file('usr/bin/ipmitool', 0o755, await readFile(ipmitool));
     programs.push(ipmitool);
   } else say('ipmitool not installed: inventory mode will not read the BMC address');
+  programs.push(...(await addQemuImg(image, say)));
   const libraries = new Set<string>();
   for (const program of programs)
     for (const library of await sharedLibraries(program)) libraries.add(library);
@@ -197,6 +199,26 @@ async function addNodeRuntime(
     image.file(library.slice(1), 0o755, await readFile(library));
   }
   say(`node ${await nodeVersion(nodeBinary)}; ${libraries.size} shared libraries`);
+}
+
+/** Where Debian's qemu-img loads its curl driver from (qemu-block-extra). */
+const qemuCurlDriver = '/usr/lib/x86_64-linux-gnu/qemu/block-curl.so';
+
+/**
+ * qemu-img with its curl driver, when both are installed: the qemuimg2disk action reads the image
+ * over HTTP through it. Returns the files whose shared libraries the image needs.
+ */
+async function addQemuImg(image: ImageTree, say: (line: string) => void): Promise<string[]> {
+  const qemuImg = findExecutable('qemu-img', ['/usr/bin/qemu-img']);
+  if (qemuImg === undefined || !existsSync(qemuCurlDriver)) {
+    say(
+      'qemu-img or its curl driver not installed (qemu-utils, qemu-block-extra): qemuimg2disk will not run',
+    );
+    return [];
+  }
+  image.file('usr/bin/qemu-img', 0o755, await readFile(qemuImg));
+  image.file(qemuCurlDriver.slice(1), 0o644, await readFile(qemuCurlDriver));
+  return [qemuImg, qemuCurlDriver];
 }
 
 /** /init and its DHCP script, the cluster CA when given, the console and the empty mount points. */

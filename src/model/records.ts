@@ -143,6 +143,7 @@ export const builtinActions = [
   'reboot',
   'poweroff',
   'kexec',
+  'qemuimg2disk',
 ] as const;
 export type BuiltinAction = (typeof builtinActions)[number];
 

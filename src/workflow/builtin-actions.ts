@@ -19,6 +19,7 @@ const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
   ['archive2disk', 'archive2disk'],
   ['kexec', 'kexec'],
   ['reboot', 'reboot'],
+  ['qemuimg2disk', 'qemuimg2disk'],
 ]);
 
 /**
@@ -33,6 +34,7 @@ export const builtinRequiredSettings: Readonly<Record<BuiltinAction, readonly st
   kexec: ['BLOCK_DEVICE', 'FS_TYPE'],
   reboot: [],
   poweroff: [],
+  qemuimg2disk: ['IMG_URL', 'DEST_DISK'],
 };
 
 /** FS_TYPE values the built-ins mount: the kernel's names for the filesystems a system installs on. */
@@ -58,6 +60,8 @@ const builtinChoiceSettings: Readonly<Record<BuiltinAction, Readonly<Record<stri
   kexec: { FS_TYPE: builtinFilesystems },
   reboot: {},
   poweroff: {},
+  // What lands on the disk is the image's bytes: a block device, or raw into a file.
+  qemuimg2disk: { FORMAT: ['host_device', 'raw'] },
 };
 
 /**

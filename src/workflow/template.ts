@@ -20,8 +20,8 @@
 //           pid: host                 accepted and ignored (Tinkerbell's containers use it)
 //         - name: stream-image
 //           action: image2disk        a built-in the agent runs itself: image2disk, writefile,
-//                                     cexec, archive2disk, reboot, poweroff or kexec; no image,
-//                                     command or args
+//                                     cexec, archive2disk, reboot, poweroff, kexec or a later one
+//                                     (builtin-actions.ts); no image, command or args
 //           environment:              its settings, named as Tinkerbell's hub actions name them
 //             IMG_URL: http://10.0.0.1:8080/ubuntu.raw.gz
 //             DEST_DISK: /dev/sda
@@ -39,12 +39,15 @@
 //   kexec       BLOCK_DEVICE*, FS_TYPE*, KERNEL_PATH, INITRD_PATH, CMD_LINE, GRUBCFG_PATH: loads the
 //               kernel; without KERNEL_PATH, the default entry of /boot/grub/grub.cfg (or
 //               GRUBCFG_PATH) on BLOCK_DEVICE names kernel, initrd and command line
+//   qemuimg2disk  IMG_URL* (http/https, a server taking range requests), DEST_DISK*, FORMAT
+//               (host_device, the default, or raw), EXTRA_ARGS (more `qemu-img convert` arguments)
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
-// FS_TYPE, CHROOT and ARCHIVE_TYPE are checked against the values the agent takes
+// FS_TYPE, CHROOT, ARCHIVE_TYPE and FORMAT are checked against the values the agent takes
 // (builtin-actions.ts), in the template as written and once rendered.
 // A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
-// any tag or digest) for image2disk, writefile, cexec, archive2disk, kexec or reboot means that
-// built-in, so a Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
+// any tag or digest) with a built-in counterpart (image2disk, writefile, cexec, archive2disk,
+// kexec, reboot, qemuimg2disk, ...: builtin-actions.ts) means that built-in, so a Tinkerbell
+// template runs unchanged; its `image` is kept in the spec for display.
 //
 // Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
 // values, as in Tinkerbell: `worker: "{{.device_1}}"`; a value that is one placeholder and

@@ -419,7 +419,7 @@ describe('validateTemplateSource', () => {
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
-        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)',
+        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
         'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
@@ -788,7 +788,7 @@ describe('built-in actions', () => {
     assert.equal(
       error.message,
       `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
-        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec; got "image2dsk" (did you mean "image2disk"?)',
+        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk; got "image2dsk" (did you mean "image2disk"?)',
     );
   });
 
@@ -892,5 +892,26 @@ describe('built-in actions', () => {
     assert.equal(unpacked?.builtin, 'archive2disk');
     const good = source.replace('ext5', 'ext4').replace('CHROOT: yes', 'CHROOT: y');
     assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'cexec');
+  });
+
+  it('qemuimg2disk: the hub image is the built-in, FORMAT is checked and IMG_URL and DEST_DISK are required', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/qemuimg2disk:latest',
+      'environment:',
+      '  IMG_URL: http://10.0.0.1/focal.qcow2',
+      '  DEST_DISK: /dev/sda',
+      '  FORMAT: qcow2',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: qemuimg2disk: FORMAT=qcow2 is not one of host_device, raw$/,
+    );
+    const good = source.replace('  FORMAT: qcow2', '  EXTRA_ARGS: -W');
+    assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'qemuimg2disk');
+    const noDisk = withAction(['action: qemuimg2disk', 'environment:', '  IMG_URL: http://10.0.0.1/a.qcow2']);
+    assert.match(
+      templateError(() => renderTemplate(noDisk, context())).message,
+      /qemuimg2disk needs DEST_DISK in the action's or the task's environment/,
+    );
   });
 });

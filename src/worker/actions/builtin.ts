@@ -1,4 +1,5 @@
-// Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)
+// Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec,
+// qemuimg2disk)
 // inside the agent, with the outcome a process would have: success, an exit status, a message and
 // the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
@@ -14,6 +15,7 @@ import { cexec } from './cexec.js';
 import { image2disk } from './image2disk.js';
 import { kexec } from './kexec.js';
 import { poweroff } from './poweroff.js';
+import { qemuimg2disk } from './qemuimg2disk.js';
 import { reboot } from './reboot.js';
 import { writefile } from './writefile.js';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
@@ -45,6 +47,7 @@ const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<B
   reboot,
   poweroff,
   kexec,
+  qemuimg2disk,
 };
 
 export async function runBuiltin(

@@ -99,7 +99,8 @@ export async function image2disk(ctx: BuiltinContext): Promise<BuiltinDone> {
   }
 }
 
-async function rereadPartitions(dest: string, ctx: BuiltinContext): Promise<void> {
+/** Tells the kernel of the disk's new partition table (qemuimg2disk does the same). */
+export async function rereadPartitions(dest: string, ctx: BuiltinContext): Promise<void> {
   try {
     await runProgram(['blockdev', '--rereadpt', dest], ctx.signal);
     ctx.progress(`re-read the partition table of ${dest}`);

@@ -44,6 +44,8 @@ export interface StreamedRun {
   readonly signal: AbortSignal;
   /** Each line the program writes, stdout and stderr interleaved as they come. */
   readonly onLine: (line: string) => void;
+  /** A carriage return ends a line too: a progress meter (qemu-img -p) redraws its line with one. */
+  readonly carriageReturnEndsLine?: boolean;
 }
 
 /**
@@ -77,8 +79,9 @@ export function runStreamed(argv: readonly string[], opts: StreamedRun): Promise
       killGroup();
     });
     const pending = { stdout: '', stderr: '' };
+    const lineEnd = opts.carriageReturnEndsLine === true ? /\r\n|\r|\n/ : '\n';
     const take = (stream: 'stdout' | 'stderr', chunk: string): void => {
-      const lines = (pending[stream] + chunk).split('\n');
+      const lines = (pending[stream] + chunk).split(lineEnd);
       pending[stream] = lines.pop() ?? '';
       for (const line of lines) opts.onLine(line);
     };
