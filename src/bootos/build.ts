@@ -1,8 +1,9 @@
 // `slipway bootos build`: the in-memory OS that machines network-boot into, made from this
 // machine's Debian packages: the kernel of linux-image-amd64 with the modules for common NICs
 // and disks, busybox-static, the Node.js runtime that runs this build (stripped, with the shared
-// libraries it links), kexec from kexec-tools, ipmitool and qemu-img (qemu-utils, with
-// qemu-block-extra's curl driver) when installed, and the worker agent bundled into one file.
+// libraries it links), kexec from kexec-tools, ipmitool, qemu-img (qemu-utils, with
+// qemu-block-extra's curl driver) and the disk tools rootio runs (sfdisk, mke2fs, mkfs.fat,
+// mkfs.xfs) when installed, and the worker agent bundled into one file.
 // See docs/decisions/0016-boot-os.md.
 //
 // Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
@@ -191,7 +192,7 @@ async function addNodeRuntime(
     image.file('usr/bin/ipmitool', 0o755, await readFile(ipmitool));
     programs.push(ipmitool);
   } else say('ipmitool not installed: inventory mode will not read the BMC address');
-  programs.push(...(await addQemuImg(image, say)));
+  programs.push(...(await addQemuImg(image, say)), ...(await addDiskTools(image, say)));
   const libraries = new Set<string>();
   for (const program of programs)
     for (const library of await sharedLibraries(program)) libraries.add(library);
@@ -219,6 +220,29 @@ async function addQemuImg(image: ImageTree, say: (line: string) => void): Promis
   image.file('usr/bin/qemu-img', 0o755, await readFile(qemuImg));
   image.file(qemuCurlDriver.slice(1), 0o644, await readFile(qemuCurlDriver));
   return [qemuImg, qemuCurlDriver];
+}
+
+/** The programs rootio partitions and formats with, which busybox lacks or makes only ext2 with. */
+const diskTools: readonly { readonly name: string; readonly packageName: string }[] = [
+  { name: 'sfdisk', packageName: 'fdisk' },
+  { name: 'mke2fs', packageName: 'e2fsprogs' },
+  { name: 'mkfs.fat', packageName: 'dosfstools' },
+  { name: 'mkfs.xfs', packageName: 'xfsprogs' },
+];
+
+/** Each of diskTools that is installed, in /usr/sbin (ahead of busybox's on the PATH). */
+async function addDiskTools(image: ImageTree, say: (line: string) => void): Promise<string[]> {
+  const added: string[] = [];
+  for (const tool of diskTools) {
+    const found = findExecutable(tool.name, [`/usr/sbin/${tool.name}`, `/sbin/${tool.name}`]);
+    if (found === undefined) {
+      say(`${tool.name} not installed (${tool.packageName}): rootio cannot run it`);
+      continue;
+    }
+    image.file(`usr/sbin/${tool.name}`, 0o755, await readFile(found));
+    added.push(found);
+  }
+  return added;
 }
 
 /** /init and its DHCP script, the cluster CA when given, the console and the empty mount points. */

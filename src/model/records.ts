@@ -144,6 +144,7 @@ export const builtinActions = [
   'poweroff',
   'kexec',
   'qemuimg2disk',
+  'rootio',
 ] as const;
 export type BuiltinAction = (typeof builtinActions)[number];
 

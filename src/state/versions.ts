@@ -64,7 +64,12 @@ export function controlCommandVersion(command: ControlCommand): number {
 }
 
 /** Built-in actions that builds below stateVersionFleet do not know. */
-const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set(['cexec', 'archive2disk', 'qemuimg2disk']);
+const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set([
+  'cexec',
+  'archive2disk',
+  'qemuimg2disk',
+  'rootio',
+]);
 
 function namesFleetBuiltin(spec: RenderedTemplate): boolean {
   return spec.tasks.some((task) =>

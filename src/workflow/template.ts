@@ -41,8 +41,11 @@
 //               GRUBCFG_PATH) on BLOCK_DEVICE names kernel, initrd and command line
 //   qemuimg2disk  IMG_URL* (http/https, a server taking range requests), DEST_DISK*, FORMAT
 //               (host_device, the default, or raw), EXTRA_ARGS (more `qemu-img convert` arguments)
+//   rootio      command ["partition"|"format"|"mount"|"wipe"] (a hub image's) or ACTION, MBR
+//               (true|false), MOUNT_ROOT (default /mnt/target), ROOTIO_STORAGE (JSON; filled in
+//               from the hardware's metadata.instance.storage when absent, docs/decisions/0041)
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
-// FS_TYPE, CHROOT, ARCHIVE_TYPE and FORMAT are checked against the values the agent takes
+// FS_TYPE, CHROOT, ARCHIVE_TYPE, FORMAT, ACTION, MBR and rootio's command are checked against the values the agent takes
 // (builtin-actions.ts), in the template as written and once rendered.
 // A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
 // any tag or digest) with a built-in counterpart (image2disk, writefile, cexec, archive2disk,
@@ -72,6 +75,7 @@
 // refusal is a TemplateError naming the field path and the line.
 import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../model/records.js';
 import { normalizeMac } from '../platform/addresses.js';
+import { builtinMachineSettings } from './builtin-actions.js';
 import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.js';
 import { goRefusalMessage, rewriteGoForms } from './template-go.js';
 import { PlaceholderError } from './template-placeholders.js';
@@ -82,6 +86,7 @@ import {
   describeValue,
   LocatedError,
   YamlSource,
+  type FieldPath,
   type FieldProblem,
   type LocatedProblem,
 } from './template-yaml.js';
@@ -209,12 +214,16 @@ export function renderTemplate(source: string, ctx: RenderContext): RenderedTemp
     return taskSpec(task, worker ?? '', (action) => rendered.shellEnv.get(actionKey(index, action)));
   });
   if (unresolved.length > 0) throw new TemplateError(yaml.locateAll(unresolved));
+  const machineProblems: FieldProblem[] = [];
   const spec = {
     version: template.version,
     name: template.name,
     globalTimeoutS: template.globalTimeoutS,
-    tasks,
+    tasks: tasks.map((task, index) =>
+      withMachineSettings(task, ['tasks', index], ctx.hardware, machineProblems),
+    ),
   };
+  if (machineProblems.length > 0) throw new TemplateError(yaml.locateAll(machineProblems));
   const specBytes = Buffer.byteLength(JSON.stringify(spec));
   if (specBytes > renderedSpecBytesMax) {
     throw TemplateError.of(
@@ -223,6 +232,31 @@ export function renderTemplate(source: string, ctx: RenderContext): RenderedTemp
     );
   }
   return spec;
+}
+
+/**
+ * Each built-in's settings taken from the machine it runs on (rootio's disk layout from the
+ * metadata, builtin-actions.ts), when the template does not give them. Only the workflow's own
+ * hardware is known here: a task on another machine must give them itself.
+ */
+function withMachineSettings(
+  task: TaskSpec,
+  path: FieldPath,
+  hardware: Hardware,
+  problems: FieldProblem[],
+): TaskSpec {
+  const actions = task.actions.map((action, index): ActionSpec => {
+    if (action.builtin === undefined) return action;
+    try {
+      const machine = task.worker === hardware.id ? hardware : { id: task.worker };
+      const settings = builtinMachineSettings(action.builtin, action.env, machine);
+      return Object.keys(settings).length === 0 ? action : { ...action, env: { ...action.env, ...settings } };
+    } catch (error) {
+      problems.push({ path: [...path, 'actions', index], message: (error as Error).message });
+      return action;
+    }
+  });
+  return { ...task, actions };
 }
 
 function resolveTaskWorker(task: CheckedTask, ctx: RenderContext): string | undefined {

@@ -24,16 +24,21 @@ export function hasCommand(command: string): boolean {
   }
 }
 
-/** A loop device over a fresh zeroed file of `bytes` in `dir`; `use` runs with its path. */
+/**
+ * A loop device over a fresh zeroed file of `bytes` in `dir`; `use` runs with its path. With
+ * `partitions`, the kernel scans it for partitions (/dev/loopNpM) as it does a disk.
+ */
 export async function withLoopDevice<T>(
   dir: string,
   bytes: number,
   use: (device: string) => Promise<T>,
+  options: { readonly partitions?: boolean } = {},
 ): Promise<T> {
   const backing = path.join(dir, `loop-${process.pid}-${Date.now()}.img`);
   writeFileSync(backing, Buffer.alloc(0));
   execFileSync('truncate', ['-s', String(bytes), backing]);
-  const device = execFileSync('losetup', ['-f', '--show', backing], { encoding: 'utf8' }).trim();
+  const scan = options.partitions === true ? ['--partscan'] : [];
+  const device = execFileSync('losetup', ['-f', '--show', ...scan, backing], { encoding: 'utf8' }).trim();
   try {
     return await use(device);
   } finally {

@@ -1,5 +1,5 @@
 // Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec,
-// qemuimg2disk)
+// qemuimg2disk, rootio)
 // inside the agent, with the outcome a process would have: success, an exit status, a message and
 // the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
@@ -17,6 +17,7 @@ import { kexec } from './kexec.js';
 import { poweroff } from './poweroff.js';
 import { qemuimg2disk } from './qemuimg2disk.js';
 import { reboot } from './reboot.js';
+import { rootio } from './rootio.js';
 import { writefile } from './writefile.js';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 
@@ -33,6 +34,8 @@ export interface BuiltinOptions {
   readonly onProgress?: (line: string) => void;
   /** Bytes of output kept, from the end. Default 4096. */
   readonly outputTailBytes?: number;
+  /** The action's command and args (rootio's `command: ["partition"]`). Default none. */
+  readonly argv?: readonly string[];
 }
 
 export interface BuiltinOutcome extends ActionOutcome {
@@ -48,6 +51,7 @@ const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<B
   poweroff,
   kexec,
   qemuimg2disk,
+  rootio,
 };
 
 export async function runBuiltin(
@@ -82,7 +86,7 @@ export async function runBuiltin(
   });
   try {
     stop.signal.throwIfAborted();
-    const done = await actions[name]({ env, signal: stop.signal, progress });
+    const done = await actions[name]({ env, argv: opts.argv ?? [], signal: stop.signal, progress });
     // An action that finished as the abort came still did its work: report it done.
     const outcome = {
       success: true,
