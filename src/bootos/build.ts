@@ -2,8 +2,8 @@
 // machine's Debian packages: the kernel of linux-image-amd64 with the modules for common NICs
 // and disks, busybox-static, the Node.js runtime that runs this build (stripped, with the shared
 // libraries it links), kexec from kexec-tools, ipmitool, qemu-img (qemu-utils, with
-// qemu-block-extra's curl driver) and the disk tools rootio runs (sfdisk, mke2fs, mkfs.fat,
-// mkfs.xfs) when installed, and the worker agent bundled into one file.
+// qemu-block-extra's curl driver), the disk tools rootio runs (sfdisk, mke2fs, mkfs.fat,
+// mkfs.xfs) and syslinux with mtools when installed, and the worker agent bundled into one file.
 // See docs/decisions/0016-boot-os.md.
 //
 // Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
@@ -192,7 +192,11 @@ async function addNodeRuntime(
     image.file('usr/bin/ipmitool', 0o755, await readFile(ipmitool));
     programs.push(ipmitool);
   } else say('ipmitool not installed: inventory mode will not read the BMC address');
-  programs.push(...(await addQemuImg(image, say)), ...(await addDiskTools(image, say)));
+  programs.push(
+    ...(await addQemuImg(image, say)),
+    ...(await addDiskTools(image, say)),
+    ...(await addSyslinux(image, say)),
+  );
   const libraries = new Set<string>();
   for (const program of programs)
     for (const library of await sharedLibraries(program)) libraries.add(library);
@@ -243,6 +247,25 @@ async function addDiskTools(image: ImageTree, say: (line: string) => void): Prom
     added.push(found);
   }
   return added;
+}
+
+/** Where syslinux-common keeps the MBR boot code: where the syslinux action reads it from. */
+const syslinuxMbrCode: readonly string[] = ['/usr/lib/syslinux/mbr/mbr.bin', '/usr/share/syslinux/mbr.bin'];
+
+/** syslinux (Debian's mtools installer), the mtools commands it runs, and its MBR boot code. */
+async function addSyslinux(image: ImageTree, say: (line: string) => void): Promise<string[]> {
+  const syslinux = findExecutable('syslinux', ['/usr/bin/syslinux']);
+  const mtools = findExecutable('mtools', ['/usr/bin/mtools']);
+  const mbrCode = syslinuxMbrCode.find((file) => existsSync(file));
+  if (syslinux === undefined || mtools === undefined || mbrCode === undefined) {
+    say('syslinux, syslinux-common or mtools not installed: the syslinux action will not run');
+    return [];
+  }
+  image.file('usr/bin/syslinux', 0o755, await readFile(syslinux));
+  image.file('usr/bin/mtools', 0o755, await readFile(mtools));
+  for (const command of ['mattrib', 'mcopy', 'mmove']) image.symlink(`usr/bin/${command}`, 'mtools');
+  image.file(mbrCode.slice(1), 0o644, await readFile(mbrCode));
+  return [syslinux, mtools];
 }
 
 /** /init and its DHCP script, the cluster CA when given, the console and the empty mount points. */

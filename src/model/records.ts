@@ -145,6 +145,7 @@ export const builtinActions = [
   'kexec',
   'qemuimg2disk',
   'rootio',
+  'syslinux',
 ] as const;
 export type BuiltinAction = (typeof builtinActions)[number];
 

@@ -69,6 +69,7 @@ const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set([
   'archive2disk',
   'qemuimg2disk',
   'rootio',
+  'syslinux',
 ]);
 
 function namesFleetBuiltin(spec: RenderedTemplate): boolean {

@@ -22,6 +22,7 @@ const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
   ['reboot', 'reboot'],
   ['qemuimg2disk', 'qemuimg2disk'],
   ['rootio', 'rootio'],
+  ['syslinux', 'syslinux'],
 ]);
 
 /**
@@ -39,6 +40,7 @@ export const builtinRequiredSettings: Readonly<Record<BuiltinAction, readonly st
   qemuimg2disk: ['IMG_URL', 'DEST_DISK'],
   // ROOTIO_STORAGE is filled in from the machine's metadata when a workflow is created.
   rootio: [],
+  syslinux: ['DEST_DISK', 'DEST_PARTITION', 'SYSLINUX_VERSION'],
 };
 
 /** FS_TYPE values the built-ins mount: the kernel's names for the filesystems a system installs on. */
@@ -73,6 +75,8 @@ const builtinChoiceSettings: Readonly<Record<BuiltinAction, Readonly<Record<stri
   // What lands on the disk is the image's bytes: a block device, or raw into a file.
   qemuimg2disk: { FORMAT: ['host_device', 'raw'] },
   rootio: { ACTION: rootioCommands, MBR: ['true', 'false'] },
+  // Tinkerbell's only version (3.86, or 386), or Debian's: Debian's is installed either way.
+  syslinux: { SYSLINUX_VERSION: ['3.86', '386', '6.04'] },
 };
 
 /**

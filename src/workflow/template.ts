@@ -44,9 +44,12 @@
 //   rootio      command ["partition"|"format"|"mount"|"wipe"] (a hub image's) or ACTION, MBR
 //               (true|false), MOUNT_ROOT (default /mnt/target), ROOTIO_STORAGE (JSON; filled in
 //               from the hardware's metadata.instance.storage when absent, docs/decisions/0041)
+//   syslinux    DEST_DISK* (its MBR boot code), DEST_PARTITION* (FAT: the loader), SYSLINUX_VERSION*
+//               (3.86 or 386, Tinkerbell's, or 6.04: Debian's syslinux is installed either way)
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
-// FS_TYPE, CHROOT, ARCHIVE_TYPE, FORMAT, ACTION, MBR and rootio's command are checked against the values the agent takes
-// (builtin-actions.ts), in the template as written and once rendered.
+// FS_TYPE, CHROOT, ARCHIVE_TYPE, FORMAT, ACTION, MBR, SYSLINUX_VERSION and rootio's command are
+// checked against the values the agent takes (builtin-actions.ts), in the template as written
+// and once rendered.
 // A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
 // any tag or digest) with a built-in counterpart (image2disk, writefile, cexec, archive2disk,
 // kexec, reboot, qemuimg2disk, ...: builtin-actions.ts) means that built-in, so a Tinkerbell

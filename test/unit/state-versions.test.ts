@@ -148,6 +148,7 @@ describe('state versions', () => {
     assert.equal(controlCommandVersion(workflow('archive2disk')), 3);
     assert.equal(controlCommandVersion(workflow('qemuimg2disk')), 3);
     assert.equal(controlCommandVersion(workflow('rootio')), 3);
+    assert.equal(controlCommandVersion(workflow('syslinux')), 3);
     assert.match(
       clusterVersionRefusal(workflow('cexec'), 2) ?? '',
       /workflow.create needs cluster version 3/,

@@ -419,7 +419,7 @@ describe('validateTemplateSource', () => {
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
-        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio)',
+        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
         'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
@@ -788,7 +788,7 @@ describe('built-in actions', () => {
     assert.equal(
       error.message,
       `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
-        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio; got "image2dsk" (did you mean "image2disk"?)',
+        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux; got "image2dsk" (did you mean "image2disk"?)',
     );
   });
 
@@ -971,6 +971,29 @@ describe('built-in actions', () => {
     assert.equal(
       renderTemplate(explicit, context()).tasks[0]?.actions[0]?.env['ROOTIO_STORAGE'],
       JSON.stringify({ disks: [{ device: '/dev/sdb' }] }),
+    );
+  });
+
+  it('syslinux: the hub image is the built-in, SYSLINUX_VERSION is checked and required', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/syslinux:latest',
+      'environment:',
+      '  DEST_DISK: /dev/sdb',
+      '  DEST_PARTITION: /dev/sdb1',
+      '  SYSLINUX_VERSION: 4.07',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: syslinux: SYSLINUX_VERSION=4\.07 is not one of 3\.86, 386, 6\.04$/,
+    );
+    assert.equal(
+      renderTemplate(source.replace('4.07', '3.86'), context()).tasks[0]?.actions[0]?.builtin,
+      'syslinux',
+    );
+    const noVersion = source.replace('  SYSLINUX_VERSION: 4.07', '  MIRROR_HOST: 10.0.0.1');
+    assert.match(
+      templateError(() => renderTemplate(noVersion, context())).message,
+      /syslinux needs SYSLINUX_VERSION in the action's or the task's environment/,
     );
   });
 

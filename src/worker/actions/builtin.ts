@@ -1,5 +1,5 @@
 // Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec,
-// qemuimg2disk, rootio)
+// qemuimg2disk, rootio, syslinux)
 // inside the agent, with the outcome a process would have: success, an exit status, a message and
 // the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
@@ -18,6 +18,7 @@ import { poweroff } from './poweroff.js';
 import { qemuimg2disk } from './qemuimg2disk.js';
 import { reboot } from './reboot.js';
 import { rootio } from './rootio.js';
+import { syslinux } from './syslinux.js';
 import { writefile } from './writefile.js';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 
@@ -52,6 +53,7 @@ const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<B
   kexec,
   qemuimg2disk,
   rootio,
+  syslinux,
 };
 
 export async function runBuiltin(

@@ -1,5 +1,5 @@
 // rootio: partitions, formats and mounts the machine's disks from its storage layout, as
-// Tinkerbell's hub action does (docs/decisions/0041-rootio-layout.md).
+// Tinkerbell's hub action does (docs/decisions/0041-hub-actions.md).
 //
 //   command      ["partition"], ["format"], ["mount"] or ["wipe"] (a hub image's form), or
 //   ACTION       the same word, for `action: rootio`
