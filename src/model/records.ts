@@ -146,6 +146,7 @@ export const builtinActions = [
   'qemuimg2disk',
   'rootio',
   'syslinux',
+  'oci2disk',
 ] as const;
 export type BuiltinAction = (typeof builtinActions)[number];
 

@@ -70,6 +70,7 @@ const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set([
   'qemuimg2disk',
   'rootio',
   'syslinux',
+  'oci2disk',
 ]);
 
 function namesFleetBuiltin(spec: RenderedTemplate): boolean {

@@ -23,6 +23,7 @@ const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
   ['qemuimg2disk', 'qemuimg2disk'],
   ['rootio', 'rootio'],
   ['syslinux', 'syslinux'],
+  ['oci2disk', 'oci2disk'],
 ]);
 
 /**
@@ -41,6 +42,7 @@ export const builtinRequiredSettings: Readonly<Record<BuiltinAction, readonly st
   // ROOTIO_STORAGE is filled in from the machine's metadata when a workflow is created.
   rootio: [],
   syslinux: ['DEST_DISK', 'DEST_PARTITION', 'SYSLINUX_VERSION'],
+  oci2disk: ['IMG_URL', 'DEST_DISK'],
 };
 
 /** FS_TYPE values the built-ins mount: the kernel's names for the filesystems a system installs on. */
@@ -77,6 +79,7 @@ const builtinChoiceSettings: Readonly<Record<BuiltinAction, Readonly<Record<stri
   rootio: { ACTION: rootioCommands, MBR: ['true', 'false'] },
   // Tinkerbell's only version (3.86, or 386), or Debian's: Debian's is installed either way.
   syslinux: { SYSLINUX_VERSION: ['3.86', '386', '6.04'] },
+  oci2disk: { COMPRESSED: ['true', 'false'], SKIP_VERIFY: ['true', 'false'] },
 };
 
 /**

@@ -46,10 +46,12 @@
 //               from the hardware's metadata.instance.storage when absent, docs/decisions/0041)
 //   syslinux    DEST_DISK* (its MBR boot code), DEST_PARTITION* (FAT: the loader), SYSLINUX_VERSION*
 //               (3.86 or 386, Tinkerbell's, or 6.04: Debian's syslinux is installed either way)
+//   oci2disk    IMG_URL* (REGISTRY/REPOSITORY:TAG or @sha256:…), DEST_DISK*, COMPRESSED (true|false:
+//               by IMG_URL's suffix, .gz or .zs), REGISTRY_USERNAME, REGISTRY_PASSWORD, SKIP_VERIFY
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
-// FS_TYPE, CHROOT, ARCHIVE_TYPE, FORMAT, ACTION, MBR, SYSLINUX_VERSION and rootio's command are
-// checked against the values the agent takes (builtin-actions.ts), in the template as written
-// and once rendered.
+// FS_TYPE, CHROOT, ARCHIVE_TYPE, FORMAT, ACTION, MBR, SYSLINUX_VERSION, oci2disk's COMPRESSED and
+// SKIP_VERIFY, and rootio's command are checked against the values the agent takes
+// (builtin-actions.ts), in the template as written and once rendered.
 // A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
 // any tag or digest) with a built-in counterpart (image2disk, writefile, cexec, archive2disk,
 // kexec, reboot, qemuimg2disk, ...: builtin-actions.ts) means that built-in, so a Tinkerbell

@@ -419,7 +419,7 @@ describe('validateTemplateSource', () => {
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
-        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux)',
+        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
         'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
@@ -788,7 +788,7 @@ describe('built-in actions', () => {
     assert.equal(
       error.message,
       `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
-        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux; got "image2dsk" (did you mean "image2disk"?)',
+        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk; got "image2dsk" (did you mean "image2disk"?)',
     );
   });
 
@@ -995,6 +995,23 @@ describe('built-in actions', () => {
       templateError(() => renderTemplate(noVersion, context())).message,
       /syslinux needs SYSLINUX_VERSION in the action's or the task's environment/,
     );
+  });
+
+  it('oci2disk: the hub image is the built-in, COMPRESSED and SKIP_VERIFY are checked', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/oci2disk:latest',
+      'environment:',
+      '  IMG_URL: 192.168.0.173/test/debian:raw.gz',
+      '  DEST_DISK: /dev/nvme0n1',
+      '  COMPRESSED: true',
+      '  SKIP_VERIFY: yes',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: oci2disk: SKIP_VERIFY=yes is not one of true, false$/,
+    );
+    const good = source.replace('SKIP_VERIFY: yes', 'SKIP_VERIFY: "true"');
+    assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'oci2disk');
   });
 
   it('qemuimg2disk: the hub image is the built-in, FORMAT is checked and IMG_URL and DEST_DISK are required', () => {

@@ -1,5 +1,5 @@
 // Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec,
-// qemuimg2disk, rootio, syslinux)
+// qemuimg2disk, rootio, syslinux, oci2disk)
 // inside the agent, with the outcome a process would have: success, an exit status, a message and
 // the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
@@ -14,6 +14,7 @@ import { archive2disk } from './archive2disk.js';
 import { cexec } from './cexec.js';
 import { image2disk } from './image2disk.js';
 import { kexec } from './kexec.js';
+import { oci2disk } from './oci2disk.js';
 import { poweroff } from './poweroff.js';
 import { qemuimg2disk } from './qemuimg2disk.js';
 import { reboot } from './reboot.js';
@@ -54,6 +55,7 @@ const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<B
   qemuimg2disk,
   rootio,
   syslinux,
+  oci2disk,
 };
 
 export async function runBuiltin(
