@@ -147,6 +147,7 @@ export const builtinActions = [
   'rootio',
   'syslinux',
   'oci2disk',
+  'grub2disk',
 ] as const;
 export type BuiltinAction = (typeof builtinActions)[number];
 

@@ -71,6 +71,7 @@ const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set([
   'rootio',
   'syslinux',
   'oci2disk',
+  'grub2disk',
 ]);
 
 function namesFleetBuiltin(spec: RenderedTemplate): boolean {

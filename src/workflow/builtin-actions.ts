@@ -24,6 +24,7 @@ const hubImageBuiltins: ReadonlyMap<string, BuiltinAction> = new Map([
   ['rootio', 'rootio'],
   ['syslinux', 'syslinux'],
   ['oci2disk', 'oci2disk'],
+  ['grub2disk', 'grub2disk'],
 ]);
 
 /**
@@ -43,6 +44,7 @@ export const builtinRequiredSettings: Readonly<Record<BuiltinAction, readonly st
   rootio: [],
   syslinux: ['DEST_DISK', 'DEST_PARTITION', 'SYSLINUX_VERSION'],
   oci2disk: ['IMG_URL', 'DEST_DISK'],
+  grub2disk: ['GRUB_INSTALL_PATH', 'GRUB_DISK', 'FS_TYPE'],
 };
 
 /** FS_TYPE values the built-ins mount: the kernel's names for the filesystems a system installs on. */
@@ -80,6 +82,7 @@ const builtinChoiceSettings: Readonly<Record<BuiltinAction, Readonly<Record<stri
   // Tinkerbell's only version (3.86, or 386), or Debian's: Debian's is installed either way.
   syslinux: { SYSLINUX_VERSION: ['3.86', '386', '6.04'] },
   oci2disk: { COMPRESSED: ['true', 'false'], SKIP_VERIFY: ['true', 'false'] },
+  grub2disk: { FS_TYPE: builtinFilesystems },
 };
 
 /**

@@ -48,6 +48,8 @@
 //               (3.86 or 386, Tinkerbell's, or 6.04: Debian's syslinux is installed either way)
 //   oci2disk    IMG_URL* (REGISTRY/REPOSITORY:TAG or @sha256:…), DEST_DISK*, COMPRESSED (true|false:
 //               by IMG_URL's suffix, .gz or .zs), REGISTRY_USERNAME, REGISTRY_PASSWORD, SKIP_VERIFY
+//   grub2disk   GRUB_INSTALL_PATH* (the disk), GRUB_DISK* (the system's partition), FS_TYPE*: runs the
+//               system's grub-install and grub-mkconfig chrooted into it
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
 // FS_TYPE, CHROOT, ARCHIVE_TYPE, FORMAT, ACTION, MBR, SYSLINUX_VERSION, oci2disk's COMPRESSED and
 // SKIP_VERIFY, and rootio's command are checked against the values the agent takes

@@ -2,7 +2,7 @@
 // in every case. They need root and util-linux's losetup; a test without them fails, naming what
 // it needs (`sudo npm test` installs the packages: test/setup.sh).
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 export function canUseLoopDevices(): boolean {
@@ -54,5 +54,17 @@ export function kernelHasFilesystem(fsType: string): boolean {
       .some((line) => line.split('\t')[1] === fsType);
   } catch {
     return false;
+  }
+}
+
+/** `bytes` bytes of a disk or file from `offset`: a boot sector, a partition table. */
+export function readBytes(file: string, offset: number, bytes: number): Buffer {
+  const fd = openSync(file, 'r');
+  try {
+    const data = Buffer.alloc(bytes);
+    readSync(fd, data, 0, bytes, offset);
+    return data;
+  } finally {
+    closeSync(fd);
   }
 }

@@ -150,6 +150,7 @@ describe('state versions', () => {
     assert.equal(controlCommandVersion(workflow('rootio')), 3);
     assert.equal(controlCommandVersion(workflow('syslinux')), 3);
     assert.equal(controlCommandVersion(workflow('oci2disk')), 3);
+    assert.equal(controlCommandVersion(workflow('grub2disk')), 3);
     assert.match(
       clusterVersionRefusal(workflow('cexec'), 2) ?? '',
       /workflow.create needs cluster version 3/,

@@ -11,22 +11,13 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  readSync,
-  rmSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runBuiltin } from '../../src/worker/actions/builtin.js';
-import { canUseLoopDevices, hasCommand, withLoopDevice } from '../support/block-devices.js';
+import { canUseLoopDevices, hasCommand, readBytes, withLoopDevice } from '../support/block-devices.js';
 
 const mib = 1024 * 1024;
 const dir = mkdtempSync(path.join(tmpdir(), 'slipway-qemuimg2disk-'));
@@ -88,17 +79,6 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function readHead(file: string, bytes: number): Buffer {
-  const fd = openSync(file, 'r');
-  try {
-    const data = Buffer.alloc(bytes);
-    readSync(fd, data, 0, bytes, 0);
-    return data;
-  } finally {
-    closeSync(fd);
-  }
-}
-
 function qemuimg2disk(env: Record<string, string>): ReturnType<typeof runBuiltin> {
   return runBuiltin('qemuimg2disk', env, { timeoutMs: 60_000 });
 }
@@ -123,7 +103,7 @@ describe('qemuimg2disk', () => {
       );
       assert.ok(lines.includes('converted 100%'), lines.join('\n'));
       // The image's zeroes are written as zeroes, whatever the disk held.
-      assert.ok(readHead(device, diskBytes).equals(readFileSync(raw)), 'the device holds the raw disk');
+      assert.ok(readBytes(device, 0, diskBytes).equals(readFileSync(raw)), 'the device holds the raw disk');
     });
   });
 
@@ -147,7 +127,7 @@ describe('qemuimg2disk', () => {
         `qemuimg2disk: disk too small: the qcow2 image at ${base}/disk.qcow2 holds ${diskBytes} bytes ` +
           `and DEST_DISK ${device} holds ${8 * mib}`,
       );
-      assert.ok(readHead(device, 8 * mib).equals(Buffer.alloc(8 * mib)), 'the disk is untouched');
+      assert.ok(readBytes(device, 0, 8 * mib).equals(Buffer.alloc(8 * mib)), 'the disk is untouched');
     });
   });
 

@@ -8,21 +8,12 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  readSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runBuiltin } from '../../src/worker/actions/builtin.js';
 import { mbrCodePaths } from '../../src/worker/actions/syslinux.js';
-import { canUseLoopDevices, hasCommand } from '../support/block-devices.js';
+import { canUseLoopDevices, hasCommand, readBytes } from '../support/block-devices.js';
 
 const mib = 1024 * 1024;
 const dir = mkdtempSync(path.join(tmpdir(), 'slipway-syslinux-'));
@@ -34,17 +25,6 @@ const why =
 after(() => {
   rmSync(dir, { recursive: true, force: true });
 });
-
-function readBytes(file: string, offset: number, bytes: number): Buffer {
-  const fd = openSync(file, 'r');
-  try {
-    const data = Buffer.alloc(bytes);
-    readSync(fd, data, 0, bytes, offset);
-    return data;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** A 32 MiB disk with one bootable FAT partition from 1 MiB: `use` gets both loop devices. */
 async function withDisk(

@@ -419,7 +419,7 @@ describe('validateTemplateSource', () => {
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
-        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk)',
+        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk, grub2disk)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
         'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
@@ -788,7 +788,7 @@ describe('built-in actions', () => {
     assert.equal(
       error.message,
       `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
-        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk; got "image2dsk" (did you mean "image2disk"?)',
+        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk, grub2disk; got "image2dsk" (did you mean "image2disk"?)',
     );
   });
 
@@ -1012,6 +1012,33 @@ describe('built-in actions', () => {
     );
     const good = source.replace('SKIP_VERIFY: yes', 'SKIP_VERIFY: "true"');
     assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'oci2disk');
+  });
+
+  it('grub2disk: the hub image is the built-in, FS_TYPE is checked and its settings required', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/grub2disk:latest',
+      'environment:',
+      '  GRUB_INSTALL_PATH: /dev/sda',
+      '  GRUB_DISK: /dev/sda1',
+      '  FS_TYPE: etx4',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: grub2disk: FS_TYPE=etx4 is not one of ext4, /,
+    );
+    assert.equal(
+      renderTemplate(source.replace('etx4', 'ext4'), context()).tasks[0]?.actions[0]?.builtin,
+      'grub2disk',
+    );
+    const noDisk = source
+      .replace('etx4', 'ext4')
+      .split('\n')
+      .filter((line) => !line.includes('GRUB_DISK'))
+      .join('\n');
+    assert.match(
+      templateError(() => renderTemplate(noDisk, context())).message,
+      /grub2disk needs GRUB_DISK in the action's or the task's environment/,
+    );
   });
 
   it('qemuimg2disk: the hub image is the built-in, FORMAT is checked and IMG_URL and DEST_DISK are required', () => {

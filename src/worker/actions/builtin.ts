@@ -1,5 +1,5 @@
 // Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec,
-// qemuimg2disk, rootio, syslinux, oci2disk)
+// qemuimg2disk, rootio, syslinux, oci2disk, grub2disk)
 // inside the agent, with the outcome a process would have: success, an exit status, a message and
 // the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
@@ -12,6 +12,7 @@ import type { MachineEffect } from '../machine-control.js';
 import { OutputTail, outputTailBytesDefault, type ActionOutcome } from '../runner.js';
 import { archive2disk } from './archive2disk.js';
 import { cexec } from './cexec.js';
+import { grub2disk } from './grub2disk.js';
 import { image2disk } from './image2disk.js';
 import { kexec } from './kexec.js';
 import { oci2disk } from './oci2disk.js';
@@ -56,6 +57,7 @@ const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<B
   rootio,
   syslinux,
   oci2disk,
+  grub2disk,
 };
 
 export async function runBuiltin(

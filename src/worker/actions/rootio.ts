@@ -18,7 +18,7 @@
 // its point, shallowest first, and swapon for swap; they stay mounted for the actions after it.
 // wipe: only the zeroing. Unlike Tinkerbell's, the first failure fails the action, naming the disk
 // or filesystem; `mount` then unmounts what it had mounted.
-import { mkdir, open, stat } from 'node:fs/promises';
+import { mkdir, open } from 'node:fs/promises';
 import path from 'node:path';
 import { rootioCommand, rootioStorageSetting, type BuiltinAction } from '../../workflow/builtin-actions.js';
 import {
@@ -30,6 +30,7 @@ import {
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 import { runProgram } from './program.js';
 import { checkChoiceSettings, optionalSetting } from './settings.js';
+import { deviceKind } from './target-disk.js';
 
 const builtin: BuiltinAction = 'rootio';
 const sectorBytes = 512;
@@ -241,15 +242,7 @@ async function blockDeviceBytes(device: string, signal: AbortSignal): Promise<nu
 
 /** As Tinkerbell's rootio: the layout's devices must be block devices. */
 async function checkBlockDevice(device: string): Promise<void> {
-  let kind;
-  try {
-    kind = await stat(device);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new ActionError(`${device} (in ${rootioStorageSetting}) does not exist`);
-    }
-    throw error;
-  }
-  if (!kind.isBlockDevice())
-    throw new ActionError(`${device} (in ${rootioStorageSetting}) is not a block device`);
+  const kind = await deviceKind(device);
+  if (kind === 'missing') throw new ActionError(`${device} (in ${rootioStorageSetting}) does not exist`);
+  if (kind !== 'block') throw new ActionError(`${device} (in ${rootioStorageSetting}) is not a block device`);
 }

@@ -11,12 +11,12 @@
 // Only the boot code is written (440 bytes): the partition table and disk signature after it
 // stay. The loader is written by Debian's `syslinux --install` (the mtools installer: the
 // partition is not mounted).
-import { open, readFile, stat } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 import { rereadPartitions } from './image2disk.js';
 import { runProgram } from './program.js';
 import { checkChoiceSettings, requiredSetting } from './settings.js';
-import { inspectTarget } from './target-disk.js';
+import { deviceKind, inspectTarget } from './target-disk.js';
 
 /** Debian's syslinux-common keeps the MBR boot code here. */
 export const mbrCodePaths: readonly string[] = [
@@ -72,16 +72,8 @@ async function mbrCode(): Promise<Buffer> {
 }
 
 async function checkPartition(partition: string): Promise<void> {
-  let kind;
-  try {
-    kind = await stat(partition);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new ActionError(`DEST_PARTITION ${partition} does not exist`);
-    }
-    throw error;
-  }
-  if (!kind.isBlockDevice() && !kind.isFile()) {
+  const kind = await deviceKind(partition);
+  if (kind === 'missing') throw new ActionError(`DEST_PARTITION ${partition} does not exist`);
+  if (kind === 'other')
     throw new ActionError(`DEST_PARTITION ${partition} is neither a block device nor a file`);
-  }
 }
