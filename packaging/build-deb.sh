@@ -58,7 +58,7 @@ Maintainer: Slipway developers <slipway@localhost>
 Installed-Size: $installed_kb
 Depends: nodejs (>= $node_min), adduser, iproute2, iputils-arping, ipxe
 Recommends: haproxy, ipmitool
-Suggests: linux-image-amd64, busybox-static, zstd, binutils, kexec-tools, qemu-system-x86, ovmf, openipmi
+Suggests: linux-image-amd64, busybox-static, zstd, binutils, kexec-tools, qemu-utils, qemu-block-extra, qemu-system-x86, ovmf, openipmi
 Section: admin
 Priority: optional
 Description: highly available bare-metal provisioner

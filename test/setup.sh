@@ -25,6 +25,9 @@ node -e '
 # actions write real filesystems on loop devices (util-linux, e2fsprogs, dosfstools); power
 # control drives OpenIPMI's BMC simulator (openipmi) with ipmitool. The end-to-end test installs
 # a bootable disk image it builds with sfdisk (fdisk), mtools and syslinux (BIOS and EFI).
+# qemuimg2disk converts a qcow2 image read over HTTP with qemu-img (qemu-utils) through its curl
+# driver (qemu-block-extra); the boot OS carries both when they are installed. grub2disk's test
+# installs Debian's GRUB (grub-pc-bin, grub2-common) from an installed system it makes.
 # The package test installs the .deb (`npm run package`) into a Debian 13 root made by
 # debootstrap; git fetches the history the rolling upgrade test builds the previous release from.
 # iptables keeps UEFI HTTP boot from being offered to the OVMF test's VM (its string match).
@@ -35,7 +38,7 @@ packages=(
   qemu-system-x86 ipxe-qemu ovmf haproxy iputils-arping linux-image-amd64 zstd binutils kexec-tools
   cpio util-linux e2fsprogs dosfstools openipmi ipmitool fdisk mtools syslinux syslinux-common
   syslinux-efi debootstrap git iptables etcd-server etcd-client kea-dhcp4-server tftpd-hpa atftp
-  groff-base
+  groff-base qemu-utils qemu-block-extra grub-pc-bin grub2-common
 )
 
 if ! command -v dpkg-query >/dev/null; then

@@ -1,8 +1,10 @@
 // `slipway bootos build`: the in-memory OS that machines network-boot into, made from this
 // machine's Debian packages: the kernel of linux-image-amd64 with the modules for common NICs
 // and disks, busybox-static, the Node.js runtime that runs this build (stripped, with the shared
-// libraries it links), kexec from kexec-tools and ipmitool when installed, and the worker agent
-// bundled into one file. See docs/decisions/0016-boot-os.md.
+// libraries it links), kexec from kexec-tools, ipmitool, qemu-img (qemu-utils, with
+// qemu-block-extra's curl driver), the disk tools rootio runs (sfdisk, mke2fs, mkfs.fat,
+// mkfs.xfs) and syslinux with mtools when installed, and the worker agent bundled into one file.
+// See docs/decisions/0016-boot-os.md.
 //
 // Reproducible: the archive is written by src/bootos/cpio.ts with fixed owners and times and
 // sorted entries, the bundle by esbuild from the same sources, and zstd compresses
@@ -190,6 +192,11 @@ async function addNodeRuntime(
     image.file('usr/bin/ipmitool', 0o755, await readFile(ipmitool));
     programs.push(ipmitool);
   } else say('ipmitool not installed: inventory mode will not read the BMC address');
+  programs.push(
+    ...(await addQemuImg(image, say)),
+    ...(await addDiskTools(image, say)),
+    ...(await addSyslinux(image, say)),
+  );
   const libraries = new Set<string>();
   for (const program of programs)
     for (const library of await sharedLibraries(program)) libraries.add(library);
@@ -197,6 +204,68 @@ async function addNodeRuntime(
     image.file(library.slice(1), 0o755, await readFile(library));
   }
   say(`node ${await nodeVersion(nodeBinary)}; ${libraries.size} shared libraries`);
+}
+
+/** Where Debian's qemu-img loads its curl driver from (qemu-block-extra). */
+const qemuCurlDriver = '/usr/lib/x86_64-linux-gnu/qemu/block-curl.so';
+
+/**
+ * qemu-img with its curl driver, when both are installed: the qemuimg2disk action reads the image
+ * over HTTP through it. Returns the files whose shared libraries the image needs.
+ */
+async function addQemuImg(image: ImageTree, say: (line: string) => void): Promise<string[]> {
+  const qemuImg = findExecutable('qemu-img', ['/usr/bin/qemu-img']);
+  if (qemuImg === undefined || !existsSync(qemuCurlDriver)) {
+    say(
+      'qemu-img or its curl driver not installed (qemu-utils, qemu-block-extra): qemuimg2disk will not run',
+    );
+    return [];
+  }
+  image.file('usr/bin/qemu-img', 0o755, await readFile(qemuImg));
+  image.file(qemuCurlDriver.slice(1), 0o644, await readFile(qemuCurlDriver));
+  return [qemuImg, qemuCurlDriver];
+}
+
+/** The programs rootio partitions and formats with, which busybox lacks or makes only ext2 with. */
+const diskTools: readonly { readonly name: string; readonly packageName: string }[] = [
+  { name: 'sfdisk', packageName: 'fdisk' },
+  { name: 'mke2fs', packageName: 'e2fsprogs' },
+  { name: 'mkfs.fat', packageName: 'dosfstools' },
+  { name: 'mkfs.xfs', packageName: 'xfsprogs' },
+];
+
+/** Each of diskTools that is installed, in /usr/sbin (ahead of busybox's on the PATH). */
+async function addDiskTools(image: ImageTree, say: (line: string) => void): Promise<string[]> {
+  const added: string[] = [];
+  for (const tool of diskTools) {
+    const found = findExecutable(tool.name, [`/usr/sbin/${tool.name}`, `/sbin/${tool.name}`]);
+    if (found === undefined) {
+      say(`${tool.name} not installed (${tool.packageName}): rootio cannot run it`);
+      continue;
+    }
+    image.file(`usr/sbin/${tool.name}`, 0o755, await readFile(found));
+    added.push(found);
+  }
+  return added;
+}
+
+/** Where syslinux-common keeps the MBR boot code: where the syslinux action reads it from. */
+const syslinuxMbrCode: readonly string[] = ['/usr/lib/syslinux/mbr/mbr.bin', '/usr/share/syslinux/mbr.bin'];
+
+/** syslinux (Debian's mtools installer), the mtools commands it runs, and its MBR boot code. */
+async function addSyslinux(image: ImageTree, say: (line: string) => void): Promise<string[]> {
+  const syslinux = findExecutable('syslinux', ['/usr/bin/syslinux']);
+  const mtools = findExecutable('mtools', ['/usr/bin/mtools']);
+  const mbrCode = syslinuxMbrCode.find((file) => existsSync(file));
+  if (syslinux === undefined || mtools === undefined || mbrCode === undefined) {
+    say('syslinux, syslinux-common or mtools not installed: the syslinux action will not run');
+    return [];
+  }
+  image.file('usr/bin/syslinux', 0o755, await readFile(syslinux));
+  image.file('usr/bin/mtools', 0o755, await readFile(mtools));
+  for (const command of ['mattrib', 'mcopy', 'mmove']) image.symlink(`usr/bin/${command}`, 'mtools');
+  image.file(mbrCode.slice(1), 0o644, await readFile(mbrCode));
+  return [syslinux, mtools];
 }
 
 /** /init and its DHCP script, the cluster CA when given, the console and the empty mount points. */

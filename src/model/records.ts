@@ -143,6 +143,11 @@ export const builtinActions = [
   'reboot',
   'poweroff',
   'kexec',
+  'qemuimg2disk',
+  'rootio',
+  'syslinux',
+  'oci2disk',
+  'grub2disk',
 ] as const;
 export type BuiltinAction = (typeof builtinActions)[number];
 

@@ -27,8 +27,9 @@
 // (docs/decisions/0038-member-api-addresses.md).
 // Version 3 also adds the audit record inside a Kv write's own entry and a membership change's
 // (docs/decisions/0018-audit-trail.md): one raft entry per audited write.
-// Version 3 also adds the built-in actions cexec and archive2disk (Tinkerbell's hub actions): a
-// version 2 build's schema refuses a workflow whose actions name them.
+// Version 3 also adds built-in actions (Tinkerbell's hub actions cexec, archive2disk and those in
+// fleetBuiltins in src/state/versions.ts): a version 2 build's schema refuses a workflow whose
+// actions name them.
 /** The formats of builds that predate version gates. */
 export const stateVersionBaseline = 1;
 

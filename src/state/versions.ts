@@ -64,7 +64,15 @@ export function controlCommandVersion(command: ControlCommand): number {
 }
 
 /** Built-in actions that builds below stateVersionFleet do not know. */
-const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set(['cexec', 'archive2disk']);
+const fleetBuiltins: ReadonlySet<BuiltinAction> = new Set([
+  'cexec',
+  'archive2disk',
+  'qemuimg2disk',
+  'rootio',
+  'syslinux',
+  'oci2disk',
+  'grub2disk',
+]);
 
 function namesFleetBuiltin(spec: RenderedTemplate): boolean {
   return spec.tasks.some((task) =>

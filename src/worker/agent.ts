@@ -337,6 +337,7 @@ export class Agent {
       }
       return runBuiltin(action.builtin, action.env, {
         timeoutMs,
+        argv: [...action.command, ...action.args],
         signal,
         onProgress: (message) => {
           this.#stream?.write({ kind: { $case: 'progress', value: { attempt: ref, message } } });

@@ -19,6 +19,7 @@ import {
 } from './template-limits.js';
 import {
   builtinActions,
+  builtinCommandProblems,
   builtinForImage,
   builtinRequiredSettings,
   builtinSettingProblems,
@@ -438,6 +439,12 @@ class StructureChecker {
       if (action.builtin === undefined) return;
       for (const problem of builtinSettingProblems(action.builtin, { ...taskEnv, ...action.env })) {
         this.#report([...path, index, 'environment'], `${action.builtin}: ${problem}`);
+      }
+      for (const problem of builtinCommandProblems(action.builtin, action.command, {
+        ...taskEnv,
+        ...action.env,
+      })) {
+        this.#report([...path, index, 'command'], `${action.builtin}: ${problem}`);
       }
       if (this.#mode !== 'rendered') return;
       const taskFields = isFields(task['environment']) ? task['environment'] : {};

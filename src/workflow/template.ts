@@ -20,8 +20,8 @@
 //           pid: host                 accepted and ignored (Tinkerbell's containers use it)
 //         - name: stream-image
 //           action: image2disk        a built-in the agent runs itself: image2disk, writefile,
-//                                     cexec, archive2disk, reboot, poweroff or kexec; no image,
-//                                     command or args
+//                                     cexec, archive2disk, reboot, poweroff, kexec or a later one
+//                                     (builtin-actions.ts); no image, command or args
 //           environment:              its settings, named as Tinkerbell's hub actions name them
 //             IMG_URL: http://10.0.0.1:8080/ubuntu.raw.gz
 //             DEST_DISK: /dev/sda
@@ -39,12 +39,25 @@
 //   kexec       BLOCK_DEVICE*, FS_TYPE*, KERNEL_PATH, INITRD_PATH, CMD_LINE, GRUBCFG_PATH: loads the
 //               kernel; without KERNEL_PATH, the default entry of /boot/grub/grub.cfg (or
 //               GRUBCFG_PATH) on BLOCK_DEVICE names kernel, initrd and command line
+//   qemuimg2disk  IMG_URL* (http/https, a server taking range requests), DEST_DISK*, FORMAT
+//               (host_device, the default, or raw), EXTRA_ARGS (more `qemu-img convert` arguments)
+//   rootio      command ["partition"|"format"|"mount"|"wipe"] (a hub image's) or ACTION, MBR
+//               (true|false), MOUNT_ROOT (default /mnt/target), ROOTIO_STORAGE (JSON; filled in
+//               from the hardware's metadata.instance.storage when absent, docs/decisions/0041)
+//   syslinux    DEST_DISK* (its MBR boot code), DEST_PARTITION* (FAT: the loader), SYSLINUX_VERSION*
+//               (3.86 or 386, Tinkerbell's, or 6.04: Debian's syslinux is installed either way)
+//   oci2disk    IMG_URL* (REGISTRY/REPOSITORY:TAG or @sha256:…), DEST_DISK*, COMPRESSED (true|false:
+//               by IMG_URL's suffix, .gz or .zs), REGISTRY_USERNAME, REGISTRY_PASSWORD, SKIP_VERIFY
+//   grub2disk   GRUB_INSTALL_PATH* (the disk), GRUB_DISK* (the system's partition), FS_TYPE*: runs the
+//               system's grub-install and grub-mkconfig chrooted into it
 //   reboot, poweroff, kexec  take effect only once the cluster has recorded the action's success
-// FS_TYPE, CHROOT and ARCHIVE_TYPE are checked against the values the agent takes
+// FS_TYPE, CHROOT, ARCHIVE_TYPE, FORMAT, ACTION, MBR, SYSLINUX_VERSION, oci2disk's COMPRESSED and
+// SKIP_VERIFY, and rootio's command are checked against the values the agent takes
 // (builtin-actions.ts), in the template as written and once rendered.
 // A Tinkerbell hub image (quay.io/tinkerbell/actions/NAME or quay.io/tinkerbell-actions/NAME,
-// any tag or digest) for image2disk, writefile, cexec, archive2disk, kexec or reboot means that
-// built-in, so a Tinkerbell template runs unchanged; its `image` is kept in the spec for display.
+// any tag or digest) with a built-in counterpart (image2disk, writefile, cexec, archive2disk,
+// kexec, reboot, qemuimg2disk, ...: builtin-actions.ts) means that built-in, so a Tinkerbell
+// template runs unchanged; its `image` is kept in the spec for display.
 //
 // Placeholders (see template-placeholders.ts and template-variables.ts) go inside quoted
 // values, as in Tinkerbell: `worker: "{{.device_1}}"`; a value that is one placeholder and
@@ -69,6 +82,7 @@
 // refusal is a TemplateError naming the field path and the line.
 import type { RenderedTemplate, TaskSpec, ActionSpec, Hardware } from '../model/records.js';
 import { normalizeMac } from '../platform/addresses.js';
+import { builtinMachineSettings } from './builtin-actions.js';
 import { renderedSpecBytesMax, templateSourceBytesMax } from './template-limits.js';
 import { goRefusalMessage, rewriteGoForms } from './template-go.js';
 import { PlaceholderError } from './template-placeholders.js';
@@ -79,6 +93,7 @@ import {
   describeValue,
   LocatedError,
   YamlSource,
+  type FieldPath,
   type FieldProblem,
   type LocatedProblem,
 } from './template-yaml.js';
@@ -206,12 +221,16 @@ export function renderTemplate(source: string, ctx: RenderContext): RenderedTemp
     return taskSpec(task, worker ?? '', (action) => rendered.shellEnv.get(actionKey(index, action)));
   });
   if (unresolved.length > 0) throw new TemplateError(yaml.locateAll(unresolved));
+  const machineProblems: FieldProblem[] = [];
   const spec = {
     version: template.version,
     name: template.name,
     globalTimeoutS: template.globalTimeoutS,
-    tasks,
+    tasks: tasks.map((task, index) =>
+      withMachineSettings(task, ['tasks', index], ctx.hardware, machineProblems),
+    ),
   };
+  if (machineProblems.length > 0) throw new TemplateError(yaml.locateAll(machineProblems));
   const specBytes = Buffer.byteLength(JSON.stringify(spec));
   if (specBytes > renderedSpecBytesMax) {
     throw TemplateError.of(
@@ -220,6 +239,31 @@ export function renderTemplate(source: string, ctx: RenderContext): RenderedTemp
     );
   }
   return spec;
+}
+
+/**
+ * Each built-in's settings taken from the machine it runs on (rootio's disk layout from the
+ * metadata, builtin-actions.ts), when the template does not give them. Only the workflow's own
+ * hardware is known here: a task on another machine must give them itself.
+ */
+function withMachineSettings(
+  task: TaskSpec,
+  path: FieldPath,
+  hardware: Hardware,
+  problems: FieldProblem[],
+): TaskSpec {
+  const actions = task.actions.map((action, index): ActionSpec => {
+    if (action.builtin === undefined) return action;
+    try {
+      const machine = task.worker === hardware.id ? hardware : { id: task.worker };
+      const settings = builtinMachineSettings(action.builtin, action.env, machine);
+      return Object.keys(settings).length === 0 ? action : { ...action, env: { ...action.env, ...settings } };
+    } catch (error) {
+      problems.push({ path: [...path, 'actions', index], message: (error as Error).message });
+      return action;
+    }
+  });
+  return { ...task, actions };
 }
 
 function resolveTaskWorker(task: CheckedTask, ctx: RenderContext): string | undefined {

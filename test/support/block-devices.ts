@@ -2,7 +2,7 @@
 // in every case. They need root and util-linux's losetup; a test without them fails, naming what
 // it needs (`sudo npm test` installs the packages: test/setup.sh).
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 export function canUseLoopDevices(): boolean {
@@ -24,16 +24,21 @@ export function hasCommand(command: string): boolean {
   }
 }
 
-/** A loop device over a fresh zeroed file of `bytes` in `dir`; `use` runs with its path. */
+/**
+ * A loop device over a fresh zeroed file of `bytes` in `dir`; `use` runs with its path. With
+ * `partitions`, the kernel scans it for partitions (/dev/loopNpM) as it does a disk.
+ */
 export async function withLoopDevice<T>(
   dir: string,
   bytes: number,
   use: (device: string) => Promise<T>,
+  options: { readonly partitions?: boolean } = {},
 ): Promise<T> {
   const backing = path.join(dir, `loop-${process.pid}-${Date.now()}.img`);
   writeFileSync(backing, Buffer.alloc(0));
   execFileSync('truncate', ['-s', String(bytes), backing]);
-  const device = execFileSync('losetup', ['-f', '--show', backing], { encoding: 'utf8' }).trim();
+  const scan = options.partitions === true ? ['--partscan'] : [];
+  const device = execFileSync('losetup', ['-f', '--show', ...scan, backing], { encoding: 'utf8' }).trim();
   try {
     return await use(device);
   } finally {
@@ -49,5 +54,17 @@ export function kernelHasFilesystem(fsType: string): boolean {
       .some((line) => line.split('\t')[1] === fsType);
   } catch {
     return false;
+  }
+}
+
+/** `bytes` bytes of a disk or file from `offset`: a boot sector, a partition table. */
+export function readBytes(file: string, offset: number, bytes: number): Buffer {
+  const fd = openSync(file, 'r');
+  try {
+    const data = Buffer.alloc(bytes);
+    readSync(fd, data, 0, bytes, offset);
+    return data;
+  } finally {
+    closeSync(fd);
   }
 }

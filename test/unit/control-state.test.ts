@@ -556,7 +556,7 @@ describe('workflow.create', () => {
     assert.deepEqual(decodeControlCommand(encodeControlCommand(command)), command);
     assert.throws(
       () => encodeControlCommand({ ...command, spec: oneAction({ builtin: 'format' as 'reboot' }) }),
-      /builtin: must be one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec/,
+      /builtin: must be one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk, grub2disk/,
     );
   });
 });

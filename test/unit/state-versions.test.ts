@@ -13,6 +13,7 @@ import { versionAllVotersApply } from '../../src/node/cluster-version-keeper.js'
 import { upgradeChecks, versionSummary, type MemberReport } from '../../src/cli/upgrade-check.js';
 import { decodeResult, encodeCommand } from '../../src/state/store-command.js';
 import type { ControlCommand } from '../../src/state/control/commands.js';
+import type { BuiltinAction } from '../../src/model/records.js';
 import { ControlState } from '../../src/state/control/control-state.js';
 import { ReplicatedState } from '../../src/state/replicated-state.js';
 import {
@@ -117,8 +118,8 @@ describe('state versions', () => {
     );
   });
 
-  it('a workflow naming a built-in newer builds added (cexec, archive2disk) needs the fleet version', () => {
-    const workflow = (builtin: 'reboot' | 'cexec' | 'archive2disk'): ControlCommand => ({
+  it('a workflow naming a built-in newer builds added (cexec, archive2disk, ...) needs the fleet version', () => {
+    const workflow = (builtin: BuiltinAction): ControlCommand => ({
       type: 'workflow.create',
       id: 'w1',
       template: 't',
@@ -145,6 +146,11 @@ describe('state versions', () => {
     assert.equal(controlCommandVersion(workflow('reboot')), stateVersionBaseline);
     assert.equal(controlCommandVersion(workflow('cexec')), 3);
     assert.equal(controlCommandVersion(workflow('archive2disk')), 3);
+    assert.equal(controlCommandVersion(workflow('qemuimg2disk')), 3);
+    assert.equal(controlCommandVersion(workflow('rootio')), 3);
+    assert.equal(controlCommandVersion(workflow('syslinux')), 3);
+    assert.equal(controlCommandVersion(workflow('oci2disk')), 3);
+    assert.equal(controlCommandVersion(workflow('grub2disk')), 3);
     assert.match(
       clusterVersionRefusal(workflow('cexec'), 2) ?? '',
       /workflow.create needs cluster version 3/,

@@ -7,7 +7,7 @@
 // text rather than trusting the YAML library's own mapping.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Hardware } from '../../src/model/records.js';
+import type { Hardware, JsonValue } from '../../src/model/records.js';
 import {
   renderTemplate,
   TemplateError,
@@ -419,7 +419,7 @@ describe('validateTemplateSource', () => {
     // Problems come in line order: the action that lost its command (line 20), then the typo.
     assert.deepEqual(error.message.split('\n'), [
       'line 21: tasks[0].actions[1]: needs "image" (a container to run), "command" (a process to run) ' +
-        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)',
+        'or "action" (built in: image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk, grub2disk)',
       'line 22: tasks[0].actions[1].comand: unknown field (did you mean "command"?); ' +
         'allowed here: name, image, command, args, timeout, environment, volumes, retries, action, pid',
     ]);
@@ -788,7 +788,7 @@ describe('built-in actions', () => {
     assert.equal(
       error.message,
       `line ${lineContaining(source, 'image2dsk')}: tasks[0].actions[0].action: must name a built-in action, ` +
-        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec; got "image2dsk" (did you mean "image2disk"?)',
+        'one of image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec, qemuimg2disk, rootio, syslinux, oci2disk, grub2disk; got "image2dsk" (did you mean "image2disk"?)',
     );
   });
 
@@ -892,5 +892,173 @@ describe('built-in actions', () => {
     assert.equal(unpacked?.builtin, 'archive2disk');
     const good = source.replace('ext5', 'ext4').replace('CHROOT: yes', 'CHROOT: y');
     assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'cexec');
+  });
+
+  it("rootio: the hub image's command is checked, and the layout comes from the hardware's metadata", () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/rootio:latest',
+      'command: ["format"]',
+      'environment:',
+      '  MIRROR_HOST: 10.0.0.1',
+    ]);
+    const storage = {
+      disks: [{ device: '/dev/sda', wipe_table: true, partitions: [{ label: 'ROOT', number: 1, size: 0 }] }],
+      filesystems: [
+        { mount: { device: '/dev/sda1', format: 'ext4', point: '/', create: { options: ['-L', 'ROOT'] } } },
+      ],
+    };
+    const withStorage = (value: unknown): RenderContext => ({
+      ...context(),
+      hardware: { ...hardware, metadata: { instance: { storage: value as JsonValue } } },
+    });
+    const action = renderTemplate(source, withStorage(storage)).tasks[0]?.actions[0];
+    assert.equal(action?.builtin, 'rootio');
+    assert.deepEqual(action?.command, ['format']);
+    assert.deepEqual(JSON.parse(action?.env['ROOTIO_STORAGE'] ?? ''), storage);
+    // Refused at template create: a command rootio has not, an ACTION it has not, a bad MBR.
+    for (const [lines, message] of [
+      [
+        ['command: ["explode"]'],
+        /command: rootio: command explode is not one of partition, format, mount, wipe$/,
+      ],
+      [
+        ['environment:', '  ACTION: explode'],
+        /environment: rootio: ACTION=explode is not one of partition, format, mount, wipe$/,
+      ],
+      [
+        ['environment:', '  ACTION: mount', '  MBR: yes'],
+        /environment: rootio: MBR=yes is not one of true, false$/,
+      ],
+      [
+        ['environment:', '  MBR: "true"'],
+        /command: rootio: needs what to do: command \["partition"\] or ACTION/,
+      ],
+      [
+        ['command: ["partition"]', 'environment:', '  ACTION: format'],
+        /command: rootio: command partition and ACTION=format disagree; give one$/,
+      ],
+    ] as const) {
+      const template = withAction(['image: quay.io/tinkerbell/actions/rootio:latest', ...lines]);
+      assert.match(templateError(() => validateTemplateSource(template)).message, message);
+    }
+    // Refused when the workflow is created: no layout in the metadata, or one the machine would fail on.
+    assert.match(
+      templateError(() => renderTemplate(source, context())).message,
+      /rootio reads the disk layout from hardware node-17 metadata\.instance\.storage \(Tinkerbell's disks and filesystems\), which it does not have; add it to the hardware or give ROOTIO_STORAGE/,
+    );
+    const zfs = { filesystems: [{ mount: { device: '/dev/sda1', format: 'zfs', point: '/' } }] };
+    assert.match(
+      templateError(() => renderTemplate(source, withStorage(zfs))).message,
+      /rootio: hardware node-17 metadata\.instance\.storage\.filesystems\[0\]\.mount\.format is "zfs", not one of ext4, ext3, ext2, vfat, xfs, swap/,
+    );
+    const gap = { disks: [{ device: '/dev/sda', partitions: [{ label: 'A', number: 2, size: 10 }] }] };
+    assert.match(
+      templateError(() => renderTemplate(source, withStorage(gap))).message,
+      /disks\[0\]\.partitions\[0\]\.number is 2; partitions are numbered 1, 2, \.\.\. in order/,
+    );
+    // A layout given in the template wins, and is checked at template create.
+    const given = withAction([
+      'action: rootio',
+      'environment:',
+      '  ACTION: partition',
+      `  ROOTIO_STORAGE: '${JSON.stringify({ disks: [{ device: 'sda' }] })}'`,
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(given)).message,
+      /rootio: ROOTIO_STORAGE\.disks\[0\]\.device is "sda", not a device path such as \/dev\/sda/,
+    );
+    const explicit = given.replace('"sda"', '"/dev/sdb"');
+    assert.equal(
+      renderTemplate(explicit, context()).tasks[0]?.actions[0]?.env['ROOTIO_STORAGE'],
+      JSON.stringify({ disks: [{ device: '/dev/sdb' }] }),
+    );
+  });
+
+  it('syslinux: the hub image is the built-in, SYSLINUX_VERSION is checked and required', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/syslinux:latest',
+      'environment:',
+      '  DEST_DISK: /dev/sdb',
+      '  DEST_PARTITION: /dev/sdb1',
+      '  SYSLINUX_VERSION: 4.07',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: syslinux: SYSLINUX_VERSION=4\.07 is not one of 3\.86, 386, 6\.04$/,
+    );
+    assert.equal(
+      renderTemplate(source.replace('4.07', '3.86'), context()).tasks[0]?.actions[0]?.builtin,
+      'syslinux',
+    );
+    const noVersion = source.replace('  SYSLINUX_VERSION: 4.07', '  MIRROR_HOST: 10.0.0.1');
+    assert.match(
+      templateError(() => renderTemplate(noVersion, context())).message,
+      /syslinux needs SYSLINUX_VERSION in the action's or the task's environment/,
+    );
+  });
+
+  it('oci2disk: the hub image is the built-in, COMPRESSED and SKIP_VERIFY are checked', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/oci2disk:latest',
+      'environment:',
+      '  IMG_URL: 192.168.0.173/test/debian:raw.gz',
+      '  DEST_DISK: /dev/nvme0n1',
+      '  COMPRESSED: true',
+      '  SKIP_VERIFY: yes',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: oci2disk: SKIP_VERIFY=yes is not one of true, false$/,
+    );
+    const good = source.replace('SKIP_VERIFY: yes', 'SKIP_VERIFY: "true"');
+    assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'oci2disk');
+  });
+
+  it('grub2disk: the hub image is the built-in, FS_TYPE is checked and its settings required', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/grub2disk:latest',
+      'environment:',
+      '  GRUB_INSTALL_PATH: /dev/sda',
+      '  GRUB_DISK: /dev/sda1',
+      '  FS_TYPE: etx4',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: grub2disk: FS_TYPE=etx4 is not one of ext4, /,
+    );
+    assert.equal(
+      renderTemplate(source.replace('etx4', 'ext4'), context()).tasks[0]?.actions[0]?.builtin,
+      'grub2disk',
+    );
+    const noDisk = source
+      .replace('etx4', 'ext4')
+      .split('\n')
+      .filter((line) => !line.includes('GRUB_DISK'))
+      .join('\n');
+    assert.match(
+      templateError(() => renderTemplate(noDisk, context())).message,
+      /grub2disk needs GRUB_DISK in the action's or the task's environment/,
+    );
+  });
+
+  it('qemuimg2disk: the hub image is the built-in, FORMAT is checked and IMG_URL and DEST_DISK are required', () => {
+    const source = withAction([
+      'image: quay.io/tinkerbell/actions/qemuimg2disk:latest',
+      'environment:',
+      '  IMG_URL: http://10.0.0.1/focal.qcow2',
+      '  DEST_DISK: /dev/sda',
+      '  FORMAT: qcow2',
+    ]);
+    assert.match(
+      templateError(() => validateTemplateSource(source)).message,
+      /environment: qemuimg2disk: FORMAT=qcow2 is not one of host_device, raw$/,
+    );
+    const good = source.replace('  FORMAT: qcow2', '  EXTRA_ARGS: -W');
+    assert.equal(renderTemplate(good, context()).tasks[0]?.actions[0]?.builtin, 'qemuimg2disk');
+    const noDisk = withAction(['action: qemuimg2disk', 'environment:', '  IMG_URL: http://10.0.0.1/a.qcow2']);
+    assert.match(
+      templateError(() => renderTemplate(noDisk, context())).message,
+      /qemuimg2disk needs DEST_DISK in the action's or the task's environment/,
+    );
   });
 });

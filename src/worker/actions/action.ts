@@ -5,6 +5,8 @@ import type { MachineEffect } from '../machine-control.js';
 export interface BuiltinContext {
   /** The action's settings (its environment). */
   readonly env: Readonly<Record<string, string>>;
+  /** The action's command and args as the template gave them (a hub image's `command`). */
+  readonly argv: readonly string[];
   /** Aborted on timeout or cancel; every wait and I/O loop of the action checks it. */
   readonly signal: AbortSignal;
   /** A line for the output tail (and the stream's Progress messages). */

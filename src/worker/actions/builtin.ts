@@ -1,4 +1,5 @@
-// Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec)
+// Runs a built-in action (image2disk, writefile, cexec, archive2disk, reboot, poweroff, kexec,
+// qemuimg2disk, rootio, syslinux, oci2disk, grub2disk)
 // inside the agent, with the outcome a process would have: success, an exit status, a message and
 // the output tail, under the same timeout and cancel (AbortSignal) as runner.ts gives a process.
 //
@@ -11,10 +12,15 @@ import type { MachineEffect } from '../machine-control.js';
 import { OutputTail, outputTailBytesDefault, type ActionOutcome } from '../runner.js';
 import { archive2disk } from './archive2disk.js';
 import { cexec } from './cexec.js';
+import { grub2disk } from './grub2disk.js';
 import { image2disk } from './image2disk.js';
 import { kexec } from './kexec.js';
+import { oci2disk } from './oci2disk.js';
 import { poweroff } from './poweroff.js';
+import { qemuimg2disk } from './qemuimg2disk.js';
 import { reboot } from './reboot.js';
+import { rootio } from './rootio.js';
+import { syslinux } from './syslinux.js';
 import { writefile } from './writefile.js';
 import { ActionError, type BuiltinContext, type BuiltinDone } from './action.js';
 
@@ -31,6 +37,8 @@ export interface BuiltinOptions {
   readonly onProgress?: (line: string) => void;
   /** Bytes of output kept, from the end. Default 4096. */
   readonly outputTailBytes?: number;
+  /** The action's command and args (rootio's `command: ["partition"]`). Default none. */
+  readonly argv?: readonly string[];
 }
 
 export interface BuiltinOutcome extends ActionOutcome {
@@ -45,6 +53,11 @@ const actions: Readonly<Record<BuiltinAction, (ctx: BuiltinContext) => Promise<B
   reboot,
   poweroff,
   kexec,
+  qemuimg2disk,
+  rootio,
+  syslinux,
+  oci2disk,
+  grub2disk,
 };
 
 export async function runBuiltin(
@@ -79,7 +92,7 @@ export async function runBuiltin(
   });
   try {
     stop.signal.throwIfAborted();
-    const done = await actions[name]({ env, signal: stop.signal, progress });
+    const done = await actions[name]({ env, argv: opts.argv ?? [], signal: stop.signal, progress });
     // An action that finished as the abort came still did its work: report it done.
     const outcome = {
       success: true,

@@ -46,8 +46,11 @@ export async function cexec(ctx: BuiltinContext): Promise<BuiltinDone> {
   return { message: `ran ${argv.join(' ')} ${where}` };
 }
 
-/** Binds the machine's /dev, /proc and /sys into `root` for `use`, and always unbinds them. */
-async function withBound<T>(root: string, signal: AbortSignal, use: () => Promise<T>): Promise<T> {
+/**
+ * Binds the machine's /dev, /proc and /sys into `root` for `use`, and always unbinds them (cexec,
+ * grub2disk).
+ */
+export async function withBound<T>(root: string, signal: AbortSignal, use: () => Promise<T>): Promise<T> {
   const bound: string[] = [];
   try {
     for (const tree of boundTrees) {

@@ -48,25 +48,10 @@ export async function image2disk(ctx: BuiltinContext): Promise<BuiltinDone> {
     const served = hashed(image.body, hash);
     const head = await peek(served, magicBytes);
     const compression = chooseCompression(compressed, head.first, url);
-    const disk = await open(dest, 'r+');
-    try {
-      const started = Date.now();
-      let reported = started;
-      const writer = new DiskWriter(disk, {
-        capacityBytes: target.capacityBytes,
-        name: `DEST_DISK ${dest}`,
-        written: (bytes) => {
-          const now = Date.now();
-          if (now - reported < progressIntervalMs) return;
-          reported = now;
-          ctx.progress(`wrote ${mebibytes(bytes)} MiB (${rate(bytes, now - started)} MB/s)`);
-        },
-      });
-      const source = Readable.from(head.all);
-      try {
-        const options = { signal: ctx.signal };
-        if (compression === undefined) await pipeline(source, writer, options);
-        else await pipeline(source, decompressor(compression), writer, options);
+    const line = await writeImage(
+      { source: head.all, compression, dest, capacityBytes: target.capacityBytes },
+      ctx,
+      () => {
         const actual = hash.digest('hex');
         if (expected !== undefined && actual !== expected) {
           throw new ActionError(
@@ -74,32 +59,81 @@ export async function image2disk(ctx: BuiltinContext): Promise<BuiltinDone> {
               `the first MiB of ${dest} is zeroed so the machine cannot boot it`,
           );
         }
-        await writer.commitHead();
-      } catch (error) {
-        // Not abortable: whatever stopped the stream, the head must not stay half-written.
-        await writer.blankHead();
-        throw error;
-      }
-      const elapsedMs = Date.now() - started;
-      const what = compression === undefined ? 'image' : `${compression} image`;
-      const line =
-        `wrote ${writer.bytes} bytes of the ${what} to ${dest} in ${(elapsedMs / 1000).toFixed(1)} s ` +
-        `(${rate(writer.bytes, elapsedMs)} MB/s)${expected === undefined ? '' : ', SHA-256 verified'}`;
-      ctx.progress(line);
-      await disk.close();
-      // The kernel still knows the disk's old (or no) partitions; without udev nothing tells it
-      // of the new table, and the next action (writefile on /dev/vda1) would find no partition.
-      if (target.capacityBytes !== undefined) await rereadPartitions(dest, ctx);
-      return { message: line };
-    } finally {
-      await disk.close().catch(() => undefined);
-    }
+        return expected === undefined ? '' : ', SHA-256 verified';
+      },
+    );
+    return { message: line };
   } finally {
     image.body.destroy();
   }
 }
 
-async function rereadPartitions(dest: string, ctx: BuiltinContext): Promise<void> {
+export interface ImageWrite {
+  /** The image's bytes, before decompression. */
+  readonly source: AsyncIterable<Buffer>;
+  readonly compression: Compression | undefined;
+  readonly dest: string;
+  /** A block device's size; undefined for a regular file. */
+  readonly capacityBytes: number | undefined;
+}
+
+/**
+ * Streams an image onto the disk (oci2disk does the same): decompressed, in large chunks, with
+ * progress lines; the first MiB is written only once `verify` (called when the stream has ended)
+ * returns, and zeroed when it throws or anything fails. Returns the line saying what was done,
+ * `verify`'s words appended.
+ */
+export async function writeImage(
+  image: ImageWrite,
+  ctx: BuiltinContext,
+  verify: () => string,
+): Promise<string> {
+  const { dest } = image;
+  const disk = await open(dest, 'r+');
+  try {
+    const started = Date.now();
+    let reported = started;
+    const writer = new DiskWriter(disk, {
+      capacityBytes: image.capacityBytes,
+      name: `DEST_DISK ${dest}`,
+      written: (bytes) => {
+        const now = Date.now();
+        if (now - reported < progressIntervalMs) return;
+        reported = now;
+        ctx.progress(`wrote ${mebibytes(bytes)} MiB (${rate(bytes, now - started)} MB/s)`);
+      },
+    });
+    const source = Readable.from(image.source);
+    let verified: string;
+    try {
+      const options = { signal: ctx.signal };
+      if (image.compression === undefined) await pipeline(source, writer, options);
+      else await pipeline(source, decompressor(image.compression), writer, options);
+      verified = verify();
+      await writer.commitHead();
+    } catch (error) {
+      // Not abortable: whatever stopped the stream, the head must not stay half-written.
+      await writer.blankHead();
+      throw error;
+    }
+    const elapsedMs = Date.now() - started;
+    const what = image.compression === undefined ? 'image' : `${image.compression} image`;
+    const line =
+      `wrote ${writer.bytes} bytes of the ${what} to ${dest} in ${(elapsedMs / 1000).toFixed(1)} s ` +
+      `(${rate(writer.bytes, elapsedMs)} MB/s)${verified}`;
+    ctx.progress(line);
+    await disk.close();
+    // The kernel still knows the disk's old (or no) partitions; without udev nothing tells it
+    // of the new table, and the next action (writefile on /dev/vda1) would find no partition.
+    if (image.capacityBytes !== undefined) await rereadPartitions(dest, ctx);
+    return line;
+  } finally {
+    await disk.close().catch(() => undefined);
+  }
+}
+
+/** Tells the kernel of the disk's new partition table (qemuimg2disk does the same). */
+export async function rereadPartitions(dest: string, ctx: BuiltinContext): Promise<void> {
   try {
     await runProgram(['blockdev', '--rereadpt', dest], ctx.signal);
     ctx.progress(`re-read the partition table of ${dest}`);

@@ -7,11 +7,12 @@ import { ActionError } from './action.js';
 
 const outputBytesMax = 64 * 1024;
 
-export function runProgram(argv: readonly string[], signal: AbortSignal): Promise<string> {
+/** `input`, when given, is written to the program's standard input (sfdisk's script). */
+export function runProgram(argv: readonly string[], signal: AbortSignal, input?: string): Promise<string> {
   const [program, ...args] = argv;
   if (program === undefined) throw new Error('runProgram: empty argv');
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       program,
       args,
       { signal, maxBuffer: outputBytesMax, encoding: 'utf8' },
@@ -35,6 +36,9 @@ export function runProgram(argv: readonly string[], signal: AbortSignal): Promis
         reject(new ActionError(`${argv.join(' ')} failed (${status})${said === '' ? '' : `: ${said}`}`));
       },
     );
+    // A program that exits without reading its input must not fail the write (EPIPE).
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(input);
   });
 }
 
@@ -44,6 +48,8 @@ export interface StreamedRun {
   readonly signal: AbortSignal;
   /** Each line the program writes, stdout and stderr interleaved as they come. */
   readonly onLine: (line: string) => void;
+  /** A carriage return ends a line too: a progress meter (qemu-img -p) redraws its line with one. */
+  readonly carriageReturnEndsLine?: boolean;
 }
 
 /**
@@ -77,8 +83,9 @@ export function runStreamed(argv: readonly string[], opts: StreamedRun): Promise
       killGroup();
     });
     const pending = { stdout: '', stderr: '' };
+    const lineEnd = opts.carriageReturnEndsLine === true ? /\r\n|\r|\n/ : '\n';
     const take = (stream: 'stdout' | 'stderr', chunk: string): void => {
-      const lines = (pending[stream] + chunk).split('\n');
+      const lines = (pending[stream] + chunk).split(lineEnd);
       pending[stream] = lines.pop() ?? '';
       for (const line of lines) opts.onLine(line);
     };

@@ -13,6 +13,17 @@ export interface TargetDisk {
 
 const sectorBytes = 512;
 
+/** What a device setting names, for the action to say what is wrong with it. */
+export async function deviceKind(device: string): Promise<'block' | 'file' | 'other' | 'missing'> {
+  try {
+    const kind = await stat(device);
+    return kind.isBlockDevice() ? 'block' : kind.isFile() ? 'file' : 'other';
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
+    throw error;
+  }
+}
+
 export async function inspectTarget(dest: string): Promise<TargetDisk> {
   let kind;
   try {
