@@ -73,8 +73,10 @@ describe('the boot OS', { concurrency: 1 }, () => {
     assert.equal(again.initramfs.sha256, manifest.initramfs.sha256);
     assert.equal(again.kernel.sha256, manifest.kernel.sha256);
     assert.ok(
-      manifest.initramfs.bytes <= 40 * 1024 * 1024,
-      `initramfs ${manifest.initramfs.bytes} B > 40 MiB`,
+      // 40 MiB until the hub actions' tools came in (qemu-img and its libraries, sfdisk, the
+      // mkfs programs, syslinux, mtools): 43.6 MiB with them.
+      manifest.initramfs.bytes <= 48 * 1024 * 1024,
+      `initramfs ${manifest.initramfs.bytes} B > 48 MiB`,
     );
     assert.ok(manifest.modules >= 10, 'NIC, disk and filesystem modules are in');
     const written = JSON.parse(

@@ -9,7 +9,9 @@ export function bootosCommand(program: Command): void {
     .command('build')
     .description(
       "build the boot OS from this machine's Debian packages (linux-image-amd64, busybox-static, zstd; " +
-        'kexec-tools for the kexec action) and its Node.js runtime: DIR/vmlinuz-x86_64, ' +
+        'kexec-tools for the kexec action; qemu-utils and qemu-block-extra for qemuimg2disk; fdisk, ' +
+        'e2fsprogs, dosfstools and xfsprogs for rootio; syslinux and mtools for the syslinux action: ' +
+        'each carried when installed) and its Node.js runtime: DIR/vmlinuz-x86_64, ' +
         'DIR/initramfs-x86_64 and DIR/manifest.json. The same inputs give the same bytes.\n\n' +
         'Examples:\n' +
         '  slipway bootos build --out /var/lib/slipway/bootos --ca /etc/slipway/pki/ca.crt\n' +
