@@ -2,7 +2,7 @@
 // in every case. They need root and util-linux's losetup; a test without them fails, naming what
 // it needs (`sudo npm test` installs the packages: test/setup.sh).
 import { execFileSync } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 export function canUseLoopDevices(): boolean {
@@ -39,11 +39,27 @@ export async function withLoopDevice<T>(
   execFileSync('truncate', ['-s', String(bytes), backing]);
   const scan = options.partitions === true ? ['--partscan'] : [];
   const device = execFileSync('losetup', ['-f', '--show', ...scan, backing], { encoding: 'utf8' }).trim();
+  // A partition another test added with partx can outlive its loop device's detach, and then
+  // mkfs on the next user of the device refuses ("partitions on device"): none before, none after.
+  dropPartitions(device);
   try {
     return await use(device);
   } finally {
+    dropPartitions(device);
     execFileSync('losetup', ['-d', device]);
   }
+}
+
+/** Removes every partition the kernel holds for `device` (none there: nothing to do). */
+function dropPartitions(device: string): void {
+  const name = path.basename(device);
+  let held: string[];
+  try {
+    held = readdirSync(`/sys/block/${name}`).filter((entry) => entry.startsWith(`${name}p`));
+  } catch {
+    return;
+  }
+  if (held.length > 0) execFileSync('partx', ['-d', device], { stdio: 'ignore' });
 }
 
 /** Whether the running kernel can mount `fsType` (a test VM's kernel may lack vfat). */
