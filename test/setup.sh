@@ -30,6 +30,7 @@ node -e '
 # installs Debian's GRUB (grub-pc-bin, grub2-common) from an installed system it makes.
 # The package test installs the .deb (`npm run package`) into a Debian 13 root made by
 # debootstrap; git fetches the history the rolling upgrade test builds the previous release from.
+# xz-utils and bzip2 make the xz and bzip2 images image2disk's test reads.
 # iptables keeps UEFI HTTP boot from being offered to the OVMF test's VM (its string match).
 # The benchmarks' quick forms (bench/quick.ts) run the systems they compare with: etcd 3.4
 # (etcd-server, etcd-client), Kea (kea-dhcp4-server), tftpd-hpa and atftp.
@@ -38,7 +39,7 @@ packages=(
   qemu-system-x86 ipxe-qemu ovmf haproxy iputils-arping linux-image-amd64 zstd binutils kexec-tools
   cpio util-linux e2fsprogs dosfstools openipmi ipmitool fdisk mtools syslinux syslinux-common
   syslinux-efi debootstrap git iptables etcd-server etcd-client kea-dhcp4-server tftpd-hpa atftp
-  groff-base qemu-utils qemu-block-extra grub-pc-bin grub2-common
+  groff-base qemu-utils qemu-block-extra grub-pc-bin grub2-common xz-utils bzip2
 )
 
 if ! command -v dpkg-query >/dev/null; then

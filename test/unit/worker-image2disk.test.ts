@@ -1,5 +1,6 @@
 // Goal: prove that the built-in image2disk streams a real image over real HTTP onto a real
-// target, plain, gzip or zstd, verifies IMG_SHA256 (zeroing the first MiB on a mismatch), and
+// target, plain, gzip, zstd, xz or bzip2 (the last two through the system's xzcat and bzcat, a
+// truncated xz image failing with what xzcat said), verifies IMG_SHA256 (zeroing the first MiB on a mismatch), and
 // refuses before touching anything what can be checked first: a missing disk, a 404, an
 // uncompressed image larger than a block device; and that a compressed image running past the
 // end of a (loop) block device fails as "disk too small".
@@ -26,16 +27,21 @@ const served = new Map<string, Buffer>();
 let server: Server;
 let base: string;
 
-function zstd(data: Buffer): Buffer {
+/** The image compressed by a Debian program: zstd, xz or bzip2. */
+function compressedBy(program: string, data: Buffer): Buffer {
   const file = path.join(dir, 'image.raw');
   writeFileSync(file, data);
-  return execFileSync('zstd', ['-q', '-c', file], { maxBuffer: 64 * mib });
+  return execFileSync(program, ['-q', '-c', file], { maxBuffer: 64 * mib });
 }
 
 before(async () => {
   served.set('/image.raw', image);
   served.set('/image.raw.gz', gzipSync(image));
-  if (hasCommand('zstd')) served.set('/image.raw.zst', zstd(image));
+  if (hasCommand('zstd')) served.set('/image.raw.zst', compressedBy('zstd', image));
+  if (hasCommand('xz')) served.set('/image.raw.xz', compressedBy('xz', image));
+  if (hasCommand('bzip2')) served.set('/image.raw.bz2', compressedBy('bzip2', image));
+  const xz = served.get('/image.raw.xz');
+  if (xz !== undefined) served.set('/broken.raw.xz', xz.subarray(0, Math.floor(xz.length / 2)));
   server = createServer((request, response) => {
     const body = served.get(request.url ?? '');
     if (body === undefined) {
@@ -83,9 +89,17 @@ describe('image2disk', () => {
     ['gzip, named', '/image.raw.gz', 'gzip'],
     ['zstd, told by its first bytes', '/image.raw.zst', 'true'],
     ['zstd, named', '/image.raw.zst', 'zstd'],
+    // Tinkerbell's image2disk reads these too; the machine's xzcat and bzcat (busybox's) do it.
+    ['xz, told by its first bytes', '/image.raw.xz', 'true'],
+    ['xz, named', '/image.raw.xz', 'xz'],
+    ['bzip2, told by its first bytes', '/image.raw.bz2', 'true'],
+    ['bzip2, named', '/image.raw.bz2', 'bzip2'],
   ] as const) {
     it(`decompresses ${what}`, async () => {
-      assert.ok(served.has(file), 'the zstd command is needed to make the image (Debian package zstd)');
+      assert.ok(
+        served.has(file),
+        'zstd, xz and bzip2 are needed to make the images (Debian packages of those names)',
+      );
       const dest = targetFile(`${compressed}-${path.basename(file)}.disk`);
       const outcome = await run({ IMG_URL: `${base}${file}`, DEST_DISK: dest, COMPRESSED: compressed });
       assert.equal(outcome.success, true, outcome.message);
@@ -140,17 +154,30 @@ describe('image2disk', () => {
     assert.ok(readFileSync(dest).equals(Buffer.alloc(64 * 1024, 0xee)));
   });
 
+  it('fails a truncated xz image naming xz and what xzcat said', async () => {
+    const dest = targetFile('broken-xz.disk');
+    const outcome = await run({ IMG_URL: `${base}/broken.raw.xz`, DEST_DISK: dest, COMPRESSED: 'true' });
+    assert.equal(outcome.success, false);
+    assert.match(outcome.message, /the xz image is corrupt or truncated: xzcat exited with status 1: .+/);
+  });
+
   it('refuses bad settings by name', async () => {
     const dest = targetFile('settings.disk');
     const cases: [Record<string, string>, RegExp][] = [
       [{ DEST_DISK: dest }, /IMG_URL is not set/],
       [{ IMG_URL: 'ftp://127.0.0.1/x', DEST_DISK: dest }, /not an http:\/\/ or https:\/\/ URL/],
-      [{ IMG_URL: `${base}/image.raw`, DEST_DISK: dest, COMPRESSED: 'xz' }, /COMPRESSED=xz is not supported/],
+      [
+        { IMG_URL: `${base}/image.raw`, DEST_DISK: dest, COMPRESSED: 'lzma' },
+        /COMPRESSED=lzma is not supported/,
+      ],
       [
         { IMG_URL: `${base}/image.raw`, DEST_DISK: dest, IMG_SHA256: 'abc' },
         /IMG_SHA256=abc is not a SHA-256/,
       ],
-      [{ IMG_URL: `${base}/image.raw`, DEST_DISK: dest, COMPRESSED: 'true' }, /neither gzip nor zstd data/],
+      [
+        { IMG_URL: `${base}/image.raw`, DEST_DISK: dest, COMPRESSED: 'true' },
+        /is not gzip, zstd, xz or bzip2 data/,
+      ],
       [{ IMG_URL: `${base}/image.raw.gz`, DEST_DISK: dest, COMPRESSED: 'zstd' }, /is gzip, not zstd/],
     ];
     for (const [env, message] of cases) {

@@ -176,8 +176,8 @@ describe('oci2disk', () => {
         'oci2disk: IMG_URL debian:raw.gz names no registry; give REGISTRY/REPOSITORY:TAG, e.g. 192.168.0.173/test/debian:raw.gz',
       ],
       [
-        { IMG_URL: `${registry}/test/debian:raw.xz`, COMPRESSED: 'true' },
-        `oci2disk: IMG_URL ${registry}/test/debian:raw.xz: .xz images are not supported; recompress it with gzip (.gz) or zstd (.zs)`,
+        { IMG_URL: `${registry}/test/debian:raw.lz4`, COMPRESSED: 'true' },
+        `oci2disk: IMG_URL ${registry}/test/debian:raw.lz4 has no compression suffix (.gz, .zs, .zst, .xz, .bzip2 or .bz2) and COMPRESSED is true; tag it so, or set COMPRESSED=false`,
       ],
       [
         { IMG_URL: `${registry}/test/debian:raw`, COMPRESSED: 'yes' },

@@ -2,7 +2,8 @@
 //
 //   IMG_URL     http:// or https://; must answer 200
 //   DEST_DISK   a block device (or an existing regular file, for tests and VM images)
-//   COMPRESSED  false (default) | true (gzip or zstd, told by the first bytes) | gzip | zstd
+//   COMPRESSED  false (default) | true (gzip, zstd, xz or bzip2, told by the first bytes) | gzip |
+//               zstd | xz | bzip2 (xz and bzip2 through the machine's xzcat and bzcat)
 //   IMG_SHA256  optional: the hex SHA-256 of the image as served (compressed, if it is)
 //
 // Everything that can be checked is checked before the disk is touched: the disk exists, the
@@ -152,11 +153,13 @@ function compressedSetting(value: string | undefined): CompressedSetting {
       return 'detect';
     case 'gzip':
     case 'zstd':
+    case 'xz':
+    case 'bzip2':
       return value.trim().toLowerCase() as Compression;
     default:
       throw new ActionError(
-        `COMPRESSED=${value} is not supported; use false, true (gzip or zstd, told by the image's ` +
-          'first bytes), gzip or zstd (recompress bzip2 or xz images with one of those)',
+        `COMPRESSED=${value} is not supported; use false, true (gzip, zstd, xz or bzip2, told by ` +
+          "the image's first bytes), or one of gzip, zstd, xz and bzip2",
       );
   }
 }
@@ -176,7 +179,7 @@ function chooseCompression(setting: CompressedSetting, first: Buffer, url: strin
   if (setting === 'detect') {
     if (found === undefined) {
       throw new ActionError(
-        `the image at ${url} is neither gzip nor zstd data (COMPRESSED=true); set COMPRESSED=false for a raw image`,
+        `the image at ${url} is not gzip, zstd, xz or bzip2 data (COMPRESSED=true); set COMPRESSED=false for a raw image`,
       );
     }
     return found;

@@ -4,7 +4,7 @@
 //   IMG_URL            REGISTRY/REPOSITORY:TAG or @sha256:DIGEST, e.g. 192.168.0.173/test/debian:raw.gz;
 //                      HTTPS, or plain HTTP for localhost and 127.0.0.0/8 (or with an http:// prefix)
 //   DEST_DISK          a block device (or a regular file, for tests and VM images)
-//   COMPRESSED         true: decompress by IMG_URL's suffix, .gz (gzip) or .zs/.zst (zstd)
+//   COMPRESSED         true: decompress by IMG_URL's suffix, .gz (gzip), .zs/.zst (zstd), .xz or .bzip2/.bz2
 //   REGISTRY_USERNAME, REGISTRY_PASSWORD  optional: for the registry's Basic or Bearer token auth
 //   SKIP_VERIFY        true: do not verify the registry's TLS certificate (default false)
 //
@@ -32,6 +32,9 @@ const suffixCompressions: Readonly<Record<string, Compression>> = {
   '.gz': 'gzip',
   '.zs': 'zstd',
   '.zst': 'zstd',
+  '.xz': 'xz',
+  '.bzip2': 'bzip2',
+  '.bz2': 'bzip2',
 };
 
 export interface ImageReference {
@@ -154,13 +157,8 @@ function compressionOf(imgUrl: string): Compression {
   const suffix = /\.[A-Za-z0-9]+$/.exec(imgUrl)?.[0] ?? '';
   const compression = suffixCompressions[suffix];
   if (compression !== undefined) return compression;
-  if (suffix === '.xz' || suffix === '.bzip2') {
-    throw new ActionError(
-      `IMG_URL ${imgUrl}: ${suffix} images are not supported; recompress it with gzip (.gz) or zstd (.zs)`,
-    );
-  }
   throw new ActionError(
-    `IMG_URL ${imgUrl} has no compression suffix (.gz, .zs or .zst) and COMPRESSED is true; tag it so, or set COMPRESSED=false`,
+    `IMG_URL ${imgUrl} has no compression suffix (.gz, .zs, .zst, .xz, .bzip2 or .bz2) and COMPRESSED is true; tag it so, or set COMPRESSED=false`,
   );
 }
 
