@@ -3,12 +3,12 @@
 // bytes), so a build from the same inputs is the same boot OS, and the suite need not spend a
 // core's half-minute on each. The cache is keyed by everything the build reads: the sources
 // under src/ (the agent bundle, the init), the lock file, this Node, and the Debian packages it
-// takes files from. A changed input is a new key; the other keys' builds are removed.
+// takes files from. A changed input is a new key; other keys' builds go once a day old.
 // Several test files may ask at once: each builds into a directory of its own and renames it
 // into place; the first rename wins and the others use that one.
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readdir, readFile, rename, rm, mkdir } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { buildBootOs } from '../../src/bootos/build.js';
@@ -39,9 +39,16 @@ export async function sharedBootOs(): Promise<string> {
   } finally {
     await rm(building, { recursive: true, force: true });
   }
+  // Builds of other inputs go once a day old: another checkout's tests may be booting one now.
+  const dayAgoMs = Date.now() - 24 * 60 * 60 * 1000;
   for (const other of await readdir(cacheRoot)) {
-    if (other !== key && !other.startsWith('.'))
-      await rm(path.join(cacheRoot, other), { recursive: true, force: true });
+    if (other === key || other.startsWith('.')) continue;
+    const at = path.join(cacheRoot, other);
+    const modifiedMs = await stat(at).then(
+      (s) => s.mtimeMs,
+      () => Date.now(),
+    );
+    if (modifiedMs < dayAgoMs) await rm(at, { recursive: true, force: true });
   }
   return dir;
 }
