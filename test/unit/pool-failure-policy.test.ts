@@ -251,3 +251,17 @@ describe('the race policy starts a slot on two machines', () => {
     );
   });
 });
+
+describe('a member that is ready again leaves its pool', () => {
+  it('and a pool being deleted goes with its last member, released by hand', () => {
+    const h = fleet();
+    h.ok({ type: 'template.put', name: 'wipe', source: 'version: "0.1"\nname: wipe\n' }, 'template');
+    h.ok(createPool({ releaseTemplate: 'wipe' }), 'pool');
+    h.ok(allocate(h, 'w1', ['m1']), 'pool');
+    run(h, 'w1', true);
+    assert.equal(h.ok({ type: 'pool.delete', name: 'web', audit: operator }, 'pool').pool.deleting, true);
+    h.ok(h.verbCommand('m1', 'release'), 'hardware');
+    assert.equal(h.lifecycle('m1').state, 'ready');
+    assert.equal(h.state.pool('web'), undefined, 'the deleting pool went with its last member');
+  });
+});

@@ -206,11 +206,18 @@ export class Pools {
     return this.#set({ ...pool, failedInARow: undefined, lastFailure: undefined, version: pool.version + 1 });
   }
 
-  /** A member that is ready again (a race's loser, an operator's release) leaves the members. */
+  /**
+   * A member that is ready again (a race's loser, an operator's release) leaves the members; a
+   * pool being deleted goes with its last one, as pool.release does.
+   */
   left(hardwareId: string): void {
-    for (const pool of this.#pools.values()) {
+    for (const pool of [...this.#pools.values()]) {
       if (!pool.members.includes(hardwareId)) continue;
       const members = pool.members.filter((m) => m !== hardwareId);
+      if (pool.deleting === true && members.length === 0) {
+        this.#pools.delete(pool.name);
+        continue;
+      }
       const tainted = (pool.tainted ?? []).filter((m) => m !== hardwareId);
       this.#set({
         ...pool,
