@@ -274,14 +274,18 @@ export class NetnsLab {
         `interface ${ifname} {`,
         '  AdvSendAdvert on;',
         '  MinRtrAdvInterval 3;',
-        '  MaxRtrAdvInterval 10;',
+        '  MaxRtrAdvInterval 4;',
         `  prefix ${prefix} { AdvOnLink on; AdvAutonomous on; };`,
         '};',
         '',
       ].join('\n'),
     );
     const pidFile = path.join(this.dir, `radvd-${ns}-${ifname}.pid`);
-    // Debug level 3 logs radvd hearing its own first advertisement: proof that it is sending.
+    // Debug level 3 logs what radvd does. Debian 12's radvd (2.19) hears its own first
+    // advertisement: proof that it is sending. Debian 13's (2.20) logs no such line, and sends
+    // nothing while the interface has no carrier (a bridge whose only port is a VM's tap not yet
+    // opened): it says so, and advertises within MaxRtrAdvInterval once the link is up; a ready
+    // interface shows as its advertisement timer firing.
     const radvd = this.spawn(ns, [
       'radvd',
       '--nodaemon',
@@ -295,9 +299,12 @@ export class NetnsLab {
       '3',
     ]);
     await radvd.waitForOutput(
-      (output) => /received RA from: \S+ \(myself\)/.test(output),
+      (output) =>
+        /received RA from: \S+ \(myself\)/.test(output) ||
+        output.includes(`not sending RA for ${ifname}, interface is not ready`) ||
+        output.includes(`timer_handler called for ${ifname}`),
       10_000,
-      'a first RA',
+      'a first RA, or radvd waiting for the link',
     );
     return radvd;
   }
