@@ -1,6 +1,7 @@
 // The control state's side of the machine lifecycle (docs/decisions/0028-machine-lifecycle.md):
 // which commands move machines and how the moves are stored, indexed, published and audited.
-// ControlState owns the records and calls in here from apply; the rules themselves are
+// ControlState owns the records (control-tables.ts) and apply calls in here (apply-command.ts,
+// apply-hardware.ts, apply-workflows.ts); the rules themselves are
 // hardware-lifecycle.ts (records) and src/fleet/lifecycle.ts (the table).
 import { DecodeError } from '../binary.js';
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';

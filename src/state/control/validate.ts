@@ -1,7 +1,7 @@
 // The domain rules apply checks before it changes anything: formats, ranges and sizes of what
 // operators and proposers send. Each check returns a problem that names the field (the E_INVALID
 // message), or undefined. Rules that depend on other records (unique MACs, existing hardware)
-// live in control-state.ts, next to the indexes they need.
+// live with the appliers (apply-*.ts), which read the tables and indexes they need.
 import { utf8Length } from '../../platform/utf8-text.js';
 import { isIpv4, normalizeMac } from '../../platform/addresses.js';
 import { parseBmcAddress } from '../../model/bmc-address.js';
