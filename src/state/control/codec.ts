@@ -2,7 +2,7 @@
 // The store's binary framing (src/state/store-command.ts) carries this text; a decoder accepts only
 // the canonical text, so each command has exactly one encoding, as the rest of the codec does.
 import type { ControlCommand, ControlResult } from './commands.js';
-import { readControlCommand, readControlResult } from './schema.js';
+import { readControlCommand, readControlResult } from './command-schema.js';
 import { ShapeError, type Reader } from './shape.js';
 
 /** The canonical JSON of a command. Throws ShapeError naming the field that is wrong. */
