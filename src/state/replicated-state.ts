@@ -43,7 +43,8 @@ import { SessionTable, type SessionLimits } from './sessions.js';
 import { SortedKeys } from './sorted-keys.js';
 import { crc32cUpdate } from '../platform/crc32c.js';
 import { runAtOnce, runInSlices, SliceBudget, type Sliced } from './slices.js';
-import { readSnapshot, snapshotSlices, type SnapshotImage } from './control/snapshot.js';
+import { readSnapshot, snapshotSlices } from './control/snapshot.js';
+import type { SnapshotImage } from './control/snapshot-format.js';
 import { readSnapshotRecords, recordsAllowed, snapshotRecordSlices } from './control/snapshot-records.js';
 import { ControlState } from './control/control-state.js';
 

@@ -27,7 +27,8 @@ import type {
 } from '../../model/records.js';
 import type { MemberApiAddr } from './member-api-addrs.js';
 import { policyOf, type Pool } from '../../fleet/pool.js';
-import { readSnapshot, writeSnapshot, type SnapshotImage } from './snapshot.js';
+import { readSnapshot, writeSnapshot } from './snapshot.js';
+import type { SnapshotImage } from './snapshot-format.js';
 import { runAtOnce, type Sliced } from '../slices.js';
 import { clusterVersionRefusal } from '../versions.js';
 import type { MachineEvent } from '../../model/machine-lifecycle.js';

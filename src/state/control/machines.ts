@@ -6,7 +6,7 @@
 import { DecodeError } from '../binary.js';
 import type { ControlCommand, ControlErrorCode, ControlResult } from './commands.js';
 import type { AuditEntry } from './audit-log.js';
-import type { SnapshotImage } from './snapshot.js';
+import type { SnapshotImage } from './snapshot-format.js';
 import type { Transition } from './transitions.js';
 import { cancelWorkflow, timeOutWorkflow } from './transitions.js';
 import type { Hardware, Lease, Workflow } from '../../model/records.js';

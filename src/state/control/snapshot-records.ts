@@ -36,14 +36,8 @@ import {
   readTemplate,
 } from './schema.js';
 import { at, ShapeError, type Reader } from './shape.js';
-import {
-  collectionsProblem,
-  readSnapshot,
-  readWorkflowEntry,
-  snapshotFormat,
-  writeSnapshot,
-  type SnapshotImage,
-} from './snapshot.js';
+import { readSnapshot, readWorkflowEntry, writeSnapshot } from './snapshot.js';
+import { collectionsProblem, snapshotFormat, type SnapshotImage } from './snapshot-format.js';
 
 /** Bytes of records per slice, written or read: about a millisecond of JSON work. */
 const recordBytesPerSlice = 32 * 1024;

@@ -17,7 +17,7 @@ import { EventLog } from './event-log.js';
 import { LeaseTable } from './leases.js';
 import { checkMachines } from './machines.js';
 import { Pools } from './pools.js';
-import type { SnapshotImage } from './snapshot.js';
+import type { SnapshotImage } from './snapshot-format.js';
 import { workflowRetentionDefault } from './workflow-retention.js';
 
 /** Everything a restore installs, built beforehand so that installing is only assignments. */
