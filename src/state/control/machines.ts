@@ -32,12 +32,10 @@ import {
 } from './discovery.js';
 import {
   adoptMachine,
-  applyVerb,
   claimFor,
   claimForRelease,
   expireMachine,
   followOwner,
-  labelMachine,
   lifecycleRecordProblem,
   move,
   registeredLifecycle,
@@ -47,6 +45,7 @@ import {
   type LifecycleOutcome,
   type Moved,
 } from './hardware-lifecycle.js';
+import { applyVerb, labelMachine } from './machine-verbs.js';
 import type { QuarantinePolicy } from '../../model/quarantine-policy.js';
 import { acceptedByRule, acceptedByRuleReason, type AcceptRule } from './accept-rule.js';
 
