@@ -11,6 +11,7 @@ import type { ControlState } from '../state/control/control-state.js';
 import type { Workflow } from '../model/records.js';
 import { nextDeadline } from '../workflow/rules.js';
 import type { Proposer } from '../api/proposer.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 export const deadlineScanMs = 100;
 
@@ -32,28 +33,30 @@ export class DeadlineScanner {
   readonly #logger: Logger;
   readonly #inFlight = new Set<string>();
   readonly #machinesInFlight = new Set<string>();
-  #timer: NodeJS.Timeout | undefined;
+  readonly #clock: Clock;
+  #stopTimer: Cancel | undefined;
   /** Deadline expiries proposed by this node (for metrics). */
   expired = 0;
   /** Machines this node failed by their transitional deadline. */
   machinesExpired = 0;
 
-  constructor(node: RaftNode, control: ControlState, proposer: Proposer, logger: Logger) {
+  constructor(node: RaftNode, control: ControlState, proposer: Proposer, logger: Logger, clock: Clock) {
     this.#node = node;
     this.#control = control;
     this.#proposer = proposer;
     this.#logger = logger;
+    this.#clock = clock;
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.scan(Date.now());
-    }, deadlineScanMs);
+    this.#stopTimer = this.#clock.every(deadlineScanMs, () => {
+      this.scan(this.#clock.now());
+    });
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** Proposes the expiry of every workflow and machine whose deadline is at or before `nowMs`. */
