@@ -6,11 +6,10 @@
 // a proposal repeated by a new leader changes nothing. A new leader starts scanning at once, so
 // a deadline fires within its time plus one election.
 import type { Logger } from 'pino';
-import type { RaftNode } from '../raft/node.js';
+import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { Workflow } from '../model/records.js';
 import { nextDeadline } from '../workflow/rules.js';
-import type { Proposer } from '../api/proposer.js';
 import type { Clock, Cancel } from '../platform/clock.js';
 
 export const deadlineScanMs = 100;
@@ -26,10 +25,21 @@ function deadlineOf(wf: Workflow): number | undefined {
   return due;
 }
 
+export interface DeadlineScannerOptions {
+  readonly control: ControlState;
+  /** Whether this node leads now. */
+  readonly isLeader: () => boolean;
+  /** Proposes through the leader (the leader stamps its time) and resolves with the applied result. */
+  readonly propose: (command: ControlCommand) => Promise<ControlResult>;
+  readonly logger: Logger;
+  /** Its timer and the time it compares deadlines with (src/platform/clock.ts). */
+  readonly clock: Clock;
+}
+
 export class DeadlineScanner {
-  readonly #node: RaftNode;
   readonly #control: ControlState;
-  readonly #proposer: Proposer;
+  readonly #isLeader: () => boolean;
+  readonly #propose: (command: ControlCommand) => Promise<ControlResult>;
   readonly #logger: Logger;
   readonly #inFlight = new Set<string>();
   readonly #machinesInFlight = new Set<string>();
@@ -40,12 +50,12 @@ export class DeadlineScanner {
   /** Machines this node failed by their transitional deadline. */
   machinesExpired = 0;
 
-  constructor(node: RaftNode, control: ControlState, proposer: Proposer, logger: Logger, clock: Clock) {
-    this.#node = node;
-    this.#control = control;
-    this.#proposer = proposer;
-    this.#logger = logger;
-    this.#clock = clock;
+  constructor(options: DeadlineScannerOptions) {
+    this.#control = options.control;
+    this.#isLeader = options.isLeader;
+    this.#propose = options.propose;
+    this.#logger = options.logger;
+    this.#clock = options.clock;
   }
 
   start(): void {
@@ -61,7 +71,7 @@ export class DeadlineScanner {
 
   /** Proposes the expiry of every workflow and machine whose deadline is at or before `nowMs`. */
   scan(nowMs: number): void {
-    if (this.#node.softState().role !== 'leader') return;
+    if (!this.#isLeader()) return;
     this.#scanMachines(nowMs);
     // Collected first: proposing may change the set (a local apply) while it is walked.
     const due: { id: string; deadlineMs: number }[] = [];
@@ -74,8 +84,7 @@ export class DeadlineScanner {
     }
     for (const { id, deadlineMs } of due) {
       this.#inFlight.add(id);
-      this.#proposer
-        .proposeControl({ type: 'deadline.expire', workflowId: id })
+      this.#propose({ type: 'deadline.expire', workflowId: id })
         .then(
           (res) => {
             if (res.type !== 'error') {
@@ -104,8 +113,7 @@ export class DeadlineScanner {
     }
     for (const { id, deadlineMs, state } of due) {
       this.#machinesInFlight.add(id);
-      this.#proposer
-        .proposeControl({ type: 'hardware.expire', id, deadlineMs })
+      this.#propose({ type: 'hardware.expire', id, deadlineMs })
         .then(
           (res) => {
             if (res.type === 'error') return;

@@ -568,7 +568,7 @@ function buildLeaderDuties(
     clock: realClock,
   });
   const leaderDuties: LeaderDuty[] = [
-    new DeadlineScanner(node, control, proposer, logger, realClock),
+    new DeadlineScanner({ control, isLeader: leading, propose, logger, clock: realClock }),
     // The alternate failure policy's re-allocations (0030).
     new AlternateScanner({
       control,
