@@ -71,8 +71,10 @@ interface Session {
 
 export interface WorkerServiceContext {
   readonly control: ControlState;
-  readonly proposer: Proposer;
-  readonly auth: Authenticator;
+  /** What it proposes through (a node passes its Proposer; the simulation its own path). */
+  readonly proposer: Pick<Proposer, 'proposeControl' | 'proposeControlApplied'>;
+  /** Who a stream's worker is (a node passes its Authenticator). */
+  readonly auth: Pick<Authenticator, 'worker'>;
   readonly logger: Logger;
   /** Makes the local state current (a linearizable read, no Raft write). */
   readonly catchUp: () => Promise<void>;
