@@ -99,4 +99,39 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // Time comes from the Clock passed in (src/platform/clock.ts, docs/decisions/0043-one-clock.md):
+    // the raft driver, the leader's duties, the power executor and the worker service run on the
+    // simulation's virtual time as they do on Node's timers.
+    files: [
+      'src/raft/node.ts',
+      'src/node/deadline-scanner.ts',
+      'src/node/alternate-scanner.ts',
+      'src/node/pool-keeper.ts',
+      'src/node/cluster-version-keeper.ts',
+      'src/node/workflow-collector.ts',
+      'src/node/api-address-keeper.ts',
+      'src/power/executor.ts',
+      'src/power/steps.ts',
+      'src/power/waiters.ts',
+      'src/api/worker-service.ts',
+    ],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: ['node:timers', 'node:timers/promises', 'timers', 'timers/promises'] },
+      ],
+      'no-restricted-globals': [
+        'error',
+        'setTimeout',
+        'setInterval',
+        'setImmediate',
+        'clearTimeout',
+        'clearInterval',
+        'clearImmediate',
+        'performance',
+      ],
+      'no-restricted-properties': ['error', { object: 'Date', property: 'now' }],
+    },
+  },
 );

@@ -94,6 +94,7 @@ import {
 import { machineStates, operatorVerbs, type MachineState } from '../model/machine-lifecycle.js';
 import { stateVersionFleet } from '../state/versions.js';
 import type { Proposer } from './proposer.js';
+import { realClock } from '../platform/clock.js';
 
 export interface ControlServiceContext {
   readonly node: RaftNode;
@@ -144,7 +145,7 @@ export class ControlService {
   constructor(ctx: ControlServiceContext) {
     this.#ctx = ctx;
     this.#machines = ctx.machines ?? new MachineEventHub();
-    this.#powerWaiters = ctx.powerWaiters ?? new PowerJobWaiters();
+    this.#powerWaiters = ctx.powerWaiters ?? new PowerJobWaiters(realClock);
     this.#auditor =
       ctx.auditor ?? new CallAuditor(ctx.auth, (command) => ctx.proposer.proposeControl(command), ctx.logger);
   }

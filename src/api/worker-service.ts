@@ -11,7 +11,6 @@
 //    attempt (duplicates acknowledged, stale attempts refused); each is screened against the
 //    applied state first, so a forged, stale or duplicate result costs no Raft write.
 import { attemptKey, isTerminal } from '../model/records.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -26,6 +25,7 @@ import type {
 import type { ControlCommand, ControlResult, StartedAttempt } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { headUtf8, utf8Length } from '../platform/utf8-text.js';
+import { sleep, type Cancel, type Clock } from '../platform/clock.js';
 import { InvalidCommandError } from '../state/store-command.js';
 import { attemptMessageBytesMax, attemptOutputTailBytesMax, auditTextBytesMax } from '../model/limits.js';
 import type { JsonValue, Workflow } from '../model/records.js';
@@ -60,7 +60,7 @@ interface Session {
   pumping: boolean;
   repump: boolean;
   /** A later pump (a retry's backoff, an action not yet due). */
-  timer: NodeJS.Timeout | undefined;
+  timer: Cancel | undefined;
   /** A pump is due at the end of this event-loop turn. */
   immediate: boolean;
   /** Serialises result handling so acknowledgments go out in order. */
@@ -71,8 +71,10 @@ interface Session {
 
 export interface WorkerServiceContext {
   readonly control: ControlState;
-  readonly proposer: Proposer;
-  readonly auth: Authenticator;
+  /** What it proposes through (a node passes its Proposer; the simulation its own path). */
+  readonly proposer: Pick<Proposer, 'proposeControl' | 'proposeControlApplied'>;
+  /** Who a stream's worker is (a node passes its Authenticator). */
+  readonly auth: Pick<Authenticator, 'worker'>;
   readonly logger: Logger;
   /** Makes the local state current (a linearizable read, no Raft write). */
   readonly catchUp: () => Promise<void>;
@@ -80,6 +82,8 @@ export interface WorkerServiceContext {
   readonly sessionsPerWorkerMax: number;
   /** Why this node takes no worker streams now (it is drained, node-drain.ts), or undefined. */
   readonly refusal?: () => string | undefined;
+  /** Its timers and its reading of the time (src/platform/clock.ts). */
+  readonly clock: Clock;
 }
 
 export interface WorkerServiceStats {
@@ -215,16 +219,16 @@ export class WorkerService {
     this.#makeRoom(set, log);
     set.add(session);
     log.info('worker connected');
-    const helloTimer = setTimeout(() => {
+    const cancelHelloTimer = this.#ctx.clock.after(helloTimeoutMs, () => {
       if (!session.hello) {
         call.emit(
           'error',
           toServiceError(new ApiError(status.INVALID_ARGUMENT, 'the first message must be hello')),
         );
       }
-    }, helloTimeoutMs);
+    });
     const drop = (): void => {
-      clearTimeout(helloTimer);
+      cancelHelloTimer();
       if (session.closed) return;
       this.#end(session);
       const s = this.#sessions.get(workerId);
@@ -238,7 +242,7 @@ export class WorkerService {
       switch (kind.$case) {
         case 'hello':
           if (session.hello) return;
-          clearTimeout(helloTimer);
+          cancelHelloTimer();
           this.#hello(session, kind.value);
           return;
         case 'result':
@@ -366,7 +370,7 @@ export class WorkerService {
         // No leader or a lost forward: the result may or may not be in; sending it again is
         // safe because a duplicate is acknowledged and ignored.
         log.debug({ err }, 'recording a result failed; retrying');
-        await sleep(retryDelayMs);
+        await sleep(this.#ctx.clock, retryDelayMs);
         continue;
       }
       if (session.busy !== undefined && attemptKey(session.busy) === attemptKey(ref))
@@ -413,7 +417,7 @@ export class WorkerService {
         return screen();
       } catch (err) {
         this.#ctx.logger.debug({ err, workerId: session.workerId }, 'catching up failed; retrying');
-        await sleep(retryDelayMs);
+        await sleep(this.#ctx.clock, retryDelayMs);
       }
     }
   }
@@ -457,18 +461,18 @@ export class WorkerService {
     }
     if (session.immediate) return;
     if (afterMs > 0) {
-      session.timer ??= setTimeout(() => {
+      session.timer ??= this.#ctx.clock.after(afterMs, () => {
         session.timer = undefined;
         this.#pump(session);
-      }, afterMs);
+      });
       return;
     }
-    // setImmediate, not setTimeout(0): a timer waits for the next loop iteration and at least
+    // defer (setImmediate), not a 0 ms timer: a timer waits for the next loop iteration and at least
     // 1 ms, and every dispatch (an ack, then the next action) goes through here.
-    if (session.timer !== undefined) clearTimeout(session.timer);
+    session.timer?.();
     session.timer = undefined;
     session.immediate = true;
-    setImmediate(() => {
+    this.#ctx.clock.defer(() => {
       session.immediate = false;
       this.#pump(session);
     });
@@ -542,7 +546,7 @@ export class WorkerService {
     for (const wf of workflows) {
       const next = nextAction(wf);
       if (next === null || next.workerId !== workerId) continue;
-      const due = (next.notBeforeMs ?? 0) - Date.now();
+      const due = (next.notBeforeMs ?? 0) - this.#ctx.clock.now();
       if (due > 0) {
         wait = wait === undefined ? due : Math.min(wait, due);
         continue;
@@ -674,7 +678,7 @@ export class WorkerService {
   #end(session: Session): void {
     if (session.closed) return;
     session.closed = true;
-    if (session.timer !== undefined) clearTimeout(session.timer);
+    session.timer?.();
     session.timer = undefined;
   }
 }

@@ -11,6 +11,7 @@ import type { Workflow } from '../model/records.js';
 import { parseSelector, SelectorError } from '../fleet/selector.js';
 import { offerMachines, renderForMachine } from '../api/allocation-offer.js';
 import { raceTriedOf } from '../state/control/race.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 export const alternateScanMs = 250;
 
@@ -19,13 +20,15 @@ export interface AlternateScannerOptions {
   readonly isLeader: () => boolean;
   readonly propose: (command: ControlCommand) => Promise<ControlResult>;
   readonly logger: Logger;
+  /** Its timers (src/platform/clock.ts: real ones in a node, virtual ones in the simulation). */
+  readonly clock: Clock;
 }
 
 export class AlternateScanner {
   readonly #o: AlternateScannerOptions;
   /** Workflows with a proposal in flight, by the end it answers. */
   readonly #inFlight = new Map<string, number>();
-  #timer: NodeJS.Timeout | undefined;
+  #stopTimer: Cancel | undefined;
   /** A scan is under way (each awaits its proposals): the next waits its turn. */
   #scanning = false;
   /** Decisions this node proposed that the state applied (moved or gave up). */
@@ -36,14 +39,14 @@ export class AlternateScanner {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
+    this.#stopTimer = this.#o.clock.every(alternateScanMs, () => {
       void this.scan();
-    }, alternateScanMs);
+    });
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** Proposes a re-allocation for every workflow awaiting one (leader only). */

@@ -10,6 +10,7 @@ import { allMembers } from '../raft/core/membership.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { stateVersionFleet } from '../state/versions.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 const checkIntervalMs = 2000;
 
@@ -21,11 +22,13 @@ export interface ApiAddressKeeperOptions {
   readonly propose: (command: ControlCommand) => Promise<ControlResult>;
   readonly logger: Logger;
   readonly intervalMs?: number;
+  /** Its timers (src/platform/clock.ts: real ones in a node, virtual ones in the simulation). */
+  readonly clock: Clock;
 }
 
 export class ApiAddressKeeper {
   readonly #o: ApiAddressKeeperOptions;
-  #timer: NodeJS.Timeout | undefined;
+  #stopTimer: Cancel | undefined;
   #running = false;
 
   constructor(o: ApiAddressKeeperOptions) {
@@ -34,15 +37,18 @@ export class ApiAddressKeeper {
 
   start(): void {
     void this.check();
-    this.#timer = setInterval(() => {
-      void this.check();
-    }, this.#o.intervalMs ?? checkIntervalMs);
-    this.#timer.unref();
+    this.#stopTimer = this.#o.clock.every(
+      this.#o.intervalMs ?? checkIntervalMs,
+      () => {
+        void this.check();
+      },
+      { unref: true },
+    );
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** The command a round would propose now, or undefined when there is nothing to say. */

@@ -9,6 +9,7 @@ import type { RaftNode } from '../raft/node.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import { advertisedStateVersion, stateVersionOfThisBuild } from '../state/versions.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 const checkIntervalMs = 2000;
 
@@ -23,6 +24,8 @@ export interface ClusterVersionKeeperOptions {
   readonly propose: (command: ControlCommand) => Promise<ControlResult>;
   readonly logger: Logger;
   readonly intervalMs?: number;
+  /** Its timers (src/platform/clock.ts: real ones in a node, virtual ones in the simulation). */
+  readonly clock: Clock;
 }
 
 /** The version every voter can apply: the lowest among them (a missing answer means 1). */
@@ -34,7 +37,7 @@ export function versionAllVotersApply(versions: readonly number[]): number {
 
 export class ClusterVersionKeeper {
   readonly #opts: ClusterVersionKeeperOptions;
-  #timer: NodeJS.Timeout | undefined;
+  #stopTimer: Cancel | undefined;
   #running = false;
 
   constructor(opts: ClusterVersionKeeperOptions) {
@@ -42,15 +45,18 @@ export class ClusterVersionKeeper {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      void this.check();
-    }, this.#opts.intervalMs ?? checkIntervalMs);
-    this.#timer.unref();
+    this.#stopTimer = this.#opts.clock.every(
+      this.#opts.intervalMs ?? checkIntervalMs,
+      () => {
+        void this.check();
+      },
+      { unref: true },
+    );
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** One round: the version the cluster was raised to, or undefined when it stayed. */

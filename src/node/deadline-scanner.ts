@@ -6,11 +6,11 @@
 // a proposal repeated by a new leader changes nothing. A new leader starts scanning at once, so
 // a deadline fires within its time plus one election.
 import type { Logger } from 'pino';
-import type { RaftNode } from '../raft/node.js';
+import type { ControlCommand, ControlResult } from '../state/control/commands.js';
 import type { ControlState } from '../state/control/control-state.js';
 import type { Workflow } from '../model/records.js';
 import { nextDeadline } from '../workflow/rules.js';
-import type { Proposer } from '../api/proposer.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 export const deadlineScanMs = 100;
 
@@ -25,40 +25,53 @@ function deadlineOf(wf: Workflow): number | undefined {
   return due;
 }
 
+export interface DeadlineScannerOptions {
+  readonly control: ControlState;
+  /** Whether this node leads now. */
+  readonly isLeader: () => boolean;
+  /** Proposes through the leader (the leader stamps its time) and resolves with the applied result. */
+  readonly propose: (command: ControlCommand) => Promise<ControlResult>;
+  readonly logger: Logger;
+  /** Its timer and the time it compares deadlines with (src/platform/clock.ts). */
+  readonly clock: Clock;
+}
+
 export class DeadlineScanner {
-  readonly #node: RaftNode;
   readonly #control: ControlState;
-  readonly #proposer: Proposer;
+  readonly #isLeader: () => boolean;
+  readonly #propose: (command: ControlCommand) => Promise<ControlResult>;
   readonly #logger: Logger;
   readonly #inFlight = new Set<string>();
   readonly #machinesInFlight = new Set<string>();
-  #timer: NodeJS.Timeout | undefined;
+  readonly #clock: Clock;
+  #stopTimer: Cancel | undefined;
   /** Deadline expiries proposed by this node (for metrics). */
   expired = 0;
   /** Machines this node failed by their transitional deadline. */
   machinesExpired = 0;
 
-  constructor(node: RaftNode, control: ControlState, proposer: Proposer, logger: Logger) {
-    this.#node = node;
-    this.#control = control;
-    this.#proposer = proposer;
-    this.#logger = logger;
+  constructor(options: DeadlineScannerOptions) {
+    this.#control = options.control;
+    this.#isLeader = options.isLeader;
+    this.#propose = options.propose;
+    this.#logger = options.logger;
+    this.#clock = options.clock;
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.scan(Date.now());
-    }, deadlineScanMs);
+    this.#stopTimer = this.#clock.every(deadlineScanMs, () => {
+      this.scan(this.#clock.now());
+    });
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** Proposes the expiry of every workflow and machine whose deadline is at or before `nowMs`. */
   scan(nowMs: number): void {
-    if (this.#node.softState().role !== 'leader') return;
+    if (!this.#isLeader()) return;
     this.#scanMachines(nowMs);
     // Collected first: proposing may change the set (a local apply) while it is walked.
     const due: { id: string; deadlineMs: number }[] = [];
@@ -71,8 +84,7 @@ export class DeadlineScanner {
     }
     for (const { id, deadlineMs } of due) {
       this.#inFlight.add(id);
-      this.#proposer
-        .proposeControl({ type: 'deadline.expire', workflowId: id })
+      this.#propose({ type: 'deadline.expire', workflowId: id })
         .then(
           (res) => {
             if (res.type !== 'error') {
@@ -101,8 +113,7 @@ export class DeadlineScanner {
     }
     for (const { id, deadlineMs, state } of due) {
       this.#machinesInFlight.add(id);
-      this.#proposer
-        .proposeControl({ type: 'hardware.expire', id, deadlineMs })
+      this.#propose({ type: 'hardware.expire', id, deadlineMs })
         .then(
           (res) => {
             if (res.type === 'error') return;

@@ -17,6 +17,7 @@ import { parseSelector, SelectorError } from '../fleet/selector.js';
 import type { Selector } from '../fleet/selector-terms.js';
 import { offerMachines, renderForMachine } from '../api/allocation-offer.js';
 import type { PoolVariables } from '../workflow/template-variables.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 export const poolScanMs = 500;
 
@@ -27,6 +28,8 @@ export interface PoolKeeperOptions {
   readonly logger: Logger;
   /** Where machines fetch artifacts (http://VIP[:port]): `{{ pool.image.url }}` starts with it. */
   readonly artifactBaseUrl?: string;
+  /** Its timers (src/platform/clock.ts: real ones in a node, virtual ones in the simulation). */
+  readonly clock: Clock;
 }
 
 /** The template variables of a pool's workflows: its name, and its image when it names one. */
@@ -42,7 +45,7 @@ export function poolVariables(control: ControlState, pool: Pool, artifactBaseUrl
 
 export class PoolKeeper {
   readonly #o: PoolKeeperOptions;
-  #timer: NodeJS.Timeout | undefined;
+  #stopTimer: Cancel | undefined;
   #scanning = false;
   /** What was last said of each pool that cannot be filled, to say it once, by pool name. */
   readonly #said = new Map<string, string>();
@@ -56,14 +59,14 @@ export class PoolKeeper {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
+    this.#stopTimer = this.#o.clock.every(poolScanMs, () => {
       void this.scan();
-    }, poolScanMs);
+    });
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** Brings every pool one step nearer its size (leader only). */

@@ -20,6 +20,7 @@ import { logStoreLocation, openLogStore } from '../raft/storage/level-log-store.
 import type { PeerTls } from '../platform/peer-tls.js';
 import { callGuard, refusingUndecodable } from '../platform/grpc-call-guard.js';
 import { loadNodeTls } from '../platform/pki.js';
+import { realClock } from '../platform/clock.js';
 import { GrpcTransport } from '../raft/transport/grpc-transport.js';
 import { ReplicatedState } from '../state/replicated-state.js';
 import { ArtifactCatalogue } from '../artifacts/catalogue.js';
@@ -410,7 +411,7 @@ async function buildServices(
   const auth = newAuthenticator(cfg, node, control, checked);
   const events = new EventHub();
   const machineEvents = new MachineEventHub();
-  const powerWaiters = new PowerJobWaiters();
+  const powerWaiters = new PowerJobWaiters(realClock);
   const auditor = new CallAuditor(auth, (command) => proposer.proposeControl(command), logger);
   const controlService = new ControlService({
     node,
@@ -432,6 +433,7 @@ async function buildServices(
     catchUp: () => node.linearizableRead(),
     sessionsPerWorkerMax: cfg.workerSessionsMax,
     refusal: (): string | undefined => drain.refusal(),
+    clock: realClock,
   });
   // Drained by `slipway node drain` or while stopping (docs/decisions/0022-node-drain.md).
   const drain = new NodeDrain({ node, control, workers, logger: logger.child({ component: 'drain' }) });
@@ -563,15 +565,17 @@ function buildLeaderDuties(
     propose,
     ...(checked.archive === undefined ? {} : { archive: checked.archive }),
     logger: logger.child({ component: 'retention' }),
+    clock: realClock,
   });
   const leaderDuties: LeaderDuty[] = [
-    new DeadlineScanner(node, control, proposer, logger),
+    new DeadlineScanner({ control, isLeader: leading, propose, logger, clock: realClock }),
     // The alternate failure policy's re-allocations (0030).
     new AlternateScanner({
       control,
       isLeader: leading,
       propose,
       logger: logger.child({ component: 'alternate' }),
+      clock: realClock,
     }),
     // Pools kept at their size (0035).
     new PoolKeeper({
@@ -580,6 +584,7 @@ function buildLeaderDuties(
       propose,
       logger: logger.child({ component: 'pools' }),
       artifactBaseUrl: httpBaseUrlOf(advertisedAddress(cfg), cfg.httpAddr),
+      clock: realClock,
     }),
     collector,
     new ClusterVersionKeeper({
@@ -588,6 +593,7 @@ function buildLeaderDuties(
       stateVersionOf: async (member) => (await kv.peerStatus(member, versionCheckTimeoutMs)).stateVersion,
       propose,
       logger: logger.child({ component: 'versions' }),
+      clock: realClock,
     }),
     // Not the leader's alone: every member records its own API address (0038).
     new ApiAddressKeeper({
@@ -596,6 +602,7 @@ function buildLeaderDuties(
       apiAddr: cfg.apiAddr,
       propose,
       logger: logger.child({ component: 'members' }),
+      clock: realClock,
     }),
     // Only the leader carries out power jobs; any node's API may request them.
     new PowerExecutor({
@@ -605,6 +612,7 @@ function buildLeaderDuties(
       isLeader: leading,
       driver: new IpmitoolDriver(),
       logger: logger.child({ component: 'power' }),
+      clock: realClock,
     }),
     // Not the leader's alone: every node holds its elections or hands leadership over (0033).
     bootLeadershipOf(cfg, logger, node, kv, boot),

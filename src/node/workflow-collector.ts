@@ -19,6 +19,7 @@ import {
 import { workflowEventsMax, workflowGcBatchMax, workflowsMax } from '../model/limits.js';
 import { stateVersionBoundedState } from '../state/versions.js';
 import type { WorkflowArchive } from './workflow-archive.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 /** How often the leader looks for workflows past the retention. */
 export const collectIntervalMsDefault = 3_000;
@@ -34,8 +35,8 @@ export interface WorkflowCollectorOptions {
   readonly archive?: WorkflowArchive;
   readonly logger: Logger;
   readonly intervalMs?: number;
-  /** The leader's clock (tests pass their own). */
-  readonly now?: () => number;
+  /** The leader's clock and timers (src/platform/clock.ts; tests pass their own). */
+  readonly clock: Clock;
 }
 
 interface Chosen {
@@ -48,7 +49,7 @@ export class WorkflowCollector {
   readonly #opts: WorkflowCollectorOptions;
   /** Archived by this node, removal not yet applied: not written again while unchanged. */
   readonly #archivedPending = new Map<string, Workflow>();
-  #timer: NodeJS.Timeout | undefined;
+  #stopTimer: Cancel | undefined;
   #running = false;
   /** The start of the default retention this node last announced, while it waits for it. */
   #announcedStartMs: number | undefined;
@@ -62,15 +63,18 @@ export class WorkflowCollector {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      void this.round();
-    }, this.#opts.intervalMs ?? collectIntervalMsDefault);
-    this.#timer.unref();
+    this.#stopTimer = this.#opts.clock.every(
+      this.#opts.intervalMs ?? collectIntervalMsDefault,
+      () => {
+        void this.round();
+      },
+      { unref: true },
+    );
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** One round: archives and removes up to collectBatchesPerRound batches; returns how many went. */
@@ -129,7 +133,7 @@ export class WorkflowCollector {
   #waitingForDefault(): boolean {
     const { control, logger } = this.#opts;
     const startsMs = retentionStartsMs(control.workflowRetentionDefaultSinceMs);
-    const now = this.#opts.now?.() ?? Date.now();
+    const now = this.#opts.clock.now();
     if (startsMs === undefined || now >= startsMs) {
       if (this.#announcedStartMs !== undefined && startsMs !== undefined) {
         logger.info(
@@ -174,7 +178,7 @@ export class WorkflowCollector {
     const finished = control
       .finishedWorkflows()
       .map((workflow) => ({ id: workflow.id, finishedMs: workflow.finishedMs ?? 0, workflow }));
-    const now = this.#opts.now?.() ?? Date.now();
+    const now = this.#opts.clock.now();
     return pastRetention(finished, control.workflowRetention, now, workflowGcBatchMax);
   }
 
@@ -184,7 +188,7 @@ export class WorkflowCollector {
     if (archive === undefined) return true;
     const fresh = chosen.filter((c) => this.#archivedPending.get(c.id) !== c.workflow);
     if (fresh.length === 0) return true;
-    const now = this.#opts.now?.() ?? Date.now();
+    const now = this.#opts.clock.now();
     try {
       await archive.append(
         fresh.map((c) => ({ workflow: c.workflow, events: control.events(c.id, 0, workflowEventsMax) })),

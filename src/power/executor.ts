@@ -12,6 +12,7 @@ import { powerJobDueMs } from '../state/control/power-jobs.js';
 import { parseBmcAddress } from '../model/bmc-address.js';
 import type { PowerDriver } from './ipmitool.js';
 import { runPowerStep, type StepOptions } from './steps.js';
+import type { Clock, Cancel } from '../platform/clock.js';
 
 export interface PowerExecutorOptions {
   /** This node's raft id: the claimer named in power.claim. */
@@ -29,7 +30,9 @@ export interface PowerExecutorOptions {
    */
   readonly leaseMs?: number;
   readonly scanMs?: number;
-  readonly step?: Omit<StepOptions, 'uefi'>;
+  readonly step?: Omit<StepOptions, 'uefi' | 'clock'>;
+  /** Its timers (src/platform/clock.ts: real ones in a node, virtual ones in the simulation). */
+  readonly clock: Clock;
 }
 
 export const powerClaimMsDefault = 120_000;
@@ -39,7 +42,7 @@ export class PowerExecutor {
   readonly #o: PowerExecutorOptions;
   /** Machines with a step under way here: one step per machine at a time. */
   readonly #busy = new Set<string>();
-  #timer: NodeJS.Timeout | undefined;
+  #stopTimer: Cancel | undefined;
   /** Steps carried out by this node, by outcome (for metrics and tests). */
   succeeded = 0;
   failed = 0;
@@ -49,12 +52,13 @@ export class PowerExecutor {
   }
 
   start(): void {
-    this.#timer = setInterval(() => this.scan(Date.now()), this.#o.scanMs ?? scanMsDefault);
+    const { clock } = this.#o;
+    this.#stopTimer = clock.every(this.#o.scanMs ?? scanMsDefault, () => this.scan(clock.now()));
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTimer?.();
+    this.#stopTimer = undefined;
   }
 
   /** Starts every job step that is due at `nowMs` and not already under way here. */
@@ -118,6 +122,7 @@ export class PowerExecutor {
         const outcome = await runPowerStep(this.#o.driver, target, step, {
           ...this.#o.step,
           uefi: hardware.uefi,
+          clock: this.#o.clock,
         });
         ok = true;
         message = outcome.message;

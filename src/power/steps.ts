@@ -2,10 +2,10 @@
 // the machine is not already there, then wait until the BMC reports the new state. So a step
 // repeated by a new leader (the old one may or may not have done it) has the effect of one,
 // and a BMC that rejects "power on" while on (some do) is never asked.
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { PowerState, PowerStep } from '../model/records.js';
 import type { BmcTarget, PowerDriver } from './ipmitool.js';
 import { PowerDriverError } from './ipmitool.js';
+import { sleep, type Clock } from '../platform/clock.js';
 
 export interface StepOutcome {
   readonly powerState?: PowerState;
@@ -18,6 +18,8 @@ export interface StepOptions {
   /** How long a power change may take to show in the BMC's status (a graceful off can take a while). */
   readonly settleMs?: number;
   readonly pollMs?: number;
+  /** The settle wait's clock (src/platform/clock.ts). */
+  readonly clock: Clock;
 }
 
 const settleMsDefault = 60_000;
@@ -60,15 +62,16 @@ async function settle(
   options: StepOptions,
 ): Promise<void> {
   const settleMs = options.settleMs ?? settleMsDefault;
-  const deadline = Date.now() + settleMs;
+  const { clock } = options;
+  const deadline = clock.now() + settleMs;
   for (;;) {
     if ((await driver.status(target)) === want) return;
-    if (Date.now() >= deadline) {
+    if (clock.now() >= deadline) {
       throw new PowerDriverError(
         'other',
         `the BMC accepted power ${want} but still reported the opposite after ${String(settleMs)} ms`,
       );
     }
-    await sleep(options.pollMs ?? pollMsDefault);
+    await sleep(clock, options.pollMs ?? pollMsDefault);
   }
 }

@@ -3,9 +3,16 @@
 // fires on every node as the job's commands apply, so a follower answers too.
 import type { PowerJob } from '../model/records.js';
 import { isFinishedPowerJob } from '../state/control/power-jobs.js';
+import type { Clock } from '../platform/clock.js';
 
 export class PowerJobWaiters {
   readonly #waiting = new Map<string, Set<(job: PowerJob) => void>>();
+  readonly #clock: Clock;
+
+  /** `clock` times the waits (src/platform/clock.ts). */
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
 
   /** Call on ControlState's powerJob changes. */
   changed(job: PowerJob): void {
@@ -33,13 +40,13 @@ export class PowerJobWaiters {
       }
       const waiters = set;
       const done = (job: PowerJob | undefined): void => {
-        clearTimeout(timer);
+        cancel();
         waiters.delete(wake);
         if (waiters.size === 0 && this.#waiting.get(id) === waiters) this.#waiting.delete(id);
         resolve(job);
       };
       const wake = (job: PowerJob): void => done(job);
-      const timer = setTimeout(() => done(current()), waitMs);
+      const cancel = this.#clock.after(waitMs, () => done(current()));
       waiters.add(wake);
     });
   }

@@ -4,8 +4,9 @@
 // promises. All I/O of consensus lives here.
 import type { Logger } from 'pino';
 import type { StateMachine } from './state-machine.js';
-import type { RaftClock } from './clock.js';
-import { realClock, realRandom, sleep } from './clock.js';
+import type { Clock } from '../platform/clock.js';
+import { realClock, sleep } from '../platform/clock.js';
+import { realRandom } from './clock.js';
 import { decodeConfChange, encodeConfChange, isVoter } from './core/membership.js';
 import type { ProposalResult, RaftStatus } from './core/raft.js';
 import { RaftCore } from './core/raft.js';
@@ -42,7 +43,7 @@ export interface RaftNodeOptions {
   readonly contactPeers?: readonly Member[];
   readonly tickMs?: number;
   /** Timers and deadlines; Node's own by default (the simulation passes its virtual clock). */
-  readonly clock?: RaftClock;
+  readonly clock?: Clock;
   /** The election timeouts' randomness; crypto by default (the simulation passes a seeded one). */
   readonly random?: Random;
   readonly raft?: Partial<Omit<RaftConfig, 'id'>>;
@@ -110,7 +111,7 @@ export class RaftNode {
   #encodedSnapshot: Snapshot | null = null;
   #storeQueue: Promise<void> = Promise.resolve();
   #stopTicker: (() => void) | null = null;
-  readonly #clock: RaftClock;
+  readonly #clock: Clock;
   #stopped = false;
   /** Resolved at the next role or leader change (see softStateChange). */
   #softStateWaiters: (() => void)[] = [];
@@ -749,7 +750,7 @@ export function bootstrapState(peers: readonly Member[]): InitialState {
 }
 
 /** Resolves when `waiters` is woken (each entry is called) or after `timeoutMs`, whichever is first. */
-function wakeOrTimeout(clock: RaftClock, waiters: (() => void)[], timeoutMs: number): Promise<void> {
+function wakeOrTimeout(clock: Clock, waiters: (() => void)[], timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {
     const cancel = clock.after(timeoutMs, done);
     function done(): void {

@@ -15,9 +15,10 @@ import { runPowerStep } from '../../src/power/steps.js';
 import { commandLine } from '../../src/platform/recorded-process.js';
 import { IpmiSim, ipmiSimMissing } from '../support/ipmi-sim.js';
 import { waitFor } from '../support/wait.js';
+import { realClock } from '../../src/platform/clock.js';
 
 const driver = new IpmitoolDriver({ timeoutMs: 10_000 });
-const fast = { uefi: false, settleMs: 15_000, pollMs: 100 };
+const fast = { uefi: false, settleMs: 15_000, pollMs: 100, clock: realClock };
 
 describe('IPMI driver against ipmi_sim (startcmd: the simulator manages the VM)', () => {
   before(() => assert.equal(ipmiSimMissing(), undefined));

@@ -1,17 +1,24 @@
-// The control plane under simulation: an operator registers hardware and a template and creates
-// workflows; a simulated worker per machine starts the attempts its rules hand out, runs them
-// for a while, and records results (failures are retried by the actions' retry budget). A worker
-// may crash and forget what it ran: at its next look it reports those attempts lost, as the real
-// agent does. Everything goes through RaftNode.propose as `control` commands of the real ReplicatedState.
+// The control plane under simulation: an operator registers hardware (each with a BMC) and a
+// template, creates workflows and requests power jobs; a simulated worker per machine starts the
+// attempts its rules hand out, runs them for a while, and records results (failures are retried
+// by the actions' retry budget). A worker may crash and forget what it ran: at its next look it
+// reports those attempts lost, as the real agent does. While faults last a worker may also hang
+// on an attempt, never reporting it: the leader's deadline scanner (sim-duties.ts) times it out.
+// Everything goes through RaftNode.propose as `control` commands of the real ReplicatedState.
+// Once faults stop, workers carry on until every workflow has finished (drain()).
 //
 // The ControlMonitor watches each node's changefeed (ControlState's workflowEvent changes) after every applied
 // entry: event seqs on a node are dense (no gap, no duplicate; a snapshot restore moves the
 // start), every node sees the same event at each seq, and across the cluster's one history of
-// events each attempt is started at most once and its outcome recorded at most once.
+// events each attempt is started at most once and its outcome recorded at most once, and a
+// deadline takes effect only once it has passed (by the virtual clock): an attempt's own, or its
+// workflow's. One deadline firing twice times out the next attempt before its own has passed.
 import type { ActionSpec, HardwareInput, RenderedTemplate, WorkflowEvent } from '../../src/model/records.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import type { ReplicatedState } from '../../src/state/replicated-state.js';
 import { nextAction } from '../../src/workflow/rules.js';
+import { powerRequest } from '../../src/state/control/power-jobs.js';
+import type { PowerOp } from '../../src/model/records.js';
 import type { Prng } from '../../src/platform/prng.js';
 import type { Scheduler } from './scheduler.js';
 
@@ -22,6 +29,11 @@ export type ReadControl = (done: (kv: ReplicatedState | null) => void) => void;
 
 export const machines = ['m1', 'm2'];
 const recordedTypes = new Set(['action.succeeded', 'action.failed', 'action.timeout']);
+/** Short deadlines (the shortest the state accepts), so that they pass within a run. */
+export const actionTimeoutS = 1;
+export const globalTimeoutS = 30;
+const powerOps: readonly PowerOp[] = ['cycle', 'netboot', 'on', 'off', 'status', 'diskboot'];
+const powerJobsMax = 3;
 
 function hardwareInput(id: string, n: number): HardwareInput {
   return {
@@ -40,6 +52,7 @@ function hardwareInput(id: string, n: number): HardwareInput {
     uefi: true,
     netboot: { allowPXE: true, allowWorkflow: true },
     metadata: {},
+    bmc: { address: `ipmi://${id}:623`, username: 'admin', password: 'simulated' },
   };
 }
 
@@ -50,13 +63,13 @@ function spec(worker: string): RenderedTemplate {
     args: [],
     env: {},
     volumes: [],
-    timeoutS: 600,
-    retries: 2,
+    timeoutS: actionTimeoutS,
+    retries: 1,
   });
   return {
     version: '0.1',
     name: 'provision',
-    globalTimeoutS: 3_600,
+    globalTimeoutS,
     tasks: [{ name: 't', worker, env: {}, volumes: [], actions: [action('a1'), action('a2')] }],
   };
 }
@@ -66,6 +79,10 @@ export interface ControlStats {
   attemptsStarted: number;
   resultsRecorded: number;
   attemptsLost: number;
+  attemptsHung: number;
+  /** Deadlines that took effect: action.timeout events. */
+  timeouts: number;
+  powerJobsRequested: number;
   events: number;
 }
 
@@ -75,6 +92,9 @@ export class ControlWorkload {
     attemptsStarted: 0,
     resultsRecorded: 0,
     attemptsLost: 0,
+    attemptsHung: 0,
+    timeouts: 0,
+    powerJobsRequested: 0,
     events: 0,
   };
   private readonly sched: Scheduler;
@@ -82,8 +102,24 @@ export class ControlWorkload {
   private readonly propose: ProposeControl;
   private readonly read: ReadControl;
   private readonly untilMs: number;
+  /** Workers carry on past untilMs until this is false (drain). */
+  private working = true;
 
-  constructor(sched: Scheduler, rng: Prng, propose: ProposeControl, read: ReadControl, untilMs: number) {
+  /** The chance that a worker hangs on an attempt it starts while faults last. */
+  private readonly hangP: number;
+  /** The power requests' own stream: they leave the workflows' choices as they were. */
+  private readonly powerRng: Prng;
+
+  constructor(
+    sched: Scheduler,
+    rng: Prng,
+    propose: ProposeControl,
+    read: ReadControl,
+    untilMs: number,
+    hangP: number,
+  ) {
+    this.hangP = hangP;
+    this.powerRng = rng.fork('power');
     this.sched = sched;
     this.rng = rng;
     this.propose = propose;
@@ -93,7 +129,32 @@ export class ControlWorkload {
 
   start(): void {
     this.setup(0);
+    this.powerRequests(0);
     for (const m of machines) this.worker(m, new Map());
+  }
+
+  /** Faults have stopped: workers finish what is left until stop(). */
+  stop(): void {
+    this.working = false;
+  }
+
+  /** Every workflow and power job in `kv` has finished. */
+  static finished(kv: ReplicatedState): boolean {
+    return kv.control.activeWorkflowIds().size === 0 && kv.control.activePowerJobIds().size === 0;
+  }
+
+  /** Now and then a power job on some machine, while faults last; each retried until it lands. */
+  private powerRequests(k: number): void {
+    if (this.sched.now >= this.untilMs || k >= powerJobsMax) return;
+    this.sched.after(this.powerRng.uniform(40, 250), () => {
+      if (this.sched.now >= this.untilMs) return;
+      const command = powerRequest(`p${k}`, this.powerRng.pick(machines), this.powerRng.pick(powerOps));
+      this.propose({ ...command, maxAttempts: 3 }, (r) => {
+        const done = r?.type === 'powerJob' || (r?.type === 'error' && r.code === 'E_EXISTS');
+        if (r?.type === 'powerJob') this.stats.powerJobsRequested++;
+        this.powerRequests(done ? k + 1 : k);
+      });
+    });
   }
 
   /** Hardware, template, then a workflow now and then; each step retried until it lands. */
@@ -151,11 +212,12 @@ export class ControlWorkload {
 
   /** One worker: `running` maps attempt keys it runs to when they finish (lost at a crash). */
   private worker(id: string, running: Map<string, number>): void {
-    if (this.sched.now >= this.untilMs) return;
+    const faulty = this.sched.now < this.untilMs;
+    if (!faulty && !this.working) return;
     let mine = running;
-    if (this.rng.chance(0.01)) mine = new Map(); // the worker restarts and forgets
+    if (faulty && this.rng.chance(0.01)) mine = new Map(); // the worker restarts and forgets
     const next = (): void => {
-      this.sched.after(this.rng.uniform(5, 25), () => {
+      this.sched.after(faulty ? this.rng.uniform(5, 25) : this.rng.uniform(20, 60), () => {
         this.worker(id, mine);
       });
     };
@@ -172,9 +234,12 @@ export class ControlWorkload {
       this.propose(command, (r) => {
         if (r?.type === 'attempt' && command.type === 'attempt.start') {
           this.stats.attemptsStarted++;
+          // While faults last, a worker may hang on an attempt: only its deadline ends it.
+          const hangs = faulty && this.hangP > 0 && this.rng.chance(this.hangP);
+          if (hangs) this.stats.attemptsHung++;
           mine.set(
             `${command.workflowId}/${command.actionIndex}/${command.attempt}`,
-            this.sched.now + this.rng.uniform(5, 60),
+            hangs ? Infinity : this.sched.now + this.rng.uniform(5, 60),
           );
         }
         if (r?.type === 'attempt' && command.type === 'attempt.result') this.stats.resultsRecorded++;
@@ -194,7 +259,7 @@ export class ControlWorkload {
         const base = { workflowId: wf.id, actionIndex, attempt: a.attempt, workerId: id };
         if (doneAt === undefined) return { type: 'attempt.lost', ...base, message: 'the worker restarted' };
         if (doneAt > this.sched.now) continue;
-        const success = this.rng.chance(0.7);
+        const success = this.sched.now >= this.untilMs || this.rng.chance(0.7);
         return {
           type: 'attempt.result',
           ...base,
@@ -218,14 +283,22 @@ export class ControlWorkload {
   }
 }
 
-/** The changefeed and attempt invariants, over every node's ControlState events. */
+/** The changefeed, attempt and deadline invariants, over every node's ControlState events. */
 export class ControlMonitor {
   private readonly bySeq = new Map<number, string>();
   private readonly once = new Map<string, number>();
+  /** When each attempt started, and each workflow (its first attempt): their deadlines follow. */
+  private readonly startedMs = new Map<string, number>();
+  private readonly runningMs = new Map<string, number>();
+  /** Each workflow's last action.timeout, by seq: a workflow.timeout right after it is its end. */
+  private readonly actionTimeoutSeq = new Map<string, number>();
   private readonly fail: (msg: string) => void;
+  private readonly now: () => number;
 
-  constructor(fail: (msg: string) => void) {
+  /** `now` is the virtual time: a deadline takes effect only once it has passed by it. */
+  constructor(fail: (msg: string) => void, now: () => number) {
     this.fail = fail;
+    this.now = now;
   }
 
   /** Watches one node incarnation's store; returns the hook for its snapshot restores. */
@@ -235,14 +308,14 @@ export class ControlMonitor {
       stats.events++;
       if (e.seq !== last + 1) this.fail(`${nodeId}'s changefeed went from seq ${last} to ${e.seq}`);
       last = e.seq;
-      this.observe(nodeId, e);
+      this.observe(nodeId, e, stats);
     });
     return () => {
       last = kv.control.lastEventSeq;
     };
   }
 
-  private observe(nodeId: string, e: WorkflowEvent): void {
+  private observe(nodeId: string, e: WorkflowEvent, stats: ControlStats): void {
     const text = JSON.stringify(e);
     const seen = this.bySeq.get(e.seq);
     if (seen !== undefined) {
@@ -250,11 +323,34 @@ export class ControlMonitor {
       return;
     }
     this.bySeq.set(e.seq, text);
+    this.checkDeadline(e, stats);
     const what = e.type === 'action.started' ? 'started' : recordedTypes.has(e.type) ? 'recorded' : null;
     if (what === null) return;
     const key = `${e.workflowId}/${e.actionIndex ?? -1}/${e.attempt ?? -1} ${what}`;
     const other = this.once.get(key);
     if (other !== undefined) this.fail(`attempt ${key} at seq ${other} and again at seq ${e.seq}`);
     this.once.set(key, e.seq);
+  }
+
+  /** A timeout only once its deadline passed: the attempt's own or its workflow's. */
+  private checkDeadline(e: WorkflowEvent, stats: ControlStats): void {
+    const attempt = `${e.workflowId}/${e.actionIndex ?? -1}/${e.attempt ?? -1}`;
+    if (e.type === 'workflow.running') this.runningMs.set(e.workflowId, e.stampMs);
+    if (e.type === 'action.started') this.startedMs.set(attempt, e.stampMs);
+    if (e.type !== 'action.timeout' && e.type !== 'workflow.timeout') return;
+    if (e.type === 'action.timeout') this.actionTimeoutSeq.set(e.workflowId, e.seq);
+    // The last attempt timed out with no retry left: the workflow ends with it.
+    else if (this.actionTimeoutSeq.get(e.workflowId) === e.seq - 1) return;
+    const running = this.runningMs.get(e.workflowId);
+    const started = this.startedMs.get(attempt);
+    const workflowDue = running === undefined ? Infinity : running + globalTimeoutS * 1000;
+    const attemptDue =
+      e.type === 'action.timeout' && started !== undefined ? started + actionTimeoutS * 1000 : Infinity;
+    const due = Math.min(workflowDue, attemptDue);
+    if (e.type === 'action.timeout') stats.timeouts++;
+    if (this.now() < due) {
+      const what = e.type === 'action.timeout' ? `attempt ${attempt}` : `workflow ${e.workflowId}`;
+      this.fail(`${what} timed out at ${this.now().toFixed(1)} ms, before its deadline at ${due} ms`);
+    }
   }
 }

@@ -14,9 +14,13 @@
 // The Monitor (monitor.ts) checks raft's invariants after every event: election safety, one
 // vote per term, log matching, one entry committed per index, leader completeness, state
 // machine safety, matching snapshots, and no committed entry lost from the disks whatever
-// crashed. The ControlMonitor checks the changefeed (no gap, no duplicate) and that each action
-// attempt is started and recorded at most once. At the end the clients' history, which ends
-// with a read of every key, must be linearizable: every acknowledged write is present.
+// crashed. The ControlMonitor checks the changefeed (no gap, no duplicate), that each action
+// attempt is started and recorded at most once, and that a deadline takes effect only once it
+// has passed. Each server runs the production deadline scanner and power executor while it
+// leads (sim-duties.ts), the executor on simulated BMCs that fail and hang (sim-bmc.ts), which
+// check that a power job's steps begin once per claimed attempt, in order. Once faults stop,
+// every workflow and power job must finish. At the end the clients' history, which ends with a
+// read of every key, must be linearizable: every acknowledged write is present.
 import { createHash } from 'node:crypto';
 import pino from 'pino';
 import { checkLinearizable, describeOp, type Op } from '../support/linearizability.js';
@@ -32,14 +36,18 @@ import { SimServer, type ServerBug, type ServerEnv } from './sim-server.js';
 import type { SimSwitchboard } from './sim-transport.js';
 import { ControlMonitor, ControlWorkload, type ControlStats } from './control-workload.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
+import { SimBmcs, type BmcStats } from './sim-bmc.js';
+import { startDuties, type DutyBug } from './sim-duties.js';
 
 /** Deliberate defects, for the tests that prove the checks can fail. */
-export type DriverSimBug = ServerBug | 'staleRead';
+export type DriverSimBug = ServerBug | 'staleRead' | DutyBug;
 
 export interface DriverSimOptions {
   /** Overrides the seed's length of the chaos phase (virtual ms). */
   readonly chaosMs?: number;
   readonly bug?: DriverSimBug;
+  /** Overrides the seed's choice of a long run with slow faults (see runDriverSim). */
+  readonly slowFaults?: boolean;
   /** Gets a line for every fault and operator action. */
   readonly trace?: (line: string) => void;
 }
@@ -62,6 +70,10 @@ export interface DriverSimStats {
   maxTerm: number;
   applied: number;
   snapshots: number;
+  /** Runs with slow faults, which end once every workflow and power job has finished. */
+  drains: number;
+  /** Virtual ms from healing until every workflow and power job had finished. */
+  drainMs: number;
 }
 
 export interface DriverSimResult {
@@ -73,6 +85,7 @@ export interface DriverSimResult {
   /** Identical for two runs of one seed: the run replays exactly. */
   readonly fingerprint: string;
   readonly control: ControlStats;
+  readonly power: BmcStats;
   readonly stats: DriverSimStats;
 }
 
@@ -80,6 +93,10 @@ const tickMs = 10;
 const keys = ['a', 'b', 'c', 'd'];
 const nodeIdsMax = 7;
 const healMs = 4000;
+/** After healing, how long every workflow and power job may take to finish. */
+const drainMs = 6000;
+/** How much longer the chaos of a seed with slow faults lasts: deadlines pass within it. */
+const slowChaosMs = 800;
 const clientTimeoutMs = 200;
 const text = new TextEncoder();
 const untext = new TextDecoder();
@@ -90,7 +107,13 @@ type Every = (meanMs: number, fn: () => void) => void;
 export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): Promise<DriverSimResult> {
   const r = Prng.derive(seed, 'driver-scenario');
   const voters = r.pick([3, 3, 5]);
-  const chaosMs = opts.chaosMs ?? r.range(400, 900);
+  // Some seeds run longer, with faults that take seconds to recover from: a worker hanging on an
+  // attempt until its deadline (a second at least) fires, a BMC that fails (a retry waits a
+  // second) or hangs past the executor's claim (a second). Those seeds then wait until every
+  // workflow and power job has finished. Only some: each costs three times a short run.
+  const slowFaults = opts.slowFaults ?? Prng.derive(seed, 'slow-faults').chance(0.04);
+  const shortChaosMs = r.range(400, 900);
+  const chaosMs = opts.chaosMs ?? (slowFaults ? shortChaosMs + slowChaosMs : shortChaosMs);
   const raft: Partial<Omit<RaftConfig, 'id'>> = {
     electionTicks: 10,
     heartbeatTicks: r.pick([1, 2]),
@@ -146,6 +169,8 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     maxTerm: 0,
     applied: 0,
     snapshots: 0,
+    drains: 0,
+    drainMs: 0,
   };
   const trace = (line: string): void => opts.trace?.(`${sched.now.toFixed(1)} ${line}`);
   let failure: { kind: ViolationKind; message: string } | null = null;
@@ -161,9 +186,22 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     }
   };
 
-  const controlMonitor = new ControlMonitor((msg) => {
-    fail('control-plane', msg);
-  });
+  const controlMonitor = new ControlMonitor(
+    (msg) => {
+      fail('control-plane', msg);
+    },
+    () => sched.now,
+  );
+  const bmcs = new SimBmcs(
+    sched,
+    Prng.derive(seed, 'bmc'),
+    () => slowFaults && sched.now < chaosMs,
+    (msg) => {
+      fail('power', msg);
+    },
+  );
+  const serverBug = opts.bug === 'ackBeforePersist' || opts.bug === 'tamperApply' ? opts.bug : undefined;
+  const dutyBug = opts.bug === 'deadlineTwice' || opts.bug === 'powerStepTwice' ? opts.bug : undefined;
   const control = new ControlWorkload(
     sched,
     Prng.derive(seed, 'control'),
@@ -174,6 +212,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
       readControl(done);
     },
     chaosMs,
+    slowFaults ? 0.15 : 0,
   );
 
   // ------------------------------------------------------------------ servers
@@ -190,7 +229,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     tickMs,
     snapshotEntries,
     diskFaults,
-    bug: opts.bug === 'staleRead' ? undefined : opts.bug,
+    bug: serverBug,
     check,
     fail: (message) => {
       fail('driver', message);
@@ -205,6 +244,9 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     },
     onApplied: () => {
       stats.applied++;
+    },
+    onNode: (server, proc, node, kv) => {
+      startDuties(server.id, proc, node, kv, { bmcs, logger: env.logger, bug: dutyBug });
     },
   };
   const initial: Member[] = [];
@@ -350,7 +392,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
       s.start([]);
       change = { type: 'addLearner', member: s.member };
     } else if (m.voters.length > 3) {
-      const victim = operatorRng.chance(0.3) ? leader.member : operatorRng.pick(m.voters);
+      const victim = operatorRng.chance(0) ? leader.member : operatorRng.pick(m.voters);
       change = { type: 'remove', member: victim };
       retiring.add(victim.id);
     } else return;
@@ -548,6 +590,8 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     }
   };
   await runUntil(chaosMs);
+  // Workers stop with the faults, unless the run waits for every workflow to finish.
+  if (!slowFaults) control.stop();
   // Healing: the network heals and stops losing messages, every crashed member restarts, no
   // process stays paused, no more disk spikes.
   retireRemoved();
@@ -557,7 +601,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     if (!s.alive && !s.retired) s.start(bootstrapOf(s));
     if (s.proc !== null) s.proc.pausedUntil = 0;
   }
-  const healEnd = sched.now + healMs;
+  let healEnd = sched.now + healMs;
   // A stable leader: live, and it has committed an entry of its own term.
   const stableLeader = (): SimServer | undefined => {
     const l = leaderUp();
@@ -568,6 +612,25 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   await runUntil(healEnd, () => stableLeader() !== undefined);
   if (failure === null && stableLeader() === undefined)
     fail('liveness', `no leader within ${healMs} ms of healing`);
+  if (slowFaults) {
+    // Faults have stopped: the workers, the deadline scanner and the power executor finish every
+    // workflow and power job.
+    const allFinished = (): boolean => {
+      const leader = leaderUp();
+      return leader !== undefined && ControlWorkload.finished(leader.kv!) && stableLeader() === leader;
+    };
+    const drainFrom = sched.now;
+    await runUntil(sched.now + drainMs, allFinished);
+    stats.drains++;
+    stats.drainMs = Math.round(sched.now - drainFrom);
+    if (failure === null && !allFinished()) {
+      const kv = stableLeader()?.kv ?? null;
+      const left = kv === null ? 'no stable leader' : describeUnfinished(kv);
+      fail('liveness', `not finished ${drainMs} ms after healing: ${left}`);
+    }
+    healEnd = Math.max(healEnd, sched.now + healMs);
+  }
+  control.stop();
   // A final read of every key joins the history: acknowledged writes must be there.
   let finals = 0;
   for (const key of keys) {
@@ -682,5 +745,19 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     fingerprint,
     stats,
     control: control.stats,
+    power: bmcs.stats,
   };
+}
+
+/** The workflows and power jobs still under way, for a liveness failure's message. */
+function describeUnfinished(kv: ReplicatedState): string {
+  const workflows = [...kv.control.activeWorkflowIds()].map((id) => {
+    const wf = kv.control.workflow(id);
+    return `${id} ${wf?.state ?? '?'} [${wf?.actions.map((a) => `${a.state}#${a.attempt}`).join(' ') ?? ''}]`;
+  });
+  const jobs = [...kv.control.activePowerJobIds()].map((id) => {
+    const job = kv.control.powerJob(id);
+    return `${id} ${job?.state ?? '?'} step ${job?.stepIndex ?? '?'} attempt ${job?.attempt ?? '?'}`;
+  });
+  return `workflows: ${workflows.join(', ') || 'none'}; power jobs: ${jobs.join(', ') || 'none'}`;
 }

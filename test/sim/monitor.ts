@@ -31,6 +31,7 @@ export type ViolationKind =
   | 'convergence'
   | 'linearizability'
   | 'control-plane'
+  | 'power'
   | 'driver';
 
 export class SimViolation extends Error {

@@ -31,6 +31,7 @@ export async function runSeeds(start: number, count: number): Promise<RunSummary
     const r: DriverSimResult = await runDriverSim(seed);
     add('', { ...r.stats });
     add('control.', { ...r.control });
+    add('power.', { ...r.power });
     if (!r.ok) {
       failures.push({
         seed,

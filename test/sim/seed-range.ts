@@ -48,6 +48,10 @@ export function testSeedRange(first: number, last: number): void {
       // The control plane really ran: workflows, attempts started, results and lost attempts.
       assert.ok(t['control.workflowsCreated']! > chunk && t['control.attemptsStarted']! > chunk, totals);
       assert.ok(t['control.resultsRecorded']! > chunk && t['control.attemptsLost']! > 0, totals);
+      // The leaders' duties really ran: deadlines passed and were enforced, power jobs were
+      // carried out on BMCs that failed and hung, and runs waited for everything to finish.
+      assert.ok(t['control.timeouts']! > 0 && t['drains']! > 0, totals);
+      assert.ok(t['power.executions']! > chunk && t['power.failed']! > 0 && t['power.hung']! > 0, totals);
     });
   }
 }

@@ -4,8 +4,10 @@
 // Method: (1) the same seed run twice gives the identical trace and result; (2) whole runs with
 // a deliberate defect injected through the test-only `bug` option (a disk that acknowledges a
 // synced write before it is durable, a node that reads locally without ReadIndex, a state
-// machine that applies a different command than the log holds) must each be reported as the
-// matching violation within a bounded range of seeds; (3) the Monitor and the ControlMonitor
+// machine that applies a different command than the log holds, a deadline scanner that fires a
+// deadline twice as if apply did not re-check it, a power executor that carries out its last
+// step again when it next leads) must each be reported as the matching violation within a
+// bounded range of seeds; (3) the Monitor and the ControlMonitor
 // are fed tampered observations directly and must name each violation; (4) the production
 // LevelLogStore over a SimLevelDisk keeps synced writes through a power loss, may lose unsynced
 // ones, and truncates a torn tail on load.
@@ -46,19 +48,38 @@ describe('replay', () => {
 });
 
 describe('injected defects are caught', () => {
-  const cases: { bug: DriverSimBug; expect: ViolationKind; seedsMax: number }[] = [
+  const cases: {
+    bug: DriverSimBug;
+    expect: ViolationKind;
+    seedsMax: number;
+    /** What the failure must say beyond its kind. */
+    says?: RegExp;
+    /** Runs with slow faults: the ones in which deadlines pass. */
+    slowFaults?: boolean;
+  }[] = [
     { bug: 'ackBeforePersist', expect: 'committed-entry-lost', seedsMax: 50 },
     { bug: 'staleRead', expect: 'linearizability', seedsMax: 50 },
     { bug: 'tamperApply', expect: 'state-machine-safety', seedsMax: 50 },
+    {
+      bug: 'deadlineTwice',
+      expect: 'control-plane',
+      seedsMax: 20,
+      says: /timed out at [\d.]+ ms, before its deadline/,
+      slowFaults: true,
+    },
+    { bug: 'powerStepTwice', expect: 'power', seedsMax: 50, says: /began at the BMC after step/ },
   ];
   for (const c of cases) {
     test(`${c.bug} is reported as ${c.expect}`, async () => {
       const seen: string[] = [];
       for (let seed = 1; seed <= c.seedsMax; seed++) {
-        const r = await runDriverSim(seed, { bug: c.bug });
+        const r = await runDriverSim(seed, {
+          bug: c.bug,
+          ...(c.slowFaults === true ? { slowFaults: true } : {}),
+        });
         if (r.ok) continue;
         seen.push(`${seed}:${r.kind ?? ''}`);
-        if (r.kind === c.expect) {
+        if (r.kind === c.expect && (c.says === undefined || c.says.test(r.failure ?? ''))) {
           assert.match(r.failure ?? '', new RegExp(`^${c.expect}: `));
           return;
         }
@@ -172,10 +193,23 @@ describe('the control monitor names each violation', () => {
     attempt: seq,
     ...extra,
   });
+  let now = 0;
   const watched = (): { feed: (id: string, e: WorkflowEvent) => void; failures: string[] } => {
     const failures: string[] = [];
-    const monitor = new ControlMonitor((m) => failures.push(m));
-    const stats = { workflowsCreated: 0, attemptsStarted: 0, resultsRecorded: 0, attemptsLost: 0, events: 0 };
+    const monitor = new ControlMonitor(
+      (m) => failures.push(m),
+      () => now,
+    );
+    const stats = {
+      workflowsCreated: 0,
+      attemptsStarted: 0,
+      resultsRecorded: 0,
+      attemptsLost: 0,
+      attemptsHung: 0,
+      timeouts: 0,
+      powerJobsRequested: 0,
+      events: 0,
+    };
     const stores = new Map<string, ReplicatedState>();
     const feed = (id: string, e: WorkflowEvent): void => {
       let kv = stores.get(id);
@@ -219,6 +253,26 @@ describe('the control monitor names each violation', () => {
     assert.equal(failures.length, 2, failures.join('\n'));
     assert.match(failures[0]!, /attempt w0\/0\/1 started at seq 1 and again at seq 2/);
     assert.match(failures[1]!, /attempt w0\/0\/1 recorded at seq 3 and again at seq 4/);
+  });
+
+  test('a timeout before its deadline: the attempt’s own, or its workflow’s', () => {
+    const { feed, failures } = watched();
+    now = 100;
+    feed('n1', event(1, { type: 'workflow.running', stampMs: 100 }));
+    feed('n1', event(2, { attempt: 1, stampMs: 100 }));
+    now = 1_100; // the attempt's deadline: on time
+    feed('n1', event(3, { type: 'action.timeout', attempt: 1, stampMs: 1_100 }));
+    feed('n1', event(4, { attempt: 2, stampMs: 1_150 }));
+    now = 1_200; // a second firing of the same deadline times out the next attempt early
+    feed('n1', event(5, { type: 'action.timeout', attempt: 2, stampMs: 1_200 }));
+    // Its last attempt timing out ends the workflow: not a deadline of its own.
+    feed('n1', event(6, { type: 'workflow.timeout', stampMs: 1_200 }));
+    feed('n1', event(7, { attempt: 3, stampMs: 1_250 }));
+    now = 1_300;
+    feed('n1', event(8, { type: 'workflow.timeout', stampMs: 1_300 }));
+    assert.equal(failures.length, 2, failures.join('\n'));
+    assert.match(failures[0]!, /attempt w0\/0\/2 timed out at 1200.0 ms, before its deadline at 2150 ms/);
+    assert.match(failures[1]!, /workflow w0 timed out at 1300.0 ms, before its deadline at 30100 ms/);
   });
 });
 

@@ -1,13 +1,13 @@
-// One incarnation of a simulated server process, as the real driver sees it: a RaftClock on
+// One incarnation of a simulated server process, as the real driver sees it: a Clock on
 // the scheduler's virtual time whose callbacks die with the process (a crash) and wait while
 // it is paused (a stopped process misses timer ticks; they are not made up afterwards).
-import type { RaftClock } from '../../src/raft/clock.js';
+import type { Clock } from '../../src/platform/clock.js';
 import type { Scheduler } from './scheduler.js';
 
 export class SimProcess {
   alive = true;
   pausedUntil = 0;
-  readonly clock: RaftClock;
+  readonly clock: Clock;
   private readonly sched: Scheduler;
 
   constructor(sched: Scheduler) {

@@ -70,6 +70,8 @@ export interface ServerEnv {
   /** Stats and hooks the run keeps per server incarnation. */
   onStart(server: SimServer, kv: WatchedReplicatedState): void;
   onApplied(server: SimServer, e: Entry): void;
+  /** A new incarnation's node exists (not yet started): its leader duties start here. */
+  onNode(server: SimServer, proc: SimProcess, node: RaftNode, kv: WatchedReplicatedState): void;
 }
 
 const text = new TextEncoder();
@@ -235,6 +237,7 @@ export class SimServer {
       },
     });
     Object.assign(this, { proc, node, kv, ready: false });
+    env.onNode(this, proc, node, kv);
     node.start().then(
       () => {
         if (proc.alive) this.ready = true;

@@ -3,7 +3,10 @@
 // matching, identical committed prefixes, leader completeness, state machine safety, no lost
 // committed entry), runs each action attempt at most once with a changefeed that has no gap and
 // no duplicate, recovers after the network heals, and gives clients a linearizable history,
-// across seeds 1-1000 of the deterministic cluster simulation.
+// across seeds 1-1000 of the deterministic cluster simulation; and that the production deadline
+// scanner and power executor, run by whichever server leads, time an attempt out only once its
+// deadline passed, begin a power job's steps once per claimed attempt and in order on BMCs that
+// fail and hang, and finish every workflow and power job once faults stop.
 // Method: each seed is one whole-cluster run on virtual time (test/sim/driver-sim.ts) with
 // seeded network, disk (power loss, torn tails), crash, pause, leadership and membership faults;
 // the monitors check after every event and the linearizability checker judges the history at

@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import { AlternateScanner } from '../../src/node/alternate-scanner.js';
 import { LifecycleHarness, operator, specFor } from '../support/lifecycle-harness.js';
+import { realClock } from '../../src/platform/clock.js';
 
 const template =
   'version: "0.1"\nname: os\nglobal_timeout: 600\ntasks:\n  - name: os\n    worker: "{{ hardware.id }}"\n    actions:\n      - name: install\n        command: ["true"]\n        timeout: 60\n';
@@ -52,6 +53,7 @@ describe('the alternate scanner', () => {
         return Promise.resolve(h.run(command));
       },
       logger: pino({ level: 'silent' }),
+      clock: realClock,
     });
     await scanner.scan();
     assert.equal(proposed.length, 0, 'a follower offers nothing');

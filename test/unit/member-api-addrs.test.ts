@@ -18,6 +18,7 @@ import { ControlState } from '../../src/state/control/control-state.js';
 import { clusterVersionRefusal, controlCommandVersion } from '../../src/state/versions.js';
 import { ApiAddressKeeper } from '../../src/node/api-address-keeper.js';
 import type { RaftNode } from '../../src/raft/node.js';
+import { realClock } from '../../src/platform/clock.js';
 
 class Harness {
   readonly state = new ControlState();
@@ -147,6 +148,7 @@ describe('the API address keeper', () => {
       apiAddr,
       propose: () => Promise.reject(new Error('not in this test')),
       logger: pino({ level: 'silent' }),
+      clock: realClock,
     });
 
   it('proposes its own address only while it is missing or different, at version 3, with a leader', () => {

@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import { PoolKeeper } from '../../src/node/pool-keeper.js';
 import { LifecycleHarness, operator } from '../support/lifecycle-harness.js';
+import { realClock } from '../../src/platform/clock.js';
 
 const template =
   'version: "0.1"\nname: os\nglobal_timeout: 600\ntasks:\n  - name: os\n    worker: "{{ hardware.id }}"\n    actions:\n      - name: install\n        command: ["true"]\n        timeout: 60\n';
@@ -24,6 +25,7 @@ function keeper(h: LifecycleHarness, leading: () => boolean, proposed: ControlCo
       return Promise.resolve(h.run(command));
     },
     logger: pino({ level: process.env['DBG'] === undefined ? 'silent' : 'debug' }),
+    clock: realClock,
   });
 }
 

@@ -47,6 +47,7 @@ import {
 } from '../../src/model/limits.js';
 import { clusterVersionRefusal, controlCommandVersion } from '../../src/state/versions.js';
 import { nextAction } from '../../src/workflow/rules.js';
+import { realClock } from '../../src/platform/clock.js';
 
 const day = 24 * 3600 * 1000;
 
@@ -786,7 +787,7 @@ describe('collector', () => {
       },
       ...(opts.archive === undefined ? {} : { archive: opts.archive }),
       logger: opts.logger ?? silent,
-      now: () => h.nowMs,
+      clock: { ...realClock, now: () => h.nowMs },
     });
     return { collector, proposed };
   }
