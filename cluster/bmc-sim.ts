@@ -23,7 +23,17 @@
 // Every process is stopped by PID (never by name): ipmi_sim by its ChildProcess, the VM by the
 // PID its start script wrote.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createSocket } from 'node:dgram';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +58,8 @@ export interface IpmiSimOptions {
   readonly bootOrder?: { readonly pxe: string; readonly disk: string };
   /** Whether the BMC answers; default an ipmitool status from this process. */
   readonly probe?: (sim: IpmiSim) => Promise<boolean>;
+  /** How long each of the two starts waits for the probe to pass; default 20 s. */
+  readonly answerWithinMs?: number;
   /**
    * The LAN settings the BMC reports (`ipmitool lan print`): its IPv4 address and MAC. Default
    * none: ipmi_sim then answers 0.0.0.0, as an unconfigured BMC does.
@@ -177,30 +189,42 @@ export class IpmiSim {
     const simArgs = ['ipmi_sim', '-c', join(dir, 'lan.conf'), '-f', join(dir, 'sim.emu'), '-s', state];
     // `ip netns exec` execs ipmi_sim in place: the PID stays the simulator's.
     const argv = options.netns === undefined ? simArgs : ['ip', 'netns', 'exec', options.netns, ...simArgs];
-    const proc = spawn(argv[0]!, argv.slice(1), {
-      // stdin stays an open pipe: ipmi_sim does not open its LAN port without it.
-      stdio: ['pipe', 'ignore', 'ignore'],
-      cwd: dir,
-    });
-    const sim = new IpmiSim({ host, port, username, password, mode, dir, proc });
+    // What ipmi_sim prints goes to a file, so that a BMC that never answers says why.
+    const logFile = join(dir, 'ipmi_sim.log');
     const probe = options.probe ?? ((s: IpmiSim): Promise<boolean> => s.#answers());
-    try {
-      await waitFor(
-        'ipmi_sim to answer on its LAN port',
-        () => {
-          if (proc.exitCode !== null) throw new Error(`ipmi_sim exited with ${String(proc.exitCode)}`);
-          return probe(sim);
-        },
-        // Generous: on a loaded machine (the suite's QEMU tests beside it) the first answer
-        // has been seen to take over 15 s.
-        30_000,
-        100,
-      );
-    } catch (err) {
-      await sim.stop();
-      throw err;
+    // On a loaded machine (the suite's QEMU tests beside it) a simulator has been seen to take
+    // over 15 s to answer, and now and then not to answer on its LAN port at all; a second
+    // simulator on the same configuration then does. So: two starts, 20 s each.
+    for (let start = 1; ; start++) {
+      const log = openSync(logFile, 'a');
+      const proc = spawn(argv[0]!, argv.slice(1), {
+        // stdin stays an open pipe: ipmi_sim does not open its LAN port without it.
+        stdio: ['pipe', log, log],
+        cwd: dir,
+      });
+      closeSync(log);
+      const sim = new IpmiSim({ host, port, username, password, mode, dir, proc });
+      try {
+        await waitFor(
+          'ipmi_sim to answer on its LAN port',
+          () => {
+            if (proc.exitCode !== null) throw new Error(`ipmi_sim exited with ${String(proc.exitCode)}`);
+            return probe(sim);
+          },
+          options.answerWithinMs ?? 20_000,
+          100,
+        );
+        return sim;
+      } catch (err) {
+        const said = existsSync(logFile) ? readFileSync(logFile, 'utf8').trim().slice(-2000) : '';
+        const again = start < 2 && proc.exitCode === null;
+        await sim.stop({ keepDir: again });
+        if (again) continue;
+        if (!(err instanceof Error)) throw err;
+        const message = `${err.message} (started ${start} times); ipmi_sim printed: ${said === '' ? 'nothing' : said}`;
+        throw new Error(message, { cause: err });
+      }
     }
-    return sim;
   }
 
   /** Whether the BMC answers an RMCP ping-sized request: a real ipmitool status. */
@@ -238,7 +262,7 @@ export class IpmiSim {
   }
 
   /** Stops the VM (by its PID) and ipmi_sim (by its ChildProcess), and removes the directory. */
-  async stop(): Promise<void> {
+  async stop(o: { keepDir?: boolean } = {}): Promise<void> {
     const vm = this.vmPid();
     if (this.#proc.exitCode === null && this.#proc.signalCode === null) {
       const exited = new Promise<void>((resolve) => this.#proc.once('exit', () => resolve()));
@@ -256,7 +280,9 @@ export class IpmiSim {
       await waitFor('the VM to exit', () => this.vmPid() === undefined, 5000, 50);
     }
     // SLIPWAY_KEEP_IPMISIM=1 keeps lan.conf, vm.sh and the VM logs for a look after a failure.
-    if (process.env['SLIPWAY_KEEP_IPMISIM'] === undefined) rmSync(this.dir, { recursive: true, force: true });
+    if (o.keepDir !== true && process.env['SLIPWAY_KEEP_IPMISIM'] === undefined) {
+      rmSync(this.dir, { recursive: true, force: true });
+    }
   }
 }
 

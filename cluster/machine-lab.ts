@@ -479,6 +479,8 @@ async function startMachine(
   const port = 6230 + i;
   const password = `lab-m${i + 1}-pw`;
   const { system } = identity;
+  // The last reason the probe below got, for the error when the BMC never answers.
+  let refusal = 'no probe finished';
   const bmc = await IpmiSim.start({
     mode: 'chassis-control',
     netns: ns.lan,
@@ -497,7 +499,17 @@ async function startMachine(
       `-serial file:${console}`,
     ].join(' '),
     bootOrder: { pxe: 'order=nc', disk: 'order=c' },
-    probe: async () => bmcAnswers(ns.ops, net.bmc, port, password),
+    probe: async () => {
+      refusal = (await bmcRefusal(ns.ops, net.bmc, port, password)) ?? '';
+      return refusal === '';
+    },
+  }).catch((err: unknown) => {
+    throw new Error(
+      `m${i + 1}'s BMC: ${err instanceof Error ? err.message : String(err)}; ipmitool: ${refusal}`,
+      {
+        cause: err,
+      },
+    );
   });
   return {
     id,
@@ -555,15 +567,21 @@ function ipmitoolArgs(bmc: string, port: number): string[] {
   ];
 }
 
-async function bmcAnswers(ns: string, bmc: string, port: number, password: string): Promise<boolean> {
+/** Why the BMC does not answer ipmitool from `ns`, or undefined when it does. */
+async function bmcRefusal(
+  ns: string,
+  bmc: string,
+  port: number,
+  password: string,
+): Promise<string | undefined> {
   try {
     await run('ip', ['netns', 'exec', ns, ...ipmitoolArgs(bmc, port), 'power', 'status'], {
       env: { ...process.env, IPMI_PASSWORD: password },
       timeout: 10_000,
     });
-    return true;
-  } catch {
-    return false;
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
   }
 }
 

@@ -140,3 +140,33 @@ describe('IPMI driver: an unreachable BMC', () => {
     assert.ok(Date.now() - started < 8500, `took ${String(Date.now() - started)} ms`);
   });
 });
+
+// The test harness's own BMC: a simulator that does not answer within its time is started once
+// more on the same configuration (cluster/bmc-sim.ts), and a second silence is an error that
+// says what the simulator printed.
+describe('the BMC simulator harness', () => {
+  before(() => assert.equal(ipmiSimMissing(), undefined));
+  it('starts a simulator that stays silent once more, and names what it printed after two', async () => {
+    const seen = new Set<IpmiSim>();
+    const sim = await IpmiSim.start({
+      answerWithinMs: 1000,
+      // Silent to the first simulator, as the loaded machine's was; real ipmitool for the second.
+      probe: async (s) => {
+        seen.add(s);
+        return (
+          seen.size > 1 && (await new IpmitoolDriver({ timeoutMs: 3000 }).status(s.target())) !== undefined
+        );
+      },
+    });
+    try {
+      assert.equal(seen.size, 2);
+      assert.equal(await new IpmitoolDriver({ timeoutMs: 3000 }).status(sim.target()), 'off');
+    } finally {
+      await sim.stop();
+    }
+    await assert.rejects(
+      IpmiSim.start({ answerWithinMs: 500, probe: () => Promise.resolve(false) }),
+      /timed out after 500 ms waiting for ipmi_sim to answer on its LAN port \(started 2 times\); ipmi_sim printed: /,
+    );
+  });
+});
