@@ -2,6 +2,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import { importBoundaries } from './eslint/import-boundaries.js';
+import { clockSeamFiles } from './eslint/clock-seam.js';
 import { importBoundaryOptions } from './eslint/import-table.js';
 
 export default tseslint.config(
@@ -100,22 +101,8 @@ export default tseslint.config(
     },
   },
   {
-    // Time comes from the Clock passed in (src/platform/clock.ts, docs/decisions/0043-one-clock.md):
-    // the raft driver, the leader's duties, the power executor and the worker service run on the
-    // simulation's virtual time as they do on Node's timers.
-    files: [
-      'src/raft/node.ts',
-      'src/node/deadline-scanner.ts',
-      'src/node/alternate-scanner.ts',
-      'src/node/pool-keeper.ts',
-      'src/node/cluster-version-keeper.ts',
-      'src/node/workflow-collector.ts',
-      'src/node/api-address-keeper.ts',
-      'src/power/executor.ts',
-      'src/power/steps.ts',
-      'src/power/waiters.ts',
-      'src/api/worker-service.ts',
-    ],
+    // Time comes from the Clock passed in (eslint/clock-seam.js names the files).
+    files: clockSeamFiles,
     rules: {
       'no-restricted-imports': [
         'error',
