@@ -271,7 +271,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     logger: env.logger,
     server: (id: string) => {
       const s = servers.get(id);
-      return s?.proc == null || s.node === null ? undefined : { proc: s.proc, node: s.node };
+      return s?.proc == null || s.node === null || !s.ready ? undefined : { proc: s.proc, node: s.node };
     },
     forwardTimeoutMs: clientTimeoutMs,
     bug: opts.bug === 'ackBeforeCommit' ? opts.bug : undefined,
@@ -627,6 +627,9 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   };
   /** After every event: the disks still hold every committed entry, and no node stopped itself. */
   const checkStep = (): void => {
+    // Decommissioned once its removal is committed, even after the faults: a removed node left
+    // running would hold its agents' streams on a state that no longer moves.
+    if (retiring.size > 0) retireRemoved();
     check(() => {
       monitor.checkDurability(disks);
     });

@@ -23,7 +23,7 @@ export type WorkerServiceBug = 'ackBeforeCommit';
 export interface WorkerServiceEnv {
   readonly net: SimNetwork;
   readonly logger: Logger;
-  /** The server `id`'s current incarnation, if it is up. */
+  /** The server `id`'s current incarnation, if it is up and started. */
   server(id: string): { readonly proc: SimProcess; readonly node: RaftNode } | undefined;
   readonly forwardTimeoutMs: number;
   readonly bug: WorkerServiceBug | undefined;
