@@ -151,6 +151,11 @@ export class WorkerService {
     this.#wake(id);
   }
 
+  /** A snapshot replaced the whole state (no per-workflow change told of it): wake every session. */
+  restored(): void {
+    for (const workerId of this.#sessions.keys()) this.#wake(workerId);
+  }
+
   close(): void {
     this.#closed = true;
     const stopping = toServiceError(

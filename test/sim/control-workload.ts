@@ -109,6 +109,8 @@ export class ControlWorkload {
   private readonly hangP: number;
   /** The power requests' own stream: they leave the workflows' choices as they were. */
   private readonly powerRng: Prng;
+  /** Machines run by a simulated agent over the worker stream (sim-agent.ts), not by worker(). */
+  private readonly agents: ReadonlySet<string>;
 
   constructor(
     sched: Scheduler,
@@ -117,7 +119,9 @@ export class ControlWorkload {
     read: ReadControl,
     untilMs: number,
     hangP: number,
+    agents: ReadonlySet<string> = new Set(),
   ) {
+    this.agents = agents;
     this.hangP = hangP;
     this.powerRng = rng.fork('power');
     this.sched = sched;
@@ -130,7 +134,7 @@ export class ControlWorkload {
   start(): void {
     this.setup(0);
     this.powerRequests(0);
-    for (const m of machines) this.worker(m, new Map());
+    for (const m of machines) if (!this.agents.has(m)) this.worker(m, new Map());
   }
 
   /** Faults have stopped: workers finish what is left until stop(). */
@@ -299,6 +303,11 @@ export class ControlMonitor {
   constructor(fail: (msg: string) => void, now: () => number) {
     this.fail = fail;
     this.now = now;
+  }
+
+  /** Some node has applied (so the cluster committed) an outcome for the attempt `wf/index/attempt`. */
+  recorded(attempt: string): boolean {
+    return this.once.has(`${attempt} recorded`);
   }
 
   /** Watches one node incarnation's store; returns the hook for its snapshot restores. */

@@ -18,7 +18,11 @@
 // attempt is started and recorded at most once, and that a deadline takes effect only once it
 // has passed. Each server runs the production deadline scanner and power executor while it
 // leads (sim-duties.ts), the executor on simulated BMCs that fail and hang (sim-bmc.ts), which
-// check that a power job's steps begin once per claimed attempt, in order. Once faults stop,
+// check that a power job's steps begin once per claimed attempt, in order. In half the seeds
+// machine m1 is run by a simulated agent (sim-agent.ts) over a simulated worker stream
+// (sim-worker-stream.ts) to the production WorkerService of some member (sim-worker-service.ts):
+// the agent executes each attempt at most once, and a result acknowledged to it must be recorded
+// by then. Once faults stop,
 // every workflow and power job must finish. At the end the clients' history, which ends with a
 // read of every key, must be linearizable: every acknowledged write is present.
 import { createHash } from 'node:crypto';
@@ -38,9 +42,11 @@ import { ControlMonitor, ControlWorkload, type ControlStats } from './control-wo
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import { SimBmcs, type BmcStats } from './sim-bmc.js';
 import { startDuties, type DutyBug } from './sim-duties.js';
+import { SimAgent, type AgentStats, type AgentTarget } from './sim-agent.js';
+import { startWorkerService, type WorkerServiceBug } from './sim-worker-service.js';
 
 /** Deliberate defects, for the tests that prove the checks can fail. */
-export type DriverSimBug = ServerBug | 'staleRead' | DutyBug;
+export type DriverSimBug = ServerBug | 'staleRead' | DutyBug | WorkerServiceBug | 'forgetJournal';
 
 export interface DriverSimOptions {
   /** Overrides the seed's length of the chaos phase (virtual ms). */
@@ -48,6 +54,8 @@ export interface DriverSimOptions {
   readonly bug?: DriverSimBug;
   /** Overrides the seed's choice of a long run with slow faults (see runDriverSim). */
   readonly slowFaults?: boolean;
+  /** Overrides the seed's choice of running a machine by a simulated agent (sim-agent.ts). */
+  readonly agents?: boolean;
   /** Gets a line for every fault and operator action. */
   readonly trace?: (line: string) => void;
 }
@@ -86,6 +94,7 @@ export interface DriverSimResult {
   readonly fingerprint: string;
   readonly control: ControlStats;
   readonly power: BmcStats;
+  readonly agents: AgentStats;
   readonly stats: DriverSimStats;
 }
 
@@ -200,6 +209,10 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
       fail('power', msg);
     },
   );
+  // Some seeds run machine m1 by a simulated agent over the worker stream, to the production
+  // WorkerService of some server (sim-worker-service.ts); the others keep the direct workers.
+  const agentMachines: ReadonlySet<string> =
+    (opts.agents ?? Prng.derive(seed, 'sim-agents').chance(0.5)) ? new Set(['m1']) : new Set();
   const serverBug = opts.bug === 'ackBeforePersist' || opts.bug === 'tamperApply' ? opts.bug : undefined;
   const dutyBug = opts.bug === 'deadlineTwice' || opts.bug === 'powerStepTwice' ? opts.bug : undefined;
   const control = new ControlWorkload(
@@ -213,6 +226,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     },
     chaosMs,
     slowFaults ? 0.15 : 0,
+    agentMachines,
   );
 
   // ------------------------------------------------------------------ servers
@@ -247,8 +261,46 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     },
     onNode: (server, proc, node, kv) => {
       startDuties(server.id, proc, node, kv, { bmcs, logger: env.logger, bug: dutyBug });
+      if (agentMachines.size > 0)
+        workerTargets.set(server.id, startWorkerService(server.id, proc, node, kv, workerEnv));
     },
   };
+  const workerTargets = new Map<string, AgentTarget>();
+  const workerEnv = {
+    net,
+    logger: env.logger,
+    server: (id: string) => {
+      const s = servers.get(id);
+      return s?.proc == null || s.node === null || !s.ready ? undefined : { proc: s.proc, node: s.node };
+    },
+    forwardTimeoutMs: clientTimeoutMs,
+    bug: opts.bug === 'ackBeforeCommit' ? opts.bug : undefined,
+  };
+  /** The machines' executions, across agent restarts: an attempt runs at most once. */
+  const executed = new Set<string>();
+  const agents = [...agentMachines].map(
+    (m) =>
+      new SimAgent(m, Prng.derive(seed, `agent:${m}`), {
+        sched,
+        stream: { sched, net, rng: Prng.derive(seed, `worker-stream:${m}`) },
+        // The cluster's members, as an agent's configured servers are.
+        targets: () =>
+          members()
+            .filter((s) => s.ready && workerTargets.get(s.id)?.proc === s.proc)
+            .map((s) => workerTargets.get(s.id)!),
+        faulty: () => sched.now < chaosMs,
+        hangP: slowFaults ? 0.15 : 0,
+        forgetJournal: opts.bug === 'forgetJournal',
+        onExecute: (key) => {
+          if (executed.has(key)) fail('control-plane', `attempt ${key} executed twice on its machine`);
+          executed.add(key);
+        },
+        onAck: (key) => {
+          if (!controlMonitor.recorded(key))
+            fail('control-plane', `the result of attempt ${key} was acknowledged but is not recorded`);
+        },
+      }),
+  );
   const initial: Member[] = [];
   for (let i = 1; i <= voters; i++) {
     const s = new SimServer(`n${i}`, env);
@@ -554,6 +606,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     });
   };
   control.start();
+  for (const a of agents) a.start();
   const clients = r.range(2, 4);
   for (let c = 0; c < clients; c++) {
     const loop = (): void => {
@@ -574,6 +627,9 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   };
   /** After every event: the disks still hold every committed entry, and no node stopped itself. */
   const checkStep = (): void => {
+    // Decommissioned once its removal is committed, even after the faults: a removed node left
+    // running would hold its agents' streams on a state that no longer moves.
+    if (retiring.size > 0) retireRemoved();
     check(() => {
       monitor.checkDurability(disks);
     });
@@ -591,7 +647,11 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   };
   await runUntil(chaosMs);
   // Workers stop with the faults, unless the run waits for every workflow to finish.
-  if (!slowFaults) control.stop();
+  const stopWorkers = (): void => {
+    control.stop();
+    for (const a of agents) a.stop();
+  };
+  if (!slowFaults) stopWorkers();
   // Healing: the network heals and stops losing messages, every crashed member restarts, no
   // process stays paused, no more disk spikes.
   retireRemoved();
@@ -630,7 +690,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     }
     healEnd = Math.max(healEnd, sched.now + healMs);
   }
-  control.stop();
+  stopWorkers();
   // A final read of every key joins the history: acknowledged writes must be there.
   let finals = 0;
   for (const key of keys) {
@@ -746,6 +806,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
     stats,
     control: control.stats,
     power: bmcs.stats,
+    agents: sumAgentStats(agents),
   };
 }
 
@@ -760,4 +821,10 @@ function describeUnfinished(kv: ReplicatedState): string {
     return `${id} ${job?.state ?? '?'} step ${job?.stepIndex ?? '?'} attempt ${job?.attempt ?? '?'}`;
   });
   return `workflows: ${workflows.join(', ') || 'none'}; power jobs: ${jobs.join(', ') || 'none'}`;
+}
+
+function sumAgentStats(agents: readonly SimAgent[]): AgentStats {
+  const sum: AgentStats = { connects: 0, executed: 0, acked: 0, crashes: 0 };
+  for (const a of agents) for (const k of Object.keys(sum) as (keyof AgentStats)[]) sum[k] += a.stats[k];
+  return sum;
 }

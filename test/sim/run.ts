@@ -32,6 +32,7 @@ export async function runSeeds(start: number, count: number): Promise<RunSummary
     add('', { ...r.stats });
     add('control.', { ...r.control });
     add('power.', { ...r.power });
+    add('agents.', { ...r.agents });
     if (!r.ok) {
       failures.push({
         seed,

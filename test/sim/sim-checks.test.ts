@@ -1,16 +1,18 @@
 // Goal: prove that the simulation's checks can fail and that a run replays exactly from its
 // seed, so that the thousands of passing seeds in sim.test.ts mean something; and that the
-// simulated disk keeps LevelDB's promises and no more.
+// simulated disk keeps LevelDB's promises, and the simulated worker stream a stream's, and no more.
 // Method: (1) the same seed run twice gives the identical trace and result; (2) whole runs with
 // a deliberate defect injected through the test-only `bug` option (a disk that acknowledges a
 // synced write before it is durable, a node that reads locally without ReadIndex, a state
 // machine that applies a different command than the log holds, a deadline scanner that fires a
 // deadline twice as if apply did not re-check it, a power executor that carries out its last
-// step again when it next leads) must each be reported as the matching violation within a
-// bounded range of seeds; (3) the Monitor and the ControlMonitor
+// step again when it next leads, a worker service that acknowledges a result before it is
+// committed, an agent that forgets its journal when it restarts) must each be reported as the
+// matching violation within a bounded range of seeds; (3) the Monitor and the ControlMonitor
 // are fed tampered observations directly and must name each violation; (4) the production
 // LevelLogStore over a SimLevelDisk keeps synced writes through a power loss, may lose unsynced
-// ones, and truncates a torn tail on load.
+// ones, and truncates a torn tail on load; (5) the simulated worker stream delivers in order
+// each way under long delays, and ends when the server process dies or the service ends the call.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { encodeConfChange } from '../../src/raft/core/membership.js';
@@ -25,9 +27,13 @@ import { Monitor, SimViolation, type ViolationKind } from './monitor.js';
 import { Scheduler } from './scheduler.js';
 import { SimLevelDisk, type DiskFaults } from './sim-level-disk.js';
 import { SimProcess } from './sim-process.js';
+import { SimNetwork } from './network.js';
+import { SimWorkerLink, type SimServerStream } from './sim-worker-stream.js';
+import type { ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
+import { status } from '@grpc/grpc-js';
 
 describe('replay', () => {
-  for (const seed of [7, 1812]) {
+  for (const seed of [23, 1812]) {
     test(`seed ${seed} replays to the same trace and result`, async () => {
       const run = async (): Promise<{ lines: string[]; result: string }> => {
         const lines: string[] = [];
@@ -39,6 +45,9 @@ describe('replay', () => {
       const first = await runDriverSim(seed);
       assert.ok(first.stats.events > 300, `a real run has many events (${first.stats.events})`);
       assert.ok(a.lines.length > 3, `the trace names the faults (${a.lines.length} lines)`);
+      // Seed 23 runs machine m1 by a simulated agent over the worker stream: that replays too.
+      if (seed === 23)
+        assert.ok(first.agents.executed > 0, `the agent ran actions (${first.agents.executed})`);
       assert.deepEqual(b.lines, a.lines);
       assert.equal(b.result, a.result);
       // Tracing only observes: the untraced run ends in the same state.
@@ -56,6 +65,8 @@ describe('injected defects are caught', () => {
     says?: RegExp;
     /** Runs with slow faults: the ones in which deadlines pass. */
     slowFaults?: boolean;
+    /** Runs machine m1 by a simulated agent over the worker stream (sim-agent.ts). */
+    agents?: boolean;
   }[] = [
     { bug: 'ackBeforePersist', expect: 'committed-entry-lost', seedsMax: 50 },
     { bug: 'staleRead', expect: 'linearizability', seedsMax: 50 },
@@ -68,6 +79,14 @@ describe('injected defects are caught', () => {
       slowFaults: true,
     },
     { bug: 'powerStepTwice', expect: 'power', seedsMax: 50, says: /began at the BMC after step/ },
+    {
+      bug: 'ackBeforeCommit',
+      expect: 'control-plane',
+      seedsMax: 20,
+      says: /was acknowledged but is not recorded/,
+      agents: true,
+    },
+    { bug: 'forgetJournal', expect: 'control-plane', seedsMax: 30, says: /executed twice/, agents: true },
   ];
   for (const c of cases) {
     test(`${c.bug} is reported as ${c.expect}`, async () => {
@@ -76,6 +95,7 @@ describe('injected defects are caught', () => {
         const r = await runDriverSim(seed, {
           bug: c.bug,
           ...(c.slowFaults === true ? { slowFaults: true } : {}),
+          ...(c.agents === true ? { agents: true } : {}),
         });
         if (r.ok) continue;
         seen.push(`${seed}:${r.kind ?? ''}`);
@@ -386,5 +406,86 @@ describe('the simulated disk keeps what LevelDB promises', () => {
     while (sched.step()) await Promise.resolve();
     assert.equal(heard, false);
     assert.equal(disk.covers(1, 1), disk.stats.lostWrites === 0);
+  });
+});
+
+describe('the simulated worker stream keeps a stream’s promises and no more', () => {
+  const setup = (): {
+    sched: Scheduler;
+    proc: SimProcess;
+    link: SimWorkerLink;
+    got: string[];
+    closed: { why: string; code: number }[];
+    server: SimServerStream[];
+  } => {
+    const sched = new Scheduler();
+    const net = new SimNetwork(sched, Prng.derive(1, 'net'), {
+      dropP: 0,
+      dupP: 0,
+      delayMinMs: 0.5,
+      delayMaxMs: 6,
+      longDelayP: 0.5,
+      longDelayMaxMs: 40,
+    });
+    const proc = new SimProcess(sched);
+    const got: string[] = [];
+    const closed: { why: string; code: number }[] = [];
+    const server: SimServerStream[] = [];
+    const link = new SimWorkerLink(
+      { sched, net, rng: Prng.derive(1, 'stream') },
+      'm1',
+      'n1',
+      proc,
+      {
+        onData: (msg) => got.push(msg.kind?.$case === 'cancel' ? (msg.kind.value.reason ?? '') : ''),
+        onClosed: (why, code) => closed.push({ why, code }),
+      },
+      (s) => {
+        s.on('data', (msg: ConnectRequest) => {
+          if (msg.kind?.$case === 'progress') got.push(`server:${msg.kind.value.message}`);
+        });
+        server.push(s);
+      },
+    );
+    return { sched, proc, link, got, closed, server };
+  };
+  const progress = (message: string): ConnectRequest => ({
+    kind: { $case: 'progress', value: { attempt: undefined, message } },
+  });
+  const cancel = (reason: string): ConnectResponse => ({
+    kind: { $case: 'cancel', value: { attempt: undefined, reason } },
+  });
+
+  test('messages arrive in order each way, however the network delays them', () => {
+    const { sched, link, got, server } = setup();
+    for (let i = 0; i < 20; i++) link.toServer(progress(`${i}`));
+    while (sched.step()) {
+      if (server.length === 1 && got.length === 20) break;
+    }
+    assert.equal(server.length, 1, 'the server took the call');
+    for (let i = 0; i < 20; i++) server[0]!.write(cancel(`${i}`));
+    while (sched.step());
+    const expected = [...Array(20).keys()];
+    assert.deepEqual(got, [...expected.map((i) => `server:${i}`), ...expected.map(String)]);
+  });
+
+  test('the server process dying breaks it; the service ending the call tells the agent why', () => {
+    const a = setup();
+    while (a.sched.step());
+    a.proc.alive = false;
+    a.link.toServer(progress('lost'));
+    while (a.sched.step());
+    assert.deepEqual(
+      a.closed.map((c) => c.code),
+      [status.UNAVAILABLE],
+    );
+    assert.ok(!a.got.includes('server:lost'), 'nothing reaches a dead process');
+    const b = setup();
+    while (b.sched.step());
+    b.server[0]!.emit('error', { code: status.RESOURCE_EXHAUSTED, details: 'too many streams' });
+    b.link.toServer(progress('after'));
+    while (b.sched.step());
+    assert.deepEqual(b.closed, [{ why: 'too many streams', code: status.RESOURCE_EXHAUSTED }]);
+    assert.ok(!b.got.includes('server:after'), 'an ended call carries nothing more');
   });
 });

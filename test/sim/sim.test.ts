@@ -6,7 +6,10 @@
 // across seeds 1-500 of the deterministic cluster simulation; and that the production deadline
 // scanner and power executor, run by whichever server leads, time an attempt out only once its
 // deadline passed, begin a power job's steps once per claimed attempt and in order on BMCs that
-// fail and hang, and finish every workflow and power job once faults stop.
+// fail and hang, and finish every workflow and power job once faults stop; and, in the seeds that
+// run a machine by a simulated agent over the worker stream to the production WorkerService,
+// that the agent executes each attempt at most once and every result acknowledged to it is
+// recorded.
 // Method: each seed is one whole-cluster run on virtual time (test/sim/driver-sim.ts) with
 // seeded network, disk (power loss, torn tails), crash, pause, leadership and membership faults;
 // the monitors check after every event and the linearizability checker judges the history at
