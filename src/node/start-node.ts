@@ -649,6 +649,8 @@ function routeStateEvents(control: ControlState, s: Services): void {
         return;
       case 'restore':
         s.catalogue.sync();
+        // No workflow change tells a worker's session of what the snapshot brought: wake them all.
+        s.workers.restored();
         setImmediate(() => s.drain.check());
         return;
       case 'drain':
