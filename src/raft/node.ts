@@ -487,6 +487,7 @@ export class RaftNode {
         for (const index of [...this.#received.keys()])
           if (index <= snapshot.meta.index) this.#received.delete(index);
         this.#log.info({ index: snapshot.meta.index }, 'installed a snapshot from the leader');
+        this.#dropProposalsThrough(snapshot.meta.index);
       }
       this.#sendMessages(rd.messagesAfterPersist);
       this.#core.advance(rd);
@@ -537,6 +538,26 @@ export class RaftNode {
     queue.forEach((q, i) =>
       this.#proposals.set(r.firstIndex + i, { term: r.term, resolve: q.resolve, reject: q.reject }),
     );
+  }
+
+  /**
+   * Settles the proposals this node made as an earlier leader at indexes up to `index`, which a
+   * snapshot from the leader now covers: no entry there is applied here one by one any more, so
+   * nothing else would settle them, and their callers (the power executor holding a machine
+   * busy, a forwarded write) would wait for ever. Whether each committed is unknown: the
+   * snapshot may hold it or another leader's entry at its index.
+   */
+  #dropProposalsThrough(index: number): void {
+    for (const [i, w] of this.#proposals) {
+      if (i > index) continue;
+      this.#proposals.delete(i);
+      w.reject(
+        new RaftError(
+          'E_PROPOSAL_DROPPED',
+          'leadership changed and a snapshot from the new leader replaced the write before it applied here; it may or may not have committed',
+        ),
+      );
+    }
   }
 
   #sendMessages(msgs: readonly Message[]): void {

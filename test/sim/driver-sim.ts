@@ -120,7 +120,7 @@ export async function runDriverSim(seed: number, opts: DriverSimOptions = {}): P
   // attempt until its deadline (a second at least) fires, a BMC that fails (a retry waits a
   // second) or hangs past the executor's claim (a second). Those seeds then wait until every
   // workflow and power job has finished. Only some: each costs three times a short run.
-  const slowFaults = opts.slowFaults ?? Prng.derive(seed, 'slow-faults').chance(0.04);
+  const slowFaults = opts.slowFaults ?? Prng.derive(seed, 'slow-faults').chance(0.08);
   const shortChaosMs = r.range(400, 900);
   const chaosMs = opts.chaosMs ?? (slowFaults ? shortChaosMs + slowChaosMs : shortChaosMs);
   const raft: Partial<Omit<RaftConfig, 'id'>> = {

@@ -1,7 +1,9 @@
-// The simulation's command line: `npm run sim -- --seeds N [--start S] [--seed X] [--verbose]`.
+// The simulation's command line:
+// `npm run sim -- --seeds N [--start S] [--seed X] [--verbose] [--slow-faults]`.
 // Runs seeds start .. start+N-1 (or the one seed X) of the driver simulation (driver-sim.ts) and
 // prints a JSON summary. A failing seed is printed with the command that replays it exactly;
-// --verbose traces every fault and operator action of a run.
+// --verbose traces every fault and operator action of a run; --slow-faults gives every seed the
+// slow-fault scenario, whatever the seed would choose.
 import { parseArgs } from 'node:util';
 import { runDriverSim, type DriverSimResult } from './driver-sim.js';
 
@@ -15,12 +17,15 @@ export interface RunSummary {
   readonly totals: Record<string, number>;
 }
 
-export function reproduceCommand(seed: number): string {
-  return `npm run sim -- --seed ${seed} --verbose`;
+export function reproduceCommand(seed: number, slowFaults = false): string {
+  return `npm run sim -- --seed ${seed} --verbose${slowFaults ? ' --slow-faults' : ''}`;
 }
 
-/** Runs seeds in [start, start + count) and sums their statistics. */
-export async function runSeeds(start: number, count: number): Promise<RunSummary> {
+/**
+ * Runs seeds in [start, start + count) and sums their statistics; `slowFaults` gives every seed
+ * the slow-fault scenario.
+ */
+export async function runSeeds(start: number, count: number, slowFaults = false): Promise<RunSummary> {
   const began = performance.now();
   const failures: RunSummary['failures'][number][] = [];
   const totals: Record<string, number> = {};
@@ -28,7 +33,7 @@ export async function runSeeds(start: number, count: number): Promise<RunSummary
     for (const [k, v] of Object.entries(stats)) totals[prefix + k] = (totals[prefix + k] ?? 0) + v;
   };
   for (let seed = start; seed < start + count; seed++) {
-    const r: DriverSimResult = await runDriverSim(seed);
+    const r: DriverSimResult = await runDriverSim(seed, slowFaults ? { slowFaults } : {});
     add('', { ...r.stats });
     add('control.', { ...r.control });
     add('power.', { ...r.power });
@@ -38,7 +43,7 @@ export async function runSeeds(start: number, count: number): Promise<RunSummary
         seed,
         kind: r.kind ?? 'driver',
         message: r.failure ?? '',
-        reproduce: reproduceCommand(seed),
+        reproduce: reproduceCommand(seed, slowFaults),
       });
     }
   }
@@ -60,6 +65,7 @@ async function main(): Promise<void> {
       start: { type: 'string' },
       seed: { type: 'string' },
       verbose: { type: 'boolean', default: false },
+      'slow-faults': { type: 'boolean', default: false },
     },
   });
   const int = (name: string, v: string | undefined, dflt: number): number => {
@@ -70,14 +76,20 @@ async function main(): Promise<void> {
     return n;
   };
 
+  const slowFaults = values['slow-faults'];
   if (values.seed !== undefined) {
     const seed = int('seed', values.seed, 0);
     const lines: string[] = [];
-    const r = await runDriverSim(seed, values.verbose ? { trace: (l) => lines.push(l) } : {});
+    const r = await runDriverSim(seed, {
+      ...(values.verbose ? { trace: (l: string) => lines.push(l) } : {}),
+      ...(slowFaults ? { slowFaults } : {}),
+    });
     if (values.verbose) process.stdout.write(`${lines.join('\n')}\n`);
     process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
     if (!r.ok) {
-      process.stderr.write(`\nseed ${seed} FAILED: ${r.kind ?? ''}\nreproduce: ${reproduceCommand(seed)}\n`);
+      process.stderr.write(
+        `\nseed ${seed} FAILED: ${r.kind ?? ''}\nreproduce: ${reproduceCommand(seed, slowFaults)}\n`,
+      );
       process.exitCode = 1;
     }
     return;
@@ -85,7 +97,7 @@ async function main(): Promise<void> {
 
   const count = int('seeds', values.seeds, 100);
   const start = int('start', values.start, 1);
-  const summary = await runSeeds(start, count);
+  const summary = await runSeeds(start, count, slowFaults);
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   if (summary.failed > 0) {
     for (const f of summary.failures)
