@@ -24,6 +24,7 @@ import {
   type NetnsNode,
 } from '../support/netns-cluster.js';
 import { waitFor } from '../support/wait.js';
+import { httpStalledMsDefault } from '../../src/boot/http/server.js';
 
 const ids = ['n1', 'n2', 'n3'] as const;
 type Id = (typeof ids)[number];
@@ -191,11 +192,14 @@ it('a download through the VIP resumes with Range on the new leader after the ol
   const resume = servedBy(next!).find((r) => r.status === 206)!;
   assert.equal(resume.bytes, artifact.bytes - partial, 'the new leader sent the rest, not the whole');
   // The cut-off download is logged when its connection closes: once the link is back and the
-  // client's kernel answers the old leader's retransmission with a reset.
+  // client's kernel answers the old leader's retransmission with a reset, or at the latest when
+  // the old leader's HTTP server closes it as stalled (src/boot/http/server.ts, 60 s without a
+  // byte moving; the old leader's retransmissions, from the VIP it no longer holds, have been
+  // seen not to arrive within 30 s).
   await waitFor(
     `the download that began on ${first} logged there`,
     () => servedBy(first).some((r) => r.status === 200),
-    30_000,
+    httpStalledMsDefault + 15_000,
     50,
   );
   assert.ok(

@@ -2,7 +2,8 @@
 // machine it must not boot (unknown, or allowPXE off) with 404 on every form, serves artifacts
 // whole, by single range (206, Content-Range), with 416 past the end and HEAD without a body,
 // and never serves a file outside its directory (.., absolute names, NUL, backslashes,
-// symlinks leaving the root) or answers methods other than GET and HEAD.
+// symlinks leaving the root) or answers methods other than GET and HEAD; and that a download no
+// byte of which moves for its stall bound is closed and reported, while a slow reader is kept.
 // Method: a real server on 127.0.0.1 with an ephemeral port over a temporary artifacts
 // directory (with a symlink inside and one leading out), requests with node:http using raw
 // paths so nothing is normalised on the client side.
@@ -10,6 +11,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import http from 'node:http';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -23,6 +25,7 @@ import {
 import { staticInventory } from '../../src/boot/inventory.js';
 import { hardwareRecord } from '../support/netns.js';
 import { httpRequest } from '../support/http-fetch.js';
+import { waitFor } from '../support/wait.js';
 
 const known = '52:54:00:00:00:01';
 const off = '52:54:00:00:00:02';
@@ -216,5 +219,74 @@ describe('methods and observers', () => {
       seen && { method: seen.method, route: seen.route, status: seen.status, bytes: seen.bytes },
       { method: 'GET', route: 'artifact', status: 206, bytes: 10 },
     );
+  });
+});
+
+describe('stalled connections', () => {
+  it('closes a download no byte of which moves for the stall bound, and keeps a slow reader', async () => {
+    const big = path.join(dir, 'big');
+    await mkdir(big, { recursive: true });
+    // Larger than what the kernel's buffers on both ends hold, so a reader that stops reading
+    // stops the server's writes.
+    await writeFile(path.join(big, 'disk.img'), Buffer.alloc(48 * 1024 * 1024, 7));
+    const seen: HttpRequestEvent[] = [];
+    const stalling = await startHttpBootServer({
+      host: '127.0.0.1',
+      port: 0,
+      inventory: staticInventory([]),
+      script: {
+        httpBaseUrl: 'http://10.0.0.100:8080',
+        apiAddress: '10.0.0.100:7001',
+        artifacts: defaultBootArtifacts,
+        extraKernelArgs: [],
+      },
+      artifactsDir: big,
+      logger: pino({ level: 'silent' }),
+      onRequest: (event) => seen.push(event),
+      stalledMs: 1000,
+    });
+    const open = (): net.Socket => {
+      const socket = net.connect(stalling.port, '127.0.0.1');
+      socket.write('GET /artifacts/disk.img HTTP/1.1\r\nHost: x\r\n\r\n');
+      return socket;
+    };
+    try {
+      // A machine that stopped reading: paused, it reads nothing more (nor the server's close).
+      const stalled = open();
+      stalled.once('data', () => stalled.pause());
+      stalled.on('error', () => undefined);
+      const reportOf = (): HttpRequestEvent | undefined => seen.find((e) => e.url === '/artifacts/disk.img');
+      await waitFor(
+        'the stalled download closed and reported by the server',
+        () => reportOf() !== undefined,
+        15_000,
+        20,
+      );
+      assert.equal(reportOf()?.status, 200, JSON.stringify(seen));
+      // Read on: what the kernel still held arrives, then the end, short of the whole file.
+      let received = 0;
+      const ended = new Promise<void>((resolve) => stalled.once('close', () => resolve()));
+      stalled.on('data', (chunk: Buffer) => (received += chunk.length));
+      stalled.resume();
+      await ended;
+      assert.ok(received < 48 * 1024 * 1024, `the server stopped sending (${String(received)} bytes)`);
+
+      // A reader that reads in bursts, every 100 ms, for three times the stall bound: bytes keep
+      // moving, so it is kept.
+      const slow = open();
+      slow.on('error', () => undefined);
+      slow.pause();
+      let slowReceived = 0;
+      for (let i = 0; i < 30; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const chunk = slow.read(1024 * 1024) as Buffer | null;
+        slowReceived += chunk?.length ?? 0;
+      }
+      assert.equal(seen.length, 1, `the slow reader was kept: ${JSON.stringify(seen)}`);
+      assert.ok(slowReceived > 0, 'the slow reader received bytes');
+      slow.destroy();
+    } finally {
+      await stalling.close();
+    }
   });
 });

@@ -57,7 +57,15 @@ export interface HttpBootServerOptions {
   readonly logger: Logger;
   /** Called once per finished response; must not throw. */
   readonly onRequest?: (event: HttpRequestEvent) => void;
+  /**
+   * A connection on which no byte moved for this long is closed (and its response reported):
+   * a machine that reset or lost its link mid-download would otherwise hold it, and its file,
+   * until TCP gave up many minutes later. Default 60 s.
+   */
+  readonly stalledMs?: number;
 }
+
+export const httpStalledMsDefault = 60_000;
 
 /** Hands out per-boot worker credentials (src/api/credential-issuer.ts). */
 export interface CredentialClaims {
@@ -106,6 +114,9 @@ export async function startHttpBootServer(options: HttpBootServerOptions): Promi
   };
   const handler = new BootHandler(options, roots);
   const server = http.createServer((request, response) => handler.handle(request, response));
+  // With no 'timeout' listener, Node destroys a socket idle this long; a slow reader still
+  // moves bytes and is kept.
+  server.timeout = options.stalledMs ?? httpStalledMsDefault;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? defaultHttpPort, options.host ?? '0.0.0.0', () => {
