@@ -263,6 +263,8 @@ describe('stalled connections', () => {
         20,
       );
       assert.equal(reportOf()?.status, 200, JSON.stringify(seen));
+      // Reported with the machine's address although its connection is gone.
+      assert.equal(reportOf()?.remoteAddress, '127.0.0.1');
       // Read on: what the kernel still held arrives, then the end, short of the whole file.
       let received = 0;
       const ended = new Promise<void>((resolve) => stalled.once('close', () => resolve()));

@@ -163,6 +163,8 @@ class BootHandler {
     const url = request.url ?? '/';
     const route = routeOf(url.split('?')[0] ?? '/');
     const method = request.method ?? 'GET';
+    // Read now: once the connection is gone (a stalled download closed) the socket no longer knows.
+    const remoteAddress = request.socket.remoteAddress ?? '';
     const record = (status: number, bytes: number): void =>
       this.#options.onRequest?.({
         method,
@@ -170,7 +172,7 @@ class BootHandler {
         route: route.kind,
         status,
         bytes,
-        remoteAddress: request.socket.remoteAddress ?? '',
+        remoteAddress,
       });
     this.#serve(request, response, route).then(
       (bytes) => record(response.statusCode, bytes),
