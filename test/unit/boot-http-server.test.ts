@@ -32,6 +32,12 @@ const off = '52:54:00:00:00:02';
 const broken = '52:54:00:00:00:03';
 const unknown = '52:54:00:00:00:09';
 const kernel = randomBytes(5000);
+const script = {
+  httpBaseUrl: 'http://10.0.0.100:8080',
+  apiAddress: '10.0.0.100:7001',
+  artifacts: defaultBootArtifacts,
+  extraKernelArgs: [],
+};
 
 let dir: string;
 let server: HttpBootServer;
@@ -60,12 +66,7 @@ before(async () => {
     host: '127.0.0.1',
     port: 0,
     inventory,
-    script: {
-      httpBaseUrl: 'http://10.0.0.100:8080',
-      apiAddress: '10.0.0.100:7001',
-      artifacts: defaultBootArtifacts,
-      extraKernelArgs: [],
-    },
+    script,
     artifactsDir: artifacts,
     logger: pino({ level: 'silent' }),
     onRequest: (event) => events.push(event),
@@ -234,12 +235,7 @@ describe('stalled connections', () => {
       host: '127.0.0.1',
       port: 0,
       inventory: staticInventory([]),
-      script: {
-        httpBaseUrl: 'http://10.0.0.100:8080',
-        apiAddress: '10.0.0.100:7001',
-        artifacts: defaultBootArtifacts,
-        extraKernelArgs: [],
-      },
+      script,
       artifactsDir: big,
       logger: pino({ level: 'silent' }),
       onRequest: (event) => seen.push(event),
