@@ -86,8 +86,9 @@ export interface ControlStats {
   events: number;
 }
 
-export class ControlWorkload {
-  readonly stats: ControlStats = {
+/** Every count at zero: a workload's, or a monitor's watched without one. */
+export function noControlStats(): ControlStats {
+  return {
     workflowsCreated: 0,
     attemptsStarted: 0,
     resultsRecorded: 0,
@@ -97,6 +98,10 @@ export class ControlWorkload {
     powerJobsRequested: 0,
     events: 0,
   };
+}
+
+export class ControlWorkload {
+  readonly stats: ControlStats = noControlStats();
   private readonly sched: Scheduler;
   private readonly rng: Prng;
   private readonly propose: ProposeControl;

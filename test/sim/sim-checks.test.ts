@@ -21,7 +21,7 @@ import { LevelLogStore } from '../../src/raft/storage/level-log-store.js';
 import { Prng } from '../../src/platform/prng.js';
 import { ReplicatedState } from '../../src/state/replicated-state.js';
 import type { WorkflowEvent } from '../../src/model/records.js';
-import { ControlMonitor } from './control-workload.js';
+import { ControlMonitor, noControlStats } from './control-workload.js';
 import { runDriverSim, type DriverSimBug } from './driver-sim.js';
 import { Monitor, SimViolation, type ViolationKind } from './monitor.js';
 import { Scheduler } from './scheduler.js';
@@ -220,16 +220,7 @@ describe('the control monitor names each violation', () => {
       (m) => failures.push(m),
       () => now,
     );
-    const stats = {
-      workflowsCreated: 0,
-      attemptsStarted: 0,
-      resultsRecorded: 0,
-      attemptsLost: 0,
-      attemptsHung: 0,
-      timeouts: 0,
-      powerJobsRequested: 0,
-      events: 0,
-    };
+    const stats = noControlStats();
     const stores = new Map<string, ReplicatedState>();
     const feed = (id: string, e: WorkflowEvent): void => {
       let kv = stores.get(id);
