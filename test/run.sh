@@ -30,7 +30,7 @@ echo "== tests (${#files[@]} files, $(date +%T))"
 # lb/ through its source maps as tsx's are in the test processes); below the floor (the level
 # reached when it was set: 93.3 to 93.5 % of lines in its runs) the run fails.
 # Beside the TAP output, each file's time is written to a file, and the ten slowest are printed
-# after the run, passed or failed (test/README.md, "Where the time goes").
+# after the run, passed or failed, then the failed tests (test/README.md, "Where the time goes").
 times="$(mktemp)"
 status=0
 cpu_before="$(head -n 1 /proc/stat)"
@@ -49,7 +49,12 @@ busy=$(((u2 + n2 + s2) - (u1 + n1 + s1)))
 idle=$(((i2 + w2) - (i1 + w1)))
 echo "== tests took $((SECONDS - started)) s; the $(nproc) cores were busy $((100 * busy / (busy + idle + 1))) % of it"
 echo "== the ten slowest test files ($(date +%T)), seconds of their top-level tests"
-head -n 10 "$times"
+grep '"seconds"' "$times" | head -n 10 || true
+# The failed tests last, where a log cut to its end still shows them.
+if grep -q '"failed"' "$times"; then
+  echo "== the failed tests"
+  grep '"failed"' "$times"
+fi
 rm -f "$times"
 [ "$status" -eq 0 ] || exit "$status"
 # Node 24 LTS: the tests that start real nodes, workers and the balancer, again on Node 24.
