@@ -488,6 +488,8 @@ export class RaftNode {
           if (index <= snapshot.meta.index) this.#received.delete(index);
         this.#log.info({ index: snapshot.meta.index }, 'installed a snapshot from the leader');
         this.#dropProposalsThrough(snapshot.meta.index);
+        this.#dropProposalsOlderThan(snapshot.meta.term);
+        this.#releaseReadsApplied();
       }
       this.#sendMessages(rd.messagesAfterPersist);
       this.#core.advance(rd);
@@ -557,6 +559,36 @@ export class RaftNode {
           'leadership changed and a snapshot from the new leader replaced the write before it applied here; it may or may not have committed',
         ),
       );
+    }
+  }
+
+  /**
+   * Settles the proposals of an earlier term than `term`, the term of an entry just applied (or
+   * of the snapshot just installed). A log's terms never go down, so every entry after that one
+   * is of `term` or later: a proposal of an older term at a later index can never commit. Left
+   * for its own index, it would wait until the new leader's log grows that far, which may be
+   * never on a quiet cluster.
+   */
+  #dropProposalsOlderThan(term: number): void {
+    const oldest = this.#proposals.values().next();
+    // Proposals go in in the order they were made, terms never going down, so the first is of
+    // the oldest term; a leader's own proposals are all of its term and pass without a scan.
+    if (oldest.done === true || oldest.value.term >= term) return;
+    for (const [i, w] of this.#proposals) {
+      if (w.term >= term) continue;
+      this.#proposals.delete(i);
+      w.reject(new RaftError('E_PROPOSAL_DROPPED', 'leadership changed before the write committed; retry'));
+    }
+  }
+
+  /** Releases the confirmed reads whose index this node has now applied. */
+  #releaseReadsApplied(): void {
+    for (let i = this.#readsAwaitingApply.length - 1; i >= 0; i--) {
+      const w = this.#readsAwaitingApply[i]!;
+      if (this.#applied >= w.index) {
+        this.#readsAwaitingApply.splice(i, 1);
+        w.resolve();
+      }
     }
   }
 
@@ -632,14 +664,10 @@ export class RaftNode {
       }
       this.#opts.onApplied?.(e);
     }
-    if (entries.length === 0) return;
-    for (let i = this.#readsAwaitingApply.length - 1; i >= 0; i--) {
-      const w = this.#readsAwaitingApply[i]!;
-      if (this.#applied >= w.index) {
-        this.#readsAwaitingApply.splice(i, 1);
-        w.resolve();
-      }
-    }
+    const last = entries.at(-1);
+    if (last === undefined) return;
+    this.#dropProposalsOlderThan(last.term);
+    this.#releaseReadsApplied();
   }
 
   #maybeSnapshot(): void {
