@@ -94,6 +94,17 @@ describe('discovery', () => {
     h.refused(accept('discovered-1'), 'E_CONFLICT', /is ready; accept is not one of its moves/);
   });
 
+  it('refuses a claim whose fields are malformed, naming the field, and enrolls nothing', () => {
+    const h = new LifecycleHarness();
+    const good = claim('discovered-1', '52:54:00:aa:00:01', '10.0.0.50', 'c');
+    const bad = (fields: Record<string, string>): ControlCommand => ({ ...good, ...fields });
+    h.refused(bad({ workerTokenSha256: 'nothex' }), 'E_INVALID', /^workerTokenSha256/);
+    h.refused(bad({ claimKey: 'nothex' }), 'E_INVALID', /^claimKey/);
+    h.refused(bad({ sha256: 'nothex' }), 'E_INVALID', /^sha256/);
+    h.refused(bad({ mac: '52:54:00' }), 'E_INVALID', /mac: "52:54:00" is not a MAC address/);
+    assert.equal(h.state.hardwareByMac('52:54:00:aa:00:01'), undefined);
+  });
+
   it('refuses a report without the machine credential, and records the refusal', () => {
     const h = new LifecycleHarness();
     h.ok(claim('discovered-1', '52:54:00:aa:00:01', '10.0.0.50', 'c'), 'hardware');

@@ -3,12 +3,11 @@
 // the claim is recorded on the machine's workflow).
 import { operatorTokensMax } from '../../model/limits.js';
 import type { OperatorToken } from '../../model/records.js';
-import { normalizeMac } from '../../platform/addresses.js';
 import { deleted, failure, unreachable, type Command } from './apply-outcome.js';
 import { commit } from './apply-workflows.js';
 import type { ControlResult } from './commands.js';
 import type { ControlTables } from './control-tables.js';
-import { decideCredential } from './credentials.js';
+import { decideCredential, readClaimFields } from './credentials.js';
 import { idProblem, sha256Problem } from './validate.js';
 
 export function putToken(t: ControlTables, command: Command<'token.put'>, nowMs: number): ControlResult {
@@ -52,15 +51,9 @@ export function issueCredential(
   command: Command<'credential.issue'>,
   nowMs: number,
 ): ControlResult {
-  const problem =
-    idProblem('workerId', command.workerId) ??
-    sha256Problem(command.sha256) ??
-    (command.claimKey === undefined
-      ? undefined
-      : sha256Problem(command.claimKey)?.replace(/^sha256/, 'claimKey'));
-  if (problem !== undefined) return failure('E_INVALID', problem);
-  const mac = normalizeMac(command.mac);
-  if (mac === undefined) return failure('E_INVALID', `mac: "${command.mac}" is not a MAC address`);
+  const fields = readClaimFields(command);
+  if ('problem' in fields) return failure('E_INVALID', fields.problem);
+  const { mac } = fields;
   const view = {
     hardware: (id: string) => t.hardware.get(id),
     leaseOfMac: (m: string) => t.leases.ofMac(m),

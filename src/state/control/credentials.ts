@@ -14,6 +14,8 @@ import type { ControlErrorCode } from './commands.js';
 import type { Hardware, Lease, WorkerCredential, Workflow } from '../../model/records.js';
 import { deepFreeze, record } from './immutable.js';
 import type { EventDraft } from './transitions.js';
+import { idProblem, sha256Problem } from './validate.js';
+import { normalizeMac } from '../../platform/addresses.js';
 
 /** How long a credential may live at most, whatever the workflow's timeout (seconds). */
 export const credentialTtlSMax = 86_400;
@@ -47,6 +49,32 @@ export type CredentialDecision =
       readonly events: readonly EventDraft[];
       readonly expiresMs: number;
     };
+
+/** The fields a credential claim carries (credential.issue, credential.inventory), as sent. */
+export interface ClaimFields {
+  readonly workerId: string;
+  readonly sha256: string;
+  readonly mac: string;
+  readonly claimKey?: string | undefined;
+  /** credential.inventory only: the digest of the token the machine will connect with. */
+  readonly workerTokenSha256?: string | undefined;
+}
+
+/** A claim's fields checked in one place: what is wrong with them, or the claim's MAC normalized. */
+export function readClaimFields(claim: ClaimFields): { readonly problem: string } | { readonly mac: string } {
+  const problem =
+    idProblem('workerId', claim.workerId) ??
+    sha256Problem(claim.sha256) ??
+    (claim.workerTokenSha256 === undefined
+      ? undefined
+      : sha256Problem(claim.workerTokenSha256)?.replace(/^sha256/, 'workerTokenSha256')) ??
+    (claim.claimKey === undefined
+      ? undefined
+      : sha256Problem(claim.claimKey)?.replace(/^sha256/, 'claimKey'));
+  if (problem !== undefined) return { problem };
+  const mac = normalizeMac(claim.mac);
+  return mac === undefined ? { problem: `mac: "${claim.mac}" is not a MAC address` } : { mac };
+}
 
 /**
  * Whether the claimant is the machine: the MAC is one of the worker's interfaces and the address

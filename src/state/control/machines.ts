@@ -18,8 +18,6 @@ import { isTransitional, provisionRefusal, releaseRefusal } from '../../fleet/li
 import { headUtf8 } from '../../platform/utf8-text.js';
 import { deepFreeze } from './immutable.js';
 import { stateVersionBaseline, stateVersionFleet } from '../versions.js';
-import { idProblem, sha256Problem } from './validate.js';
-import { normalizeMac } from '../../platform/addresses.js';
 import {
   decideInventoryClaim,
   decideReportTarget,
@@ -30,6 +28,7 @@ import {
   reportMove,
   withInventory,
 } from './discovery.js';
+import { readClaimFields } from './credentials.js';
 import {
   adoptMachine,
   claimFor,
@@ -184,16 +183,9 @@ export class Machines {
    * for a MAC no machine has.
    */
   claimInventory(command: Command<'credential.inventory'>, nowMs: number): ControlResult {
-    const problem =
-      idProblem('workerId', command.workerId) ??
-      sha256Problem(command.sha256) ??
-      sha256Problem(command.workerTokenSha256)?.replace(/^sha256/, 'workerTokenSha256') ??
-      (command.claimKey === undefined
-        ? undefined
-        : sha256Problem(command.claimKey)?.replace(/^sha256/, 'claimKey'));
-    if (problem !== undefined) return failure('E_INVALID', problem);
-    const mac = normalizeMac(command.mac);
-    if (mac === undefined) return failure('E_INVALID', `mac: "${command.mac}" is not a MAC address`);
+    const fields = readClaimFields(command);
+    if ('problem' in fields) return failure('E_INVALID', fields.problem);
+    const { mac } = fields;
     const decision = decideInventoryClaim(this.#host, { ...command, mac }, nowMs);
     switch (decision.kind) {
       case 'refused':
