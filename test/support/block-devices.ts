@@ -50,6 +50,25 @@ export async function withLoopDevice<T>(
   }
 }
 
+/**
+ * Lines of /proc/mounts for `device`, or for anything mounted under `dir`: what an action left
+ * mounted. A test file gives its actions a temporary directory of its own (ownTmpdir), so that
+ * the mounts of another file's actions, running beside it, are not counted.
+ */
+export function leftMounted(device: string, dir: string): string[] {
+  return readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith(`${device} `) || (line.split(' ')[1]?.startsWith(`${dir}/`) ?? false));
+}
+
+/**
+ * Points this test process's temporary files (os.tmpdir(), which the actions' mount directories
+ * are made in) at `dir`, a directory of its own.
+ */
+export function ownTmpdir(dir: string): void {
+  process.env['TMPDIR'] = dir;
+}
+
 /** Removes every partition the kernel holds for `device` (none there: nothing to do). */
 function dropPartitions(device: string): void {
   const name = path.basename(device);

@@ -14,10 +14,18 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, copyFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runBuiltin } from '../../src/worker/actions/builtin.js';
-import { canUseLoopDevices, hasCommand, withLoopDevice } from '../support/block-devices.js';
+import {
+  canUseLoopDevices,
+  hasCommand,
+  withLoopDevice,
+  leftMounted,
+  ownTmpdir,
+} from '../support/block-devices.js';
 
 const mib = 1024 * 1024;
 const dir = mkdtempSync(path.join(tmpdir(), 'slipway-cexec-'));
+// The actions' mount directories are made in it: leftMounted counts this file's mounts only.
+ownTmpdir(dir);
 const busybox = '/usr/bin/busybox';
 const usable = canUseLoopDevices() && hasCommand('mkfs.ext4') && hasCommand('chroot') && isStatic(busybox);
 const why = 'needs root, losetup, mkfs.ext4, chroot and a static busybox (Debian busybox-static)';
@@ -43,18 +51,11 @@ after(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Lines of /proc/mounts for the device or anything under an action's mount directory. */
-function leftMounted(device: string): string[] {
-  return readFileSync('/proc/mounts', 'utf8')
-    .split('\n')
-    .filter((line) => line.startsWith(`${device} `) || line.includes('/slipway-mount-'));
-}
-
 async function withRoot(use: (device: string) => Promise<void>): Promise<void> {
   await withLoopDevice(dir, 32 * mib, async (device) => {
     execFileSync('mkfs.ext4', ['-q', '-F', '-d', root, device]);
     await use(device);
-    assert.deepEqual(leftMounted(device), [], 'nothing left mounted');
+    assert.deepEqual(leftMounted(device, dir), [], 'nothing left mounted');
   });
 }
 
@@ -123,7 +124,7 @@ describe('cexec', () => {
       const outcome = await cexec({ ...base, CMD_LINE: '/bin/sleep 30 & /bin/sleep 30; echo never' }, 1_500);
       assert.equal(outcome.timedOut, true, outcome.message);
       assert.equal(outcome.exitStatus, 124);
-      assert.deepEqual(leftMounted(device), [], 'nothing left mounted after the timeout');
+      assert.deepEqual(leftMounted(device, dir), [], 'nothing left mounted after the timeout');
       // A daemon left running (its output still open) ends with the command, as in a container.
       const started = Date.now();
       const left = await cexec({ ...base, CMD_LINE: '/bin/sleep 30 & echo started' });
@@ -143,7 +144,7 @@ describe('cexec', () => {
         CMD_LINE: 'pwd; ls bin/busybox; test -e /etc/os-release && echo host',
       });
       assert.equal(outcome.success, true, `${outcome.message}\n${outcome.outputTail}`);
-      assert.match(outcome.outputTail, /^\/tmp\/slipway-mount-[^\n]+\nbin\/busybox\nhost\n$/);
+      assert.match(outcome.outputTail, new RegExp(`^${dir}/slipway-mount-[^\\n]+\\nbin/busybox\\nhost\\n$`));
       assert.match(outcome.message, /with \/dev\/loop\d+ mounted$/);
     });
   });

@@ -25,11 +25,20 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runBuiltin } from '../../src/worker/actions/builtin.js';
-import { canUseLoopDevices, hasCommand, readBytes, withLoopDevice } from '../support/block-devices.js';
+import {
+  canUseLoopDevices,
+  hasCommand,
+  readBytes,
+  withLoopDevice,
+  leftMounted,
+  ownTmpdir,
+} from '../support/block-devices.js';
 import { waitFor } from '../support/wait.js';
 
 const mib = 1024 * 1024;
 const dir = mkdtempSync(path.join(tmpdir(), 'slipway-grub2disk-'));
+// The actions' mount directories are made in it: leftMounted counts this file's mounts only.
+ownTmpdir(dir);
 const grubPrograms = [
   '/usr/sbin/grub-install',
   '/usr/sbin/grub-probe',
@@ -113,12 +122,6 @@ async function withSystemDisk(
   );
 }
 
-function leftMounted(device: string): string[] {
-  return readFileSync('/proc/mounts', 'utf8')
-    .split('\n')
-    .filter((line) => line.startsWith(`${device} `) || line.includes('/slipway-mount-'));
-}
-
 describe('grub2disk', () => {
   it("installs GRUB onto the disk's MBR and writes grub.cfg, with the system's own GRUB", async () => {
     assert.ok(usable, why);
@@ -141,7 +144,7 @@ describe('grub2disk', () => {
       assert.ok(mbr.includes(Buffer.from('GRUB ')), "the MBR holds GRUB's boot code");
       assert.ok(readBytes(disk, 440, 72).equals(tableBefore), 'the partition table is kept');
       assert.equal(readBytes(disk, 512, 2).toString('latin1'), 'RV', "GRUB's core image follows the MBR");
-      assert.deepEqual(leftMounted(partition), [], 'nothing left mounted');
+      assert.deepEqual(leftMounted(partition, dir), [], 'nothing left mounted');
       const check = mkdtempSync(path.join(dir, 'check-'));
       execFileSync('mount', ['-o', 'ro', partition, check]);
       try {
@@ -178,7 +181,7 @@ describe('grub2disk', () => {
         assert.equal(outcome.message, message);
       }
       assert.ok(readBytes(disk, 0, 512).equals(before), "the disk's first sector is untouched");
-      assert.deepEqual(leftMounted(partition), [], 'nothing left mounted');
+      assert.deepEqual(leftMounted(partition, dir), [], 'nothing left mounted');
     });
   });
 });
