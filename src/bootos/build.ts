@@ -21,6 +21,7 @@ import { cpioArchive, type CpioEntry } from './cpio.js';
 import { initScript, udhcpcScript } from './init-script.js';
 import { bootModules, moduleLoadOrder } from './kernel-modules.js';
 import { sharedLibraries } from './shared-libraries.js';
+import { embeddedScriptPaths } from './externalized-builtins.js';
 
 export type BootOsArch = 'x86_64';
 
@@ -203,7 +204,26 @@ async function addNodeRuntime(
   for (const library of [...libraries].sort()) {
     image.file(library.slice(1), 0o755, await readFile(library));
   }
-  say(`node ${await nodeVersion(nodeBinary)}; ${libraries.size} shared libraries`);
+  const builtins = await externalizedBuiltins(nodeBinary);
+  for (const script of builtins) image.file(script.slice(1), 0o644, await readFile(script));
+  say(
+    `node ${await nodeVersion(nodeBinary)}; ${libraries.size} shared libraries` +
+      (builtins.length > 0 ? `; ${builtins.length} built-in scripts kept outside the runtime` : ''),
+  );
+}
+
+/**
+ * The JavaScript files the runtime reads at start-up from outside itself (a distribution's
+ * externalized builtins): named in node or the libraries it links, and present here.
+ */
+async function externalizedBuiltins(nodeBinary: string): Promise<string[]> {
+  const scripts = new Set<string>();
+  for (const file of [nodeBinary, ...(await sharedLibraries(nodeBinary))]) {
+    for (const script of embeddedScriptPaths(await readFile(file))) {
+      if (existsSync(script)) scripts.add(script);
+    }
+  }
+  return [...scripts].sort();
 }
 
 /** Where Debian's qemu-img loads its curl driver from (qemu-block-extra). */

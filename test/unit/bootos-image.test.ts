@@ -1,7 +1,8 @@
 // Goal: the boot OS's pieces that decide its bytes and its start-up are right: the newc archive
 // is what the cpio tool (GNU cpio, the reference reader) unpacks, with parents before children,
 // fixed owners and times, and the same bytes for the same entries; the kernel modules come with
-// their dependencies first; ldd's output names the libraries to copy.
+// their dependencies first; ldd's output names the libraries to copy, and the runtime's C
+// strings the built-in scripts a distribution keeps outside it (Debian 13).
 // Method: archives written by cpioArchive unpacked by `cpio -idm` into a temporary directory;
 // modules.dep texts of a made-up kernel; ldd texts as the tool prints them.
 import assert from 'node:assert/strict';
@@ -14,6 +15,7 @@ import { promisify } from 'node:util';
 import { cpioArchive, type CpioEntry } from '../../src/bootos/cpio.js';
 import { moduleLoadOrder, moduleName } from '../../src/bootos/kernel-modules.js';
 import { parseLdd } from '../../src/bootos/shared-libraries.js';
+import { embeddedScriptPaths } from '../../src/bootos/externalized-builtins.js';
 import { initScript } from '../../src/bootos/init-script.js';
 
 const run = promisify(execFile);
@@ -125,6 +127,30 @@ describe('shared libraries and init', () => {
       '/lib64/ld-linux-x86-64.so.2',
     ]);
     assert.throws(() => parseLdd('\tlibfoo.so.1 => not found', 'node'), /node needs libfoo\.so\.1/);
+  });
+
+  it("finds the runtime's externalized built-in scripts among its C strings, and nothing else", () => {
+    const cstrings = (...parts: string[]): Buffer => Buffer.from(parts.join('\0'), 'latin1');
+    const binary = cstrings(
+      '\x7fELF',
+      '/usr/share/nodejs/cjs-module-lexer/lexer.js',
+      'lib/internal/fs.js', // relative: a source name, not a file to read
+      '/home/build/node/lib/fs.js', // not under /usr/
+      '/usr/share/nodejs/undici/undici-fetch.js',
+      '/usr/share/nodejs/cjs-module-lexer/lexer.js', // again
+      '/usr/share/nodejs/x/index.mjs',
+      '/usr/share/nodejs/../../etc/passwd.js',
+      '/usr/share/nodejs/x/readme.md',
+      'tail',
+    );
+    // A run of printable bytes after other data, not after a NUL, is no C string.
+    const embedded = Buffer.concat([binary, Buffer.from('\x01/usr/lib/not-a-string.js\0', 'latin1')]);
+    assert.deepEqual(embeddedScriptPaths(embedded), [
+      '/usr/share/nodejs/cjs-module-lexer/lexer.js',
+      '/usr/share/nodejs/undici/undici-fetch.js',
+      '/usr/share/nodejs/x/index.mjs',
+    ]);
+    assert.deepEqual(embeddedScriptPaths(new Uint8Array()), []);
   });
 
   it('starts the worker with a claimed credential, never a token', () => {
