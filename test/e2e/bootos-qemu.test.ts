@@ -174,7 +174,11 @@ describe('the boot OS', { concurrency: 1 }, () => {
       const action = view.actions[0];
       assert.equal(action?.attempt, 1);
       assert.match(action?.outputTail ?? '', /inside-the-boot-os/);
-      assert.match(action?.outputTail ?? '', new RegExp(manifest.kernelVersion.replaceAll('.', '\\.')));
+      // `uname -r` printed the built kernel's version (Debian 13's has a '+': compared as text).
+      assert.ok(
+        (action?.outputTail ?? '').split('\n').includes(manifest.kernelVersion),
+        `kernel ${manifest.kernelVersion} in ${JSON.stringify(action?.outputTail)}`,
+      );
       // The kernel command line the machine booted with carries no credential.
       assert.match(action?.outputTail ?? '', /slipway\.worker_id=vm1 /);
       assert.doesNotMatch(action?.outputTail ?? '', /token/);
