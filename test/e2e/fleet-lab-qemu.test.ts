@@ -26,7 +26,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { open, writeFile } from 'node:fs/promises';
+import { open, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -170,25 +170,28 @@ describe('the fleet in the machine lab', () => {
       for (const m of up.machines) await up.netboot(m);
       // Each machine, once enrolled, is checked, accepted and labelled while the others boot.
       const enrolled = new Set<string>();
-      await waitFor(
-        'the four machines to enrol with an inventory',
-        async () => {
-          for (const [i, m] of up.machines.entries()) {
-            if (enrolled.has(m.id)) continue;
-            const view = await get(m.id);
-            if (view?.inventory === undefined) continue;
-            enrolled.add(m.id);
-            times[`${m.id.slice(-2)} power-on to enrolled s`] = since(start);
-            assert.equal(view.lifecycle?.state, 'enrolled', JSON.stringify(view.lifecycle));
-            assert.match(view.lifecycle.reason ?? '', /discovered/);
-            checkInventory(m, view);
-            await up.slipway(['hardware', 'accept', m.id, '--reason', 'inventory checked in the lab']);
-            await up.slipway(['hardware', 'label', m.id, `rack=${racks[i] ?? ''}`]);
-          }
-          return enrolled.size === up.machines.length;
-        },
-        enrolMs,
-        pollMs,
+      await withConsoles(
+        () => up.machines.filter((m) => !enrolled.has(m.id)),
+        waitFor(
+          'the four machines to enrol with an inventory',
+          async () => {
+            for (const [i, m] of up.machines.entries()) {
+              if (enrolled.has(m.id)) continue;
+              const view = await get(m.id);
+              if (view?.inventory === undefined) continue;
+              enrolled.add(m.id);
+              times[`${m.id.slice(-2)} power-on to enrolled s`] = since(start);
+              assert.equal(view.lifecycle?.state, 'enrolled', JSON.stringify(view.lifecycle));
+              assert.match(view.lifecycle.reason ?? '', /discovered/);
+              checkInventory(m, view);
+              await up.slipway(['hardware', 'accept', m.id, '--reason', 'inventory checked in the lab']);
+              await up.slipway(['hardware', 'label', m.id, `rack=${racks[i] ?? ''}`]);
+            }
+            return enrolled.size === up.machines.length;
+          },
+          enrolMs,
+          pollMs,
+        ),
       );
       times['power-on to all accepted and labelled s'] = since(start);
       const ready = await up.slipway(['hardware', 'list', '--selector', 'rack in (a,b)', '--state', 'ready']);
@@ -478,4 +481,23 @@ function checkInventory(m: LabMachine, view: HardwareView): void {
   assert.deepEqual(inventory.bmc, want.bmcLan);
   assert.equal(inventory.cpu.arch, 'x86_64');
   assert.equal(inventory.cpu.threads, 1);
+}
+
+/**
+ * Waits for `waiting`; when it fails, its error carries the end of the serial console of each of
+ * `machines` (asked then): what the machine itself saw, since the lab's directory is gone by the
+ * time anyone reads the log.
+ */
+async function withConsoles(machines: () => readonly LabMachine[], waiting: Promise<void>): Promise<void> {
+  try {
+    await waiting;
+  } catch (err) {
+    const tails = await Promise.all(
+      machines().map(async (m) => {
+        const text = await readFile(m.console, 'utf8').catch(() => '(no console yet)');
+        return `--- ${m.id} console, last 1500 characters:\n${text.slice(-1500)}`;
+      }),
+    );
+    throw new Error(`${(err as Error).message}\n${tails.join('\n')}`, { cause: err });
+  }
 }
