@@ -149,18 +149,21 @@ async function provision(firmware: Firmware, disk: DiskImage): Promise<void> {
     await mkdir(artifacts);
     await copyFile(disk.image, path.join(artifacts, 'disk.raw'));
 
-    // HAProxy on every node in front of the API, as `slipway balancer config` renders it.
+    // HAProxy on every node in front of the API, as `slipway balancer config` renders it. Each
+    // with its runtime socket in the lab: the default, /run/haproxy/admin.sock, needs a directory
+    // only the haproxy service makes, and the three would take it from one another.
     const nodes = Object.entries(nodeAddresses)
       .map(([id, address]) => `${id}=${address}:7001`)
       .join(',');
-    const config = await lab.check(ns.ops, [
-      process.execPath,
-      slipwayBin,
-      ...['balancer', 'config', '--listen', `0.0.0.0:${balancerPort}`, '--nodes', nodes],
-    ]);
-    const configFile = path.join(lab.dir, 'haproxy.cfg');
-    await writeFile(configFile, config);
     for (const id of Object.keys(nodeAddresses) as (keyof typeof nodeAddresses)[]) {
+      const config = await lab.check(ns.ops, [
+        process.execPath,
+        slipwayBin,
+        ...['balancer', 'config', '--listen', `0.0.0.0:${balancerPort}`, '--nodes', nodes],
+        ...['--haproxy-socket', path.join(lab.dir, `haproxy-${id}.sock`)],
+      ]);
+      const configFile = path.join(lab.dir, `haproxy-${id}.cfg`);
+      await writeFile(configFile, config);
       lab.spawn(ns[id], ['haproxy', '-f', configFile, '-db']);
     }
 
