@@ -14,6 +14,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, copyFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runBuiltin } from '../../src/worker/actions/builtin.js';
+import { sharedLibraries } from '../../src/bootos/shared-libraries.js';
 import {
   canUseLoopDevices,
   hasCommand,
@@ -27,13 +28,15 @@ const dir = mkdtempSync(path.join(tmpdir(), 'slipway-cexec-'));
 // The actions' mount directories are made in it: leftMounted counts this file's mounts only.
 ownTmpdir(dir);
 const busybox = '/usr/bin/busybox';
-const usable = canUseLoopDevices() && hasCommand('mkfs.ext4') && hasCommand('chroot') && isStatic(busybox);
+const usable =
+  canUseLoopDevices() && hasCommand('mkfs.ext4') && hasCommand('chroot') && (await isStatic(busybox));
 const why = 'needs root, losetup, mkfs.ext4, chroot and a static busybox (Debian busybox-static)';
 const root = path.join(dir, 'root');
 
-function isStatic(file: string): boolean {
+/** Whether `file` runs with no shared library (ldd, which every Debian has; `file` may be absent). */
+async function isStatic(file: string): Promise<boolean> {
   try {
-    return execFileSync('file', ['-L', file], { encoding: 'utf8' }).includes('statically linked');
+    return (await sharedLibraries(file)).length === 0;
   } catch {
     return false;
   }
