@@ -22,7 +22,7 @@
 //     the LAN settings that `lan` gives (docs/operations.md, "Discovery in the lab").
 // Every process is stopped by PID (never by name): ipmi_sim by its ChildProcess, the VM by the
 // PID its start script wrote.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import {
   chmodSync,
   closeSync,
@@ -65,6 +65,11 @@ export interface IpmiSimOptions {
    * none: ipmi_sim then answers 0.0.0.0, as an unconfigured BMC does.
    */
   readonly lan?: { readonly address: string; readonly mac: string };
+  /**
+   * What the caller can tell about a BMC that never answered (e.g. the prober's neighbour
+   * table), added to the error beside what the simulator's process and sockets show.
+   */
+  readonly diagnose?: () => Promise<string>;
 }
 
 /** The Debian packages the harness needs, by the executable each provides. */
@@ -218,10 +223,14 @@ export class IpmiSim {
       } catch (err) {
         const said = existsSync(logFile) ? readFileSync(logFile, 'utf8').trim().slice(-2000) : '';
         const again = start < 2 && proc.exitCode === null;
+        // Read before stop(): the process and its socket are what a silent BMC is about.
+        const seen = again ? '' : await silenceSeen(proc.pid, port, options.netns, options.diagnose);
         await sim.stop({ keepDir: again });
         if (again) continue;
         if (!(err instanceof Error)) throw err;
-        const message = `${err.message} (started ${start} times); ipmi_sim printed: ${said === '' ? 'nothing' : said}`;
+        const message =
+          `${err.message} (started ${start} times); ipmi_sim printed: ${said === '' ? 'nothing' : said}` +
+          `; seen: ${seen}`;
         throw new Error(message, { cause: err });
       }
     }
@@ -377,6 +386,39 @@ control)
   ;;
 esac
 `;
+}
+
+/**
+ * What the kernel shows of a simulator that never answered: its process state and where it
+ * waits, the UDP sockets on its port with their queues (bytes waiting unread mean it stopped
+ * reading; none bound means it never opened the port), and whatever the caller adds.
+ */
+async function silenceSeen(
+  pid: number | undefined,
+  port: number,
+  netns: string | undefined,
+  diagnose: (() => Promise<string>) | undefined,
+): Promise<string> {
+  const read = (file: string): string => {
+    try {
+      return readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
+  };
+  const state = pid === undefined ? 'no pid' : (/^State:.*$/m.exec(read(`/proc/${pid}/status`))?.[0] ?? '?');
+  const wchan = pid === undefined ? '' : read(`/proc/${pid}/wchan`);
+  const ss = ['ss', '-uanp', `( sport = :${port} )`];
+  const argv = netns === undefined ? ss : ['ip', 'netns', 'exec', netns, ...ss];
+  const sockets = await new Promise<string>((resolve) => {
+    execFile(argv[0]!, argv.slice(1), { timeout: 5000 }, (err, stdout) => {
+      resolve(err === null ? stdout.trim() : err.message);
+    });
+  });
+  const more = diagnose === undefined ? '' : await diagnose().catch((err: unknown) => String(err));
+  return [`ipmi_sim ${state}, waiting in ${wchan}`, `sockets: ${sockets}`, more]
+    .filter((l) => l !== '')
+    .join('; ');
 }
 
 /** Polls `check` until it holds; fails naming `what` after `deadlineMs`. */

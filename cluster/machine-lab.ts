@@ -503,6 +503,7 @@ async function startMachine(
       refusal = (await bmcRefusal(ns.ops, net.bmc, port, password)) ?? '';
       return refusal === '';
     },
+    diagnose: () => bmcPathSeen(ns, net.bmc, port, password),
   }).catch((err: unknown) => {
     throw new Error(
       `m${i + 1}'s BMC: ${err instanceof Error ? err.message : String(err)}; ipmitool: ${refusal}`,
@@ -583,6 +584,44 @@ async function bmcRefusal(
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
   }
+}
+
+/**
+ * The path from the operators' namespace to a silent BMC: both sides' neighbour entries, the
+ * bridge's address, and one verbose ipmitool exchange (which step gets no answer).
+ */
+async function bmcPathSeen(
+  ns: { readonly ops: string; readonly lan: string },
+  bmc: string,
+  port: number,
+  password: string,
+): Promise<string> {
+  const said = async (argv: readonly string[], env?: NodeJS.ProcessEnv): Promise<string> => {
+    try {
+      const { stdout, stderr } = await run(argv[0]!, argv.slice(1), {
+        encoding: 'utf8',
+        timeout: 15_000,
+        env,
+      });
+      return `${stdout}${stderr}`.trim();
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
+  };
+  const verbose = ipmitoolArgs(bmc, port)
+    .map((a) => (a === 'ipmitool' ? 'ipmitool -v -v' : a))
+    .join(' ')
+    .split(' ');
+  const exchange = await said(['ip', 'netns', 'exec', ns.ops, ...verbose, 'power', 'status'], {
+    ...process.env,
+    IPMI_PASSWORD: password,
+  });
+  return [
+    `ops neighbours: ${await said(['ip', '-n', ns.ops, 'neigh'])}`,
+    `lan neighbours: ${await said(['ip', '-n', ns.lan, 'neigh'])}`,
+    `br0: ${await said(['ip', '-n', ns.lan, '-br', 'link', 'show', 'br0'])}`,
+    `verbose ipmitool: ${exchange.slice(-1500)}`,
+  ].join('; ');
 }
 
 async function waitUntil(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
