@@ -87,20 +87,28 @@ export interface ForwardingStats {
   readonly calls: number;
 }
 
+/** What retryRefusals needs of the node: its changes of role, term or leader. */
+export interface LeadershipChanges {
+  readonly softStateChanges: number;
+  softStateChange(timeoutMs: number): Promise<void>;
+}
+
 /**
  * Runs `attempt` (a write proposed here or forwarded to the leader) and runs it again after a
- * refusal that proves the write was never appended (neverAppended), as leadership settles:
- * once the role or leader changes, or after a short pause, for up to refusalRetryMs. Anything
- * ambiguous (sent, then lost) goes back to the caller.
+ * refusal that proves the write was never appended (neverAppended), as leadership settles: at
+ * once when the role or leader changed while the attempt was out (the refusal is news of a
+ * handover this node already knows the end of), else at the next change or after a short
+ * pause, for up to refusalRetryMs. Anything ambiguous (sent, then lost) goes back to the caller.
  */
-export async function retryRefusals<T>(node: RaftNode, attempt: () => Promise<T>): Promise<T> {
+export async function retryRefusals<T>(node: LeadershipChanges, attempt: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + refusalRetryMs;
   for (let n = 0; ; n++) {
+    const changesBefore = node.softStateChanges;
     try {
       return await attempt();
     } catch (err) {
       if (!neverAppended(err) || Date.now() >= deadline) throw err;
-      await node.softStateChange(refusalPauseMs(n));
+      if (node.softStateChanges === changesBefore) await node.softStateChange(refusalPauseMs(n));
     }
   }
 }

@@ -115,6 +115,7 @@ export class RaftNode {
   #stopped = false;
   /** Resolved at the next role or leader change (see softStateChange). */
   #softStateWaiters: (() => void)[] = [];
+  #softStateChanges = 0;
   /** Resolved when no proposal is waiting for its outcome (see proposalsSettled). */
   #settledWaiters: (() => void)[] = [];
   #membershipKey = '';
@@ -334,6 +335,14 @@ export class RaftNode {
 
   status(): RaftStatus & { appliedToStateMachine: number } {
     return { ...this.#core.status(), appliedToStateMachine: this.#applied };
+  }
+
+  /**
+   * How many changes of role, term or leader this node has seen: a caller that notes it before
+   * a call can tell whether leadership moved while the call was out (retryRefusals).
+   */
+  get softStateChanges(): number {
+    return this.#softStateChanges;
   }
 
   /** Resolves at the next change of role, term or leader, or after `timeoutMs`. */
@@ -742,6 +751,7 @@ export class RaftNode {
   }
 
   #onSoftState(s: SoftState): void {
+    this.#softStateChanges++;
     this.#log.info({ role: s.role, term: s.term, leader: s.leader }, 'raft state changed');
     this.#opts.onSoftState?.(s);
     const waiters = this.#softStateWaiters;
