@@ -46,6 +46,16 @@ export class Progress {
     this.#resetInflights();
   }
 
+  /**
+   * Pipelined from `next` before any acknowledgement (a leader that was handed its office, whose
+   * followers hold its log): match stays unknown (0) until the first answer.
+   */
+  replicateOptimistically(): void {
+    this.state = 'replicate';
+    this.pendingSnapshot = 0;
+    this.#resetInflights();
+  }
+
   becomeSnapshot(index: number): void {
     this.state = 'snapshot';
     this.pendingSnapshot = index;
@@ -67,7 +77,8 @@ export class Progress {
   maybeDecrTo(rejected: number, nextProbe: number): boolean {
     if (this.state === 'replicate') {
       if (rejected <= this.match) return false;
-      this.next = this.match + 1;
+      // Back to before the rejected append, and to the follower's hint when it is further back.
+      this.next = Math.max(this.match + 1, Math.min(rejected, nextProbe + 1));
       return true;
     }
     if (this.next - 1 !== rejected) return false;

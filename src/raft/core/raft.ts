@@ -100,6 +100,8 @@ export class RaftCore {
   #heartbeatElapsed = 0;
   #randomizedElectionTimeout = 0;
   #leadTransferee: NodeId = '';
+  /** What the current (or last) campaign is: a transfer-won election starts its followers pipelined. */
+  #campaignKind: CampaignKind = 'election';
   #transferElapsed = 0;
   /** Elections are held back by the driver (see holdCampaigns). */
   #campaignsHeld = false;
@@ -420,7 +422,7 @@ export class RaftCore {
     if (this.#role === 'leader') {
       // The leader counts itself only for what is on its own disk (§10.2.1).
       this.#progress.get(this.id)?.maybeUpdate(this.log.stableIndex);
-      if (this.#maybeCommit()) this.#broadcastAppend();
+      if (this.#maybeCommit()) this.#needBroadcast = true;
     }
   }
 
@@ -489,12 +491,20 @@ export class RaftCore {
     this.#reset();
   }
 
-  #becomeLeader(): void {
+  /**
+   * `handedOver`: won through TimeoutNow, from a leader that sent it once this node had its whole
+   * log, so the followers' logs are the old leader's (or its prefix): they start pipelined
+   * (replicate) instead of one probe each, and the proposals that waited out the handover travel
+   * right behind the no-op instead of a round trip later. A follower that does not match rejects
+   * the first append and drops back to probing from its hint, as after any rejection.
+   */
+  #becomeLeader(handedOver = false): void {
     this.#role = 'leader';
     this.#leader = this.id;
     this.#reset();
     for (const m of allMembers(this.#membership)) {
       const pr = new Progress(this.log.lastIndex() + 1, isLearner(this.#membership, m.id));
+      if (handedOver && m.id !== this.id) pr.replicateOptimistically();
       if (m.id === this.id) pr.match = this.log.stableIndex;
       pr.recentActive = true;
       this.#progress.set(m.id, pr);
@@ -586,6 +596,7 @@ export class RaftCore {
 
   #campaign(kind: CampaignKind): void {
     if (!this.#promotable()) return;
+    this.#campaignKind = kind;
     let voteTerm: number;
     if (kind === 'preElection') {
       this.#becomePreCandidate();
@@ -619,7 +630,7 @@ export class RaftCore {
 
   #onElectionWon(kind: CampaignKind): void {
     if (kind === 'preElection') this.#campaign('election');
-    else this.#becomeLeader();
+    else this.#becomeLeader(kind === 'transfer');
   }
 
   #tally(): 'won' | 'lost' | 'pending' {
@@ -667,7 +678,7 @@ export class RaftCore {
         if ((m.type === 'voteResp') !== (this.#role === 'candidate')) return;
         if (!this.#votes.has(m.from)) this.#votes.set(m.from, !m.reject);
         const result = this.#tally();
-        if (result === 'won') this.#onElectionWon(this.#role === 'preCandidate' ? 'preElection' : 'election');
+        if (result === 'won') this.#onElectionWon(this.#campaignKind);
         else if (result === 'lost') this.#becomeFollower(this.#term, '');
         return;
       }
@@ -807,7 +818,13 @@ export class RaftCore {
       let nextProbe = m.rejectHint;
       if (m.logTerm > 0) nextProbe = this.log.findConflictByTerm(m.rejectHint, m.logTerm);
       if (pr.maybeDecrTo(m.index, nextProbe)) {
-        if (pr.state === 'replicate') pr.becomeProbe();
+        if (pr.state === 'replicate') {
+          // Probe from where maybeDecrTo stepped back to, not from match + 1: after an
+          // optimistic start match is still 0, and the whole log would be sent again.
+          const next = pr.next;
+          pr.becomeProbe();
+          pr.next = next;
+        }
         this.#sendAppend(m.from, true);
       }
       return;
@@ -823,7 +840,9 @@ export class RaftCore {
       pr.becomeReplicate();
     } else if (pr.state === 'replicate') pr.freeTo(m.index);
 
-    if (this.#maybeCommit()) this.#broadcastAppend();
+    // The new commit index goes out once in the next Ready, however many acknowledgements in
+    // this batch advanced it (one empty append per follower per acknowledgement before).
+    if (this.#maybeCommit()) this.#needBroadcast = true;
     // Keep a pipelined follower busy up to its in-flight bound.
     while (this.#sendAppend(m.from, false));
 

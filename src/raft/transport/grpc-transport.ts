@@ -154,18 +154,17 @@ export class GrpcTransport implements Transport {
     }
     for (const [id, addr] of wanted) {
       if (this.#links.has(id)) continue;
-      this.#links.set(
-        id,
-        new PeerLink({
-          self: this.#id,
-          peer: id,
-          addr,
-          maxMessageBytes: this.#maxMessageBytes,
-          logger: this.#logger,
-          tls: this.#tls,
-          onUnreachable: (peer) => this.#unreachable.add(peer),
-        }),
-      );
+      const link = new PeerLink({
+        self: this.#id,
+        peer: id,
+        addr,
+        maxMessageBytes: this.#maxMessageBytes,
+        logger: this.#logger,
+        tls: this.#tls,
+        onUnreachable: (peer) => this.#unreachable.add(peer),
+      });
+      this.#links.set(id, link);
+      link.warm();
     }
   }
 

@@ -1,6 +1,9 @@
 // The connection to one peer: a gRPC channel and one long-lived Stream call carrying this
-// node's messages to it. The call opens lazily on the first message, counts as open once the
-// peer acknowledges it under the expected id, and after any failure waits out a jittered
+// node's messages to it. The call is kept open to every peer, also one this node has nothing to
+// say to yet (a follower to another follower): it opens when the link is made (warm()) and again
+// at the end of each backoff, so the first message after a change of leader (a vote, the new
+// leader's first append) finds a stream instead of waiting for one to open. It counts as open
+// once the peer acknowledges it under the expected id; after any failure it waits out a jittered
 // backoff during which messages for the peer are dropped (raft retries) and the peer is
 // reported unreachable.
 import { Client, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
@@ -102,6 +105,11 @@ export class PeerLink {
     this.#scheduleFlush();
   }
 
+  /** Opens the stream now if it is not open or opening (a new link, before any message). */
+  warm(): void {
+    if (this.#state === 'idle') this.#open();
+  }
+
   /** Streams a snapshot on its own call over this peer's channel. */
   sendSnapshot(snapshot: Snapshot): Promise<void> {
     if (this.#state === 'closed')
@@ -191,7 +199,9 @@ export class PeerLink {
     this.#state = 'backoff';
     this.#timer = setTimeout(() => {
       this.#timer = null;
-      if (this.#state === 'backoff') this.#state = 'idle';
+      if (this.#state !== 'backoff') return;
+      this.#state = 'idle';
+      this.#open();
     }, backoffMs(this.#failures));
     this.#timer.unref();
   }
