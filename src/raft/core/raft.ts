@@ -493,7 +493,7 @@ export class RaftCore {
 
   /**
    * `handedOver`: won through TimeoutNow, from a leader that sent it once this node had its whole
-   * log, so the followers' logs are the old leader's (or its prefix): they start pipelined
+   * log, and whose followers hold that log or lack part of its tail: they start pipelined
    * (replicate) instead of one probe each, and the proposals that waited out the handover travel
    * right behind the no-op instead of a round trip later. A follower that does not match rejects
    * the first append and drops back to probing from its hint, as after any rejection.
