@@ -608,11 +608,9 @@ async function bmcPathSeen(
       return err instanceof Error ? err.message : String(err);
     }
   };
-  const verbose = ipmitoolArgs(bmc, port)
-    .map((a) => (a === 'ipmitool' ? 'ipmitool -v -v' : a))
-    .join(' ')
-    .split(' ');
-  const exchange = await said(['ip', 'netns', 'exec', ns.ops, ...verbose, 'power', 'status'], {
+  const [ipmitool = 'ipmitool', ...args] = ipmitoolArgs(bmc, port);
+  const verbose = [ipmitool, '-v', '-v', ...args, 'power', 'status'];
+  const exchange = await said(['ip', 'netns', 'exec', ns.ops, ...verbose], {
     ...process.env,
     IPMI_PASSWORD: password,
   });

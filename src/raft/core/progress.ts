@@ -73,12 +73,18 @@ export class Progress {
     return updated;
   }
 
-  /** A rejection: step back. Returns false for a stale rejection that changes nothing. */
+  /**
+   * A rejection: step back (from replicate, into probe). Returns false for a stale rejection
+   * that changes nothing.
+   */
   maybeDecrTo(rejected: number, nextProbe: number): boolean {
     if (this.state === 'replicate') {
       if (rejected <= this.match) return false;
-      // Back to before the rejected append, and to the follower's hint when it is further back.
-      this.next = Math.max(this.match + 1, Math.min(rejected, nextProbe + 1));
+      // Back to before the rejected append, and to the follower's hint when it is further back:
+      // not to match + 1, which is still 0 after an optimistic start (the whole log again).
+      const next = Math.max(this.match + 1, Math.min(rejected, nextProbe + 1));
+      this.becomeProbe();
+      this.next = next;
       return true;
     }
     if (this.next - 1 !== rejected) return false;

@@ -498,7 +498,7 @@ export class RaftCore {
    * right behind the no-op instead of a round trip later. A follower that does not match rejects
    * the first append and drops back to probing from its hint, as after any rejection.
    */
-  #becomeLeader(handedOver = false): void {
+  #becomeLeader(handedOver: boolean): void {
     this.#role = 'leader';
     this.#leader = this.id;
     this.#reset();
@@ -817,16 +817,7 @@ export class RaftCore {
     if (m.reject) {
       let nextProbe = m.rejectHint;
       if (m.logTerm > 0) nextProbe = this.log.findConflictByTerm(m.rejectHint, m.logTerm);
-      if (pr.maybeDecrTo(m.index, nextProbe)) {
-        if (pr.state === 'replicate') {
-          // Probe from where maybeDecrTo stepped back to, not from match + 1: after an
-          // optimistic start match is still 0, and the whole log would be sent again.
-          const next = pr.next;
-          pr.becomeProbe();
-          pr.next = next;
-        }
-        this.#sendAppend(m.from, true);
-      }
+      if (pr.maybeDecrTo(m.index, nextProbe)) this.#sendAppend(m.from, true);
       return;
     }
     const wasPaused = pr.isPaused(this.#cfg.maxInflightMsgs, this.#cfg.maxInflightBytes);
