@@ -19,6 +19,7 @@ import {
   type IpxeScriptSettings,
 } from './ipxe-script.js';
 import { routeOf, type BootRoute } from './paths.js';
+import { pipeFile } from './pipe-file.js';
 import { chooseRange } from './range.js';
 
 export interface HttpRequestEvent {
@@ -426,22 +427,6 @@ async function serveHandle(
   } finally {
     if (!streaming) await handle.close();
   }
-}
-
-/** Streams [start, end] of the file to the response; the stream closes the handle. */
-function pipeFile(handle: FileHandle, response: ServerResponse, start: number, end: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const stream = handle.createReadStream({ start, end, autoClose: true });
-    stream.on('error', (error) => {
-      response.destroy(error);
-      reject(error);
-    });
-    response.on('close', () => {
-      stream.destroy();
-      resolve();
-    });
-    stream.pipe(response);
-  });
 }
 
 function headerText(value: string | string[] | undefined): string | undefined {
