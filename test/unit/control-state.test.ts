@@ -1169,6 +1169,12 @@ describe('events and hooks', () => {
     }
     assert.deepEqual([...h.state.activeWorkflowIds()], ['extra']);
     assert.deepEqual(h.state.workflowsForWorker('m1'), []);
+    // The credential path's index: only the unfinished workflow is left, under its worker.
+    assert.deepEqual(h.state.activeWorkflowsOf('m1'), []);
+    assert.deepEqual(
+      h.state.activeWorkflowsOf('m7').map((w) => w.id),
+      ['extra'],
+    );
     assert.equal(h.state.hardwareList().filter((hw) => !hw.netboot.allowPXE).length, workers);
   });
 });
@@ -1565,6 +1571,20 @@ function checkInvariants(state: ControlState, previousAttempts: Map<string, numb
   }
   for (const hw of state.hardwareList()) {
     for (const iface of hw.interfaces) assert.equal(state.hardwareByMac(iface.mac)?.hardware.id, hw.id);
+  }
+  // The index of active workflows by the workers their tasks name says what a scan says.
+  const workers = new Set(state.workflows().flatMap((wf) => wf.spec.tasks.map((t) => t.worker)));
+  for (const worker of workers) {
+    const scanned = state
+      .workflows()
+      .filter((wf) => !isTerminal(wf.state) && wf.spec.tasks.some((t) => t.worker === worker))
+      .sort((a, b) => a.createdMs - b.createdMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      .map((wf) => wf.id);
+    assert.deepEqual(
+      state.activeWorkflowsOf(worker).map((wf) => wf.id),
+      scanned,
+      `active workflows of ${worker}`,
+    );
   }
   // The trail stays within its retention, newest first, and never holds a worker token.
   const trail = state.auditTrail({ limit: Number.MAX_SAFE_INTEGER }).entries;

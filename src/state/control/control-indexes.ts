@@ -13,10 +13,24 @@ export interface WorkflowIndex {
   /** Worker id → active workflows whose current action (running or next) is on that worker. */
   readonly byWorker: Map<string, Set<string>>;
   readonly workerOf: Map<string, string>;
+  /**
+   * Worker id → active workflows with a task on that worker, whatever their current action: the
+   * credential claim and every worker call's check ask it, so it must not cost a scan of every
+   * active workflow (that made a boot storm's cost grow with the square of its machines).
+   */
+  readonly activeByTaskWorker: Map<string, Set<string>>;
+  /** Active workflow id → the workers its tasks name (what activeByTaskWorker holds it under). */
+  readonly taskWorkersOf: Map<string, readonly string[]>;
 }
 
 export function emptyWorkflowIndex(): WorkflowIndex {
-  return { active: new Set(), byWorker: new Map(), workerOf: new Map() };
+  return {
+    active: new Set(),
+    byWorker: new Map(),
+    workerOf: new Map(),
+    activeByTaskWorker: new Map(),
+    taskWorkersOf: new Map(),
+  };
 }
 
 /** Keeps the active set and the per-worker index in step with a stored workflow. */
@@ -38,6 +52,22 @@ export function indexWorkflow(ix: WorkflowIndex, wf: Workflow): void {
   }
   if (isTerminal(wf.state)) ix.active.delete(wf.id);
   else ix.active.add(wf.id);
+  indexTaskWorkers(ix, wf);
+}
+
+/** Files an active workflow under each worker its tasks name; a finished one under none. */
+function indexTaskWorkers(ix: WorkflowIndex, wf: Workflow): void {
+  const workers = isTerminal(wf.state) ? [] : [...new Set(wf.spec.tasks.map((task) => task.worker))];
+  const previous = ix.taskWorkersOf.get(wf.id) ?? [];
+  if (previous.length === workers.length && previous.every((w, i) => workers[i] === w)) return;
+  for (const worker of previous) {
+    const ids = ix.activeByTaskWorker.get(worker);
+    ids?.delete(wf.id);
+    if (ids?.size === 0) ix.activeByTaskWorker.delete(worker);
+  }
+  for (const worker of workers) addTo(ix.activeByTaskWorker, worker, wf.id);
+  if (workers.length === 0) ix.taskWorkersOf.delete(wf.id);
+  else ix.taskWorkersOf.set(wf.id, workers);
 }
 
 /** The interfaces' MACs (→ machine id) and reserved addresses (→ MAC), by machine. */

@@ -36,6 +36,9 @@ export class ControlTables {
   /** Worker id → active workflows whose current action (running or next) is on that worker. */
   byWorker = new Map<string, Set<string>>();
   workerOf = new Map<string, string>();
+  /** Worker id → active workflows with any task on that worker (control-indexes.ts). */
+  activeByTaskWorker = new Map<string, Set<string>>();
+  taskWorkersOf = new Map<string, readonly string[]>();
   tokens = new Map<string, OperatorToken>();
   tokenBySha = new Map<string, string>();
   leases = new LeaseTable();
@@ -83,9 +86,9 @@ export class ControlTables {
   /** Active workflows with at least one task on this worker, oldest first. */
   activeWorkflowsOf(workerId: string): Workflow[] {
     const out: Workflow[] = [];
-    for (const id of this.active) {
+    for (const id of this.activeByTaskWorker.get(workerId) ?? []) {
       const wf = this.workflows.get(id);
-      if (wf !== undefined && wf.spec.tasks.some((task) => task.worker === workerId)) out.push(wf);
+      if (wf !== undefined) out.push(wf);
     }
     return out.sort(byCreation);
   }

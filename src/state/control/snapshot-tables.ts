@@ -173,6 +173,8 @@ export function installTables(t: ControlTables, image: SnapshotImage, prepared: 
   );
   t.byWorker = prepared.workflowIndex.byWorker;
   t.workerOf = prepared.workflowIndex.workerOf;
+  t.activeByTaskWorker = prepared.workflowIndex.activeByTaskWorker;
+  t.taskWorkersOf = prepared.workflowIndex.taskWorkersOf;
   t.powerJobs = prepared.powerJobs;
   t.powerJobsByHardware = prepared.powerJobsByHardware;
   t.activePowerJobs = prepared.activePowerJobs;
