@@ -104,7 +104,7 @@ export async function runFleetBench(argv: readonly string[]): Promise<void> {
   const o = parseOptions(argv);
   if (process.getuid?.() !== 0) throw new Error('the fleet benchmark needs root (network namespaces)');
   const build = slipwayBuild();
-  const restoreLimits = await raiseNeighbourLimits();
+  const restoreLimits = await raiseNeighbourLimits(o.machines);
   const lab = await NetnsLab.create();
   const dir = o.keep ? join(repoRoot, `fleet-${lab.id}`) : lab.dir;
   const eldDir = join(dir, 'eld');

@@ -19,6 +19,7 @@ import {
   type TftpPacket,
 } from '../src/boot/index.js';
 import type { DhcpOptions } from '../src/boot/index.js';
+import { Prng } from '../src/platform/prng.js';
 
 /** Which DHCP client a machine is at this point of its boot. */
 export type DhcpClientKind = 'pxe' | 'ipxe' | 'bootos';
@@ -39,7 +40,25 @@ export function fromServerAsked(reply: DhcpPacket, serverId: string): boolean {
   return reply.options.serverId === serverId;
 }
 
-const retransmitMs = 1000;
+/**
+ * How long each kind of client waits for an answer before it sends again, as the real ones do: a
+ * PXE ROM or EDK2's DHCP 4, 8, 16, then 32 s (the PXE specification's schedule, and EDK2's
+ * default); iPXE 1 s doubling to 10 s; the boot OS's udhcpc every 3 s. Sending every second
+ * whatever the firmware, as this fleet once did, made a storm's DHCP load grow with how long
+ * the machines waited, so with the square of their number.
+ */
+const retransmitScheduleMs: Readonly<Record<DhcpClientKind, readonly number[]>> = {
+  pxe: [4000, 8000, 16_000, 32_000],
+  ipxe: [1000, 2000, 4000, 8000, 10_000],
+  bootos: [3000],
+};
+
+/** A REQUEST unanswered for this long starts the exchange over with a DISCOVER. */
+function requestPatienceMs(kind: DhcpClientKind): number {
+  const schedule = retransmitScheduleMs[kind];
+  return [0, 1, 2, 3].reduce((sum, i) => sum + (schedule[Math.min(i, schedule.length - 1)] ?? 0), 0);
+}
+
 const zero = '0.0.0.0';
 
 /** BIOS machines PXE-boot (iPXE over TFTP); UEFI ones use UEFI HTTP boot (iPXE over HTTP). */
@@ -84,12 +103,15 @@ function clientOptions(kind: DhcpClientKind, firmware: Firmware): DhcpOptions {
 export class FleetDhcp {
   readonly #socket: Socket;
   readonly #waiting = new Map<number, (reply: DhcpPacket) => void>();
+  /** Spreads each wait by ±25 %, so a fleet powered on together does not retransmit in step. */
+  readonly #jitter: Prng;
   #otherServer = 0;
   #nextXid: number;
 
   private constructor(socket: Socket, seed: number) {
     this.#socket = socket;
     this.#nextXid = seed >>> 0;
+    this.#jitter = new Prng(seed ^ 0x6a177e2);
     socket.on('message', (bytes) => {
       let reply: DhcpPacket;
       try {
@@ -135,16 +157,26 @@ export class FleetDhcp {
     for (;;) {
       const xid = this.#xid();
       const options = clientOptions(kind, firmware);
-      const offer = await this.#exchange(xid, mac, 'DISCOVER', options, 'OFFER', deadlineMs, () => true);
+      const offer = await this.#exchange(
+        xid,
+        mac,
+        kind,
+        'DISCOVER',
+        options,
+        'OFFER',
+        deadlineMs,
+        () => true,
+      );
       retransmits += offer.sent - 1;
       const serverId = offer.reply.options.serverId ?? offer.reply.siaddr;
       const ack = await this.#exchange(
         xid,
         mac,
+        kind,
         'REQUEST',
         { ...options, requestedIp: offer.reply.yiaddr, serverId },
         'ACK',
-        Math.min(deadlineMs, Date.now() + 4 * retransmitMs),
+        Math.min(deadlineMs, Date.now() + requestPatienceMs(kind)),
         (reply) => fromServerAsked(reply, serverId),
       ).catch(() => undefined);
       if (ack === undefined || ack.reply.options.messageType !== 'ACK') {
@@ -172,6 +204,7 @@ export class FleetDhcp {
   #exchange(
     xid: number,
     mac: Uint8Array,
+    kind: DhcpClientKind,
     type: 'DISCOVER' | 'REQUEST',
     options: DhcpOptions,
     wanted: 'OFFER' | 'ACK',
@@ -212,7 +245,9 @@ export class FleetDhcp {
         }
         sent++;
         this.#socket.send(bytes, 67, '255.255.255.255');
-        timer = setTimeout(send, retransmitMs);
+        const schedule = retransmitScheduleMs[kind];
+        const waitMs = schedule[Math.min(sent, schedule.length) - 1] ?? 1000;
+        timer = setTimeout(send, Math.round(waitMs * (0.75 + 0.5 * this.#jitter.float())));
       };
       this.#waiting.set(xid, (reply) => {
         const got = reply.options.messageType;
@@ -370,8 +405,13 @@ function tftpAttempt(a: TftpAttempt): Promise<TftpResult> {
       bytes += packet.data.length;
       expected++;
       if (packet.data.length < blockSize) {
-        socket.send(encodePacket({ type: 'ack', block: packet.block }), peer.port, peer.address);
-        end(undefined, { bytes, sha256: hash.digest('hex'), retransmits, otherSource });
+        // The socket closes once the last ACK has left: closed at once, it dropped the ACK, and
+        // the server kept the finished transfer's slot until its retransmissions ran out.
+        const result = { bytes, sha256: hash.digest('hex'), retransmits, otherSource };
+        clearTimeout(timer);
+        socket.send(encodePacket({ type: 'ack', block: packet.block }), peer.port, peer.address, () =>
+          end(undefined, result),
+        );
         return;
       }
       answer({ type: 'ack', block: packet.block });

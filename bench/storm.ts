@@ -72,7 +72,7 @@ function parseOptions(argv: readonly string[]): Options {
     ? { machines: '30', hold: '50', ramp: '500', kib: '64' }
     : { machines: '1000', hold: '200', ramp: '2000', kib: '256' };
   return {
-    machines: wholeNumber(values.machines ?? dflt.machines, 'machines', 1, 2000),
+    machines: wholeNumber(values.machines ?? dflt.machines, 'machines', 1, maxMachines),
     actions: wholeNumber(values.actions, 'actions', 1, 20),
     holdMs: wholeNumber(values['hold-ms'] ?? dflt.hold, 'hold-ms', 0, 10_000),
     rampMs: wholeNumber(values['ramp-ms'] ?? dflt.ramp, 'ramp-ms', 0, 60_000),
@@ -99,9 +99,14 @@ export const nodeIds = ['n1', 'n2', 'n3'] as const;
 export const nodeAddress = (i: number): string => `${subnet}.0.${String(11 + i)}`;
 export const fleetAddress = `${subnet}.0.5`;
 export const balancerPort = 7070;
-/** Setup (registering N machines and workflows) and the storm itself are each bounded. */
-const setupTimeoutMs = 300_000;
-const stormTimeoutMs = 240_000;
+/** 10,000 machines on one LAN: the addresses (machineAddress) and MACs have room for them. */
+const maxMachines = 10_000;
+/**
+ * Setup (registering N machines and workflows) and the storm itself are each bounded, in
+ * proportion to the fleet: on 2 cores both grow with the number of machines.
+ */
+const setupTimeoutMs = (machines: number): number => 300_000 + 60 * machines;
+const stormTimeoutMs = (machines: number): number => 240_000 + 60 * machines;
 const targetS = 60;
 
 function progress(msg: string): void {
@@ -124,12 +129,13 @@ function standIn(bytes: number, label: string): Buffer {
  * hard limit (gc_thresh3, 1024) a thousand machines on one LAN exceed: raised for the run, as a
  * site with a large provisioning segment raises it, and put back afterwards.
  */
-export async function raiseNeighbourLimits(): Promise<() => Promise<void>> {
+export async function raiseNeighbourLimits(machines: number): Promise<() => Promise<void>> {
   const keys = ['gc_thresh1', 'gc_thresh2', 'gc_thresh3'].map((k) => `net.ipv4.neigh.default.${k}`);
   const before = await Promise.all(
     keys.map(async (k) => (await run('sysctl', ['-n', k], { encoding: 'utf8' })).stdout.trim()),
   );
-  const wanted = [4096, 16384, 32768];
+  // Each node's namespace and the fleet's hold an entry per machine that talks to them.
+  const wanted = [Math.max(4096, machines), Math.max(16384, 4 * machines), Math.max(32768, 8 * machines)];
   await Promise.all(
     keys.map((k, i) =>
       run('sysctl', ['-q', '-w', `${k}=${String(Math.max(Number(before[i]), wanted[i] ?? 0))}`]),
@@ -146,6 +152,36 @@ export async function vipHolder(lab: NetnsLab, ns: Record<string, string>): Prom
     if (out.stdout.includes(` ${vip}/`)) return i;
   }
   return -1;
+}
+
+/**
+ * The running node holding the VIP, waiting up to `ms` for one (the address may be moving as the
+ * storm ends). A SIGKILLed node's namespace keeps the address it held, so only live ones count.
+ */
+async function liveVipHolder(
+  lab: NetnsLab,
+  ns: Record<string, string>,
+  nodes: readonly LabProcess[],
+  ms: number,
+): Promise<LabProcess | undefined> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    for (const [i, node] of nodes.entries()) {
+      if (!node.running) continue;
+      const out = await lab.run(ns[nodeIds[i] ?? ''] ?? '', [
+        'ip',
+        '-4',
+        '-o',
+        'addr',
+        'show',
+        'dev',
+        'eth0',
+      ]);
+      if (out.stdout.includes(` ${vip}/`)) return node;
+    }
+    if (Date.now() >= deadline) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }
 
 function stats(
@@ -196,7 +232,7 @@ export async function runStormBench(argv: readonly string[]): Promise<void> {
 
 async function runStorm(o: Options): Promise<void> {
   const build = slipwayBuild();
-  const restoreLimits = await raiseNeighbourLimits();
+  const restoreLimits = await raiseNeighbourLimits(o.machines);
   const lab = await NetnsLab.create();
   const dir = o.keep ? join(repoRoot, `storm-${lab.id}`) : lab.dir;
   mkdirSync(dir, { recursive: true });
@@ -213,13 +249,19 @@ async function runStorm(o: Options): Promise<void> {
     const configFile = join(dir, 'fleet.json');
     writeFileSync(configFile, JSON.stringify(config));
     progress(`registering ${String(o.machines)} machines, their workflows and the boot OS stand-ins`);
+    const setupStart = Date.now();
     const setup = lab.spawn(ns.fleet, fleetArgv('setup', configFile), { cwd: repoRoot });
-    await setup.waitForOutput((out) => out.includes('"event":"setup"'), setupTimeoutMs, 'the setup');
+    await setup.waitForOutput(
+      (out) => out.includes('"event":"setup"'),
+      setupTimeoutMs(o.machines),
+      'the setup',
+    );
     await setup.exited;
+    const setupS = round((Date.now() - setupStart) / 1000, 1);
 
     const storm = await powerOnFleet(lab, ns, nodes, o, config, configFile);
     const result = JSON.parse(readFileSync(config.resultFile, 'utf8')) as FleetResult;
-    process.stdout.write(`${JSON.stringify(stormReport(o, result, storm))}\n`);
+    process.stdout.write(`${JSON.stringify(stormReport(o, result, { ...storm, setupS }))}\n`);
   } finally {
     await lab.destroy();
     await restoreLimits();
@@ -345,6 +387,8 @@ interface StormRun {
   readonly killed: string | null;
   /** CPU seconds each node used during the storm (the killed one until its kill). */
   readonly nodeCpuS: (number | null)[];
+  /** The leader's CPU seconds: the killed one's until its kill, then the new one's. */
+  readonly leaderCpuS: number | null;
   readonly coresBusy: number;
 }
 
@@ -363,12 +407,16 @@ async function powerOnFleet(
   const cpuBefore = nodes.map((n) => (n.pid === undefined ? null : cpuSeconds(n.pid)));
   const machineBusyBefore = machineCpu().busy;
   const stormStart = Date.now();
-  writeFileSync(configFile, JSON.stringify({ ...config, deadlineMs: stormStart + stormTimeoutMs - 20_000 }));
+  writeFileSync(
+    configFile,
+    JSON.stringify({ ...config, deadlineMs: stormStart + stormTimeoutMs(o.machines) - 20_000 }),
+  );
   progress(`the storm: ${String(o.machines)} machines power on`);
   const fleet = lab.spawn(ns.fleet, fleetArgv('run', configFile), { cwd: repoRoot });
   let killedAt: number | null = null;
   let killed: string | null = null;
   let victimCpu: number | null = null;
+  let cpuAtKill: (number | null)[] = cpuBefore;
   const killOnce = async (): Promise<void> => {
     if (!o.kill || killedAt !== null) return;
     killedAt = Date.now();
@@ -376,7 +424,8 @@ async function powerOnFleet(
     const victim = nodes[holder];
     if (holder < 0 || victim === undefined) throw new Error('no node holds the VIP at midway');
     killed = nodeIds[holder] ?? null;
-    victimCpu = victim.pid === undefined ? null : cpuSeconds(victim.pid);
+    cpuAtKill = nodes.map((n) => (n.pid === undefined ? null : cpuSeconds(n.pid)));
+    victimCpu = cpuAtKill[holder] ?? null;
     victim.child.kill('SIGKILL');
     progress(`midway: SIGKILLed ${killed ?? '?'}, the leader holding the VIP`);
   };
@@ -386,7 +435,7 @@ async function powerOnFleet(
       if (out.includes('"event":"midway"') && killedAt === null) killing = killOnce();
       return out.includes('"event":"result"');
     },
-    stormTimeoutMs,
+    stormTimeoutMs(o.machines),
     'the storm result',
   );
   await killing;
@@ -400,7 +449,17 @@ async function powerOnFleet(
     return end === null || start === null || start === undefined ? null : round(end - start, 1);
   });
   const coresBusy = round((machineCpu().busy - machineBusyBefore) / stormS, 2);
-  return { killedAt, killed, nodeCpuS, coresBusy };
+  // Who led at the end, and what it used since the kill (or since the start, without one).
+  const leader = await liveVipHolder(lab, ns, nodes, 10_000);
+  const leaderEnd = leader?.pid === undefined ? null : cpuSeconds(leader.pid);
+  const leaderFrom = leader === undefined ? undefined : cpuAtKill[nodes.indexOf(leader)];
+  const killedIndex = killed === null ? -1 : nodeIds.indexOf(killed);
+  const killedUsed = killedIndex < 0 ? 0 : (nodeCpuS[killedIndex] ?? null);
+  const leaderCpuS =
+    leaderEnd === null || leaderFrom === null || leaderFrom === undefined || killedUsed === null
+      ? null
+      : round(killedUsed + leaderEnd - leaderFrom, 1);
+  return { killedAt, killed, nodeCpuS, leaderCpuS, coresBusy };
 }
 
 const sampleKinds: readonly SampleKind[] = [
@@ -419,7 +478,11 @@ const sampleKinds: readonly SampleKind[] = [
 ];
 
 /** The storm's result line: the total time against the target, the checks, each step's figures. */
-function stormReport(o: Options, result: FleetResult, storm: StormRun): Record<string, unknown> {
+function stormReport(
+  o: Options,
+  result: FleetResult,
+  storm: StormRun & { readonly setupS: number },
+): Record<string, unknown> {
   const { killedAt, killed } = storm;
   const firstStart = Math.min(...result.machines.map((m) => m.startMs));
   const lastDone = Math.max(...result.machines.map((m) => m.doneMs ?? Number.POSITIVE_INFINITY));
@@ -442,6 +505,8 @@ function stormReport(o: Options, result: FleetResult, storm: StormRun): Record<s
     hold_ms: o.holdMs,
     ramp_ms: o.rampMs,
     firmware: o.firmware,
+    // Registering the machines and their workflows (not part of the storm's time).
+    setup_s: storm.setupS,
     killed_leader: killed,
     killed_at_s: killedAt === null ? null : round((killedAt - firstStart) / 1000, 1),
     first_power_on_to_last_success_s: totalS,
@@ -463,6 +528,9 @@ function stormReport(o: Options, result: FleetResult, storm: StormRun): Record<s
     tftp_packets_from_other_address: result.machines.reduce((n, m) => n + m.tftpOtherSource, 0),
     dhcp_replies_from_other_server: result.dhcpOtherServer,
     node_cpu_s: Object.fromEntries(nodeIds.map((id, i) => [id, storm.nodeCpuS[i]])),
+    // The leader's CPU (the killed one's, then its successor's) per machine provisioned.
+    leader_cpu_ms_per_machine:
+      storm.leaderCpuS === null ? null : round((1000 * storm.leaderCpuS) / o.machines, 1),
     fleet_cpu_s: result.cpuS,
     fleet_loop_delay_max_ms: result.loopDelayMaxMs,
     cores_busy: storm.coresBusy,
