@@ -6,12 +6,16 @@
 // Like the real agent, it reconnects when a stream breaks, re-sends unacknowledged results in its
 // hello and never runs an attempt it already ran; it also counts how often each action ran.
 //
-//   node --import tsx bench/storm-fleet.ts setup CONFIG   register everything, add the addresses
-//   node --import tsx bench/storm-fleet.ts run CONFIG     the storm; one JSON line per event
+//   node --import tsx bench/storm-fleet.ts setup CONFIG             register everything, add the addresses
+//   node --import tsx bench/storm-fleet.ts run CONFIG [SHARD COUNT]  the storm, for machines i with
+//                                                                    i % COUNT == SHARD (default 0 1)
+//   node --import tsx bench/storm-fleet.ts check CONFIG             what the cluster recorded
 //
-// Output lines (stdout): {"event":"setup",...}, {"event":"claimed","count":N} every 10 %,
-// {"event":"midway"} once half the machines hold a credential (bench/storm.ts then kills the
-// leader), and {"event":"result"} once the FleetResult, with every sample, is in its file.
+// Output lines (stdout): {"event":"setup",...}, {"event":"claimed","count":N} every 10 % of the
+// shard's machines, {"event":"midway"} once half of them hold a credential (bench/storm.ts kills
+// the leader once every shard has said so), {"event":"result"} once the shard's ShardResult,
+// with every sample, is in its file (shardResultFile), and {"event":"check",...} from check.
+// A storm of thousands of machines runs as several shards, one process each, on the cores.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync, createReadStream } from 'node:fs';
@@ -65,8 +69,8 @@ export interface MachineOutcome {
   readonly tftpOtherSource: number;
 }
 
-export interface FleetResult {
-  readonly event: 'result';
+/** What one shard of the fleet saw (bench/storm.ts adds the shards up). */
+export interface ShardResult {
   readonly machines: readonly MachineOutcome[];
   readonly samples: readonly Sample[];
   /** Actions a machine ran more than once (distinct attempts of one action). */
@@ -78,15 +82,21 @@ export interface FleetResult {
   /** The fleet's own CPU and event-loop delay: whether the simulator kept up. */
   readonly cpuS: number;
   readonly loopDelayMaxMs: number;
-  /** From the cluster at the end. */
-  readonly check: {
-    readonly workflows: number;
-    readonly succeeded: number;
-    readonly notSucceeded: readonly string[];
-    /** Actions recorded with an attempt other than the first. */
-    readonly retriedActions: number;
-    readonly lastFinishedMs: number;
-  };
+}
+
+/** The whole fleet: its shards' results added up, and the cluster's records at the end. */
+export interface FleetResult extends ShardResult {
+  readonly check: FleetCheck;
+}
+
+/** What the cluster recorded, read once every shard is done. */
+export interface FleetCheck {
+  readonly workflows: number;
+  readonly succeeded: number;
+  readonly notSucceeded: readonly string[];
+  /** Actions recorded with an attempt other than the first. */
+  readonly retriedActions: number;
+  readonly lastFinishedMs: number;
 }
 
 const run = promisify(execFile);
@@ -239,7 +249,20 @@ export async function waitApplied(servers: readonly string[]): Promise<void> {
 interface Fleet extends WorkerFleet {
   readonly c: FleetConfig;
   readonly dhcp: FleetDhcp;
+  /** The machines this shard simulates. */
+  readonly share: number;
   claimed: number;
+}
+
+/** Which of the fleet's machines one process simulates: i % count === index. */
+export interface Shard {
+  readonly index: number;
+  readonly count: number;
+}
+
+/** Where a shard writes its ShardResult. */
+export function shardResultFile(c: Pick<FleetConfig, 'resultFile'>, index: number): string {
+  return `${c.resultFile}.${String(index)}`;
 }
 
 /**
@@ -329,23 +352,34 @@ async function bootMachine(
   const credential = openClaim(key, answer);
   t = sample(f, 'claim', t);
   f.claimed++;
-  if (f.claimed % Math.max(1, Math.floor(c.machines / 10)) === 0) say({ event: 'claimed', count: f.claimed });
-  if (f.claimed === Math.ceil(c.machines / 2)) say({ event: 'midway' });
+  if (f.claimed % Math.max(1, Math.floor(f.share / 10)) === 0) say({ event: 'claimed', count: f.claimed });
+  if (f.claimed === Math.ceil(f.share / 2)) say({ event: 'midway' });
   sample(f, 'boot', powerOn);
 
   await runWorkflow(f, i, workerId, server, credential, outcome);
   sample(f, 'workflow', t);
 }
 
-async function storm(c: FleetConfig): Promise<void> {
+async function storm(c: FleetConfig, shard: Shard): Promise<void> {
   const loop = monitorEventLoopDelay({ resolution: 20 });
   loop.enable();
   const cpu0 = process.cpuUsage();
-  const dhcp = await FleetDhcp.open(c.seed);
-  const f: Fleet = { c, dhcp, samples: [], runs: new Map(), claimed: 0, refusedResults: 0 };
-  const rng = new Prng(c.seed);
+  // Every shard's socket is bound to port 68 and gets a copy of each broadcast reply; each
+  // matches only its own transaction ids, which start from its own seed.
+  const dhcp = await FleetDhcp.open(c.seed + shard.index);
+  const mine = Array.from({ length: c.machines }, (_, i) => i).filter((i) => i % shard.count === shard.index);
+  const f: Fleet = {
+    c,
+    dhcp,
+    share: mine.length,
+    samples: [],
+    runs: new Map(),
+    claimed: 0,
+    refusedResults: 0,
+  };
+  const rng = new Prng(c.seed + shard.index);
   const outcomes = await Promise.all(
-    Array.from({ length: c.machines }, async (_, i): Promise<MachineOutcome> => {
+    mine.map(async (i): Promise<MachineOutcome> => {
       await sleep(rng.float() * c.rampMs);
       const startMs = Date.now();
       const counters = { reconnects: 0, retransmits: 0, tftpOtherSource: 0 };
@@ -360,8 +394,7 @@ async function storm(c: FleetConfig): Promise<void> {
   const dhcpOtherServer = dhcp.repliesFromOtherServers;
   dhcp.close();
   const used = process.cpuUsage(cpu0);
-  const result: FleetResult = {
-    event: 'result',
+  const result: ShardResult = {
     machines: outcomes,
     samples: f.samples,
     ranTwice: [...f.runs.values()].filter((n) => n > 1).length,
@@ -370,11 +403,11 @@ async function storm(c: FleetConfig): Promise<void> {
     dhcpOtherServer,
     cpuS: Math.round((used.user + used.system) / 1e5) / 10,
     loopDelayMaxMs: Math.round(loop.max / 1e6),
-    check: await checkCluster(c),
   };
   // A file rather than stdout: tens of thousands of samples, read once the process is done.
-  writeFileSync(c.resultFile, JSON.stringify(result));
-  say({ event: 'result', file: c.resultFile });
+  const file = shardResultFile(c, shard.index);
+  writeFileSync(file, JSON.stringify(result));
+  say({ event: 'result', file });
 }
 
 /** Every workflow the cluster holds (of one machine, given `hardwareId`), each page of the list. */
@@ -386,7 +419,7 @@ export function workflowsOf(client: ClusterClient, hardwareId = ''): Promise<Wor
 }
 
 /** What the cluster recorded: every storm workflow succeeded, each action on its first attempt. */
-async function checkCluster(c: FleetConfig): Promise<FleetResult['check']> {
+async function checkCluster(c: FleetConfig): Promise<FleetCheck> {
   const client = new ClusterClient(c.apiServers, { timeoutMs: 30_000 });
   const workflows = await workflowsOf(client).finally(() => client.close());
   const storm = workflows.filter((w) => w.hardwareId.startsWith('storm-'));
@@ -402,12 +435,19 @@ async function checkCluster(c: FleetConfig): Promise<FleetResult['check']> {
   };
 }
 
-const [mode, configFile] = process.argv.slice(2);
+/** What the cluster recorded, as one line on stdout. */
+async function check(c: FleetConfig): Promise<void> {
+  say({ event: 'check', ...(await checkCluster(c)) });
+}
+
+const [mode, configFile, shardIndex = '0', shardCount = '1'] = process.argv.slice(2);
 // Only when run as the storm's fleet, not when another benchmark imports its parts.
 const entered = import.meta.url === pathToFileURL(process.argv[1] ?? '').href;
-if (entered && (mode === 'setup' || mode === 'run') && configFile !== undefined) {
+if (entered && (mode === 'setup' || mode === 'run' || mode === 'check') && configFile !== undefined) {
   const config = JSON.parse(readFileSync(configFile, 'utf8')) as FleetConfig;
-  (mode === 'setup' ? setup(config) : storm(config)).catch((err: unknown) => {
+  const shard = { index: Number(shardIndex), count: Number(shardCount) };
+  const work = mode === 'setup' ? setup(config) : mode === 'check' ? check(config) : storm(config, shard);
+  work.catch((err: unknown) => {
     process.stderr.write(
       `storm fleet ${mode}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
     );

@@ -21,7 +21,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { renderHaproxyConfig } from '../lb/haproxy.js';
@@ -31,7 +31,16 @@ import { buildBootOs } from '../src/bootos/index.js';
 import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, percentile, round } from './stats.js';
-import type { FleetConfig, FleetResult, Sample, SampleKind } from './storm-fleet.js';
+import {
+  shardResultFile,
+  type FleetCheck,
+  type FleetConfig,
+  type FleetResult,
+  type Sample,
+  type SampleKind,
+  type Shard,
+  type ShardResult,
+} from './storm-fleet.js';
 import { wholeNumber } from './options.js';
 
 const run = promisify(execFile);
@@ -47,6 +56,8 @@ interface Options {
   readonly qemu: boolean;
   readonly bootOsDir: string | undefined;
   readonly keep: boolean;
+  /** Processes the simulated fleet is split across (storm-fleet.ts shards). */
+  readonly fleetProcesses: number;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -64,6 +75,7 @@ function parseOptions(argv: readonly string[]): Options {
       qemu: { type: 'boolean', default: false },
       'bootos-dir': { type: 'string' },
       keep: { type: 'boolean', default: false },
+      'fleet-processes': { type: 'string' },
     },
     strict: true,
   });
@@ -71,8 +83,12 @@ function parseOptions(argv: readonly string[]): Options {
   const dflt = values.quick
     ? { machines: '30', hold: '50', ramp: '500', kib: '64' }
     : { machines: '1000', hold: '200', ramp: '2000', kib: '256' };
+  const machines = wholeNumber(values.machines ?? dflt.machines, 'machines', 1, maxMachines);
+  // One simulator process keeps up with about 5,000 machines on a core of this machine; beyond
+  // that its own event loop stalls and its machines' timers fire late.
+  const fleetProcessesDefault = Math.min(availableParallelism(), Math.ceil(machines / 5000));
   return {
-    machines: wholeNumber(values.machines ?? dflt.machines, 'machines', 1, maxMachines),
+    machines,
     actions: wholeNumber(values.actions, 'actions', 1, 20),
     holdMs: wholeNumber(values['hold-ms'] ?? dflt.hold, 'hold-ms', 0, 10_000),
     rampMs: wholeNumber(values['ramp-ms'] ?? dflt.ramp, 'ramp-ms', 0, 60_000),
@@ -82,6 +98,12 @@ function parseOptions(argv: readonly string[]): Options {
     qemu: values.qemu,
     bootOsDir: values['bootos-dir'],
     keep: values.keep,
+    fleetProcesses: wholeNumber(
+      values['fleet-processes'] ?? String(fleetProcessesDefault),
+      'fleet-processes',
+      1,
+      8,
+    ),
   };
 }
 
@@ -260,8 +282,7 @@ async function runStorm(o: Options): Promise<void> {
     const setupS = round((Date.now() - setupStart) / 1000, 1);
 
     const storm = await powerOnFleet(lab, ns, nodes, o, config, configFile);
-    const result = JSON.parse(readFileSync(config.resultFile, 'utf8')) as FleetResult;
-    process.stdout.write(`${JSON.stringify(stormReport(o, result, { ...storm, setupS }))}\n`);
+    process.stdout.write(`${JSON.stringify(stormReport(o, storm.result, { ...storm, setupS }))}\n`);
   } finally {
     await lab.destroy();
     await restoreLimits();
@@ -376,9 +397,31 @@ function fleetConfig(o: Options, dir: string, files: StandIns): FleetConfig {
   };
 }
 
-/** The simulated fleet's command line (bench/storm-fleet.ts): `setup` or `run`. */
-export function fleetArgv(mode: string, configFile: string): string[] {
-  return [process.execPath, '--import', 'tsx', join(repoRoot, 'bench', 'storm-fleet.ts'), mode, configFile];
+/** The simulated fleet's command line (bench/storm-fleet.ts): `setup`, `run` (of a shard) or `check`. */
+export function fleetArgv(mode: string, configFile: string, shard?: Shard): string[] {
+  return [
+    ...[process.execPath, '--import', 'tsx', join(repoRoot, 'bench', 'storm-fleet.ts'), mode, configFile],
+    ...(shard === undefined ? [] : [String(shard.index), String(shard.count)]),
+  ];
+}
+
+/** The fleet's shards added up, with what the cluster recorded. */
+function mergeShards(shards: readonly ShardResult[], check: FleetCheck): FleetResult {
+  const sum = (of: (r: ShardResult) => number): number => shards.reduce((n, r) => n + of(r), 0);
+  return {
+    machines: shards.flatMap((r) => r.machines),
+    samples: shards.flatMap((r) => r.samples),
+    ranTwice: sum((r) => r.ranTwice),
+    actionsRun: sum((r) => r.actionsRun),
+    refusedResults: sum((r) => r.refusedResults),
+    dhcpOtherServer: sum((r) => r.dhcpOtherServer),
+    cpuS: round(
+      sum((r) => r.cpuS),
+      1,
+    ),
+    loopDelayMaxMs: Math.max(0, ...shards.map((r) => r.loopDelayMaxMs)),
+    check,
+  };
 }
 
 /** What the storm measured besides the fleet's result file. */
@@ -390,11 +433,13 @@ interface StormRun {
   /** The leader's CPU seconds: the killed one's until its kill, then the new one's. */
   readonly leaderCpuS: number | null;
   readonly coresBusy: number;
+  readonly result: FleetResult;
 }
 
 /**
- * The storm: every machine powers on; when the fleet reports midway, the node holding the VIP is
- * SIGKILLed (unless --no-kill). Resolves once the fleet has written its result and exited.
+ * The storm: every machine powers on; when every shard of the fleet reports midway, the node
+ * holding the VIP is SIGKILLed (unless --no-kill). Resolves once every shard has written its
+ * result and exited, and the cluster's records have been read.
  */
 async function powerOnFleet(
   lab: NetnsLab,
@@ -411,8 +456,14 @@ async function powerOnFleet(
     configFile,
     JSON.stringify({ ...config, deadlineMs: stormStart + stormTimeoutMs(o.machines) - 20_000 }),
   );
-  progress(`the storm: ${String(o.machines)} machines power on`);
-  const fleet = lab.spawn(ns.fleet, fleetArgv('run', configFile), { cwd: repoRoot });
+  progress(
+    `the storm: ${String(o.machines)} machines power on (simulated by ${String(o.fleetProcesses)} process(es))`,
+  );
+  const shards = Array.from({ length: o.fleetProcesses }, (_, index) =>
+    lab.spawn(ns.fleet, fleetArgv('run', configFile, { index, count: o.fleetProcesses }), {
+      cwd: repoRoot,
+    }),
+  );
   let killedAt: number | null = null;
   let killed: string | null = null;
   let victimCpu: number | null = null;
@@ -430,16 +481,23 @@ async function powerOnFleet(
     progress(`midway: SIGKILLed ${killed ?? '?'}, the leader holding the VIP`);
   };
   let killing: Promise<void> = Promise.resolve();
-  await fleet.waitForOutput(
-    (out) => {
-      if (out.includes('"event":"midway"') && killedAt === null) killing = killOnce();
-      return out.includes('"event":"result"');
-    },
-    stormTimeoutMs(o.machines),
-    'the storm result',
+  const midway = new Set<number>();
+  await Promise.all(
+    shards.map((shard, index) =>
+      shard.waitForOutput(
+        (out) => {
+          if (out.includes('"event":"midway"')) midway.add(index);
+          // killOnce marks the kill before its first await, so it starts once.
+          if (midway.size === shards.length && killedAt === null) killing = killOnce();
+          return out.includes('"event":"result"');
+        },
+        stormTimeoutMs(o.machines),
+        'the storm result',
+      ),
+    ),
   );
   await killing;
-  await fleet.exited;
+  await Promise.all(shards.map((shard) => shard.exited));
   const stormS = (Date.now() - stormStart) / 1000;
   // How busy the machine's cores were: on 2 cores past about 1.8 every figure includes waiting
   // for one.
@@ -459,7 +517,14 @@ async function powerOnFleet(
     leaderEnd === null || leaderFrom === null || leaderFrom === undefined || killedUsed === null
       ? null
       : round(killedUsed + leaderEnd - leaderFrom, 1);
-  return { killedAt, killed, nodeCpuS, leaderCpuS, coresBusy };
+  const checker = lab.spawn(ns.fleet, fleetArgv('check', configFile), { cwd: repoRoot });
+  const said = await checker.waitForOutput((out) => out.includes('"event":"check"'), 120_000, 'the check');
+  const checkLine = said.split('\n').find((line) => line.includes('"event":"check"')) ?? '{}';
+  const check = JSON.parse(checkLine) as FleetCheck;
+  const results = shards.map(
+    (_, index) => JSON.parse(readFileSync(shardResultFile(config, index), 'utf8')) as ShardResult,
+  );
+  return { killedAt, killed, nodeCpuS, leaderCpuS, coresBusy, result: mergeShards(results, check) };
 }
 
 const sampleKinds: readonly SampleKind[] = [
