@@ -20,7 +20,7 @@ import type { EldSample } from './eld-probe.js';
 import { eldSnapshot } from './eld-read.js';
 import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
-import { percentile, round, sleep } from './stats.js';
+import { percentile, round } from './stats.js';
 import type { FleetMachinesConfig, FleetMachinesResult } from './fleet-machines.js';
 import {
   fleetAddress,
@@ -29,7 +29,7 @@ import {
   prefix,
   raiseNeighbourLimits,
   startNodes,
-  vip,
+  liveVipHolder,
   vipHolder,
   writeStandIns,
   type StormNamespaces,
@@ -181,25 +181,8 @@ async function runFleet(
   );
   const leaderLoop: Record<string, EldSample | null> = {};
   const leaderEld = async (phase: string): Promise<void> => {
-    // The live node holding the VIP, the leader (a killed one keeps the address on its link);
-    // a moment after a kill, wait for it to move.
-    let pid: number | undefined;
-    for (const deadline = Date.now() + 15_000; pid === undefined && Date.now() < deadline;) {
-      for (const [i, node] of nodes.entries()) {
-        if (!node.running) continue;
-        const addrs = await lab.run(ns[nodeIds[i] ?? 'n1'], [
-          'ip',
-          '-4',
-          '-o',
-          'addr',
-          'show',
-          'dev',
-          'eth0',
-        ]);
-        if (addrs.stdout.includes(` ${vip}/`)) pid = node.pid;
-      }
-      if (pid === undefined) await sleep(200);
-    }
+    // The live node holding the VIP, the leader; a moment after a kill, wait for it to move.
+    const pid = (await liveVipHolder(lab, ns, nodes, 15_000))?.pid;
     leaderLoop[phase] = pid === undefined ? null : await eldSnapshot({ pid, dir: eldDir });
   };
   let killed: string | null = null;

@@ -168,10 +168,15 @@ export async function raiseNeighbourLimits(machines: number): Promise<() => Prom
   };
 }
 
+/** Whether the namespace's eth0 has the VIP. */
+async function holdsVip(lab: NetnsLab, namespace: string): Promise<boolean> {
+  const out = await lab.run(namespace, ['ip', '-4', '-o', 'addr', 'show', 'dev', 'eth0']);
+  return out.stdout.includes(` ${vip}/`);
+}
+
 export async function vipHolder(lab: NetnsLab, ns: Record<string, string>): Promise<number> {
   for (let i = 0; i < nodeIds.length; i++) {
-    const out = await lab.run(ns[nodeIds[i] ?? ''] ?? '', ['ip', '-4', '-o', 'addr', 'show', 'dev', 'eth0']);
-    if (out.stdout.includes(` ${vip}/`)) return i;
+    if (await holdsVip(lab, ns[nodeIds[i] ?? ''] ?? '')) return i;
   }
   return -1;
 }
@@ -180,7 +185,7 @@ export async function vipHolder(lab: NetnsLab, ns: Record<string, string>): Prom
  * The running node holding the VIP, waiting up to `ms` for one (the address may be moving as the
  * storm ends). A SIGKILLed node's namespace keeps the address it held, so only live ones count.
  */
-async function liveVipHolder(
+export async function liveVipHolder(
   lab: NetnsLab,
   ns: Record<string, string>,
   nodes: readonly LabProcess[],
@@ -189,17 +194,7 @@ async function liveVipHolder(
   const deadline = Date.now() + ms;
   for (;;) {
     for (const [i, node] of nodes.entries()) {
-      if (!node.running) continue;
-      const out = await lab.run(ns[nodeIds[i] ?? ''] ?? '', [
-        'ip',
-        '-4',
-        '-o',
-        'addr',
-        'show',
-        'dev',
-        'eth0',
-      ]);
-      if (out.stdout.includes(` ${vip}/`)) return node;
+      if (node.running && (await holdsVip(lab, ns[nodeIds[i] ?? ''] ?? ''))) return node;
     }
     if (Date.now() >= deadline) return undefined;
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -405,6 +400,13 @@ export function fleetArgv(mode: string, configFile: string, shard?: Shard): stri
   ];
 }
 
+/** The newest `claimed` count a shard has said (0 before its first). */
+function lastClaimedCount(output: string): number {
+  const at = output.lastIndexOf('"event":"claimed","count":');
+  if (at < 0) return 0;
+  return Number.parseInt(output.slice(at + '"event":"claimed","count":'.length), 10) || 0;
+}
+
 /** The fleet's shards added up, with what the cluster recorded. */
 function mergeShards(shards: readonly ShardResult[], check: FleetCheck): FleetResult {
   const sum = (of: (r: ShardResult) => number): number => shards.reduce((n, r) => n + of(r), 0);
@@ -437,8 +439,8 @@ interface StormRun {
 }
 
 /**
- * The storm: every machine powers on; when every shard of the fleet reports midway, the node
- * holding the VIP is SIGKILLed (unless --no-kill). Resolves once every shard has written its
+ * The storm: every machine powers on; once half the fleet holds a credential (the shards' claimed
+ * counts added up), the node holding the VIP is SIGKILLed (unless --no-kill). Resolves once every shard has written its
  * result and exited, and the cluster's records have been read.
  */
 async function powerOnFleet(
@@ -481,14 +483,15 @@ async function powerOnFleet(
     progress(`midway: SIGKILLed ${killed ?? '?'}, the leader holding the VIP`);
   };
   let killing: Promise<void> = Promise.resolve();
-  const midway = new Set<number>();
+  const claimed = shards.map(() => 0);
   await Promise.all(
     shards.map((shard, index) =>
       shard.waitForOutput(
         (out) => {
-          if (out.includes('"event":"midway"')) midway.add(index);
+          claimed[index] = lastClaimedCount(out);
           // killOnce marks the kill before its first await, so it starts once.
-          if (midway.size === shards.length && killedAt === null) killing = killOnce();
+          const sum = claimed.reduce((a, b) => a + b, 0);
+          if (sum >= Math.ceil(o.machines / 2) && killedAt === null) killing = killOnce();
           return out.includes('"event":"result"');
         },
         stormTimeoutMs(o.machines),
