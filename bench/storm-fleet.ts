@@ -28,7 +28,7 @@ import { allItems } from '../src/platform/pages.js';
 import { openingKey } from '../src/platform/sealed-box.js';
 import { Prng } from '../src/platform/prng.js';
 import { pool } from './control.js';
-import { sleep } from './stats.js';
+import { round, sleep } from './stats.js';
 import { FleetDhcp, tftpRead, type Firmware } from './storm-protocols.js';
 import { httpUntil, openClaim, runWorkflow, sample, type Sample, type WorkerFleet } from './storm-worker.js';
 
@@ -263,6 +263,42 @@ export interface Shard {
 /** Where a shard writes its ShardResult. */
 export function shardResultFile(c: Pick<FleetConfig, 'resultFile'>, index: number): string {
   return `${c.resultFile}.${String(index)}`;
+}
+
+/**
+ * The whole fleet's result: each shard's file added up, with the cluster's records from the output
+ * of `check`.
+ */
+export function fleetResultOf(
+  c: Pick<FleetConfig, 'resultFile'>,
+  shardCount: number,
+  checkOutput: string,
+): FleetResult {
+  const checkLine = checkOutput.split('\n').find((line) => line.includes('"event":"check"'));
+  if (checkLine === undefined) throw new Error('the fleet check printed no "check" line');
+  const shards = Array.from(
+    { length: shardCount },
+    (_, index) => JSON.parse(readFileSync(shardResultFile(c, index), 'utf8')) as ShardResult,
+  );
+  return mergeShards(shards, JSON.parse(checkLine) as FleetCheck);
+}
+
+function mergeShards(shards: readonly ShardResult[], check: FleetCheck): FleetResult {
+  const sum = (of: (r: ShardResult) => number): number => shards.reduce((n, r) => n + of(r), 0);
+  return {
+    machines: shards.flatMap((r) => r.machines),
+    samples: shards.flatMap((r) => r.samples),
+    ranTwice: sum((r) => r.ranTwice),
+    actionsRun: sum((r) => r.actionsRun),
+    refusedResults: sum((r) => r.refusedResults),
+    dhcpOtherServer: sum((r) => r.dhcpOtherServer),
+    cpuS: round(
+      sum((r) => r.cpuS),
+      1,
+    ),
+    loopDelayMaxMs: Math.max(0, ...shards.map((r) => r.loopDelayMaxMs)),
+    check,
+  };
 }
 
 /**

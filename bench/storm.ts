@@ -19,7 +19,7 @@
 // the next action received), before and after the kill.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,14 +32,12 @@ import { repoRoot } from './clusters.js';
 import { slipwayBuild } from './slipway-build.js';
 import { cpuSeconds, machineCpu, percentile, round } from './stats.js';
 import {
-  shardResultFile,
-  type FleetCheck,
+  fleetResultOf,
   type FleetConfig,
   type FleetResult,
   type Sample,
   type SampleKind,
   type Shard,
-  type ShardResult,
 } from './storm-fleet.js';
 import { wholeNumber } from './options.js';
 
@@ -408,24 +406,6 @@ function lastClaimedCount(output: string): number {
 }
 
 /** The fleet's shards added up, with what the cluster recorded. */
-function mergeShards(shards: readonly ShardResult[], check: FleetCheck): FleetResult {
-  const sum = (of: (r: ShardResult) => number): number => shards.reduce((n, r) => n + of(r), 0);
-  return {
-    machines: shards.flatMap((r) => r.machines),
-    samples: shards.flatMap((r) => r.samples),
-    ranTwice: sum((r) => r.ranTwice),
-    actionsRun: sum((r) => r.actionsRun),
-    refusedResults: sum((r) => r.refusedResults),
-    dhcpOtherServer: sum((r) => r.dhcpOtherServer),
-    cpuS: round(
-      sum((r) => r.cpuS),
-      1,
-    ),
-    loopDelayMaxMs: Math.max(0, ...shards.map((r) => r.loopDelayMaxMs)),
-    check,
-  };
-}
-
 /** What the storm measured besides the fleet's result file. */
 interface StormRun {
   readonly killedAt: number | null;
@@ -522,12 +502,14 @@ async function powerOnFleet(
       : round(killedUsed + leaderEnd - leaderFrom, 1);
   const checker = lab.spawn(ns.fleet, fleetArgv('check', configFile), { cwd: repoRoot });
   const said = await checker.waitForOutput((out) => out.includes('"event":"check"'), 120_000, 'the check');
-  const checkLine = said.split('\n').find((line) => line.includes('"event":"check"')) ?? '{}';
-  const check = JSON.parse(checkLine) as FleetCheck;
-  const results = shards.map(
-    (_, index) => JSON.parse(readFileSync(shardResultFile(config, index), 'utf8')) as ShardResult,
-  );
-  return { killedAt, killed, nodeCpuS, leaderCpuS, coresBusy, result: mergeShards(results, check) };
+  return {
+    killedAt,
+    killed,
+    nodeCpuS,
+    leaderCpuS,
+    coresBusy,
+    result: fleetResultOf(config, shards.length, said),
+  };
 }
 
 const sampleKinds: readonly SampleKind[] = [

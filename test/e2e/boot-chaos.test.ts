@@ -14,7 +14,7 @@
 // 50 ms (bench/dhcp-probe.ts); the outage of a cut is the time to the first offer from another node.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,7 @@ import { defaultHealthCheck } from '../../src/model/balancer-spec.js';
 import { renderHaproxyConfig } from '../../lb/haproxy.js';
 import type { HeardOffer } from '../../bench/dhcp-probe.js';
 import { fleetArgv, writeStandIns } from '../../bench/storm.js';
-import type { FleetConfig, FleetResult } from '../../bench/storm-fleet.js';
+import { fleetResultOf, type FleetConfig } from '../../bench/storm-fleet.js';
 import { NetnsLab, requireCommands, type LabProcess } from '../support/netns.js';
 import { NetnsCluster, type NetnsNode } from '../support/netns-cluster.js';
 import { waitFor } from '../support/wait.js';
@@ -248,7 +248,9 @@ it('a boot storm provisions every machine once while leader and follower links a
 
   await fleet.waitForOutput((out) => out.includes('"event":"result"'), stormMs + 30_000, 'the storm result');
   await fleet.exited;
-  const result = JSON.parse(readFileSync(fleetConfig.resultFile, 'utf8')) as FleetResult;
+  const checker = lab.spawn(ns['fleet']!, fleetArgv('check', configFile), { cwd: repoRoot });
+  const said = await checker.waitForOutput((out) => out.includes('"event":"check"'), 60_000, 'the check');
+  const result = fleetResultOf(fleetConfig, 1, said);
   const dhcpKinds = new Set(['dhcp_pxe', 'dhcp_http_boot', 'dhcp_ipxe', 'dhcp_bootos']);
   // What the storm's machines saw: of the DHCP exchanges under way in a cut's outage (from the cut
   // to the probe's first offer from another node), the longest wait from the cut to its answer.
