@@ -100,8 +100,6 @@ export interface TftpServerHooks {
   readonly onRequestRefused?: (event: RequestRefusedEvent) => void;
   /** A read request was not answered, so that the client retransmits it later. */
   readonly onRequestDropped?: (event: RequestDroppedEvent) => void;
-  /** A packet from a wrong TID was answered with ERROR 5. */
-  readonly onStrayPacket?: (from: TftpPeer) => void;
   /** The addresses with a listener of their own changed (only with an AddressFeed). */
   readonly onListenersChanged?: (addresses: readonly string[]) => void;
   /**
@@ -347,9 +345,6 @@ class ServerState {
         this.#release(transfer);
         if (event.end.error?.reason === 'addressGone') this.#addressGone += 1;
         if (transfer.started) this.#params.hooks.onTransferEnd?.({ ...event.end, filename, client, bytes });
-        return;
-      case 'stray':
-        this.#params.hooks.onStrayPacket?.(event.from);
         return;
       default: {
         const unknown: never = event;

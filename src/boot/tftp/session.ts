@@ -1,12 +1,14 @@
 // One read transfer on the wire: its own ephemeral UDP port (the server's TID for this
 // transfer), a real timer, and the pure ReadTransfer deciding what to send.
 //
-// The port has two sockets, both bound with SO_REUSEADDR. One is connect()ed to the client: it
-// sends every packet of the transfer, and the kernel delivers the client's packets to it, since
-// a connected socket is the best match for them. A connected send skips the route and address
-// lookups of an unconnected one, which is measurable at one send per block. The other socket
-// stays unconnected and receives what comes from anyone else, so that those packets can be
-// answered with ERROR 5 (unknown transfer ID, RFC 1350) without touching the transfer.
+// The port's one socket is connect()ed to the client: the kernel delivers it the client's packets
+// only, and a connected send skips the route and address lookups of an unconnected one, which is
+// measurable at one send per block. A packet from anyone else finds no socket and gets the
+// kernel's ICMP port unreachable, as with tftpd-hpa, never ERROR 5 (unknown transfer ID): after a
+// failover the new VIP holder may be using, for a transfer of its own, the very port a transfer
+// of the dead leader used. That transfer's client, still sending its ACKs there, must see its
+// server go silent and ask again from the start, which it does on a stall, rather than be told
+// its transfer is unknown, on which firmware gives up the boot (docs/decisions/0045).
 //
 // Being connected, the transfer socket also hears ICMP port unreachable: a client that has gone
 // away ends the transfer at once ('socketError'), instead of after every retransmission.
@@ -71,8 +73,6 @@ export interface SessionParams {
   readonly onStart?: (settings: NegotiatedSettings) => void;
   /** Called exactly once, when the transfer ends (its socket is closing). */
   readonly onEnd: (end: SessionEnd) => void;
-  /** A packet from an address other than the client's reached this transfer's port. */
-  readonly onStrayPacket?: (from: TftpPeer) => void;
 }
 
 /** A bound UDP socket; on failure the socket is closed before the error is passed on. */
@@ -98,27 +98,20 @@ export async function bindSocket(
   }
 }
 
-/**
- * The two sockets of a transfer's port: the first connected to the client, the second not.
- * On failure both are closed before the error is passed on.
- */
-async function bindTransferPort(params: SessionParams): Promise<[dgram.Socket, dgram.Socket]> {
-  const strays = await bindSocket(params.socketType, 0, params.bindHost, true);
-  let socket: dgram.Socket | null = null;
+/** The transfer's port: an ephemeral one, its socket connected to the client. */
+async function bindTransferPort(params: SessionParams): Promise<dgram.Socket> {
+  const socket = await bindSocket(params.socketType, 0, params.bindHost);
   try {
-    socket = await bindSocket(params.socketType, strays.address().port, params.bindHost, true);
-    const connected = socket;
     await new Promise<void>((resolve, reject) => {
-      connected.once('error', reject);
-      connected.connect(params.client.port, params.client.address, () => {
-        connected.off('error', reject);
+      socket.once('error', reject);
+      socket.connect(params.client.port, params.client.address, () => {
+        socket.off('error', reject);
         resolve();
       });
     });
-    return [connected, strays];
+    return socket;
   } catch (error) {
-    strays.close();
-    socket?.close();
+    socket.close();
     throw error;
   }
 }
@@ -127,8 +120,6 @@ export class TransferSession {
   readonly #params: SessionParams;
   /** Connected to the client: sends everything, receives the client's packets. */
   readonly #socket: dgram.Socket;
-  /** The same port, unconnected: receives packets from anyone else. */
-  readonly #strays: dgram.Socket;
   readonly #transfer: ReadTransfer;
   readonly #startedAtMs: number;
   /** When the core wants onTimer next; the armed timer may fire earlier (see #apply). */
@@ -141,23 +132,19 @@ export class TransferSession {
   readonly #closed: Promise<void>;
   #markClosed: () => void = () => undefined;
 
-  private constructor(params: SessionParams, socket: dgram.Socket, strays: dgram.Socket) {
+  private constructor(params: SessionParams, socket: dgram.Socket) {
     this.#closed = new Promise((resolve) => (this.#markClosed = resolve));
     this.#params = params;
     this.#socket = socket;
-    this.#strays = strays;
     this.#transfer = new ReadTransfer(params.limits);
     this.#startedAtMs = params.now();
-    for (const s of [socket, strays]) {
-      s.on('message', (message, from) => this.#onMessage(message, from));
-      s.on('error', (error) => this.#end('failed', { reason: 'socketError', message: error.message }));
-    }
+    socket.on('message', (message, from) => this.#onMessage(message, from));
+    socket.on('error', (error) => this.#end('failed', { reason: 'socketError', message: error.message }));
   }
 
   /** Binds a fresh ephemeral port; the transfer starts with start(). */
   static async open(params: SessionParams): Promise<TransferSession> {
-    const [socket, strays] = await bindTransferPort(params);
-    return new TransferSession(params, socket, strays);
+    return new TransferSession(params, await bindTransferPort(params));
   }
 
   get request(): RequestPacket {
@@ -212,18 +199,8 @@ export class TransferSession {
   #onMessage(message: Buffer, from: dgram.RemoteInfo): void {
     if (this.#ended) return;
     const { client } = this.#params;
-    // Checked on both sockets: the kernel's choice is not relied upon for who is the client.
-    if (from.address !== client.address || from.port !== client.port) {
-      this.#params.onStrayPacket?.({ address: from.address, port: from.port });
-      if (peekOpcode(message) === Opcode.error) return;
-      const reply = encodePacket({
-        type: 'error',
-        code: TftpErrorCode.unknownTransferId,
-        message: 'unknown transfer ID',
-      });
-      this.#strays.send(reply, from.port, from.address, () => undefined);
-      return;
-    }
+    // A packet that reached the port between its bind and its connect may be anyone's: dropped.
+    if (from.address !== client.address || from.port !== client.port) return;
     this.#heardFromClient = true;
     const decoded = decodePacket(message);
     if (!decoded.ok) {
@@ -298,12 +275,6 @@ export class TransferSession {
     // Report first, synchronously: the server frees the client's slot at once, so a client that
     // asks again from the same port right away (EDK2 after ERROR 8) is not taken for a duplicate.
     this.#params.onEnd({ end, error, durationMs });
-    let open = 2;
-    const closedOne = (): void => {
-      open -= 1;
-      if (open === 0) this.#markClosed();
-    };
-    this.#socket.close(closedOne);
-    this.#strays.close(closedOne);
+    this.#socket.close(() => this.#markClosed());
   }
 }

@@ -235,7 +235,6 @@ export class ThreadPoolRunner implements TransferRunner {
         slot.settleFirst();
         return;
       case 'started':
-      case 'stray':
         this.#hooks.onEvent(event);
         return;
       case 'startFailed':

@@ -56,6 +56,4 @@ export type TransferEvent =
   | { readonly type: 'startFailed'; readonly id: number; readonly message: string }
   | { readonly type: 'ended'; readonly id: number; readonly end: SessionEnd }
   | { readonly type: 'repeated'; readonly id: number; readonly admit: boolean }
-  /** A packet from a wrong TID reached transfer id's port and was answered with ERROR 5. */
-  | { readonly type: 'stray'; readonly id: number; readonly from: TftpPeer }
   | { readonly type: 'closed' };

@@ -7,7 +7,7 @@ import type { TransferCommand, TransferEvent, TransferThreadConfig } from './tra
 export type StartCommand = Extract<TransferCommand, { type: 'start' }>;
 
 /** The events a runner passes on to the server; it answers 'repeated' and 'closed' itself. */
-export type RunnerEvent = Extract<TransferEvent, { type: 'started' | 'startFailed' | 'ended' | 'stray' }>;
+export type RunnerEvent = Extract<TransferEvent, { type: 'started' | 'startFailed' | 'ended' }>;
 
 export interface RunnerHooks {
   readonly onEvent: (event: RunnerEvent) => void;
@@ -87,7 +87,6 @@ export class InThreadRunner implements TransferRunner {
       case 'started':
       case 'startFailed':
       case 'ended':
-      case 'stray':
         this.#hooks.onEvent(event);
         return;
       default: {

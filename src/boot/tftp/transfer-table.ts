@@ -77,7 +77,6 @@ export class TransferTable {
           this.#emit({ type: 'ended', id, end });
         },
         onStart: ({ blockSize, windowSize }) => this.#emit({ type: 'started', id, blockSize, windowSize }),
-        onStrayPacket: (from) => this.#emit({ type: 'stray', id, from }),
       });
     } catch (error) {
       this.#emit({

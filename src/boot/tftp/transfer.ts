@@ -17,7 +17,8 @@
 // - ERROR 8 from the client (it declines the options, as EDK2 does once it has learned the
 //   size from tsize) ends the transfer quietly, without a reply.
 //
-// Packets from a wrong TID never reach this machine: the driver answers them with ERROR 5.
+// Packets from a wrong TID never reach this machine: the driver's socket is connected to the
+// client, and the kernel answers anyone else with ICMP port unreachable (src/boot/tftp/session.ts).
 import {
   TftpErrorCode,
   type ErrorPacket,
