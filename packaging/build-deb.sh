@@ -70,5 +70,7 @@ CONTROL
 
 mkdir -p "$out"
 deb="$out/slipway_${version}_amd64.deb"
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
+# zstd, which dpkg reads since 1.21.18 (Debian 12 and later): level 9 compresses the package in
+# under a second, 14 MB, where xz took 23 CPU seconds for 12 MB.
+dpkg-deb --root-owner-group -Zzstd -z9 --build "$stage" "$deb" >/dev/null
 echo "$deb"
