@@ -403,7 +403,7 @@ export class ControlService {
       }),
       workflowList: this.#unary('viewer', async (req) => {
         await this.#read(req.local);
-        const all = c.workflows().filter((w) => req.hardwareId === '' || w.hardwareId === req.hardwareId);
+        const all = req.hardwareId === '' ? c.workflows() : c.workflowsOfMachine(req.hardwareId);
         const page = pageOf(
           all,
           req,

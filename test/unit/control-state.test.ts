@@ -1586,6 +1586,28 @@ function checkInvariants(state: ControlState, previousAttempts: Map<string, numb
       `active workflows of ${worker}`,
     );
   }
+  // The index of active workflows by machine says what a scan says.
+  const machines = new Set(state.workflows().map((wf) => wf.hardwareId));
+  for (const hardwareId of machines) {
+    const scanned = state
+      .workflows()
+      .filter((wf) => !isTerminal(wf.state) && wf.hardwareId === hardwareId)
+      .map((wf) => wf.id)
+      .sort();
+    assert.deepEqual(
+      [...state.activeWorkflowIdsOfMachine(hardwareId)].sort(),
+      scanned,
+      `active workflows of machine ${hardwareId}`,
+    );
+    assert.deepEqual(
+      state.workflowsOfMachine(hardwareId).map((wf) => wf.id),
+      state
+        .workflows()
+        .filter((wf) => wf.hardwareId === hardwareId)
+        .map((wf) => wf.id),
+      `workflows of machine ${hardwareId}`,
+    );
+  }
   // The trail stays within its retention, newest first, and never holds a worker token.
   const trail = state.auditTrail({ limit: Number.MAX_SAFE_INTEGER }).entries;
   assert.ok(trail.length <= state.auditRetention.entries, `${trail.length} audit entries kept`);
@@ -1652,7 +1674,11 @@ function runStream(steps: readonly Step[], cutSeed: number): Set<string> {
     resumed?.apply(entry.index, entry.nowMs, entry.command);
   });
   assert.deepEqual(twin.snapshot(), h.state.snapshot());
-  if (resumed !== undefined) assert.deepEqual(resumed.snapshot(), h.state.snapshot());
+  if (resumed !== undefined) {
+    assert.deepEqual(resumed.snapshot(), h.state.snapshot());
+    // Its indexes, built from the snapshot and kept in step since, say what a scan says.
+    checkInvariants(resumed, new Map());
+  }
   return reached;
 }
 

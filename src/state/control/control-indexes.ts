@@ -21,6 +21,14 @@ export interface WorkflowIndex {
   readonly activeByTaskWorker: Map<string, Set<string>>;
   /** Active workflow id → the workers its tasks name (what activeByTaskWorker holds it under). */
   readonly taskWorkersOf: Map<string, readonly string[]>;
+  /**
+   * Machine id → its active workflows: a workflow's end asks which one the machine goes to next,
+   * on every node, and a scan of every active workflow there made a storm's apply cost grow with
+   * the square of its machines.
+   */
+  readonly activeByHardware: Map<string, Set<string>>;
+  /** Active workflow id → the machine activeByHardware holds it under. */
+  readonly hardwareOf: Map<string, string>;
 }
 
 export function emptyWorkflowIndex(): WorkflowIndex {
@@ -30,6 +38,8 @@ export function emptyWorkflowIndex(): WorkflowIndex {
     workerOf: new Map(),
     activeByTaskWorker: new Map(),
     taskWorkersOf: new Map(),
+    activeByHardware: new Map(),
+    hardwareOf: new Map(),
   };
 }
 
@@ -53,6 +63,24 @@ export function indexWorkflow(ix: WorkflowIndex, wf: Workflow): void {
   if (isTerminal(wf.state)) ix.active.delete(wf.id);
   else ix.active.add(wf.id);
   indexTaskWorkers(ix, wf);
+  indexHardware(ix, wf);
+}
+
+/** Files an active workflow under its machine; a finished one under none. */
+function indexHardware(ix: WorkflowIndex, wf: Workflow): void {
+  const hardwareId = isTerminal(wf.state) ? undefined : wf.hardwareId;
+  const previous = ix.hardwareOf.get(wf.id);
+  if (previous === hardwareId) return;
+  if (previous !== undefined) {
+    const ids = ix.activeByHardware.get(previous);
+    ids?.delete(wf.id);
+    if (ids?.size === 0) ix.activeByHardware.delete(previous);
+    ix.hardwareOf.delete(wf.id);
+  }
+  if (hardwareId !== undefined) {
+    addTo(ix.activeByHardware, hardwareId, wf.id);
+    ix.hardwareOf.set(wf.id, hardwareId);
+  }
 }
 
 /** Files an active workflow under each worker its tasks name; a finished one under none. */

@@ -51,6 +51,8 @@ export interface HardwareInterface {
   readonly iface: NetworkInterface;
 }
 
+const noIds: ReadonlySet<string> = new Set();
+
 export class ControlState {
   /** What apply (and restore) changed, for the node's services (change-stream.ts). */
   readonly changes = new ChangeStream();
@@ -213,6 +215,17 @@ export class ControlState {
     return [...this.#t.workflows.values()].sort(byCreation);
   }
 
+  /**
+   * The machine's workflows, finished or not, oldest first: picked out before the sort, since a
+   * client that lists one machine's workflows for each of thousands of machines (a look before a
+   * create) would otherwise sort every workflow each time.
+   */
+  workflowsOfMachine(hardwareId: string): Workflow[] {
+    const out: Workflow[] = [];
+    for (const wf of this.#t.workflows.values()) if (wf.hardwareId === hardwareId) out.push(wf);
+    return out.sort(byCreation);
+  }
+
   /** Active workflows whose running or next action runs on this worker, oldest first. */
   workflowsForWorker(workerId: string): Workflow[] {
     return this.#workflowsOf(this.#t.byWorker.get(workerId) ?? []).sort(byCreation);
@@ -231,6 +244,11 @@ export class ControlState {
   /** The ids of the workflows not yet finished (for the leader's deadline scanner), in no order. */
   activeWorkflowIds(): ReadonlySet<string> {
     return this.#t.active;
+  }
+
+  /** The ids of the machine's workflows that are not finished. */
+  activeWorkflowIdsOfMachine(hardwareId: string): ReadonlySet<string> {
+    return this.#t.activeByHardware.get(hardwareId) ?? noIds;
   }
 
   /** How many workflows are finished. */
@@ -386,7 +404,7 @@ function machinesHost(t: ControlTables): ConstructorParameters<typeof Machines>[
     },
     workflow: (id) => t.workflows.get(id),
     allWorkflows: () => t.workflows.values(),
-    activeWorkflowIds: () => t.active,
+    activeWorkflowIdsOf: (hardwareId) => t.activeByHardware.get(hardwareId) ?? noIds,
     storeHardware: (hw) => storeHardware(t, hw, t.hardware.get(hw.id)),
     removeHardware: (id) => {
       const removed = deleteHardware(t, id);

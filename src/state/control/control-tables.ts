@@ -39,6 +39,9 @@ export class ControlTables {
   /** Worker id → active workflows with any task on that worker (control-indexes.ts). */
   activeByTaskWorker = new Map<string, Set<string>>();
   taskWorkersOf = new Map<string, readonly string[]>();
+  /** Machine id → its active workflows (control-indexes.ts). */
+  activeByHardware = new Map<string, Set<string>>();
+  hardwareOf = new Map<string, string>();
   tokens = new Map<string, OperatorToken>();
   tokenBySha = new Map<string, string>();
   leases = new LeaseTable();

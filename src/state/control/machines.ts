@@ -64,7 +64,8 @@ export interface MachinesHost {
   workflow(id: string): Workflow | undefined;
   /** Every workflow, in no order. */
   allWorkflows(): Iterable<Workflow>;
-  activeWorkflowIds(): ReadonlySet<string>;
+  /** The machine's workflows that are not finished. */
+  activeWorkflowIdsOf(hardwareId: string): Iterable<string>;
   /** Stores a changed machine (indexes, hooks). */
   storeHardware(hw: Hardware): void;
   /**
@@ -444,9 +445,9 @@ export class Machines {
   /** The oldest other active workflow for the machine: one queued there before state version 3. */
   #nextOwner(hardwareId: string, ended: string): Workflow | undefined {
     let next: Workflow | undefined;
-    for (const id of this.#host.activeWorkflowIds()) {
+    for (const id of this.#host.activeWorkflowIdsOf(hardwareId)) {
       const wf = id === ended ? undefined : this.#host.workflow(id);
-      if (wf?.hardwareId === hardwareId && (next === undefined || byCreation(wf, next) < 0)) next = wf;
+      if (wf !== undefined && (next === undefined || byCreation(wf, next) < 0)) next = wf;
     }
     return next;
   }

@@ -175,6 +175,8 @@ export function installTables(t: ControlTables, image: SnapshotImage, prepared: 
   t.workerOf = prepared.workflowIndex.workerOf;
   t.activeByTaskWorker = prepared.workflowIndex.activeByTaskWorker;
   t.taskWorkersOf = prepared.workflowIndex.taskWorkersOf;
+  t.activeByHardware = prepared.workflowIndex.activeByHardware;
+  t.hardwareOf = prepared.workflowIndex.hardwareOf;
   t.powerJobs = prepared.powerJobs;
   t.powerJobsByHardware = prepared.powerJobsByHardware;
   t.activePowerJobs = prepared.activePowerJobs;
