@@ -47,39 +47,32 @@ export function emptyWorkflowIndex(): WorkflowIndex {
 export function indexWorkflow(ix: WorkflowIndex, wf: Workflow): void {
   const index = currentActionIndex(wf);
   const worker = index === undefined ? undefined : actionPositions(wf.spec)[index]?.task.worker;
-  const previous = ix.workerOf.get(wf.id);
-  if (previous !== worker) {
-    if (previous !== undefined) {
-      const ids = ix.byWorker.get(previous);
-      ids?.delete(wf.id);
-      if (ids?.size === 0) ix.byWorker.delete(previous);
-      ix.workerOf.delete(wf.id);
-    }
-    if (worker !== undefined) {
-      addTo(ix.byWorker, worker, wf.id);
-      ix.workerOf.set(wf.id, worker);
-    }
-  }
+  refile(ix.byWorker, ix.workerOf, wf.id, worker);
   if (isTerminal(wf.state)) ix.active.delete(wf.id);
   else ix.active.add(wf.id);
   indexTaskWorkers(ix, wf);
-  indexHardware(ix, wf);
+  // Files an active workflow under its machine; a finished one under none.
+  refile(ix.activeByHardware, ix.hardwareOf, wf.id, isTerminal(wf.state) ? undefined : wf.hardwareId);
 }
 
-/** Files an active workflow under its machine; a finished one under none. */
-function indexHardware(ix: WorkflowIndex, wf: Workflow): void {
-  const hardwareId = isTerminal(wf.state) ? undefined : wf.hardwareId;
-  const previous = ix.hardwareOf.get(wf.id);
-  if (previous === hardwareId) return;
+/** Files `id` under `key` (none when undefined) in `index`, moving it from where `keyOf` had it. */
+function refile(
+  index: Map<string, Set<string>>,
+  keyOf: Map<string, string>,
+  id: string,
+  key: string | undefined,
+): void {
+  const previous = keyOf.get(id);
+  if (previous === key) return;
   if (previous !== undefined) {
-    const ids = ix.activeByHardware.get(previous);
-    ids?.delete(wf.id);
-    if (ids?.size === 0) ix.activeByHardware.delete(previous);
-    ix.hardwareOf.delete(wf.id);
+    const ids = index.get(previous);
+    ids?.delete(id);
+    if (ids?.size === 0) index.delete(previous);
+    keyOf.delete(id);
   }
-  if (hardwareId !== undefined) {
-    addTo(ix.activeByHardware, hardwareId, wf.id);
-    ix.hardwareOf.set(wf.id, hardwareId);
+  if (key !== undefined) {
+    addTo(index, key, id);
+    keyOf.set(id, key);
   }
 }
 
