@@ -24,7 +24,7 @@ export const deadlineScanMs = 100;
 export const deadlineWalkMaxMs = 1000;
 
 // Workflow records are immutable (every change makes a new one), so a record's deadline is
-// worked out once, not on each of the ten scans a second over every active workflow.
+// worked out once, not on each walk over every active workflow.
 const deadlines = new WeakMap<Workflow, number | undefined>();
 
 function deadlineOf(wf: Workflow): number | undefined {
@@ -56,7 +56,7 @@ export class DeadlineScanner {
   #stopTimer: Cancel | undefined;
   /** When the next walk is due (0: at the next tick). */
   #nextWalkMs = 0;
-  /** Walks done (for tests and metrics). */
+  /** Walks done so far (the tests read it). */
   walks = 0;
   /** Deadline expiries proposed by this node (for metrics). */
   expired = 0;
