@@ -283,6 +283,7 @@ export function fleetResultOf(
   return mergeShards(shards, JSON.parse(checkLine) as FleetCheck);
 }
 
+/** The fleet's shards added up, with what the cluster recorded. */
 function mergeShards(shards: readonly ShardResult[], check: FleetCheck): FleetResult {
   const sum = (of: (r: ShardResult) => number): number => shards.reduce((n, r) => n + of(r), 0);
   return {

@@ -405,7 +405,6 @@ function lastClaimedCount(output: string): number {
   return Number.parseInt(output.slice(at + '"event":"claimed","count":'.length), 10) || 0;
 }
 
-/** The fleet's shards added up, with what the cluster recorded. */
 /** What the storm measured besides the fleet's result file. */
 interface StormRun {
   readonly killedAt: number | null;
