@@ -28,6 +28,7 @@ import {
 import { IpmiSim, ipmiSimMissing } from '../support/ipmi-sim.js';
 import { NetnsLab, requireCommands } from '../support/netns.js';
 import { NetnsCluster } from '../support/netns-cluster.js';
+import { stateVersionOfThisBuild } from '../../src/state/versions.js';
 import { waitFor } from '../support/wait.js';
 import { sharedBootOs } from '../support/shared-boot-os.js';
 
@@ -106,6 +107,8 @@ describe("Tinkerbell's objects imported and run on a QEMU machine", { concurrenc
         },
       ]);
       await cluster.waitForLeader(ns, 20_000);
+      // The import creates a workflow, which the cluster takes once it runs at this build's version.
+      await cluster.waitForClusterVersion(ns, stateVersionOfThisBuild, 30_000);
 
       // The machine: an empty disk behind a BMC whose chassis control starts QEMU.
       const emptyDisk = path.join(lab.dir, 'vda.raw');

@@ -306,6 +306,29 @@ export class NetnsCluster {
     throw new Error(`no agreed leader within ${timeoutMs} ms; last status: ${JSON.stringify(last)}`);
   }
 
+  /**
+   * Waits until the cluster runs at state version `version`: its leader raises the version
+   * within a round or two of every voter running this build, and until then the commands the
+   * version gates (workflow create among them) are refused.
+   */
+  async waitForClusterVersion(ns: string, version: number, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let last = '';
+    while (Date.now() < deadline) {
+      const r = await this.slipway(ns, ['-o', 'json', 'cluster', 'version']);
+      last = r.stdout + r.stderr;
+      if (
+        r.code === 0 &&
+        ((JSON.parse(r.stdout) as { clusterVersion?: number }).clusterVersion ?? 0) >= version
+      )
+        return;
+      await new Promise((resolve) => setTimeout(resolve, leaderPollMs));
+    }
+    throw new Error(
+      `the cluster did not reach version ${String(version)} within ${String(timeoutMs)} ms: ${last}`,
+    );
+  }
+
   /** SIGKILL `node` (no leadership hand-over; or SIGTERM, with one) and resolve once it has exited. */
   async kill(node: NetnsNode, signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): Promise<void> {
     if (!node.running) return;
