@@ -156,62 +156,6 @@ describe('kv verbs', () => {
       );
     }
     const follower = cluster.nodes.find((n) => n.id !== leader.id)!;
-    const put = await cli(['--server', follower.apiAddr, 'kv', 'put', 'via-follower', 'yes']);
-    assert.equal(put.code, 0, put.stderr);
-    const get = await cli(['--server', follower.apiAddr, 'kv', 'get', 'via-follower']);
-    assert.equal(get.stdout.trim(), 'yes');
-  });
-
-  test('puts a follower receives together go to the leader in fewer calls, each with its own answer', async () => {
-    const leader = await cluster.waitForLeader();
-    const follower = cluster.nodes.find((n) => n.id !== leader.id)!;
-    const forwarded = async (): Promise<{ commands: number; calls: number }> => {
-      const text = await (await fetch(`http://${follower.metricsAddr}/metrics`)).text();
-      const pick = (name: string): number =>
-        Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
-      return {
-        commands: pick('slipway_forwarded_commands_total'),
-        calls: pick('slipway_forward_calls_total'),
-      };
-    };
-    const via = new ClusterClient([follower.apiAddr], { timeoutMs: 20_000 });
-    try {
-      const before = await forwarded();
-      const keys = Array.from({ length: 40 }, (_, i) => `batched-${String(i)}`);
-      const answers = await Promise.all(keys.map((key) => via.call('put', { key, value: Buffer.from(key) })));
-      const revisions = new Set(answers.map((a) => a.revision));
-      assert.equal(revisions.size, keys.length, 'each put has its own revision');
-      const after = await forwarded();
-      assert.equal(after.commands - before.commands, keys.length, 'every put was forwarded');
-      assert.ok(
-        after.calls - before.calls < keys.length,
-        `${String(keys.length)} puts in ${String(after.calls - before.calls)} calls`,
-      );
-      const get = await cli(['--server', leader.apiAddr, 'kv', 'get', 'batched-39']);
-      assert.equal(get.stdout.trim(), 'batched-39');
-    } finally {
-      via.close();
-    }
-  });
-
-  test('an audited write and its audit record are one raft entry, on the leader and through a follower', async () => {
-    // Version 3 puts the record into the write's entry; the leader raises it by itself.
-    const leader = await cluster.waitForLeader();
-    await cluster.waitForClusterVersion(leader, stateVersionAuditInEntry);
-    // At that version each member records its API address (src/node/api-address-keeper.ts), an
-    // entry each, within a round of 2 s: the count starts once every address is in.
-    await waitFor(
-      "every member's API address in the state",
-      async () => {
-        const s = await cluster.status(leader, 5000);
-        return (
-          s !== null && s.members.length === cluster.nodes.length && s.members.every((m) => m.apiAddr !== '')
-        );
-      },
-      30_000,
-      100,
-    );
-    const follower = cluster.nodes.find((n) => n.id !== leader.id)!;
     for (const [via, key] of [
       [leader, 'one-entry-leader'],
       [follower, 'one-entry-follower'],
