@@ -53,6 +53,14 @@ before(async () => {
     60_000,
     200,
   );
+  // xDS names a member once its probe finds it serving, in the cluster's first seconds: until
+  // then its answers hold no endpoint, and a client through it has nowhere to go.
+  await waitFor(
+    'xDS to name a serving member',
+    async () => (await cli([...viaXds(), '--timeout', '3000', 'cluster', 'status'])).code === 0,
+    60_000,
+    200,
+  );
 });
 
 after(async () => {
