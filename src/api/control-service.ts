@@ -92,7 +92,7 @@ import {
   renderForMachine,
 } from './allocation-offer.js';
 import { machineStates, operatorVerbs, type MachineState } from '../model/machine-lifecycle.js';
-import { stateVersionFleet } from '../state/versions.js';
+import { stateVersionFleet, versionRefusal } from '../state/versions.js';
 import type { Proposer } from './proposer.js';
 import { realClock } from '../platform/clock.js';
 
@@ -329,7 +329,7 @@ export class ControlService {
     if (this.#ctx.control.clusterVersion < stateVersionFleet) {
       throw new ApiError(
         status.FAILED_PRECONDITION,
-        `--state (machine states) needs cluster version ${stateVersionFleet}, and the cluster runs at version ${this.#ctx.control.clusterVersion} until every voter runs a build that supports it: finish the rolling upgrade (\`slipway cluster version\` shows each member)`,
+        versionRefusal('--state (machine states)', stateVersionFleet, this.#ctx.control.clusterVersion),
       );
     }
     return new Set(names as MachineState[]);
@@ -1147,7 +1147,7 @@ export class ControlService {
       if (c.clusterVersion < stateVersionFleet) {
         throw new ApiError(
           status.FAILED_PRECONDITION,
-          `--selector needs cluster version ${stateVersionFleet}, and the cluster runs at version ${c.clusterVersion} until every voter runs a build that supports it: finish the rolling upgrade (\`slipway cluster version\` shows each member)`,
+          versionRefusal('--selector', stateVersionFleet, c.clusterVersion),
         );
       }
       const template = this.#template(req.template);

@@ -100,7 +100,7 @@ export class EntryTooNewError extends Error {
 
 /**
  * Why `command` may not be proposed in a cluster at `clusterVersion`, or undefined when it may.
- * The refusal names what to do: finish the upgrade.
+ * The refusal names what to do: wait for a new cluster's members, or finish the upgrade.
  */
 export function clusterVersionRefusal(command: ControlCommand, clusterVersion: number): string | undefined {
   const needs = controlCommandVersion(command);
@@ -110,9 +110,16 @@ export function clusterVersionRefusal(command: ControlCommand, clusterVersion: n
   // Raising the version is the one command newer than the cluster: the leader proposes it only
   // once every voter supports the new version (cluster-version-keeper.ts).
   if (needs <= clusterVersion || command.type === 'cluster.version') return undefined;
+  return versionRefusal(command.type, needs, clusterVersion);
+}
+
+/** Why `what`, which needs cluster version `needs`, is refused at `clusterVersion`: what to do. */
+export function versionRefusal(what: string, needs: number, clusterVersion: number): string {
   return (
-    `${command.type} needs cluster version ${needs}, and the cluster runs at version ${clusterVersion} ` +
-    'until every voter runs a build that supports it: finish the rolling upgrade ' +
+    `${what} needs cluster version ${needs}, and the cluster runs at version ${clusterVersion} ` +
+    'until every voter runs a build that supports it: its leader raises the version as soon as ' +
+    'every voter has answered with such a build (a cluster just started, within a second or two ' +
+    'once all its members run); in a rolling upgrade, finish the upgrade ' +
     '(`slipway cluster version` shows each member)'
   );
 }
