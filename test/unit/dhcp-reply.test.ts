@@ -486,6 +486,19 @@ void describe('golden iPXE DISCOVER end to end', () => {
     assert.equal(p.file, script);
     assert.equal(p.options.vendorSpecific, undefined, 'no PXE discovery options for iPXE');
     assert.equal(r.destination.via, 'broadcast');
+    // no-pxedhcp: the server handing out the address is the only one with boot information, so
+    // iPXE requests at once instead of waiting about 2 s for ProxyDHCP offers.
+    assert.deepEqual(Array.from(p.options.ipxe?.raw ?? []), [176, 1, 1, 255]);
+    assert.deepEqual(
+      p.options.ipxe?.subOptions.map((o) => [o.code, Array.from(o.data)]),
+      [[176, [1]]],
+    );
+    // Not from a ProxyDHCP server (whose offer iPXE waits for), nor to a PXE ROM.
+    const fromProxy = onTheWire(replied(proxy(req, boot)));
+    assert.equal(fromProxy.file, script);
+    assert.equal(fromProxy.options.ipxe, undefined);
+    const rom = onTheWire(replied(reservation(discover())));
+    assert.equal(rom.options.ipxe, undefined);
   });
 });
 

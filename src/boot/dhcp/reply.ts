@@ -13,9 +13,15 @@
 
 import { broadcastFlag, hasBroadcastFlag, type DhcpPacket } from './codec.js';
 import { DhcpSettingsError } from './errors.js';
-import { maxMessageSizeMin, optionCode, type DhcpMessageType, type DhcpOptions } from './options.js';
+import {
+  maxMessageSizeMin,
+  optionCode,
+  type DhcpMessageType,
+  type DhcpOptions,
+  type IpxeEncapsulated,
+} from './options.js';
 import type { BootDecision } from './pxe-policy.js';
-import { encodeSubOptions, pxeSubOptionCode } from './sub-options.js';
+import { encodeSubOptions, ipxeSubOptionCode, pxeSubOptionCode, type SubOption } from './sub-options.js';
 import { ipv4Broadcast, ipv4Zero, isContiguousMask, latin1ToBytes, subnetBroadcast } from './wire-values.js';
 import { isIpv4 } from '../../platform/addresses.js';
 
@@ -181,7 +187,7 @@ function reply(
   reason: string,
 ): ReplyOutcome {
   const { request } = input;
-  const boot = bootFields(request, input.boot);
+  const boot = bootFields(request, input.boot, input.mode);
   const configuration =
     input.mode === 'reservation'
       ? leaseOptions(input.lease, type === 'ACK' && addresses.yiaddr === ipv4Zero)
@@ -229,7 +235,8 @@ function sharedReservationOptions(
   // name may hold the separator itself.
   const file = b.bootfileName ?? '';
   const vendorClass = b.vendorClass ?? '';
-  const key = `${type}|${serverId}|${file.length}:${file}|${vendorClass.length}:${vendorClass}|${vendorSpecific}`;
+  const ipxe = b.ipxe === undefined ? '' : Array.from(b.ipxe.raw).join('.');
+  const key = `${type}|${serverId}|${file.length}:${file}|${vendorClass.length}:${vendorClass}|${vendorSpecific}|${ipxe}`;
   let options = byAnswer.get(key);
   if (options === undefined) {
     // Bounded: the key varies only with settings and the few boot answers a machine can get.
@@ -341,7 +348,17 @@ interface BootFields {
   readonly options: DhcpOptions;
 }
 
-function bootFields(request: DhcpPacket, boot: BootDecision): BootFields {
+/**
+ * To an iPXE client of a server that hands out its address: no-pxedhcp, so that it requests at
+ * once instead of waiting for ProxyDHCP offers that will not come. Not from a ProxyDHCP server,
+ * whose offer is the one it waits for.
+ */
+const ipxeNoProxyDhcp: IpxeEncapsulated = (() => {
+  const subOptions: SubOption[] = [{ code: ipxeSubOptionCode.noPxeDhcp, data: Uint8Array.of(1) }];
+  return { raw: encodeSubOptions(subOptions, 'dhcp', 'option 175 (iPXE)'), subOptions };
+})();
+
+function bootFields(request: DhcpPacket, boot: BootDecision, mode: ReplyInput['mode']): BootFields {
   if (boot.kind === 'no-boot') return { siaddr: ipv4Zero, file: '', options: {} };
   // PXE ROMs read the `file` field; a long URL only fits option 67, which iPXE also reads.
   const fitsFileField = boot.bootfile.length <= fileFieldTextMax;
@@ -353,6 +370,7 @@ function bootFields(request: DhcpPacket, boot: BootDecision): BootFields {
     options: {
       ...(fitsFileField && !asked ? {} : { bootfileName: boot.bootfile }),
       ...(boot.vendorClassEcho === undefined ? {} : { vendorClass: boot.vendorClassEcho }),
+      ...(boot.client === 'ipxe' && mode === 'reservation' ? { ipxe: ipxeNoProxyDhcp } : {}),
       ...(discovery === undefined
         ? {}
         : {
