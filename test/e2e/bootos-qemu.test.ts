@@ -19,7 +19,6 @@ import { bootOsMarkers } from '../../src/bootos/init-script.js';
 import { openingKey } from '../../src/platform/sealed-box.js';
 import { NetnsLab, requireCommands } from '../support/netns.js';
 import { NetnsCluster } from '../support/netns-cluster.js';
-import { waitFor } from '../support/wait.js';
 import { sharedBootOs } from '../support/shared-boot-os.js';
 
 const nodeAddress = '10.77.3.1';
@@ -151,17 +150,11 @@ describe('the boot OS', { concurrency: 1 }, () => {
           'the boot OS starting its worker',
         );
         const workerStartedMs = Date.now() - started;
-        await waitFor(
-          'the workflow to finish',
-          async () => {
-            view = JSON.parse(
-              await cluster.slipwayOk(srv, ['-o', 'json', 'workflow', 'get', created.id]),
-            ) as WorkflowView;
-            return view.state === 'SUCCESS' || view.state === 'FAILED' || view.state === 'TIMEOUT';
-          },
-          180_000,
-          500,
-        );
+        // One `workflow events --follow` until it ends, not a CLI run per poll.
+        await cluster.waitForWorkflowEnd(srv, created.id, 180_000);
+        view = JSON.parse(
+          await cluster.slipwayOk(srv, ['-o', 'json', 'workflow', 'get', created.id]),
+        ) as WorkflowView;
         process.stdout.write(
           `# boot OS under QEMU (TCG): power on to worker started ${workerStartedMs} ms, to workflow done ${Date.now() - started} ms\n`,
         );

@@ -22,7 +22,13 @@ import { after, before, describe, it } from 'node:test';
 import { buildBootableDiskImage, diskImageMarkers, type DiskImage } from '../support/disk-image.js';
 import { IpmiSim, ipmiSimMissing } from '../support/ipmi-sim.js';
 import { NetnsLab, requireCommands } from '../support/netns.js';
-import { addNodeLan, NetnsCluster, slipwayBin, type NetnsNode } from '../support/netns-cluster.js';
+import {
+  addNodeLan,
+  NetnsCluster,
+  slipwayBin,
+  workflowEndLine,
+  type NetnsNode,
+} from '../support/netns-cluster.js';
 import { waitFor } from '../support/wait.js';
 import { sharedBootOs } from '../support/shared-boot-os.js';
 
@@ -234,49 +240,46 @@ async function provision(firmware: Firmware, disk: DiskImage): Promise<void> {
       ])
     ).trim();
 
-    // While image2disk runs, the node holding the VIP dies.
+    // While image2disk runs, the node holding the VIP dies. One `workflow events --follow`
+    // watches the workflow from here to its end, across the kill (it survives the loss of the
+    // node serving it), instead of a CLI run per poll: each run starts a Node process, CPU that
+    // QEMU's emulation needs.
     const get = async (): Promise<WorkflowView> =>
       JSON.parse(await cluster.slipwayOk(ns.ops, ['-o', 'json', 'workflow', 'get', id])) as WorkflowView;
-    // While polling, one CLI run that a loaded machine stretched past its timeout is another
-    // poll, not a failure: the wait's own deadline still bounds it. Each run starts a Node
-    // process, CPU that QEMU's emulation needs, so the polls are not too close.
-    const poll = async (): Promise<WorkflowView> => get().catch(() => view);
-    let view = await get();
-    await waitFor(
-      'image2disk to start on the machine',
-      async () => {
-        view = await poll();
-        return view.actions[0]?.state === 'RUNNING' || view.state !== 'PENDING';
-      },
-      300_000,
-      // The download takes seconds on the shaped tap: polled often enough to catch it running.
-      500,
-    );
-    const workerConnectedMs = Date.now() - created;
-    assert.equal(view.actions[0]?.state, 'RUNNING', `${JSON.stringify(view)}\n${await tail(console)}`);
-    const doomed = await holder(lab, cluster);
-    assert.ok(doomed !== undefined, 'a node holds the VIP');
-    await cluster.kill(doomed);
-    await waitFor(
-      'the VIP to move to a live node',
-      async () => {
-        const now = await holder(lab, cluster, doomed);
-        return now !== undefined;
-      },
-      30_000,
-      200,
-    );
-    const newHolder = await holder(lab, cluster, doomed);
-
-    await waitFor(
-      'the workflow to finish',
-      async () => {
-        view = await poll();
-        return ['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'].includes(view.state);
-      },
-      300_000,
-      1000,
-    );
+    const events = cluster.spawnSlipway(ns.ops, ['workflow', 'events', id, '--follow']);
+    let view: WorkflowView;
+    let workerConnectedMs: number;
+    let vipMove: string;
+    try {
+      await events.waitForOutput(
+        (out) => / action\.started\b/.test(out) || workflowEndLine.test(out),
+        300_000,
+        'image2disk to start on the machine',
+      );
+      view = await get();
+      workerConnectedMs = Date.now() - created;
+      assert.equal(view.actions[0]?.state, 'RUNNING', `${JSON.stringify(view)}\n${await tail(console)}`);
+      const doomed = await holder(lab, cluster);
+      assert.ok(doomed !== undefined, 'a node holds the VIP');
+      await cluster.kill(doomed);
+      await waitFor(
+        'the VIP to move to a live node',
+        async () => {
+          const now = await holder(lab, cluster, doomed);
+          return now !== undefined;
+        },
+        30_000,
+        200,
+      );
+      const newHolder = await holder(lab, cluster, doomed);
+      // The follower ends when the workflow does.
+      await events.waitForOutput((out) => workflowEndLine.test(out), 300_000, 'the workflow to finish');
+      view = await get();
+      vipMove = `${doomed.id} -> ${newHolder?.id ?? '?'}`;
+    } finally {
+      if (events.running) events.child.kill('SIGTERM');
+      await events.exited;
+    }
     const doneMs = Date.now() - created;
     assert.equal(view.state, 'SUCCESS', `${JSON.stringify(view, null, 1)}\n${await tail(console)}`);
     assert.deepEqual(
@@ -318,7 +321,7 @@ async function provision(firmware: Firmware, disk: DiskImage): Promise<void> {
     assert.ok(text.includes('slipway-e2e: the installed system booted'), await tail(console));
     process.stdout.write(
       `# ${firmware.name}: workflow create to worker running ${workerConnectedMs} ms, to workflow done ${doneMs} ms, ` +
-        `to the installed system's marker ${Date.now() - created} ms; VIP ${doomed.id} -> ${newHolder?.id ?? '?'}, ` +
+        `to the installed system's marker ${Date.now() - created} ms; VIP ${vipMove}, ` +
         `image fetched ${full} time(s) whole, resumed ${resumed} time(s)\n`,
     );
   } finally {

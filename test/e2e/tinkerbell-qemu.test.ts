@@ -176,22 +176,13 @@ describe("Tinkerbell's objects imported and run on a QEMU machine", { concurrenc
         ).workflows;
         assert.equal(workflows.length, 1, `one workflow from the import: ${JSON.stringify(workflows)}`);
         const id = workflows[0]?.id ?? '';
-        let view: WorkflowView | undefined;
-        // A CLI run a loaded machine stretched past its timeout is another poll, not a failure.
-        await waitFor(
-          'the imported workflow to finish',
-          async () => {
-            view = await cluster
-              .slipwayOk(ns, ['-o', 'json', 'workflow', 'get', id])
-              .then((out) => JSON.parse(out) as WorkflowView)
-              .catch(() => view);
-            return ['SUCCESS', 'FAILED', 'TIMEOUT', 'CANCELLED'].includes(view?.state ?? '');
-          },
-          420_000,
-          1000,
-        );
+        // One `workflow events --follow` until it ends, not a CLI run per poll.
+        await cluster.waitForWorkflowEnd(ns, id, 420_000);
+        const view = JSON.parse(
+          await cluster.slipwayOk(ns, ['-o', 'json', 'workflow', 'get', id]),
+        ) as WorkflowView;
         const doneMs = Date.now() - created;
-        assert.equal(view?.state, 'SUCCESS', `${JSON.stringify(view, null, 1)}\n${await tail(console)}`);
+        assert.equal(view.state, 'SUCCESS', `${JSON.stringify(view, null, 1)}\n${await tail(console)}`);
         assert.deepEqual(
           view.actions.map((a) => [a.name, a.state, a.attempt]),
           [

@@ -26,6 +26,9 @@ export const apiPort = 7001;
 const nodeReadyTimeoutMs = 60_000;
 /** One CLI call: node startup under tsx plus the command's own --timeout. */
 const cliTimeoutMs = 30_000;
+
+/** The line of `workflow events` (table form) that says a workflow finished. */
+export const workflowEndLine = / workflow\.(succeeded|failed|timeout|cancelled)\b/;
 const leaderPollMs = 200;
 
 export interface NetnsNodeSpec {
@@ -258,6 +261,26 @@ export class NetnsCluster {
       [process.execPath, slipwayBin, '--server', this.servers(), ...args],
       cliTimeoutMs,
     );
+  }
+
+  /**
+   * `slipway --server <live nodes> ARGS` inside `ns`, left running: for a command that streams
+   * (`workflow events --follow`), one process instead of a CLI run per poll, each of which costs
+   * the CPU of a Node start that a QEMU machine on the same cores needs.
+   */
+  spawnSlipway(ns: string, args: readonly string[]): LabProcess {
+    return this.lab.spawn(ns, [process.execPath, slipwayBin, '--server', this.servers(), ...args]);
+  }
+
+  /** Waits, through one `workflow events --follow` in `ns`, until workflow `id` has finished. */
+  async waitForWorkflowEnd(ns: string, id: string, timeoutMs: number): Promise<void> {
+    const events = this.spawnSlipway(ns, ['workflow', 'events', id, '--follow']);
+    try {
+      await events.waitForOutput((out) => workflowEndLine.test(out), timeoutMs, `workflow ${id} to finish`);
+    } finally {
+      if (events.running) events.child.kill('SIGTERM');
+      await events.exited;
+    }
   }
 
   /** Like slipway(), but throws with the output unless the command exits 0; returns stdout. */
