@@ -82,7 +82,7 @@ import { MachineEventHub, type EventHub } from './event-hub.js';
 import { hardwareHistoryHandler } from './hardware-history.js';
 import { explainMachines, selectedBy, selectorArgument } from './hardware-selection.js';
 import { noMachineMessage, tallyOf } from '../fleet/allocation.js';
-import { raceNeedsTwoMessage } from '../state/control/allocation.js';
+import { awaitsAlternate, raceNeedsTwoMessage } from '../state/control/allocation.js';
 import { formatSelector } from '../fleet/selector-terms.js';
 import {
   allocationRoundsMax,
@@ -1014,7 +1014,7 @@ export class ControlService {
         next = e.seq + 1;
         call.write({ event: eventRecord(e) });
         if (!req.follow) return;
-        if (isFinal(e)) finish();
+        if (this.#followEndsAt(req.workflowId, e)) finish();
       };
       call.on('cancelled', () => {
         done = true;
@@ -1040,7 +1040,7 @@ export class ControlService {
         backlogSent = true;
         drain();
         if (!req.follow) finish();
-        else if (isTerminal((this.#ctx.control.workflow(wf.id) ?? wf).state) && queued.length === 0) finish();
+        else if (finishedForGood(this.#ctx.control.workflow(wf.id) ?? wf) && queued.length === 0) finish();
       };
       const drain = (): void => {
         while (queued.length > 0) {
@@ -1050,6 +1050,17 @@ export class ControlService {
       };
       run().catch((err: unknown) => finish(err));
     };
+  }
+
+  /**
+   * Whether a followed workflow's stream ends with `e`: the workflow has finished for good (an
+   * alternate workflow that failed on one machine goes on to the next: its workflow.failed is not
+   * the end) and `e` is its latest event. A workflow already collected ends at its final event.
+   */
+  #followEndsAt(workflowId: string, e: WorkflowEvent): boolean {
+    const wf = this.#ctx.control.workflow(workflowId);
+    if (wf === undefined) return isFinal(e);
+    return finishedForGood(wf) && this.#ctx.control.events(workflowId, e.seq + 1, 1).length === 0;
   }
 
   /** Proposes an operator's command with who asked; a refusal by apply becomes the call's error. */
@@ -1220,6 +1231,11 @@ const finalEvents = new Set<string>([
 ]);
 
 /** A follow stream ends with the workflow; a retry would start a new follow. */
+/** Ended, and not about to move to another machine under its alternate policy. */
+function finishedForGood(wf: Workflow): boolean {
+  return isTerminal(wf.state) && !awaitsAlternate(wf);
+}
+
 function isFinal(e: WorkflowEvent): boolean {
   return finalEvents.has(e.type);
 }

@@ -292,18 +292,18 @@ describe('the fleet in the machine lab', () => {
           ...['--on-failure', 'alternate', '--attempts', '2'],
         ])
       ).trim();
-      let wf: WorkflowView | undefined;
-      await waitFor(
-        'the alternate workflow to fail on m1 and give up',
-        async () => {
-          wf = await json<WorkflowView>(['workflow', 'get', retry]).catch(() => wf);
-          return wf !== undefined && wf.gaveUp !== '';
-        },
-        120_000,
-        pollMs,
+      // `workflow wait` follows it to its end: past m1's failure, to the policy giving up.
+      const waited = await up.slipway(['workflow', 'wait', retry]).then(
+        (out) => ({ code: 0, out }),
+        (err: unknown) => ({
+          code: (err as { code?: unknown }).code,
+          out: String((err as { stdout?: unknown }).stdout ?? err),
+        }),
       );
+      assert.equal(waited.code, 1, waited.out);
+      assert.match(waited.out, /^FAILED: .*no other ready machine/);
+      const wf = await json<WorkflowView>(['workflow', 'get', retry]);
       times['second failure to quarantined s'] = since(start);
-      assert.ok(wf !== undefined);
       assert.equal(wf.state, 'FAILED');
       assert.deepEqual(wf.machinesTried, [m1.id]);
       assert.match(wf.gaveUp, /no other ready machine/);

@@ -14,7 +14,6 @@ import { after, before, describe, test } from 'node:test';
 import { stateVersionFleet } from '../../src/state/versions.js';
 import { ProcessCluster } from '../support/process-cluster.js';
 import { ClusterCli } from '../support/cluster-cli.js';
-import { waitFor } from '../support/wait.js';
 
 let cluster: ProcessCluster;
 const c = new ClusterCli(() => cluster);
@@ -230,18 +229,17 @@ describe('selection with the CLI', () => {
         '3',
       ])
     ).trim();
-    let doc: WorkflowDoc | undefined;
-    await waitFor(
-      'the workflow to succeed on its third machine',
-      async () => {
-        doc = JSON.parse(await ok(['-o', 'json', 'workflow', 'get', id])) as WorkflowDoc;
-        return doc.state === 'SUCCESS';
-      },
-      60_000,
-      200,
+    // One `workflow wait` (it follows the workflow's events to its end) instead of a CLI run per
+    // poll: it ends once, on the third machine, not at each machine's failure.
+    const waited = await cli(['workflow', 'wait', id]);
+    assert.equal(
+      waited.code,
+      0,
+      `the workflow to succeed on its third machine: ${waited.stdout}${waited.stderr}`,
     );
+    const doc = JSON.parse(await ok(['-o', 'json', 'workflow', 'get', id])) as WorkflowDoc;
     assert.deepEqual(
-      [doc?.onFailure, doc?.attempts, doc?.machinesTried, doc?.hardwareId],
+      [doc.onFailure, doc.attempts, doc.machinesTried, doc.hardwareId],
       ['alternate', 3, ['b1', 'b2', 'b3'], 'b3'],
     );
     const states = async (hw: string): Promise<{ state: string; reason: string; step: string }> =>
@@ -273,12 +271,12 @@ describe('selection with the CLI', () => {
     // A second failure of b1 within the policy's window (2 in 24h) quarantines it.
     assert.match(await ok(['hardware', 'quarantine-policy']), /^FAILURES\s+WINDOW\n2\s+24h$/m);
     const again = (await ok(['workflow', 'create', '--template', 'alt', '--hardware', 'b1'])).trim();
-    await waitFor(
-      'the second workflow on b1 to fail',
-      async () =>
-        (JSON.parse(await ok(['-o', 'json', 'workflow', 'get', again])) as WorkflowDoc).state === 'FAILED',
-      60_000,
-      200,
+    const failed = await cli(['workflow', 'wait', again]);
+    assert.equal(failed.code, 1, `the second workflow on b1 to fail: ${failed.stdout}${failed.stderr}`);
+    assert.match(failed.stdout, /^FAILED/);
+    assert.equal(
+      (JSON.parse(await ok(['-o', 'json', 'workflow', 'get', again])) as WorkflowDoc).state,
+      'FAILED',
     );
     const quarantined = await states('b1');
     assert.equal(quarantined.state, 'quarantined');

@@ -174,7 +174,9 @@ function workflowReadCommands(wf: Command, connect: Connect): void {
       process.stdout.write(`${render(output, r, [r])}\n`);
     });
   wf.command('events')
-    .description('print the events of a workflow; --follow streams new ones until it finishes')
+    .description(
+      'print the events of a workflow; --follow streams new ones until it finishes (under --on-failure alternate, on its last machine)',
+    )
     .argument('<id>')
     .option('--follow', 'keep streaming (survives the loss of the node serving it)')
     .option('--from <seq>', 'start at this event sequence number (resume after a break)', '0')
@@ -211,7 +213,8 @@ function workflowWaitCommand(wf: Command, connect: Connect): void {
     .description(
       'wait until a workflow finishes and print its final state: exit 0 on SUCCESS, 1 on FAILED, ' +
         'TIMEOUT or CANCELLED (as `workflow events --follow`). Survives the loss of the node serving it.\n\n' +
-        'A race (--on-failure race) is waited for whole: exit 0 once a lane won, 1 once both lanes failed.\n\n' +
+        'A race (--on-failure race) is waited for whole: exit 0 once a lane won, 1 once both lanes failed. ' +
+        'An alternate workflow (--on-failure alternate) is waited for across its machines: a failure on one it moves on from is not the end.\n\n' +
         'Examples:\n' +
         '  id=$(slipway workflow create --template ubuntu --hardware m1) && slipway workflow wait "$id"',
     )
