@@ -1230,12 +1230,12 @@ const finalEvents = new Set<string>([
   'workflow.cancelled',
 ]);
 
-/** A follow stream ends with the workflow; a retry would start a new follow. */
 /** Ended, and not about to move to another machine under its alternate policy. */
 function finishedForGood(wf: Workflow): boolean {
   return isTerminal(wf.state) && !awaitsAlternate(wf);
 }
 
+/** A follow stream ends with the workflow; a retry would start a new follow. */
 function isFinal(e: WorkflowEvent): boolean {
   return finalEvents.has(e.type);
 }
