@@ -5,7 +5,7 @@
 // tsc --noEmit elsewhere. Used by test/build-dist.ts (this checkout's dist/ for the suite) and
 // by test/support/previous-release.ts (the release the rolling upgrade starts from).
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, relative } from 'node:path';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import { transform } from 'esbuild';
 
 const sourceDirs = ['src', 'lb', 'cluster'];
@@ -28,7 +28,7 @@ async function tsFiles(dir: string): Promise<string[]> {
  * has that much less to read for each of the suite's 1,400-odd processes.
  */
 function mapped(root: string, file: string): boolean {
-  return !relative(root, file).startsWith(join('src', 'gen'));
+  return !relative(root, file).startsWith(`${join('src', 'gen')}${sep}`);
 }
 
 async function transpile(root: string, outDir: string, file: string): Promise<void> {
