@@ -20,7 +20,13 @@ import { ClusterClient } from '../../src/cli/client.js';
 import type { WorkflowRecord } from '../../src/gen/control.js';
 import type { AttemptRef, ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
-import { ProcessCluster, runSlipway, slipwayBin, type CliResult } from '../support/process-cluster.js';
+import {
+  ProcessCluster,
+  runSlipway,
+  slipwayBin,
+  type CliResult,
+  type ProcNode,
+} from '../support/process-cluster.js';
 import { allItems } from '../../src/platform/pages.js';
 
 const adminToken = 'admin-token-for-the-control-plane-test';
@@ -42,6 +48,8 @@ async function waitFor<T>(what: string, deadlineMs: number, probe: () => Promise
 
 let cluster: ProcessCluster;
 let admin: ClusterClient;
+/** The node the frozen-node tests froze last, woken a moment before the tests that follow. */
+let lastFrozen: ProcNode | undefined;
 const workers: ChildProcess[] = [];
 
 function serverList(first: number): string {
@@ -340,6 +348,7 @@ describe('a frozen node', () => {
     const leader = await cluster.waitForLeader();
     const frozen = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null);
     assert.ok(frozen !== undefined);
+    lastFrozen = frozen;
     const template = `freeze-${freezeWhen}`;
     const steps = [
       '      - name: quick\n        command: ["true"]\n        timeout: 60',
@@ -427,7 +436,9 @@ describe('operability', () => {
 describe('forwarding through a follower', () => {
   test('writes a follower receives together go to the leader in one call, each with its own answer', async () => {
     const leader = await cluster.waitForLeader();
-    const follower = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null);
+    // Not the node the frozen-node tests just woke: what it does in its first seconds after
+    // SIGCONT is theirs to test, not this one's.
+    const follower = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null && n !== lastFrozen);
     assert.ok(follower !== undefined);
     const forwarded = async (): Promise<{ commands: number; calls: number }> => {
       const text = await (await fetch(`http://${follower.metricsAddr}/metrics`)).text();
@@ -482,7 +493,9 @@ describe('forwarding through a follower', () => {
 
   test("a worker's acknowledgment says when the leader committed its result; the next action follows", async () => {
     const leader = await cluster.waitForLeader();
-    const follower = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null);
+    // Not the node the frozen-node tests just woke: what it does in its first seconds after
+    // SIGCONT is theirs to test, not this one's.
+    const follower = cluster.nodes.find((n) => n.id !== leader.id && n.proc !== null && n !== lastFrozen);
     assert.ok(follower !== undefined);
     const steps = ['one', 'two']
       .map((name) => `      - name: ${name}\n        command: ["true"]\n        timeout: 60`)
