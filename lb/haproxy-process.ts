@@ -2,7 +2,7 @@
 // file (`haproxy -c`), starts it in the foreground (`-db`: one process, no master, so its PID is
 // the one to stop), waits until it accepts connections, and stops it by PID.
 import { execFile, spawn } from 'node:child_process';
-import { openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -61,7 +61,8 @@ export interface RunningHaproxy {
 }
 
 /**
- * Writes, checks and starts the configuration; resolves once the frontend accepts connections.
+ * Writes, checks and starts the configuration; resolves once the frontend accepts connections
+ * (and the runtime socket, when configured, is there).
  * Throws HaproxyError when the file is refused, the address is taken, or HAProxy exits early.
  */
 export async function startHaproxy(o: HaproxyStart): Promise<RunningHaproxy> {
@@ -85,10 +86,18 @@ export async function startHaproxy(o: HaproxyStart): Promise<RunningHaproxy> {
   child.once('exit', (code, signal) => (ended = `exited (${signal ?? `code ${code}`})`));
   if (o.detached) child.unref();
   const deadline = Date.now() + (o.readyTimeoutMs ?? readyTimeoutMsDefault);
-  while (!(await accepts(listen.host, listen.port))) {
+  // Up means the frontend accepts and, when configured, the runtime socket is there: HAProxy
+  // binds it after the frontend, and a follower started at once found none.
+  const socket = o.spec.runtimeSocket;
+  const ready = async (): Promise<boolean> =>
+    ended === undefined &&
+    (socket === undefined || existsSync(socket)) &&
+    (await accepts(listen.host, listen.port));
+  while (!(await ready())) {
     if (ended !== undefined || Date.now() > deadline) {
       if (ended === undefined) child.kill('SIGKILL');
-      const why = ended ?? `did not accept connections on ${o.spec.listenAddr} in time`;
+      const what = socket === undefined ? '' : ` and open its runtime socket ${socket}`;
+      const why = ended ?? `did not accept connections on ${o.spec.listenAddr}${what} in time`;
       throw new HaproxyError(`haproxy ${why}; the end of ${logFile}:\n${tail(logFile)}`);
     }
     await sleep(pollMs);
