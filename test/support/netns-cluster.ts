@@ -256,11 +256,7 @@ export class NetnsCluster {
 
   /** `slipway --server <live nodes> ARGS` inside `ns`. */
   slipway(ns: string, args: readonly string[]): Promise<RunResult> {
-    return this.lab.run(
-      ns,
-      [process.execPath, slipwayBin, '--server', this.servers(), ...args],
-      cliTimeoutMs,
-    );
+    return this.lab.run(ns, this.#slipwayArgv(args), cliTimeoutMs);
   }
 
   /**
@@ -269,7 +265,11 @@ export class NetnsCluster {
    * the CPU of a Node start that a QEMU machine on the same cores needs.
    */
   spawnSlipway(ns: string, args: readonly string[]): LabProcess {
-    return this.lab.spawn(ns, [process.execPath, slipwayBin, '--server', this.servers(), ...args]);
+    return this.lab.spawn(ns, this.#slipwayArgv(args));
+  }
+
+  #slipwayArgv(args: readonly string[]): string[] {
+    return [process.execPath, slipwayBin, '--server', this.servers(), ...args];
   }
 
   /** Waits, through one `workflow events --follow` in `ns`, until workflow `id` has finished. */
