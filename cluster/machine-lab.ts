@@ -505,11 +505,10 @@ async function startMachine(
     },
     diagnose: () => bmcPathSeen(ns, net.bmc, port, password),
   }).catch((err: unknown) => {
+    // ipmitool's last refusal first: the simulator's own report after it is long.
     throw new Error(
-      `m${i + 1}'s BMC: ${err instanceof Error ? err.message : String(err)}; ipmitool: ${refusal}`,
-      {
-        cause: err,
-      },
+      `m${i + 1}'s BMC: ipmitool: ${refusal}; ${err instanceof Error ? err.message : String(err)}`,
+      { cause: err },
     );
   });
   return {

@@ -12,7 +12,7 @@
 // Needs root (CI and the development machines run as root) and iproute2; radvd for IPv6
 // Router Advertisements, without which iPXE stalls ~15 s in IPv6 autoconf (seen under QEMU).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -183,9 +183,14 @@ export class NetnsLab {
    * otherwise cause. (veth, not dummy: the CI kernel may lack the dummy driver.) The bridge
    * floods nothing to that port, or the spare end would hand every broadcast to this
    * namespace's sockets a second time.
+   * The bridge's MAC is set, not left to the kernel: an unset one follows the lowest MAC among
+   * its ports, so a tap joining later (a machine, random MAC) changed it, and every neighbour
+   * that had the bridge's addresses cached sent its frames to the old MAC, which the bridge
+   * drops as another host's, until the entry went stale and was probed out (up to a minute).
+   * A BMC on the bridge's address stayed silent that long after the next machine's tap came.
    */
   async addBridge(ns: string, name: string, addresses: readonly string[] = []): Promise<void> {
-    await ip(['-n', ns, 'link', 'add', name, 'type', 'bridge']);
+    await ip(['-n', ns, 'link', 'add', name, 'address', bridgeMac(ns, name), 'type', 'bridge']);
     await this.#address(ns, name, addresses);
     await ip(['-n', ns, 'link', 'set', name, 'up']);
     const port = `${name.slice(0, 10)}-c0`;
@@ -436,6 +441,12 @@ async function main(argv: readonly string[]): Promise<void> {
   }
   console.error('usage: node --import tsx cluster/netns-lab.ts down slw-xxxxxx');
   process.exitCode = 2;
+}
+
+/** A locally administered unicast MAC, fixed by the bridge's namespace and name. */
+function bridgeMac(ns: string, name: string): string {
+  const bytes = createHash('sha256').update(`${ns}/${name}`).digest().subarray(0, 5);
+  return ['02', ...[...bytes].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -4,6 +4,9 @@
 // version 3, it proposes member.apiAddr when the state lacks its address or names another (it
 // was restarted on a new one), with the ids of the membership it sees. A refusal or a lost leader
 // is tried again on a later round; once the state holds the address, a round proposes nothing.
+// Rounds come every 250 ms while the state lacks the address (a new cluster raises its version
+// within a second of starting, and the address then follows at once, not up to 2 s later in the
+// middle of whatever the operator does first), every 2 s once it holds it.
 import type { Logger } from 'pino';
 import type { RaftNode } from '../raft/node.js';
 import { allMembers } from '../raft/core/membership.js';
@@ -13,6 +16,8 @@ import { stateVersionFleet } from '../state/versions.js';
 import type { Clock, Cancel } from '../platform/clock.js';
 
 const checkIntervalMs = 2000;
+/** The rounds' interval while the state lacks this node's address. */
+const pendingIntervalMs = 250;
 
 export interface ApiAddressKeeperOptions {
   readonly node: RaftNode;
@@ -21,6 +26,7 @@ export interface ApiAddressKeeperOptions {
   readonly apiAddr: string;
   readonly propose: (command: ControlCommand) => Promise<ControlResult>;
   readonly logger: Logger;
+  /** The rounds' interval once the state holds the address; default 2 s. */
   readonly intervalMs?: number;
   /** Its timers (src/platform/clock.ts: real ones in a node, virtual ones in the simulation). */
   readonly clock: Clock;
@@ -29,6 +35,7 @@ export interface ApiAddressKeeperOptions {
 export class ApiAddressKeeper {
   readonly #o: ApiAddressKeeperOptions;
   #stopTimer: Cancel | undefined;
+  #stopped = true;
   #running = false;
 
   constructor(o: ApiAddressKeeperOptions) {
@@ -36,19 +43,29 @@ export class ApiAddressKeeper {
   }
 
   start(): void {
-    void this.check();
-    this.#stopTimer = this.#o.clock.every(
-      this.#o.intervalMs ?? checkIntervalMs,
-      () => {
-        void this.check();
-      },
-      { unref: true },
-    );
+    this.#stopped = false;
+    this.#round();
   }
 
   stop(): void {
+    this.#stopped = true;
     this.#stopTimer?.();
     this.#stopTimer = undefined;
+  }
+
+  /** Whether the replicated state holds this node's address as it serves it. */
+  recorded(): boolean {
+    const { control, node, apiAddr } = this.#o;
+    return control.memberApiAddrs.find((m) => m.id === node.id)?.apiAddr === apiAddr;
+  }
+
+  #round(): void {
+    void this.check().finally(() => {
+      if (this.#stopped) return;
+      const settled = this.#o.apiAddr === '' || this.recorded();
+      const ms = settled ? (this.#o.intervalMs ?? checkIntervalMs) : pendingIntervalMs;
+      this.#stopTimer = this.#o.clock.after(ms, () => this.#round(), { unref: true });
+    });
   }
 
   /** The command a round would propose now, or undefined when there is nothing to say. */
@@ -58,7 +75,7 @@ export class ApiAddressKeeper {
     if (node.softState().leader === '') return undefined;
     const members = allMembers(node.membership()).map((m) => m.id);
     if (!members.includes(node.id)) return undefined;
-    if (control.memberApiAddrs.find((m) => m.id === node.id)?.apiAddr === apiAddr) return undefined;
+    if (this.recorded()) return undefined;
     return { type: 'member.apiAddr', id: node.id, apiAddr, members: members.sort() };
   }
 

@@ -17,7 +17,9 @@ function failureText(/** @type {TestError | undefined} */ error) {
   const cause = error?.cause;
   const inner = cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : undefined;
   const text = inner ?? error?.message ?? 'failed';
-  return text.length > 800 ? `${text.slice(0, 800)}…` : text;
+  // A harness's error may put what matters at its end (what it saw, the last refusal): both
+  // ends are kept.
+  return text.length > 4000 ? `${text.slice(0, 2500)} … ${text.slice(-1500)}` : text;
 }
 
 /** @param {AsyncIterable<{ type: string, data: TestEventData }>} source */

@@ -8,51 +8,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pino from 'pino';
 import { ClusterVersionKeeper } from '../../src/node/cluster-version-keeper.js';
-import type { Cancel, Clock } from '../../src/platform/clock.js';
 import type { RaftNode } from '../../src/raft/node.js';
 import type { ControlCommand, ControlResult } from '../../src/state/control/commands.js';
 import type { ControlState } from '../../src/state/control/control-state.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
-
-/** Timers run only when the test moves the time on. */
-class HandClock implements Clock {
-  nowMs = 0;
-  #timers: { atMs: number; fn: () => void; live: boolean }[] = [];
-
-  now(): number {
-    return this.nowMs;
-  }
-  every(): Cancel {
-    throw new Error('the keeper sets one timer at a time');
-  }
-  after(ms: number, fn: () => void): Cancel {
-    const timer = { atMs: this.nowMs + ms, fn, live: true };
-    this.#timers.push(timer);
-    return () => {
-      timer.live = false;
-    };
-  }
-  defer(fn: () => void): void {
-    setImmediate(fn);
-  }
-
-  /** Moves to `untilMs`, firing each timer due on the way and letting its round settle. */
-  async runUntil(untilMs: number): Promise<void> {
-    for (;;) {
-      const due = this.#timers.filter((t) => t.live && t.atMs <= untilMs).sort((a, b) => a.atMs - b.atMs)[0];
-      if (due === undefined) break;
-      due.live = false;
-      this.nowMs = due.atMs;
-      due.fn();
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    this.nowMs = untilMs;
-  }
-
-  get pending(): number {
-    return this.#timers.filter((t) => t.live).length;
-  }
-}
+import { HandClock } from '../support/hand-clock.js';
 
 interface Rig {
   readonly clock: HandClock;

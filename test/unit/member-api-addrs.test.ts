@@ -7,7 +7,9 @@
 // command only when the state lacks its own address or names another.
 // Method: ControlState through apply() with explicit leader stamps (through the codec, as the log
 // carries commands); snapshots compared byte for byte; the keeper's due() on a real ControlState
-// with a stand-in for the raft node's membership and leader (pure decision).
+// with a stand-in for the raft node's membership and leader (pure decision); its rounds on a
+// hand-driven clock: every 250 ms while the state lacks the address (so it follows the cluster
+// version's raise at once), every 2 s once the state holds it.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
@@ -19,6 +21,7 @@ import { clusterVersionRefusal, controlCommandVersion } from '../../src/state/ve
 import { ApiAddressKeeper } from '../../src/node/api-address-keeper.js';
 import type { RaftNode } from '../../src/raft/node.js';
 import { realClock } from '../../src/platform/clock.js';
+import { HandClock } from '../support/hand-clock.js';
 
 class Harness {
   readonly state = new ControlState();
@@ -168,5 +171,35 @@ describe('the API address keeper', () => {
       keeper(h, nodeWith('n2', ['n1', 'n2', 'n3']), '10.0.0.9:7001').due()?.type,
       'member.apiAddr',
     );
+  });
+  it('rounds every 250 ms while the state lacks the address, so it follows the version at once; 2 s after', async () => {
+    const h = new Harness(2);
+    const clock = new HandClock();
+    const proposed: ControlCommand[] = [];
+    const k = new ApiAddressKeeper({
+      node: nodeWith('n1', ['n1', 'n2', 'n3']),
+      control: h.state,
+      apiAddr: '10.0.0.1:7001',
+      propose: (command) => {
+        proposed.push(command);
+        return Promise.resolve(h.run(command));
+      },
+      logger: pino({ level: 'silent' }),
+      clock,
+    });
+    k.start();
+    await clock.runUntil(1000);
+    assert.equal(proposed.length, 0, 'nothing below version 3');
+    assert.equal(clock.nextAtMs, 1250, 'rounds every 250 ms while the address is missing');
+    h.run({ type: 'cluster.version', version: 3 });
+    await clock.runUntil(1250);
+    assert.equal(proposed.length, 1, 'proposed at the first round after the raise');
+    assert.equal(k.recorded(), true);
+    assert.equal(clock.nextAtMs, 3250, 'then every 2 s');
+    await clock.runUntil(3250);
+    assert.equal(proposed.length, 1, 'nothing more once recorded');
+    assert.equal(clock.nextAtMs, 5250);
+    k.stop();
+    assert.equal(clock.pending, 0, 'stopped: no timer left');
   });
 });
