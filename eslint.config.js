@@ -14,8 +14,10 @@ export default tseslint.config(
       'coverage/',
       'src/gen/',
       'bin/*.js',
-      // Loaded by node:test before tsx's hooks, so plain JavaScript.
+      // Loaded by node:test before tsx's hooks, or are the hooks: plain JavaScript.
       'test/support/file-times-reporter.mjs',
+      'test/support/dist-loader.mjs',
+      'test/support/dist-hooks.mjs',
       'eslint.config.js',
       'eslint/',
     ],

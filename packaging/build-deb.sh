@@ -21,7 +21,8 @@ fi
 lib=$stage/usr/lib/slipway
 mkdir -p "$lib/bin"
 cp -r dist proto package.json package-lock.json "$lib/"
-rm -f "$lib/dist/.built"
+# The test suite's dist/ holds the tests and benchmarks too (test/build-dist.ts): not shipped.
+rm -rf "$lib/dist/test" "$lib/dist/bench" "$lib/dist/.built"
 touch "$lib/dist/.built"
 cp bin/slipway.js "$lib/bin/"
 

@@ -64,6 +64,11 @@ async function inputsKey(): Promise<string> {
   }
   hash.update(await readFile(path.join(repo, 'package-lock.json')));
   hash.update(`${process.execPath} ${process.version}\n`);
+  // Whether the agent is bundled from the sources (a test run through tsx) or from dist/ (the
+  // suite, test/support/dist-hooks.mjs): the same code, not the same bytes.
+  hash.update(
+    `bundled from ${import.meta.resolve('../../src/bootos/build.js').includes('/dist/') ? 'dist' : 'src'}\n`,
+  );
   const versions = await runTool('dpkg-query', ['-W', '-f', '${Package} ${Version}\n', ...packages]).catch(
     (err: unknown) => `dpkg-query failed: ${String(err)}`,
   );

@@ -1,5 +1,6 @@
-// A checkout's TypeScript (src/, lb/, cluster/) transpiled file by file into OUT_DIR with
-// source maps, by esbuild with the options tsx uses: the code a test's `slipway` processes run,
+// A checkout's TypeScript (src/, lb/, cluster/, and for the suite test/ and bench/) transpiled
+// file by file into OUT_DIR with source maps, by esbuild with the options tsx uses: the code a
+// test's `slipway` processes and the test files themselves run (test/support/dist-hooks.mjs),
 // made in about a second instead of a tsc emit of a minute. The sources are written for pure type
 // stripping (tsconfig's erasableSyntaxOnly), so nothing but types is lost; types are checked by
 // tsc --noEmit elsewhere. Used by test/build-dist.ts (this checkout's dist/ for the suite) and
@@ -8,7 +9,8 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { transform } from 'esbuild';
 
-const sourceDirs = ['src', 'lb', 'cluster'];
+/** What a build of the product holds, as tsc lays out dist/. */
+export const productDirs = ['src', 'lb', 'cluster'] as const;
 
 async function tsFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
@@ -54,12 +56,16 @@ async function transpile(root: string, outDir: string, file: string): Promise<vo
 }
 
 /**
- * Transpiles the checkout at `root` into `outDir` (emptied first), laid out as tsc lays out dist/,
- * and stamps it `.built` as `npm run build` does. Returns the number of files.
+ * Transpiles `dirs` of the checkout at `root` into `outDir` (emptied first), laid out as tsc lays
+ * out dist/, and stamps it `.built` as `npm run build` does. Returns the number of files.
  */
-export async function transpileTree(root: string, outDir: string): Promise<number> {
+export async function transpileTree(
+  root: string,
+  outDir: string,
+  dirs: readonly string[] = productDirs,
+): Promise<number> {
   await rm(outDir, { recursive: true, force: true });
-  const files = (await Promise.all(sourceDirs.map((d) => tsFiles(join(root, d))))).flat();
+  const files = (await Promise.all(dirs.map((d) => tsFiles(join(root, d))))).flat();
   await Promise.all(files.map((file) => transpile(root, outDir, file)));
   await writeFile(join(outDir, '.built'), '');
   return files.length;
