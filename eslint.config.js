@@ -12,6 +12,8 @@ export default tseslint.config(
       'dist/',
       '.build-test-*/',
       'coverage/',
+      // A session's working notes and experiments (.gitignore).
+      '.scratch/',
       'src/gen/',
       'bin/*.js',
       // Loaded by node:test before tsx's hooks, or are the hooks: plain JavaScript.
