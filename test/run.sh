@@ -28,8 +28,8 @@ echo "== build for the tests"; node --import tsx test/build-dist.ts
 echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 echo "== tests (${#files[@]} files, $(date +%T))"
-# Coverage of src/ and lb/ (child processes included: they run dist/, mapped back to src/ and
-# lb/ through its source maps as tsx's are in the test processes); below the floor (the level
+# Coverage of src/ and lb/ (child processes included: they and the test processes run dist/,
+# mapped back to src/ and lb/ through its source maps); below the floor (the level
 # reached when it was set: 93.3 to 93.5 % of lines in its runs) the run fails.
 # Beside the TAP output, each file's time is written to a file, and the ten slowest are printed
 # after the run, passed or failed, then the failed tests (test/README.md, "Where the time goes").

@@ -31,8 +31,8 @@ function stale(url) {
 
 export async function resolve(specifier, context, next) {
   const parent = context.parentURL;
-  const relative = (specifier.startsWith('./') || specifier.startsWith('../')) && parent?.startsWith('file:');
-  if (relative || specifier.startsWith('file:')) {
+  const nearby = (specifier.startsWith('./') || specifier.startsWith('../')) && parent?.startsWith('file:');
+  if (nearby || specifier.startsWith('file:')) {
     let url = new URL(specifier, parent);
     if (url.pathname.endsWith('.js') && !existsSync(url)) {
       const ts = new URL(url.href.replace(/\.js$/, '.ts'));
