@@ -376,18 +376,43 @@ async function successesNow(client: ClusterClient): Promise<Map<string, number>>
   return now!;
 }
 
-/** Waits until every machine has finished `more` workflows beyond those finished now. */
+/**
+ * Waits until every machine has finished `more` workflows beyond those finished now. Timed out,
+ * it says what the lagging machines' unfinished workflows and lifecycles show: a stall seen in
+ * CI after the last node rejoined left nothing else to go by.
+ */
 async function waitProgress(client: ClusterClient, more: number, what: string): Promise<void> {
   const before = await successesNow(client);
-  await waitFor(
-    what,
-    async () => {
-      const now = await successesNow(client);
-      return machines.every((m) => (now.get(m) ?? 0) >= (before.get(m) ?? 0) + more);
-    },
-    120_000,
-    500,
-  );
+  const lagging = (now: Map<string, number>): string[] =>
+    machines.filter((m) => (now.get(m) ?? 0) < (before.get(m) ?? 0) + more);
+  try {
+    await waitFor(what, async () => lagging(await successesNow(client)).length === 0, 120_000, 500);
+  } catch (err) {
+    const seen = await stallSeen(client, lagging(await successesNow(client))).catch(
+      (e: unknown) => `(could not read the state: ${String(e)})`,
+    );
+    throw new Error(`${err instanceof Error ? err.message : String(err)}; ${seen}`, { cause: err });
+  }
+}
+
+/** The unfinished workflows of `ids` (state, actions, message) and each machine's lifecycle. */
+async function stallSeen(client: ClusterClient, ids: readonly string[]): Promise<string> {
+  const list = await allWorkflows(client);
+  const c = theCluster();
+  const status = await c.status(await c.waitForLeader(10_000), 5000);
+  const parts = [`cluster version ${String(status?.clusterVersion)}, leader ${String(status?.id)}`];
+  for (const id of ids) {
+    const open = list
+      .filter((w) => w.hardwareId === id && w.state !== 'SUCCESS')
+      .map(
+        (w) =>
+          `${w.id} ${w.state} [${w.actions.map((a) => `${a.state}#${String(a.attempt)}`).join(' ')}] ${w.message}`,
+      );
+    const { hardwareJson } = await client.control('hardwareGet', { id, local: false });
+    const hw = JSON.parse(hardwareJson) as { lifecycle?: { state?: string } };
+    parts.push(`${id}: lifecycle ${hw.lifecycle?.state ?? 'none'}; unfinished: ${open.join(', ') || 'none'}`);
+  }
+  return parts.join('; ');
 }
 
 /** Snapshots `node` has written so far, as its log tells (every run of it appends there). */
