@@ -210,7 +210,8 @@ describe('the fleet in the machine lab', () => {
         ...['--size', '2', '--spares', '1', '--spread-by', 'rack', '--image', 'disk'],
       ]);
       // The pool fills one step at a time: a member per rack, then the spare (m2, in m1's rack,
-      // the first by id of the racks with the fewest members), all before m1's install has failed.
+      // the first by id of the racks with the fewest members), usually all before m1's install
+      // has failed.
       let p: PoolView | undefined;
       const row = (m: PoolView['members'][number]): unknown[] => [m.id, m.state, m.spare, m.spreadValue];
       // A pool just created has no members yet: only m1 placed and past provisioning ends the
@@ -226,11 +227,28 @@ describe('the fleet in the machine lab', () => {
         60_000,
         250,
       );
-      assert.deepEqual(p?.members.map(row).sort(), [
-        [m1.id, 'provisioning', false, 'a'],
-        [m2.id, 'ready', true, 'a'],
-        [m3.id, 'provisioning', false, 'b'],
-      ]);
+      assert.ok(p !== undefined);
+      if (!m1Done(p)) {
+        assert.deepEqual(p.members.map(row).sort(), [
+          [m1.id, 'provisioning', false, 'a'],
+          [m2.id, 'ready', true, 'a'],
+          [m3.id, 'provisioning', false, 'b'],
+        ]);
+      } else {
+        // m1's install fails within seconds of starting: a slow round of polls (a loaded CI
+        // machine) can first see it failed. m2 is then not placed yet, the spare, or already in
+        // m1's slot, and m4 may be the new spare; the end state below is the same either way.
+        const rows = p.members.map(row).sort();
+        const of = (id: string): string => JSON.stringify(rows.filter((r) => r[0] === id));
+        assert.equal(of(m1.id), JSON.stringify([[m1.id, 'failed', false, 'a']]), JSON.stringify(rows));
+        assert.equal(of(m3.id), JSON.stringify([[m3.id, 'provisioning', false, 'b']]), JSON.stringify(rows));
+        const m2Rows = [[], [[m2.id, 'ready', true, 'a']], [[m2.id, 'provisioning', false, 'a']]];
+        assert.ok(m2Rows.map((r) => JSON.stringify(r)).includes(of(m2.id)), JSON.stringify(rows));
+        assert.ok(
+          rows.every((r) => r[0] !== m4.id || (r[1] === 'ready' && r[2] === true)),
+          JSON.stringify(rows),
+        );
+      }
       // While it provisions, the leader dies.
       const doomed = await vipHolder(up);
       assert.ok(doomed !== undefined, 'a node holds the VIP');
