@@ -63,6 +63,15 @@ const exitCodesHelp = `Exit codes:
   2  bad usage or input (a flag, an argument, a file), or what it names does not exist`;
 type Program = ReturnType<typeof newProgram>;
 
+// A reader that stopped reading (`slipway --help | head`, `... | grep -m1`) is not a failure
+// of ours: end quietly, as the shell's own tools do, instead of a stack trace for EPIPE.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit();
+  });
+}
+
 const program = newProgram();
 
 /** The client module, loaded before the action of any group that talks to the cluster. */

@@ -7,13 +7,13 @@
 // and subcommands; __complete is what the completion scripts call), and bash/zsh syntax checks of
 // the completion scripts.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { before, describe, test } from 'node:test';
-import { runSlipway } from '../support/process-cluster.js';
+import { runSlipway, slipwayBin } from '../support/process-cluster.js';
 import { commandLineProblem, readManual, type ManualPage } from '../support/cli-examples.js';
 
 const run = promisify(execFile);
@@ -181,6 +181,21 @@ describe('every command help', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a reader that stops reading', () => {
+  test('ends the CLI quietly with exit 0, not a stack trace for EPIPE', async () => {
+    // Every command's help is some 200 KB: more than a pipe holds, so the write is still under
+    // way when the reader goes, as with `slipway __manual | head`.
+    const child = spawn(process.execPath, [slipwayBin, '__manual'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+    await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+    child.stdout.destroy();
+    assert.equal(await exited, 0, stderr);
+    assert.equal(stderr, '');
   });
 });
 
