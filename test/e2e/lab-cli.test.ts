@@ -3,7 +3,7 @@
 // `slipway lab down` removes all of it: the `lab up` process, its namespaces, the host's veth
 // and its record.
 // Method: the real CLI as child processes. A stand-in boot OS directory (nothing is booted
-// here: test/e2e/provision-vip.test.ts boots machines) skips the build. From the host: the
+// here: test/e2e/provision-vip-qemu.test.ts boots machines) skips the build. From the host: the
 // hardware list, a power status through the machine's BMC, the machine's iPXE script through
 // the VIP. Then `lab down`, and a look at what is left.
 import assert from 'node:assert/strict';

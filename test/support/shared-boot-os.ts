@@ -1,4 +1,4 @@
-// One boot OS build for every end-to-end test that boots it (provision-vip, fleet-lab-qemu,
+// One boot OS build for every end-to-end test that boots it (provision-vip-qemu, fleet-lab-qemu,
 // tinkerbell-qemu): the build is deterministic (bootos-qemu builds twice and compares the
 // bytes), so a build from the same inputs is the same boot OS, and the suite need not spend a
 // core's half-minute on each. The cache is keyed by everything the build reads: the sources
