@@ -5,6 +5,8 @@
 // asked by a reflection client that knows only the published reflection protocol
 // (test/support/reflection-client.ts); the load errors against folders made in a temp dir.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +36,7 @@ import {
   serviceClient,
 } from '../support/reflection-client.js';
 
+const run = promisify(execFile);
 const served = ['slipway.kv.v1.Kv', serviceNameOf(HealthDefinition), ...reflectionServiceNames].sort();
 const server = new Server({ interceptors: [callGuard] });
 let address = '';
@@ -138,15 +141,49 @@ describe('loading the descriptors', () => {
     );
   });
 
-  test('a file that does not parse is an error naming the folder', () => {
-    writeFileSync(
-      join(scratch, 'broken.proto'),
-      'syntax = "proto3";\npackage x.v1;\nservice S {\n  rpc M(\n',
-    );
-    assert.throws(
-      () => ServerReflection.load(scratch, ['x.v1.S']),
-      /cannot read the API's \.proto files in /,
-    );
+  test('a file that does not parse: the node starts, and the first reflection call is INTERNAL naming the folder', async () => {
+    const broken = join(scratch, 'broken');
+    mkdirSync(broken);
+    for (const file of ['reflection.proto', 'reflection_v1alpha.proto'])
+      copyFileSync(join(packageProtoDir(), file), join(broken, file));
+    writeFileSync(join(broken, 'broken.proto'), 'syntax = "proto3";\npackage x.v1;\nservice S {\n  rpc M(\n');
+    const other = new Server({ interceptors: [callGuard] });
+    try {
+      ServerReflection.load(broken, ['x.v1.S', ...reflectionServiceNames]).addTo(other);
+      const port = await new Promise<number>((resolve, reject) =>
+        other.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) =>
+          err === null ? resolve(p) : reject(err),
+        ),
+      );
+      const client = new ReflectionClient(`127.0.0.1:${port}`, 'v1');
+      try {
+        // 13: INTERNAL.
+        await assert.rejects(
+          client.listServices(),
+          /^Error: reflection call ended 13: cannot read the API's \.proto files in .*broken: /,
+        );
+      } finally {
+        client.close();
+      }
+    } finally {
+      other.forceShutdown();
+    }
+  });
+
+  test('the descriptors are read at the first reflection call, not when the node starts', async () => {
+    // A process of its own: this one has read them already. It loads the module and checks the
+    // folder, as a starting node does, then lists what CommonJS modules it holds.
+    const script = [
+      `const { ServerReflection, packageProtoDir, reflectionServiceNames } = await import(${JSON.stringify(
+        new URL('../../src/api/server-reflection.ts', import.meta.url).href,
+      )});`,
+      "ServerReflection.load(packageProtoDir(), ['slipway.kv.v1.Kv', ...reflectionServiceNames]);",
+      "const { createRequire } = await import('node:module');",
+      'const held = Object.keys(createRequire(import.meta.url).cache);',
+      'console.log(JSON.stringify(held.filter((f) => /@grpc\\/(proto-loader|reflection)|protobufjs/.test(f)).length));',
+    ].join('\n');
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script]);
+    assert.equal(stdout.trim(), '0');
   });
 
   test('only the files declaring the services are read', () => {
