@@ -26,25 +26,6 @@ rm -rf "$checks"
 # than tsx compiling them at their start.
 echo "== build for the tests"; node --import tsx test/build-dist.ts
 echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
-# Beside the tests, since alone they leave a core mostly idle (the quick forms kept the cores 38 %
-# busy after the tests): Node 24 LTS, running the tests that start real nodes, workers and the
-# balancer again on Node 24, and every benchmark in its quick form (bench/README.md). Both run the
-# test build in dist/ (the sources transpiled as for the tests; test/integration/compiled-build
-# checks tsc's own output), outside c8, and print their output once the tests have ended.
-beside="$(mktemp -d)"
-echo "== Node 24 and the benchmarks' quick forms, beside the tests ($(date +%T))"
-(
-  status=0
-  bash test/node24.sh >"$beside/node24.log" 2>&1 || status=$?
-  echo "$status" >"$beside/node24.status"
-) &
-node24=$!
-(
-  status=0
-  SLIPWAY_BENCH_BUILD=never npm run -s bench -- quick >"$beside/quick.log" 2>&1 || status=$?
-  echo "$status" >"$beside/quick.status"
-) &
-quick=$!
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 # Two lanes side by side. The files that boot QEMU VMs (named *-qemu.test.ts) run one at a time:
 # a VM under TCG keeps a core busy while its firmware and iPXE poll the network, so two VMs that
@@ -76,18 +57,8 @@ read -r _ u1 n1 s1 i1 w1 _ <<<"$cpu_before"
 read -r _ u2 n2 s2 i2 w2 _ < <(head -n 1 /proc/stat)
 busy=$(((u2 + n2 + s2) - (u1 + n1 + s1)))
 idle=$(((i2 + w2) - (i1 + w1)))
-tests_took="== tests took $((SECONDS - started)) s; the $(nproc) cores were busy $((100 * busy / (busy + idle + 1))) % of it ($((busy / 100)) s of CPU, Node 24 and the quick forms included)"
-# Their output first: the end of the log is the tests' summary and what failed.
-wait "$quick" "$node24" || true
-echo "== the benchmarks' quick forms, beside the tests ($(date +%T))"
-cat "$beside/quick.log"
-echo "== Node 24, beside the tests"
-cat "$beside/node24.log"
-quick_status=$(cat "$beside/quick.status" 2>/dev/null || echo 1)
-node24_status=$(cat "$beside/node24.status" 2>/dev/null || echo 1)
-rm -rf "$beside"
-echo "$tests_took"
-echo "== the ten slowest test files, seconds of their top-level tests"
+echo "== tests took $((SECONDS - started)) s; the $(nproc) cores were busy $((100 * busy / (busy + idle + 1))) % of it ($((busy / 100)) s of CPU)"
+echo "== the ten slowest test files ($(date +%T)), seconds of their top-level tests"
 cat "$lanes"/*.times | grep '"seconds"' | sort -t: -k3 -rn | head -n 10 || true
 # The failed tests last, where a log cut to its end still shows them.
 if cat "$lanes"/*.times | grep -q '"failed"'; then
@@ -96,10 +67,24 @@ if cat "$lanes"/*.times | grep -q '"failed"'; then
 fi
 rm -rf "$lanes"
 [ "$status" -eq 0 ] || exit "$status"
+# The production build (tsc), as operators and the benchmarks run it; then, side by side, since
+# each leaves a core mostly idle (the quick forms kept the cores 38 % busy): Node 24 LTS, running
+# the tests that start real nodes, workers and the balancer again on Node 24 (from this build),
+# and every benchmark in its quick form (bench/README.md).
+echo "== build ($(date +%T))"; npm run -s build
+node24_log="$(mktemp)"
+echo "== Node 24 and the benchmarks' quick forms, side by side ($(date +%T)); Node 24's output follows the benchmarks'"
+bash test/node24.sh >"$node24_log" 2>&1 &
+node24=$!
+quick_status=0
+npm run -s bench -- quick || quick_status=$?
+node24_status=0
+wait "$node24" || node24_status=$?
+echo "== Node 24 ($(date +%T))"
+cat "$node24_log"
+rm -f "$node24_log"
 [ "$node24_status" -eq 0 ] || { echo "the tests on Node 24 failed"; exit "$node24_status"; }
 [ "$quick_status" -eq 0 ] || { echo "a benchmark's quick form failed"; exit "$quick_status"; }
-# The production build (tsc), as operators run it, for the guard.
-echo "== build ($(date +%T))"; npm run -s build
 # The performance guard: CPU per committed write and per action result against the budgets in
 # bench/budgets.json; fails when one is more than 30 % over (bench/README.md, "The guard").
 echo "== performance guard ($(date +%T))"; npm run -s bench -- guard
