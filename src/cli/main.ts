@@ -63,15 +63,6 @@ const exitCodesHelp = `Exit codes:
   2  bad usage or input (a flag, an argument, a file), or what it names does not exist`;
 type Program = ReturnType<typeof newProgram>;
 
-// A reader that stopped reading (`slipway --help | head`, `... | grep -m1`) is not a failure
-// of ours: end quietly, as the shell's own tools do, instead of a stack trace for EPIPE.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EPIPE') throw err;
-    process.exit();
-  });
-}
-
 const program = newProgram();
 
 /** The client module, loaded before the action of any group that talks to the cluster. */
@@ -313,6 +304,17 @@ function namedCommand(args: readonly string[]): string | undefined {
 
 const args = process.argv.slice(2);
 const named = namedCommand(args);
+// A reader that stopped reading (`slipway --help | head`, `... | grep -m1`) is not a failure
+// of a command: it ends quietly, as the shell's own tools do, instead of a stack trace for
+// EPIPE. A node or an agent that loses its output still fails loudly, for its supervisor.
+if (named !== 'server' && named !== 'worker') {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE') throw err;
+      process.exit();
+    });
+  }
+}
 const namedGroup = named === undefined ? undefined : groups.find((g) => g.commands.includes(named));
 const versionOnly =
   named === undefined &&
