@@ -48,7 +48,7 @@ import { AggregatedDiscoveryServiceService as XdsService } from '../../src/gen/x
 import type { DiscoveryRequest, DiscoveryResponse } from '../../src/gen/xds.js';
 import type { ConnectRequest, ConnectResponse } from '../../src/gen/worker.js';
 import { nextPort, ProcessCluster, type ProcNode } from '../support/process-cluster.js';
-import { waitFor } from '../support/wait.js';
+import { waitForStill } from '../support/wait.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
 
 const C = ControlService;
@@ -640,22 +640,7 @@ async function commitIndex(): Promise<number> {
 
 /** The commit index once nothing has been written for 300 ms (bounded). */
 async function quietCommitIndex(): Promise<number> {
-  let last = await commitIndex();
-  let since = Date.now();
-  await waitFor(
-    'the commit index to stay put for 300 ms',
-    async () => {
-      const now = await commitIndex();
-      if (now !== last) {
-        last = now;
-        since = Date.now();
-      }
-      return Date.now() - since >= 300;
-    },
-    15_000,
-    50,
-  );
-  return last;
+  return waitForStill('the commit index', commitIndex, 300, 15_000, 50);
 }
 
 async function lastAuditSeq(): Promise<number> {

@@ -20,7 +20,7 @@ import { messageLimitRefusal } from '../../src/cli/errors.js';
 import type { ActionResult, AttemptRef, ConnectResponse } from '../../src/gen/worker.js';
 import { WorkerClient } from '../../src/gen/worker.js';
 import { ProcessCluster, runSlipway, type ProcNode } from '../support/process-cluster.js';
-import { waitFor } from '../support/wait.js';
+import { waitForStill } from '../support/wait.js';
 import { stateVersionOfThisBuild } from '../../src/state/versions.js';
 
 const adminToken = 'admin-token-for-the-worker-limits-test';
@@ -129,22 +129,7 @@ async function commitIndex(): Promise<number> {
 async function quietCommitIndex(): Promise<number> {
   // Still for a whole second: with 300 ms, a loaded CI run once counted an entry written after
   // the still spell against the duplicate (the API address keeper's, since written sooner).
-  let last = await commitIndex();
-  let stillSince = Date.now();
-  await waitFor(
-    'the commit index to stay still for a second',
-    async () => {
-      const now = await commitIndex();
-      if (now !== last) {
-        last = now;
-        stillSince = Date.now();
-      }
-      return Date.now() - stillSince >= 1000;
-    },
-    20_000,
-    100,
-  );
-  return last;
+  return waitForStill('the commit index', commitIndex, 1000, 20_000, 100);
 }
 
 async function createWorkflow(hardwareId: string): Promise<string> {

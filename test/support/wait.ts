@@ -18,3 +18,32 @@ export async function waitFor(
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
+
+/**
+ * Reads `read` until its value has not changed for `stillMs`, and returns that value; fails
+ * naming `what` once `deadlineMs` has passed (e.g. a commit index once nothing is written).
+ */
+export async function waitForStill<T>(
+  what: string,
+  read: () => Promise<T>,
+  stillMs: number,
+  deadlineMs: number,
+  everyMs: number,
+): Promise<T> {
+  let last = await read();
+  let stillSince = Date.now();
+  await waitFor(
+    `${what} to stay still for ${stillMs} ms`,
+    async () => {
+      const now = await read();
+      if (now !== last) {
+        last = now;
+        stillSince = Date.now();
+      }
+      return Date.now() - stillSince >= stillMs;
+    },
+    deadlineMs,
+    everyMs,
+  );
+  return last;
+}
