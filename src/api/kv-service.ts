@@ -86,7 +86,8 @@ export interface KvServiceContext {
   readonly apiAddr?: string;
   /**
    * Where a client's put goes to the leader: the proposer sends what this node forwards in one
-   * event-loop turn as one ProposeBatch call. Without it, each put is forwarded as its own Kv call.
+   * event-loop turn as one request on its stream to the leader (docs/decisions/0046). Without
+   * it, each put is forwarded as its own Kv call.
    */
   readonly proposer?: Proposer;
 }

@@ -1,10 +1,17 @@
 // Gets a store command applied from any node. The leader stamps its clock into the command
 // (the state machine's only time source) and proposes it; a follower hands the encoded command
 // to the leader over the Internal service on the raft address and relays the result. What a
-// follower forwards within one event-loop turn goes in one ProposeBatch call (a single command
-// still goes by the unary Propose, which every version of the leader serves).
+// follower forwards within one event-loop turn goes as one request on its ProposeStream to the
+// leader; a leader that predates it gets the same batch as one ProposeBatch call (or, older
+// still, each command by the unary Propose).
 import { Metadata, status } from '@grpc/grpc-js';
-import type { sendUnaryData, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type {
+  ClientDuplexStream,
+  sendUnaryData,
+  ServerDuplexStream,
+  ServerUnaryCall,
+  ServiceError,
+} from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type {
   InternalServer,
@@ -13,6 +20,8 @@ import type {
   ProposeOutcome,
   ProposeRequest,
   ProposeResponse,
+  ProposeStreamRequest,
+  ProposeStreamResponse,
 } from '../gen/internal.js';
 import { InternalClient } from '../gen/internal.js';
 import type { Member } from '../raft/core/types.js';
@@ -61,7 +70,7 @@ function neverAppended(err: unknown): boolean {
   return isServiceError(err) && refusedBeforeAppend(err);
 }
 const forwardDeadlineMs = 10_000;
-/** Bounds on one ProposeBatch call, well inside gRPC's default 4 MiB message limit. */
+/** Bounds on one forwarded batch (a stream request or a ProposeBatch call), well inside gRPC's default 4 MiB message limit. */
 const batchCommandsMax = 512;
 const batchBytesMax = 1024 * 1024;
 
@@ -79,11 +88,23 @@ interface PendingForward {
   readonly reject: (err: unknown) => void;
 }
 
+/** A batch sent on a ProposeStream, waiting for the response with its id. */
+interface StreamedBatch {
+  readonly items: readonly PendingForward[];
+  readonly timer: NodeJS.Timeout;
+}
+
+/** This node's ProposeStream to one leader, and the batches it has sent that are not answered. */
+interface ForwardStream {
+  readonly call: ClientDuplexStream<ProposeStreamRequest, ProposeStreamResponse>;
+  readonly waiting: Map<number, StreamedBatch>;
+}
+
 /** How much this node has forwarded to leaders, for /metrics. */
 export interface ForwardingStats {
   /** Commands forwarded. */
   readonly commands: number;
-  /** Calls that carried them (one unary Propose or one ProposeBatch each). */
+  /** Calls that carried them (one unary Propose, one ProposeBatch or one ProposeStream request each). */
   readonly calls: number;
 }
 
@@ -119,7 +140,10 @@ export async function retryRefusals<T>(node: LeadershipChanges, attempt: () => P
  * is known within milliseconds, and polling every 20 ms had added up to that to every write
  * that waited.
  */
-export async function awaitLeader(node: RaftNode, waitMs = leaderWaitMs): Promise<Member> {
+export async function awaitLeader(
+  node: Pick<RaftNode, 'leaderMember' | 'softStateChange'>,
+  waitMs = leaderWaitMs,
+): Promise<Member> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     const leader = node.leaderMember();
@@ -130,8 +154,14 @@ export async function awaitLeader(node: RaftNode, waitMs = leaderWaitMs): Promis
   }
 }
 
+/** What a Proposer needs of its raft node. */
+export type ProposerNode = Pick<
+  RaftNode,
+  'id' | 'softState' | 'leaderMember' | 'softStateChanges' | 'softStateChange' | 'propose'
+>;
+
 export class Proposer {
-  readonly #node: RaftNode;
+  readonly #node: ProposerNode;
   readonly #logger: Logger;
   readonly #clients = new Map<string, InternalClient>();
   readonly #tls: PeerTls | undefined;
@@ -139,6 +169,11 @@ export class Proposer {
   readonly #pending = new Map<string, { leader: Member; items: PendingForward[] }>();
   /** Leaders that answered ProposeBatch with UNIMPLEMENTED (an older version, mid-upgrade). */
   readonly #unbatched = new Set<string>();
+  /** Open ProposeStreams, by leader address. */
+  readonly #streams = new Map<string, ForwardStream>();
+  /** Leaders that answered ProposeStream with UNIMPLEMENTED: they get ProposeBatch calls. */
+  readonly #unstreamed = new Set<string>();
+  #streamRequestId = 0;
   #forwardedCommands = 0;
   #forwardCalls = 0;
 
@@ -150,7 +185,7 @@ export class Proposer {
    * gate (src/state/versions.ts), checked where a command enters and again by the leader.
    */
   constructor(
-    node: RaftNode,
+    node: ProposerNode,
     logger: Logger,
     tls?: PeerTls,
     gate: (command: Command) => string | undefined = () => undefined,
@@ -206,7 +241,7 @@ export class Proposer {
    * The Internal service's proposals, served on the raft address for followers' forwarded
    * proposals (ArtifactRead is src/api/artifact-peer-service.ts's).
    */
-  handlers(): Omit<InternalServer, 'artifactRead'> {
+  handlers(): Pick<InternalServer, 'propose' | 'proposeBatch' | 'proposeStream'> {
     return {
       proposeBatch: (
         call: ServerUnaryCall<ProposeBatchRequest, ProposeBatchResponse>,
@@ -223,6 +258,9 @@ export class Proposer {
           (all) => cb(null, { outcomes: all }),
           (err: unknown) => cb(toServiceError(err) as ServiceError, null),
         );
+      },
+      proposeStream: (call: ServerDuplexStream<ProposeStreamRequest, ProposeStreamResponse>) => {
+        this.#serveStream(call);
       },
       propose: (
         call: ServerUnaryCall<ProposeRequest, ProposeResponse>,
@@ -257,8 +295,43 @@ export class Proposer {
   }
 
   close(): void {
+    for (const s of this.#streams.values()) s.call.cancel();
+    this.#streams.clear();
     for (const c of this.#clients.values()) c.close();
     this.#clients.clear();
+  }
+
+  /**
+   * A follower's ProposeStream: each request's commands are proposed in the turn it arrives (one
+   * batch for the raft node), and answered together once each has its outcome. The stream ends
+   * when the follower ends it and every request is answered.
+   */
+  #serveStream(call: ServerDuplexStream<ProposeStreamRequest, ProposeStreamResponse>): void {
+    let unanswered = 0;
+    let ended = false;
+    const endIfDone = (): void => {
+      if (ended && unanswered === 0 && !call.cancelled) call.end();
+    };
+    call.on('data', (req: ProposeStreamRequest) => {
+      const refusal = this.#notLeader();
+      const outcomes =
+        refusal === null
+          ? req.commands.map((bytes) => this.#proposeOutcome(bytes))
+          : req.commands.map(() => Promise.resolve(outcomeOfError(refusal)));
+      unanswered++;
+      // #proposeOutcome turns every failure into an outcome: this never rejects.
+      void Promise.all(outcomes).then((all) => {
+        unanswered--;
+        if (!call.cancelled && !call.writableEnded) call.write({ id: req.id, outcomes: all });
+        endIfDone();
+      });
+    });
+    call.on('end', () => {
+      ended = true;
+      endIfDone();
+    });
+    // A follower that goes away cancels the stream; what it had sent is still proposed.
+    call.on('error', () => undefined);
   }
 
   /** One command of a batch, proposed here; a failure becomes its outcome, not the call's. */
@@ -274,19 +347,7 @@ export class Proposer {
         resultAtMs: Date.now(),
       };
     } catch (err) {
-      const se = toServiceError(err);
-      const first = (key: string): string => {
-        const value = se.metadata?.get(key)[0];
-        return typeof value === 'string' ? value : '';
-      };
-      return {
-        result: Buffer.alloc(0),
-        code: se.code ?? status.INTERNAL,
-        details: se.details ?? '',
-        raftCode: first(raftCodeKey),
-        leader: first(leaderHintKey),
-        resultAtMs: 0,
-      };
+      return outcomeOfError(err);
     }
   }
 
@@ -337,6 +398,10 @@ export class Proposer {
   }
 
   #send(leader: Member, items: readonly PendingForward[]): void {
+    if (!this.#unstreamed.has(leader.addr)) {
+      this.#sendOnStream(leader, items);
+      return;
+    }
     if (items.length === 1 || this.#unbatched.has(leader.addr)) {
       for (const item of items) this.#sendOne(leader, item);
       return;
@@ -362,23 +427,69 @@ export class Proposer {
           for (const item of items) item.reject(err);
           return;
         }
-        items.forEach((item, i) => {
-          const outcome = res.outcomes[i];
-          if (outcome === undefined) {
-            item.reject(
-              new ApiError(
-                status.INTERNAL,
-                `the leader answered ${res.outcomes.length} of ${items.length} commands`,
-              ),
-            );
-          } else if (outcome.code === okCode) {
-            settle(item, outcome.result, outcome.resultAtMs);
-          } else {
-            item.reject(outcomeError(outcome));
-          }
-        });
+        settleOutcomes(items, res.outcomes);
       },
     );
+  }
+
+  #sendOnStream(leader: Member, items: readonly PendingForward[]): void {
+    const s = this.#stream(leader);
+    const id = ++this.#streamRequestId;
+    const timer = setTimeout(() => {
+      if (!s.waiting.delete(id)) return;
+      const err = new ApiError(
+        status.DEADLINE_EXCEEDED,
+        `the leader ${leader.id} did not answer forwarded proposals within ${forwardDeadlineMs} ms; they may or may not have been applied`,
+      );
+      for (const item of items) item.reject(err);
+    }, forwardDeadlineMs);
+    s.waiting.set(id, { items, timer });
+    this.#forwardedCommands += items.length;
+    this.#forwardCalls += 1;
+    s.call.write({ id, commands: items.map((item) => Buffer.from(item.command)) });
+  }
+
+  /** The open ProposeStream to `leader`, opened now if there is none. */
+  #stream(leader: Member): ForwardStream {
+    const open = this.#streams.get(leader.addr);
+    if (open !== undefined) return open;
+    const call = this.#client(leader).proposeStream(forwardMetadata(this.#node.id));
+    const s: ForwardStream = { call, waiting: new Map() };
+    this.#streams.set(leader.addr, s);
+    const unanswered = (): StreamedBatch[] => {
+      if (this.#streams.get(leader.addr) === s) this.#streams.delete(leader.addr);
+      const batches = [...s.waiting.values()];
+      s.waiting.clear();
+      for (const b of batches) clearTimeout(b.timer);
+      return batches;
+    };
+    call.on('data', (res: ProposeStreamResponse) => {
+      const batch = s.waiting.get(res.id);
+      if (batch === undefined) return;
+      s.waiting.delete(res.id);
+      clearTimeout(batch.timer);
+      settleOutcomes(batch.items, res.outcomes);
+    });
+    call.on('error', (err: ServiceError) => {
+      const batches = unanswered();
+      if (err.code === status.UNIMPLEMENTED) {
+        // A leader that predates the stream did nothing with them: the batch call instead.
+        this.#unstreamed.add(leader.addr);
+        for (const b of batches) this.#send(leader, b.items);
+        return;
+      }
+      this.#logger.debug({ err, leader: leader.id }, 'the stream of forwarded proposals failed');
+      for (const b of batches) for (const item of b.items) item.reject(err);
+    });
+    call.on('end', () => {
+      // The leader ended the stream without an error: whatever it had not answered is unknown.
+      const err = new ApiError(
+        status.UNAVAILABLE,
+        `the leader ${leader.id} ended the stream of forwarded proposals; they may or may not have been applied`,
+      );
+      for (const b of unanswered()) for (const item of b.items) item.reject(err);
+    });
+    return s;
   }
 
   #sendOne(leader: Member, item: PendingForward): void {
@@ -405,6 +516,39 @@ export class Proposer {
     }
     return client;
   }
+}
+
+/** Settles each item by the leader's outcome for it, in order. */
+function settleOutcomes(items: readonly PendingForward[], outcomes: readonly ProposeOutcome[]): void {
+  items.forEach((item, i) => {
+    const outcome = outcomes[i];
+    if (outcome === undefined) {
+      item.reject(
+        new ApiError(status.INTERNAL, `the leader answered ${outcomes.length} of ${items.length} commands`),
+      );
+    } else if (outcome.code === okCode) {
+      settle(item, outcome.result, outcome.resultAtMs);
+    } else {
+      item.reject(outcomeError(outcome));
+    }
+  });
+}
+
+/** A failure to propose a forwarded command, as its outcome (what the unary Propose would fail with). */
+function outcomeOfError(err: unknown): ProposeOutcome {
+  const se = toServiceError(err);
+  const first = (key: string): string => {
+    const value = se.metadata?.get(key)[0];
+    return typeof value === 'string' ? value : '';
+  };
+  return {
+    result: Buffer.alloc(0),
+    code: se.code ?? status.INTERNAL,
+    details: se.details ?? '',
+    raftCode: first(raftCodeKey),
+    leader: first(leaderHintKey),
+    resultAtMs: 0,
+  };
 }
 
 /** Resolves `item` with the leader's encoded result; bytes that do not decode reject it instead. */

@@ -10,8 +10,10 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -68,6 +70,19 @@ export interface ProposeOutcome {
 
 /** The outcomes in the order of the request's commands. */
 export interface ProposeBatchResponse {
+  outcomes: ProposeOutcome[];
+}
+
+/** One request on a follower's ProposeStream: a batch of commands, as in ProposeBatchRequest. */
+export interface ProposeStreamRequest {
+  /** Chosen by the follower, unique on its stream; the response carries it back. */
+  id: number;
+  commands: Buffer[];
+}
+
+/** The answer to one ProposeStreamRequest: its outcomes, in the order of its commands. */
+export interface ProposeStreamResponse {
+  id: number;
   outcomes: ProposeOutcome[];
 }
 
@@ -544,6 +559,180 @@ export const ProposeBatchResponse: MessageFns<ProposeBatchResponse> = {
   },
 };
 
+function createBaseProposeStreamRequest(): ProposeStreamRequest {
+  return { id: 0, commands: [] };
+}
+
+export const ProposeStreamRequest: MessageFns<ProposeStreamRequest> = {
+  encode(message: ProposeStreamRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).uint64(message.id);
+    }
+    for (const v of message.commands) {
+      writer.uint32(18).bytes(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProposeStreamRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProposeStreamRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.commands.push(Buffer.from(reader.bytes()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ProposeStreamRequest {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      commands: globalThis.Array.isArray(object?.commands)
+        ? object.commands.map((e: any) => Buffer.from(bytesFromBase64(e)))
+        : [],
+    };
+  },
+
+  toJSON(message: ProposeStreamRequest): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.commands?.length) {
+      obj.commands = message.commands.map((e) => base64FromBytes(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProposeStreamRequest>, I>>(base?: I): ProposeStreamRequest {
+    return ProposeStreamRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProposeStreamRequest>, I>>(object: I): ProposeStreamRequest {
+    const message = createBaseProposeStreamRequest();
+    message.id = object.id ?? 0;
+    message.commands = object.commands?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseProposeStreamResponse(): ProposeStreamResponse {
+  return { id: 0, outcomes: [] };
+}
+
+export const ProposeStreamResponse: MessageFns<ProposeStreamResponse> = {
+  encode(message: ProposeStreamResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).uint64(message.id);
+    }
+    for (const v of message.outcomes) {
+      ProposeOutcome.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProposeStreamResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProposeStreamResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.outcomes.push(ProposeOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ProposeStreamResponse {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      outcomes: globalThis.Array.isArray(object?.outcomes)
+        ? object.outcomes.map((e: any) => ProposeOutcome.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ProposeStreamResponse): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.outcomes?.length) {
+      obj.outcomes = message.outcomes.map((e) => ProposeOutcome.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProposeStreamResponse>, I>>(base?: I): ProposeStreamResponse {
+    return ProposeStreamResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProposeStreamResponse>, I>>(object: I): ProposeStreamResponse {
+    const message = createBaseProposeStreamResponse();
+    message.id = object.id ?? 0;
+    message.outcomes = object.outcomes?.map((e) => ProposeOutcome.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseArtifactReadRequest(): ArtifactReadRequest {
   return { sha256: "", offset: 0, length: 0 };
 }
@@ -759,6 +948,21 @@ export const InternalService = {
       Buffer.from(ProposeBatchResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ProposeBatchResponse => ProposeBatchResponse.decode(value),
   },
+  /**
+   * The same batches on one long-lived stream per follower and leader, answered by id in any
+   * order: a unary call per batch cost both ends an HTTP/2 stream's set-up, headers and
+   * trailers, more than a command's own work when one client writes at a time.
+   */
+  proposeStream: {
+    path: "/slipway.internal.v1.Internal/ProposeStream" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: ProposeStreamRequest): Buffer => Buffer.from(ProposeStreamRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ProposeStreamRequest => ProposeStreamRequest.decode(value),
+    responseSerialize: (value: ProposeStreamResponse): Buffer =>
+      Buffer.from(ProposeStreamResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ProposeStreamResponse => ProposeStreamResponse.decode(value),
+  },
   /** NOT_FOUND when this node holds no verified copy of the content. */
   artifactRead: {
     path: "/slipway.internal.v1.Internal/ArtifactRead" as const,
@@ -779,6 +983,12 @@ export interface InternalServer extends UntypedServiceImplementation {
    * results, one HTTP/2 stream per command cost both ends more CPU than the commands did.
    */
   proposeBatch: handleUnaryCall<ProposeBatchRequest, ProposeBatchResponse>;
+  /**
+   * The same batches on one long-lived stream per follower and leader, answered by id in any
+   * order: a unary call per batch cost both ends an HTTP/2 stream's set-up, headers and
+   * trailers, more than a command's own work when one client writes at a time.
+   */
+  proposeStream: handleBidiStreamingCall<ProposeStreamRequest, ProposeStreamResponse>;
   /** NOT_FOUND when this node holds no verified copy of the content. */
   artifactRead: handleUnaryCall<ArtifactReadRequest, ArtifactReadResponse>;
 }
@@ -818,6 +1028,17 @@ export interface InternalClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ProposeBatchResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * The same batches on one long-lived stream per follower and leader, answered by id in any
+   * order: a unary call per batch cost both ends an HTTP/2 stream's set-up, headers and
+   * trailers, more than a command's own work when one client writes at a time.
+   */
+  proposeStream(): ClientDuplexStream<ProposeStreamRequest, ProposeStreamResponse>;
+  proposeStream(options: Partial<CallOptions>): ClientDuplexStream<ProposeStreamRequest, ProposeStreamResponse>;
+  proposeStream(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<ProposeStreamRequest, ProposeStreamResponse>;
   /** NOT_FOUND when this node holds no verified copy of the content. */
   artifactRead(
     request: ArtifactReadRequest,

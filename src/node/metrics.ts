@@ -291,7 +291,7 @@ function registerForwardingCounters(forwarding: () => ForwardingStats, registers
   );
   totalCounter(
     'slipway_forward_calls_total',
-    'Calls to the leader that carried forwarded commands (a batch counts once)',
+    'Requests to the leader that carried forwarded commands (a batch on the forwarding stream, or a call, counts once)',
     (f) => f.calls,
   );
 }

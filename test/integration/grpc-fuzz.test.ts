@@ -57,6 +57,7 @@ import { HealthCheckRequest, HealthCheckResponse_ServingStatus, HealthClient } f
 import {
   InternalClient,
   ProposeBatchRequest,
+  ProposeStreamRequest,
   ProposeRequest,
   type ProposeBatchResponse,
 } from '../../src/gen/internal.js';
@@ -574,6 +575,8 @@ function refusedOnPeerPort(method: FuzzMethod, bytes: Uint8Array): boolean {
       return refusedBy(() => decodeCommand(ProposeRequest.decode(bytes).command));
     case 'Internal/ProposeBatch':
       return ProposeBatchRequest.decode(bytes).commands.every((c) => refusedBy(() => decodeCommand(c)));
+    case 'Internal/ProposeStream':
+      return ProposeStreamRequest.decode(bytes).commands.every((c) => refusedBy(() => decodeCommand(c)));
     case 'Raft/InstallSnapshot':
       return SnapshotChunk.decode(bytes).to !== node.id;
     default:

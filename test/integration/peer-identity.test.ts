@@ -107,6 +107,7 @@ before(async () => {
   const internal: InternalServer = {
     propose: (_call, callback) => callback(null, { result: Buffer.from('ok'), resultAtMs: 0 }),
     proposeBatch: (_call, callback) => callback(unused, null),
+    proposeStream: (call) => call.destroy(Object.assign(new Error(unused.details), unused)),
     artifactRead: (_call, callback) => callback(unused, null),
   };
   transport.addService(InternalService, internal);

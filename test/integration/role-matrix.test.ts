@@ -615,6 +615,7 @@ const matrix: readonly Row[] = [
   // Node to node: on the raft address (mutual TLS), never on the API port.
   { need: 'peer', ...peerOnly(InternalService.propose) },
   { need: 'peer', ...peerOnly(InternalService.proposeBatch) },
+  { need: 'peer', ...peerOnly(InternalService.proposeStream) },
   { need: 'peer', ...peerOnly(InternalService.artifactRead) },
   { need: 'peer', ...peerOnly(RaftService.stream) },
   { need: 'peer', ...peerOnly(RaftService.installSnapshot) },
