@@ -419,6 +419,16 @@ export class RaftCore {
     this.#persistedHardState = p.hardState;
     if (p.snapshot !== null) this.log.stableTo(p.snapshot.index, p.snapshot.term);
     if (p.lastIndex > 0) this.log.stableTo(p.lastIndex, p.lastTerm);
+    if (
+      this.#role === 'candidate' &&
+      p.hardState.term === this.#term &&
+      p.hardState.vote === this.id &&
+      !this.#votes.has(this.id)
+    ) {
+      // The candidate's own vote is durable now (see #campaign).
+      this.#votes.set(this.id, true);
+      if (this.#tally() === 'won') this.#onElectionWon(this.#campaignKind);
+    }
     if (this.#role === 'leader') {
       // The leader counts itself only for what is on its own disk (§10.2.1).
       this.#progress.get(this.id)?.maybeUpdate(this.log.stableIndex);
@@ -601,20 +611,23 @@ export class RaftCore {
     if (kind === 'preElection') {
       this.#becomePreCandidate();
       voteTerm = this.#term + 1;
+      // A pre-vote changes nothing durable: it counts at once.
+      this.#votes.set(this.id, true);
+      if (this.#tally() === 'won') {
+        this.#onElectionWon(kind);
+        return;
+      }
     } else {
       this.#becomeCandidate();
       voteTerm = this.#term;
-    }
-    this.#votes.set(this.id, true);
-    if (this.#tally() === 'won') {
-      this.#onElectionWon(kind);
-      return;
+      // This node's own vote counts once its new term and vote are on disk (advance), so it
+      // never leads a term it could forget; the requests go out meanwhile (a voter persists
+      // its own vote before it answers), saving a disk write on the election's path.
     }
     const type = kind === 'preElection' ? 'preVote' : 'vote';
     for (const v of this.#membership.voters) {
       if (v.id === this.id) continue;
-      // A candidate's request goes out only once its new term and self-vote are durable.
-      this.#msgsAfterPersist.push(
+      this.#send(
         message({
           type,
           from: this.id,
@@ -641,7 +654,9 @@ export class RaftCore {
       if (g === true) granted++;
       else if (g === false) rejected++;
     }
-    if (granted >= this.#quorum()) return 'won';
+    // Never won before this node's own vote is durable, even by the others' votes alone: a node
+    // that led a term it then forgot could lead it again, with other entries at the same indexes.
+    if (granted >= this.#quorum() && this.#votes.get(this.id) === true) return 'won';
     if (rejected > this.#membership.voters.length - this.#quorum()) return 'lost';
     return 'pending';
   }
