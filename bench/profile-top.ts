@@ -6,54 +6,9 @@
 // file.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-
-interface ProfileNode {
-  readonly id: number;
-  readonly callFrame: {
-    readonly functionName: string;
-    readonly url: string;
-    readonly lineNumber: number;
-  };
-  readonly children?: readonly number[];
-}
-
-interface CpuProfile {
-  readonly nodes: readonly ProfileNode[];
-  readonly samples: readonly number[];
-  readonly timeDeltas: readonly number[];
-  readonly startTime: number;
-  readonly endTime: number;
-}
-
-/** A short place for a script URL: the part from dist/, node_modules/ or node: on. */
-export function shortUrl(url: string): string {
-  if (url === '') return '(native)';
-  const at = ['node_modules/', 'dist/', 'node:'].map((k) => url.lastIndexOf(k)).find((i) => i >= 0);
-  return at === undefined ? url : url.slice(at);
-}
+import { areaOf, shortUrl, type CpuProfile } from './cpu-profile.js';
 
 const special = new Set(['(idle)', '(program)', '(garbage collector)', '(root)']);
-
-/** The areas a script URL falls in, first match wins. */
-const areas: readonly (readonly [string, RegExp])[] = [
-  ['grpc-js', /@grpc\/grpc-js\//],
-  ["Node's HTTP/2", /^node:(internal\/)?http2/],
-  ['LevelDB (classic-level, abstract-level)', /(classic|abstract)-level\//],
-  ['module loading (start-up)', /^node:internal\/modules\//],
-  ["Node's streams, events, buffers, timers, ticks", /^node:/],
-  ['slipway raft', /dist\/src\/raft\//],
-  ['slipway api (and generated codecs)', /dist\/src\/(api|gen)\//],
-  ['slipway state', /dist\/src\/state\//],
-  ['slipway, other', /dist\/(src|lb)\//],
-  ['protobuf-es', /@bufbuild\/protobuf/],
-];
-
-function areaOf(url: string, functionName: string): string {
-  if (functionName === '(program)') return "(program): V8's own work outside JavaScript";
-  if (functionName === '(garbage collector)') return '(garbage collector)';
-  if (url === '') return 'native functions';
-  return areas.find(([, re]) => re.test(url))?.[0] ?? 'other packages';
-}
 
 export interface TopRow {
   readonly name: string;
