@@ -205,7 +205,8 @@ function checkTransportSecurity(c: ConfigFields, ctx: z.RefinementCtx): void {
       ...c.peers.map((p, i): [string, string] => [`peers.${String(i)}`, p.addr]),
     ];
     for (const [field, addr] of plaintext) {
-      if (isLoopbackAddress(addr)) continue;
+      // An address that does not parse (a port 0) has its own error; "not loopback" would mislead.
+      if (!isHostPort(addr) || isLoopbackAddress(addr)) continue;
       ctx.addIssue({
         code: 'custom',
         path: field.split('.'),

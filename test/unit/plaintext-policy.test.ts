@@ -75,6 +75,22 @@ test('--insecure accepts loopback and refuses any API, raft or peer address beyo
   }
 });
 
+test('an address that does not parse gets its own error, not "not a loopback address"', () => {
+  const over = {
+    apiAddr: '127.0.0.1:0',
+    raftAddr: '127.0.0.1:0',
+    peers: [{ id: 'n1', addr: '127.0.0.1:0' }],
+  };
+  assert.throws(
+    () => validateServerConfig(insecure(over)),
+    (err: Error) => {
+      assert.match(err.message, /apiAddr: must be HOST:PORT with a port 1-65535/);
+      assert.doesNotMatch(err.message, /loopback/);
+      return true;
+    },
+  );
+});
+
 test('--insecure-allow-network without --insecure is refused', () => {
   const withTls = insecure({ insecure: false, tlsDir: '/etc/slipway/pki', insecureAllowNetwork: true });
   assert.throws(
