@@ -65,6 +65,12 @@ export interface RaftNodeOptions {
 export const defaultTickMs = 50;
 /** Election timeouts a read may wait for its leader's confirmation before it is refused. */
 const readTimeoutElections = 4;
+/**
+ * Election timeouts a node that a peer says was removed (or that applied its own removal) waits
+ * to hear from a leader before it stops: one that was added again (a new data directory, the
+ * same id) hears from its leader all along, whatever a member that lags behind says.
+ */
+const removedAfterElections = 10;
 /** 50 ms ticks: heartbeats every 50 ms, elections after 300-600 ms of silence. */
 export const defaultTimingConfig = { electionTicks: 6, heartbeatTicks: 1 } as const;
 
@@ -100,6 +106,10 @@ export class RaftNode {
   #proposalQueue: QueuedProposal[] = [];
   readonly #reads = new Map<number, ReadWaiter>();
   #ticks = 0;
+  /** The tick at which a leader last sent this node an append, a heartbeat or a snapshot. */
+  #leaderContactTick = 0;
+  /** A peer's notice that this node was removed (src/raft/transport/removed-notice.ts). */
+  #removedNotice: string | undefined;
   #lastLeader = '';
   readonly #readsAwaitingApply: ReadWaiter[] = [];
   #readSeq = 0;
@@ -174,6 +184,7 @@ export class RaftNode {
         this.#stepSafely(m);
       },
       onSnapshot: (from, snap) => this.#receiveSnapshot(from, snap),
+      isRemoved: (from) => this.#core.wasRemoved(from),
     });
     this.#syncPeers();
     this.#stopTicker = this.#clock.every(this.#opts.tickMs ?? defaultTickMs, () => {
@@ -411,7 +422,31 @@ export class RaftNode {
     for (const id of this.#opts.transport.takeUnreachable()) this.#core.reportUnreachable(id);
     this.#core.tick();
     this.#expireReads();
+    if (this.#stopIfRemoved()) return;
     this.#kick();
+  }
+
+  /**
+   * A removed member that is still running hears from no leader any more; it would otherwise run
+   * on for ever, campaigning and answering that it knows no leader. Once a peer says it removed
+   * this node (or this node applied its own removal) and no leader has contacted it for a few
+   * election timeouts, it stops, saying why in its log and its status.
+   */
+  #stopIfRemoved(): boolean {
+    this.#removedNotice = this.#opts.transport.takeRemovedNotice?.() ?? this.#removedNotice;
+    const m = this.#core.getMembership();
+    const removedHere = m.voters.length > 0 && ![...m.voters, ...m.learners].some((x) => x.id === this.id);
+    if (this.#removedNotice === undefined && !removedHere) return false;
+    const electionTicks = this.#opts.raft?.electionTicks ?? defaultTimingConfig.electionTicks;
+    if (this.#ticks - this.#leaderContactTick < removedAfterElections * electionTicks) return false;
+    const why = this.#removedNotice ?? 'the membership in its own log leaves it out';
+    this.#failFatally(
+      new Error(
+        `this node (${this.id}) was removed from the cluster (${why}) and no leader contacts it. To bring it back, clear its data directory, add it with \`slipway member add\` and start it with --join`,
+      ),
+      'this node was removed from the cluster; it stops serving',
+    );
+    return true;
   }
 
   /**
@@ -430,6 +465,10 @@ export class RaftNode {
 
   #stepSafely(m: Message): void {
     if (this.#stopped) return;
+    if (m.type === 'app' || m.type === 'heartbeat') {
+      this.#leaderContactTick = this.#ticks;
+      this.#removedNotice = undefined;
+    }
     this.#core.step(m);
     this.#kick();
   }
@@ -633,6 +672,7 @@ export class RaftNode {
 
   #receiveSnapshot(from: NodeId, snap: Snapshot): Promise<void> {
     if (!this.#stopped) {
+      this.#leaderContactTick = this.#ticks;
       this.#received.set(snap.meta.index, snap.data);
       const term = this.#core.softState().term;
       this.#core.step(

@@ -331,6 +331,24 @@ describe('membership and leadership', () => {
       `n4 (${clashAddr}) ALREADY_EXISTS`,
     ]);
     assert.deepEqual(await auditOutcomes('member.remove'), ['n4 ok']);
+    // The removed node, still running, never applies its removal (the leader stops sending to it
+    // once the removal applies) and campaigns: the members tell it, and it stops serving, saying
+    // why in its log and its status.
+    await waitFor(
+      'n4 to stop as a removed member',
+      () =>
+        readFileSync(join(cluster.dir, 'n4.log'), 'utf8').includes(
+          'this node was removed from the cluster; it stops serving',
+        ),
+      20_000,
+      200,
+    );
+    const asked = await cli(['--server', joiner.apiAddr, '-o', 'json', 'cluster', 'status']);
+    assert.match(asked.stdout, /"health": *"stopped"/, asked.stdout + asked.stderr);
+    assert.match(
+      asked.stdout,
+      /this node \(n4\) was removed from the cluster \(member n\d applied the removal of n4/,
+    );
     await cluster.kill(joiner);
     cluster.nodes.pop();
 

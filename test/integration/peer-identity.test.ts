@@ -19,6 +19,7 @@ import { bootstrapPki, caDirOf } from '../../src/platform/pki.js';
 import { message, type Message } from '../../src/raft/core/types.js';
 import { encodeMessageFrame } from '../../src/raft/transport/codec.js';
 import { GrpcTransport } from '../../src/raft/transport/grpc-transport.js';
+import { isRemovedNotice, removedNoticeDetails } from '../../src/raft/transport/removed-notice.js';
 import { waitFor } from '../support/wait.js';
 
 let dir: string;
@@ -84,7 +85,7 @@ async function streamAs(
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'slipway-peer-identity-'));
-  const ids = ['n1', 'n2', 'n3', 'n9'];
+  const ids = ['n1', 'n2', 'n3', 'n8', 'n9'];
   await bootstrapPki(
     dir,
     ids.map((id) => ({ id, hosts: [] })),
@@ -114,6 +115,8 @@ before(async () => {
   await transport.start({
     onMessage: (m) => received.push(m),
     onSnapshot: () => Promise.resolve(),
+    // n8 has a certificate of this cluster's CA and was removed by a change this node applied.
+    isRemoved: (id) => id === 'n8',
   });
   addr = `127.0.0.1:${transport.port}`;
   // Unreachable addresses: only the membership matters here.
@@ -187,5 +190,15 @@ test('a certificate of the same CA for a non-member is refused on the Internal s
   assert.equal(await streamAs('n9', 'n9', [heartbeat('n9')]), status.PERMISSION_DENIED);
   await waitFor('the refusal to be logged', () =>
     refusals.some((l) => l.includes('the certificate of n9 names no member of this cluster')),
+  );
+});
+
+test('a member this node removed is told so, with the notice its transport recognises', async () => {
+  const before = received.length;
+  assert.equal(await streamAs('n8', 'n8', [heartbeat('n8')]), status.FAILED_PRECONDITION);
+  assert.equal(received.length, before, 'nothing reached raft');
+  assert.ok(
+    isRemovedNotice(status.FAILED_PRECONDITION, removedNoticeDetails('n1', 'n8')),
+    'the details its link looks for',
   );
 });

@@ -96,6 +96,12 @@ export class RaftCore {
 
   #progress = new Map<NodeId, Progress>();
   #votes = new Map<NodeId, boolean>();
+  /**
+   * Members this node has seen removed by a change it applied (and not added again since): a
+   * removed node that never learned it (its leader stopped sending once the removal applied) is
+   * told so by its peers' transports (wasRemoved).
+   */
+  readonly #removedIds = new Set<NodeId>();
   #electionElapsed = 0;
   #heartbeatElapsed = 0;
   #randomizedElectionTimeout = 0;
@@ -465,6 +471,11 @@ export class RaftCore {
 
   softState(): SoftState {
     return { role: this.#role, leader: this.#leader, term: this.#term };
+  }
+
+  /** Whether `id` was removed by a membership change this node applied, and is not a member now. */
+  wasRemoved(id: NodeId): boolean {
+    return this.#removedIds.has(id) && !allMembers(this.#membership).some((m) => m.id === id);
   }
 
   getMembership(): Membership {
@@ -1067,6 +1078,9 @@ export class RaftCore {
 
   #applyConf(cc: ConfChange): void {
     this.#membership = applyConfChange(this.#membership, cc);
+    if (cc.type === 'remove') this.#removedIds.add(cc.member.id);
+    else if (cc.type === 'bootstrap') for (const v of cc.voters) this.#removedIds.delete(v.id);
+    else this.#removedIds.delete(cc.member.id);
     if (this.#role !== 'leader') return;
     if (!isVoter(this.#membership, this.id)) {
       // A leader removed from the configuration steps down once the removal is applied.

@@ -19,6 +19,7 @@ import type { Snapshot } from '../storage/log-store.js';
 import { CodecError, decodeEnvelopeMessages, encodeMessageFrame } from './codec.js';
 import { peerServerCredentials, type PeerTls } from '../../platform/peer-tls.js';
 import { peerServerOptions } from './grpc-config.js';
+import { removedNoticeCode, removedNoticeDetails } from './removed-notice.js';
 import { certifiedNodeId, peerIdentityInterceptor } from './peer-identity.js';
 import {
   messageBytesMaxDefault,
@@ -65,6 +66,7 @@ export class GrpcTransport implements Transport {
   readonly #logger: Logger;
   readonly #links = new Map<NodeId, PeerLink>();
   readonly #unreachable = new Set<NodeId>();
+  #removedNotice: string | undefined;
   /** The other members as the driver last named them: who may call here (peer-identity.ts). */
   #members = new Set<NodeId>();
   #handlers: TransportHandlers | null = null;
@@ -98,7 +100,12 @@ export class GrpcTransport implements Transport {
       interceptors:
         options.tls === undefined
           ? [callGuard]
-          : [peerIdentityInterceptor(isMember, this.#logger), callGuard],
+          : [
+              peerIdentityInterceptor(isMember, this.#logger, (id) =>
+                this.#handlers?.isRemoved?.(id) === true ? removedNoticeDetails(this.#id, id) : undefined,
+              ),
+              callGuard,
+            ],
     });
     const stream: handleBidiStreamingCall<Buffer, StreamAck> = (call) => {
       this.#acceptStream(call);
@@ -162,6 +169,9 @@ export class GrpcTransport implements Transport {
         logger: this.#logger,
         tls: this.#tls,
         onUnreachable: (peer) => this.#unreachable.add(peer),
+        onRemoved: (notice) => {
+          this.#removedNotice = notice;
+        },
       });
       this.#links.set(id, link);
       link.warm();
@@ -210,6 +220,12 @@ export class GrpcTransport implements Transport {
     await link.sendSnapshot(snapshot);
   }
 
+  takeRemovedNotice(): string | undefined {
+    const notice = this.#removedNotice;
+    this.#removedNotice = undefined;
+    return notice;
+  }
+
   takeUnreachable(): NodeId[] {
     const peers = [...this.#unreachable];
     this.#unreachable.clear();
@@ -241,6 +257,14 @@ export class GrpcTransport implements Transport {
     call.on('end', () => call.end());
     call.on('data', (bytes: Buffer) => {
       if (refused) return;
+      if (this.#handlers?.isRemoved?.(sender) === true) {
+        // Its messages would only disturb (it campaigns, having never learned): tell it instead.
+        refused = true;
+        const details = removedNoticeDetails(this.#id, sender);
+        this.#logger.info({ sender }, `ended a raft stream: ${details}`);
+        call.emit('error', { code: removedNoticeCode, details });
+        return;
+      }
       const forged = this.#receiveEnvelope(bytes, sender, certified);
       if (forged === undefined) return;
       refused = true;

@@ -14,6 +14,7 @@ import {
 import type { PeerCertificate } from 'node:tls';
 import type { Logger } from 'pino';
 import type { NodeId } from '../core/types.js';
+import { removedNoticeCode } from './removed-notice.js';
 
 /** Metadata by which a call on the raft address names the node sending it. */
 export const senderClaimKeys = ['x-raft-from', 'x-slipway-forwarded'] as const;
@@ -54,6 +55,7 @@ export function identityRefusal(
 export function peerIdentityInterceptor(
   isMember: (id: NodeId) => boolean,
   logger: Logger,
+  removedNotice: (id: NodeId) => string | undefined = () => undefined,
 ): ServerInterceptor {
   return (method, call: ServerInterceptingCallInterface) =>
     new ServerInterceptingCall(call, {
@@ -61,6 +63,13 @@ export function peerIdentityInterceptor(
         next({
           onReceiveMetadata: (metadata, pass) => {
             const certified = certifiedNodeId(call.getAuthContext());
+            // A member this node removed is told so (removed-notice.ts), not only refused.
+            const notice = certified === undefined ? undefined : removedNotice(certified);
+            if (notice !== undefined) {
+              logger.info({ method: method.path, certified }, `ended a call on the raft address: ${notice}`);
+              call.sendStatus({ code: removedNoticeCode, details: notice, metadata: new Metadata() });
+              return;
+            }
             const refusal = identityRefusal(certified, metadata, isMember);
             if (refusal === undefined) {
               pass(metadata);

@@ -13,6 +13,7 @@ import type { NodeId } from '../core/types.js';
 import type { Snapshot } from '../storage/log-store.js';
 import { peerChannelCredentials, type PeerTls } from '../../platform/peer-tls.js';
 import { peerChannelOptions } from './grpc-config.js';
+import { isRemovedNotice } from './removed-notice.js';
 import {
   bulkQueueBytesMax,
   bulkQueueMessagesMax,
@@ -43,6 +44,8 @@ export interface PeerLinkOptions {
   readonly tls?: PeerTls | undefined;
   /** Called whenever a message for this peer is lost: the stream failed or its queue overflowed. */
   readonly onUnreachable: (peer: NodeId) => void;
+  /** The peer ended this node's stream saying that it removed this node (removed-notice.ts). */
+  readonly onRemoved?: (notice: string) => void;
 }
 
 export class PeerLink {
@@ -53,6 +56,7 @@ export class PeerLink {
   readonly #tls: PeerTls | undefined;
   readonly #logger: Logger;
   readonly #onUnreachable: (peer: NodeId) => void;
+  readonly #onRemoved: ((notice: string) => void) | undefined;
   readonly #queue = new OutboundQueue({
     priorityMessagesMax: priorityQueueMessagesMax,
     bulkMessagesMax: bulkQueueMessagesMax,
@@ -76,6 +80,7 @@ export class PeerLink {
     this.#maxMessageBytes = options.maxMessageBytes;
     this.#logger = options.logger.child({ peer: options.peer, peerAddr: options.addr });
     this.#onUnreachable = options.onUnreachable;
+    this.#onRemoved = options.onRemoved;
   }
 
   /** Queues one encoded message frame; never throws, never blocks. */
@@ -180,6 +185,8 @@ export class PeerLink {
     // needs a listener so that it is not thrown.
     call.on('error', () => undefined);
     call.on('status', (status: { code: number; details: string }) => {
+      if (this.#call === call && isRemovedNotice(status.code, status.details))
+        this.#onRemoved?.(status.details);
       this.#fail(call, `stream ended with status ${status.code}: ${status.details}`);
     });
   }

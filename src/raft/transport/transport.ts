@@ -7,6 +7,12 @@ export interface TransportHandlers {
   onMessage(msg: Message): void;
   /** A whole snapshot received from `from` (all chunks reassembled and checksummed). */
   onSnapshot(from: NodeId, snapshot: Snapshot): Promise<void>;
+  /**
+   * Whether `from` was removed from the membership this node applied: its streams are ended
+   * with a notice that tells it so (a removed node that never applied its removal would
+   * otherwise campaign for ever).
+   */
+  isRemoved?(from: NodeId): boolean;
 }
 
 export interface Transport {
@@ -23,5 +29,7 @@ export interface Transport {
   sendSnapshot(to: NodeId, snapshot: Snapshot): Promise<void>;
   /** Peers whose stream failed since the last call (for reporting unreachable to the core). */
   takeUnreachable(): NodeId[];
+  /** The latest notice from a peer that this node was removed from the cluster, taken once. */
+  takeRemovedNotice?(): string | undefined;
   stop(): Promise<void>;
 }
