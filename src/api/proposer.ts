@@ -27,7 +27,7 @@ import { InternalClient } from '../gen/internal.js';
 import type { Member } from '../raft/core/types.js';
 import { RaftError } from '../raft/core/types.js';
 import type { RaftNode } from '../raft/node.js';
-import { peerCallOptions } from '../raft/transport/grpc-config.js';
+import { peerStreamCallOptions } from '../raft/transport/grpc-config.js';
 import { peerChannelCredentials, type PeerTls } from '../platform/peer-tls.js';
 import type { Command, CommandResult } from '../state/store-command.js';
 import type { ControlCommand, ControlResult } from '../state/control/commands.js';
@@ -442,6 +442,9 @@ export class Proposer {
         `the leader ${leader.id} did not answer forwarded proposals within ${forwardDeadlineMs} ms; they may or may not have been applied`,
       );
       for (const item of items) item.reject(err);
+      // A stream that leaves a request unanswered this long is not trusted with the next ones:
+      // they go on a new one (what it still holds is rejected as it ends).
+      s.call.cancel();
     }, forwardDeadlineMs);
     s.waiting.set(id, { items, timer });
     this.#forwardedCommands += items.length;
@@ -511,7 +514,7 @@ export class Proposer {
   #client(leader: Member): InternalClient {
     let client = this.#clients.get(leader.addr);
     if (client === undefined) {
-      client = new InternalClient(leader.addr, peerChannelCredentials(this.#tls), peerCallOptions());
+      client = new InternalClient(leader.addr, peerChannelCredentials(this.#tls), peerStreamCallOptions());
       this.#clients.set(leader.addr, client);
     }
     return client;

@@ -55,3 +55,12 @@ export function peerCallOptions(): ChannelOptions {
 export function peerServerOptions(maxMessageBytes: number): ChannelOptions {
   return { ...keepalive(), ...messageSize(maxMessageBytes) };
 }
+
+/**
+ * For a long-lived stream to a peer (a follower's forwarding stream, src/api/proposer.ts): as
+ * peerCallOptions, with the links' keepalive, so that a connection that died silently fails the
+ * stream within about two seconds instead of holding every request on it until its deadline.
+ */
+export function peerStreamCallOptions(): ChannelOptions {
+  return { ...peerCallOptions(), ...keepalive() };
+}
