@@ -633,7 +633,18 @@ export class RaftCore {
       voteTerm = this.#term;
       // This node's own vote counts once its new term and vote are on disk (advance), so it
       // never leads a term it could forget; the requests go out meanwhile (a voter persists
-      // its own vote before it answers), saving a disk write on the election's path.
+      // its own vote before it answers), saving a disk write on the election's path. The only
+      // voter leads at once, as before: no one else can hold an entry of a term it forgets,
+      // and its term, vote and first entries are written in one batch. (Waiting for that write
+      // would also make it campaign again whenever a write takes longer than an election
+      // timeout, and never count its vote.)
+      if (this.#membership.voters.length === 1) {
+        this.#votes.set(this.id, true);
+        if (this.#tally() === 'won') {
+          this.#onElectionWon(kind);
+          return;
+        }
+      }
     }
     const type = kind === 'preElection' ? 'preVote' : 'vote';
     for (const v of this.#membership.voters) {
