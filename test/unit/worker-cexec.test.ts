@@ -7,6 +7,8 @@
 // Method: a loop device over a small file, formatted ext4 with a minimal root (a static busybox
 // and the links the command uses) by mkfs.ext4 -d; afterwards /proc/mounts must hold nothing
 // under the action's mount directory, and the filesystem, mounted again, what the command wrote.
+// Runs in a process of its own: it points TMPDIR at a directory of its own (ownTmpdir) and
+// deletes that directory at the end.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

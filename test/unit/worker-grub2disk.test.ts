@@ -8,6 +8,8 @@
 // a static busybox, Debian's GRUB (grub-pc-bin, grub2-common: binaries with the libraries they
 // link, modules, /etc/grub.d) and a udevadm that answers from sysfs as udev would (GRUB asks it
 // which disk a partition is on). Afterwards the MBR and the filesystem are read back.
+// Runs in a process of its own: it points TMPDIR at a directory of its own (ownTmpdir) and
+// deletes that directory at the end.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -1,0 +1,28 @@
+// The unit test files in one process: test/run.sh runs this file instead of each of them (a Node
+// process per file cost more CPU than most of their tests: 134 files took about 90 s of CPU one
+// process each under coverage, about 50 s together). Each file's tests run under a suite named by
+// its path, in file order, one file after another. A file whose tests change what the whole
+// process shares (TMPDIR, say) says so on a line starting with unitGroupOptOut, and runs in a
+// process of its own as every file under test/integration and test/e2e does. Any unit file
+// still runs alone with `node --import tsx --test FILE`.
+import { readdirSync, readFileSync } from 'node:fs';
+import { describe } from 'node:test';
+
+/** The line that keeps a unit file out of the group; test/run.sh greps for the same words. */
+const unitGroupOptOut = '// Runs in a process of its own:';
+
+const dir = new URL('./unit/', import.meta.url);
+
+/** The unit test files the group runs, sorted: every one without the opt-out line. */
+function groupedUnitFiles(): string[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.test.ts'))
+    .filter((f) => !readFileSync(new URL(f, dir), 'utf8').includes(unitGroupOptOut))
+    .sort();
+}
+
+for (const file of groupedUnitFiles()) {
+  describe(`test/unit/${file}`, async () => {
+    await import(new URL(file, dir).href);
+  });
+}
