@@ -82,6 +82,12 @@ export class ProcessCluster {
   readonly nodeArgs = new Map<string, string[]>();
   /** The script one node runs (by id) instead of `bin`: e.g. a node upgraded to another build. */
   readonly nodeBins = new Map<string, string>();
+  /**
+   * One status client per node (by id), made at its first call after the node's start: a client
+   * per call, as waitForLeader polls every 50 ms, cost about three times the CPU of each call in
+   * the test and twice in the node (a connection and its HTTP/2 handshake each time).
+   */
+  readonly #statusClients = new Map<string, KvClient>();
 
   constructor(size: number, extraArgs: string[] = [], bin = slipwayBin) {
     this.dir = mkdtempSync(join(tmpdir(), 'slipway-cluster-'));
@@ -127,6 +133,27 @@ export class ProcessCluster {
     const tls = this.extraArgs.includes('--tls-dir') || own.includes('--tls-dir');
     args.push(...(tls ? [] : ['--insecure']), ...this.extraArgs, ...own);
     node.proc = spawn(process.execPath, args, { stdio: ['ignore', log, log] });
+    // A channel that saw the previous process die waits out its reconnection backoff: a new one.
+    this.#closeStatusClient(node);
+  }
+
+  #statusClient(node: ProcNode): KvClient {
+    let client = this.#statusClients.get(node.id);
+    if (client === undefined) {
+      // Reconnect soon after a pause or a lost connection: a poll must not wait out grpc-js's
+      // default backoff (1 s, growing to 2 min) once the node answers again.
+      client = new KvClient(node.apiAddr, credentials.createInsecure(), {
+        'grpc.initial_reconnect_backoff_ms': 100,
+        'grpc.max_reconnect_backoff_ms': 1000,
+      });
+      this.#statusClients.set(node.id, client);
+    }
+    return client;
+  }
+
+  #closeStatusClient(node: ProcNode): void {
+    this.#statusClients.get(node.id)?.close();
+    this.#statusClients.delete(node.id);
   }
 
   startAll(): void {
@@ -141,6 +168,7 @@ export class ProcessCluster {
     p.kill(signal);
     await exited;
     node.proc = null;
+    this.#closeStatusClient(node);
   }
 
   pause(node: ProcNode): void {
@@ -157,18 +185,14 @@ export class ProcessCluster {
 
   /** The node's Status, or null when it does not answer; with `digest`, its state digest too. */
   async status(node: ProcNode, timeoutMs = 1000, digest = false): Promise<StatusResponse | null> {
-    const c = new KvClient(node.apiAddr, credentials.createInsecure());
-    try {
-      return await new Promise<StatusResponse | null>((resolve) => {
-        const md = new Metadata();
-        if (this.token !== undefined) md.set('authorization', `Bearer ${this.token}`);
-        c.status({ digest }, md, { deadline: Date.now() + timeoutMs }, (err, res) =>
-          resolve(err === null ? res : null),
-        );
-      });
-    } finally {
-      c.close();
-    }
+    const c = this.#statusClient(node);
+    return await new Promise<StatusResponse | null>((resolve) => {
+      const md = new Metadata();
+      if (this.token !== undefined) md.set('authorization', `Bearer ${this.token}`);
+      c.status({ digest }, md, { deadline: Date.now() + timeoutMs }, (err, res) =>
+        resolve(err === null ? res : null),
+      );
+    });
   }
 
   /** Waits until a live node reports a leader that every live node agrees on. */
@@ -206,6 +230,7 @@ export class ProcessCluster {
     for (const n of this.nodes) {
       this.resume(n);
       await this.kill(n);
+      this.#closeStatusClient(n);
     }
     // SLIPWAY_KEEP_TEST_DIRS=1 keeps logs and data for a post-mortem.
     if (process.env['SLIPWAY_KEEP_TEST_DIRS'] === '1') process.stderr.write(`kept ${this.dir}\n`);
