@@ -20,6 +20,8 @@ export default tseslint.config(
       'test/support/file-times-reporter.mjs',
       'test/support/dist-loader.mjs',
       'test/support/dist-hooks.mjs',
+      // Run by plain node after the tests, outside coverage (test/lanes.sh).
+      'test/support/coverage-premerge.mjs',
       'eslint.config.js',
       'eslint/',
     ],
