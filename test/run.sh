@@ -79,7 +79,13 @@ rm -rf "$lanes"
 # each leaves a core mostly idle (the quick forms kept the cores 38 % busy): Node 24 LTS, running
 # the tests that start real nodes, workers and the balancer again on Node 24 (from this build),
 # and every benchmark in its quick form (bench/README.md).
-echo "== build ($(date +%T))"; npm run -s build
+# `npm run build` but for its type-check, done above: tsc emits the same files with --noCheck
+# (compared byte for byte), in 4.4 s instead of 10.5.
+echo "== build ($(date +%T))"
+{ rm -rf dist && npx tsc -p tsconfig.build.json --noCheck && touch dist/.built; } || {
+  echo "the build failed"
+  exit 1
+}
 node24_log="$(mktemp)"
 echo "== Node 24 and the benchmarks' quick forms, side by side ($(date +%T)); Node 24's output follows the benchmarks'"
 bash test/node24.sh >"$node24_log" 2>&1 &
