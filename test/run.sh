@@ -1,39 +1,31 @@
 #!/usr/bin/env bash
-# The whole suite: its set-up (test/setup.sh), type-check, lint and formatting check, then every
-# test under c8 coverage.
+# The whole suite: its set-up (test/setup.sh), type-check, lint, formatting, then every test
+# under c8 coverage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== set-up ($(date +%T))"; bash test/setup.sh
-# The type-check, the lint and the formatting check side by side: the lint takes longest (43 s
-# alone, against the type-check's 15 and the formatting check's 14), so the other two follow one
-# another beside it.
-echo "== typecheck, lint and formatting, side by side ($(date +%T))"
+# The type-check and the lint each keep one core busy for a minute or so: side by side.
+echo "== typecheck and lint, side by side ($(date +%T))"
 checks="$(mktemp -d)"
-typecheck_status=0
-format_status=0
-{
-  npx tsc --noEmit >"$checks/typecheck" 2>&1 || typecheck_status=$?
-  npx prettier --check . >"$checks/format" 2>&1 || format_status=$?
-  echo "$typecheck_status $format_status" >"$checks/statuses"
-} &
-typecheck_and_format=$!
+npx tsc --noEmit >"$checks/typecheck" 2>&1 &
+typecheck=$!
 npx eslint . >"$checks/lint" 2>&1 &
 lint=$!
-wait "$typecheck_and_format" || true
-read -r typecheck_status format_status <"$checks/statuses"
+typecheck_status=0
+wait "$typecheck" || typecheck_status=$?
 lint_status=0
 wait "$lint" || lint_status=$?
-cat "$checks/typecheck" "$checks/lint" "$checks/format"
+cat "$checks/typecheck" "$checks/lint"
 rm -rf "$checks"
 [ "$typecheck_status" -eq 0 ] || { echo "the type-check failed"; exit 1; }
 [ "$lint_status" -eq 0 ] || { echo "the lint failed"; exit 1; }
-[ "$format_status" -eq 0 ] || { echo "formatting differs: run npm run format"; exit 1; }
 # Every `slipway` a test starts runs dist/ (bin/slipway.js) instead of compiling its sources
 # through tsx at each start, which cost about 2.5 times the CPU in the CLI-heavy tests; dist/ is
 # made by tsx's own transform (test/build-dist.ts), so coverage reads as before. The test files
 # run from it too (test/support/dist-loader.mjs): about a quarter of a second of CPU less each
 # than tsx compiling them at their start.
 echo "== build for the tests"; node --import tsx test/build-dist.ts
+echo "== format"; npx prettier --check . || { echo "formatting differs: run npm run format"; exit 1; }
 # The unit files run in one process, test/unit-group.ts, but for those that say they must not.
 mapfile -t files < <(
   {
