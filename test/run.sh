@@ -40,7 +40,7 @@ mapfile -t files < <(
 # faster). Every other file runs two at a time in the other lane. The unit group, about a minute
 # of one core's work, follows the VMs: that lane ended some two minutes before the other, and
 # node:test runs a lane's files in the order of their names, which put the group last and alone
-# in the other (the cores 90 % busy at 2da949b).
+# in the other (the cores 90 % busy in the rehearsal at d26073e).
 vm_files=()
 other_files=()
 for f in "${files[@]}"; do
