@@ -7,7 +7,7 @@ import type { StateMachine } from './state-machine.js';
 import type { Clock } from '../platform/clock.js';
 import { realClock, sleep } from '../platform/clock.js';
 import { realRandom } from './clock.js';
-import { decodeConfChange, encodeConfChange, isVoter } from './core/membership.js';
+import { allMembers, decodeConfChange, encodeConfChange, isVoter } from './core/membership.js';
 import type { ProposalResult, RaftStatus } from './core/raft.js';
 import { RaftCore } from './core/raft.js';
 import type {
@@ -300,7 +300,7 @@ export class RaftNode {
 
   async removeMember(id: NodeId, context?: Uint8Array): Promise<void> {
     const m = this.#core.getMembership();
-    const member = [...m.voters, ...m.learners].find((x) => x.id === id);
+    const member = allMembers(m).find((x) => x.id === id);
     if (member === undefined) throw new RaftError('E_UNKNOWN_MEMBER', `no member ${id}`);
     await this.proposeConfChange(
       context === undefined ? { type: 'remove', member } : { type: 'remove', member, context },
@@ -394,7 +394,7 @@ export class RaftNode {
     const leader = this.#core.softState().leader;
     if (leader === '') return null;
     const m = this.#core.getMembership();
-    return [...m.voters, ...m.learners].find((x) => x.id === leader) ?? null;
+    return allMembers(m).find((x) => x.id === leader) ?? null;
   }
 
   async stop(): Promise<void> {
@@ -435,7 +435,7 @@ export class RaftNode {
   #stopIfRemoved(): boolean {
     this.#removedNotice = this.#opts.transport.takeRemovedNotice?.() ?? this.#removedNotice;
     const m = this.#core.getMembership();
-    const removedHere = m.voters.length > 0 && ![...m.voters, ...m.learners].some((x) => x.id === this.id);
+    const removedHere = m.voters.length > 0 && !allMembers(m).some((x) => x.id === this.id);
     if (this.#removedNotice === undefined && !removedHere) return false;
     const electionTicks = this.#opts.raft?.electionTicks ?? defaultTimingConfig.electionTicks;
     if (this.#ticks - this.#leaderContactTick < removedAfterElections * electionTicks) return false;
@@ -819,7 +819,7 @@ export class RaftNode {
     const key = JSON.stringify(m);
     if (key === this.#membershipKey) return;
     this.#membershipKey = key;
-    const known = m.voters.length > 0 ? [...m.voters, ...m.learners] : (this.#opts.contactPeers ?? []);
+    const known = m.voters.length > 0 ? allMembers(m) : (this.#opts.contactPeers ?? []);
     this.#opts.transport.setPeers(known.filter((x) => x.id !== this.id));
     if (!isVoter(m, this.id) && m.voters.length > 0)
       this.#log.info('this node is not a voter in the current membership');
