@@ -146,8 +146,8 @@ export class ProcessCluster {
     const own = this.nodeArgs.get(node.id) ?? [];
     const tls = this.extraArgs.includes('--tls-dir') || own.includes('--tls-dir');
     args.push(...(tls ? [] : ['--insecure']), ...this.extraArgs, ...own);
-    const env = { ...process.env };
-    if (!this.coverage) delete env['NODE_V8_COVERAGE'];
+    // Node hands NODE_V8_COVERAGE to every child whose env lacks it; set empty, it is off.
+    const env = { ...process.env, ...(this.coverage ? {} : { NODE_V8_COVERAGE: '' }) };
     const proc = spawn(process.execPath, args, { stdio: ['ignore', log, log], env });
     node.proc = proc;
     if (this.coverage) this.#covered.add(proc);
