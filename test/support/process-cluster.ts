@@ -92,8 +92,8 @@ export class ProcessCluster {
    * Whether the nodes collect coverage (c8's NODE_V8_COVERAGE, which every child inherits), as
    * each starts: a test may turn it on for the one start it stops gracefully. A process writes
    * its coverage only when it exits by itself or on a signal it handles: a node SIGKILLed, as
-   * destroy() and most tests stop them, wrote none, yet ran slower all along (25-35 % more CPU
-   * per write, 0.14 s more to start). So off, unless a test stops a node gracefully or has it
+   * destroy() and most tests stop them, wrote none, yet ran slower all along (0.14 s more to
+   * start; kv-crash took 8 % more CPU). So off, unless a test stops a node gracefully or has it
    * exit by itself: kill() with another signal refuses a node started without coverage, and
    * destroy() fails naming a node that exited by itself, so no coverage is lost unawares.
    */
