@@ -33,7 +33,8 @@ if [ "${#vm_files[@]}" -gt 0 ]; then
   cat "$dir/vm.tap"
 fi
 # Under c8 (NODE_V8_COVERAGE set), the coverage files merged two ways side by side before c8's
-# report reads them (test/support/coverage-premerge.mjs says why); the merge itself uncovered.
+# report reads them (test/support/coverage-premerge.mjs says why); the merge itself uncovered. It
+# keeps the folders test/run.sh names for c8 (COVERAGE_PREMERGE_FOLDERS and _GENERATED).
 if [ -n "${NODE_V8_COVERAGE:-}" ]; then
   merge_status=0
   env -u NODE_V8_COVERAGE node test/support/coverage-premerge.mjs "$NODE_V8_COVERAGE" 0 2 &

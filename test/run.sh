@@ -59,13 +59,20 @@ echo "== tests ($((${#files[@]} + 1)) files, the unit files grouped in test/unit
 # Beside the TAP output, each file's time is written to a file, and the ten slowest are printed
 # after the run, passed or failed, then the failed tests (test/README.md, "Where the time goes").
 # The other lane's TAP goes to the output as it runs; the VM lane's follows it.
+# The folders counted and the generated ones left out, written once: c8's globs, and the merge
+# of the coverage files ahead of c8's report (test/lanes.sh, test/support/coverage-premerge.mjs),
+# which keeps only these.
+covered_folders=(src lb dist/src dist/lb)
+generated_folders=(src/gen dist/src/gen)
+coverage_globs=()
+for folder in "${covered_folders[@]}"; do coverage_globs+=(--include "$folder/**"); done
+for folder in "${generated_folders[@]}"; do coverage_globs+=(--exclude "$folder/**"); done
 lanes="$(mktemp -d)"
 status=0
 cpu_before="$(head -n 1 /proc/stat)"
 started=$SECONDS
-npx c8 --reporter=text-summary --include 'src/**' --include 'lb/**' --exclude 'src/gen/**' \
-  --include 'dist/src/**' --include 'dist/lb/**' --exclude 'dist/src/gen/**' \
-  --check-coverage --lines 93 \
+COVERAGE_PREMERGE_FOLDERS="${covered_folders[*]}" COVERAGE_PREMERGE_GENERATED="${generated_folders[*]}" \
+  npx c8 --reporter=text-summary "${coverage_globs[@]}" --check-coverage --lines 93 \
   bash test/lanes.sh "$lanes" "${#vm_files[@]}" "${vm_files[@]}" "${other_files[@]}" || status=$?
 # How busy the cores were: whether running more files at once could gain anything. The checks'
 # CPU counts as busy too, and apart (/proc/stat's "nice": at the lowest priority).

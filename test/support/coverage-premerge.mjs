@@ -3,8 +3,9 @@
 // one, then deletes them, so that c8's report, which test/run.sh runs next over DIR, reads a few
 // small files instead of some 1,400 large ones. Each process's file holds every script it ran
 // (Node's own, node_modules, the tests'), 1.4 to 11 MB of JSON; this keeps only the scripts that
-// c8's globs in test/run.sh take (src/, lb/ and their dist/ copies, without src/gen/), with their
-// source maps, and c8 still applies its own --include and --exclude after.
+// c8's globs in test/run.sh take (src/, lb/ and their dist/ copies, without src/gen/; run.sh
+// passes the same folder lists in COVERAGE_PREMERGE_FOLDERS and COVERAGE_PREMERGE_GENERATED), with
+// their source maps, and c8 still applies its own --include and --exclude after.
 // Two of them side by side (test/lanes.sh) and c8's report after took 10.5 s where c8 alone took
 // 19 s and 2.7 GB of memory, at the end of the suite, when the other core had nothing left to do.
 // Lines, statements and functions come out the same; branch counts may differ slightly, as they
@@ -24,10 +25,19 @@ if (dir === undefined || !Number.isInteger(part) || !Number.isInteger(parts) || 
 }
 
 const checkout = pathToFileURL(path.resolve(import.meta.dirname, '../..')).href + '/';
-// What test/run.sh's c8 --include and --exclude globs name: src/ and lb/ and their dist/ copies,
-// without the generated codecs.
-const covered = ['src/', 'lb/', 'dist/src/', 'dist/lb/'].map((folder) => checkout + folder);
-const generated = ['src/gen/', 'dist/src/gen/'].map((folder) => checkout + folder);
+// The folders test/run.sh's c8 --include and --exclude globs name, from the same lists there
+// (src/ and lb/ and their dist/ copies, without the generated codecs): space-separated folders
+// under the checkout.
+const folders = (variable) => {
+  const list = (process.env[variable] ?? '').split(' ').filter((folder) => folder !== '');
+  if (list.length === 0) {
+    process.stderr.write(`coverage-premerge: ${variable} names no folder (test/run.sh sets it)\n`);
+    process.exit(2);
+  }
+  return list.map((folder) => `${checkout}${folder.replace(/\/*$/, '')}/`);
+};
+const covered = folders('COVERAGE_PREMERGE_FOLDERS');
+const generated = folders('COVERAGE_PREMERGE_GENERATED');
 const kept = (url) =>
   covered.some((prefix) => url.startsWith(prefix)) && !generated.some((prefix) => url.startsWith(prefix));
 
