@@ -137,7 +137,10 @@ wait "$node24_and_guard" || true
 echo "== Node 24 ($(date +%T))"
 cat "$tail_dir/node24"
 cat "$tail_dir/guard"
-read -r node24_status guard_status <"$tail_dir/statuses"
+read -r node24_status guard_status <"$tail_dir/statuses" || {
+  echo "Node 24 and the guard did not report how they ended"
+  exit 1
+}
 rm -rf "$tail_dir"
 [ "$node24_status" -eq 0 ] || { echo "the tests on Node 24 failed"; exit "$node24_status"; }
 [ "$quick_status" -eq 0 ] || { echo "a benchmark's quick form failed"; exit "$quick_status"; }
